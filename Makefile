@@ -1,0 +1,36 @@
+# The two commands of the README: `make run` and `make test`. Everything else is what they stand on.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+AZURITE := .tools/node_modules/.bin/azurite
+AZURITE_VERSION := 3.35.0
+
+.PHONY: setup run test lint typecheck check clean
+
+setup: $(VENV)/.installed $(AZURITE)
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+$(AZURITE):
+	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+
+run: setup
+	$(PY) -m local_host run
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+
+typecheck: setup
+	$(PY) -m mypy shared functions local_host function_app.py
+
+check: lint typecheck test
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

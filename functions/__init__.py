@@ -1,0 +1,1 @@
+"""Trigger adapters: each parses its input, calls one queue operation and reports the outcome."""

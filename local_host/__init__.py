@@ -1,0 +1,1 @@
+"""A local stand-in for the Azure Functions host (Core Tools cannot be installed here)."""

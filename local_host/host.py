@@ -1,0 +1,104 @@
+"""The local Functions host: serves the app's ASGI API with uvicorn and runs its queue and timer triggers.
+
+Azure Functions Core Tools cannot be installed on these machines, so this stands in for it. It introspects the
+same `function_app.app` the real host loads, so the code it runs is the code that is deployed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
+
+log = logging.getLogger("local_host")
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def load_app(reference: str) -> Any:
+    module_name, _, attr = reference.partition(":")
+    if str(PROJECT) not in sys.path:
+        sys.path.insert(0, str(PROJECT))
+    return getattr(importlib.import_module(module_name), attr or "app")
+
+
+def asgi_app_of(app: Any) -> Any:
+    """The ASGI app behind `func.AsgiFunctionApp` (kept by its AsgiMiddleware)."""
+    middleware = getattr(app, "middleware", None)
+    asgi = getattr(middleware, "_app", None)
+    if asgi is None:
+        raise TypeError("the function app has no ASGI app (is it a func.AsgiFunctionApp?)")
+    return asgi
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The host owns SIGINT/SIGTERM, so it can stop the triggers too.
+        yield
+
+
+async def serve(app_reference: str = "function_app:app", host_json: Path = PROJECT / "host.json", *,
+                port: int | None = 7071, announce: str | None = None) -> None:
+    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only."""
+    app = load_app(app_reference)
+    options = QueueOptions.from_host_json(host_json)
+    runners = build_runners(app, options)
+    stop = asyncio.Event()
+    server: _Server | None = None
+    if port is not None:
+        config = uvicorn.Config(asgi_app_of(app), host="127.0.0.1", port=port, log_config=None,
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        server = _Server(config)
+
+    def request_stop() -> None:
+        stop.set()
+        if server is not None:
+            server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, request_stop)
+
+    tasks = [asyncio.create_task(r.run(stop), name=getattr(r, "name", "trigger")) for r in runners]
+    for r in runners:
+        kind = "queue " + r.queue if isinstance(r, QueueTriggerRunner) else "timer " + r.schedule
+        log.info("trigger %s: %s", r.name, kind)
+    try:
+        if server is not None:
+            serving = asyncio.create_task(server.serve())
+            while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn offers no event
+                await asyncio.sleep(0.05)
+            if serving.done():
+                await serving
+                raise RuntimeError(f"the HTTP server did not start on port {port}")
+            if announce:
+                print(announce, flush=True)
+            await serving
+            stop.set()
+        else:
+            if announce:
+                print(announce, flush=True)
+            await stop.wait()
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await _close_stores(app, runners)
+
+
+async def _close_stores(app: Any, runners: list[Any]) -> None:
+    for store in {id(r.store): r.store for r in runners if isinstance(r, QueueTriggerRunner)}.values():
+        await store.close()
+    with contextlib.suppress(Exception):
+        from shared.runtime import get_service
+        if get_service.cache_info().currsize:
+            await get_service().close()

@@ -1,0 +1,257 @@
+"""A small API framework in Taskcluster's manner: declared routes, parameter patterns, schema-checked bodies,
+scope templates, and errors in Taskcluster's format. It is plain ASGI (Starlette's Request/Response), so the
+same app runs under `func.AsgiFunctionApp` in Azure and under uvicorn locally.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from shared import errors, timeutil, validation
+from shared.scopes import ScopeExpr
+from shared.service import QueueService
+
+log = logging.getLogger("queue.api")
+
+MAX_BODY_BYTES = 10 * 1024 * 1024  # Taskcluster's body-parser limit
+
+# Patterns of path parameters (reference section 0, modern identifiers of up to 38 characters).
+PARAM_PATTERNS: dict[str, str] = {
+    "taskId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
+    "taskGroupId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
+    "runId": r"^[1-9]*[0-9]+$",
+    "provisionerId": r"^[a-zA-Z0-9-_]{1,38}$",
+    "workerType": r"^[a-zA-Z0-9-_]{1,38}$",
+    "workerGroup": r"^[a-zA-Z0-9-_]{1,38}$",
+    "workerId": r"^[a-zA-Z0-9-_]{1,38}$",
+    "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
+}
+_SEGMENT = {"taskQueueId": r"[^/]+/[^/]+"}
+MAX_RUN_ID = 1000
+
+# A scope template: scope strings with `<param>` placeholders, AllOf/AnyOf, `{for, in, each}` expanding a
+# list parameter, and `{if, then}` included only when the parameter is truthy (Taskcluster's notation).
+ScopeTemplate = str | dict[str, Any]
+
+
+def render_scopes(template: ScopeTemplate | None, params: dict[str, Any]) -> ScopeExpr | None:
+    """Substitute parameters into a scope template; None means the route needs no scopes."""
+    if template is None:
+        return None
+
+    def subst(text: str, values: dict[str, Any]) -> str:
+        def one(match: re.Match[str]) -> str:
+            value = values[match.group(1)]
+            if not isinstance(value, str | int):
+                raise TypeError(f"scope parameter {match.group(1)} must be a string")
+            return str(value)
+        return re.sub(r"<([a-zA-Z]+)>", one, text)
+
+    def expand(node: ScopeTemplate) -> list[ScopeExpr]:
+        if isinstance(node, str):
+            return [subst(node, params)]
+        if "for" in node:
+            return [subst(node["each"], {**params, node["for"]: item}) for item in params[node["in"]]]
+        if "if" in node:
+            return expand(node["then"]) if params.get(node["if"]) else []
+        (kind, children), = node.items()
+        return [{kind: [r for child in children for r in expand(child)]}]
+
+    rendered = expand(template)
+    return rendered[0] if len(rendered) == 1 else {"AllOf": rendered}
+
+
+@dataclass
+class Call:
+    """One API request, as a handler sees it."""
+
+    route: Route
+    params: dict[str, str]
+    query: dict[str, str]
+    body: Any
+    request: Request
+    service: QueueService
+    required_scopes: ScopeExpr | None = None
+
+    def run_id(self) -> int:
+        return int(self.params["runId"])
+
+    async def authorize(self, **extra: Any) -> None:
+        """Work out the scopes this request needs, from the route's template, the path parameters and
+        `extra` (values from the body or the stored task). Checking them against the caller's credentials
+        is the auth layer's (issue #3); until then this records what would be required."""
+        self.required_scopes = render_scopes(self.route.scopes, {**self.params, **extra})
+
+    async def client_gone(self) -> bool:
+        return await self.request.is_disconnected()
+
+
+Handler = Callable[[Call], Awaitable[Any]]
+
+
+@dataclass
+class Route:
+    name: str
+    method: str
+    path: str  # e.g. /task/<taskId>/runs/<runId>/claim
+    handler: Handler
+    title: str
+    scopes: ScopeTemplate | None
+    input: str | None = None  # schema names, e.g. create-task-request
+    output: str | None = None
+    stability: str = "stable"
+    regex: re.Pattern[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        pattern = re.sub(r"<([a-zA-Z]+)>", lambda m: f"(?P<{m.group(1)}>{_SEGMENT.get(m.group(1), '[^/]+')})",
+                         self.path)
+        self.regex = re.compile(f"^{pattern}$")
+
+
+class Api:
+    """The route table of one service version, mounted at `/api/<service>/<version>`."""
+
+    def __init__(self, service_name: str, version: str) -> None:
+        self.prefix = f"/api/{service_name}/{version}"
+        self.routes: list[Route] = []
+
+    def route(self, method: str, path: str, *, name: str, title: str, scopes: ScopeTemplate | None,
+              input: str | None = None, output: str | None = None,
+              stability: str = "stable") -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.routes.append(Route(name, method, path, handler, title, scopes, input, output, stability))
+            return handler
+        return register
+
+    def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        if not path.startswith(self.prefix):
+            return None
+        rest = path[len(self.prefix):] or "/"
+        for route in self.routes:
+            if route.method == method:
+                found = route.regex.match(rest)
+                if found:
+                    return route, found.groupdict()
+        return None
+
+
+def _check_params(params: dict[str, str]) -> None:
+    bad = [f"{name}: `{value}` does not match {PARAM_PATTERNS[name]}" for name, value in params.items()
+           if name in PARAM_PATTERNS and not re.match(PARAM_PATTERNS[name], value)]
+    if "runId" in params and not bad and int(params["runId"]) > MAX_RUN_ID:
+        bad.append(f"runId: {params['runId']} is larger than {MAX_RUN_ID}")
+    if bad:
+        raise errors.InvalidRequestArguments("Invalid request arguments:\n" + "\n".join(f"* {b}" for b in bad))
+
+
+async def _read_body(request: Request, route: Route) -> Any:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise errors.BodyTooLarge(size=int(declared), limit=MAX_BODY_BYTES)
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise errors.BodyTooLarge(size=f"more than {len(raw)}", limit=MAX_BODY_BYTES)
+    if route.input is None:
+        return None  # bodies of routes without input are ignored, as Taskcluster does
+    if not raw.strip():
+        body: Any = {}
+    else:
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise errors.MalformedPayload(error=str(exc)) from None
+    problems = validation.errors_of(route.input, body, fill_defaults=True)
+    if problems:
+        raise errors.InputValidationError(
+            "Request payload must match the schema {schema}:\n{problems}",
+            schema=f"{route.input}.json#", problems="\n".join(f"* {p}" for p in problems))
+    return body
+
+
+def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
+    stamp = timeutil.iso(timeutil.now())
+    message = (f"{exc.message}\n\n---\n\n* method:     {method}\n* errorCode:  {exc.code}\n"
+               f"* statusCode: {exc.status}\n* time:       {stamp}")
+    body = {"code": exc.code, "message": message,
+            "requestInfo": {"method": method, "params": params, "payload": payload, "time": stamp}}
+    headers = {"www-authenticate": "hawk"} if exc.status == 401 else None
+    return JSONResponse(body, status_code=exc.status, headers=headers)
+
+
+class ApiApp:
+    """The ASGI application serving one or more `Api` tables."""
+
+    def __init__(self, apis: list[Api], service: Callable[[], QueueService], *,
+                 validate_responses: bool = False) -> None:
+        self.apis = apis
+        self.service = service
+        self.validate_responses = validate_responses
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def handle(self, request: Request) -> Response:
+        started = dt.datetime.now(dt.UTC)
+        method, path = request.method, request.url.path
+        found = None
+        for api in self.apis:
+            found = api.match("GET" if method == "HEAD" else method, path)
+            if found:
+                break
+        if found is None:
+            return error_response(errors.UnknownRoute(method=method, path=path), method="unknown",
+                                  params={}, payload=None)
+        route, params = found
+        body: Any = None
+        try:
+            _check_params(params)
+            body = await _read_body(request, route)
+            call = Call(route, params, dict(request.query_params), body, request, self.service())
+            result = await route.handler(call)
+            if isinstance(result, Response):
+                return result
+            if self.validate_responses and route.output:
+                problems = validation.errors_of(route.output, result)
+                if problems:
+                    log.error("response of %s does not match %s: %s", route.name, route.output, problems)
+                    raise errors.InternalServerError("Response does not match its schema: {p}",
+                                                     p="; ".join(problems))
+            return JSONResponse(result)
+        except errors.QueueError as exc:
+            if exc.status >= 500:
+                log.error("%s failed: %s", route.name, exc.message)
+            return error_response(exc, method=route.name, params=params, payload=body)
+        except Exception:
+            log.exception("%s failed", route.name)
+            return error_response(errors.InternalServerError(), method=route.name, params=params, payload=body)
+        finally:
+            elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds() * 1000
+            log.debug("%s %s", method, path, extra={"durationMs": round(elapsed, 1)})

@@ -1,0 +1,173 @@
+"""Queue API v1: routes, scope templates (modern Taskcluster's, reference section 1b) and handlers.
+
+Handlers parse, authorize, call one service operation and return its result; the rules live in the service.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from shared.api.framework import Api, Call
+from shared.tasks import PRIORITIES
+
+api = Api("queue", "v1")
+STARTED = time.monotonic()
+
+
+def _project_or_scheduler(action: str) -> dict[str, Any]:
+    return {"AnyOf": [
+        f"queue:{action}:<schedulerId>/<taskGroupId>/<taskId>",
+        f"queue:{action}-in-project:<projectId>",
+        {"AllOf": [f"queue:{action}", "assume:scheduler-id:<schedulerId>/<taskGroupId>"]},
+    ]}
+
+
+def _task_params(definition: dict[str, Any]) -> dict[str, Any]:
+    return {key: definition[key] for key in ("schedulerId", "taskGroupId", "projectId", "provisionerId",
+                                             "workerType", "taskQueueId")}
+
+
+@api.route("GET", "/ping", name="ping", title="Ping Server", scopes=None)
+async def ping(call: Call) -> dict[str, Any]:
+    return {"alive": True, "uptime": round(time.monotonic() - STARTED, 3)}
+
+
+@api.route("GET", "/__heartbeat__", name="heartbeat", title="Heartbeat", scopes=None)
+async def heartbeat(call: Call) -> dict[str, Any]:
+    return {}
+
+
+@api.route("GET", "/task/<taskId>", name="task", title="Get Task Definition",
+           scopes="queue:get-task:<taskId>", output="task")
+async def get_task(call: Call) -> dict[str, Any]:
+    await call.authorize()
+    return await call.service.task(call.params["taskId"])
+
+
+@api.route("GET", "/task/<taskId>/status", name="status", title="Get task status",
+           scopes="queue:status:<taskId>", output="task-status-response")
+async def get_status(call: Call) -> dict[str, Any]:
+    await call.authorize()
+    return {"status": await call.service.status(call.params["taskId"])}
+
+
+@api.route("POST", "/tasks", name="tasks", title="Get Multiple Task Definitions",
+           scopes={"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:get-task:<taskId>"}]},
+           input="tasks-request", output="tasks-response", stability="experimental")
+async def get_tasks(call: Call) -> dict[str, Any]:
+    await call.authorize(taskIds=call.body["taskIds"])
+    tasks = await call.service.load_many(call.body["taskIds"])
+    return {"tasks": [{"taskId": t.task_id, "task": t.definition} for t in tasks]}
+
+
+@api.route("POST", "/tasks/status", name="statuses", title="Get Multiple Task Statuses",
+           scopes={"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:status:<taskId>"}]},
+           input="tasks-request", output="tasks-statuses-response", stability="experimental")
+async def get_statuses(call: Call) -> dict[str, Any]:
+    await call.authorize(taskIds=call.body["taskIds"])
+    tasks = await call.service.load_many(call.body["taskIds"])
+    return {"statuses": [{"taskId": t.task_id, "status": t.status()} for t in tasks]}
+
+
+CREATE_TASK_SCOPES = {"AllOf": [
+    {"for": "scope", "in": "scopes", "each": "<scope>"},
+    {"for": "route", "in": "routes", "each": "queue:route:<route>"},
+    "queue:create-task:project:<projectId>",
+    "queue:scheduler-id:<schedulerId>",
+    {"AnyOf": [{"for": "priority", "in": "priorities",
+                "each": "queue:create-task:<priority>:<provisionerId>/<workerType>"}]},
+]}
+
+
+@api.route("PUT", "/task/<taskId>", name="createTask", title="Create New Task", scopes=CREATE_TASK_SCOPES,
+           input="create-task-request", output="task-status-response")
+async def create_task(call: Call) -> dict[str, Any]:
+    body = call.body
+    tq = body.get("taskQueueId") or f"{body.get('provisionerId')}/{body.get('workerType')}"
+    prov, _, wt = tq.partition("/")
+    # A scope for a higher priority permits every lower one ("highest" permits all).
+    priorities = PRIORITIES[:PRIORITIES.index(body["priority"]) + 1]
+    await call.authorize(scopes=body["scopes"], routes=body["routes"], projectId=body["projectId"],
+                         schedulerId=body["schedulerId"], priorities=list(priorities),
+                         provisionerId=prov, workerType=wt)
+    return {"status": await call.service.create_task(call.params["taskId"], body)}
+
+
+async def _authorize_for_task(call: Call) -> str:
+    """Authorize a request whose scopes name the stored task's schedulerId, taskGroupId or projectId."""
+    task_id = call.params["taskId"]
+    await call.authorize(**_task_params(await call.service.task(task_id)))
+    return task_id
+
+
+@api.route("POST", "/task/<taskId>/schedule", name="scheduleTask", title="Schedule Defined Task",
+           scopes=_project_or_scheduler("schedule-task"), output="task-status-response")
+async def schedule_task(call: Call) -> dict[str, Any]:
+    return {"status": await call.service.schedule_task(await _authorize_for_task(call))}
+
+
+@api.route("POST", "/task/<taskId>/rerun", name="rerunTask", title="Rerun a Resolved Task",
+           scopes=_project_or_scheduler("rerun-task"), output="task-status-response")
+async def rerun_task(call: Call) -> dict[str, Any]:
+    return {"status": await call.service.rerun_task(await _authorize_for_task(call))}
+
+
+@api.route("POST", "/task/<taskId>/cancel", name="cancelTask", title="Cancel Task",
+           scopes=_project_or_scheduler("cancel-task"), output="task-status-response")
+async def cancel_task(call: Call) -> dict[str, Any]:
+    return {"status": await call.service.cancel_task(await _authorize_for_task(call))}
+
+
+@api.route("POST", "/claim-work/<taskQueueId>", name="claimWork", title="Claim Work",
+           scopes={"AllOf": ["queue:claim-work:<taskQueueId>", "queue:worker-id:<workerGroup>/<workerId>"]},
+           input="claim-work-request", output="claim-work-response")
+async def claim_work(call: Call) -> dict[str, Any]:
+    body = call.body
+    await call.authorize(workerGroup=body["workerGroup"], workerId=body["workerId"])
+    claims = await call.service.claim_work(call.params["taskQueueId"], body["workerGroup"], body["workerId"],
+                                           body["tasks"], gone=call.client_gone)
+    return {"tasks": claims}
+
+
+@api.route("POST", "/task/<taskId>/runs/<runId>/claim", name="claimTask", title="Claim Task",
+           scopes={"AllOf": ["queue:claim-task:<provisionerId>/<workerType>",
+                             "queue:worker-id:<workerGroup>/<workerId>"]},
+           input="task-claim-request", output="task-claim-response", stability="deprecated")
+async def claim_task(call: Call) -> dict[str, Any]:
+    task_id, body = call.params["taskId"], call.body
+    definition = await call.service.task(task_id)
+    await call.authorize(provisionerId=definition["provisionerId"], workerType=definition["workerType"],
+                         workerGroup=body["workerGroup"], workerId=body["workerId"])
+    return await call.service.claim_task(task_id, call.run_id(), body["workerGroup"], body["workerId"])
+
+
+@api.route("POST", "/task/<taskId>/runs/<runId>/reclaim", name="reclaimTask", title="Reclaim task",
+           scopes="queue:reclaim-task:<taskId>/<runId>", output="task-reclaim-response")
+async def reclaim_task(call: Call) -> dict[str, Any]:
+    await call.authorize()
+    return await call.service.reclaim_task(call.params["taskId"], call.run_id())
+
+
+async def _resolve(call: Call, state: str, reason: str) -> dict[str, Any]:
+    await call.authorize()
+    return {"status": await call.service.resolve(call.params["taskId"], call.run_id(), state, reason)}
+
+
+@api.route("POST", "/task/<taskId>/runs/<runId>/completed", name="reportCompleted", title="Report Run Completed",
+           scopes="queue:resolve-task:<taskId>/<runId>", output="task-status-response")
+async def report_completed(call: Call) -> dict[str, Any]:
+    return await _resolve(call, "completed", "completed")
+
+
+@api.route("POST", "/task/<taskId>/runs/<runId>/failed", name="reportFailed", title="Report Run Failed",
+           scopes="queue:resolve-task:<taskId>/<runId>", output="task-status-response")
+async def report_failed(call: Call) -> dict[str, Any]:
+    return await _resolve(call, "failed", "failed")
+
+
+@api.route("POST", "/task/<taskId>/runs/<runId>/exception", name="reportException",
+           title="Report Task Exception", scopes="queue:resolve-task:<taskId>/<runId>",
+           input="task-exception-request", output="task-status-response")
+async def report_exception(call: Call) -> dict[str, Any]:
+    return await _resolve(call, "exception", call.body["reason"])

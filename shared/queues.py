@@ -1,0 +1,87 @@
+"""Names of the Azure queues and the messages they carry.
+
+Every message is a hint: whoever receives it re-reads the task entity and acts only if the state still matches,
+so a stale or duplicated message changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from shared.storage.base import put_json
+from shared.tasks import PRIORITIES
+
+CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible at takenUntil
+DEADLINE_QUEUE = "task-deadlines"  # {taskId, deadline}, visible at deadline + deadlineDelay
+FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE)
+
+
+def priority_level(priority: str) -> int:
+    """highest = 7 ... lowest = 1, as Taskcluster numbers its pending queues."""
+    return len(PRIORITIES) - PRIORITIES.index(priority)
+
+
+def _hash(identifier: str) -> str:
+    # Azure queue names are 3-63 chars of [a-z0-9-]; a task queue id is up to 77 chars of anything allowed.
+    digest = hashlib.sha256(identifier.encode()).digest()[:15]
+    return base64.b32encode(digest).decode().lower()
+
+
+def pending_queue(task_queue_id: str, priority: str) -> str:
+    return f"pending-{_hash(task_queue_id)}-{priority_level(priority)}"
+
+
+def pending_queues(task_queue_id: str) -> list[str]:
+    """The task queue's pending queues, highest priority first."""
+    return [pending_queue(task_queue_id, p) for p in PRIORITIES]
+
+
+def poison_queue(queue: str) -> str:
+    return f"{queue}-poison"
+
+
+@dataclass(frozen=True)
+class PendingHint:
+    taskId: str
+    runId: int
+    hintId: str
+
+    def encode(self) -> bytes:
+        return put_json(asdict(self))
+
+    @classmethod
+    def decode(cls, body: Any) -> PendingHint | None:
+        try:
+            return cls(str(body["taskId"]), int(body["runId"]), str(body["hintId"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    taskId: str
+    runId: int
+    takenUntil: str
+
+    def encode(self) -> bytes:
+        return put_json(asdict(self))
+
+    @classmethod
+    def decode(cls, body: Any) -> ClaimCheck:
+        return cls(str(body["taskId"]), int(body["runId"]), str(body["takenUntil"]))
+
+
+@dataclass(frozen=True)
+class DeadlineCheck:
+    taskId: str
+    deadline: str
+
+    def encode(self) -> bytes:
+        return put_json(asdict(self))
+
+    @classmethod
+    def decode(cls, body: Any) -> DeadlineCheck:
+        return cls(str(body["taskId"]), str(body["deadline"]))

@@ -1,0 +1,28 @@
+"""The process-wide queue service and ASGI app, built from the settings on first use."""
+
+from __future__ import annotations
+
+import functools
+
+from shared.api.framework import ApiApp
+from shared.api.queue_v1 import api as queue_v1
+from shared.service import QueueService
+from shared.settings import get_settings
+from shared.storage.azure import AzureQueues, AzureTables
+
+
+@functools.cache
+def get_service() -> QueueService:
+    settings = get_settings()
+    return QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+
+
+def create_asgi_app() -> ApiApp:
+    """The ASGI app serving every API route. Settings are read at the first request, not at import, so a
+    missing setting shows as a clear error in the response and the logs rather than as a failed import."""
+    return ApiApp([queue_v1], get_service, validate_responses=_validate_responses())
+
+
+def _validate_responses() -> bool:
+    import os
+    return os.environ.get("QUEUE_VALIDATE_RESPONSES", "").lower() in ("1", "true", "yes")

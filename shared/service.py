@@ -1,0 +1,650 @@
+"""The queue's operations: the Taskcluster task state machine over a table store and a queue store.
+
+Rules every operation follows:
+- The task entity is the truth. Each change is a read-modify-write conditional on the ETag read; a lost race
+  re-reads and decides again (`_modify`).
+- A queue message that guards a change (pending hint, claim check, deadline check) is written *before* the
+  entity change it guards, so a crash between the two leaves at most a harmless stale message, never a task
+  that nothing will move. Readers of a message re-check state, so stale and duplicated messages do nothing.
+- A pending hint may therefore arrive before the run it names is written: claimers put such a young hint
+  back for a moment instead of dropping it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from shared import credentials, errors, timeutil
+from shared.logs import fields
+from shared.queues import (
+    CLAIM_QUEUE,
+    DEADLINE_QUEUE,
+    FIXED_QUEUES,
+    ClaimCheck,
+    DeadlineCheck,
+    PendingHint,
+    pending_queue,
+    pending_queues,
+)
+from shared.settings import Settings
+from shared.storage.base import Entity, QueueMessage, QueueStore, TableStore
+from shared.tasks import (
+    DEFINITION_FIELDS,
+    MAX_DEFINITION_CHARS,
+    MAX_RUNS,
+    TASK_ROW,
+    TASKS_TABLE,
+    Run,
+    Task,
+    definition_size,
+)
+
+log = logging.getLogger("queue")
+
+TASK_GROUPS_TABLE = "TaskGroups"
+TASK_GROUP_ROW = "group"
+TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE)
+
+CREATED_DRIFT = dt.timedelta(minutes=15)
+DEFAULT_EXPIRES = dt.timedelta(days=365)
+RETRY_REASONS = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
+LOAD_CONCURRENCY = 32
+
+
+class ClaimRefusal(Enum):
+    """Why a claim attempt did not claim; returned as a value, since losing a race is normal."""
+
+    TASK_NOT_FOUND = "task-not-found"
+    RUN_NOT_FOUND = "run-not-found"  # runId is past the last run: maybe not written yet
+    DEADLINE_PASSED = "deadline-passed"
+    CONFLICT = "conflict"  # not the latest run, not pending, or claimed by another worker / hint
+
+
+@dataclass
+class Claim:
+    task: Task
+    run_id: int
+
+    @property
+    def run(self) -> Run:
+        return self.task.runs[self.run_id]
+
+
+class _Unchanged:
+    """Returned by a mutation that decided no write is needed."""
+
+
+UNCHANGED = _Unchanged()
+Mutation = Callable[[Task], Awaitable[_Unchanged | None]]
+
+
+def _ceil_seconds(delta: dt.timedelta) -> int:
+    return max(0, math.ceil(delta.total_seconds()))
+
+
+class QueueService:
+    def __init__(self, settings: Settings, tables: TableStore, queues: QueueStore,
+                 clock: Callable[[], dt.datetime] = timeutil.now) -> None:
+        self.settings = settings
+        self.tables = tables
+        self.queues = queues
+        self.clock = clock
+        self._ready = False
+        self._ready_lock = asyncio.Lock()
+        # taskGroupId -> (schedulerId, expires) of groups known to exist: schedulerId never changes.
+        self._known_groups: dict[str, tuple[str, str]] = {}
+
+    # --- plumbing -------------------------------------------------------------------------------------------
+
+    async def ensure_storage(self) -> None:
+        """Create the tables and fixed queues (once per process; cheap when they exist)."""
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if not self._ready:
+                await self.tables.ensure_tables(list(TABLES))
+                await self.queues.ensure_queues(list(FIXED_QUEUES))
+                self._ready = True
+
+    async def close(self) -> None:
+        await self.tables.close()
+        await self.queues.close()
+
+    async def _get(self, task_id: str) -> Task | None:
+        entity = await self.tables.get(TASKS_TABLE, task_id, TASK_ROW)
+        return Task.from_entity(entity) if entity is not None else None
+
+    async def _load(self, task_id: str) -> Task:
+        task = await self._get(task_id)
+        if task is None:
+            raise errors.TaskNotFound(taskId=task_id)
+        return task
+
+    async def _modify(self, task_id: str, mutate: Mutation) -> Task:
+        """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide."""
+        while True:
+            task = await self._load(task_id)
+            if await mutate(task) is UNCHANGED:
+                return task
+            stored = await self.tables.replace(TASKS_TABLE, task.to_entity())
+            if stored is not None:
+                task.etag = stored.etag
+                return task
+            log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    def _deadline_passed(self, task: Task, now: dt.datetime) -> bool:
+        return timeutil.parse(task.deadline) <= now
+
+    async def _put_pending_hint(self, task_id: str, run_id: int, definition: dict[str, Any],
+                                now: dt.datetime) -> None:
+        ttl = _ceil_seconds(timeutil.parse(definition["deadline"]) - now)
+        if ttl <= 0:
+            return  # past the deadline nothing may claim it; the deadline check resolves the run
+        hint = PendingHint(task_id, run_id, timeutil.slugid())
+        await self.queues.put(pending_queue(definition["taskQueueId"], definition["priority"]), hint.encode(),
+                              ttl=ttl)
+
+    async def _put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> None:
+        delay = _ceil_seconds(timeutil.parse(taken_until) - now)
+        await self.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(), visible_in=delay)
+
+    async def _put_deadline_check(self, task_id: str, deadline: str, now: dt.datetime) -> None:
+        due = timeutil.parse(deadline) + dt.timedelta(seconds=self.settings.deadline_delay)
+        await self.queues.put(DEADLINE_QUEUE, DeadlineCheck(task_id, deadline).encode(),
+                              visible_in=_ceil_seconds(due - now))
+
+    # --- reading ----------------------------------------------------------------------------------------------
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        return _definition_out((await self._load(task_id)).definition)
+
+    async def status(self, task_id: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        return (await self._load(task_id)).status()
+
+    async def load_many(self, task_ids: Iterable[str]) -> list[Task]:
+        """The tasks that exist among `task_ids`, in the order asked; unknown ids are left out."""
+        await self.ensure_storage()
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def one(task_id: str) -> Task | None:
+            async with limit:
+                return await self._get(task_id)
+
+        found = await asyncio.gather(*(one(t) for t in dict.fromkeys(task_ids)))
+        return [t for t in found if t is not None]
+
+    # --- createTask -------------------------------------------------------------------------------------------
+
+    def _normalize(self, task_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The stored definition: schema defaults already applied; ids completed, dates re-serialised."""
+        definition = dict(body)
+        tq, prov, wt = (definition.get(k) for k in ("taskQueueId", "provisionerId", "workerType"))
+        if tq is None:
+            if prov is None or wt is None:
+                raise errors.InputError("Either taskQueueId, or both provisionerId and workerType, must be given")
+            tq = f"{prov}/{wt}"
+        elif (prov is not None or wt is not None) and f"{prov}/{wt}" != tq:
+            raise errors.InputError("taskQueueId `{tq}` does not match provisionerId/workerType `{prov}/{wt}`",
+                                    tq=tq, prov=prov, wt=wt)
+        prov, wt = tq.split("/", 1)
+        definition.update(taskQueueId=tq, provisionerId=prov, workerType=wt)
+        definition.setdefault("taskGroupId", task_id)
+        for key in ("created", "deadline"):
+            definition[key] = timeutil.normalize(definition[key])
+        if "expires" in definition:
+            definition["expires"] = timeutil.normalize(definition["expires"])
+        else:
+            definition["expires"] = timeutil.iso(timeutil.parse(definition["deadline"]) + DEFAULT_EXPIRES)
+        return {key: definition[key] for key in DEFINITION_FIELDS}
+
+    def _check_definition(self, definition: dict[str, Any], now: dt.datetime) -> None:
+        created = timeutil.parse(definition["created"])
+        deadline = timeutil.parse(definition["deadline"])
+        expires = timeutil.parse(definition["expires"])
+        problems = []
+        if abs(created - now) > CREATED_DRIFT:
+            problems.append(f"created ({definition['created']}) must be within 15 minutes of the current time "
+                            f"({timeutil.iso(now)})")
+        if created > deadline:
+            problems.append("created must not be after deadline")
+        if deadline < now:
+            problems.append(f"deadline ({definition['deadline']}) is in the past")
+        max_days = self.settings.max_task_deadline_days
+        if deadline > now + dt.timedelta(days=max_days) + CREATED_DRIFT:
+            problems.append(f"deadline must be at most {max_days:g} days from now")
+        if expires < deadline:
+            problems.append("expires must not be before deadline")
+        doubled = [s for s in definition["scopes"] if s.endswith("**")]
+        if doubled:
+            problems.append(f"scopes must not end in `**`: {', '.join(doubled)}")
+        if problems:
+            raise errors.InputError("Invalid task definition:\n" + "\n".join(f"* {p}" for p in problems))
+        size = definition_size(definition)
+        if size > MAX_DEFINITION_CHARS:
+            raise errors.TaskTooLarge(size=size, limit=MAX_DEFINITION_CHARS)
+
+    async def _ensure_task_group(self, definition: dict[str, Any]) -> None:
+        group_id, scheduler_id, expires = (definition[k] for k in ("taskGroupId", "schedulerId", "expires"))
+        known = self._known_groups.get(group_id)
+        if known is not None and known[0] == scheduler_id and known[1] >= expires:
+            return
+        while True:
+            entity = await self.tables.get(TASK_GROUPS_TABLE, group_id, TASK_GROUP_ROW)
+            if entity is None:
+                new = Entity(group_id, TASK_GROUP_ROW, {"schedulerId": scheduler_id, "expires": expires})
+                if await self.tables.insert(TASK_GROUPS_TABLE, new) is None:
+                    continue  # created concurrently: compare with that one
+                self._known_groups[group_id] = (scheduler_id, expires)
+                return
+            existing = entity.data["schedulerId"]
+            if existing != scheduler_id:
+                raise errors.TaskGroupSchedulerConflict(taskGroupId=group_id, existing=existing,
+                                                        schedulerId=scheduler_id)
+            if entity.data["expires"] < expires:
+                raised = Entity(group_id, TASK_GROUP_ROW, {**entity.data, "expires": expires}, entity.etag)
+                if await self.tables.replace(TASK_GROUPS_TABLE, raised) is None:
+                    continue
+            self._known_groups[group_id] = (scheduler_id, max(expires, entity.data["expires"]))
+            return
+
+    async def _dependencies_satisfied(self, task_id: str, definition: dict[str, Any]) -> bool:
+        """Check the dependencies exist and outlive this task's deadline; True if all are satisfied now."""
+        wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
+        found = {t.task_id: t for t in await self.load_many(wanted)}
+        missing = [d for d in wanted if d not in found]
+        if missing:
+            raise errors.InputError("Dependencies not found: {missing}", missing=", ".join(missing))
+        expiring = [d for d, t in found.items() if t.definition["expires"] < definition["deadline"]]
+        if expiring:
+            raise errors.InputError("Dependencies expire before this task's deadline: {ids}",
+                                    ids=", ".join(expiring))
+        if task_id in definition["dependencies"]:
+            return False  # a self-dependency waits for scheduleTask
+        accepted = ("completed",) if definition["requires"] == "all-completed" else (
+            "completed", "failed", "exception")
+        return all(t.state in accepted for t in found.values())
+
+    async def create_task(self, task_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
+        await self.ensure_storage()
+        now = self.clock()
+        definition = self._normalize(task_id, body)
+        self._check_definition(definition, now)
+        await self._ensure_task_group(definition)
+        schedule = await self._dependencies_satisfied(task_id, definition)
+        await self._put_deadline_check(task_id, definition["deadline"], now)
+        runs = []
+        if schedule:
+            runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            await self._put_pending_hint(task_id, 0, definition, now)
+        task = Task(task_id, definition, runs, retries_left=definition["retries"])
+        stored = await self.tables.insert(TASKS_TABLE, task.to_entity())
+        if stored is None:
+            existing = await self._load(task_id)
+            if existing.definition != definition:
+                raise errors.TaskIdConflict(taskId=task_id)
+            return existing.status()
+        log.info("task created (%s)", task.state, extra=fields(event="task-defined", taskId=task_id,
+                                                                taskQueueId=definition["taskQueueId"]))
+        return task.status()
+
+    # --- scheduleTask, rerunTask, cancelTask -------------------------------------------------------------------
+
+    async def schedule_task(self, task_id: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        now = self.clock()
+        hinted: set[int] = set()
+
+        async def schedule(task: Task) -> _Unchanged | None:
+            if task.runs:
+                return UNCHANGED
+            if self._deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            await self._hint_once(task, hinted, now)
+            return None
+
+        return (await self._modify(task_id, schedule)).status()
+
+    async def _hint_once(self, task: Task, hinted: set[int], now: dt.datetime) -> None:
+        """Put the pending hint for the task's last run, once per run across retries of a mutation."""
+        run_id = task.last_run_id
+        if run_id not in hinted:
+            await self._put_pending_hint(task.task_id, run_id, task.definition, now)
+            hinted.add(run_id)
+
+    async def rerun_task(self, task_id: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        now = self.clock()
+        hinted: set[int] = set()
+
+        async def rerun(task: Task) -> _Unchanged | None:
+            if self._deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            if task.runs and task.runs[-1].state in ("pending", "running"):
+                return UNCHANGED
+            if len(task.runs) >= MAX_RUNS:
+                raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
+            task.runs.append(Run("pending", "rerun", timeutil.iso(now)))
+            task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
+            task.taken_until = None
+            await self._hint_once(task, hinted, now)
+            return None
+
+        return (await self._modify(task_id, rerun)).status()
+
+    async def cancel_task(self, task_id: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        now = self.clock()
+
+        async def cancel(task: Task) -> _Unchanged | None:
+            if self._deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            stamp = timeutil.iso(now)
+            if not task.runs:
+                task.runs.append(Run("exception", "exception", stamp, reason_resolved="canceled", resolved=stamp))
+            elif task.runs[-1].state in ("pending", "running"):
+                _resolve_run(task.runs[-1], "exception", "canceled", stamp)
+            else:
+                return UNCHANGED
+            task.taken_until = None
+            return None
+
+        task = await self._modify(task_id, cancel)
+        log.info("task canceled", extra=fields(event="task-exception", taskId=task_id, reason="canceled"))
+        return task.status()
+
+    # --- claiming -----------------------------------------------------------------------------------------------
+
+    async def claim(self, task_id: str, run_id: int, worker_group: str, worker_id: str,
+                    hint_id: str | None = None) -> Claim | ClaimRefusal:
+        """Claim run `run_id` for a worker. The same worker claiming again with the same hint (or none, as
+        claimTask does) gets the same claim back; anyone else gets CONFLICT."""
+        await self.ensure_storage()
+        now = self.clock()
+        taken_until = timeutil.iso(now + dt.timedelta(seconds=self.settings.claim_timeout))
+        check_sent = False
+        while True:
+            task = await self._get(task_id)
+            if task is None:
+                return ClaimRefusal.TASK_NOT_FOUND
+            if run_id >= len(task.runs):
+                return ClaimRefusal.RUN_NOT_FOUND
+            run = task.runs[run_id]
+            if self._deadline_passed(task, now):
+                return ClaimRefusal.DEADLINE_PASSED
+            if (run.state == "running" and run.worker_group == worker_group and run.worker_id == worker_id
+                    and (hint_id is None or run.hint_id == hint_id)):
+                return Claim(task, run_id)
+            if run_id != task.last_run_id or run.state != "pending":
+                return ClaimRefusal.CONFLICT
+            if not check_sent:
+                # The claim check goes out before the claim is written: a crash in between leaves only a
+                # stale check, never a running run that nothing expires.
+                await self._put_claim_check(task_id, run_id, taken_until, now)
+                check_sent = True
+            run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
+            run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
+            task.taken_until = taken_until
+            stored = await self.tables.replace(TASKS_TABLE, task.to_entity())
+            if stored is not None:
+                task.etag = stored.etag
+                log.info("run claimed", extra=fields(event="task-running", taskId=task_id, runId=run_id,
+                                                     workerGroup=worker_group, workerId=worker_id))
+                return Claim(task, run_id)
+
+    async def claim_task(self, task_id: str, run_id: int, worker_group: str, worker_id: str) -> dict[str, Any]:
+        """claimTask (deprecated API): claim a given run, raising the Taskcluster error when refused."""
+        result = await self.claim(task_id, run_id, worker_group, worker_id)
+        if isinstance(result, Claim):
+            return self.claim_response(result, include_task=True)
+        if result is ClaimRefusal.TASK_NOT_FOUND:
+            raise errors.TaskNotFound(taskId=task_id)
+        if result is ClaimRefusal.RUN_NOT_FOUND:
+            raise errors.RunNotFound(taskId=task_id, runId=run_id)
+        task = await self._load(task_id)
+        if result is ClaimRefusal.DEADLINE_PASSED:
+            raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+        raise errors.RunAlreadyClaimed(taskId=task_id, runId=run_id)
+
+    async def _try_hint(self, queue: str, message: QueueMessage, worker_group: str,
+                        worker_id: str) -> Claim | None:
+        try:
+            hint = PendingHint.decode(message.json())
+        except ValueError:
+            hint = None
+        if hint is None:
+            log.warning("dropping a malformed pending hint", extra=fields(queue=queue, messageId=message.id))
+            await self.queues.delete(queue, message)
+            return None
+        try:
+            result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId)
+        except Exception:
+            log.exception("claim attempt failed; the hint is released", extra=fields(taskId=hint.taskId))
+            await self.queues.release(queue, message, 0)
+            return None
+        if isinstance(result, Claim):
+            await self.queues.delete(queue, message)
+            return result
+        young = self.clock() - message.inserted < dt.timedelta(seconds=self.settings.hint_grace)
+        if result in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) and young:
+            # The hint is written before its run; the run may be about to appear.
+            await self.queues.release(queue, message, self.settings.hint_retry_delay)
+            return None
+        await self.queues.delete(queue, message)  # stale: the run moved on, or never will exist
+        return None
+
+    async def claim_work(self, task_queue_id: str, worker_group: str, worker_id: str, count: int,
+                         gone: Callable[[], Awaitable[bool]] | None = None) -> list[dict[str, Any]]:
+        """claimWork: claim up to `count` pending runs, highest priority first, FIFO within a priority.
+
+        Returns as soon as a polling round claimed something; otherwise polls until `claim_work_wait`
+        has passed (or the caller is `gone`) and returns nothing.
+        """
+        await self.ensure_storage()
+        give_up = time.monotonic() + self.settings.claim_work_wait
+        visibility = self.settings.pending_hint_visibility
+        while True:
+            claims: list[Claim] = []
+            for queue in pending_queues(task_queue_id):
+                wanted = count - len(claims)
+                if wanted <= 0:
+                    break
+                messages = await self.queues.receive(queue, wanted, visibility)
+                results = await asyncio.gather(
+                    *(self._try_hint(queue, m, worker_group, worker_id) for m in messages))
+                claims.extend(r for r in results if r is not None)
+            if claims:
+                return [self.claim_response(c, include_task=True) for c in claims]
+            remaining = give_up - time.monotonic()
+            if remaining <= 0 or (gone is not None and await gone()):
+                return []
+            await asyncio.sleep(min(self.settings.claim_work_poll_interval, remaining))
+
+    def _task_credentials(self, task: Task, run_id: int) -> dict[str, str]:
+        run = task.runs[run_id]
+        assert run.taken_until is not None and run.worker_group and run.worker_id
+        taken_until = timeutil.parse(run.taken_until)
+        client_id = (f"task-client/{task.task_id}/{run_id}/on/{run.worker_group}/{run.worker_id}"
+                     f"/until/{timeutil.js_seconds(taken_until)}")
+        scopes = [f"queue:reclaim-task:{task.task_id}/{run_id}", f"queue:resolve-task:{task.task_id}/{run_id}",
+                  f"queue:create-artifact:{task.task_id}/{run_id}", *task.definition["scopes"]]
+        return credentials.issue(issuer=self.settings.root_client_id,
+                                 issuer_access_token=self.settings.root_access_token,
+                                 client_id=client_id, scopes=scopes, start=self.clock(), expiry=taken_until)
+
+    def claim_response(self, claim: Claim, *, include_task: bool) -> dict[str, Any]:
+        run = claim.run
+        out: dict[str, Any] = {
+            "status": claim.task.status(),
+            "runId": claim.run_id,
+            "workerGroup": run.worker_group,
+            "workerId": run.worker_id,
+            "takenUntil": run.taken_until,
+            "credentials": self._task_credentials(claim.task, claim.run_id),
+        }
+        if include_task:
+            out["task"] = _definition_out(claim.task.definition)
+        return out
+
+    async def reclaim_task(self, task_id: str, run_id: int) -> dict[str, Any]:
+        await self.ensure_storage()
+        now = self.clock()
+        proposed = timeutil.iso(now + dt.timedelta(seconds=self.settings.claim_timeout))
+        sent: set[str] = set()
+
+        async def reclaim(task: Task) -> _Unchanged | None:
+            run = _run_of(task, run_id)
+            if self._deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            if run_id != task.last_run_id or run.state != "running":
+                raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
+            assert run.taken_until is not None
+            taken_until = max(proposed, run.taken_until)  # takenUntil only moves forward
+            if taken_until == run.taken_until:
+                return UNCHANGED
+            if taken_until not in sent:
+                await self._put_claim_check(task_id, run_id, taken_until, now)
+                sent.add(taken_until)
+            run.taken_until = task.taken_until = taken_until
+            return None
+
+        task = await self._modify(task_id, reclaim)
+        log.info("run reclaimed", extra=fields(event="task-reclaimed", taskId=task_id, runId=run_id))
+        return self.claim_response(Claim(task, run_id), include_task=False)
+
+    # --- resolution -----------------------------------------------------------------------------------------------
+
+    async def resolve(self, task_id: str, run_id: int, state: str, reason: str) -> dict[str, Any]:
+        """reportCompleted / reportFailed / reportException. A repeat with the same outcome is a no-op."""
+        await self.ensure_storage()
+        now = self.clock()
+        hinted: set[int] = set()
+
+        async def report(task: Task) -> _Unchanged | None:
+            run = _run_of(task, run_id)
+            if run.state == state and run.reason_resolved == reason:
+                return UNCHANGED
+            if run.resolved_state:
+                raise errors.RunResolvedDifferently(taskId=task_id, runId=run_id, state=run.state,
+                                                    reasonResolved=run.reason_resolved)
+            if run_id != task.last_run_id or run.state != "running":
+                raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
+            _resolve_run(run, state, reason, timeutil.iso(now))
+            task.taken_until = None
+            if state == "exception":
+                await self._retry(task, RETRY_REASONS.get(reason), hinted, now)
+            return None
+
+        task = await self._modify(task_id, report)
+        log.info("run resolved %s/%s", state, reason,
+                 extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason))
+        return task.status()
+
+    async def _retry(self, task: Task, reason_created: str | None, hinted: set[int], now: dt.datetime) -> None:
+        """Add a retry run when the reason allows one and retries are left."""
+        if reason_created is None or task.retries_left <= 0:
+            return
+        task.retries_left -= 1
+        task.runs.append(Run("pending", reason_created, timeutil.iso(now)))
+        await self._hint_once(task, hinted, now)
+
+    # --- the queue-triggered checks ---------------------------------------------------------------------------------
+
+    async def check_claim(self, check: ClaimCheck) -> str:
+        """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved."""
+        await self.ensure_storage()
+        now = self.clock()
+        hinted: set[int] = set()
+        outcome = "expired"
+
+        async def expire(task: Task) -> _Unchanged | None:
+            nonlocal outcome
+            run = task.runs[check.runId] if check.runId < len(task.runs) else None
+            if (run is None or run.state != "running" or run.taken_until != check.takenUntil
+                    or task.taken_until != check.takenUntil):
+                outcome = "stale"
+                return UNCHANGED
+            early = timeutil.parse(check.takenUntil) - now
+            if early > dt.timedelta(0):
+                # Delivered before takenUntil (clock skew, or visibility rounded to whole seconds): check again.
+                await self.queues.put(CLAIM_QUEUE, check.encode(), visible_in=max(1, _ceil_seconds(early)))
+                outcome = "early"
+                return UNCHANGED
+            if self._deadline_passed(task, now):
+                outcome = "deadline"  # the deadline check resolves it, as deadline-exceeded
+                return UNCHANGED
+            _resolve_run(run, "exception", "claim-expired", timeutil.iso(now))
+            task.taken_until = None
+            await self._retry(task, "retry", hinted, now)
+            outcome = "expired"
+            return None
+
+        try:
+            await self._modify(check.taskId, expire)
+        except errors.TaskNotFound:
+            return "task-gone"
+        if outcome == "expired":
+            log.info("claim expired", extra=fields(event="claim-expired", taskId=check.taskId, runId=check.runId))
+        return outcome
+
+    async def check_deadline(self, check: DeadlineCheck) -> str:
+        """A deadline check came due: resolve whatever is unresolved as deadline-exceeded."""
+        await self.ensure_storage()
+        now = self.clock()
+        outcome = "exceeded"
+
+        async def exceed(task: Task) -> _Unchanged | None:
+            nonlocal outcome
+            if task.deadline != check.deadline:
+                outcome = "stale"
+                return UNCHANGED
+            early = timeutil.parse(check.deadline) - now
+            if early > dt.timedelta(0):
+                await self.queues.put(DEADLINE_QUEUE, check.encode(), visible_in=max(1, _ceil_seconds(early)))
+                outcome = "early"
+                return UNCHANGED
+            stamp = timeutil.iso(now)
+            if not task.runs:
+                task.runs.append(Run("exception", "exception", stamp, reason_resolved="deadline-exceeded",
+                                     resolved=stamp))
+            elif not task.runs[-1].resolved_state:
+                _resolve_run(task.runs[-1], "exception", "deadline-exceeded", stamp)
+            else:
+                outcome = "already-resolved"
+                return UNCHANGED
+            task.taken_until = None
+            outcome = "exceeded"
+            return None
+
+        try:
+            await self._modify(check.taskId, exceed)
+        except errors.TaskNotFound:
+            return "task-gone"
+        if outcome == "exceeded":
+            log.info("deadline exceeded", extra=fields(event="deadline-exceeded", taskId=check.taskId))
+        return outcome
+
+
+def _run_of(task: Task, run_id: int) -> Run:
+    if run_id >= len(task.runs):
+        raise errors.RunNotFound(taskId=task.task_id, runId=run_id)
+    return task.runs[run_id]
+
+
+def _resolve_run(run: Run, state: str, reason: str, stamp: str) -> None:
+    run.state, run.reason_resolved, run.resolved = state, reason, stamp
+
+
+def _definition_out(definition: dict[str, Any]) -> dict[str, Any]:
+    return {key: definition[key] for key in DEFINITION_FIELDS}

@@ -1,0 +1,80 @@
+"""Settings of the queue, read from the environment (Azure app settings, or `local.settings.json` locally).
+
+Every setting is an environment variable named `QUEUE_<FIELD>` in upper case; durations are seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import SettingsError
+
+ENV_PREFIX = "QUEUE_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    storage: str = Field(
+        description="Connection string of the data storage account (tables and queues). The queue triggers "
+        "name the same setting as their `connection`.",
+    )
+    port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
+    root_url: str | None = Field(
+        default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>."
+    )
+    root_client_id: str = Field(default="root", min_length=1, description="Client id of the root client.")
+    root_access_token: str = Field(
+        min_length=22,
+        description="Access token of the root client; it also signs the temporary credentials given to workers.",
+    )
+    claim_timeout: float = Field(default=1200, gt=0, description="Seconds a claim lasts before it must be "
+                                 "reclaimed (takenUntil = now + this).")
+    deadline_delay: float = Field(default=60, ge=0, description="Seconds after a task's deadline at which the "
+                                  "deadline check runs.")
+    max_task_deadline_days: float = Field(default=5, gt=0, description="How far ahead a deadline may be.")
+    claim_work_wait: float = Field(default=20, ge=0, description="Seconds claimWork long-polls when no work "
+                                   "is pending.")
+    claim_work_poll_interval: float = Field(default=0.5, gt=0, description="Seconds between polls of the "
+                                            "pending queues while claimWork waits.")
+    pending_hint_visibility: int = Field(default=300, ge=1, description="Seconds a received pending hint "
+                                         "stays invisible while its claim is attempted.")
+    hint_grace: float = Field(default=60, ge=0, description="Seconds a hint whose run is not yet written is "
+                              "kept (and retried) rather than dropped.")
+    hint_retry_delay: int = Field(default=1, ge=1, description="Seconds before a hint for a run not yet "
+                                  "written is offered again.")
+    validate_responses: bool = Field(default=False, description="Validate every response body against its "
+                                     "schema (on in tests; costs CPU).")
+    data_dir: Path = Field(default=Path(".data"), description="Where the embedded Azurite keeps its data.")
+    log_level: str = Field(default="INFO", description="Level of the queue's logs.")
+
+    @field_validator("root_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def public_root_url(self) -> str:
+        return self.root_url or f"http://127.0.0.1:{self.port}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings from the environment; a bad or missing value raises SettingsError naming it."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(part) for part in err["loc"])
+            problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}")
+        raise SettingsError(problems="; ".join(problems)) from None
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return load_settings()

@@ -1,0 +1,1 @@
+"""Storage interfaces and their adapters (Azure SDK, in-memory)."""

@@ -1,0 +1,223 @@
+"""Table and queue stores over the Azure SDKs' async clients (Azure Storage, or Azurite locally)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import json
+from typing import Any
+
+import aiohttp
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
+from azure.core.pipeline.transport import AioHttpTransport
+from azure.data.tables import UpdateMode
+from azure.data.tables.aio import TableClient, TableServiceClient
+from azure.storage.queue.aio import QueueClient, QueueServiceClient
+
+from shared.storage.base import Entity, Page, QueueMessage, decode_message, encode_message
+
+_KEYS = ("PartitionKey", "RowKey")
+# Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
+MAX_VISIBILITY = 7 * 24 * 3600
+
+
+def _shared_transport() -> tuple[aiohttp.ClientSession, AioHttpTransport]:
+    # One keep-alive session for every client; trust_env=False: the default re-reads proxy settings
+    # from the environment on every request, which measurably costs CPU (DESIGN.md).
+    session = aiohttp.ClientSession(trust_env=False, connector=aiohttp.TCPConnector(limit=200))
+    return session, AioHttpTransport(session=session, session_owner=False)
+
+
+def _entity(raw: Any) -> Entity:
+    data = {k: v for k, v in raw.items() if k not in _KEYS}
+    return Entity(raw["PartitionKey"], raw["RowKey"], data, raw.metadata.get("etag"))
+
+
+def _row(entity: Entity) -> dict[str, Any]:
+    return {"PartitionKey": entity.partition_key, "RowKey": entity.row_key, **entity.data}
+
+
+def _etag_of(response: Any) -> str | None:
+    return response.get("etag") if isinstance(response, dict) else None
+
+
+class AzureTables:
+    def __init__(self, connection_string: str) -> None:
+        self._connection_string = connection_string
+        self._service: TableServiceClient | None = None
+        self._clients: dict[str, TableClient] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self, table: str) -> TableClient:
+        client = self._clients.get(table)
+        if client is None:
+            if self._service is None:
+                self._session, transport = _shared_transport()
+                self._service = TableServiceClient.from_connection_string(
+                    self._connection_string, transport=transport)
+            client = self._clients[table] = self._service.get_table_client(table)
+        return client
+
+    async def ensure_tables(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(ResourceExistsError):
+                await self._client(name).create_table()
+
+    async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
+        try:
+            return _entity(await self._client(table).get_entity(partition_key, row_key))
+        except ResourceNotFoundError:
+            return None
+
+    async def insert(self, table: str, entity: Entity) -> Entity | None:
+        try:
+            response = await self._client(table).create_entity(_row(entity))
+        except ResourceExistsError:
+            return None
+        return entity.with_etag(_etag_of(response))
+
+    async def replace(self, table: str, entity: Entity) -> Entity | None:
+        try:
+            if entity.etag is None:
+                response = await self._client(table).update_entity(_row(entity), mode=UpdateMode.REPLACE)
+            else:
+                response = await self._client(table).update_entity(
+                    _row(entity), mode=UpdateMode.REPLACE, etag=entity.etag,
+                    match_condition=MatchConditions.IfNotModified)
+        except (ResourceModifiedError, ResourceNotFoundError):
+            return None
+        return entity.with_etag(_etag_of(response))
+
+    async def upsert(self, table: str, entity: Entity) -> Entity:
+        response = await self._client(table).upsert_entity(_row(entity), mode=UpdateMode.REPLACE)
+        return entity.with_etag(_etag_of(response))
+
+    async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
+        client = self._client(table)
+        try:
+            if etag is None:
+                # delete_entity ignores a missing entity; read first so the caller learns whether it existed.
+                if await self.get(table, partition_key, row_key) is None:
+                    return False
+                await client.delete_entity(partition_key, row_key)
+            else:
+                await client.delete_entity(partition_key, row_key, etag=etag,
+                                           match_condition=MatchConditions.IfNotModified)
+        except (ResourceModifiedError, ResourceNotFoundError):
+            return False
+        return True
+
+    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
+                    continuation: str | None = None) -> Page:
+        token = json.loads(base64.urlsafe_b64decode(continuation)) if continuation else None
+        pages = self._client(table).query_entities(
+            filter, parameters=parameters, results_per_page=limit or 1000).by_page(continuation_token=token)
+        entities: list[Entity] = []
+        async for page in pages:
+            entities.extend([_entity(raw) async for raw in page])
+            break
+        next_token = pages.continuation_token  # type: ignore[attr-defined]
+        encoded = base64.urlsafe_b64encode(json.dumps(next_token).encode()).decode() if next_token else None
+        return Page(entities, encoded)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        if self._service is not None:
+            await self._service.close()
+        if self._session is not None:
+            await self._session.close()
+        self._clients.clear()
+        self._service = self._session = None
+
+
+def _message(raw: Any) -> QueueMessage:
+    return QueueMessage(
+        id=raw.id, pop_receipt=raw.pop_receipt, content=decode_message(raw.content),
+        dequeue_count=raw.dequeue_count or 0, inserted=raw.inserted_on or dt.datetime.now(dt.UTC),
+        expires=raw.expires_on, next_visible=raw.next_visible_on)
+
+
+class AzureQueues:
+    def __init__(self, connection_string: str) -> None:
+        self._connection_string = connection_string
+        self._service: QueueServiceClient | None = None
+        self._clients: dict[str, QueueClient] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self, queue: str) -> QueueClient:
+        client = self._clients.get(queue)
+        if client is None:
+            if self._service is None:
+                self._session, transport = _shared_transport()
+                self._service = QueueServiceClient.from_connection_string(
+                    self._connection_string, transport=transport)
+            client = self._clients[queue] = self._service.get_queue_client(queue)
+        return client
+
+    async def ensure_queues(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(ResourceExistsError):
+                await self._client(name).create_queue()
+
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
+        client = self._client(queue)
+        visible_in = max(0, min(visible_in, MAX_VISIBILITY))
+        kwargs: dict[str, Any] = {"visibility_timeout": visible_in or None,
+                                  "time_to_live": ttl if ttl is not None else -1}
+        if ttl is not None and ttl <= visible_in:
+            kwargs["time_to_live"] = visible_in + 60
+        try:
+            await client.send_message(encode_message(content), **kwargs)
+        except ResourceNotFoundError:
+            # Queues are created on first use (pending queues exist per task queue and priority).
+            await self.ensure_queues([queue])
+            await client.send_message(encode_message(content), **kwargs)
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+        count = max(1, min(max_messages, 32))
+        try:
+            # messages_per_page: otherwise the SDK makes one request per message.
+            pages = self._client(queue).receive_messages(
+                messages_per_page=count, max_messages=count, visibility_timeout=visibility_timeout).by_page()
+            async for page in pages:
+                return [_message(raw) async for raw in page]
+        except ResourceNotFoundError:
+            return []
+        return []
+
+    async def delete(self, queue: str, message: QueueMessage) -> None:
+        with contextlib.suppress(ResourceNotFoundError):
+            await self._client(queue).delete_message(message.id, message.pop_receipt)
+
+    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+        try:
+            raw = await self._client(queue).update_message(
+                message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in))
+        except ResourceNotFoundError:
+            return None
+        return QueueMessage(message.id, raw.pop_receipt or message.pop_receipt, message.content, message.dequeue_count,
+                            message.inserted, message.expires, raw.next_visible_on)
+
+    async def approximate_count(self, queue: str) -> int:
+        try:
+            props = await self._client(queue).get_queue_properties()
+        except ResourceNotFoundError:
+            return 0
+        return int(props.approximate_message_count or 0)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        if self._service is not None:
+            await self._service.close()
+        if self._session is not None:
+            await self._session.close()
+        self._clients.clear()
+        self._service = self._session = None

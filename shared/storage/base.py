@@ -1,0 +1,101 @@
+"""The two storage interfaces the queue is written against: a table store and a message-queue store.
+
+Lost races come back as values (`None`), never as exceptions: a conditional write that finds the entity
+changed is a normal outcome the caller re-reads and retries.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A table row: PartitionKey, RowKey, its properties, and the ETag it was read or written with."""
+
+    partition_key: str
+    row_key: str
+    data: dict[str, Any] = field(default_factory=dict)
+    etag: str | None = None
+
+    def with_etag(self, etag: str | None) -> Entity:
+        return replace(self, etag=etag)
+
+
+@dataclass(frozen=True)
+class Page:
+    entities: list[Entity]
+    continuation: str | None
+
+
+class TableStore(Protocol):
+    async def ensure_tables(self, names: list[str]) -> None: ...
+
+    async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None: ...
+
+    async def insert(self, table: str, entity: Entity) -> Entity | None:
+        """Insert; the stored entity with its ETag, or None when one with these keys exists."""
+
+    async def replace(self, table: str, entity: Entity) -> Entity | None:
+        """Replace if unchanged since `entity.etag` was read; None when it changed or is gone."""
+
+    async def upsert(self, table: str, entity: Entity) -> Entity: ...
+
+    async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
+        """Delete (if unchanged since `etag`, when given); False when absent or changed."""
+
+    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
+                    continuation: str | None = None) -> Page: ...
+
+    async def close(self) -> None: ...
+
+
+def encode_message(body: bytes) -> str:
+    """Queue messages are base64 text, as the Functions host decodes them (host.json `messageEncoding`)."""
+    return base64.b64encode(body).decode()
+
+
+def decode_message(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    id: str
+    pop_receipt: str
+    content: bytes
+    dequeue_count: int
+    inserted: dt.datetime
+    expires: dt.datetime | None = None
+    next_visible: dt.datetime | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class QueueStore(Protocol):
+    async def ensure_queues(self, names: list[str]) -> None: ...
+
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
+        """Add a message (creating the queue when missing), invisible for `visible_in` seconds."""
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+        """Up to `max_messages` (≤ 32) visible messages, hidden for `visibility_timeout` s; [] if no queue."""
+
+    async def delete(self, queue: str, message: QueueMessage) -> None:
+        """Delete a received message; a message already gone is not an error."""
+
+    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+        """Make a received message visible again after `visible_in` s; None if it is gone."""
+
+    async def approximate_count(self, queue: str) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+def put_json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()

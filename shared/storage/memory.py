@@ -1,0 +1,163 @@
+"""In-memory table and queue stores with Azure's semantics (ETags, visibility, dequeue counts).
+
+For fast unit tests of the domain logic; behaviour is proven again against Azurite in the integration tests.
+Filters support the small OData subset the queue uses: `PartitionKey eq @pk`, joined with `and`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from shared.storage.base import Entity, Page, QueueMessage
+
+
+class MemoryTables:
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[tuple[str, str], Entity]] = {}
+        self._etags = itertools.count(1)
+        self.calls = 0
+
+    def _table(self, name: str) -> dict[tuple[str, str], Entity]:
+        self.calls += 1
+        return self._tables.setdefault(name, {})
+
+    def _stamp(self, entity: Entity) -> Entity:
+        return entity.with_etag(f'W/"{next(self._etags)}"')
+
+    async def ensure_tables(self, names: list[str]) -> None:
+        for name in names:
+            self._tables.setdefault(name, {})
+
+    async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
+        return self._table(table).get((partition_key, row_key))
+
+    async def insert(self, table: str, entity: Entity) -> Entity | None:
+        rows = self._table(table)
+        key = (entity.partition_key, entity.row_key)
+        if key in rows:
+            return None
+        rows[key] = self._stamp(entity)
+        return rows[key]
+
+    async def replace(self, table: str, entity: Entity) -> Entity | None:
+        rows = self._table(table)
+        key = (entity.partition_key, entity.row_key)
+        current = rows.get(key)
+        if current is None or (entity.etag is not None and current.etag != entity.etag):
+            return None
+        rows[key] = self._stamp(entity)
+        return rows[key]
+
+    async def upsert(self, table: str, entity: Entity) -> Entity:
+        rows = self._table(table)
+        rows[(entity.partition_key, entity.row_key)] = self._stamp(entity)
+        return rows[(entity.partition_key, entity.row_key)]
+
+    async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
+        rows = self._table(table)
+        current = rows.get((partition_key, row_key))
+        if current is None or (etag is not None and current.etag != etag):
+            return False
+        del rows[(partition_key, row_key)]
+        return True
+
+    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
+                    continuation: str | None = None) -> Page:
+        conditions = []
+        for clause in filter.split(" and "):
+            prop, op, ref = clause.strip().split(" ", 2)
+            if op != "eq" or not ref.startswith("@"):
+                raise NotImplementedError(f"memory store filter {clause!r}")
+            conditions.append((prop, parameters[ref[1:]]))
+
+        def value(e: Entity, prop: str) -> Any:
+            return {"PartitionKey": e.partition_key, "RowKey": e.row_key}.get(prop, e.data.get(prop))
+
+        rows = sorted(self._table(table).values(), key=lambda e: (e.partition_key, e.row_key))
+        matched = [e for e in rows if all(value(e, p) == v for p, v in conditions)]
+        start = int(continuation or 0)
+        end = len(matched) if limit is None else start + limit
+        return Page(matched[start:end], str(end) if end < len(matched) else None)
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class _Stored:
+    id: str
+    content: bytes
+    inserted: dt.datetime
+    expires: dt.datetime | None
+    visible_at: dt.datetime
+    dequeue_count: int = 0
+    pop_receipt: str = ""
+
+
+class MemoryQueues:
+    def __init__(self) -> None:
+        self._queues: dict[str, list[_Stored]] = {}
+        self._lock = asyncio.Lock()
+        self.calls = 0
+
+    async def ensure_queues(self, names: list[str]) -> None:
+        for name in names:
+            self._queues.setdefault(name, [])
+
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
+        self.calls += 1
+        now = dt.datetime.now(dt.UTC)
+        expires = now + dt.timedelta(seconds=ttl) if ttl else None
+        self._queues.setdefault(queue, []).append(
+            _Stored(uuid.uuid4().hex, content, now, expires, now + dt.timedelta(seconds=visible_in)))
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+        self.calls += 1
+        now = dt.datetime.now(dt.UTC)
+        out: list[QueueMessage] = []
+        async with self._lock:
+            stored = self._queues.get(queue, [])
+            stored[:] = [m for m in stored if m.expires is None or m.expires > now]
+            for m in stored:
+                if len(out) >= max_messages:
+                    break
+                if m.visible_at <= now:
+                    m.dequeue_count += 1
+                    m.pop_receipt = uuid.uuid4().hex
+                    m.visible_at = now + dt.timedelta(seconds=visibility_timeout)
+                    out.append(QueueMessage(m.id, m.pop_receipt, m.content, m.dequeue_count, m.inserted,
+                                            m.expires, m.visible_at))
+        return out
+
+    def _find(self, queue: str, message: QueueMessage) -> _Stored | None:
+        for m in self._queues.get(queue, []):
+            if m.id == message.id and m.pop_receipt == message.pop_receipt:
+                return m
+        return None
+
+    async def delete(self, queue: str, message: QueueMessage) -> None:
+        self.calls += 1
+        found = self._find(queue, message)
+        if found is not None:
+            self._queues[queue].remove(found)
+
+    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+        self.calls += 1
+        found = self._find(queue, message)
+        if found is None:
+            return None
+        found.pop_receipt = uuid.uuid4().hex
+        found.visible_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=visible_in)
+        return QueueMessage(found.id, found.pop_receipt, found.content, found.dequeue_count, found.inserted,
+                            found.expires, found.visible_at)
+
+    async def approximate_count(self, queue: str) -> int:
+        return len(self._queues.get(queue, []))
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,163 @@
+"""The task record: definition, runs and retry budget, and how it is stored as one Tasks table entity.
+
+The entity (PartitionKey = taskId, RowKey = `task`) is the truth about a task; every queue message is a
+hint checked against it. Definition and runs are JSON split across properties (a property holds 64 KiB).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.storage.base import Entity
+
+TASKS_TABLE = "Tasks"
+TASK_ROW = "task"
+
+PRIORITIES = ("highest", "very-high", "high", "medium", "low", "very-low", "lowest")
+MAX_RUNS = 50
+RESOLVED_STATES = ("completed", "failed", "exception")
+# The definition fields of task.yml, in the order the API returns them.
+DEFINITION_FIELDS = ("provisionerId", "workerType", "taskQueueId", "schedulerId", "projectId", "taskGroupId",
+                     "dependencies", "requires", "routes", "priority", "retries", "created", "deadline",
+                     "expires", "scopes", "payload", "metadata", "tags", "extra")
+
+_CHUNK = 30_000  # characters of ASCII JSON per property (a string property holds 32 K UTF-16 units)
+MAX_DEFINITION_CHARS = 400_000  # an entity holds 1 MiB, strings counted as UTF-16
+
+
+def _pack(name: str, value: Any) -> dict[str, Any]:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+    chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
+    packed: dict[str, Any] = {f"{name}_{i}": chunk for i, chunk in enumerate(chunks)}
+    packed[f"{name}Chunks"] = len(chunks)
+    return packed
+
+
+def _unpack(name: str, data: dict[str, Any]) -> Any:
+    count = int(data[f"{name}Chunks"])
+    return json.loads("".join(data[f"{name}_{i}"] for i in range(count)))
+
+
+def definition_size(definition: dict[str, Any]) -> int:
+    return len(json.dumps(definition, separators=(",", ":"), ensure_ascii=True))
+
+
+@dataclass
+class Run:
+    state: str
+    reason_created: str
+    scheduled: str
+    reason_resolved: str | None = None
+    worker_group: str | None = None
+    worker_id: str | None = None
+    taken_until: str | None = None
+    started: str | None = None
+    resolved: str | None = None
+    hint_id: str | None = None  # the pending hint that claimed this run (guards duplicated hints)
+
+    _API = (("state", "state"), ("reason_created", "reasonCreated"), ("reason_resolved", "reasonResolved"),
+            ("worker_group", "workerGroup"), ("worker_id", "workerId"), ("taken_until", "takenUntil"),
+            ("scheduled", "scheduled"), ("started", "started"), ("resolved", "resolved"))
+
+    @property
+    def resolved_state(self) -> bool:
+        return self.state in RESOLVED_STATES
+
+    def to_api(self, run_id: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"runId": run_id}
+        for attr, key in self._API:
+            value = getattr(self, attr)
+            if value is not None:
+                out[key] = value
+        return out
+
+    def to_stored(self) -> dict[str, Any]:
+        stored = self.to_api(0)
+        del stored["runId"]
+        if self.hint_id is not None:
+            stored["hintId"] = self.hint_id
+        return stored
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> Run:
+        kwargs: dict[str, Any] = {attr: data.get(key) for attr, key in cls._API}
+        return cls(**kwargs, hint_id=data.get("hintId"))
+
+
+@dataclass
+class Task:
+    task_id: str
+    definition: dict[str, Any]
+    runs: list[Run] = field(default_factory=list)
+    retries_left: int = 0
+    taken_until: str | None = None
+    etag: str | None = None
+
+    @property
+    def state(self) -> str:
+        return self.runs[-1].state if self.runs else "unscheduled"
+
+    @property
+    def deadline(self) -> str:
+        return str(self.definition["deadline"])
+
+    @property
+    def task_queue_id(self) -> str:
+        return str(self.definition["taskQueueId"])
+
+    @property
+    def priority(self) -> str:
+        return str(self.definition["priority"])
+
+    @property
+    def last_run_id(self) -> int:
+        return len(self.runs) - 1
+
+    def status(self) -> dict[str, Any]:
+        d = self.definition
+        return {
+            "taskId": self.task_id,
+            "provisionerId": d["provisionerId"],
+            "workerType": d["workerType"],
+            "taskQueueId": d["taskQueueId"],
+            "schedulerId": d["schedulerId"],
+            "projectId": d["projectId"],
+            "taskGroupId": d["taskGroupId"],
+            "priority": d["priority"],
+            "deadline": d["deadline"],
+            "expires": d["expires"],
+            "retriesLeft": self.retries_left,
+            "state": self.state,
+            "runs": [run.to_api(i) for i, run in enumerate(self.runs)],
+        }
+
+    def to_entity(self) -> Entity:
+        d = self.definition
+        data: dict[str, Any] = {
+            # Plain columns for filtering and listing; the definition JSON is what the API returns.
+            "taskGroupId": d["taskGroupId"],
+            "schedulerId": d["schedulerId"],
+            "taskQueueId": d["taskQueueId"],
+            "deadline": d["deadline"],
+            "expires": d["expires"],
+            "state": self.state,
+            "retriesLeft": self.retries_left,
+            "takenUntil": self.taken_until or "",
+            **_pack("definition", d),
+            **_pack("runs", [run.to_stored() for run in self.runs]),
+        }
+        return Entity(self.task_id, TASK_ROW, data, self.etag)
+
+    @classmethod
+    def from_entity(cls, entity: Entity) -> Task:
+        data = entity.data
+        return cls(
+            task_id=entity.partition_key,
+            definition=_unpack("definition", data),
+            runs=[Run.from_stored(r) for r in _unpack("runs", data)],
+            retries_left=int(data["retriesLeft"]),
+            taken_until=data.get("takenUntil") or None,
+            etag=entity.etag,
+        )

@@ -1,0 +1,48 @@
+"""Times as Taskcluster writes them: UTC, millisecond precision, `Z` (JavaScript's `Date.toJSON()`)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import uuid
+
+UTC = dt.UTC
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(UTC)
+
+
+def parse(value: str) -> dt.datetime:
+    """Parse an RFC 3339 date-time (already checked by the schema) into an aware UTC datetime."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    parsed = dt.datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def iso(value: dt.datetime) -> str:
+    """`2026-11-22T12:00:00.000Z`: sortable as text, and what the official clients produce."""
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def normalize(value: str) -> str:
+    return iso(parse(value))
+
+
+def js_seconds(value: dt.datetime) -> str:
+    """`Date.getTime() / 1000` as JavaScript prints it: no `.0` for whole seconds."""
+    millis = round(value.timestamp() * 1000)
+    whole, frac = divmod(millis, 1000)
+    return str(whole) if frac == 0 else f"{whole}.{frac:03d}".rstrip("0")
+
+
+def slugid() -> str:
+    """A v4 slugid as Taskcluster's `slugid.nice()` makes it (first bit clear: it never starts with `-`)."""
+    raw = bytearray(uuid.uuid4().bytes)
+    raw[0] &= 0x7F
+    return base64.urlsafe_b64encode(bytes(raw)).decode()[:22]

@@ -1,0 +1,96 @@
+"""Validation against the official Taskcluster Queue schemas (vendored verbatim in `shared/schemas/`).
+
+The YAML files are loaded as Taskcluster loads them: `{$const: key}` replaced from `constants.yml`, each file
+published as `<base>/schemas/queue/v1/<name>.json#`, checked as JSON-Schema draft-06. Request validation fills
+in `default` values first, as Taskcluster's Ajv (`useDefaults`) does: createTask's idempotency depends on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft6Validator, validators
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT6
+
+SCHEMA_DIR = Path(__file__).parent / "schemas" / "queue"
+BASE = "https://tc-azure-queue.invalid/schemas/queue/v1/"
+MAX_REPORTED_ERRORS = 10
+
+
+def _expand_consts(node: Any, constants: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if set(node) == {"$const"}:
+            key = node["$const"]
+            if key not in constants:
+                raise KeyError(f"unknown $const {key!r}")
+            return _expand_consts(copy.deepcopy(constants[key]), constants)
+        return {k: _expand_consts(v, constants) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_expand_consts(v, constants) for v in node]
+    return node
+
+
+@functools.cache
+def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
+    constants = yaml.safe_load((SCHEMA_DIR / "constants.yml").read_text())
+    schemas: dict[str, dict[str, Any]] = {}
+    registry: Registry = Registry()
+    for path in sorted((SCHEMA_DIR / "v1").glob("*.yml")):
+        schema = _expand_consts(yaml.safe_load(path.read_text()), constants)
+        schema.pop("$schema", None)  # a pointer to draft-06, which is what we validate with
+        uri = f"{BASE}{path.stem}.json"
+        schema["$id"] = uri + "#"
+        schemas[path.stem] = schema
+        registry = registry.with_resource(uri, Resource.from_contents(schema, default_specification=DRAFT6))
+    return registry, schemas
+
+
+def _with_defaults(validator_class: Any) -> Any:
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.is_type(instance, "object"):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DefaultingValidator = _with_defaults(Draft6Validator)
+
+
+@functools.cache
+def _validator(name: str, fill_defaults: bool) -> Any:
+    registry, schemas = _registry()
+    if name not in schemas:
+        raise KeyError(f"no schema named {name!r}")
+    cls = _DefaultingValidator if fill_defaults else Draft6Validator
+    return cls(schemas[name], registry=registry, format_checker=Draft6Validator.FORMAT_CHECKER)
+
+
+def schema_names() -> list[str]:
+    return sorted(_registry()[1])
+
+
+def _describe(error: ValidationError) -> str:
+    where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return f"data{where}: {error.message}"
+
+
+def errors_of(name: str, instance: Any, *, fill_defaults: bool = False) -> list[str]:
+    """What is wrong with `instance` against schema `name` (empty when valid). May fill in defaults."""
+    found = sorted(_validator(name, fill_defaults).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    return [_describe(e) for e in found[:MAX_REPORTED_ERRORS]]
+
+
+def schema_url(name: str, root_url: str) -> str:
+    return f"{root_url}/schemas/queue/v1/{name}.json#"

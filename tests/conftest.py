@@ -1,0 +1,188 @@
+"""Fixtures shared by every tier: an Azurite for the session, local host processes, the official client."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import taskcluster
+
+from local_host import azurite as azurite_mod
+from shared import timeutil
+
+PROJECT = Path(__file__).resolve().parent.parent
+ROOT_CLIENT_ID = "root"
+ROOT_ACCESS_TOKEN = secrets.token_urlsafe(33)
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azurite_mod.Azurite]:
+    instance = azurite_mod.start(tmp_path_factory.mktemp("azurite"), in_memory=True)
+    try:
+        yield instance
+    finally:
+        instance.stop()
+
+
+@dataclass
+class HostProcess:
+    process: subprocess.Popen[bytes]
+    root_url: str
+    log_path: Path
+    env: dict[str, str]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self, **options: Any) -> taskcluster.Queue:
+        return queue_client(self.root_url, **options)
+
+
+def queue_client(root_url: str, **options: Any) -> taskcluster.Queue:
+    return taskcluster.Queue({
+        "rootUrl": root_url,
+        "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN},
+        "maxRetries": 0,
+        **options,
+    })
+
+
+def base_env(storage: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
+    env.update({
+        "QUEUE_STORAGE": storage,
+        "QUEUE_ROOT_CLIENT_ID": ROOT_CLIENT_ID,
+        "QUEUE_ROOT_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
+        "QUEUE_VALIDATE_RESPONSES": "true",
+        "QUEUE_LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "function_app:app",
+               host_json: Path | None = None, extra_args: list[str] | None = None,
+               **settings: Any) -> HostProcess:
+    """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves."""
+    port = azurite_mod.free_port()
+    env = base_env(storage)
+    env["QUEUE_PORT"] = str(port)
+    env.update({f"QUEUE_{k.upper()}": str(v) for k, v in settings.items()})
+    log_path = log_dir / f"host-{port}.log"
+    args = [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "--app", app]
+    if host_json is not None:
+        args += ["--host-json", str(host_json)]
+    args += ["serve", *(extra_args or [])]
+    if not http:
+        args.append("--no-http")
+    with open(log_path, "wb") as out:
+        process = subprocess.Popen(args, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    host = HostProcess(process, f"http://127.0.0.1:{port}", log_path, env)
+    give_up = time.monotonic() + 30
+    while time.monotonic() < give_up:
+        if process.poll() is not None:
+            raise RuntimeError(f"local host exited with {process.returncode}:\n{host.log()}")
+        if "local host ready" in host.log():
+            if not http:
+                return host
+            try:
+                if httpx.get(f"{host.root_url}/api/queue/v1/ping", timeout=1).status_code == 200:
+                    return host
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.1)
+    host.stop()
+    raise RuntimeError(f"local host did not start:\n{host.log()}")
+
+
+@pytest.fixture(scope="session")
+def host_factory(azurite: azurite_mod.Azurite,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HostProcess]]:
+    started: list[HostProcess] = []
+    log_dir = tmp_path_factory.mktemp("hosts")
+
+    def factory(**kwargs: Any) -> HostProcess:
+        kwargs.setdefault("storage", azurite.connection_string)
+        host = start_host(log_dir=log_dir, **kwargs)
+        started.append(host)
+        return host
+
+    try:
+        yield factory
+    finally:
+        for host in started:
+            host.stop()
+
+
+@pytest.fixture(scope="session")
+def queue_host(host_factory: Callable[..., HostProcess]) -> HostProcess:
+    """The default host: production timings, except a short claimWork long-poll."""
+    return host_factory(claim_work_wait=2, claim_work_poll_interval=0.2)
+
+
+@pytest.fixture(scope="session")
+def fast_host(host_factory: Callable[..., HostProcess]) -> HostProcess:
+    """A host with 1-second claims and no deadline delay, for expiry tests."""
+    return host_factory(claim_timeout=1, deadline_delay=0, claim_work_wait=2, claim_work_poll_interval=0.2)
+
+
+@pytest.fixture
+def queue(queue_host: HostProcess) -> taskcluster.Queue:
+    return queue_host.client()
+
+
+def slugid() -> str:
+    return timeutil.slugid()
+
+
+def task_queue_id() -> str:
+    """A task queue of its own for one test, so tests never claim each other's work."""
+    return f"test-prov/wt-{uuid.uuid4().hex[:20]}"
+
+
+def task_definition(**overrides: Any) -> dict[str, Any]:
+    now = timeutil.now()
+    definition: dict[str, Any] = {
+        "taskQueueId": task_queue_id(),
+        "created": timeutil.iso(now),
+        "deadline": timeutil.iso(now + dt.timedelta(hours=1)),
+        "payload": {"command": ["echo", "hello"]},
+        "metadata": {"name": "test task", "description": "a task made by the test suite",
+                     "owner": "tests@example.com", "source": "https://example.com/tests"},
+    }
+    definition.update(overrides)
+    return {k: v for k, v in definition.items() if v is not None}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15, interval: float = 0.1) -> Any:
+    """Poll until `predicate()` is truthy; return its value or fail after `timeout` seconds."""
+    give_up = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > give_up:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
