@@ -24,7 +24,11 @@ class QueueError(Exception):
     def __init__(self, message: str | None = None, **details: Any) -> None:
         self.details = details
         template = message if message is not None else (type(self).__doc__ or type(self).__name__).strip()
-        self.message = string.Formatter().vformat(template, (), _Blank(details))
+        # Only templates are formatted: a literal message may hold braces (regexes, user input).
+        try:
+            self.message = string.Formatter().vformat(template, (), _Blank(details)) if details else template
+        except (ValueError, IndexError):
+            self.message = template
         super().__init__(self.message)
 
 

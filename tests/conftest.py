@@ -186,3 +186,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15, interval: float 
         if time.monotonic() > give_up:
             raise AssertionError(f"condition not met within {timeout} s")
         time.sleep(interval)
+
+
+def expect_error(status: int, code: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call the official client and check it failed with this status and Taskcluster error code."""
+    from taskcluster.exceptions import TaskclusterRestFailure
+
+    with pytest.raises(TaskclusterRestFailure) as failure:
+        call(*args, **kwargs)
+    body = failure.value.body
+    assert failure.value.status_code == status, body
+    assert body["code"] == code, body
+    assert set(body) == {"code", "message", "requestInfo"}, body
+    assert set(body["requestInfo"]) == {"method", "params", "payload", "time"}, body
+    return body

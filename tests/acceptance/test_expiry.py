@@ -1,0 +1,111 @@
+"""Claim expiry and deadlines, driven by the queue-triggered checks on a host with 1-second claims."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from shared import timeutil
+from tests.conftest import expect_error, slugid, task_definition, wait_for
+
+WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
+
+
+@pytest.fixture
+def fast(fast_host):
+    return fast_host.client()
+
+
+def status_of(queue, task_id):
+    return queue.status(task_id)["status"]
+
+
+def test_expired_claim_is_retried(fast):
+    task_id = slugid()
+    fast.createTask(task_id, task_definition(retries=1))
+    claim = fast.claimTask(task_id, "0", WORKER)
+    status = wait_for(lambda: (s := status_of(fast, task_id)) and len(s["runs"]) == 2 and s)
+    first, retry = status["runs"]
+    assert first["state"] == "exception" and first["reasonResolved"] == "claim-expired"
+    assert timeutil.parse(first["resolved"]) >= timeutil.parse(claim["takenUntil"])
+    assert retry["state"] == "pending" and retry["reasonCreated"] == "retry"
+    assert status["retriesLeft"] == 0
+    # The worker that lost its claim is told so.
+    expect_error(409, "RequestConflict", fast.reclaimTask, task_id, "0")
+    expect_error(409, "RequestConflict", fast.reportCompleted, task_id, "0")
+    # The retry is claimable; when it expires too and no retries are left, the task ends in exception.
+    fast.claimTask(task_id, "1", WORKER)
+    final = wait_for(lambda: (s := status_of(fast, task_id)) and s["state"] == "exception" and s)
+    assert len(final["runs"]) == 2 and final["runs"][1]["reasonResolved"] == "claim-expired"
+    time.sleep(1.5)
+    assert len(status_of(fast, task_id)["runs"]) == 2
+
+
+def test_reclaimed_run_does_not_expire(fast):
+    task_id = slugid()
+    fast.createTask(task_id, task_definition())
+    fast.claimTask(task_id, "0", WORKER)
+    for _ in range(5):
+        time.sleep(0.4)
+        fast.reclaimTask(task_id, "0")
+    assert status_of(fast, task_id)["state"] == "running"
+    assert fast.reportCompleted(task_id, "0")["status"]["state"] == "completed"
+    time.sleep(1.5)  # the claim checks of every reclaim come due now: all stale
+    status = status_of(fast, task_id)
+    assert status["state"] == "completed" and len(status["runs"]) == 1
+
+
+def _short_deadline(seconds=2):
+    now = timeutil.now()
+    return {"created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(seconds=seconds))}
+
+
+def test_deadline_resolves_unscheduled_task(fast):
+    task_id = slugid()
+    fast.createTask(task_id, task_definition(dependencies=[task_id], **_short_deadline()))
+    status = wait_for(lambda: (s := status_of(fast, task_id)) and s["runs"] and s)
+    assert status["state"] == "exception"
+    assert status["runs"][0]["reasonCreated"] == "exception"
+    assert status["runs"][0]["reasonResolved"] == "deadline-exceeded"
+
+
+def test_deadline_resolves_pending_task(fast):
+    task_id = slugid()
+    fast.createTask(task_id, task_definition(**_short_deadline()))
+    status = wait_for(lambda: (s := status_of(fast, task_id)) and s["state"] == "exception" and s)
+    assert status["runs"][0]["reasonResolved"] == "deadline-exceeded" and len(status["runs"]) == 1
+
+
+def test_deadline_resolves_running_task_without_retry(fast):
+    task_id = slugid()
+    fast.createTask(task_id, task_definition(retries=3, **_short_deadline(3)))
+    fast.claimTask(task_id, "0", WORKER)
+    fast.reclaimTask(task_id, "0")
+    status = wait_for(lambda: (s := status_of(fast, task_id)) and s["state"] == "exception" and s)
+    assert status["runs"][-1]["reasonResolved"] == "deadline-exceeded"
+    assert status["retriesLeft"] >= 2  # deadline never retries
+    expect_error(409, "RequestConflict", fast.rerunTask, task_id)
+    expect_error(409, "RequestConflict", fast.cancelTask, task_id)
+
+
+def test_deadline_leaves_completed_task_alone(fast):
+    task_id = slugid()
+    fast.createTask(task_id, task_definition(**_short_deadline()))
+    fast.claimTask(task_id, "0", WORKER)
+    done = fast.reportCompleted(task_id, "0")["status"]
+    time.sleep(3)
+    assert status_of(fast, task_id) == done
+
+
+def test_changes_after_the_deadline_are_refused(queue):
+    # The default host checks deadlines 60 s late, so these run before the deadline check resolves anything.
+    unscheduled, pending = slugid(), slugid()
+    queue.createTask(unscheduled, task_definition(dependencies=[unscheduled], **_short_deadline(1)))
+    queue.createTask(pending, task_definition(**_short_deadline(1)))
+    time.sleep(1.2)
+    expect_error(409, "RequestConflict", queue.scheduleTask, unscheduled)
+    expect_error(409, "RequestConflict", queue.claimTask, pending, "0", WORKER)
+    expect_error(409, "RequestConflict", queue.cancelTask, pending)
+    assert status_of(queue, pending)["state"] == "pending"
