@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 from azure.core import MatchConditions
 from azure.core.exceptions import (
+    HttpResponseError,
     ResourceExistsError,
     ResourceModifiedError,
     ResourceNotFoundError,
@@ -137,6 +138,11 @@ class AzureTables:
         self._service = self._session = None
 
 
+def _message_gone(exc: HttpResponseError) -> bool:
+    """Deleted already, or received again by someone else since (its visibility ran out): not ours any more."""
+    return isinstance(exc, ResourceNotFoundError) or exc.error_code in ("MessageNotFound", "PopReceiptMismatch")
+
+
 def _message(raw: Any) -> QueueMessage:
     return QueueMessage(
         id=raw.id, pop_receipt=raw.pop_receipt, content=decode_message(raw.content),
@@ -185,7 +191,8 @@ class AzureQueues:
         try:
             # messages_per_page: otherwise the SDK makes one request per message.
             pages = self._client(queue).receive_messages(
-                messages_per_page=count, max_messages=count, visibility_timeout=visibility_timeout).by_page()
+                messages_per_page=count, max_messages=count,
+                visibility_timeout=max(1, visibility_timeout)).by_page()  # Azure's minimum is 1 s
             async for page in pages:
                 return [_message(raw) async for raw in page]
         except ResourceNotFoundError:
@@ -193,15 +200,20 @@ class AzureQueues:
         return []
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
-        with contextlib.suppress(ResourceNotFoundError):
+        try:
             await self._client(queue).delete_message(message.id, message.pop_receipt)
+        except HttpResponseError as exc:
+            if not _message_gone(exc):
+                raise
 
     async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
         try:
             raw = await self._client(queue).update_message(
                 message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in))
-        except ResourceNotFoundError:
-            return None
+        except HttpResponseError as exc:
+            if _message_gone(exc):
+                return None
+            raise
         return QueueMessage(message.id, raw.pop_receipt or message.pop_receipt, message.content, message.dequeue_count,
                             message.inserted, message.expires, raw.next_visible_on)
 

@@ -84,7 +84,8 @@ class QueueStore(Protocol):
         """Add a message (creating the queue when missing), invisible for `visible_in` seconds."""
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
-        """Up to `max_messages` (≤ 32) visible messages, hidden for `visibility_timeout` s; [] if no queue."""
+        """Up to `max_messages` (≤ 32) visible messages, hidden for `visibility_timeout` s (Azure: ≥ 1);
+        [] if there is no such queue."""
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
         """Delete a received message; a message already gone is not an error."""

@@ -1,0 +1,107 @@
+"""The Azure SDK adapters on Azurite: the semantics the domain relies on (ETags, visibility, paging)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from shared.storage.azure import AzureQueues, AzureTables
+from shared.storage.base import Entity
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_table_insert_get_replace_with_etags(azurite):
+    async def go():
+        tables = AzureTables(azurite.connection_string)
+        name = f"T{uuid.uuid4().hex[:10]}"
+        try:
+            await tables.ensure_tables([name])
+            await tables.ensure_tables([name])  # idempotent
+            first = await tables.insert(name, Entity("pk", "rk", {"n": 1, "s": "x"}))
+            assert first is not None and first.etag
+            assert await tables.insert(name, Entity("pk", "rk", {"n": 2})) is None  # exists: a value
+            read = await tables.get(name, "pk", "rk")
+            assert read.data == {"n": 1, "s": "x"} and read.etag == first.etag
+            updated = await tables.replace(name, Entity("pk", "rk", {"n": 3}, read.etag))
+            assert updated is not None and updated.etag != read.etag
+            assert await tables.replace(name, Entity("pk", "rk", {"n": 4}, read.etag)) is None  # stale ETag
+            assert (await tables.get(name, "pk", "rk")).data == {"n": 3}
+            assert await tables.delete(name, "pk", "rk", read.etag) is False
+            assert await tables.delete(name, "pk", "rk", updated.etag) is True
+            assert await tables.get(name, "pk", "rk") is None
+            assert await tables.replace(name, Entity("pk", "rk", {"n": 5}, updated.etag)) is None
+        finally:
+            await tables.close()
+    run(go())
+
+
+def test_table_query_pages_with_continuation(azurite):
+    async def go():
+        tables = AzureTables(azurite.connection_string)
+        name = f"T{uuid.uuid4().hex[:10]}"
+        try:
+            await tables.ensure_tables([name])
+            for i in range(5):
+                await tables.insert(name, Entity("p", f"r{i}", {"i": i}))
+            await tables.insert(name, Entity("other", "r0", {"i": 99}))
+            seen, token = [], None
+            while True:
+                page = await tables.query(name, "PartitionKey eq @pk", {"pk": "p"}, limit=2, continuation=token)
+                assert len(page.entities) <= 2
+                seen += [e.data["i"] for e in page.entities]
+                token = page.continuation
+                if token is None:
+                    break
+            assert seen == [0, 1, 2, 3, 4]
+        finally:
+            await tables.close()
+    run(go())
+
+
+def test_queue_visibility_release_and_delete(azurite):
+    async def go():
+        queues = AzureQueues(azurite.connection_string)
+        name = f"q-{uuid.uuid4().hex[:12]}"
+        try:
+            assert await queues.receive(name, 32, 30) == []  # no such queue yet: nothing, not an error
+            await queues.put(name, b'{"a":1}')  # creates the queue
+            await queues.put(name, b'{"later":1}', visible_in=1)
+            [message] = await queues.receive(name, 32, 30)
+            assert message.json() == {"a": 1} and message.dequeue_count == 1
+            assert await queues.receive(name, 32, 30) == []  # hidden while received
+            released = await queues.release(name, message, 0)
+            assert released is not None and released.pop_receipt != message.pop_receipt
+            [again] = await queues.receive(name, 32, 30)
+            assert again.id == message.id and again.dequeue_count == 2
+            # The first receipt is stale now (received again since): release and delete say "not ours".
+            assert await queues.release(name, message, 0) is None
+            await queues.delete(name, message)
+            assert await queues.receive(name, 32, 0) == []  # the stale delete did not delete it
+            await queues.delete(name, again)
+            await queues.delete(name, again)  # already gone: fine
+            await asyncio.sleep(1.1)
+            [later] = await queues.receive(name, 32, 30)
+            assert later.json() == {"later": 1}
+        finally:
+            await queues.close()
+    run(go())
+
+
+def test_queue_receives_32_in_one_call(azurite):
+    async def go():
+        queues = AzureQueues(azurite.connection_string)
+        name = f"q-{uuid.uuid4().hex[:12]}"
+        try:
+            for i in range(40):
+                await queues.put(name, str(i).encode())
+            first = await queues.receive(name, 32, 30)
+            second = await queues.receive(name, 32, 30)
+            assert len(first) == 32 and len(second) == 8
+            assert [int(m.content) for m in first + second] == list(range(40))  # FIFO
+            assert await queues.approximate_count(name) == 40
+        finally:
+            await queues.close()
+    run(go())

@@ -1,0 +1,73 @@
+"""Pieces of the local host that need no Azurite: settings, host.json parsing, polling back-off."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from local_host.triggers import QueueOptions, QueueTriggerRunner, parse_timespan
+from shared.errors import SettingsError
+from shared.settings import load_settings
+from shared.storage.memory import MemoryQueues
+
+
+def test_bad_settings_name_the_variable(monkeypatch):
+    monkeypatch.setenv("QUEUE_STORAGE", "x")
+    monkeypatch.setenv("QUEUE_ROOT_ACCESS_TOKEN", "y" * 30)
+    monkeypatch.setenv("QUEUE_CLAIM_TIMEOUT", "-3")
+    with pytest.raises(SettingsError) as bad:
+        load_settings()
+    assert "QUEUE_CLAIM_TIMEOUT" in bad.value.message
+    monkeypatch.delenv("QUEUE_STORAGE")
+    monkeypatch.setenv("QUEUE_CLAIM_TIMEOUT", "5")
+    with pytest.raises(SettingsError) as missing:
+        load_settings()
+    assert "QUEUE_STORAGE" in missing.value.message
+
+
+def test_settings_from_environment(monkeypatch):
+    monkeypatch.setenv("QUEUE_STORAGE", "conn")
+    monkeypatch.setenv("QUEUE_ROOT_ACCESS_TOKEN", "y" * 30)
+    monkeypatch.setenv("QUEUE_CLAIM_TIMEOUT", "1.5")
+    monkeypatch.setenv("QUEUE_PORT", "9999")
+    settings = load_settings()
+    assert settings.claim_timeout == 1.5 and settings.public_root_url == "http://127.0.0.1:9999"
+
+
+@pytest.mark.parametrize("text, seconds", [("00:00:01", 1), ("00:00:00.500", 0.5), ("01:02:03", 3723),
+                                           ("1.00:00:00", 86400), (250, 0.25)])
+def test_timespans(text, seconds):
+    assert parse_timespan(text) == seconds
+
+
+def test_polling_backs_off_when_idle_and_resets_on_messages():
+    async def go():
+        store = MemoryQueues()
+        runner = QueueTriggerRunner("f", "q", lambda msg: None, "msg", store,
+                                    QueueOptions(max_polling_interval=0.4))
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner.run(stop))
+        await asyncio.sleep(2.0)
+        idle_polls = store.calls
+        await store.put("q", b"{}")
+        await asyncio.sleep(0.6)
+        stop.set()
+        await task
+        return idle_polls, runner.processed
+
+    idle_polls, processed = asyncio.run(go())
+    # Without back-off 2 s of 0.1 s polls would be 20; with it: 0.1, 0.2, 0.4, 0.4, ... about 7.
+    assert 3 <= idle_polls <= 10, idle_polls
+    assert processed == 1
+
+
+def test_host_json_is_validated(tmp_path):
+    path = tmp_path / "host.json"
+    path.write_text('{"extensions": {"queues": {"batchSize": 64}}}')
+    with pytest.raises(ValueError, match="batchSize"):
+        QueueOptions.from_host_json(path)
+    path.write_text('{"extensions": {"queues": {"messageEncoding": "none"}}}')
+    with pytest.raises(ValueError, match="base64"):
+        QueueOptions.from_host_json(path)
+    assert QueueOptions.from_host_json(tmp_path / "missing.json").max_dequeue_count == 5

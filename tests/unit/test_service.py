@@ -1,0 +1,158 @@
+"""Domain rules on the in-memory connector: fast, and independent of Azurite."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+from shared import errors, timeutil
+from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck, PendingHint, pending_queue
+from shared.service import Claim, ClaimRefusal, QueueService
+from shared.settings import load_settings
+from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.conftest import slugid, task_definition
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = timeutil.now()
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def service(clock):
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
+                             hint_grace=60, claim_work_wait=0)
+    return QueueService(settings, MemoryTables(), MemoryQueues(), clock=clock)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def create(service, **overrides):
+    task_id = slugid()
+    definition = task_definition(**overrides)
+    run(service.create_task(task_id, dict(definition, **_defaults(definition))))
+    return task_id, definition
+
+
+def _defaults(definition):
+    # What the schema fills in before the service sees a body.
+    return {k: v for k, v in {"schedulerId": "-", "projectId": "none", "dependencies": [],
+                              "requires": "all-completed", "routes": [], "priority": "lowest", "retries": 5,
+                              "scopes": [], "tags": {}, "extra": {}}.items() if k not in definition}
+
+
+async def _received(service, queue):
+    return await service.queues.receive(queue, 32, 0)
+
+
+def test_createtask_puts_deadline_check_and_hint_before_the_task(service):
+    task_id, definition = create(service)
+    [hint] = run(_received(service, pending_queue(definition["taskQueueId"], "lowest")))
+    assert PendingHint.decode(hint.json()).taskId == task_id
+    assert run(service.status(task_id))["state"] == "pending"
+
+
+def test_concurrent_claims_of_one_run_return_one_claim(service):
+    task_id, _ = create(service)
+
+    async def race():
+        return await asyncio.gather(*(service.claim(task_id, 0, "g", f"w{i}") for i in range(8)))
+
+    results = run(race())
+    assert sum(isinstance(r, Claim) for r in results) == 1
+    assert all(r is ClaimRefusal.CONFLICT for r in results if not isinstance(r, Claim))
+
+
+def test_same_worker_with_another_hint_conflicts(service):
+    task_id, _ = create(service)
+    assert isinstance(run(service.claim(task_id, 0, "g", "w", "hint-a")), Claim)
+    assert isinstance(run(service.claim(task_id, 0, "g", "w", "hint-a")), Claim)  # retry of the same hint
+    assert run(service.claim(task_id, 0, "g", "w", "hint-b")) is ClaimRefusal.CONFLICT
+
+
+def test_stale_and_duplicated_claim_checks_change_nothing(service, clock):
+    task_id, _ = create(service)
+    claim = run(service.claim(task_id, 0, "g", "w"))
+    first_until = claim.run.taken_until
+    clock.advance(10)
+    run(service.reclaim_task(task_id, 0))
+    clock.advance(55)  # past the first takenUntil, before the reclaimed one
+    assert run(service.check_claim(ClaimCheck(task_id, 0, first_until))) == "stale"
+    assert run(service.status(task_id))["state"] == "running"
+    clock.advance(60)
+    until = run(service.status(task_id))["runs"][0]["takenUntil"]
+    check = ClaimCheck(task_id, 0, until)
+    assert run(service.check_claim(check)) == "expired"
+    after = run(service.status(task_id))
+    assert run(service.check_claim(check)) == "stale"  # a duplicate of the same message
+    assert run(service.status(task_id)) == after
+
+
+def test_early_claim_check_is_put_back(service, clock):
+    task_id, _ = create(service)
+    claim = run(service.claim(task_id, 0, "g", "w"))
+    run(service.queues.receive(CLAIM_QUEUE, 32, 0))  # drop the original check from view
+    assert run(service.check_claim(ClaimCheck(task_id, 0, claim.run.taken_until))) == "early"
+    assert run(service.status(task_id))["state"] == "running"
+    assert run(service.queues.approximate_count(CLAIM_QUEUE)) == 2
+
+
+def test_claim_check_for_a_missing_task_is_harmless(service):
+    assert run(service.check_claim(ClaimCheck(slugid(), 0, timeutil.iso(timeutil.now())))) == "task-gone"
+    assert run(service.check_deadline(DeadlineCheck(slugid(), timeutil.iso(timeutil.now())))) == "task-gone"
+
+
+def test_deadline_check_for_another_deadline_is_stale(service, clock):
+    task_id, definition = create(service)
+    clock.advance(3700)
+    other = timeutil.iso(timeutil.parse(definition["deadline"]) - dt.timedelta(seconds=5))
+    assert run(service.check_deadline(DeadlineCheck(task_id, other))) == "stale"
+    real = DeadlineCheck(task_id, timeutil.normalize(definition["deadline"]))
+    assert run(service.check_deadline(real)) == "exceeded"
+    assert run(service.check_deadline(real)) == "already-resolved"
+    assert run(service.queues.approximate_count(DEADLINE_QUEUE)) == 1
+
+
+def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
+    task_id, definition = create(service)
+    tq = definition["taskQueueId"]
+    queue = pending_queue(tq, "lowest")
+    future = PendingHint(task_id, 1, "h")  # run 1 does not exist (yet)
+    run(service.queues.put(queue, future.encode()))
+    run(service.claim(task_id, 0, "g", "w"))  # run 0 is taken
+    run(service.queues.receive(queue, 32, 0))  # make the original hint of run 0 cycle
+    assert run(service.claim_work(tq, "g", "w2", 1)) == []
+    assert run(service.queues.approximate_count(queue)) >= 1  # the young hint was released, not deleted
+    clock.advance(120)
+    assert run(service.claim_work(tq, "g", "w2", 1)) == []
+    assert run(service.queues.approximate_count(queue)) == 0  # old now: dropped
+
+
+def test_claim_work_waits_as_long_as_the_setting_says(service):
+    import time
+    service.settings = service.settings.model_copy(update={"claim_work_wait": 0.5, "claim_work_poll_interval": 0.1})
+    started = time.monotonic()
+    assert run(service.claim_work("p/none", "g", "w", 1)) == []
+    assert time.monotonic() - started >= 0.5
+
+
+def test_errors_are_raised_as_taskcluster_errors(service):
+    with pytest.raises(errors.TaskNotFound) as found:
+        run(service.status("missing"))
+    assert found.value.status == 404 and found.value.code == "ResourceNotFound"
+    assert "missing" in found.value.message
