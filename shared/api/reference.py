@@ -1,0 +1,75 @@
+"""Writes the API reference (docs/api.md) from the route table, so the docs cannot drift from the code.
+
+    python -m shared.api.reference > docs/api.md
+"""
+
+from __future__ import annotations
+
+import json
+
+from shared.api.framework import Api, Route
+from shared.api.queue_v1 import api as queue_v1
+
+HEADER = """# Queue API v1 reference
+
+Generated from the route table by `python -m shared.api.reference > docs/api.md`; a test fails when this file
+is out of date. Routes are served under `<rootUrl>/api/queue/v1`. Bodies are checked against the official
+Taskcluster schemas named below (`shared/schemas/queue/v1/<name>.yml`), with schema defaults filled in first.
+
+Every error has Taskcluster's body `{code, message, requestInfo: {method, params, payload, time}}`:
+
+| code | status | when |
+|---|---|---|
+| `InvalidRequestArguments` | 400 | a path parameter does not match its pattern (e.g. a taskId that is not a slugid) |
+| `MalformedPayload` | 400 | the body is not JSON |
+| `InputValidationError` | 400 | the body does not match the route's schema |
+| `InputError` | 400 | the body is well-formed but not acceptable (dates, `**` scopes, task queue mismatch, ...) |
+| `AuthenticationFailed` | 401 | credentials are wrong (with `www-authenticate: hawk`) |
+| `InsufficientScopes` | 403 | the credentials lack the scopes the route needs |
+| `ResourceNotFound` | 404 | unknown task or run, or no such route |
+| `RequestConflict` | 409 | the request conflicts with the task's state |
+| `InputTooLarge` | 413 | a body over 10 MiB, or a task definition over 400,000 characters of JSON |
+| `InternalServerError` | 500 | a bug or an outage of storage; safe to retry |
+
+Scopes are written as Taskcluster writes them: `<param>` is substituted from the path, the body or the stored
+task; `{"for": x, "in": list, "each": scope}` stands for one scope per list item. Scope checking itself comes
+with the authentication issue (#3); until then the scopes are worked out for every request but not enforced.
+
+## Limits and settings that shape the API
+
+| what | value |
+|---|---|
+| `created` | within 15 minutes of the queue's clock |
+| `deadline` | not in the past, at most `QUEUE_MAX_TASK_DEADLINE_DAYS` (5) days ahead |
+| `expires` | not before `deadline`; default `deadline` + 1 year |
+| runs per task | 50 (`rerunTask` answers 409 beyond) |
+| `claimWork` | 1 to 32 tasks; long-polls up to `QUEUE_CLAIM_WORK_WAIT` (20 s), then `{"tasks": []}` |
+| claims | last `QUEUE_CLAIM_TIMEOUT` (1200 s) unless reclaimed; temporary credentials expire at `takenUntil` |
+| task definition | at most 400,000 characters of JSON (one Azure Table entity holds 1 MiB) |
+"""
+
+
+def _scopes(route: Route) -> str:
+    if route.scopes is None:
+        return "none"
+    if isinstance(route.scopes, str):
+        return f"`{route.scopes}`"
+    return "\n\n```json\n" + json.dumps(route.scopes, indent=2) + "\n```\n"
+
+
+def render(apis: list[Api]) -> str:
+    parts = [HEADER]
+    for api in apis:
+        parts.append("\n## Endpoints\n\n| name | method and route | input | output | stability |\n"
+                     "|---|---|---|---|---|")
+        for r in api.routes:
+            parts.append(f"| [`{r.name}`](#{r.name.lower()}) | `{r.method} {r.path}` | {r.input or '-'} | "
+                         f"{r.output or '-'} | {r.stability} |")
+        for r in api.routes:
+            parts.append(f"\n### {r.name}\n\n{r.title}. `{r.method} {api.prefix}{r.path}`\n\n"
+                         f"Scopes: {_scopes(r)}")
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    print(render([queue_v1]), end="")

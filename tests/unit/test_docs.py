@@ -1,0 +1,31 @@
+"""The docs that are generated from the code are current, and every route declares its scopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.api.framework import render_scopes
+from shared.api.queue_v1 import CREATE_TASK_SCOPES, api
+from shared.api.reference import render
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def test_api_reference_is_current():
+    assert (PROJECT / "docs" / "api.md").read_text() == render([api]), \
+        "docs/api.md is stale: run `python -m shared.api.reference > docs/api.md`"
+
+
+def test_every_route_declares_scopes_or_is_public_on_purpose():
+    public = {r.name for r in api.routes if r.scopes is None}
+    assert public == {"ping", "heartbeat"}
+
+
+def test_create_task_scopes_render_like_taskclusters():
+    rendered = render_scopes(CREATE_TASK_SCOPES, {
+        "scopes": ["secrets:get:a"], "routes": ["index.x"], "projectId": "proj", "schedulerId": "sched",
+        "priorities": ["highest", "very-high"], "provisionerId": "prov", "workerType": "wt"})
+    assert rendered == {"AllOf": ["secrets:get:a", "queue:route:index.x", "queue:create-task:project:proj",
+                                  "queue:scheduler-id:sched",
+                                  {"AnyOf": ["queue:create-task:highest:prov/wt",
+                                             "queue:create-task:very-high:prov/wt"]}]}
