@@ -140,7 +140,8 @@ class AzureTables:
 
 def _message_gone(exc: HttpResponseError) -> bool:
     """Deleted already, or received again by someone else since (its visibility ran out): not ours any more."""
-    return isinstance(exc, ResourceNotFoundError) or exc.error_code in ("MessageNotFound", "PopReceiptMismatch")
+    code = getattr(exc, "error_code", None)  # set by the storage SDKs on their errors
+    return isinstance(exc, ResourceNotFoundError) or code in ("MessageNotFound", "PopReceiptMismatch")
 
 
 def _message(raw: Any) -> QueueMessage:
