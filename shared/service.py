@@ -280,8 +280,8 @@ class QueueService:
         now = self.clock()
         definition = self._normalize(task_id, body)
         self._check_definition(definition, now)
+        schedule = await self._dependencies_satisfied(task_id, definition)  # may refuse: before any write
         await self._ensure_task_group(definition)
-        schedule = await self._dependencies_satisfied(task_id, definition)
         await self._put_deadline_check(task_id, definition["deadline"], now)
         runs = []
         if schedule:

@@ -109,3 +109,37 @@ def test_changes_after_the_deadline_are_refused(queue):
     expect_error(409, "RequestConflict", queue.claimTask, pending, "0", WORKER)
     expect_error(409, "RequestConflict", queue.cancelTask, pending)
     assert status_of(queue, pending)["state"] == "pending"
+
+
+def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_host):
+    """Check messages put again by hand (as a duplicate delivery would) leave resolved tasks alone."""
+    import asyncio
+
+    from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
+    from shared.storage.azure import AzureQueues
+
+    task_id = slugid()
+    definition = task_definition(retries=0)
+    fast.createTask(task_id, definition)
+    claim = fast.claimTask(task_id, "0", WORKER)
+    expired = wait_for(lambda: (s := status_of(fast, task_id)) and s["state"] == "exception" and s)
+    completed = slugid()
+    fast.createTask(completed, task_definition())
+    fast.claimTask(completed, "0", WORKER)
+    done = fast.reportCompleted(completed, "0")["status"]
+
+    async def inject():
+        queues = AzureQueues(fast_host.env["QUEUE_STORAGE"])
+        try:
+            for _ in range(3):
+                await queues.put(CLAIM_QUEUE, ClaimCheck(task_id, 0, claim["takenUntil"]).encode())
+                await queues.put(DEADLINE_QUEUE, DeadlineCheck(completed, done["deadline"]).encode())
+                await queues.put(CLAIM_QUEUE, ClaimCheck(slugid(), 0, claim["takenUntil"]).encode())
+        finally:
+            await queues.close()
+
+    asyncio.run(inject())
+    time.sleep(2.5)  # the triggers poll at most every second
+    assert status_of(fast, task_id) == expired
+    assert status_of(fast, completed) == done
+    assert "Traceback" not in fast_host.log()

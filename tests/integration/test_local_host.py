@@ -122,3 +122,10 @@ def test_several_host_processes_share_a_queue(sample):
     counts = Counter(r["body"]["n"] for r in done)
     assert set(counts) == set(range(40)) and set(counts.values()) == {1}
     assert len({r["pid"] for r in done}) == 2
+
+
+def test_polling_backs_off_on_azurite(azurite):
+    from shared.storage.azure import AzureQueues
+    from tests.unit.test_local_host_units import check_back_off
+
+    check_back_off(AzureQueues(azurite.connection_string), queue=f"backoff-{uuid.uuid4().hex[:10]}")

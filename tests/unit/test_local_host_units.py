@@ -41,19 +41,38 @@ def test_timespans(text, seconds):
     assert parse_timespan(text) == seconds
 
 
+class CountingQueues:
+    """Counts receive calls of a real store."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    async def receive(self, *args, **kwargs):
+        self.calls += 1
+        return await self.inner.receive(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 def test_polling_backs_off_when_idle_and_resets_on_messages():
+    check_back_off(MemoryQueues())
+
+
+def check_back_off(inner, queue="q"):
     async def go():
-        store = MemoryQueues()
-        runner = QueueTriggerRunner("f", "q", lambda msg: None, "msg", store,
+        store = CountingQueues(inner)
+        runner = QueueTriggerRunner("f", queue, lambda msg: None, "msg", store,
                                     QueueOptions(max_polling_interval=0.4))
         stop = asyncio.Event()
         task = asyncio.create_task(runner.run(stop))
         await asyncio.sleep(2.0)
         idle_polls = store.calls
-        await store.put("q", b"{}")
+        await store.put(queue, b"{}")
         await asyncio.sleep(0.6)
         stop.set()
         await task
+        await inner.close()
         return idle_polls, runner.processed
 
     idle_polls, processed = asyncio.run(go())

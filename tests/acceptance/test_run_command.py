@@ -1,0 +1,74 @@
+"""The README's run command: `python -m local_host run` (what `make run` runs) on a fresh data dir."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+from local_host.azurite import free_port
+from tests.conftest import PROJECT, queue_client, slugid, task_definition, wait_for
+
+
+def start_run(tmp_path, name):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
+    env.update(QUEUE_PORT=str(port), QUEUE_DATA_DIR=str(tmp_path / name), PYTHONUNBUFFERED="1")
+    log = tmp_path / f"{name}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run"],
+                                   cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    wait_for(lambda: "Press Ctrl-C to stop." in log.read_text() or process.poll() is not None, timeout=60)
+    text = log.read_text()
+    assert process.poll() is None, text
+    return process, port, log
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
+    runs = [start_run(tmp_path, "a"), start_run(tmp_path, "b")]
+    try:
+        banners = [log.read_text() for _, _, log in runs]
+        for (_, port, _), banner in zip(runs, banners, strict=True):
+            assert f"rootUrl:      http://127.0.0.1:{port}" in banner
+            assert "accessToken:" in banner and "(generated" in banner
+            assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/ping").json()["alive"] is True
+        tokens = [re.search(r"TASKCLUSTER_ACCESS_TOKEN=(\S+)", b).group(1) for b in banners]
+        pids = [int(re.search(r"Azurite \(pid (\d+)\)", b).group(1)) for b in banners]
+        assert len(set(pids)) == 2 and all(alive(p) for p in pids)
+        # Each has its own storage: a task created on one is unknown to the other.
+        task_id = slugid()
+        os.environ["QUEUE_ROOT_ACCESS_TOKEN"] = tokens[0]
+        client_a = queue_client(f"http://127.0.0.1:{runs[0][1]}")
+        client_a.createTask(task_id, task_definition())
+        assert httpx.get(f"http://127.0.0.1:{runs[1][1]}/api/queue/v1/task/{task_id}").status_code == 404
+        for process, _, _ in runs:
+            process.send_signal(signal.SIGINT)
+        for process, _, _ in runs:
+            assert process.wait(30) == 0
+        time.sleep(0.2)
+        assert not any(alive(p) for p in pids), "Azurite outlived make run"
+        assert all("stopped" in log.read_text() for _, _, log in runs)
+        # Started again on the same data dir: same credentials, and the task is still there.
+        process, port, log = start_run(tmp_path, "a")
+        runs = [(process, port, log)]
+        assert "(generated" not in log.read_text() and tokens[0] in log.read_text()
+        assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/task/{task_id}").status_code == 200
+    finally:
+        os.environ.pop("QUEUE_ROOT_ACCESS_TOKEN", None)
+        for process, _, _ in runs:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                process.wait(30)
