@@ -1,0 +1,185 @@
+"""Benchmark of the task lifecycle through the official taskcluster client, against any rootUrl.
+
+    .venv/bin/python -m bench.lifecycle --tasks 500            # starts its own Azurite + local host
+    .venv/bin/python -m bench.lifecycle --root-url URL ...     # or uses TASKCLUSTER_* credentials
+
+Scenarios (one line of figures each): `create` (8 threads creating tasks) and `lifecycle` (8 threads creating,
+8 workers each calling claimWork for up to 4 tasks then reportCompleted for each). Prints rates and latencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import secrets
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import taskcluster
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+
+from local_host import azurite  # noqa: E402
+from shared import timeutil  # noqa: E402
+
+
+def definition(task_queue: str) -> dict[str, Any]:
+    now = timeutil.now()
+    return {"taskQueueId": task_queue, "created": timeutil.iso(now),
+            "deadline": timeutil.iso(now + dt.timedelta(hours=1)), "payload": {},
+            "metadata": {"name": "bench", "description": "benchmark task", "owner": "bench@example.com",
+                         "source": "https://example.com/bench"}}
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.samples: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+
+    def call(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        result = fn(*args)
+        with self.lock:
+            self.samples.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        return result
+
+    def p50(self, name: str) -> float:
+        return statistics.median(self.samples.get(name) or [float("nan")])
+
+
+def run_threads(count: int, target: Callable[[int], None]) -> float:
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started
+
+
+def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
+    timer = Timer()
+    tq = f"bench/create-{uuid.uuid4().hex[:8]}"
+
+    def creator(i: int) -> None:
+        queue = client()
+        for _ in range(i, tasks, threads):
+            timer.call("createTask", queue.createTask, timeutil.slugid(), definition(tq))
+
+    elapsed = run_threads(threads, creator)
+    return (f"create: {tasks} tasks in {elapsed:.1f} s = {tasks / elapsed:.0f} tasks/s; createTask p50 "
+            f"{timer.p50('createTask'):.0f} ms, p95 {percentile(timer.samples['createTask'], 0.95):.0f} ms")
+
+
+def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
+    timer = Timer()
+    tq = f"bench/life-{uuid.uuid4().hex[:8]}"
+    completed = 0
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def creator(i: int) -> None:
+        queue = client()
+        for _ in range(i, tasks, threads):
+            timer.call("createTask", queue.createTask, timeutil.slugid(), definition(tq))
+
+    def worker(i: int) -> None:
+        nonlocal completed
+        queue = client()
+        while not done.is_set():
+            claims = timer.call("claimWork", queue.claimWork, tq,
+                                {"workerGroup": "bench", "workerId": f"w{i}", "tasks": 4})["tasks"]
+            for claim in claims:
+                worker_queue = client(claim["credentials"])
+                timer.call("reportCompleted", worker_queue.reportCompleted, claim["status"]["taskId"],
+                           str(claim["runId"]))
+                with lock:
+                    completed += 1
+                    if completed >= tasks:
+                        done.set()
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    run_threads(threads, creator)
+    done.wait()
+    elapsed = time.perf_counter() - started
+    for w in workers:
+        w.join()
+    return (f"lifecycle: {tasks} tasks created, claimed and completed in {elapsed:.1f} s = "
+            f"{tasks / elapsed:.0f} tasks/s; p50 createTask {timer.p50('createTask'):.0f} ms, claimWork "
+            f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root-url", default=os.environ.get("TASKCLUSTER_ROOT_URL"))
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+
+    processes: list[Any] = []
+    try:
+        if args.root_url:
+            creds = {"clientId": os.environ["TASKCLUSTER_CLIENT_ID"],
+                     "accessToken": os.environ["TASKCLUSTER_ACCESS_TOKEN"]}
+            root_url = args.root_url
+        else:
+            root_url, creds = start_embedded(processes)
+
+        def client(credentials: dict[str, str] | None = None) -> taskcluster.Queue:
+            return taskcluster.Queue({"rootUrl": root_url, "credentials": credentials or creds})
+
+        print(f"benchmark against {root_url}: {args.tasks} tasks, {args.threads} threads", flush=True)
+        print(scenario_create(client, args.tasks, args.threads), flush=True)
+        print(scenario_lifecycle(client, args.tasks, args.threads), flush=True)
+    finally:
+        for stop in reversed(processes):
+            stop()
+    return 0
+
+
+def start_embedded(processes: list[Any]) -> tuple[str, dict[str, str]]:
+    import subprocess
+    import tempfile
+
+    store = azurite.start(Path(tempfile.mkdtemp(prefix="bench-azurite-")), in_memory=True)
+    processes.append(store.stop)
+    port = azurite.free_port()
+    token = secrets.token_urlsafe(33)
+    env = {**os.environ, "QUEUE_STORAGE": store.connection_string, "QUEUE_PORT": str(port),
+           "QUEUE_ROOT_ACCESS_TOKEN": token, "QUEUE_LOG_LEVEL": "WARNING"}
+    host = subprocess.Popen([sys.executable, "-m", "local_host", "serve"], cwd=PROJECT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def stop_host() -> None:
+        host.terminate()
+        host.wait(15)
+    processes.append(stop_host)
+    assert host.stdout is not None
+    for line in host.stdout:
+        if "local host ready" in line:
+            break
+    threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
+    print(f"embedded Azurite (pid {store.pid}) and local host (pid {host.pid}) on port {port}", flush=True)
+    return f"http://127.0.0.1:{port}", {"clientId": "root", "accessToken": token}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
