@@ -561,6 +561,14 @@ class QueueService:
 
     # --- the queue-triggered checks ---------------------------------------------------------------------------------
 
+    async def _put_back_if_early(self, queue: str, body: bytes, due: str, now: dt.datetime) -> bool:
+        """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back."""
+        early = timeutil.parse(due) - now
+        if early <= dt.timedelta(0):
+            return False
+        await self.queues.put(queue, body, visible_in=max(1, _ceil_seconds(early)))
+        return True
+
     async def check_claim(self, check: ClaimCheck) -> str:
         """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved."""
         await self.ensure_storage()
@@ -575,10 +583,7 @@ class QueueService:
                     or task.taken_until != check.takenUntil):
                 outcome = "stale"
                 return UNCHANGED
-            early = timeutil.parse(check.takenUntil) - now
-            if early > dt.timedelta(0):
-                # Delivered before takenUntil (clock skew, or visibility rounded to whole seconds): check again.
-                await self.queues.put(CLAIM_QUEUE, check.encode(), visible_in=max(1, _ceil_seconds(early)))
+            if await self._put_back_if_early(CLAIM_QUEUE, check.encode(), check.takenUntil, now):
                 outcome = "early"
                 return UNCHANGED
             if self._deadline_passed(task, now):
@@ -609,9 +614,7 @@ class QueueService:
             if task.deadline != check.deadline:
                 outcome = "stale"
                 return UNCHANGED
-            early = timeutil.parse(check.deadline) - now
-            if early > dt.timedelta(0):
-                await self.queues.put(DEADLINE_QUEUE, check.encode(), visible_in=max(1, _ceil_seconds(early)))
+            if await self._put_back_if_early(DEADLINE_QUEUE, check.encode(), check.deadline, now):
                 outcome = "early"
                 return UNCHANGED
             stamp = timeutil.iso(now)

@@ -48,21 +48,44 @@ def _etag_of(response: Any) -> str | None:
     return response.get("etag") if isinstance(response, dict) else None
 
 
-class AzureTables:
-    def __init__(self, connection_string: str) -> None:
+class _Clients:
+    """One service client per store, a cached client per table or queue, one shared keep-alive session.
+    Created on first use, inside the running event loop (aiohttp sessions belong to a loop)."""
+
+    def __init__(self, connection_string: str, service_type: Any, child: str) -> None:
         self._connection_string = connection_string
-        self._service: TableServiceClient | None = None
-        self._clients: dict[str, TableClient] = {}
+        self._service_type, self._child = service_type, child
+        self._service: Any = None
+        self._clients: dict[str, Any] = {}
         self._session: aiohttp.ClientSession | None = None
 
-    def _client(self, table: str) -> TableClient:
-        client = self._clients.get(table)
+    def get(self, name: str) -> Any:
+        client = self._clients.get(name)
         if client is None:
             if self._service is None:
                 self._session, transport = _shared_transport()
-                self._service = TableServiceClient.from_connection_string(
+                self._service = self._service_type.from_connection_string(
                     self._connection_string, transport=transport)
-            client = self._clients[table] = self._service.get_table_client(table)
+            client = self._clients[name] = getattr(self._service, self._child)(name)
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        if self._service is not None:
+            await self._service.close()
+        if self._session is not None:
+            await self._session.close()
+        self._clients.clear()
+        self._service = self._session = None
+
+
+class AzureTables:
+    def __init__(self, connection_string: str) -> None:
+        self._clients = _Clients(connection_string, TableServiceClient, "get_table_client")
+
+    def _client(self, table: str) -> TableClient:
+        client: TableClient = self._clients.get(table)
         return client
 
     async def ensure_tables(self, names: list[str]) -> None:
@@ -128,14 +151,7 @@ class AzureTables:
         return Page(entities, encoded)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        if self._service is not None:
-            await self._service.close()
-        if self._session is not None:
-            await self._session.close()
-        self._clients.clear()
-        self._service = self._session = None
+        await self._clients.close()
 
 
 def _message_gone(exc: HttpResponseError) -> bool:
@@ -153,19 +169,10 @@ def _message(raw: Any) -> QueueMessage:
 
 class AzureQueues:
     def __init__(self, connection_string: str) -> None:
-        self._connection_string = connection_string
-        self._service: QueueServiceClient | None = None
-        self._clients: dict[str, QueueClient] = {}
-        self._session: aiohttp.ClientSession | None = None
+        self._clients = _Clients(connection_string, QueueServiceClient, "get_queue_client")
 
     def _client(self, queue: str) -> QueueClient:
-        client = self._clients.get(queue)
-        if client is None:
-            if self._service is None:
-                self._session, transport = _shared_transport()
-                self._service = QueueServiceClient.from_connection_string(
-                    self._connection_string, transport=transport)
-            client = self._clients[queue] = self._service.get_queue_client(queue)
+        client: QueueClient = self._clients.get(queue)
         return client
 
     async def ensure_queues(self, names: list[str]) -> None:
@@ -226,11 +233,4 @@ class AzureQueues:
         return int(props.approximate_message_count or 0)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        if self._service is not None:
-            await self._service.close()
-        if self._session is not None:
-            await self._session.close()
-        self._clients.clear()
-        self._service = self._session = None
+        await self._clients.close()
