@@ -2,6 +2,7 @@
 
     python -m local_host run      Azurite (embedded, started for you) + the queue on 127.0.0.1:$QUEUE_PORT
     python -m local_host serve    the queue only, against the storage in $QUEUE_STORAGE
+    python -m local_host clients  manage clients (create, list, reset, disable, enable, delete)
 
 Settings come from the environment, then `local.settings.json` (`Values`), as the Functions host reads them.
 """
@@ -32,21 +33,29 @@ def load_local_settings(path: Path) -> None:
         os.environ.setdefault(name, str(value))
 
 
-def _root_credentials(data_dir: Path) -> bool:
-    """Make sure the root client has an access token; generate one (kept with the data) if none is set.
-    True when it was generated now."""
-    if os.environ.get("QUEUE_ROOT_ACCESS_TOKEN"):
-        return False
-    stored = data_dir / "root-credentials.json"
-    if stored.exists():
-        os.environ["QUEUE_ROOT_ACCESS_TOKEN"] = json.loads(stored.read_text())["accessToken"]
-        return False
-    token = secrets.token_urlsafe(33)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    stored.write_text(json.dumps({"accessToken": token}))
-    stored.chmod(0o600)
-    os.environ["QUEUE_ROOT_ACCESS_TOKEN"] = token
-    return True
+def _secrets(data_dir: Path) -> bool:
+    """Make sure the root access token and the client-token secret are set; generate them once (kept in the
+    data dir, readable by its owner only) when the environment does not set them. True if generated now."""
+    stored = data_dir / "secrets.json"
+    kept = json.loads(stored.read_text()) if stored.exists() else {}
+    generated = False
+    for variable in ("QUEUE_ROOT_ACCESS_TOKEN", "QUEUE_TOKEN_SECRET"):
+        if os.environ.get(variable):
+            continue
+        if variable not in kept:
+            kept[variable] = secrets.token_urlsafe(33)
+            generated = generated or variable == "QUEUE_ROOT_ACCESS_TOKEN"
+        os.environ[variable] = kept[variable]
+    if kept:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        stored.write_text(json.dumps(kept))
+        stored.chmod(0o600)
+    return generated
+
+
+def _data_dir() -> Path:
+    data_dir = Path(os.environ.get("QUEUE_DATA_DIR") or PROJECT / ".data")
+    return data_dir if data_dir.is_absolute() else PROJECT / data_dir
 
 
 def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
@@ -67,16 +76,18 @@ def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    data_dir = Path(os.environ.get("QUEUE_DATA_DIR") or PROJECT / ".data")
-    if not data_dir.is_absolute():
-        data_dir = PROJECT / data_dir
-    generated = _root_credentials(data_dir)
+    data_dir = _data_dir()
+    generated = _secrets(data_dir)
     embedded = None
+    runtime = data_dir / "runtime.json"
     if not os.environ.get("QUEUE_STORAGE"):
         embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory)
         os.environ["QUEUE_STORAGE"] = embedded.connection_string
         print(f"Azurite (pid {embedded.pid}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "
               f"{embedded.queue_port}, table {embedded.table_port}; data in {data_dir / 'azurite'}", flush=True)
+        # So `python -m local_host clients ...` finds the running storage.
+        runtime.write_text(json.dumps({"QUEUE_STORAGE": embedded.connection_string, "pid": os.getpid()}))
+        runtime.chmod(0o600)
     try:
         settings = load_settings()
         logs.configure(settings.log_level)
@@ -85,6 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         asyncio.run(serve(args.app, Path(args.host_json), port=settings.port, announce=announce))
     finally:
         if embedded is not None:
+            runtime.unlink(missing_ok=True)
             embedded.stop()
             print(f"Azurite (pid {embedded.pid}) stopped", flush=True)
     return 0
@@ -97,6 +109,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     announce = f"local host ready on {settings.public_root_url}" if port else "local host ready (triggers only)"
     asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce))
     return 0
+
+
+def cmd_clients(args: argparse.Namespace) -> int:
+    """Manage clients in the Clients table of the queue's storage (the running `make run`'s by default)."""
+    data_dir = _data_dir()
+    runtime = data_dir / "runtime.json"
+    if not os.environ.get("QUEUE_STORAGE") and runtime.exists():
+        os.environ["QUEUE_STORAGE"] = json.loads(runtime.read_text())["QUEUE_STORAGE"]
+    if not os.environ.get("QUEUE_STORAGE"):
+        print("error: set QUEUE_STORAGE, or start `make run` first", file=sys.stderr)
+        return 2
+    if (data_dir / "secrets.json").exists():
+        _secrets(data_dir)  # the secrets `make run` generated, unless the environment sets them
+    from shared.auth.admin import run_clients_command
+    return asyncio.run(run_clients_command(load_settings(), args))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     srv = sub.add_parser("serve", help="run the host against $QUEUE_STORAGE")
     srv.add_argument("--no-http", action="store_true", help="run the triggers only")
     srv.set_defaults(func=cmd_serve)
+    clients = sub.add_parser("clients", help="create, list, reset, disable, enable or delete clients")
+    from shared.auth.admin import add_client_arguments
+    add_client_arguments(clients)
+    clients.set_defaults(func=cmd_clients)
     args = parser.parse_args(argv)
     load_local_settings(Path(args.settings))
     try:

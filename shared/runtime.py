@@ -6,6 +6,8 @@ import functools
 
 from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api as queue_v1
+from shared.auth.clients import ClientStore
+from shared.auth.hawk import Authenticator
 from shared.service import QueueService
 from shared.settings import get_settings
 from shared.storage.azure import AzureQueues, AzureTables
@@ -17,10 +19,19 @@ def get_service() -> QueueService:
     return QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
 
 
+@functools.cache
+def get_authenticator() -> Authenticator:
+    settings = get_settings()
+    clients = ClientStore(get_service().tables, token_secret=settings.token_secret,
+                          root_client_id=settings.root_client_id, root_access_token=settings.root_access_token,
+                          cache_seconds=settings.client_cache_seconds)
+    return Authenticator(clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew)
+
+
 def create_asgi_app() -> ApiApp:
     """The ASGI app serving every API route. Settings are read at the first request, not at import, so a
     missing setting shows as a clear error in the response and the logs rather than as a failed import."""
-    return ApiApp([queue_v1], get_service, validate_responses=_validate_responses())
+    return ApiApp([queue_v1], get_service, get_authenticator, validate_responses=_validate_responses())
 
 
 def _validate_responses() -> bool:

@@ -6,6 +6,8 @@ Every setting is an environment variable named `QUEUE_<FIELD>` in upper case; du
 from __future__ import annotations
 
 import functools
+import json
+import re
 from pathlib import Path
 
 from pydantic import Field, ValidationError, field_validator
@@ -14,6 +16,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from shared.errors import SettingsError
 
 ENV_PREFIX = "QUEUE_"
+# What anyone may do without credentials, by default: read tasks, statuses and public artifacts (the reads
+# that were public in the Azure-era Taskcluster).
+DEFAULT_ANONYMOUS_SCOPES = (
+    "queue:get-task:*", "queue:status:*", "queue:list-task-group:*", "queue:list-dependent-tasks:*",
+    "queue:get-artifact:public/*", "queue:list-artifacts:*",
+)
 
 
 class Settings(BaseSettings):
@@ -47,6 +55,17 @@ class Settings(BaseSettings):
                               "kept (and retried) rather than dropped.")
     hint_retry_delay: int = Field(default=1, ge=1, description="Seconds before a hint for a run not yet "
                                   "written is offered again.")
+    token_secret: str | None = Field(
+        default=None, min_length=22,
+        description="Secret from which the access tokens of stored clients are derived (none are stored).")
+    anonymous_scopes: str = Field(
+        default=" ".join(DEFAULT_ANONYMOUS_SCOPES),
+        description="Scopes of unauthenticated requests (every client holds them too): a JSON list, or scopes "
+        "separated by spaces or commas.")
+    client_cache_seconds: float = Field(default=10, ge=0, description="Seconds a process trusts a client it "
+                                        "read: a reset, disable or delete takes effect within this.")
+    certificate_skew: float = Field(default=300, ge=0, description="Seconds of clock skew allowed on "
+                                    "temporary credentials' start and expiry (Taskcluster: 5 minutes).")
     validate_responses: bool = Field(default=False, description="Validate every response body against its "
                                      "schema (on in tests; costs CPU).")
     data_dir: Path = Field(default=Path(".data"), description="Where the embedded Azurite keeps its data.")
@@ -57,9 +76,30 @@ class Settings(BaseSettings):
     def _strip_slash(cls, value: str | None) -> str | None:
         return value.rstrip("/") if value else value
 
+    @field_validator("anonymous_scopes")
+    @classmethod
+    def _valid_scopes(cls, value: str) -> str:
+        parse_scopes(value)
+        return value
+
+    @property
+    def anonymous_scope_list(self) -> list[str]:
+        return parse_scopes(self.anonymous_scopes)
+
     @property
     def public_root_url(self) -> str:
         return self.root_url or f"http://127.0.0.1:{self.port}"
+
+
+def parse_scopes(text: str) -> list[str]:
+    """A JSON list of scopes, or scopes separated by whitespace or commas."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        value = json.loads(stripped)
+        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+            raise ValueError("must be a JSON list of strings")
+        return value
+    return [s for s in re.split(r"[\s,]+", stripped) if s]
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -25,6 +25,7 @@ from shared import timeutil
 PROJECT = Path(__file__).resolve().parent.parent
 ROOT_CLIENT_ID = "root"
 ROOT_ACCESS_TOKEN = secrets.token_urlsafe(33)
+TOKEN_SECRET = secrets.token_urlsafe(33)
 
 
 @pytest.fixture(scope="session")
@@ -74,6 +75,7 @@ def base_env(storage: str) -> dict[str, str]:
         "QUEUE_STORAGE": storage,
         "QUEUE_ROOT_CLIENT_ID": ROOT_CLIENT_ID,
         "QUEUE_ROOT_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
+        "QUEUE_TOKEN_SECRET": TOKEN_SECRET,
         "QUEUE_VALIDATE_RESPONSES": "true",
         "QUEUE_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",

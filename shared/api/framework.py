@@ -18,7 +18,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from shared import errors, timeutil, validation
-from shared.scopes import ScopeExpr
+from shared.auth.hawk import Authenticator, Caller
+from shared.auth.hawk import Request as AuthRequest
+from shared.scopes import ScopeExpr, describe, unsatisfied
 from shared.service import QueueService
 
 log = logging.getLogger("queue.api")
@@ -81,16 +83,24 @@ class Call:
     body: Any
     request: Request
     service: QueueService
+    caller: Caller
     required_scopes: ScopeExpr | None = None
 
     def run_id(self) -> int:
         return int(self.params["runId"])
 
     async def authorize(self, **extra: Any) -> None:
-        """Work out the scopes this request needs, from the route's template, the path parameters and
-        `extra` (values from the body or the stored task). Checking them against the caller's credentials
-        is the auth layer's (issue #3); until then this records what would be required."""
+        """Check the caller holds the scopes this request needs: the route's template, filled in from the path
+        parameters and `extra` (values from the body or the stored task). 403 InsufficientScopes if not."""
         self.required_scopes = render_scopes(self.route.scopes, {**self.params, **extra})
+        if self.required_scopes is None:
+            return
+        missing = unsatisfied(self.caller.scopes, self.required_scopes)
+        if missing is not None:
+            who = f"Client `{self.caller.client_id}`" if self.caller.client_id else "An anonymous caller"
+            raise errors.InsufficientScopes(
+                f"{who} lacks the scopes for {self.route.name}. Missing: {describe(missing)}\n\n"
+                f"Required: {describe(self.required_scopes)}\n\nHeld: {', '.join(self.caller.scopes) or '(none)'}")
 
     async def client_gone(self) -> bool:
         return await self.request.is_disconnected()
@@ -154,7 +164,7 @@ def _check_params(params: dict[str, str]) -> None:
         raise errors.InvalidRequestArguments("Invalid request arguments:\n" + "\n".join(f"* {b}" for b in bad))
 
 
-async def _read_body(request: Request, route: Route) -> Any:
+async def _read_raw_body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise errors.BodyTooLarge(size=int(declared), limit=MAX_BODY_BYTES)
@@ -163,6 +173,10 @@ async def _read_body(request: Request, route: Route) -> Any:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise errors.BodyTooLarge(size=f"more than {len(raw)}", limit=MAX_BODY_BYTES)
+    return raw
+
+
+def _parse_body(raw: bytes, route: Route) -> Any:
     if route.input is None:
         return None  # bodies of routes without input are ignored, as Taskcluster does
     if not raw.strip():
@@ -180,6 +194,20 @@ async def _read_body(request: Request, route: Route) -> Any:
     return body
 
 
+def _auth_request(request: Request, raw: bytes) -> AuthRequest:
+    """The request as its client addressed it: Hawk MACs cover the scheme's port, host and raw path."""
+    scope = request.scope
+    scheme = request.headers.get("x-forwarded-proto", scope.get("scheme", "http")).split(",")[0].strip()
+    host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
+    path = scope.get("raw_path") or scope["path"].encode()
+    target = path.decode("latin-1")
+    if scope.get("query_string"):
+        target += "?" + scope["query_string"].decode("latin-1")
+    return AuthRequest(method=request.method, url=f"{scheme}://{host}{target}",
+                       authorization=request.headers.get("authorization"), content=raw,
+                       content_type=request.headers.get("content-type", ""))
+
+
 def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
     stamp = timeutil.iso(timeutil.now())
     message = (f"{exc.message}\n\n---\n\n* method:     {method}\n* errorCode:  {exc.code}\n"
@@ -193,10 +221,11 @@ def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str
 class ApiApp:
     """The ASGI application serving one or more `Api` tables."""
 
-    def __init__(self, apis: list[Api], service: Callable[[], QueueService], *,
-                 validate_responses: bool = False) -> None:
+    def __init__(self, apis: list[Api], service: Callable[[], QueueService],
+                 authenticator: Callable[[], Authenticator], *, validate_responses: bool = False) -> None:
         self.apis = apis
         self.service = service
+        self.authenticator = authenticator
         self.validate_responses = validate_responses
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -233,8 +262,10 @@ class ApiApp:
         body: Any = None
         try:
             _check_params(params)
-            body = await _read_body(request, route)
-            call = Call(route, params, dict(request.query_params), body, request, self.service())
+            raw = await _read_raw_body(request)
+            caller = await self.authenticator().authenticate(_auth_request(request, raw))
+            body = _parse_body(raw, route)
+            call = Call(route, params, dict(request.query_params), body, request, self.service(), caller)
             result = await route.handler(call)
             if isinstance(result, Response):
                 return result

@@ -50,8 +50,8 @@ def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
         assert len(set(pids)) == 2 and all(alive(p) for p in pids)
         # Each has its own storage: a task created on one is unknown to the other.
         task_id = slugid()
-        os.environ["QUEUE_ROOT_ACCESS_TOKEN"] = tokens[0]
-        client_a = queue_client(f"http://127.0.0.1:{runs[0][1]}")
+        client_a = queue_client(f"http://127.0.0.1:{runs[0][1]}", credentials={"clientId": "root",
+                                                                              "accessToken": tokens[0]})
         client_a.createTask(task_id, task_definition())
         assert httpx.get(f"http://127.0.0.1:{runs[1][1]}/api/queue/v1/task/{task_id}").status_code == 404
         for process, _, _ in runs:
@@ -67,7 +67,6 @@ def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
         assert "(generated" not in log.read_text() and tokens[0] in log.read_text()
         assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/task/{task_id}").status_code == 200
     finally:
-        os.environ.pop("QUEUE_ROOT_ACCESS_TOKEN", None)
         for process, _, _ in runs:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)

@@ -1,0 +1,1 @@
+"""Authentication (Hawk, temporary credentials) and the client store."""

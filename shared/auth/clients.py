@@ -1,0 +1,146 @@
+"""Clients: the root client from settings, and clients kept in the `Clients` table.
+
+Access tokens are never stored. A client's token is derived as HMAC-SHA256(QUEUE_TOKEN_SECRET, clientId and a
+random nonce kept in its row); resetting a client draws a new nonce. Someone who reads the table learns no
+token, and Hawk can still check requests (it needs the token itself, so a one-way hash would not do).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from shared import errors, timeutil
+from shared.storage.base import Entity, TableStore
+
+CLIENTS_TABLE = "Clients"
+CLIENT_ROW = "client"
+CLIENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9!@/:.+|_-]{1,256}$")  # Taskcluster's clientId pattern
+
+
+@dataclass(frozen=True)
+class Client:
+    client_id: str
+    access_token: str = field(repr=False)
+    scopes: tuple[str, ...]
+    expires: dt.datetime | None = None
+    disabled: bool = False
+    description: str = ""
+
+    def usable(self, now: dt.datetime) -> str | None:
+        """Why the client cannot authenticate now, or None."""
+        if self.disabled:
+            return f"client `{self.client_id}` is disabled"
+        if self.expires is not None and self.expires <= now:
+            return f"client `{self.client_id}` expired at {timeutil.iso(self.expires)}"
+        return None
+
+
+class ClientExists(errors.RequestConflict):
+    """Client `{clientId}` already exists"""
+
+
+class ClientNotFound(errors.ResourceNotFound):
+    """Client `{clientId}` not found"""
+
+
+class ClientStore:
+    def __init__(self, tables: TableStore, *, token_secret: str | None, root_client_id: str,
+                 root_access_token: str, cache_seconds: float = 10.0) -> None:
+        self.tables = tables
+        # How long a process trusts what it read: a reset, disable or delete takes effect within this.
+        self.cache_seconds = cache_seconds
+        self._secret = token_secret
+        self._root = Client(root_client_id, root_access_token, ("*",))
+        self._cache: dict[str, tuple[float, Client | None]] = {}
+        self._ready = False
+
+    def _derive(self, client_id: str, nonce: str) -> str:
+        if not self._secret:
+            raise errors.SettingsError(problems="QUEUE_TOKEN_SECRET is needed for clients other than root")
+        mac = hmac.new(self._secret.encode(), f"{client_id}\n{nonce}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+    async def _ensure(self) -> None:
+        if not self._ready:
+            await self.tables.ensure_tables([CLIENTS_TABLE])
+            self._ready = True
+
+    def _from_entity(self, entity: Entity) -> Client:
+        data = entity.data
+        expires = timeutil.parse(data["expires"]) if data.get("expires") else None
+        return Client(entity.partition_key, self._derive(entity.partition_key, data["nonce"]),
+                      tuple(json.loads(data["scopes"])), expires, bool(data.get("disabled")),
+                      data.get("description", ""))
+
+    async def get(self, client_id: str) -> Client | None:
+        if client_id == self._root.client_id:
+            return self._root
+        cached = self._cache.get(client_id)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        client = None
+        if self._secret and CLIENT_ID_PATTERN.match(client_id):
+            await self._ensure()
+            entity = await self.tables.get(CLIENTS_TABLE, client_id, CLIENT_ROW)
+            client = self._from_entity(entity) if entity is not None else None
+        self._cache[client_id] = (time.monotonic() + self.cache_seconds, client)
+        return client
+
+    async def create(self, client_id: str, scopes: list[str], *, expires: dt.datetime | None = None,
+                     description: str = "") -> Client:
+        if not CLIENT_ID_PATTERN.match(client_id) or client_id == self._root.client_id:
+            raise errors.InputError("Invalid clientId `{clientId}`", clientId=client_id)
+        await self._ensure()
+        nonce = secrets.token_urlsafe(24)
+        data = {"nonce": nonce, "scopes": json.dumps(sorted(set(scopes))), "description": description,
+                "expires": timeutil.iso(expires) if expires else "", "disabled": False,
+                "created": timeutil.iso(timeutil.now())}
+        stored = await self.tables.insert(CLIENTS_TABLE, Entity(client_id, CLIENT_ROW, data))
+        if stored is None:
+            raise ClientExists(clientId=client_id)
+        self._cache.pop(client_id, None)
+        return self._from_entity(stored)
+
+    async def _modify(self, client_id: str, **changes: object) -> Client:
+        await self._ensure()
+        while True:
+            entity = await self.tables.get(CLIENTS_TABLE, client_id, CLIENT_ROW)
+            if entity is None:
+                raise ClientNotFound(clientId=client_id)
+            updated = Entity(client_id, CLIENT_ROW, {**entity.data, **changes}, entity.etag)
+            stored = await self.tables.replace(CLIENTS_TABLE, updated)
+            if stored is not None:
+                self._cache.pop(client_id, None)
+                return self._from_entity(stored)
+
+    async def reset(self, client_id: str) -> Client:
+        """A new access token; the old one stops working (within `cache_seconds` in other processes)."""
+        return await self._modify(client_id, nonce=secrets.token_urlsafe(24))
+
+    async def set_disabled(self, client_id: str, disabled: bool) -> Client:
+        return await self._modify(client_id, disabled=disabled)
+
+    async def delete(self, client_id: str) -> bool:
+        await self._ensure()
+        self._cache.pop(client_id, None)
+        return await self.tables.delete(CLIENTS_TABLE, client_id, CLIENT_ROW)
+
+    async def list(self) -> list[Client]:
+        await self._ensure()
+        clients: list[Client] = []
+        token: str | None = None
+        while True:
+            page = await self.tables.query(CLIENTS_TABLE, "RowKey eq @rk", {"rk": CLIENT_ROW}, limit=1000,
+                                           continuation=token)
+            clients.extend(self._from_entity(e) for e in page.entities)
+            token = page.continuation
+            if token is None:
+                return sorted(clients, key=lambda c: c.client_id)
