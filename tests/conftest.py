@@ -192,9 +192,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15, interval: float 
 
 def expect_error(status: int, code: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Call the official client and check it failed with this status and Taskcluster error code."""
-    from taskcluster.exceptions import TaskclusterRestFailure
+    from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
 
-    with pytest.raises(TaskclusterRestFailure) as failure:
+    # The client raises TaskclusterAuthFailure for 401 and 403, TaskclusterRestFailure for other errors.
+    with pytest.raises((TaskclusterRestFailure, TaskclusterAuthFailure)) as failure:
         call(*args, **kwargs)
     body = failure.value.body
     assert failure.value.status_code == status, body

@@ -32,8 +32,8 @@ Every error has Taskcluster's body `{code, message, requestInfo: {method, params
 | `InternalServerError` | 500 | a bug or an outage of storage; safe to retry |
 
 Scopes are written as Taskcluster writes them: `<param>` is substituted from the path, the body or the stored
-task; `{"for": x, "in": list, "each": scope}` stands for one scope per list item. Scope checking itself comes
-with the authentication issue (#3); until then the scopes are worked out for every request but not enforced.
+task; `{"for": x, "in": list, "each": scope}` stands for one scope per list item. A caller without them gets
+`403 InsufficientScopes`; see [auth.md](auth.md) for how callers authenticate.
 
 ## Limits and settings that shape the API
 

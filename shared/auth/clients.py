@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, TableStore
+from shared.storage.base import Entity, TableStore, decode_key, encode_key
 
 CLIENTS_TABLE = "Clients"
 CLIENT_ROW = "client"
@@ -76,7 +76,8 @@ class ClientStore:
     def _from_entity(self, entity: Entity) -> Client:
         data = entity.data
         expires = timeutil.parse(data["expires"]) if data.get("expires") else None
-        return Client(entity.partition_key, self._derive(entity.partition_key, data["nonce"]),
+        client_id = decode_key(entity.partition_key)
+        return Client(client_id, self._derive(client_id, data["nonce"]),
                       tuple(json.loads(data["scopes"])), expires, bool(data.get("disabled")),
                       data.get("description", ""))
 
@@ -89,7 +90,7 @@ class ClientStore:
         client = None
         if self._secret and CLIENT_ID_PATTERN.match(client_id):
             await self._ensure()
-            entity = await self.tables.get(CLIENTS_TABLE, client_id, CLIENT_ROW)
+            entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
             client = self._from_entity(entity) if entity is not None else None
         self._cache[client_id] = (time.monotonic() + self.cache_seconds, client)
         return client
@@ -103,7 +104,7 @@ class ClientStore:
         data = {"nonce": nonce, "scopes": json.dumps(sorted(set(scopes))), "description": description,
                 "expires": timeutil.iso(expires) if expires else "", "disabled": False,
                 "created": timeutil.iso(timeutil.now())}
-        stored = await self.tables.insert(CLIENTS_TABLE, Entity(client_id, CLIENT_ROW, data))
+        stored = await self.tables.insert(CLIENTS_TABLE, Entity(encode_key(client_id), CLIENT_ROW, data))
         if stored is None:
             raise ClientExists(clientId=client_id)
         self._cache.pop(client_id, None)
@@ -112,10 +113,10 @@ class ClientStore:
     async def _modify(self, client_id: str, **changes: object) -> Client:
         await self._ensure()
         while True:
-            entity = await self.tables.get(CLIENTS_TABLE, client_id, CLIENT_ROW)
+            entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
             if entity is None:
                 raise ClientNotFound(clientId=client_id)
-            updated = Entity(client_id, CLIENT_ROW, {**entity.data, **changes}, entity.etag)
+            updated = Entity(entity.partition_key, CLIENT_ROW, {**entity.data, **changes}, entity.etag)
             stored = await self.tables.replace(CLIENTS_TABLE, updated)
             if stored is not None:
                 self._cache.pop(client_id, None)
@@ -131,7 +132,7 @@ class ClientStore:
     async def delete(self, client_id: str) -> bool:
         await self._ensure()
         self._cache.pop(client_id, None)
-        return await self.tables.delete(CLIENTS_TABLE, client_id, CLIENT_ROW)
+        return await self.tables.delete(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
 
     async def list(self) -> list[Client]:
         await self._ensure()

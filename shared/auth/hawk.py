@@ -166,17 +166,17 @@ class Authenticator:
         expires = min(cert_expiry, issuer.expires) if issuer.expires else cert_expiry
         return credentials.derive_access_token(issuer.access_token, seed), tuple(scopes), expires
 
-    def _narrow(self, scopes: tuple[str, ...], ext: Mapping[str, Any]) -> tuple[str, ...]:
+    def _caller(self, client_id: str, scopes: tuple[str, ...], expires: dt.datetime | None,
+                ext: Mapping[str, Any]) -> Caller:
+        """Every client also holds the anonymous scopes, as in Taskcluster; `authorizedScopes`, which that
+        set must satisfy, then replaces it: narrowing, never widening."""
+        held = tuple(dict.fromkeys(scopes + self.anonymous_scopes))
         if "authorizedScopes" not in ext:
-            return scopes
+            return Caller(client_id, held, expires)
         authorized = _check_scopes_list(ext["authorizedScopes"], "authorizedScopes")
-        if not satisfies(scopes, {"AllOf": list(authorized)}):
+        if not satisfies(held, {"AllOf": list(authorized)}):
             raise AuthFailure(reason="authorizedScopes must be satisfied by the credentials' own scopes")
-        return tuple(authorized)
-
-    def _caller(self, client_id: str, scopes: tuple[str, ...], expires: dt.datetime | None) -> Caller:
-        # Every authenticated client also holds the anonymous scopes, as in Taskcluster.
-        return Caller(client_id, tuple(dict.fromkeys(scopes + self.anonymous_scopes)), expires)
+        return Caller(client_id, tuple(authorized), expires)
 
     async def _hawk_header(self, request: Request) -> Caller:
         now = timeutil.now()
@@ -197,7 +197,7 @@ class Authenticator:
             )
         except mohawk.exc.HawkFail as exc:
             raise AuthFailure(reason=_hawk_failure(exc)) from None
-        return self._caller(client_id, self._narrow(scopes, ext), expires)
+        return self._caller(client_id, scopes, expires, ext)
 
     async def _bewit(self, request: Request, bewit: str) -> Caller:
         if request.method not in ("GET", "HEAD"):
@@ -221,7 +221,7 @@ class Authenticator:
         expected = calculate_mac("bewit", resource, None)
         if not hmac.compare_digest(expected.decode("ascii") if isinstance(expected, bytes) else expected, mac):
             raise AuthFailure(reason="bewit MAC mismatch")
-        return self._caller(client_id, self._narrow(scopes, ext), expires)
+        return self._caller(client_id, scopes, expires, ext)
 
 
 def _hawk_failure(exc: mohawk.exc.HawkFail) -> str:

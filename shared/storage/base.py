@@ -54,6 +54,19 @@ class TableStore(Protocol):
     async def close(self) -> None: ...
 
 
+_KEY_UNSAFE = {"/": "%2F", "\\": "%5C", "#": "%23", "?": "%3F", "%": "%25"}
+
+
+def encode_key(value: str) -> str:
+    """A PartitionKey/RowKey for any string: Azure forbids `/ \\ # ?` and control characters in keys."""
+    return "".join(_KEY_UNSAFE.get(c, c) if c >= " " and c != "\x7f" else f"%{ord(c):02X}" for c in value)
+
+
+def decode_key(key: str) -> str:
+    import urllib.parse
+    return urllib.parse.unquote(key)
+
+
 def encode_message(body: bytes) -> str:
     """Queue messages are base64 text, as the Functions host decodes them (host.json `messageEncoding`)."""
     return base64.b64encode(body).decode()

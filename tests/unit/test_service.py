@@ -156,3 +156,11 @@ def test_errors_are_raised_as_taskcluster_errors(service):
         run(service.status("missing"))
     assert found.value.status == 404 and found.value.code == "ResourceNotFound"
     assert "missing" in found.value.message
+
+
+def test_keys_are_encoded_for_azure():
+    from shared.storage.base import decode_key, encode_key
+    for value in ["task-client/abc/0/on/g/w", "a\\b#c?d%e", "plain", "ctl\x01"]:
+        encoded = encode_key(value)
+        assert not set("/\\#?") & set(encoded) and all(c >= " " for c in encoded)
+        assert decode_key(encoded) == value
