@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.lifecycle --tasks 500            # starts its own Azurite + local host
     .venv/bin/python -m bench.lifecycle --root-url URL ...     # or uses TASKCLUSTER_* credentials
 
-Scenarios (one line of figures each): `create` (8 threads creating tasks) and `lifecycle` (8 threads creating,
-8 workers each calling claimWork for up to 4 tasks then reportCompleted for each). Prints rates and latencies.
+Scenarios (one line of figures each): `create` (8 threads creating tasks), `lifecycle` (8 threads creating,
+8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `fanout` (N dependents of
+one task: seconds from the root's reportCompleted until all are pending). Prints rates and latencies.
 """
 
 from __future__ import annotations
@@ -127,11 +128,43 @@ def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, thre
             f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms")
 
 
+def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, threads: int) -> str:
+    queue = client()
+    tq = f"bench/fan-{uuid.uuid4().hex[:8]}"
+    root = timeutil.slugid()
+    queue.createTask(root, definition(tq))
+    ids = [timeutil.slugid() for _ in range(dependents)]
+
+    def creator(i: int) -> None:
+        q = client()
+        for task_id in ids[i::threads]:
+            q.createTask(task_id, {**definition(tq), "dependencies": [root]})
+
+    run_threads(threads, creator)
+    queue.claimTask(root, "0", {"workerGroup": "bench", "workerId": "root"})
+    queue.reportCompleted(root, "0")
+    started = time.perf_counter()
+    waiting, pending_at = set(ids), []
+    while waiting and time.perf_counter() - started < 120:
+        for chunk in [sorted(waiting)[i:i + 500] for i in range(0, len(waiting), 500)]:
+            for status in queue.statuses({"taskIds": chunk})["statuses"]:
+                if status["status"]["state"] == "pending":
+                    waiting.discard(status["taskId"])
+                    pending_at.append(time.perf_counter() - started)
+        time.sleep(0.05)
+    if waiting:
+        return f"fanout {dependents}: {len(waiting)} dependents still not pending after 120 s"
+    return (f"fanout {dependents}: all dependents pending {max(pending_at):.2f} s after the root's reportCompleted "
+            f"(p50 {percentile(pending_at, 0.5):.2f} s)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root-url", default=os.environ.get("TASKCLUSTER_ROOT_URL"))
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--scenarios", default="create,lifecycle,fanout300,fanout1000",
+                        help="comma-separated: create, lifecycle, fanout<N>")
     args = parser.parse_args()
 
     processes: list[Any] = []
@@ -147,8 +180,15 @@ def main() -> int:
             return taskcluster.Queue({"rootUrl": root_url, "credentials": credentials or creds})
 
         print(f"benchmark against {root_url}: {args.tasks} tasks, {args.threads} threads", flush=True)
-        print(scenario_create(client, args.tasks, args.threads), flush=True)
-        print(scenario_lifecycle(client, args.tasks, args.threads), flush=True)
+        for scenario in args.scenarios.split(","):
+            if scenario == "create":
+                print(scenario_create(client, args.tasks, args.threads), flush=True)
+            elif scenario == "lifecycle":
+                print(scenario_lifecycle(client, args.tasks, args.threads), flush=True)
+            elif scenario.startswith("fanout"):
+                print(scenario_fanout(client, int(scenario[6:] or 300), args.threads), flush=True)
+            else:
+                parser.error(f"unknown scenario {scenario}")
     finally:
         for stop in reversed(processes):
             stop()

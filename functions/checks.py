@@ -1,4 +1,5 @@
-"""Queue-triggered checks that keep tasks moving: claim expiry and deadlines.
+"""Queue-triggered checks that keep tasks moving (claim expiry, deadlines, dependency resolution), and the
+timer that deletes expired tasks.
 
 The message bodies are hints ({taskId, ...}); the service re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
@@ -12,7 +13,7 @@ import logging
 import azure.functions as func
 
 from shared.logs import fields
-from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
+from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, DeadlineCheck, ResolvedCheck
 from shared.runtime import get_service
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
@@ -36,3 +37,19 @@ async def task_deadline(msg: func.QueueMessage) -> None:
     outcome = await get_service().check_deadline(check)
     log.debug("deadline check: %s", outcome, extra=fields(taskId=check.taskId, queue=DEADLINE_QUEUE,
                                                            messageId=msg.id))
+
+
+@bp.function_name("task_resolved")
+@bp.queue_trigger(arg_name="msg", queue_name=RESOLVED_QUEUE, connection=CONNECTION)
+async def task_resolved(msg: func.QueueMessage) -> None:
+    check = ResolvedCheck.decode(msg.get_json())
+    outcome = await get_service().resolve_dependencies(check)
+    log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
+                                                       queue=RESOLVED_QUEUE, messageId=msg.id))
+
+
+@bp.function_name("expire_tasks")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_tasks(timer: func.TimerRequest) -> None:
+    expired = await get_service().expire_tasks()
+    log.info("expiry: %d tasks deleted", expired)

@@ -75,6 +75,12 @@ def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
     ])
 
 
+def _binding_defaults() -> None:
+    """App settings the function bindings name (`%QUEUE_EXPIRY_SCHEDULE%`) get the settings' defaults."""
+    from shared.settings import Settings
+    os.environ.setdefault("QUEUE_EXPIRY_SCHEDULE", str(Settings.model_fields["expiry_schedule"].default))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     data_dir = _data_dir()
     generated = _secrets(data_dir)
@@ -89,6 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         runtime.write_text(json.dumps({"QUEUE_STORAGE": embedded.connection_string, "pid": os.getpid()}))
         runtime.chmod(0o600)
     try:
+        _binding_defaults()
         settings = load_settings()
         logs.configure(settings.log_level)
         announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token,
@@ -103,6 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    _binding_defaults()
     settings = load_settings()
     logs.configure(settings.log_level)
     port = None if args.no_http else settings.port

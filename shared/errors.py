@@ -120,10 +120,6 @@ class TaskIdConflict(RequestConflict):
     """taskId `{taskId}` is already used by another task with a different definition"""
 
 
-class TaskGroupSchedulerConflict(RequestConflict):
-    """Task group `{taskGroupId}` belongs to schedulerId `{existing}`; this task has schedulerId `{schedulerId}`"""
-
-
 class DeadlinePassed(RequestConflict):
     """Task `{taskId}` cannot be modified: its deadline {deadline} has passed"""
 

@@ -16,7 +16,8 @@ from shared.tasks import PRIORITIES
 
 CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible at takenUntil
 DEADLINE_QUEUE = "task-deadlines"  # {taskId, deadline}, visible at deadline + deadlineDelay
-FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE)
+RESOLVED_QUEUE = "task-resolved"  # {taskId, runId, taskGroupId, continuation, since}: follow its dependents
+FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE)
 
 
 def priority_level(priority: str) -> int:
@@ -85,3 +86,23 @@ class DeadlineCheck:
     @classmethod
     def decode(cls, body: Any) -> DeadlineCheck:
         return cls(str(body["taskId"]), str(body["deadline"]))
+
+
+@dataclass(frozen=True)
+class ResolvedCheck:
+    """A task resolved (run `runId`): take it out of its group's active set and unblock its dependents, a page
+    of them per message (`continuation` names the next page)."""
+
+    taskId: str
+    runId: int
+    taskGroupId: str
+    continuation: str | None
+    since: str  # when the resolution was written, to tell a message written ahead of its entity from a stale one
+
+    def encode(self) -> bytes:
+        return put_json(asdict(self))
+
+    @classmethod
+    def decode(cls, body: Any) -> ResolvedCheck:
+        return cls(str(body["taskId"]), int(body["runId"]), str(body["taskGroupId"]), body.get("continuation"),
+                   str(body["since"]))

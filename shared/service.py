@@ -13,33 +13,40 @@ Rules every operation follows:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
 from shared import credentials, errors, timeutil
+from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore, Dependent
+from shared.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
+from shared.groups import TASK_GROUPS_TABLE, TaskGroupNotFound, TaskGroupStore
 from shared.logs import fields
 from shared.queues import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
     FIXED_QUEUES,
+    RESOLVED_QUEUE,
     ClaimCheck,
     DeadlineCheck,
     PendingHint,
+    ResolvedCheck,
     pending_queue,
     pending_queues,
 )
 from shared.settings import Settings
-from shared.storage.base import Entity, QueueMessage, QueueStore, TableStore
+from shared.storage.base import QueueMessage, QueueStore, TableStore
 from shared.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
     MAX_RUNS,
+    RESOLVED_STATES,
     TASK_ROW,
     TASKS_TABLE,
     Run,
@@ -49,14 +56,26 @@ from shared.tasks import (
 
 log = logging.getLogger("queue")
 
-TASK_GROUPS_TABLE = "TaskGroups"
-TASK_GROUP_ROW = "group"
-TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE)
+TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE)
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
 DEFAULT_EXPIRES = dt.timedelta(days=365)
 RETRY_REASONS = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
 LOAD_CONCURRENCY = 32
+DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
+MAX_PAGE = 1000
+
+
+class PriorityUnchanged(errors.RequestConflict):
+    """Task `{taskId}` already has priority {priority}"""
+
+
+class TaskAlreadyResolved(errors.RequestConflict):
+    """Task `{taskId}` is resolved: its priority can no longer change"""
+
+
+class TaskGroupNotSealed(errors.RequestConflict):
+    """Task group `{taskGroupId}` must be sealed before it can be cancelled"""
 
 
 class ClaimRefusal(Enum):
@@ -86,6 +105,33 @@ UNCHANGED = _Unchanged()
 Mutation = Callable[[Task], Awaitable[_Unchanged | None]]
 
 
+class _Guards:
+    """The messages a change puts before it is written, each once across retries of the same change: the
+    pending hint of a new pending run, and the resolution message of a task that just resolved."""
+
+    def __init__(self, service: QueueService, now: dt.datetime) -> None:
+        self.service, self.now = service, now
+        self._hints: dict[tuple[int, str], str] = {}
+        self._resolved: set[int] = set()
+
+    async def hint(self, task: Task) -> None:
+        """Hint the task's last (pending) run at the task's current priority; the run remembers the hint."""
+        run_id = task.last_run_id
+        key = (run_id, task.priority)
+        if key not in self._hints:
+            hint_id = await self.service._put_pending_hint(task.task_id, run_id, task.definition, self.now)
+            self._hints[key] = hint_id or ""
+        task.runs[-1].hint_id = self._hints[key] or None
+
+    async def resolved(self, task: Task) -> None:
+        run_id = task.last_run_id
+        if run_id not in self._resolved:
+            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None,
+                                  timeutil.iso(self.now))
+            await self.service.queues.put(RESOLVED_QUEUE, check.encode())
+            self._resolved.add(run_id)
+
+
 def _ceil_seconds(delta: dt.timedelta) -> int:
     return max(0, math.ceil(delta.total_seconds()))
 
@@ -99,8 +145,9 @@ class QueueService:
         self.clock = clock
         self._ready = False
         self._ready_lock = asyncio.Lock()
-        # taskGroupId -> (schedulerId, expires) of groups known to exist: schedulerId never changes.
-        self._known_groups: dict[str, tuple[str, str]] = {}
+        self.groups = TaskGroupStore(tables)
+        self.deps = DependencyStore(tables)
+        self.expiry = ExpiryIndex(tables)
 
     # --- plumbing -------------------------------------------------------------------------------------------
 
@@ -128,12 +175,17 @@ class QueueService:
             raise errors.TaskNotFound(taskId=task_id)
         return task
 
-    async def _modify(self, task_id: str, mutate: Mutation) -> Task:
-        """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide."""
+    async def _modify(self, task_id: str, mutate: Mutation, guards: _Guards | None = None) -> Task:
+        """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide. A change
+        that resolves the task puts its resolution message first (dependents and its group follow it)."""
+        guards = guards or _Guards(self, self.clock())
         while True:
             task = await self._load(task_id)
+            was_resolved = task.state in RESOLVED_STATES
             if await mutate(task) is UNCHANGED:
                 return task
+            if task.state in RESOLVED_STATES and not was_resolved:
+                await guards.resolved(task)
             stored = await self.tables.replace(TASKS_TABLE, task.to_entity())
             if stored is not None:
                 task.etag = stored.etag
@@ -144,13 +196,15 @@ class QueueService:
         return timeutil.parse(task.deadline) <= now
 
     async def _put_pending_hint(self, task_id: str, run_id: int, definition: dict[str, Any],
-                                now: dt.datetime) -> None:
+                                now: dt.datetime) -> str | None:
+        """Put a pending hint; its hintId, which the run keeps (only that hint may claim it)."""
         ttl = _ceil_seconds(timeutil.parse(definition["deadline"]) - now)
         if ttl <= 0:
-            return  # past the deadline nothing may claim it; the deadline check resolves the run
+            return None  # past the deadline nothing may claim it; the deadline check resolves the run
         hint = PendingHint(task_id, run_id, timeutil.slugid())
         await self.queues.put(pending_queue(definition["taskQueueId"], definition["priority"]), hint.encode(),
                               ttl=ttl)
+        return hint.hintId
 
     async def _put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> None:
         delay = _ceil_seconds(timeutil.parse(taken_until) - now)
@@ -233,32 +287,8 @@ class QueueService:
         if size > MAX_DEFINITION_CHARS:
             raise errors.TaskTooLarge(size=size, limit=MAX_DEFINITION_CHARS)
 
-    async def _ensure_task_group(self, definition: dict[str, Any]) -> None:
-        group_id, scheduler_id, expires = (definition[k] for k in ("taskGroupId", "schedulerId", "expires"))
-        known = self._known_groups.get(group_id)
-        if known is not None and known[0] == scheduler_id and known[1] >= expires:
-            return
-        while True:
-            entity = await self.tables.get(TASK_GROUPS_TABLE, group_id, TASK_GROUP_ROW)
-            if entity is None:
-                new = Entity(group_id, TASK_GROUP_ROW, {"schedulerId": scheduler_id, "expires": expires})
-                if await self.tables.insert(TASK_GROUPS_TABLE, new) is None:
-                    continue  # created concurrently: compare with that one
-                self._known_groups[group_id] = (scheduler_id, expires)
-                return
-            existing = entity.data["schedulerId"]
-            if existing != scheduler_id:
-                raise errors.TaskGroupSchedulerConflict(taskGroupId=group_id, existing=existing,
-                                                        schedulerId=scheduler_id)
-            if entity.data["expires"] < expires:
-                raised = Entity(group_id, TASK_GROUP_ROW, {**entity.data, "expires": expires}, entity.etag)
-                if await self.tables.replace(TASK_GROUPS_TABLE, raised) is None:
-                    continue
-            self._known_groups[group_id] = (scheduler_id, max(expires, entity.data["expires"]))
-            return
-
-    async def _dependencies_satisfied(self, task_id: str, definition: dict[str, Any]) -> bool:
-        """Check the dependencies exist and outlive this task's deadline; True if all are satisfied now."""
+    async def _check_dependencies(self, task_id: str, definition: dict[str, Any]) -> list[str]:
+        """Check the dependencies exist and outlive this task's deadline; the ones already satisfied."""
         wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
         found = {t.task_id: t for t in await self.load_many(wanted)}
         missing = [d for d in wanted if d not in found]
@@ -268,26 +298,39 @@ class QueueService:
         if expiring:
             raise errors.InputError("Dependencies expire before this task's deadline: {ids}",
                                     ids=", ".join(expiring))
-        if task_id in definition["dependencies"]:
-            return False  # a self-dependency waits for scheduleTask
-        accepted = ("completed",) if definition["requires"] == "all-completed" else (
-            "completed", "failed", "exception")
-        return all(t.state in accepted for t in found.values())
+        accepted = ("completed",) if definition["requires"] == "all-completed" else RESOLVED_STATES
+        return [d for d, t in found.items() if t.state in accepted]
 
     async def create_task(self, task_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
+        """createTask: `body` has passed the create-task-request schema (defaults filled in).
+
+        Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, dependencies),
+        then the deadline check, the edges, the group membership and the expiry index, then the task; a task
+        whose dependencies are all satisfied is scheduled last, by whoever sees it unblocked first (this
+        request, or the resolution of its last dependency)."""
         await self.ensure_storage()
         now = self.clock()
         definition = self._normalize(task_id, body)
         self._check_definition(definition, now)
-        schedule = await self._dependencies_satisfied(task_id, definition)  # may refuse: before any write
-        await self._ensure_task_group(definition)
+        group_id, scheduler_id, expires = (definition[k] for k in ("taskGroupId", "schedulerId", "expires"))
+        await self.groups.check_joinable(group_id, scheduler_id)
+        dependencies = list(dict.fromkeys(definition["dependencies"]))
+        if dependencies:
+            # Edges before the dependencies are read: a dependency that resolves meanwhile finds this task.
+            await self.deps.add(task_id, dependencies, "completed" if definition["requires"] == "all-completed"
+                                else "resolved", expires)
+            try:
+                satisfied = await self._check_dependencies(task_id, definition)
+            except errors.InputError:
+                await self.deps.remove(task_id, dependencies)
+                raise
         await self._put_deadline_check(task_id, definition["deadline"], now)
-        runs = []
-        if schedule:
-            runs.append(Run("pending", "scheduled", timeutil.iso(now)))
-            await self._put_pending_hint(task_id, 0, definition, now)
-        task = Task(task_id, definition, runs, retries_left=definition["retries"])
+        await self.groups.join(group_id, scheduler_id, task_id, expires)
+        await self.expiry.add(task_id, expires)
+        task = Task(task_id, definition, [], retries_left=definition["retries"])
+        if not dependencies:
+            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            task.runs[0].hint_id = await self._put_pending_hint(task_id, 0, definition, now)
         stored = await self.tables.insert(TASKS_TABLE, task.to_entity())
         if stored is None:
             existing = await self._load(task_id)
@@ -296,37 +339,41 @@ class QueueService:
             return existing.status()
         log.info("task created (%s)", task.state, extra=fields(event="task-defined", taskId=task_id,
                                                                 taskQueueId=definition["taskQueueId"]))
+        if dependencies:
+            await self.deps.satisfy(task_id, satisfied)
+            if not await self.deps.blocked(task_id):
+                return (await self._schedule_unblocked(task_id)).status()
         return task.status()
+
+    async def _schedule_unblocked(self, task_id: str) -> Task:
+        """Give a task its first run, unless it has one or its deadline passed (scheduleTask, and what a
+        dependency's resolution does for a task it unblocked)."""
+        now = self.clock()
+        guards = _Guards(self, now)
+
+        async def schedule(task: Task) -> _Unchanged | None:
+            if task.runs or self._deadline_passed(task, now):
+                return UNCHANGED
+            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            await guards.hint(task)
+            return None
+
+        return await self._modify(task_id, schedule, guards)
 
     # --- scheduleTask, rerunTask, cancelTask -------------------------------------------------------------------
 
     async def schedule_task(self, task_id: str) -> dict[str, Any]:
+        """scheduleTask: schedule a task that has no runs, whatever its dependencies say."""
         await self.ensure_storage()
-        now = self.clock()
-        hinted: set[int] = set()
-
-        async def schedule(task: Task) -> _Unchanged | None:
-            if task.runs:
-                return UNCHANGED
-            if self._deadline_passed(task, now):
-                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
-            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
-            await self._hint_once(task, hinted, now)
-            return None
-
-        return (await self._modify(task_id, schedule)).status()
-
-    async def _hint_once(self, task: Task, hinted: set[int], now: dt.datetime) -> None:
-        """Put the pending hint for the task's last run, once per run across retries of a mutation."""
-        run_id = task.last_run_id
-        if run_id not in hinted:
-            await self._put_pending_hint(task.task_id, run_id, task.definition, now)
-            hinted.add(run_id)
+        task = await self._load(task_id)
+        if not task.runs and self._deadline_passed(task, self.clock()):
+            raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+        return (await self._schedule_unblocked(task_id)).status()
 
     async def rerun_task(self, task_id: str) -> dict[str, Any]:
         await self.ensure_storage()
         now = self.clock()
-        hinted: set[int] = set()
+        guards = _Guards(self, now)
 
         async def rerun(task: Task) -> _Unchanged | None:
             if self._deadline_passed(task, now):
@@ -338,16 +385,25 @@ class QueueService:
             task.runs.append(Run("pending", "rerun", timeutil.iso(now)))
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
             task.taken_until = None
-            await self._hint_once(task, hinted, now)
+            await guards.hint(task)
             return None
 
-        return (await self._modify(task_id, rerun)).status()
+        return (await self._modify(task_id, rerun, guards)).status()
 
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         await self.ensure_storage()
         now = self.clock()
+        task, changed = await self._cancel(task_id, now)
+        if changed:
+            log.info("task canceled", extra=fields(event="task-exception", taskId=task_id, reason="canceled"))
+        return task.status()
+
+    async def _cancel(self, task_id: str, now: dt.datetime) -> tuple[Task, bool]:
+        """Resolve the task exception/canceled unless it is resolved already; and whether this changed it."""
+        changed = False
 
         async def cancel(task: Task) -> _Unchanged | None:
+            nonlocal changed
             if self._deadline_passed(task, now):
                 raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
             stamp = timeutil.iso(now)
@@ -358,11 +414,11 @@ class QueueService:
             else:
                 return UNCHANGED
             task.taken_until = None
+            changed = True
             return None
 
         task = await self._modify(task_id, cancel)
-        log.info("task canceled", extra=fields(event="task-exception", taskId=task_id, reason="canceled"))
-        return task.status()
+        return task, changed
 
     # --- claiming -----------------------------------------------------------------------------------------------
 
@@ -388,6 +444,8 @@ class QueueService:
                 return Claim(task, run_id)
             if run_id != task.last_run_id or run.state != "pending":
                 return ClaimRefusal.CONFLICT
+            if hint_id is not None and run.hint_id is not None and hint_id != run.hint_id:
+                return ClaimRefusal.CONFLICT  # a duplicated hint, or one from before a priority change
             if not check_sent:
                 # The claim check goes out before the claim is written: a crash in between leaves only a
                 # stale check, never a running run that nothing expires.
@@ -529,7 +587,7 @@ class QueueService:
         """reportCompleted / reportFailed / reportException. A repeat with the same outcome is a no-op."""
         await self.ensure_storage()
         now = self.clock()
-        hinted: set[int] = set()
+        guards = _Guards(self, now)
 
         async def report(task: Task) -> _Unchanged | None:
             run = _run_of(task, run_id)
@@ -543,21 +601,21 @@ class QueueService:
             _resolve_run(run, state, reason, timeutil.iso(now))
             task.taken_until = None
             if state == "exception":
-                await self._retry(task, RETRY_REASONS.get(reason), hinted, now)
+                await self._retry(task, RETRY_REASONS.get(reason), guards, now)
             return None
 
-        task = await self._modify(task_id, report)
+        task = await self._modify(task_id, report, guards)
         log.info("run resolved %s/%s", state, reason,
                  extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason))
         return task.status()
 
-    async def _retry(self, task: Task, reason_created: str | None, hinted: set[int], now: dt.datetime) -> None:
+    async def _retry(self, task: Task, reason_created: str | None, guards: _Guards, now: dt.datetime) -> None:
         """Add a retry run when the reason allows one and retries are left."""
         if reason_created is None or task.retries_left <= 0:
             return
         task.retries_left -= 1
         task.runs.append(Run("pending", reason_created, timeutil.iso(now)))
-        await self._hint_once(task, hinted, now)
+        await guards.hint(task)
 
     # --- the queue-triggered checks ---------------------------------------------------------------------------------
 
@@ -573,7 +631,7 @@ class QueueService:
         """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved."""
         await self.ensure_storage()
         now = self.clock()
-        hinted: set[int] = set()
+        guards = _Guards(self, now)
         outcome = "expired"
 
         async def expire(task: Task) -> _Unchanged | None:
@@ -591,12 +649,12 @@ class QueueService:
                 return UNCHANGED
             _resolve_run(run, "exception", "claim-expired", timeutil.iso(now))
             task.taken_until = None
-            await self._retry(task, "retry", hinted, now)
+            await self._retry(task, "retry", guards, now)
             outcome = "expired"
             return None
 
         try:
-            await self._modify(check.taskId, expire)
+            await self._modify(check.taskId, expire, guards)
         except errors.TaskNotFound:
             return "task-gone"
         if outcome == "expired":
@@ -638,6 +696,200 @@ class QueueService:
             log.info("deadline exceeded", extra=fields(event="deadline-exceeded", taskId=check.taskId))
         return outcome
 
+    # --- dependency resolution ---------------------------------------------------------------------------------
+
+    async def resolve_dependencies(self, check: ResolvedCheck) -> str:
+        """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
+        its dependents, handing the next page to a new message first, so no invocation runs long and several
+        hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing."""
+        await self.ensure_storage()
+        now = self.clock()
+        task = await self._get(check.taskId)
+        resolution: str | None = None
+        if task is not None:
+            run = task.runs[check.runId] if check.runId < len(task.runs) else None
+            if run is None or not run.resolved_state:
+                # Written ahead of the resolution it announces: wait for it; once old, it was a lost race.
+                if now - timeutil.parse(check.since) < dt.timedelta(seconds=self.settings.hint_grace):
+                    await self.queues.put(RESOLVED_QUEUE, check.encode(), visible_in=self.settings.hint_retry_delay)
+                    return "not-yet"
+                return "stale"
+            resolution = run.state
+        group_step = asyncio.create_task(self._resolve_group_member(check))
+        if resolution is None:
+            await group_step
+            return "task-gone"
+        dependents, token = await self.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
+                                                       continuation=check.continuation)
+        if token is not None:
+            await self.queues.put(RESOLVED_QUEUE, replace(check, continuation=token).encode())
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def unblock(dependent: Dependent) -> None:
+            if dependent.require == "completed" and resolution != "completed":
+                return  # all-completed: it stays blocked (until scheduleTask, cancel or its deadline)
+            async with limit:
+                if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
+                    await self.deps.satisfy(dependent.task_id, [check.taskId])
+                    if await self.deps.blocked(dependent.task_id):
+                        return
+                with contextlib.suppress(errors.TaskNotFound):  # its createTask has not written it (yet)
+                    await self._schedule_unblocked(dependent.task_id)
+
+        await asyncio.gather(group_step, *(unblock(d) for d in dependents))
+        return "resolved"
+
+    async def _resolve_group_member(self, check: ResolvedCheck) -> None:
+        """On the first page of a resolution: the task leaves its group's active set; the group is resolved when
+        none is left (announced at least once: two last members resolving together may both announce it)."""
+        if check.continuation is None and await self.groups.resolve_member(check.taskGroupId, check.taskId):
+            log.info("task group resolved", extra=fields(event="task-group-resolved", taskId=check.taskId))
+
+    async def list_dependents(self, task_id: str, *, limit: int, continuation: str | None) -> dict[str, Any]:
+        await self.ensure_storage()
+        await self._load(task_id)
+        dependents, token = await self.deps.dependents(task_id, limit=min(limit, MAX_PAGE),
+                                                       continuation=continuation)
+        tasks = await self.load_many(d.task_id for d in dependents)
+        out: dict[str, Any] = {"taskId": task_id, "tasks": [_definition_and_status(t) for t in tasks]}
+        if token:
+            out["continuationToken"] = token
+        return out
+
+    # --- task groups ---------------------------------------------------------------------------------------------
+
+    async def _group(self, task_group_id: str) -> Any:
+        await self.ensure_storage()
+        group = await self.groups.get(task_group_id)
+        if group is None:
+            raise TaskGroupNotFound(taskGroupId=task_group_id)
+        return group
+
+    async def task_group(self, task_group_id: str) -> dict[str, Any]:
+        return dict((await self._group(task_group_id)).to_api())
+
+    async def list_task_group(self, task_group_id: str, *, limit: int, continuation: str | None) -> dict[str, Any]:
+        group = await self._group(task_group_id)
+        ids, token = await self.groups.members(task_group_id, limit=min(limit, MAX_PAGE), continuation=continuation)
+        tasks = await self.load_many(ids)  # a member whose task is gone (expired) is left out
+        out: dict[str, Any] = {**group.to_api(), "tasks": [_definition_and_status(t) for t in tasks]}
+        if token:
+            out["continuationToken"] = token
+        return out
+
+    async def seal_task_group(self, task_group_id: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        group = await self.groups.seal(task_group_id, timeutil.iso(self.clock()))
+        log.info("task group sealed", extra=fields(event="task-group-sealed"))
+        return dict(group.to_api())
+
+    async def cancel_task_group(self, task_group_id: str) -> dict[str, Any]:
+        """Cancel every unresolved task of a sealed group whose deadline has not passed."""
+        group = await self._group(task_group_id)
+        if not group.sealed:
+            raise TaskGroupNotSealed(taskGroupId=task_group_id)
+        ids = await self.groups.all_members(task_group_id)
+        now = self.clock()
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def cancel(task: Task) -> str | None:
+            if task.state in RESOLVED_STATES or self._deadline_passed(task, now):
+                return None
+            async with limit:
+                _, changed = await self._cancel(task.task_id, now)
+            return task.task_id if changed else None
+
+        cancelled = [t for t in await asyncio.gather(*(cancel(t) for t in await self.load_many(ids))) if t]
+        return {"taskGroupId": task_group_id, "taskGroupSize": len(ids), "cancelledCount": len(cancelled),
+                "taskIds": cancelled}
+
+    # --- priorities ----------------------------------------------------------------------------------------------
+
+    async def _change_priority(self, task_id: str, new_priority: str, *, strict: bool) -> Task | None:
+        """Set a task's priority; pending work is hinted again in the new priority's queue (the old hint can no
+        longer claim it). Not strict: skip tasks it does not apply to (group changes)."""
+        now = self.clock()
+        guards = _Guards(self, now)
+        changed = False
+
+        async def change(task: Task) -> _Unchanged | None:
+            nonlocal changed
+            problem: errors.QueueError | None = None
+            if self._deadline_passed(task, now):
+                problem = errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            elif task.state in RESOLVED_STATES:
+                problem = TaskAlreadyResolved(taskId=task_id)
+            elif task.priority == new_priority:
+                problem = PriorityUnchanged(taskId=task_id, priority=new_priority)
+            if problem is not None:
+                if strict:
+                    raise problem
+                return UNCHANGED
+            task.definition["priority"] = new_priority
+            if task.state == "pending":
+                await guards.hint(task)
+            changed = True
+            return None
+
+        task = await self._modify(task_id, change, guards)
+        return task if changed else None
+
+    async def change_task_priority(self, task_id: str, new_priority: str) -> dict[str, Any]:
+        await self.ensure_storage()
+        task = await self._change_priority(task_id, new_priority, strict=True)
+        assert task is not None
+        log.info("task priority changed to %s", new_priority, extra=fields(event="task-priority-changed",
+                                                                           taskId=task_id))
+        return task.status()
+
+    async def change_task_group_priority(self, task_group_id: str, new_priority: str) -> dict[str, Any]:
+        group = await self._group(task_group_id)
+        ids = await self.groups.all_members(task_group_id)
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def change(task_id: str) -> str | None:
+            async with limit:
+                try:
+                    return task_id if await self._change_priority(task_id, new_priority, strict=False) else None
+                except errors.TaskNotFound:
+                    return None
+
+        changed = [t for t in await asyncio.gather(*(change(t) for t in ids)) if t]
+        return {"taskGroupId": task_group_id, "schedulerId": group.scheduler_id, "newPriority": new_priority,
+                "tasksAffected": len(changed), "taskIds": changed}
+
+    # --- expiry ----------------------------------------------------------------------------------------------------
+
+    async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
+        """Delete tasks whose `expires` is more than QUEUE_EXPIRY_DELAY ago, with their dependency rows and group
+        membership (and the group once it is empty and expired), a batch at a time within a time budget."""
+        await self.ensure_storage()
+        cutoff = timeutil.iso(self.clock() - dt.timedelta(seconds=self.settings.expiry_delay))
+        give_up = time.monotonic() + budget_seconds
+        limit = asyncio.Semaphore(16)
+        expired = 0
+
+        async def expire(hour: str, task_id: str) -> None:
+            async with limit:
+                task = await self._get(task_id)
+                if task is not None:
+                    await self.deps.forget_task(task_id)
+                    group_id = task.definition["taskGroupId"]
+                    await self.groups.forget_member(group_id, task_id)
+                    await self.tables.delete(TASKS_TABLE, task_id, TASK_ROW)
+                    await self.groups.delete_if_empty(group_id, cutoff)
+                await self.expiry.remove(hour, task_id)
+
+        while time.monotonic() < give_up:
+            due = await self.expiry.due(cutoff, batch)
+            if not due:
+                break
+            await asyncio.gather(*(expire(hour, task_id) for hour, task_id in due))
+            expired += len(due)
+        if expired:
+            log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
+        return expired
+
 
 def _run_of(task: Task, run_id: int) -> Run:
     if run_id >= len(task.runs):
@@ -651,3 +903,7 @@ def _resolve_run(run: Run, state: str, reason: str, stamp: str) -> None:
 
 def _definition_out(definition: dict[str, Any]) -> dict[str, Any]:
     return {key: definition[key] for key in DEFINITION_FIELDS}
+
+
+def _definition_and_status(task: Task) -> dict[str, Any]:
+    return {"task": _definition_out(task.definition), "status": task.status()}

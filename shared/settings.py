@@ -66,6 +66,10 @@ class Settings(BaseSettings):
                                         "read: a reset, disable or delete takes effect within this.")
     certificate_skew: float = Field(default=300, ge=0, description="Seconds of clock skew allowed on "
                                     "temporary credentials' start and expiry (Taskcluster: 5 minutes).")
+    expiry_delay: float = Field(default=1800, ge=0, description="Seconds after `expires` at which a task is "
+                                "deleted (Taskcluster: 30 minutes).")
+    expiry_schedule: str = Field(default="0 */5 * * * *", description="NCRONTAB schedule of the expiry timer "
+                                 "(an app setting the timer trigger's binding names as %QUEUE_EXPIRY_SCHEDULE%).")
     validate_responses: bool = Field(default=False, description="Validate every response body against its "
                                      "schema (on in tests; costs CPU).")
     data_dir: Path = Field(default=Path(".data"), description="Where the embedded Azurite keeps its data.")

@@ -83,6 +83,14 @@ def base_env(storage: str) -> dict[str, str]:
     return env
 
 
+STARTED_HOSTS: list[HostProcess] = []
+
+
+def all_host_logs() -> str:
+    """Every test host's log: the hosts share Azurite's queues, so any of them may run a given trigger."""
+    return "\n".join(host.log() for host in STARTED_HOSTS if host.log_path.exists())
+
+
 def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "function_app:app",
                host_json: Path | None = None, extra_args: list[str] | None = None,
                **settings: Any) -> HostProcess:
@@ -102,6 +110,7 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
         process = subprocess.Popen(args, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
     host = HostProcess(process, f"http://127.0.0.1:{port}", log_path, env)
+    STARTED_HOSTS.append(host)
     give_up = time.monotonic() + 30
     while time.monotonic() < give_up:
         if process.poll() is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from shared import errors
 from shared.api.framework import Api, Call
 from shared.tasks import PRIORITIES
 
@@ -171,3 +172,72 @@ async def report_failed(call: Call) -> dict[str, Any]:
            input="task-exception-request", output="task-status-response")
 async def report_exception(call: Call) -> dict[str, Any]:
     return await _resolve(call, "exception", call.body["reason"])
+
+
+def _paging(call: Call) -> dict[str, Any]:
+    """`continuationToken` and `limit` (1 to 1000, default 1000) from the query string."""
+    raw = call.query.get("limit", "1000")
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise errors.InvalidRequestArguments("limit must be a whole number from 1 to 1000, not `{limit}`", limit=raw)
+    return {"limit": int(raw), "continuation": call.query.get("continuationToken") or None}
+
+
+@api.route("GET", "/task/<taskId>/dependents", name="listDependentTasks", title="List Dependent Tasks",
+           scopes="queue:list-dependent-tasks:<taskId>", output="list-dependent-tasks-response")
+async def list_dependent_tasks(call: Call) -> dict[str, Any]:
+    await call.authorize()
+    return await call.service.list_dependents(call.params["taskId"], **_paging(call))
+
+
+@api.route("POST", "/task/<taskId>/priority", name="changeTaskPriority", title="Change Task Priority",
+           scopes={"AnyOf": ["queue:change-task-priority:<taskId>",
+                             "queue:change-task-priority-in-queue:<taskQueueId>"]},
+           input="change-task-priority-request", output="task-status-response", stability="experimental")
+async def change_task_priority(call: Call) -> dict[str, Any]:
+    task_id = await _authorize_for_task(call)
+    return {"status": await call.service.change_task_priority(task_id, call.body["newPriority"])}
+
+
+@api.route("GET", "/task-group/<taskGroupId>/list", name="listTaskGroup", title="List Task Group",
+           scopes="queue:list-task-group:<taskGroupId>", output="list-task-group-response")
+async def list_task_group(call: Call) -> dict[str, Any]:
+    await call.authorize()
+    return await call.service.list_task_group(call.params["taskGroupId"], **_paging(call))
+
+
+@api.route("GET", "/task-group/<taskGroupId>", name="getTaskGroup", title="Get Task Group",
+           scopes="queue:list-task-group:<taskGroupId>", output="task-group-response")
+async def get_task_group(call: Call) -> dict[str, Any]:
+    await call.authorize()
+    return await call.service.task_group(call.params["taskGroupId"])
+
+
+async def _authorize_for_group(call: Call) -> str:
+    """Authorize a request whose scopes name the group's schedulerId."""
+    group_id = call.params["taskGroupId"]
+    group = await call.service.task_group(group_id)
+    await call.authorize(schedulerId=group["schedulerId"])
+    return group_id
+
+
+@api.route("POST", "/task-group/<taskGroupId>/seal", name="sealTaskGroup", title="Seal Task Group",
+           scopes="queue:seal-task-group:<schedulerId>/<taskGroupId>", output="task-group-response",
+           stability="experimental")
+async def seal_task_group(call: Call) -> dict[str, Any]:
+    return await call.service.seal_task_group(await _authorize_for_group(call))
+
+
+@api.route("POST", "/task-group/<taskGroupId>/cancel", name="cancelTaskGroup", title="Cancel Task Group",
+           scopes="queue:cancel-task-group:<schedulerId>/<taskGroupId>", output="cancel-task-group-response",
+           stability="experimental")
+async def cancel_task_group(call: Call) -> dict[str, Any]:
+    return await call.service.cancel_task_group(await _authorize_for_group(call))
+
+
+@api.route("POST", "/task-group/<taskGroupId>/priority", name="changeTaskGroupPriority",
+           title="Change Task Group Priority", scopes="queue:change-task-group-priority:<schedulerId>/<taskGroupId>",
+           input="change-task-priority-request", output="task-group-priority-change-response",
+           stability="experimental")
+async def change_task_group_priority(call: Call) -> dict[str, Any]:
+    group_id = await _authorize_for_group(call)
+    return await call.service.change_task_group_priority(group_id, call.body["newPriority"])

@@ -17,11 +17,11 @@ from azure.core.exceptions import (
     ResourceNotFoundError,
 )
 from azure.core.pipeline.transport import AioHttpTransport
-from azure.data.tables import UpdateMode
+from azure.data.tables import TableTransactionError, UpdateMode
 from azure.data.tables.aio import TableClient, TableServiceClient
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
-from shared.storage.base import Entity, Page, QueueMessage, decode_message, encode_message
+from shared.storage.base import BATCH_LIMIT, Entity, Op, Page, QueueMessage, decode_message, encode_message
 
 _KEYS = ("PartitionKey", "RowKey")
 # Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
@@ -149,6 +149,32 @@ class AzureTables:
         next_token = pages.continuation_token  # type: ignore[attr-defined]
         encoded = base64.urlsafe_b64encode(json.dumps(next_token).encode()).decode() if next_token else None
         return Page(entities, encoded)
+
+    async def transact(self, table: str, ops: list[Op]) -> bool:
+        if not ops:
+            return True
+        if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) != 1:
+            raise ValueError("a transaction is at most 100 operations on one partition")
+        operations: list[Any] = []
+        for op in ops:
+            row = _row(op.entity)
+            condition = ({"etag": op.entity.etag, "match_condition": MatchConditions.IfNotModified}
+                         if op.entity.etag else {})
+            if op.kind == "insert":
+                operations.append(("create", row))
+            elif op.kind == "upsert":
+                operations.append(("upsert", row, {"mode": UpdateMode.REPLACE}))
+            elif op.kind == "replace":
+                operations.append(("update", row, {"mode": UpdateMode.REPLACE, **condition}))
+            elif op.kind == "delete":
+                operations.append(("delete", row, condition))
+            else:
+                raise ValueError(f"unknown operation {op.kind}")
+        try:
+            await self._client(table).submit_transaction(operations)
+        except (TableTransactionError, ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
+            return False
+        return True
 
     async def close(self) -> None:
         await self._clients.close()

@@ -32,6 +32,18 @@ class Page:
     continuation: str | None
 
 
+BATCH_LIMIT = 100  # operations in one Azure Table transaction (all in one partition)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a transaction: `insert` (fails if it exists), `upsert`, `replace` (conditional on
+    the entity's ETag when it has one) or `delete` (conditional likewise; fails if absent)."""
+
+    kind: str
+    entity: Entity
+
+
 class TableStore(Protocol):
     async def ensure_tables(self, names: list[str]) -> None: ...
 
@@ -49,9 +61,38 @@ class TableStore(Protocol):
         """Delete (if unchanged since `etag`, when given); False when absent or changed."""
 
     async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
-                    continuation: str | None = None) -> Page: ...
+                    continuation: str | None = None) -> Page:
+        """One page of entities matching an OData filter (`PartitionKey eq @pk and RowKey ge @from`, ...),
+        in key order."""
+
+    async def transact(self, table: str, ops: list[Op]) -> bool:
+        """Apply up to 100 operations on one partition atomically; False (nothing applied) when a condition
+        failed (exists, changed, absent)."""
 
     async def close(self) -> None: ...
+
+
+async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> None:
+    """Upsert many entities, a transaction per partition and 100 (not atomic as a whole)."""
+    by_partition: dict[str, list[Entity]] = {}
+    for entity in entities:
+        by_partition.setdefault(entity.partition_key, []).append(entity)
+    for rows in by_partition.values():
+        for i in range(0, len(rows), BATCH_LIMIT):
+            await tables.transact(table, [Op("upsert", e) for e in rows[i:i + BATCH_LIMIT]])
+
+
+async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]) -> None:
+    """Delete many entities that may or may not exist (a batch where it can, one by one where it cannot)."""
+    by_partition: dict[str, list[str]] = {}
+    for pk, rk in keys:
+        by_partition.setdefault(pk, []).append(rk)
+    for pk, rks in by_partition.items():
+        for i in range(0, len(rks), BATCH_LIMIT):
+            chunk = rks[i:i + BATCH_LIMIT]
+            if not await tables.transact(table, [Op("delete", Entity(pk, rk)) for rk in chunk]):
+                for rk in chunk:  # some were gone already
+                    await tables.delete(table, pk, rk)
 
 
 _KEY_UNSAFE = {"/": "%2F", "\\": "%5C", "#": "%23", "?": "%3F", "%": "%25"}

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import operator
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.storage.base import Entity, Page, QueueMessage
+from shared.storage.base import BATCH_LIMIT, Entity, Op, Page, QueueMessage
 
 
 class MemoryTables:
@@ -68,21 +70,48 @@ class MemoryTables:
 
     async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
                     continuation: str | None = None) -> Page:
+        compare: dict[str, Callable[[Any, Any], bool]] = {
+            "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+            "ge": operator.ge}
         conditions = []
         for clause in filter.split(" and "):
             prop, op, ref = clause.strip().split(" ", 2)
-            if op != "eq" or not ref.startswith("@"):
+            if op not in compare or not ref.startswith("@"):
                 raise NotImplementedError(f"memory store filter {clause!r}")
-            conditions.append((prop, parameters[ref[1:]]))
+            conditions.append((prop, compare[op], parameters[ref[1:]]))
 
         def value(e: Entity, prop: str) -> Any:
             return {"PartitionKey": e.partition_key, "RowKey": e.row_key}.get(prop, e.data.get(prop))
 
         rows = sorted(self._table(table).values(), key=lambda e: (e.partition_key, e.row_key))
-        matched = [e for e in rows if all(value(e, p) == v for p, v in conditions)]
+        matched = [e for e in rows
+                   if all(value(e, p) is not None and f(value(e, p), v) for p, f, v in conditions)]
         start = int(continuation or 0)
         end = len(matched) if limit is None else start + limit
         return Page(matched[start:end], str(end) if end < len(matched) else None)
+
+    async def transact(self, table: str, ops: list[Op]) -> bool:
+        if not ops:
+            return True
+        if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) != 1:
+            raise ValueError("a transaction is at most 100 operations on one partition")
+        rows = self._table(table)
+        staged = dict(rows)
+        for op in ops:
+            key = (op.entity.partition_key, op.entity.row_key)
+            current = staged.get(key)
+            if op.kind == "insert" and current is not None:
+                return False
+            if op.kind in ("replace", "delete") and (
+                    current is None or (op.entity.etag is not None and current.etag != op.entity.etag)):
+                return False
+            if op.kind == "delete":
+                del staged[key]
+            else:
+                staged[key] = self._stamp(op.entity)
+        rows.clear()
+        rows.update(staged)
+        return True
 
     async def close(self) -> None:
         return None

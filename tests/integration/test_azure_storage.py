@@ -105,3 +105,31 @@ def test_queue_receives_32_in_one_call(azurite):
         finally:
             await queues.close()
     run(go())
+
+
+def test_transactions_are_atomic_per_partition(azurite):
+    from shared.storage.base import Op, delete_all, upsert_all
+
+    async def go():
+        tables = AzureTables(azurite.connection_string)
+        name = f"T{uuid.uuid4().hex[:10]}"
+        try:
+            await tables.ensure_tables([name])
+            assert await tables.transact(name, [Op("insert", Entity("p", "a", {"v": 1})),
+                                                Op("upsert", Entity("p", "b", {"v": 2}))])
+            stale = (await tables.get(name, "p", "a")).with_etag('W/"datetime\'2000-01-01T00%3A00%3A00Z\'"')
+            # One failing condition and nothing applies.
+            assert not await tables.transact(name, [Op("upsert", Entity("p", "c", {"v": 3})),
+                                                    Op("replace", Entity("p", "a", {"v": 9}, stale.etag))])
+            assert await tables.get(name, "p", "c") is None
+            assert not await tables.transact(name, [Op("insert", Entity("p", "a", {"v": 5}))])
+            assert (await tables.get(name, "p", "a")).data == {"v": 1}
+            await upsert_all(tables, name, [Entity("q", f"r{i:03d}", {"i": i}) for i in range(250)])
+            page = await tables.query(name, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                                      {"pk": "q", "lo": "r100", "hi": "r110"})
+            assert [e.row_key for e in page.entities] == [f"r{i}" for i in range(100, 110)]
+            await delete_all(tables, name, [("q", f"r{i:03d}") for i in range(0, 260)])  # some never existed
+            assert (await tables.query(name, "PartitionKey eq @pk", {"pk": "q"})).entities == []
+        finally:
+            await tables.close()
+    run(go())

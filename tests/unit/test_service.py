@@ -78,11 +78,14 @@ def test_concurrent_claims_of_one_run_return_one_claim(service):
     assert all(r is ClaimRefusal.CONFLICT for r in results if not isinstance(r, Claim))
 
 
-def test_same_worker_with_another_hint_conflicts(service):
-    task_id, _ = create(service)
-    assert isinstance(run(service.claim(task_id, 0, "g", "w", "hint-a")), Claim)
-    assert isinstance(run(service.claim(task_id, 0, "g", "w", "hint-a")), Claim)  # retry of the same hint
-    assert run(service.claim(task_id, 0, "g", "w", "hint-b")) is ClaimRefusal.CONFLICT
+def test_only_the_runs_own_hint_claims_it(service):
+    task_id, definition = create(service)
+    [message] = run(_received(service, pending_queue(definition["taskQueueId"], "lowest")))
+    hint = PendingHint.decode(message.json()).hintId
+    assert run(service.claim(task_id, 0, "g", "w", "a-duplicate")) is ClaimRefusal.CONFLICT
+    assert isinstance(run(service.claim(task_id, 0, "g", "w", hint)), Claim)
+    assert isinstance(run(service.claim(task_id, 0, "g", "w", hint)), Claim)  # a retry of the same hint
+    assert run(service.claim(task_id, 0, "g", "w", "another")) is ClaimRefusal.CONFLICT
 
 
 def test_stale_and_duplicated_claim_checks_change_nothing(service, clock):

@@ -1,0 +1,73 @@
+"""Dependency edges, as Taskcluster keeps them.
+
+- TaskRequirement: PartitionKey = the waiting task, RowKey = a task it still waits for. The task is blocked
+  while its partition has a row; all of one task's rows share a partition, so they are written in batches.
+- TaskDependency: PartitionKey = the required task, RowKey = a task that depends on it, with `require`
+  (`completed` or `resolved`) and `count` (how many tasks that dependent waits for): the reverse edges that
+  resolution follows, and what listDependentTasks lists. A dependent with `count` 1 is unblocked by this one
+  resolution without reading its requirements (the common fan-out), which saves two calls per dependent.
+
+Deleting a requirement is idempotent, so duplicated or re-delivered resolution messages are harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.storage.base import Entity, TableStore, delete_all, upsert_all
+
+REQUIREMENTS_TABLE = "TaskRequirement"
+DEPENDENCIES_TABLE = "TaskDependency"
+
+
+@dataclass(frozen=True)
+class Dependent:
+    task_id: str
+    require: str  # "completed" or "resolved"
+    count: int  # how many tasks it waits for in all
+
+
+class DependencyStore:
+    def __init__(self, tables: TableStore) -> None:
+        self.tables = tables
+
+    async def add(self, task_id: str, dependencies: list[str], require: str, expires: str) -> None:
+        """Record that `task_id` waits for each of `dependencies`, and the reverse edges."""
+        await upsert_all(self.tables, REQUIREMENTS_TABLE,
+                         [Entity(task_id, dep, {"expires": expires}) for dep in dependencies])
+        count = len(set(dependencies))
+        await upsert_all(self.tables, DEPENDENCIES_TABLE,
+                         [Entity(dep, task_id, {"require": require, "expires": expires, "count": count})
+                          for dep in dependencies])
+
+    async def remove(self, task_id: str, dependencies: list[str]) -> None:
+        """Undo `add` (a createTask that was refused)."""
+        await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
+        await delete_all(self.tables, DEPENDENCIES_TABLE, [(dep, task_id) for dep in dependencies])
+
+    async def satisfy(self, task_id: str, dependencies: list[str]) -> None:
+        await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
+
+    async def blocked(self, task_id: str) -> bool:
+        page = await self.tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=1)
+        return bool(page.entities)
+
+    async def dependents(self, task_id: str, *, limit: int,
+                         continuation: str | None) -> tuple[list[Dependent], str | None]:
+        """A page of the tasks that depend on `task_id`."""
+        page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=limit,
+                                       continuation=continuation)
+        return [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)))
+                for e in page.entities], page.continuation
+
+    async def forget_task(self, task_id: str) -> None:
+        """Delete every edge row kept under `task_id`'s own partitions (task expiry)."""
+        for table in (REQUIREMENTS_TABLE, DEPENDENCIES_TABLE):
+            token: str | None = None
+            while True:
+                page = await self.tables.query(table, "PartitionKey eq @pk", {"pk": task_id}, limit=1000,
+                                               continuation=token)
+                await delete_all(self.tables, table, [(e.partition_key, e.row_key) for e in page.entities])
+                token = page.continuation
+                if token is None:
+                    break

@@ -1,0 +1,176 @@
+"""Task groups and priorities through the official client."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+import pytest
+
+from shared import timeutil
+from tests.conftest import all_host_logs, expect_error, slugid, task_definition, task_queue_id, wait_for
+
+WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
+
+
+def in_group(queue, group, count, **overrides):
+    ids = []
+    for _ in range(count):
+        task_id = slugid()
+        queue.createTask(task_id, task_definition(taskGroupId=group, **overrides))
+        ids.append(task_id)
+    return ids
+
+
+def test_get_and_list_task_group(queue):
+    group = slugid()
+    ids = in_group(queue, group, 2, schedulerId="my-scheduler")
+    info = queue.getTaskGroup(group)
+    assert info["taskGroupId"] == group and info["schedulerId"] == "my-scheduler" and "sealed" not in info
+    listing = queue.listTaskGroup(group)
+    assert {t["status"]["taskId"] for t in listing["tasks"]} == set(ids)
+    assert listing["schedulerId"] == "my-scheduler" and listing["expires"] == info["expires"]
+    assert all(t["task"]["taskGroupId"] == group for t in listing["tasks"])
+    expect_error(404, "ResourceNotFound", queue.getTaskGroup, slugid())
+    expect_error(404, "ResourceNotFound", queue.listTaskGroup, slugid())
+
+
+def test_list_task_group_pages(queue):
+    group = slugid()
+    ids = in_group(queue, group, 5)
+    seen, token = [], None
+    while True:
+        page = queue.listTaskGroup(group, query={"limit": 2, **({"continuationToken": token} if token else {})})
+        assert len(page["tasks"]) <= 2
+        seen += [t["status"]["taskId"] for t in page["tasks"]]
+        token = page.get("continuationToken")
+        if not token:
+            break
+    assert sorted(seen) == sorted(ids)
+    expect_error(400, "InvalidRequestArguments", queue.listTaskGroup, group, query={"limit": "1001"})
+
+
+def test_group_expiry_grows_with_its_tasks(queue):
+    group = slugid()
+    now = timeutil.now()
+    later = timeutil.iso(now + dt.timedelta(days=400))
+    in_group(queue, group, 1)
+    first = queue.getTaskGroup(group)["expires"]
+    in_group(queue, group, 1, expires=later)
+    assert queue.getTaskGroup(group)["expires"] == later > first
+
+
+def test_sealed_group_takes_no_more_tasks(queue):
+    group = slugid()
+    in_group(queue, group, 1)
+    sealed = queue.sealTaskGroup(group)
+    assert sealed["sealed"] and queue.getTaskGroup(group)["sealed"] == sealed["sealed"]
+    assert queue.sealTaskGroup(group)["sealed"] == sealed["sealed"]  # sealing again keeps the first time
+    late = slugid()
+    body = expect_error(409, "RequestConflict", queue.createTask, late, task_definition(taskGroupId=group))
+    assert "sealed" in body["message"]
+    expect_error(404, "ResourceNotFound", queue.status, late)
+    expect_error(404, "ResourceNotFound", queue.sealTaskGroup, slugid())
+
+
+def test_cancel_task_group(queue):
+    group = slugid()
+    done, running, pending = in_group(queue, group, 3)
+    waiting = slugid()
+    queue.createTask(waiting, task_definition(taskGroupId=group, dependencies=[pending]))
+    queue.claimTask(done, "0", WORKER)
+    queue.reportCompleted(done, "0")
+    queue.claimTask(running, "0", WORKER)
+    expect_error(409, "RequestConflict", queue.cancelTaskGroup, group)  # not sealed
+    queue.sealTaskGroup(group)
+    result = queue.cancelTaskGroup(group)
+    assert result["taskGroupId"] == group and result["taskGroupSize"] == 4
+    assert sorted(result["taskIds"]) == sorted([running, pending, waiting]) and result["cancelledCount"] == 3
+    for task_id in (running, pending, waiting):
+        run = queue.status(task_id)["status"]["runs"][-1]
+        assert run["state"] == "exception" and run["reasonResolved"] == "canceled"
+    assert queue.status(done)["status"]["state"] == "completed"
+    again = queue.cancelTaskGroup(group)
+    assert again["cancelledCount"] == 0 and again["taskIds"] == []
+
+
+def test_group_resolves_when_its_last_task_resolves(queue, queue_host):
+    group = slugid()
+    a, b = in_group(queue, group, 2)
+    for task_id in (a, b):
+        queue.claimTask(task_id, "0", WORKER)
+
+    def resolved_events():
+        lines = [json.loads(line) for line in all_host_logs().splitlines() if line.startswith("{")]
+        return [e for e in lines if e.get("event") == "task-group-resolved" and e.get("taskId") in (a, b)]
+
+    queue.reportCompleted(a, "0")
+    time.sleep(1.5)
+    assert resolved_events() == []  # b is still running
+    queue.reportFailed(b, "0")
+    events = wait_for(resolved_events)
+    assert events[0]["taskId"] == b  # announced by the resolution of the last task (at least once)
+
+
+def test_change_task_priority_requeues_pending_work(queue):
+    tq = task_queue_id()
+    first, second = slugid(), slugid()
+    queue.createTask(first, task_definition(taskQueueId=tq, priority="high"))
+    queue.createTask(second, task_definition(taskQueueId=tq, priority="lowest"))
+    status = queue.changeTaskPriority(second, {"newPriority": "highest"})["status"]
+    assert status["priority"] == "highest" and queue.task(second)["priority"] == "highest"
+    order = [queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"][0]["status"]["taskId"] for _ in range(2)]
+    assert order == [second, first]
+    assert queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"] == []  # the old hint claims nothing
+    expect_error(409, "RequestConflict", queue.changeTaskPriority, second, {"newPriority": "highest"})
+    queue.reportCompleted(second, "0")
+    expect_error(409, "RequestConflict", queue.changeTaskPriority, second, {"newPriority": "low"})
+    expect_error(400, "InputValidationError", queue.changeTaskPriority, first, {"newPriority": "normal"})
+    expect_error(404, "ResourceNotFound", queue.changeTaskPriority, slugid(), {"newPriority": "low"})
+
+
+def test_change_task_group_priority(queue):
+    group = slugid()
+    tq = task_queue_id()
+    ids = in_group(queue, group, 3, taskQueueId=tq, schedulerId="s1")
+    queue.claimTask(ids[0], "0", WORKER)
+    queue.reportCompleted(ids[0], "0")
+    result = queue.changeTaskGroupPriority(group, {"newPriority": "very-high"})
+    assert result == {"taskGroupId": group, "schedulerId": "s1", "newPriority": "very-high",
+                      "tasksAffected": 2, "taskIds": result["taskIds"]}
+    assert sorted(result["taskIds"]) == sorted(ids[1:])
+    assert {queue.task(t)["priority"] for t in ids[1:]} == {"very-high"}
+    assert queue.task(ids[0])["priority"] == "lowest"
+
+
+@pytest.fixture(scope="module")
+def expiring_host(host_factory):
+    return host_factory(expiry_schedule="*/1 * * * * *", expiry_delay=0, deadline_delay=0, claim_work_wait=1)
+
+
+def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
+    queue = expiring_host.client()
+    now = timeutil.now()
+    short = {"created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(seconds=2)),
+             "expires": timeutil.iso(now + dt.timedelta(seconds=3))}
+    group = slugid()
+    dep = slugid()
+    queue.createTask(dep, task_definition(taskGroupId=group, **short))
+    waiting = slugid()
+    queue.createTask(waiting, task_definition(taskGroupId=group, dependencies=[dep], **short))
+    keeper = slugid()
+    queue.createTask(keeper, task_definition())
+    wait_for(lambda: _gone(queue, dep) and _gone(queue, waiting), timeout=20, interval=0.5)
+    expect_error(404, "ResourceNotFound", queue.listTaskGroup, group)
+    expect_error(404, "ResourceNotFound", queue.listDependentTasks, dep)
+    assert queue.status(keeper)["status"]["state"] == "pending"
+
+
+def _gone(queue, task_id):
+    from taskcluster.exceptions import TaskclusterRestFailure
+    try:
+        queue.status(task_id)
+    except TaskclusterRestFailure as exc:
+        return exc.status_code == 404
+    return False
