@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import os
 import secrets
+import signal
 import statistics
 import sys
 import threading
@@ -158,16 +159,77 @@ def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, th
             f"(p50 {percentile(pending_at, 0.5):.2f} s)")
 
 
+def scenario_graph(client: Callable[[], taskcluster.Queue], size: int, threads: int) -> str:
+    """A graph of `size` tasks in layers: each layer fans out from the one before, and each task waits for two
+    tasks of the layer before it (fan-in). Workers run everything; then every task must have exactly one run,
+    completed."""
+    import random
+
+    rng = random.Random(7)
+    tq = f"bench/graph-{uuid.uuid4().hex[:8]}"
+    group = timeutil.slugid()
+    widths, total = [1], 1
+    while total < size:
+        widths.append(min(size - total, widths[-1] * 4))
+        total += widths[-1]
+    layers: list[list[str]] = [[timeutil.slugid() for _ in range(w)] for w in widths]
+    created = time.perf_counter()
+    for depth, layer in enumerate(layers):
+        def creator(i: int, depth: int = depth, layer: list[str] = layer) -> None:
+            q = client()
+            for task_id in layer[i::threads]:
+                deps = sorted(set(rng.sample(layers[depth - 1], min(2, len(layers[depth - 1]))))) if depth else []
+                q.createTask(task_id, {**definition(tq), "taskGroupId": group, "dependencies": deps})
+        run_threads(threads, creator)
+    create_seconds = time.perf_counter() - created
+    done = threading.Event()
+    completed = 0
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        nonlocal completed
+        q = client()
+        while not done.is_set():
+            for claim in q.claimWork(tq, {"workerGroup": "bench", "workerId": f"g{i}", "tasks": 8})["tasks"]:
+                client(claim["credentials"]).reportCompleted(claim["status"]["taskId"], str(claim["runId"]))
+                with lock:
+                    completed += 1
+                    if completed >= size:
+                        done.set()
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    done.wait(timeout=1800)
+    run_seconds = time.perf_counter() - started  # before joining: idle workers wait out a claimWork long-poll
+    for w in workers:
+        w.join()
+    ids = [t for layer in layers for t in layer]
+    bad = []
+    q = client()
+    for i in range(0, len(ids), 500):
+        for status in q.statuses({"taskIds": ids[i:i + 500]})["statuses"]:
+            runs = status["status"]["runs"]
+            if len(runs) != 1 or runs[0]["state"] != "completed":
+                bad.append(status["taskId"])
+    return (f"graph {size}: {len(layers)} layers, created in {create_seconds:.0f} s, run by {threads} workers in "
+            f"{run_seconds:.0f} s ({size / run_seconds:.0f} tasks/s); completed exactly once: "
+            f"{size - len(bad)}, other: {len(bad)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root-url", default=os.environ.get("TASKCLUSTER_ROOT_URL"))
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scenarios", default="create,lifecycle,fanout300,fanout1000",
-                        help="comma-separated: create, lifecycle, fanout<N>")
+                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>")
     args = parser.parse_args()
 
     processes: list[Any] = []
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C, so the `finally` below stops what this started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         if args.root_url:
             creds = {"clientId": os.environ["TASKCLUSTER_CLIENT_ID"],
@@ -185,6 +247,8 @@ def main() -> int:
                 print(scenario_create(client, args.tasks, args.threads), flush=True)
             elif scenario == "lifecycle":
                 print(scenario_lifecycle(client, args.tasks, args.threads), flush=True)
+            elif scenario.startswith("graph"):
+                print(scenario_graph(client, int(scenario[5:] or 10000), args.threads), flush=True)
             elif scenario.startswith("fanout"):
                 print(scenario_fanout(client, int(scenario[6:] or 300), args.threads), flush=True)
             else:
@@ -217,7 +281,7 @@ def start_embedded(processes: list[Any]) -> tuple[str, dict[str, str]]:
         if "local host ready" in line:
             break
     threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
-    print(f"embedded Azurite (pid {store.pid}) and local host (pid {host.pid}) on port {port}", flush=True)
+    print(f"embedded Azurite (pids {store.pids}) and local host (pid {host.pid}) on port {port}", flush=True)
     return f"http://127.0.0.1:{port}", {"clientId": "root", "accessToken": token}
 
 

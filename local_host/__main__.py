@@ -89,7 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not os.environ.get("QUEUE_STORAGE"):
         embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory)
         os.environ["QUEUE_STORAGE"] = embedded.connection_string
-        print(f"Azurite (pid {embedded.pid}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "
+        pids = ", ".join(map(str, embedded.pids))
+        print(f"Azurite (pids {pids}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "
               f"{embedded.queue_port}, table {embedded.table_port}; data in {data_dir / 'azurite'}", flush=True)
         # So `python -m local_host clients ...` finds the running storage.
         runtime.write_text(json.dumps({"QUEUE_STORAGE": embedded.connection_string, "pid": os.getpid()}))
@@ -105,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if embedded is not None:
             runtime.unlink(missing_ok=True)
             embedded.stop()
-            print(f"Azurite (pid {embedded.pid}) stopped", flush=True)
+            print(f"Azurite (pids {', '.join(map(str, embedded.pids))}) stopped", flush=True)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
-DEFAULT_BINARY = PROJECT / ".tools" / "node_modules" / ".bin" / "azurite"
+DEFAULT_BIN_DIR = PROJECT / ".tools" / "node_modules" / ".bin"
 ACCOUNT = "devstoreaccount1"
 # Azurite's well-known development key (public; documented by Microsoft).
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -37,81 +38,104 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+SERVICES = ("blob", "queue", "table")
+
+
 @dataclass
 class Azurite:
-    process: subprocess.Popen[bytes]
-    blob_port: int
-    queue_port: int
-    table_port: int
+    """Azurite as one process per service (azurite-blob, -queue, -table): each is a single-threaded node
+    process, so apart they use more than one core."""
+
+    processes: dict[str, subprocess.Popen[bytes]]
+    ports: dict[str, int]
     log_path: Path | None
+
+    @property
+    def blob_port(self) -> int:
+        return self.ports["blob"]
+
+    @property
+    def queue_port(self) -> int:
+        return self.ports["queue"]
+
+    @property
+    def table_port(self) -> int:
+        return self.ports["table"]
 
     @property
     def connection_string(self) -> str:
         return connection_string(self.blob_port, self.queue_port, self.table_port)
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes.values()]
 
     def stop(self, timeout: float = 10) -> None:
-        """Stop Azurite (and only it: signalled by its own PID, or its process group when it leads one)."""
-        if self.process.poll() is not None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            self.process.terminate()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout)
+        """Stop every Azurite process, each by its own PID (it leads its own process group). SIGINT first:
+        azurite-table saves its data on SIGINT only (it has no SIGTERM handler)."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGINT)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout)
 
 
-def find_binary() -> str:
-    configured = os.environ.get("QUEUE_AZURITE_BIN")
+def find_binary(name: str) -> str:
+    configured = os.environ.get("QUEUE_AZURITE_BIN_DIR")
     if configured:
-        return configured
-    if DEFAULT_BINARY.exists():
-        return str(DEFAULT_BINARY)
-    found = shutil.which("azurite")
+        return str(Path(configured) / name)
+    local = DEFAULT_BIN_DIR / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
     if found:
         return found
     raise FileNotFoundError(
-        f"Azurite not found at {DEFAULT_BINARY}: run `make setup` (it installs azurite@3.35.0 from npm)")
+        f"{name} not found in {DEFAULT_BIN_DIR}: run `make setup` (it installs azurite@3.35.0 from npm)")
 
 
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
           startup_timeout: float = 30) -> Azurite:
-    """Start Azurite on free loopback ports; data in `data_dir` (or in memory). Retries if a port was taken."""
-    binary = find_binary()
+    """Start Azurite's services on free loopback ports; data in `data_dir` (or in memory). Retries if a port
+    was taken meanwhile."""
     last_error = ""
+    split = os.environ.get("QUEUE_AZURITE_SPLIT", "0") == "1"
     for _ in range(attempts):
-        ports = free_port(), free_port(), free_port()
-        if len(set(ports)) < 3:
+        ports = {service: free_port() for service in SERVICES}
+        if len(set(ports.values())) < len(SERVICES):
             continue
-        args = [binary, "--skipApiVersionCheck", "--loose", "--disableTelemetry",
-                "--blobHost", "127.0.0.1", "--blobPort", str(ports[0]),
-                "--queueHost", "127.0.0.1", "--queuePort", str(ports[1]),
-                "--tableHost", "127.0.0.1", "--tablePort", str(ports[2])]
         log_path = None
-        if in_memory:
-            args.append("--inMemoryPersistence")
         if data_dir is not None:
             data_dir.mkdir(parents=True, exist_ok=True)
             log_path = data_dir / "azurite.log"
-            if not in_memory:
+        processes: dict[str, subprocess.Popen[bytes]] = {}
+        groups = [[s] for s in SERVICES] if split else [list(SERVICES)]
+        for services in groups:
+            binary = find_binary(f"azurite-{services[0]}" if split else "azurite")
+            args = [binary, "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
+            for service in services:
+                args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(ports[service])]
+            if in_memory:
+                args.append("--inMemoryPersistence")
+            elif data_dir is not None:
                 args += ["--location", str(data_dir)]
-        out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-        azurite = Azurite(process, *ports, log_path)
+            out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+            processes["+".join(services)] = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                                             stdin=subprocess.DEVNULL, start_new_session=True)
+        azurite = Azurite(processes, ports, log_path)
         give_up = time.monotonic() + startup_timeout
         while time.monotonic() < give_up:
-            if process.poll() is not None:
-                last_error = f"Azurite exited with code {process.returncode}"
+            exited = [s for s, p in processes.items() if p.poll() is not None]
+            if exited:
+                last_error = f"azurite ({exited[0]}) exited with code {processes[exited[0]].returncode}"
                 break
-            if all(_listening(p) for p in ports):
+            if all(_listening(p) for p in ports.values()):
                 return azurite
             time.sleep(0.1)
         else:

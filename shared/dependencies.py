@@ -5,17 +5,22 @@
 - TaskDependency: PartitionKey = the required task, RowKey = a task that depends on it, with `require`
   (`completed` or `resolved`) and `count` (how many tasks that dependent waits for): the reverse edges that
   resolution follows, and what listDependentTasks lists. A dependent with `count` 1 is unblocked by this one
-  resolution without reading its requirements (the common fan-out), which saves two calls per dependent.
+  resolution without reading its requirements (the common fan-out), which saves two calls per dependent. With
+  at most POINT_READ_LIMIT dependencies the row also lists the dependent's `others`, whose requirement rows are
+  then checked by point reads: a partition query costs a scan of the whole table on Azurite.
 
 Deleting a requirement is idempotent, so duplicated or re-delivered resolution messages are harmless.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from dataclasses import dataclass
 
 from shared.storage.base import Entity, TableStore, delete_all, upsert_all
 
+POINT_READ_LIMIT = 16
 REQUIREMENTS_TABLE = "TaskRequirement"
 DEPENDENCIES_TABLE = "TaskDependency"
 
@@ -25,6 +30,7 @@ class Dependent:
     task_id: str
     require: str  # "completed" or "resolved"
     count: int  # how many tasks it waits for in all
+    others: list[str] | None  # the other tasks it waits for, when there are few
 
 
 class DependencyStore:
@@ -36,9 +42,14 @@ class DependencyStore:
         await upsert_all(self.tables, REQUIREMENTS_TABLE,
                          [Entity(task_id, dep, {"expires": expires}) for dep in dependencies])
         count = len(set(dependencies))
-        await upsert_all(self.tables, DEPENDENCIES_TABLE,
-                         [Entity(dep, task_id, {"require": require, "expires": expires, "count": count})
-                          for dep in dependencies])
+
+        def edge(dep: str) -> Entity:
+            data: dict[str, object] = {"require": require, "expires": expires, "count": count}
+            if count <= POINT_READ_LIMIT:
+                data["others"] = json.dumps([d for d in dependencies if d != dep])
+            return Entity(dep, task_id, data)
+
+        await upsert_all(self.tables, DEPENDENCIES_TABLE, [edge(dep) for dep in dependencies])
 
     async def remove(self, task_id: str, dependencies: list[str]) -> None:
         """Undo `add` (a createTask that was refused)."""
@@ -48,7 +59,12 @@ class DependencyStore:
     async def satisfy(self, task_id: str, dependencies: list[str]) -> None:
         await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
 
-    async def blocked(self, task_id: str) -> bool:
+    async def blocked(self, task_id: str, candidates: list[str] | None = None) -> bool:
+        """Whether `task_id` still waits for anything; when the few tasks it might wait for are known, by point
+        reads of their requirement rows, otherwise by a partition query."""
+        if candidates is not None and len(candidates) <= POINT_READ_LIMIT:
+            found = await asyncio.gather(*(self.tables.get(REQUIREMENTS_TABLE, task_id, c) for c in candidates))
+            return any(f is not None for f in found)
         page = await self.tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=1)
         return bool(page.entities)
 
@@ -57,7 +73,8 @@ class DependencyStore:
         """A page of the tasks that depend on `task_id`."""
         page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=limit,
                                        continuation=continuation)
-        return [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)))
+        return [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)),
+                          json.loads(e.data["others"]) if e.data.get("others") is not None else None)
                 for e in page.entities], page.continuation
 
     async def forget_task(self, task_id: str) -> None:

@@ -46,5 +46,5 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("azure", "uvicorn.access"):
+    for noisy in ("azure", "uvicorn.access", "mohawk"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -64,6 +64,9 @@ RETRY_REASONS = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
 LOAD_CONCURRENCY = 32
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
 MAX_PAGE = 1000
+# A message written just before the write it announces usually finds that write done within milliseconds:
+# re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
+SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
 
 
 class PriorityUnchanged(errors.RequestConflict):
@@ -341,7 +344,8 @@ class QueueService:
                                                                 taskQueueId=definition["taskQueueId"]))
         if dependencies:
             await self.deps.satisfy(task_id, satisfied)
-            if not await self.deps.blocked(task_id):
+            waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency
+            if not await self.deps.blocked(task_id, waiting_for):
                 return (await self._schedule_unblocked(task_id)).status()
         return task.status()
 
@@ -486,7 +490,11 @@ class QueueService:
             await self.queues.delete(queue, message)
             return None
         try:
-            result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId)
+            for pause in (*SETTLE_PAUSES, None):
+                result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId)
+                if result not in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) or pause is None:
+                    break
+                await asyncio.sleep(pause)  # the hint is written just ahead of its run
         except Exception:
             log.exception("claim attempt failed; the hint is released", extra=fields(taskId=hint.taskId))
             await self.queues.release(queue, message, 0)
@@ -704,12 +712,16 @@ class QueueService:
         hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing."""
         await self.ensure_storage()
         now = self.clock()
-        task = await self._get(check.taskId)
         resolution: str | None = None
+        for pause in (*SETTLE_PAUSES, None):
+            task = await self._get(check.taskId)
+            run = task.runs[check.runId] if task is not None and check.runId < len(task.runs) else None
+            if task is None or (run is not None and run.resolved_state) or pause is None:
+                break
+            await asyncio.sleep(pause)  # written just ahead of the resolution it announces
         if task is not None:
-            run = task.runs[check.runId] if check.runId < len(task.runs) else None
             if run is None or not run.resolved_state:
-                # Written ahead of the resolution it announces: wait for it; once old, it was a lost race.
+                # Still not written: wait for it a while; once old, it was a write that lost a race.
                 if now - timeutil.parse(check.since) < dt.timedelta(seconds=self.settings.hint_grace):
                     await self.queues.put(RESOLVED_QUEUE, check.encode(), visible_in=self.settings.hint_retry_delay)
                     return "not-yet"
@@ -731,7 +743,7 @@ class QueueService:
             async with limit:
                 if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
                     await self.deps.satisfy(dependent.task_id, [check.taskId])
-                    if await self.deps.blocked(dependent.task_id):
+                    if await self.deps.blocked(dependent.task_id, dependent.others):
                         return
                 with contextlib.suppress(errors.TaskNotFound):  # its createTask has not written it (yet)
                     await self._schedule_unblocked(dependent.task_id)

@@ -179,3 +179,17 @@ def test_dependency_created_after_its_dependency_resolved_counts_at_once(queue):
     assert state(queue, lenient) == "pending"
     strict = create(queue, dependencies=[dep])
     assert state(queue, strict) == "unscheduled"
+
+
+def test_fan_in_of_more_dependencies_than_one_transaction_holds(queue):
+    # Requirement rows are written 100 to a transaction: 150 dependencies need two.
+    tq = task_queue_id()
+    deps = [create(queue, taskQueueId=tq) for _ in range(150)]
+    waiting = create(queue, dependencies=deps)
+    assert len(queue.task(waiting)["dependencies"]) == 150
+    for dep in deps[:-1]:
+        run_to(queue, dep)
+    time.sleep(1.5)
+    assert state(queue, waiting) == "unscheduled"
+    run_to(queue, deps[-1])
+    wait_for(lambda: state(queue, waiting) == "pending")

@@ -46,8 +46,8 @@ def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
             assert "accessToken:" in banner and "(generated" in banner
             assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/ping").json()["alive"] is True
         tokens = [re.search(r"TASKCLUSTER_ACCESS_TOKEN=(\S+)", b).group(1) for b in banners]
-        pids = [int(re.search(r"Azurite \(pid (\d+)\)", b).group(1)) for b in banners]
-        assert len(set(pids)) == 2 and all(alive(p) for p in pids)
+        pids = [int(p) for b in banners for p in re.search(r"Azurite \(pids ([\d, ]+)\)", b).group(1).split(", ")]
+        assert len(set(pids)) >= 2 and all(alive(p) for p in pids)  # each run has Azurite of its own
         # Each has its own storage: a task created on one is unknown to the other.
         task_id = slugid()
         client_a = queue_client(f"http://127.0.0.1:{runs[0][1]}", credentials={"clientId": "root",
