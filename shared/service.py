@@ -349,14 +349,18 @@ class QueueService:
                 return (await self._schedule_unblocked(task_id)).status()
         return task.status()
 
-    async def _schedule_unblocked(self, task_id: str) -> Task:
-        """Give a task its first run, unless it has one or its deadline passed (scheduleTask, and what a
-        dependency's resolution does for a task it unblocked)."""
+    async def _schedule_unblocked(self, task_id: str, *, refuse_late: bool = False) -> Task:
+        """Give a task its first run, unless it has one or its deadline passed (what a dependency's resolution
+        does for a task it unblocked; scheduleTask, with `refuse_late`, answers 409 past the deadline)."""
         now = self.clock()
         guards = _Guards(self, now)
 
         async def schedule(task: Task) -> _Unchanged | None:
-            if task.runs or self._deadline_passed(task, now):
+            if task.runs:
+                return UNCHANGED
+            if self._deadline_passed(task, now):
+                if refuse_late:
+                    raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
                 return UNCHANGED
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
             await guards.hint(task)
@@ -369,10 +373,7 @@ class QueueService:
     async def schedule_task(self, task_id: str) -> dict[str, Any]:
         """scheduleTask: schedule a task that has no runs, whatever its dependencies say."""
         await self.ensure_storage()
-        task = await self._load(task_id)
-        if not task.runs and self._deadline_passed(task, self.clock()):
-            raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
-        return (await self._schedule_unblocked(task_id)).status()
+        return (await self._schedule_unblocked(task_id, refuse_late=True)).status()
 
     async def rerun_task(self, task_id: str) -> dict[str, Any]:
         await self.ensure_storage()
