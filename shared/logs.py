@@ -46,5 +46,6 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("azure", "uvicorn.access", "mohawk"):
+    for noisy in ("azure", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("mohawk").setLevel(logging.ERROR)  # warns on every request that nonces are not checked

@@ -125,6 +125,9 @@ class AzureTables:
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
         client = self._client(table)
         try:
+            if etag == "*":  # unconditional, and no answer needed: the SDK ignores a missing entity
+                await client.delete_entity(partition_key, row_key)
+                return True
             if etag is None:
                 # delete_entity ignores a missing entity; read first so the caller learns whether it existed.
                 if await self.get(table, partition_key, row_key) is None:
@@ -172,8 +175,14 @@ class AzureTables:
                 raise ValueError(f"unknown operation {op.kind}")
         try:
             await self._client(table).submit_transaction(operations)
-        except (TableTransactionError, ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
+        except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
             return False
+        except TableTransactionError as exc:
+            # A condition that failed (exists, changed, absent) is an answer; anything else is an error.
+            if getattr(exc, "status_code", None) in (404, 409, 412) or getattr(exc, "error_code", None) in (
+                    "EntityAlreadyExists", "UpdateConditionNotSatisfied", "ResourceNotFound"):
+                return False
+            raise
         return True
 
     async def close(self) -> None:

@@ -58,7 +58,8 @@ class TableStore(Protocol):
     async def upsert(self, table: str, entity: Entity) -> Entity: ...
 
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
-        """Delete (if unchanged since `etag`, when given); False when absent or changed."""
+        """Delete (if unchanged since `etag`, when given; `"*"`: whatever it is, without asking whether it
+        existed); False when absent or changed."""
 
     async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
                     continuation: str | None = None) -> Page:
@@ -78,8 +79,12 @@ async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> 
     for entity in entities:
         by_partition.setdefault(entity.partition_key, []).append(entity)
     for rows in by_partition.values():
+        if len(rows) == 1:
+            await tables.upsert(table, rows[0])  # the plain call: one request either way, and no batch machinery
+            continue
         for i in range(0, len(rows), BATCH_LIMIT):
-            await tables.transact(table, [Op("upsert", e) for e in rows[i:i + BATCH_LIMIT]])
+            if not await tables.transact(table, [Op("upsert", e) for e in rows[i:i + BATCH_LIMIT]]):
+                raise RuntimeError(f"an upsert transaction on {table} did not apply")  # upserts have no condition
 
 
 async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]) -> None:
@@ -88,6 +93,9 @@ async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]
     for pk, rk in keys:
         by_partition.setdefault(pk, []).append(rk)
     for pk, rks in by_partition.items():
+        if len(rks) == 1:
+            await tables.delete(table, pk, rks[0], etag="*")
+            continue
         for i in range(0, len(rks), BATCH_LIMIT):
             chunk = rks[i:i + BATCH_LIMIT]
             if not await tables.transact(table, [Op("delete", Entity(pk, rk)) for rk in chunk]):

@@ -63,7 +63,7 @@ class MemoryTables:
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
         rows = self._table(table)
         current = rows.get((partition_key, row_key))
-        if current is None or (etag is not None and current.etag != etag):
+        if current is None or (etag not in (None, "*") and current.etag != etag):
             return False
         del rows[(partition_key, row_key)]
         return True
