@@ -12,14 +12,6 @@ from typing import TypeAlias
 ScopeExpr: TypeAlias = "str | dict[str, list[ScopeExpr]]"
 
 
-def all_of(*exprs: ScopeExpr) -> ScopeExpr:
-    return {"AllOf": list(exprs)}
-
-
-def any_of(*exprs: ScopeExpr) -> ScopeExpr:
-    return {"AnyOf": list(exprs)}
-
-
 def scope_satisfied(held: Iterable[str], required: str) -> bool:
     return any(h == required or (h.endswith("*") and required.startswith(h[:-1])) for h in held)
 

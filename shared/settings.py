@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-from pathlib import Path
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -72,7 +71,6 @@ class Settings(BaseSettings):
                                  "(an app setting the timer trigger's binding names as %QUEUE_EXPIRY_SCHEDULE%).")
     validate_responses: bool = Field(default=False, description="Validate every response body against its "
                                      "schema (on in tests; costs CPU).")
-    data_dir: Path = Field(default=Path(".data"), description="Where the embedded Azurite keeps its data.")
     log_level: str = Field(default="INFO", description="Level of the queue's logs.")
 
     @field_validator("root_url")

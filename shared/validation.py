@@ -77,10 +77,6 @@ def _validator(name: str, fill_defaults: bool) -> Any:
     return cls(schemas[name], registry=registry, format_checker=Draft6Validator.FORMAT_CHECKER)
 
 
-def schema_names() -> list[str]:
-    return sorted(_registry()[1])
-
-
 def _describe(error: ValidationError) -> str:
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     return f"data{where}: {error.message}"
@@ -90,7 +86,3 @@ def errors_of(name: str, instance: Any, *, fill_defaults: bool = False) -> list[
     """What is wrong with `instance` against schema `name` (empty when valid). May fill in defaults."""
     found = sorted(_validator(name, fill_defaults).iter_errors(instance), key=lambda e: list(e.absolute_path))
     return [_describe(e) for e in found[:MAX_REPORTED_ERRORS]]
-
-
-def schema_url(name: str, root_url: str) -> str:
-    return f"{root_url}/schemas/queue/v1/{name}.json#"

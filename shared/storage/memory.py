@@ -22,10 +22,8 @@ class MemoryTables:
     def __init__(self) -> None:
         self._tables: dict[str, dict[tuple[str, str], Entity]] = {}
         self._etags = itertools.count(1)
-        self.calls = 0
 
     def _table(self, name: str) -> dict[tuple[str, str], Entity]:
-        self.calls += 1
         return self._tables.setdefault(name, {})
 
     def _stamp(self, entity: Entity) -> Entity:
@@ -132,21 +130,18 @@ class MemoryQueues:
     def __init__(self) -> None:
         self._queues: dict[str, list[_Stored]] = {}
         self._lock = asyncio.Lock()
-        self.calls = 0
 
     async def ensure_queues(self, names: list[str]) -> None:
         for name in names:
             self._queues.setdefault(name, [])
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
-        self.calls += 1
         now = dt.datetime.now(dt.UTC)
         expires = now + dt.timedelta(seconds=ttl) if ttl else None
         self._queues.setdefault(queue, []).append(
             _Stored(uuid.uuid4().hex, content, now, expires, now + dt.timedelta(seconds=visible_in)))
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
-        self.calls += 1
         now = dt.datetime.now(dt.UTC)
         out: list[QueueMessage] = []
         async with self._lock:
@@ -170,13 +165,11 @@ class MemoryQueues:
         return None
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
-        self.calls += 1
         found = self._find(queue, message)
         if found is not None:
             self._queues[queue].remove(found)
 
     async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
-        self.calls += 1
         found = self._find(queue, message)
         if found is None:
             return None
