@@ -68,7 +68,9 @@ def test_queue_visibility_release_and_delete(azurite):
         try:
             assert await queues.receive(name, 32, 30) == []  # no such queue yet: nothing, not an error
             await queues.put(name, b'{"a":1}')  # creates the queue
-            await queues.put(name, b'{"later":1}', visible_in=1)
+            # A delayed message, in a queue of its own so its timing cannot disturb the checks below.
+            await queues.put(f"{name}-later", b'{"later":1}', visible_in=1)
+            assert await queues.receive(f"{name}-later", 32, 30) == []
             [message] = await queues.receive(name, 32, 30)
             assert message.json() == {"a": 1} and message.dequeue_count == 1
             assert await queues.receive(name, 32, 30) == []  # hidden while received
@@ -83,7 +85,7 @@ def test_queue_visibility_release_and_delete(azurite):
             await queues.delete(name, again)
             await queues.delete(name, again)  # already gone: fine
             await asyncio.sleep(1.1)
-            [later] = await queues.receive(name, 32, 30)
+            [later] = await queues.receive(f"{name}-later", 32, 30)
             assert later.json() == {"later": 1}
         finally:
             await queues.close()
