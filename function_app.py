@@ -1,4 +1,4 @@
-"""The Azure Functions app: the HTTP API (one ASGI app) and the queue-triggered checks.
+"""The Azure Functions app: the HTTP API (one ASGI app), the queue-triggered checks and the event dispatcher.
 
 The local host (`python -m local_host`) introspects this same `app` to run it without Core Tools.
 """
@@ -8,7 +8,9 @@ from __future__ import annotations
 import azure.functions as func
 
 from functions.checks import bp as checks
+from functions.events import bp as events
 from shared.runtime import create_asgi_app
 
 app = func.AsgiFunctionApp(app=create_asgi_app(), http_auth_level=func.AuthLevel.ANONYMOUS)
 app.register_functions(checks)
+app.register_functions(events)

@@ -35,7 +35,9 @@ from shared.storage.base import QueueMessage, QueueStore
 log = logging.getLogger("local_host.triggers")
 
 MIN_POLLING_INTERVAL = 0.1
-RECEIVE_VISIBILITY = 600  # the host hides a message it is running for 10 minutes
+# The host hides a message it is running for 10 minutes, as the Functions host does: a message whose process
+# died reappears after this. Tests of such crashes shorten it (QUEUE_LOCAL_HOST_MESSAGE_LEASE, seconds).
+RECEIVE_VISIBILITY = int(os.environ.get("QUEUE_LOCAL_HOST_MESSAGE_LEASE", "600"))
 
 
 def parse_timespan(value: str | int | float) -> float:

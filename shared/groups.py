@@ -4,6 +4,7 @@ PartitionKey = taskGroupId, and RowKey
 - `group`: schedulerId, expires, sealed
 - `m:<taskId>`: a member (for listing), with its expires
 - `a:<taskId>`: a member that has not resolved yet; the group is resolved when no such row is left
+- `event:<seq>`, `events`: the group's events and their dispatch cursor (shared/eventlog.py)
 
 All three live in one partition, so joining a group is one transaction, and "is anything unresolved?" is a
 range query that reads at most one row.
@@ -12,10 +13,13 @@ range query that reads at most one row.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared import errors
+from shared.eventlog import EventLog, Stream, cursor_entity, event_ops
+from shared.events import Event
 from shared.storage.base import Entity, Op, TableStore, delete_all
 
 TASK_GROUPS_TABLE = "TaskGroups"
@@ -45,6 +49,7 @@ class TaskGroup:
     expires: str
     sealed: str | None
     etag: str | None = None
+    event_seq: int = 0  # the group's last recorded event
 
     def to_api(self) -> dict[str, Any]:
         out: dict[str, Any] = {"taskGroupId": self.task_group_id, "schedulerId": self.scheduler_id,
@@ -53,15 +58,20 @@ class TaskGroup:
             out["sealed"] = self.sealed
         return out
 
+    def to_entity(self) -> Entity:
+        return Entity(self.task_group_id, GROUP_ROW, {"schedulerId": self.scheduler_id, "expires": self.expires,
+                                                      "sealed": self.sealed or "", "eventSeq": self.event_seq},
+                      self.etag)
+
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskGroup:
         return cls(entity.partition_key, entity.data["schedulerId"], entity.data["expires"],
-                   entity.data.get("sealed") or None, entity.etag)
+                   entity.data.get("sealed") or None, entity.etag, int(entity.data.get("eventSeq", 0)))
 
 
 class TaskGroupStore:
-    def __init__(self, tables: TableStore) -> None:
-        self.tables = tables
+    def __init__(self, tables: TableStore, events: EventLog) -> None:
+        self.tables, self.events = tables, events
         self._cache: dict[str, tuple[float, TaskGroup]] = {}
 
     async def get(self, task_group_id: str, *, cached: bool = False) -> TaskGroup | None:
@@ -93,36 +103,46 @@ class TaskGroupStore:
                 Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": expires}))]
         group = await self.check_joinable(task_group_id, scheduler_id)
         while True:
+            extra: list[Op] = []
             if group is None:
-                head = Op("insert", Entity(task_group_id, GROUP_ROW, {"schedulerId": scheduler_id,
-                                                                      "expires": expires, "sealed": ""}))
+                head = Op("insert", TaskGroup(task_group_id, scheduler_id, expires, None).to_entity())
+                # A fresh dispatch cursor: one left by an expired group of the same id must not skip events.
+                extra = [Op("upsert", cursor_entity(Stream(TASK_GROUPS_TABLE, task_group_id), 0))]
             elif group.expires < expires:
-                head = Op("replace", Entity(task_group_id, GROUP_ROW, {
-                    "schedulerId": group.scheduler_id, "expires": expires, "sealed": group.sealed or ""},
-                    group.etag))
+                head = Op("replace", replace(group, expires=expires).to_entity())
             else:
                 head = None
-            if await self.tables.transact(TASK_GROUPS_TABLE, [*([head] if head else []), *rows]):
+            if await self.tables.transact(TASK_GROUPS_TABLE, [*([head] if head else []), *extra, *rows]):
                 self._cache.pop(task_group_id, None)
                 return
             group = await self.get(task_group_id)  # created, raised or sealed meanwhile: decide again
             if group is not None:
                 await self.check_joinable(task_group_id, scheduler_id)
 
-    async def seal(self, task_group_id: str, stamp: str) -> TaskGroup:
-        """Seal once; sealing again keeps the first time."""
+    async def update(self, task_group_id: str, change: Callable[[TaskGroup], TaskGroup | None],
+                     announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
+        """Read-modify-write the group row (conditional on its ETag, retried on a lost race), together with the
+        events `announce` builds from the changed group, in one transaction. `change` returns None for no change."""
+        stream = Stream(TASK_GROUPS_TABLE, task_group_id)
         while True:
             group = await self.get(task_group_id)
             if group is None:
                 raise TaskGroupNotFound(taskGroupId=task_group_id)
-            if group.sealed:
+            changed = change(group)
+            if changed is None:
                 return group
-            sealed = Entity(task_group_id, GROUP_ROW, {"schedulerId": group.scheduler_id, "expires": group.expires,
-                                                       "sealed": stamp}, group.etag)
-            stored = await self.tables.replace(TASK_GROUPS_TABLE, sealed)
-            if stored is not None:
+            events = announce(changed)
+            changed = replace(changed, event_seq=group.event_seq + len(events))
+            if events:
+                await self.events.announce(stream, changed.event_seq)
+            ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events)]
+            if await self.tables.transact(TASK_GROUPS_TABLE, ops):
                 self._cache.pop(task_group_id, None)
-                return TaskGroup.from_entity(stored)
+                return replace(changed, etag=None)
+
+    async def seal(self, task_group_id: str, stamp: str, announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
+        """Seal once, announcing it; sealing again keeps the first time and announces nothing."""
+        return await self.update(task_group_id, lambda g: None if g.sealed else replace(g, sealed=stamp), announce)
 
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
         """Take a resolved task out of the active set; True when the group has no unresolved task left."""
@@ -160,4 +180,7 @@ class TaskGroupStore:
         group = await self.get(task_group_id)
         if group is None or group.expires > now_iso or await self._any(task_group_id, MEMBER):
             return False
-        return await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, GROUP_ROW, group.etag)
+        if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, GROUP_ROW, group.etag):
+            return False  # a task joined meanwhile
+        await self.events.forget(Stream(TASK_GROUPS_TABLE, task_group_id), group.event_seq)
+        return True

@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Any
 
-FIELDS = ("event", "taskId", "runId", "taskQueueId", "workerGroup", "workerId", "reason", "queue",
+FIELDS = ("event", "taskId", "taskGroupId", "runId", "taskQueueId", "workerGroup", "workerId", "reason", "queue",
           "messageId", "dequeueCount", "durationMs")
 
 

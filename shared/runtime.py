@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 
+from shared import faults
 from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api as queue_v1
 from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
+from shared.bus import create_publisher
+from shared.eventlog import Publisher
 from shared.service import QueueService
 from shared.settings import get_settings
 from shared.storage.azure import AzureQueues, AzureTables
@@ -16,7 +19,14 @@ from shared.storage.azure import AzureQueues, AzureTables
 @functools.cache
 def get_service() -> QueueService:
     settings = get_settings()
+    faults.arm(settings.faults)
     return QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+
+
+@functools.cache
+def get_publisher() -> Publisher | None:
+    """The event bus publisher (connected on first publish), or None when no bus is configured."""
+    return create_publisher(get_settings())
 
 
 @functools.cache

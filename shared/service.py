@@ -23,10 +23,12 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from shared import credentials, errors, timeutil
+from shared import credentials, errors, faults, timeutil
 from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore, Dependent
+from shared.eventlog import DISPATCH_QUEUE, EventLog, Stream, cursor_entity, event_ops
+from shared.events import Event, group_event, task_event
 from shared.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
-from shared.groups import TASK_GROUPS_TABLE, TaskGroupNotFound, TaskGroupStore
+from shared.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, TaskGroupStore
 from shared.logs import fields
 from shared.queues import (
     CLAIM_QUEUE,
@@ -41,7 +43,7 @@ from shared.queues import (
     pending_queues,
 )
 from shared.settings import Settings
-from shared.storage.base import QueueMessage, QueueStore, TableStore
+from shared.storage.base import Op, QueueMessage, QueueStore, TableStore
 from shared.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
@@ -148,7 +150,11 @@ class QueueService:
         self.clock = clock
         self._ready = False
         self._ready_lock = asyncio.Lock()
-        self.groups = TaskGroupStore(tables)
+        self.events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
+                               lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
+                               grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay,
+                               clock=clock)
+        self.groups = TaskGroupStore(tables, self.events)
         self.deps = DependencyStore(tables)
         self.expiry = ExpiryIndex(tables)
 
@@ -161,7 +167,7 @@ class QueueService:
         async with self._ready_lock:
             if not self._ready:
                 await self.tables.ensure_tables(list(TABLES))
-                await self.queues.ensure_queues(list(FIXED_QUEUES))
+                await self.queues.ensure_queues([*FIXED_QUEUES, DISPATCH_QUEUE])
                 self._ready = True
 
     async def close(self) -> None:
@@ -189,11 +195,37 @@ class QueueService:
                 return task
             if task.state in RESOLVED_STATES and not was_resolved:
                 await guards.resolved(task)
-            stored = await self.tables.replace(TASKS_TABLE, task.to_entity())
-            if stored is not None:
-                task.etag = stored.etag
+            if await self._write(task):
                 return task
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    async def _write(self, task: Task, *, insert: bool = False) -> bool:
+        """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
+        announces, in one transaction. False when the write lost a race (changed meanwhile; exists)."""
+        if task.emitted:
+            now = self.clock()
+            events = [task_event(task, exchange, run_id, now=now, **extra) for exchange, run_id, extra in task.emitted]
+            first = task.event_seq + 1
+            task.event_seq += len(events)
+            stream = Stream(TASKS_TABLE, task.task_id)
+            await self.events.announce(stream, task.event_seq)  # before the write, as every guard is
+            ops = [Op("insert" if insert else "replace", task.to_entity()), *event_ops(stream, first, events)]
+            if insert:  # a fresh dispatch cursor, whatever an expired task of the same id left behind
+                ops.append(Op("upsert", cursor_entity(stream, 0)))
+            if not await self.tables.transact(TASKS_TABLE, ops):
+                task.event_seq -= len(events)
+                return False
+            task.etag = None  # a transaction's answer carries no ETag; the next change reads again anyway
+            task.emitted.clear()
+            for event in events:
+                log.info("%s", event.exchange, extra=fields(event=event.exchange, taskId=task.task_id))
+        else:
+            stored = await (self.tables.insert if insert else self.tables.replace)(TASKS_TABLE, task.to_entity())
+            if stored is None:
+                return False
+            task.etag = stored.etag
+        faults.point("after-state-write")
+        return True
 
     def _deadline_passed(self, task: Task, now: dt.datetime) -> bool:
         return timeutil.parse(task.deadline) <= now
@@ -331,17 +363,16 @@ class QueueService:
         await self.groups.join(group_id, scheduler_id, task_id, expires)
         await self.expiry.add(task_id, expires)
         task = Task(task_id, definition, [], retries_left=definition["retries"])
+        task.emit("task-defined")
         if not dependencies:
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
             task.runs[0].hint_id = await self._put_pending_hint(task_id, 0, definition, now)
-        stored = await self.tables.insert(TASKS_TABLE, task.to_entity())
-        if stored is None:
+            task.emit("task-pending", 0)
+        if not await self._write(task, insert=True):
             existing = await self._load(task_id)
             if existing.definition != definition:
                 raise errors.TaskIdConflict(taskId=task_id)
             return existing.status()
-        log.info("task created (%s)", task.state, extra=fields(event="task-defined", taskId=task_id,
-                                                                taskQueueId=definition["taskQueueId"]))
         if dependencies:
             await self.deps.satisfy(task_id, satisfied)
             waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency
@@ -364,6 +395,7 @@ class QueueService:
                 return UNCHANGED
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
             await guards.hint(task)
+            task.emit("task-pending", 0)
             return None
 
         return await self._modify(task_id, schedule, guards)
@@ -391,6 +423,7 @@ class QueueService:
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
             task.taken_until = None
             await guards.hint(task)
+            task.emit("task-pending", task.last_run_id)
             return None
 
         return (await self._modify(task_id, rerun, guards)).status()
@@ -398,9 +431,7 @@ class QueueService:
     async def cancel_task(self, task_id: str) -> dict[str, Any]:
         await self.ensure_storage()
         now = self.clock()
-        task, changed = await self._cancel(task_id, now)
-        if changed:
-            log.info("task canceled", extra=fields(event="task-exception", taskId=task_id, reason="canceled"))
+        task, _ = await self._cancel(task_id, now)
         return task.status()
 
     async def _cancel(self, task_id: str, now: dt.datetime) -> tuple[Task, bool]:
@@ -419,6 +450,7 @@ class QueueService:
             else:
                 return UNCHANGED
             task.taken_until = None
+            task.emit("task-exception", task.last_run_id)
             changed = True
             return None
 
@@ -459,11 +491,8 @@ class QueueService:
             run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
             run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
             task.taken_until = taken_until
-            stored = await self.tables.replace(TASKS_TABLE, task.to_entity())
-            if stored is not None:
-                task.etag = stored.etag
-                log.info("run claimed", extra=fields(event="task-running", taskId=task_id, runId=run_id,
-                                                     workerGroup=worker_group, workerId=worker_id))
+            task.emit("task-running", run_id)
+            if await self._write(task):
                 return Claim(task, run_id)
 
     async def claim_task(self, task_id: str, run_id: int, worker_group: str, worker_id: str) -> dict[str, Any]:
@@ -609,6 +638,7 @@ class QueueService:
                 raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
             _resolve_run(run, state, reason, timeutil.iso(now))
             task.taken_until = None
+            task.emit(f"task-{state}", run_id)
             if state == "exception":
                 await self._retry(task, RETRY_REASONS.get(reason), guards, now)
             return None
@@ -625,6 +655,7 @@ class QueueService:
         task.retries_left -= 1
         task.runs.append(Run("pending", reason_created, timeutil.iso(now)))
         await guards.hint(task)
+        task.emit("task-pending", task.last_run_id)
 
     # --- the queue-triggered checks ---------------------------------------------------------------------------------
 
@@ -658,6 +689,7 @@ class QueueService:
                 return UNCHANGED
             _resolve_run(run, "exception", "claim-expired", timeutil.iso(now))
             task.taken_until = None
+            task.emit("task-exception", check.runId)  # also when retried (modern Taskcluster), before task-pending
             await self._retry(task, "retry", guards, now)
             outcome = "expired"
             return None
@@ -694,6 +726,7 @@ class QueueService:
                 outcome = "already-resolved"
                 return UNCHANGED
             task.taken_until = None
+            task.emit("task-exception", task.last_run_id)
             outcome = "exceeded"
             return None
 
@@ -756,7 +789,12 @@ class QueueService:
         """On the first page of a resolution: the task leaves its group's active set; the group is resolved when
         none is left (announced at least once: two last members resolving together may both announce it)."""
         if check.continuation is None and await self.groups.resolve_member(check.taskGroupId, check.taskId):
-            log.info("task group resolved", extra=fields(event="task-group-resolved", taskId=check.taskId))
+            # Announced at least once: a redelivered message, or two last members resolving together, may
+            # announce it again (as in Taskcluster, where a group can also resolve again after new tasks).
+            now = self.clock()
+            with contextlib.suppress(TaskGroupNotFound):
+                await self.groups.update(check.taskGroupId, lambda g: g, lambda g: [
+                    _group_changed("task-group-resolved", g, now)])
 
     async def list_dependents(self, task_id: str, *, limit: int, continuation: str | None) -> dict[str, Any]:
         await self.ensure_storage()
@@ -792,8 +830,9 @@ class QueueService:
 
     async def seal_task_group(self, task_group_id: str) -> dict[str, Any]:
         await self.ensure_storage()
-        group = await self.groups.seal(task_group_id, timeutil.iso(self.clock()))
-        log.info("task group sealed", extra=fields(event="task-group-sealed"))
+        now = self.clock()
+        group = await self.groups.seal(task_group_id, timeutil.iso(now),
+                                       lambda g: [_group_changed("task-group-sealed", g, now)])
         return dict(group.to_api())
 
     async def cancel_task_group(self, task_group_id: str) -> dict[str, Any]:
@@ -838,6 +877,7 @@ class QueueService:
                 if strict:
                     raise problem
                 return UNCHANGED
+            task.emit("task-priority-changed", oldPriority=task.priority, newPriority=new_priority)
             task.definition["priority"] = new_priority
             if task.state == "pending":
                 await guards.hint(task)
@@ -868,8 +908,34 @@ class QueueService:
                     return None
 
         changed = [t for t in await asyncio.gather(*(change(t) for t in ids)) if t]
+        now = self.clock()
+        await self.groups.update(task_group_id, lambda g: g, lambda g: [group_event(
+            "task-group-priority-changed", g.task_group_id, g.scheduler_id, now=now, newPriority=new_priority,
+            tasksAffected=len(changed))])
         return {"taskGroupId": task_group_id, "schedulerId": group.scheduler_id, "newPriority": new_priority,
                 "tasksAffected": len(changed), "taskIds": changed}
+
+    # --- events ------------------------------------------------------------------------------------------------
+
+    async def task_events(self, task_id: str, *, limit: int, continuation: str | None) -> dict[str, Any]:
+        """A task's recorded events, in order (whether or not a bus is configured)."""
+        await self.ensure_storage()
+        await self._load(task_id)
+        return await self._events_page({"taskId": task_id}, Stream(TASKS_TABLE, task_id), limit, continuation)
+
+    async def task_group_events(self, task_group_id: str, *, limit: int,
+                                continuation: str | None) -> dict[str, Any]:
+        await self._group(task_group_id)
+        return await self._events_page({"taskGroupId": task_group_id}, Stream(TASK_GROUPS_TABLE, task_group_id),
+                                       limit, continuation)
+
+    async def _events_page(self, head: dict[str, Any], stream: Stream, limit: int,
+                           continuation: str | None) -> dict[str, Any]:
+        events, token = await self.events.list(stream, limit=min(limit, MAX_PAGE), continuation=continuation)
+        out = {**head, "events": [e.to_api(seq, self.settings.pulse_namespace) for seq, e in events]}
+        if token:
+            out["continuationToken"] = token
+        return out
 
     # --- expiry ----------------------------------------------------------------------------------------------------
 
@@ -886,6 +952,7 @@ class QueueService:
             async with limit:
                 task = await self._get(task_id)
                 if task is not None:
+                    await self.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
                     await self.deps.forget_task(task_id)
                     group_id = task.definition["taskGroupId"]
                     await self.groups.forget_member(group_id, task_id)
@@ -902,6 +969,12 @@ class QueueService:
         if expired:
             log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
         return expired
+
+
+def _group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
+    """task-group-resolved / task-group-sealed: the task-group-changed-message."""
+    return group_event(exchange, group.task_group_id, group.scheduler_id, now=now, expires=group.expires,
+                       **({"sealed": group.sealed} if group.sealed else {}))
 
 
 def _run_of(task: Task, run_id: int) -> Run:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 import json
 import re
+from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.errors import SettingsError
@@ -69,9 +70,42 @@ class Settings(BaseSettings):
                                 "deleted (Taskcluster: 30 minutes).")
     expiry_schedule: str = Field(default="0 */5 * * * *", description="NCRONTAB schedule of the expiry timer "
                                  "(an app setting the timer trigger's binding names as %QUEUE_EXPIRY_SCHEDULE%).")
+    event_bus: Literal["none", "amqp", "servicebus"] = Field(
+        default="none", description="Where events are published: `amqp` (RabbitMQ / Pulse), `servicebus` (Azure "
+        "Service Bus) or `none` (recorded and listed by the API, not published).")
+    amqp_url: str = Field(default="amqp://guest:guest@127.0.0.1:5672/", description="AMQP 0-9-1 broker URL "
+                          "(with `QUEUE_EVENT_BUS=amqp`).")
+    servicebus_connection: str | None = Field(default=None, description="Service Bus connection string (with "
+                                              "`QUEUE_EVENT_BUS=servicebus`).")
+    pulse_namespace: str = Field(default="taskcluster-queue", pattern=r"^[a-z0-9][a-z0-9._-]*$",
+                                 description="Exchange namespace: exchanges are `exchange/<this>/v1/<name>` "
+                                 "(Service Bus topics `<this>/v1/<name>`).")
+    event_lease: float = Field(default=30, gt=0, description="Seconds a dispatcher holds a stream while "
+                               "publishing; one that dies is replaced after this.")
+    event_publish_timeout: float = Field(default=10, gt=0, description="Seconds to wait for the bus to "
+                                         "confirm one message (keep it well under `event_lease`).")
+    event_retry_max_delay: int = Field(default=60, ge=1, description="Longest wait before dispatching again "
+                                       "after the bus refused (the wait doubles from 1 s).")
+    faults: str = Field(default="", description="Tests only: fault-injection points at which the process "
+                        "exits as if killed (`shared/faults.py`).")
     validate_responses: bool = Field(default=False, description="Validate every response body against its "
                                      "schema (on in tests; costs CPU).")
     log_level: str = Field(default="INFO", description="Level of the queue's logs.")
+
+    @model_validator(mode="after")
+    def _bus_configured(self) -> Settings:
+        if self.event_bus == "servicebus" and not self.servicebus_connection:
+            raise ValueError("QUEUE_SERVICEBUS_CONNECTION is required with QUEUE_EVENT_BUS=servicebus")
+        return self
+
+    @field_validator("faults")
+    @classmethod
+    def _known_faults(cls, value: str) -> str:
+        from shared import faults
+        unknown = {n.strip() for n in value.split(",") if n.strip()} - faults.POINTS
+        if unknown:
+            raise ValueError(f"unknown fault points: {', '.join(sorted(unknown))}")
+        return value
 
     @field_validator("root_url")
     @classmethod
@@ -112,7 +146,7 @@ def load_settings(**overrides: object) -> Settings:
         problems = []
         for err in exc.errors():
             field = ".".join(str(part) for part in err["loc"])
-            problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}")
+            problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}" if field else err["msg"])
         raise SettingsError(problems="; ".join(problems)) from None
 
 

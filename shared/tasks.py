@@ -94,6 +94,13 @@ class Task:
     retries_left: int = 0
     taken_until: str | None = None
     etag: str | None = None
+    event_seq: int = 0  # the last event recorded for this task (shared/eventlog.py)
+    # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
+    emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
+
+    def emit(self, exchange: str, run_id: int | None = None, **extra: Any) -> None:
+        """Announce `exchange` with the change being made (built from the state once the change is complete)."""
+        self.emitted.append((exchange, run_id, extra))
 
     @property
     def state(self) -> str:
@@ -145,6 +152,7 @@ class Task:
             "state": self.state,
             "retriesLeft": self.retries_left,
             "takenUntil": self.taken_until or "",
+            "eventSeq": self.event_seq,
             **_pack("definition", d),
             **_pack("runs", [run.to_stored() for run in self.runs]),
         }
@@ -160,4 +168,5 @@ class Task:
             retries_left=int(data["retriesLeft"]),
             taken_until=data.get("takenUntil") or None,
             etag=entity.etag,
+            event_seq=int(data.get("eventSeq", 0)),
         )

@@ -20,6 +20,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT6
 
 SCHEMA_DIR = Path(__file__).parent / "schemas" / "queue"
+EXT_DIR = Path(__file__).parent / "schemas" / "ext"
 BASE = "https://tc-azure-queue.invalid/schemas/queue/v1/"
 MAX_REPORTED_ERRORS = 10
 
@@ -42,7 +43,8 @@ def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
     constants = yaml.safe_load((SCHEMA_DIR / "constants.yml").read_text())
     schemas: dict[str, dict[str, Any]] = {}
     registry: Registry = Registry()
-    for path in sorted((SCHEMA_DIR / "v1").glob("*.yml")):
+    # v1: the official schemas; ext: this service's own additions (outside Taskcluster's API).
+    for path in [*sorted((SCHEMA_DIR / "v1").glob("*.yml")), *sorted(EXT_DIR.glob("*.yml"))]:
         schema = _expand_consts(yaml.safe_load(path.read_text()), constants)
         schema.pop("$schema", None)  # a pointer to draft-06, which is what we validate with
         uri = f"{BASE}{path.stem}.json"

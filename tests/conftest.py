@@ -93,12 +93,13 @@ def all_host_logs() -> str:
 
 def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "function_app:app",
                host_json: Path | None = None, extra_args: list[str] | None = None,
-               **settings: Any) -> HostProcess:
+               extra_env: dict[str, str] | None = None, **settings: Any) -> HostProcess:
     """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves."""
     port = azurite_mod.free_port()
     env = base_env(storage)
     env["QUEUE_PORT"] = str(port)
     env.update({f"QUEUE_{k.upper()}": str(v) for k, v in settings.items()})
+    env.update(extra_env or {})
     log_path = log_dir / f"host-{port}.log"
     args = [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "--app", app]
     if host_json is not None:

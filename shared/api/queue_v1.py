@@ -189,6 +189,22 @@ async def list_dependent_tasks(call: Call) -> dict[str, Any]:
     return await call.service.list_dependents(call.params["taskId"], **_paging(call))
 
 
+@api.route("GET", "/task/<taskId>/events", name="listTaskEvents", title="List Task Events",
+           scopes="queue:status:<taskId>", output="list-events-response", stability="experimental")
+async def list_task_events(call: Call) -> dict[str, Any]:
+    """Not in Taskcluster: the task's recorded events in order, also when no event bus is configured."""
+    await call.authorize()
+    return await call.service.task_events(call.params["taskId"], **_paging(call))
+
+
+@api.route("GET", "/task-group/<taskGroupId>/events", name="listTaskGroupEvents", title="List Task Group Events",
+           scopes="queue:list-task-group:<taskGroupId>", output="list-events-response", stability="experimental")
+async def list_task_group_events(call: Call) -> dict[str, Any]:
+    """Not in Taskcluster: the task group's recorded events (sealed, resolved, priority changed) in order."""
+    await call.authorize()
+    return await call.service.task_group_events(call.params["taskGroupId"], **_paging(call))
+
+
 @api.route("POST", "/task/<taskId>/priority", name="changeTaskPriority", title="Change Task Priority",
            scopes={"AnyOf": ["queue:change-task-priority:<taskId>",
                              "queue:change-task-priority-in-queue:<taskQueueId>"]},

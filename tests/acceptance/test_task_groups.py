@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 
+import httpx
 import pytest
 
 from shared import timeutil
-from tests.conftest import all_host_logs, expect_error, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
@@ -102,15 +102,17 @@ def test_group_resolves_when_its_last_task_resolves(queue, queue_host):
         queue.claimTask(task_id, "0", WORKER)
 
     def resolved_events():
-        lines = [json.loads(line) for line in all_host_logs().splitlines() if line.startswith("{")]
-        return [e for e in lines if e.get("event") == "task-group-resolved" and e.get("taskId") in (a, b)]
+        url = f"{queue_host.root_url}/api/queue/v1/task-group/{group}/events"
+        events = httpx.get(url).json()["events"]
+        return [e for e in events if e["exchange"].endswith("/task-group-resolved")]
 
     queue.reportCompleted(a, "0")
     time.sleep(1.5)
     assert resolved_events() == []  # b is still running
     queue.reportFailed(b, "0")
-    events = wait_for(resolved_events)
-    assert events[0]["taskId"] == b  # announced by the resolution of the last task (at least once)
+    [event] = wait_for(resolved_events)  # recorded by the resolution of the last task (at least once)
+    assert event["routingKey"] == f"primary.{group}.-._"
+    assert event["payload"]["taskGroupId"] == group and "sealed" not in event["payload"]
 
 
 def test_change_task_priority_requeues_pending_work(queue):

@@ -1,0 +1,68 @@
+"""AMQP 0-9-1 publisher, as Taskcluster publishes to Pulse: durable topic exchanges named
+`exchange/<namespace>/v1/<exchange>`, persistent JSON messages, publisher confirms, and the task's routes in the
+`CC` header (RabbitMQ's sender-selected distribution), so existing Pulse consumers bind exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+
+from shared.eventlog import PublishError
+from shared.events import Event, exchange_name
+
+log = logging.getLogger("queue.events.amqp")
+
+
+class AmqpPublisher:
+    def __init__(self, url: str, *, namespace: str, timeout: float = 10) -> None:
+        self.url, self.namespace, self.timeout = url, namespace, timeout
+        self._connection: AbstractConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._exchanges: dict[str, AbstractExchange] = {}
+        self._lock = asyncio.Lock()
+
+    async def _exchange(self, exchange: str) -> AbstractExchange:
+        async with self._lock:
+            if self._channel is None or self._channel.is_closed:
+                await self._reset()
+                self._connection = await aio_pika.connect(self.url, timeout=self.timeout)
+                # Confirms: publish() returns once the broker has taken responsibility for the message.
+                self._channel = await self._connection.channel(publisher_confirms=True)
+            found = self._exchanges.get(exchange)
+            if found is None:
+                found = await self._channel.declare_exchange(
+                    exchange_name(exchange, self.namespace), aio_pika.ExchangeType.TOPIC, durable=True,
+                    timeout=self.timeout)
+                self._exchanges[exchange] = found
+            return found
+
+    async def publish(self, event: Event) -> None:
+        message = aio_pika.Message(
+            json.dumps(event.payload, separators=(",", ":")).encode(), content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT, message_id=event.message_id or None,
+            headers={"CC": list(event.cc)} if event.cc else None)
+        try:
+            exchange = await self._exchange(event.exchange)
+            # mandatory=False: an exchange nobody is bound to is normal, as on Pulse.
+            await exchange.publish(message, event.routing_key, mandatory=False, timeout=self.timeout)
+        except (TimeoutError, aio_pika.exceptions.AMQPError, OSError, ConnectionError) as exc:
+            await self._reset()
+            raise PublishError(f"AMQP publish to {event.exchange} failed: {exc!r}") from exc
+
+    async def _reset(self) -> None:
+        connection, self._connection, self._channel = self._connection, None, None
+        self._exchanges.clear()
+        if connection is not None and not connection.is_closed:
+            try:
+                await asyncio.wait_for(connection.close(), self.timeout)
+            except Exception:  # closing a broken connection: nothing to save
+                log.debug("closing a broken AMQP connection failed", exc_info=True)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._reset()

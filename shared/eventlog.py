@@ -1,0 +1,246 @@
+"""The event log (a transactional outbox) and its dispatcher.
+
+Recording: an event is a row in the same table partition as the entity whose change it describes, written in
+the same transaction as that change, so a change is never stored without its events or the other way round.
+A *stream* is such a partition: a task's (Tasks table, PartitionKey = taskId) or a task group's (TaskGroups,
+PartitionKey = taskGroupId). The entity keeps the stream's last sequence number (`eventSeq`); its events are
+the rows `event:<seq>` (seq from 1, contiguous), and `events` is the dispatch cursor.
+
+Dispatching (when an event bus is configured): before a change is written, a message naming the stream and the
+sequence number the change will reach is put on the `event-dispatch` queue. The queue-triggered dispatcher
+takes a short lease on the stream's cursor, publishes the events after the cursor up to that number in order,
+and moves the cursor. Hence:
+- at least once: a crash after the write leaves the message, which is delivered again; a broker that is down
+  makes the dispatcher put the message back with a growing delay (never to the poison queue);
+- in order per stream: one dispatcher at a time per stream (the lease), in sequence order;
+- duplicates: a crash between publishing and moving the cursor publishes those events again, in order.
+A message that arrives before its change is written waits a moment and is put back; one whose change never
+got written (the write lost a race, or the process died) is dropped once old.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+from shared import faults, timeutil
+from shared.events import Event
+from shared.logs import fields
+from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, put_json
+
+log = logging.getLogger("queue.events")
+
+DISPATCH_QUEUE = "event-dispatch"
+EVENT_ROW = "event:"
+EVENT_ROW_END = "event;"  # ";" sorts right after ":"
+CURSOR_ROW = "events"
+SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
+_CHUNK = 30_000
+
+
+class PublishError(Exception):
+    """The event bus did not take a message (unreachable, refused, or no confirmation)."""
+
+
+class Publisher(Protocol):
+    """An event bus adapter. `publish` returns once the bus has the message durably, or raises PublishError."""
+
+    async def publish(self, event: Event) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Stream:
+    table: str
+    key: str  # the PartitionKey: a taskId or a taskGroupId
+
+    @property
+    def label(self) -> str:
+        return f"{self.table}/{self.key}"
+
+
+def event_row_key(seq: int) -> str:
+    return f"{EVENT_ROW}{seq:08d}"
+
+
+def _pack(name: str, value: Any) -> dict[str, Any]:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+    chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
+    return {**{f"{name}_{i}": c for i, c in enumerate(chunks)}, f"{name}Chunks": len(chunks)}
+
+
+def _unpack(name: str, data: dict[str, Any]) -> Any:
+    return json.loads("".join(data[f"{name}_{i}"] for i in range(int(data[f"{name}Chunks"]))))
+
+
+def event_entity(stream: Stream, seq: int, event: Event) -> Entity:
+    return Entity(stream.key, event_row_key(seq), {
+        "exchange": event.exchange, "routingKey": event.routing_key, "time": event.time,
+        **_pack("payload", event.payload), **_pack("cc", event.cc)})
+
+
+def event_of(table: str, entity: Entity) -> Event:
+    data = entity.data
+    return Event(data["exchange"], data["routingKey"], _unpack("payload", data), _unpack("cc", data),
+                 data.get("time", ""), f"{table}/{entity.partition_key}/{seq_of(entity)}")
+
+
+def seq_of(entity: Entity) -> int:
+    return int(entity.row_key[len(EVENT_ROW):])
+
+
+def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[Op]:
+    """The inserts that record `events` as `first_seq`, `first_seq + 1`, ... (part of the change's transaction)."""
+    # Upserts: rows left behind by a deleted entity of the same key (a crash while expiring it) are overwritten.
+    return [Op("upsert", event_entity(stream, first_seq + i, e)) for i, e in enumerate(events)]
+
+
+def cursor_entity(stream: Stream, dispatched: int, lease_until: str = "", etag: str | None = None) -> Entity:
+    return Entity(stream.key, CURSOR_ROW, {"dispatched": dispatched, "leaseUntil": lease_until}, etag)
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    """The `event-dispatch` message: publish `table`/`key`'s events up to `seq`."""
+
+    table: str
+    key: str
+    seq: int
+    since: str  # when the change was about to be written
+    attempt: int = 0  # publish failures so far (the put-back delay grows with it)
+
+    @property
+    def stream(self) -> Stream:
+        return Stream(self.table, self.key)
+
+    def encode(self) -> bytes:
+        return put_json(asdict(self))
+
+    @classmethod
+    def decode(cls, body: Any) -> DispatchRequest:
+        try:
+            return cls(str(body["table"]), str(body["key"]), int(body["seq"]), str(body["since"]),
+                       int(body.get("attempt", 0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed dispatch request: {body!r}") from exc
+
+
+@dataclass(frozen=True)
+class _Cursor:
+    dispatched: int
+    lease_until: str
+    etag: str | None
+
+    def leased(self, now: dt.datetime) -> bool:
+        return bool(self.lease_until) and timeutil.parse(self.lease_until) > now
+
+
+class EventLog:
+    def __init__(self, tables: TableStore, queues: QueueStore, *, dispatching: bool, lease_seconds: float = 30,
+                 retry_delay: int = 1, grace_seconds: float = 60, max_backoff: int = 60,
+                 clock: Any = timeutil.now) -> None:
+        self.tables, self.queues = tables, queues
+        self.dispatching = dispatching
+        self.lease_seconds, self.retry_delay = lease_seconds, retry_delay
+        self.grace_seconds, self.max_backoff = grace_seconds, max_backoff
+        self.clock = clock
+
+    # --- recording -----------------------------------------------------------------------------------------
+
+    async def announce(self, stream: Stream, seq: int) -> None:
+        """Before a change that records events up to `seq` is written: ask for their dispatch."""
+        if self.dispatching:
+            request = DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock()))
+            await self.queues.put(DISPATCH_QUEUE, request.encode())
+
+    async def list(self, stream: Stream, *, limit: int, continuation: str | None) -> tuple[list[tuple[int, Event]],
+                                                                                           str | None]:
+        page = await self.tables.query(stream.table, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                                       {"pk": stream.key, "lo": EVENT_ROW, "hi": EVENT_ROW_END}, limit=limit,
+                                       continuation=continuation)
+        return [(seq_of(e), event_of(stream.table, e)) for e in page.entities], page.continuation
+
+    async def forget(self, stream: Stream, last_seq: int) -> None:
+        """Delete a stream's events and cursor (its entity is expiring)."""
+        keys = [(stream.key, event_row_key(s)) for s in range(1, last_seq + 1)]
+        await delete_all(self.tables, stream.table, [*keys, (stream.key, CURSOR_ROW)])
+
+    # --- dispatching ---------------------------------------------------------------------------------------
+
+    async def _cursor(self, stream: Stream) -> _Cursor:
+        entity = await self.tables.get(stream.table, stream.key, CURSOR_ROW)
+        if entity is None:
+            return _Cursor(0, "", None)
+        return _Cursor(int(entity.data["dispatched"]), entity.data.get("leaseUntil", ""), entity.etag)
+
+    async def _write_cursor(self, stream: Stream, dispatched: int, lease_until: str,
+                            etag: str | None) -> str | None:
+        """Write the cursor conditionally (insert when new); its new ETag, or None when someone else moved it."""
+        entity = cursor_entity(stream, dispatched, lease_until, etag)
+        stored = await (self.tables.replace if etag else self.tables.insert)(stream.table, entity)
+        return stored.etag if stored is not None else None
+
+    async def dispatch(self, request: DispatchRequest, publisher: Publisher) -> str:
+        """Publish the stream's events up to `request.seq` that are not published yet; an outcome word."""
+        stream = request.stream
+        waiting, now = "busy", self.clock()
+        for pause in (*SETTLE_PAUSES, None):
+            now = self.clock()
+            cursor = await self._cursor(stream)
+            if cursor.dispatched >= request.seq:
+                return "done"
+            if cursor.leased(now):
+                waiting = "busy"  # another dispatcher is publishing this stream; it may publish ours too
+            elif await self.tables.get(stream.table, stream.key, event_row_key(request.seq)) is None:
+                waiting = "not-written"  # the change is about to be written, or never will be
+            else:
+                lease_until = timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))
+                lease = await self._write_cursor(stream, cursor.dispatched, lease_until, cursor.etag)
+                if lease is not None:
+                    return await self._publish(request, cursor.dispatched, lease, publisher)
+                waiting = "busy"
+            if pause is not None:
+                await asyncio.sleep(pause)
+        if waiting == "not-written" and now - timeutil.parse(request.since) > dt.timedelta(
+                seconds=self.grace_seconds):
+            log.warning("dropping a dispatch request whose change was never written",
+                        extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
+            return "stale"
+        await self.queues.put(DISPATCH_QUEUE, request.encode(), visible_in=self.retry_delay)
+        return waiting
+
+    async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, publisher: Publisher) -> str:
+        stream = request.stream
+        rows = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(s))
+                                      for s in range(dispatched + 1, request.seq + 1)))
+        done = dispatched
+        failure: Exception | None = None
+        try:
+            for row in rows:
+                if row is None:  # cannot happen: rows are written in one transaction with contiguous numbers
+                    raise RuntimeError(f"event {done + 1} of {stream.label} is missing")
+                faults.point("dispatch-before-publish")
+                await publisher.publish(event_of(stream.table, row))
+                faults.point("dispatch-after-publish")
+                done += 1
+        except PublishError as exc:
+            failure = exc
+        finally:
+            # Move the cursor past what was published and give up the lease (unless it ran out and was taken).
+            if await self._write_cursor(stream, done, "", lease) is None:
+                log.warning("dispatch lease of %s lost while publishing", stream.label,
+                            extra=fields(taskId=stream.key))
+        if failure is None:
+            return "published"
+        delay = min(self.max_backoff, 2 ** request.attempt)
+        log.warning("event bus refused an event (%s); retrying in %d s", failure, delay,
+                    extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
+        await self.queues.put(DISPATCH_QUEUE, replace(request, attempt=request.attempt + 1).encode(),
+                              visible_in=delay)
+        return "bus-failed"

@@ -1,0 +1,286 @@
+"""Events on the in-memory connector: what each transition records (exchange, routing key, CC, payload valid
+against the official message schema), and the dispatcher's ordering, lease and failure rules."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+from shared import timeutil
+from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, PublishError, Stream
+from shared.events import Event
+from shared.groups import TASK_GROUPS_TABLE
+from shared.service import Claim, QueueService
+from shared.settings import load_settings
+from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.tasks import TASKS_TABLE
+from shared.validation import errors_of
+from tests.conftest import slugid
+from tests.conftest import task_definition as bare_definition
+from tests.unit.test_service import Clock, _defaults
+
+
+class RecordingPublisher:
+    def __init__(self) -> None:
+        self.published: list[Event] = []
+        self.fail = False
+
+    async def publish(self, event: Event) -> None:
+        if self.fail:
+            raise PublishError("bus down")
+        await asyncio.sleep(0)
+        self.published.append(event)
+
+    async def close(self) -> None:
+        pass
+
+
+def task_definition(**overrides: object) -> dict:
+    """A definition as the service gets it: with the schema's defaults filled in."""
+    definition = bare_definition(**overrides)
+    return dict(definition, **_defaults(definition))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make_service(clock: Clock, bus: str = "amqp") -> QueueService:
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
+                             hint_grace=60, claim_work_wait=0, event_bus=bus, event_lease=5)
+    return QueueService(settings, MemoryTables(), MemoryQueues(), clock=clock)
+
+
+@pytest.fixture
+def service(clock: Clock) -> QueueService:
+    return make_service(clock)
+
+
+async def recorded(service: QueueService, task_id: str) -> list[dict]:
+    return (await service.task_events(task_id, limit=1000, continuation=None))["events"]
+
+
+def assert_valid(events: list[dict]) -> None:
+    from shared.events import EXCHANGES
+    for event in events:
+        short = event["exchange"].rsplit("/", 1)[1]
+        assert errors_of(EXCHANGES[short], event["payload"]) == [], event
+
+
+async def claim(service: QueueService, task_id: str) -> Claim:
+    result = await service.claim(task_id, 0, "wg", "w1")
+    assert isinstance(result, Claim)
+    return result
+
+
+async def test_lifecycle_records_each_exchange_with_taskclusters_routing_key(service: QueueService) -> None:
+    task_id = slugid()
+    definition = task_definition(taskQueueId="prov/wt", routes=["index.a.b", "notify.email.x@example.com"],
+                                 tags={"kind": "build"}, schedulerId="sched", taskGroupId=task_id)
+    await service.create_task(task_id, definition)
+    await claim(service, task_id)
+    await service.resolve(task_id, 0, "completed", "completed")
+    events = await recorded(service, task_id)
+    assert [e["exchange"] for e in events] == [
+        "exchange/taskcluster-queue/v1/task-defined", "exchange/taskcluster-queue/v1/task-pending",
+        "exchange/taskcluster-queue/v1/task-running", "exchange/taskcluster-queue/v1/task-completed"]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+    assert [e["routingKey"] for e in events] == [
+        f"primary.{task_id}._._._.prov.wt.sched.{task_id}._",
+        f"primary.{task_id}.0._._.prov.wt.sched.{task_id}._",
+        f"primary.{task_id}.0.wg.w1.prov.wt.sched.{task_id}._",
+        f"primary.{task_id}.0.wg.w1.prov.wt.sched.{task_id}._"]
+    assert all(e["routes"] == ["route.index.a.b", "route.notify.email.x@example.com"] for e in events)
+    assert_valid(events)
+    defined, pending, running, completed = (e["payload"] for e in events)
+    assert defined["version"] == 1 and defined["task"] == {"tags": {"kind": "build"}}
+    assert defined["status"]["state"] == "pending"  # created and scheduled by one write
+    assert pending["runId"] == 0 and "workerGroup" not in pending
+    assert running["workerGroup"] == "wg" and running["takenUntil"] == running["status"]["runs"][0]["takenUntil"]
+    assert completed["status"]["state"] == "completed" and completed["workerId"] == "w1"
+
+
+async def test_retry_records_exception_then_pending_in_one_change(service: QueueService) -> None:
+    task_id = slugid()
+    await service.create_task(task_id, task_definition(retries=1))
+    await claim(service, task_id)
+    await service.resolve(task_id, 0, "exception", "worker-shutdown")
+    events = await recorded(service, task_id)
+    assert [e["exchange"].rsplit("/", 1)[1] for e in events[-2:]] == ["task-exception", "task-pending"]
+    exception, pending = events[-2]["payload"], events[-1]["payload"]
+    assert exception["runId"] == 0 and exception["workerId"] == "w1"
+    assert pending["runId"] == 1 and events[-1]["routingKey"].split(".")[2] == "1"
+    assert exception["status"] == pending["status"]  # both describe the state after the change
+    assert_valid(events)
+
+
+async def test_cancel_deadline_rerun_failed_and_priority(service: QueueService, clock: Clock) -> None:
+    cancelled, failed = slugid(), slugid()
+    await service.create_task(cancelled, task_definition())
+    await service.cancel_task(cancelled)
+    await service.cancel_task(cancelled)  # a repeat changes nothing and records nothing
+    await service.create_task(failed, task_definition())
+    await service.change_task_priority(failed, "high")
+    await claim(service, failed)
+    await service.resolve(failed, 0, "failed", "failed")
+    await service.rerun_task(failed)
+    names = [[e["exchange"].rsplit("/", 1)[1] for e in await recorded(service, t)] for t in (cancelled, failed)]
+    assert names[0] == ["task-defined", "task-pending", "task-exception"]
+    assert names[1] == ["task-defined", "task-pending", "task-priority-changed", "task-running", "task-failed",
+                        "task-pending"]
+    changed = (await recorded(service, failed))[2]
+    assert changed["payload"]["oldPriority"] == "lowest" and changed["payload"]["newPriority"] == "high"
+    assert changed["routingKey"].split(".")[2:5] == ["_", "_", "_"]
+    late = slugid()
+    await service.create_task(late, task_definition(deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5))))
+    clock.advance(10)
+    from shared.queues import DeadlineCheck
+    task = await service._load(late)
+    assert await service.check_deadline(DeadlineCheck(late, task.deadline)) == "exceeded"
+    events = await recorded(service, late)
+    assert events[-1]["exchange"].endswith("/task-exception")
+    assert events[-1]["payload"]["status"]["runs"][0]["reasonResolved"] == "deadline-exceeded"
+    for t in (cancelled, failed, late):
+        assert_valid(await recorded(service, t))
+
+
+async def test_group_events_sealed_resolved_priority(service: QueueService) -> None:
+    group = slugid()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition(taskGroupId=group, schedulerId="s1"))
+    await service.change_task_group_priority(group, "high")
+    await service.seal_task_group(group)
+    await service.seal_task_group(group)  # sealing again keeps the first and records nothing
+    await claim(service, task_id)
+    await service.resolve(task_id, 0, "completed", "completed")
+    from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+    for message in await service.queues.receive(RESOLVED_QUEUE, 32, 30):
+        await service.resolve_dependencies(ResolvedCheck.decode(message.json()))
+    events = (await service.task_group_events(group, limit=100, continuation=None))["events"]
+    assert [e["exchange"].rsplit("/", 1)[1] for e in events] == [
+        "task-group-priority-changed", "task-group-sealed", "task-group-resolved"]
+    assert all(e["routingKey"] == f"primary.{group}.s1._" and e["routes"] == [] for e in events)
+    assert events[0]["payload"] == {"version": 1, "taskGroupId": group, "schedulerId": "s1", "newPriority": "high",
+                                    "tasksAffected": 1}
+    assert events[1]["payload"]["sealed"] == events[2]["payload"]["sealed"]
+    assert_valid(events)
+
+
+async def test_no_bus_records_events_but_asks_no_dispatch(clock: Clock) -> None:
+    service = make_service(clock, bus="none")
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    assert len(await recorded(service, task_id)) == 2
+    assert await service.queues.receive(DISPATCH_QUEUE, 32, 30) == []
+
+
+async def drain(service: QueueService, publisher: RecordingPublisher) -> list[str]:
+    """Run the dispatcher over every visible dispatch request; the outcomes."""
+    outcomes = []
+    for message in await service.queues.receive(DISPATCH_QUEUE, 32, 30):
+        outcomes.append(await service.events.dispatch(DispatchRequest.decode(message.json()), publisher))
+        await service.queues.delete(DISPATCH_QUEUE, message)
+    return outcomes
+
+
+async def test_dispatch_publishes_each_event_once_in_order(service: QueueService) -> None:
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    await claim(service, task_id)
+    await service.resolve(task_id, 0, "completed", "completed")
+    outcomes = await drain(service, publisher)
+    # The first request publishes everything up to its own seq; later ones find theirs done or go on from there.
+    assert outcomes[0] == "published"
+    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
+                                                         "task-completed"]
+    assert [e.message_id for e in publisher.published] == [f"Tasks/{task_id}/{n}" for n in (1, 2, 3, 4)]
+    assert await drain(service, publisher) == []
+
+
+async def test_duplicate_requests_publish_nothing_twice(service: QueueService) -> None:
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(timeutil.now()))
+    assert await service.events.dispatch(request, publisher) == "published"
+    assert await service.events.dispatch(request, publisher) == "done"
+    assert len(publisher.published) == 2
+
+
+async def test_concurrent_dispatchers_keep_order(service: QueueService) -> None:
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    await claim(service, task_id)
+    since = timeutil.iso(timeutil.now())
+    requests = [DispatchRequest(TASKS_TABLE, task_id, n, since) for n in (3, 2, 3, 1)]
+    await asyncio.gather(*(service.events.dispatch(r, publisher) for r in requests))
+    await drain(service, publisher)  # requests put back while the stream was busy
+    seqs = [int(e.message_id.rsplit("/", 1)[1]) for e in publisher.published]
+    assert seqs == sorted(seqs) and set(seqs) == {1, 2, 3}
+
+
+async def test_request_ahead_of_its_write_waits_then_drops_when_never_written(service: QueueService,
+                                                                              clock: Clock) -> None:
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    ahead = DispatchRequest(TASKS_TABLE, task_id, 5, timeutil.iso(clock.now))
+    assert await service.events.dispatch(ahead, publisher) == "not-written"
+    assert publisher.published == []  # nothing published past a gap, and nothing before the write is known
+    await asyncio.sleep(1.1)  # put back for QUEUE_HINT_RETRY_DELAY
+    requests = [DispatchRequest.decode(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
+    assert ahead in requests
+    clock.advance(120)  # past QUEUE_HINT_GRACE
+    assert await service.events.dispatch(ahead, publisher) == "stale"
+
+
+async def test_bus_failure_keeps_the_cursor_and_retries_with_backoff(service: QueueService, clock: Clock) -> None:
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    await service.queues.receive(DISPATCH_QUEUE, 32, 3600)  # the original request: handled below by hand
+    publisher.fail = True
+    request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
+    assert await service.events.dispatch(request, publisher) == "bus-failed"
+    assert await service.queues.receive(DISPATCH_QUEUE, 32, 30) == []  # put back with a delay
+    await asyncio.sleep(1.1)
+    [again] = await service.queues.receive(DISPATCH_QUEUE, 32, 30)
+    retry = DispatchRequest.decode(again.json())
+    assert retry.attempt == 1
+    publisher.fail = False
+    assert await service.events.dispatch(retry, publisher) == "published"
+    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending"]
+
+
+async def test_expired_lease_is_taken_over(service: QueueService, clock: Clock) -> None:
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.create_task(task_id, task_definition())
+    stream = Stream(TASKS_TABLE, task_id)
+    # A dispatcher that took the lease and died.
+    await service.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)),
+                                       (await service.tables.get(TASKS_TABLE, task_id, "events")).etag)
+    request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
+    assert await service.events.dispatch(request, publisher) == "busy"
+    clock.advance(6)
+    assert await service.events.dispatch(request, publisher) == "published"
+    assert len(publisher.published) == 2
+
+
+async def test_expiry_forgets_events(service: QueueService, clock: Clock) -> None:
+    task_id = slugid()
+    now = clock.now
+    await service.create_task(task_id, task_definition(
+        created=timeutil.iso(now), deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
+        expires=timeutil.iso(now + dt.timedelta(seconds=20))))
+    await service.seal_task_group(task_id)
+    clock.advance(3600)
+    assert await service.expire_tasks() == 1
+    for table in (TASKS_TABLE, TASK_GROUPS_TABLE):
+        page = await service.tables.query(table, "PartitionKey eq @pk", {"pk": task_id})
+        assert page.entities == [], table
