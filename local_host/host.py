@@ -102,3 +102,8 @@ async def _close_stores(app: Any, runners: list[Any]) -> None:
         from shared.runtime import get_service
         if get_service.cache_info().currsize:
             await get_service().close()
+    with contextlib.suppress(Exception):
+        from shared.runtime import get_publisher
+        publisher = get_publisher() if get_publisher.cache_info().currsize else None
+        if publisher is not None:
+            await publisher.close()
