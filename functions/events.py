@@ -11,13 +11,13 @@ import logging
 
 import azure.functions as func
 
+from functions.checks import CONNECTION
 from shared.eventlog import DISPATCH_QUEUE, DispatchRequest
 from shared.logs import fields
 from shared.runtime import get_publisher, get_service
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
-CONNECTION = "QUEUE_STORAGE"
 
 
 @bp.function_name("event_dispatch")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
@@ -31,7 +30,7 @@ from typing import Any, Protocol
 from shared import faults, timeutil
 from shared.events import Event
 from shared.logs import fields
-from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, put_json
+from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, pack_json, put_json, unpack_json
 
 log = logging.getLogger("queue.events")
 
@@ -40,7 +39,6 @@ EVENT_ROW = "event:"
 EVENT_ROW_END = "event;"  # ";" sorts right after ":"
 CURSOR_ROW = "events"
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
-_CHUNK = 30_000
 
 
 class PublishError(Exception):
@@ -69,25 +67,15 @@ def event_row_key(seq: int) -> str:
     return f"{EVENT_ROW}{seq:08d}"
 
 
-def _pack(name: str, value: Any) -> dict[str, Any]:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
-    chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
-    return {**{f"{name}_{i}": c for i, c in enumerate(chunks)}, f"{name}Chunks": len(chunks)}
-
-
-def _unpack(name: str, data: dict[str, Any]) -> Any:
-    return json.loads("".join(data[f"{name}_{i}"] for i in range(int(data[f"{name}Chunks"]))))
-
-
 def event_entity(stream: Stream, seq: int, event: Event) -> Entity:
     return Entity(stream.key, event_row_key(seq), {
         "exchange": event.exchange, "routingKey": event.routing_key, "time": event.time,
-        **_pack("payload", event.payload), **_pack("cc", event.cc)})
+        **pack_json("payload", event.payload), **pack_json("cc", event.cc)})
 
 
 def event_of(table: str, entity: Entity) -> Event:
     data = entity.data
-    return Event(data["exchange"], data["routingKey"], _unpack("payload", data), _unpack("cc", data),
+    return Event(data["exchange"], data["routingKey"], unpack_json("payload", data), unpack_json("cc", data),
                  data.get("time", ""), f"{table}/{entity.partition_key}/{seq_of(entity)}")
 
 

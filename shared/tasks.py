@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.storage.base import Entity
+from shared.storage.base import Entity, pack_json, unpack_json
 
 TASKS_TABLE = "Tasks"
 TASK_ROW = "task"
@@ -23,21 +23,7 @@ DEFINITION_FIELDS = ("provisionerId", "workerType", "taskQueueId", "schedulerId"
                      "dependencies", "requires", "routes", "priority", "retries", "created", "deadline",
                      "expires", "scopes", "payload", "metadata", "tags", "extra")
 
-_CHUNK = 30_000  # characters of ASCII JSON per property (a string property holds 32 K UTF-16 units)
 MAX_DEFINITION_CHARS = 400_000  # an entity holds 1 MiB, strings counted as UTF-16
-
-
-def _pack(name: str, value: Any) -> dict[str, Any]:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
-    chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
-    packed: dict[str, Any] = {f"{name}_{i}": chunk for i, chunk in enumerate(chunks)}
-    packed[f"{name}Chunks"] = len(chunks)
-    return packed
-
-
-def _unpack(name: str, data: dict[str, Any]) -> Any:
-    count = int(data[f"{name}Chunks"])
-    return json.loads("".join(data[f"{name}_{i}"] for i in range(count)))
 
 
 def definition_size(definition: dict[str, Any]) -> int:
@@ -153,8 +139,8 @@ class Task:
             "retriesLeft": self.retries_left,
             "takenUntil": self.taken_until or "",
             "eventSeq": self.event_seq,
-            **_pack("definition", d),
-            **_pack("runs", [run.to_stored() for run in self.runs]),
+            **pack_json("definition", d),
+            **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
         return Entity(self.task_id, TASK_ROW, data, self.etag)
 
@@ -163,8 +149,8 @@ class Task:
         data = entity.data
         return cls(
             task_id=entity.partition_key,
-            definition=_unpack("definition", data),
-            runs=[Run.from_stored(r) for r in _unpack("runs", data)],
+            definition=unpack_json("definition", data),
+            runs=[Run.from_stored(r) for r in unpack_json("runs", data)],
             retries_left=int(data["retriesLeft"]),
             taken_until=data.get("takenUntil") or None,
             etag=entity.etag,

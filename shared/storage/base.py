@@ -160,5 +160,21 @@ class QueueStore(Protocol):
     async def close(self) -> None: ...
 
 
+JSON_CHUNK = 30_000  # characters of ASCII JSON per property (a string property holds 32 K UTF-16 units)
+
+
+def pack_json(name: str, value: Any) -> dict[str, Any]:
+    """`value` as JSON split over properties `<name>_0..n` plus `<name>Chunks` (a property holds 64 KiB)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
+    chunks = [text[i:i + JSON_CHUNK] for i in range(0, len(text), JSON_CHUNK)] or [""]
+    packed: dict[str, Any] = {f"{name}_{i}": chunk for i, chunk in enumerate(chunks)}
+    packed[f"{name}Chunks"] = len(chunks)
+    return packed
+
+
+def unpack_json(name: str, data: dict[str, Any]) -> Any:
+    return json.loads("".join(data[f"{name}_{i}"] for i in range(int(data[f"{name}Chunks"]))))
+
+
 def put_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
