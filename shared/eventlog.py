@@ -226,9 +226,15 @@ class EventLog:
                             extra=fields(taskId=stream.key))
         if failure is None:
             return "published"
-        delay = min(self.max_backoff, 2 ** request.attempt)
+        delay = await self.retry_later(request)
         log.warning("event bus refused an event (%s); retrying in %d s", failure, delay,
                     extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
+        return "bus-failed"
+
+    async def retry_later(self, request: DispatchRequest) -> int:
+        """Put the request back as a new message after a delay that doubles with each attempt (up to
+        `max_backoff`), so a dispatch that keeps failing waits instead of ending in the poison queue."""
+        delay = int(min(self.max_backoff, 2 ** min(request.attempt, 30)))
         await self.queues.put(DISPATCH_QUEUE, replace(request, attempt=request.attempt + 1).encode(),
                               visible_in=delay)
-        return "bus-failed"
+        return delay

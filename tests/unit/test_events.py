@@ -284,3 +284,37 @@ async def test_expiry_forgets_events(service: QueueService, clock: Clock) -> Non
     for table in (TASKS_TABLE, TASK_GROUPS_TABLE):
         page = await service.tables.query(table, "PartitionKey eq @pk", {"pk": task_id})
         assert page.entities == [], table
+
+
+class HostMessage:
+    """What the trigger reads of a func.QueueMessage."""
+
+    def __init__(self, request: DispatchRequest, dequeue_count: int) -> None:
+        self.id, self.dequeue_count, self._body = "m1", dequeue_count, request.encode()
+
+    def get_json(self) -> object:
+        import json
+        return json.loads(self._body)
+
+
+@pytest.mark.parametrize("dequeue_count", [1, 4])
+async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(service: QueueService, clock: Clock,
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            dequeue_count: int) -> None:
+    import functions.events as trigger
+
+    async def broken(request: DispatchRequest, publisher: object) -> str:
+        raise RuntimeError("storage hiccup")
+
+    monkeypatch.setattr(service.events, "dispatch", broken)
+    monkeypatch.setattr(trigger, "get_service", lambda: service)
+    monkeypatch.setattr(trigger, "get_publisher", lambda: RecordingPublisher())
+    request = DispatchRequest(TASKS_TABLE, slugid(), 1, timeutil.iso(clock.now), attempt=2)
+    if dequeue_count < trigger.REQUEUE_AFTER:
+        with pytest.raises(RuntimeError):  # the host retries it a few times itself
+            await trigger.event_dispatch(HostMessage(request, dequeue_count))
+        return
+    await trigger.event_dispatch(HostMessage(request, dequeue_count))  # handled: not retried, not poisoned
+    await asyncio.sleep(4.1)  # 2 ** attempt
+    [again] = [DispatchRequest.decode(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
+    assert again == DispatchRequest(request.table, request.key, 1, request.since, attempt=3)
