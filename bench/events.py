@@ -59,7 +59,7 @@ class Counter:
         async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
             task_id = json.loads(message.body)["status"]["taskId"]
             with self.lock:
-                self.arrivals[(message.exchange.rsplit("/", 1)[1], task_id)] = time.perf_counter()
+                self.arrivals[((message.exchange or "").rsplit("/", 1)[1], task_id)] = time.perf_counter()
             await message.ack()
 
         await queue.consume(on_message)

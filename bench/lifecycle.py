@@ -74,6 +74,41 @@ def run_threads(count: int, target: Callable[[int], None]) -> float:
     return time.perf_counter() - started
 
 
+class Workers:
+    """`threads` workers claiming from `tq` (up to `per_claim` tasks a call) and completing every claim, until
+    `target` tasks are completed (`done`); calls are timed when a `timer` is given."""
+
+    def __init__(self, client: Callable[..., taskcluster.Queue], tq: str, threads: int, target: int,
+                 per_claim: int, timer: Timer | None = None) -> None:
+        self.client, self.tq, self.target, self.per_claim, self.timer = client, tq, target, per_claim, timer
+        self.completed = 0
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.threads = [threading.Thread(target=self._work, args=(i,)) for i in range(threads)]
+        for thread in self.threads:
+            thread.start()
+
+    def _call(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.timer.call(name, fn, *args) if self.timer else fn(*args)
+
+    def _work(self, i: int) -> None:
+        queue = self.client()
+        while not self.done.is_set():
+            claims = self._call("claimWork", queue.claimWork, self.tq,
+                                {"workerGroup": "bench", "workerId": f"w{i}", "tasks": self.per_claim})["tasks"]
+            for claim in claims:
+                self._call("reportCompleted", self.client(claim["credentials"]).reportCompleted,
+                           claim["status"]["taskId"], str(claim["runId"]))
+                with self.lock:
+                    self.completed += 1
+                    if self.completed >= self.target:
+                        self.done.set()
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join()
+
+
 def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
     timer = Timer()
     tq = f"bench/create-{uuid.uuid4().hex[:8]}"
@@ -91,39 +126,18 @@ def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads
 def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
     timer = Timer()
     tq = f"bench/life-{uuid.uuid4().hex[:8]}"
-    completed = 0
-    lock = threading.Lock()
-    done = threading.Event()
 
     def creator(i: int) -> None:
         queue = client()
         for _ in range(i, tasks, threads):
             timer.call("createTask", queue.createTask, timeutil.slugid(), definition(tq))
 
-    def worker(i: int) -> None:
-        nonlocal completed
-        queue = client()
-        while not done.is_set():
-            claims = timer.call("claimWork", queue.claimWork, tq,
-                                {"workerGroup": "bench", "workerId": f"w{i}", "tasks": 4})["tasks"]
-            for claim in claims:
-                worker_queue = client(claim["credentials"])
-                timer.call("reportCompleted", worker_queue.reportCompleted, claim["status"]["taskId"],
-                           str(claim["runId"]))
-                with lock:
-                    completed += 1
-                    if completed >= tasks:
-                        done.set()
-
     started = time.perf_counter()
-    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
+    workers = Workers(client, tq, threads, tasks, per_claim=4, timer=timer)
     run_threads(threads, creator)
-    done.wait()
+    workers.done.wait()
     elapsed = time.perf_counter() - started
-    for w in workers:
-        w.join()
+    workers.join()
     return (f"lifecycle: {tasks} tasks created, claimed and completed in {elapsed:.1f} s = "
             f"{tasks / elapsed:.0f} tasks/s; p50 createTask {timer.p50('createTask'):.0f} ms, claimWork "
             f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms")
@@ -182,29 +196,11 @@ def scenario_graph(client: Callable[[], taskcluster.Queue], size: int, threads: 
                 q.createTask(task_id, {**definition(tq), "taskGroupId": group, "dependencies": deps})
         run_threads(threads, creator)
     create_seconds = time.perf_counter() - created
-    done = threading.Event()
-    completed = 0
-    lock = threading.Lock()
-
-    def worker(i: int) -> None:
-        nonlocal completed
-        q = client()
-        while not done.is_set():
-            for claim in q.claimWork(tq, {"workerGroup": "bench", "workerId": f"g{i}", "tasks": 8})["tasks"]:
-                client(claim["credentials"]).reportCompleted(claim["status"]["taskId"], str(claim["runId"]))
-                with lock:
-                    completed += 1
-                    if completed >= size:
-                        done.set()
-
     started = time.perf_counter()
-    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    done.wait(timeout=1800)
+    workers = Workers(client, tq, threads, size, per_claim=8)
+    workers.done.wait(timeout=1800)
     run_seconds = time.perf_counter() - started  # before joining: idle workers wait out a claimWork long-poll
-    for w in workers:
-        w.join()
+    workers.join()
     ids = [t for layer in layers for t in layer]
     bad = []
     q = client()

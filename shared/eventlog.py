@@ -185,13 +185,13 @@ class EventLog:
                 return "done"
             if cursor.leased(now):
                 waiting = "busy"  # another dispatcher is publishing this stream; it may publish ours too
-            elif await self.tables.get(stream.table, stream.key, event_row_key(request.seq)) is None:
+            elif (last := await self.tables.get(stream.table, stream.key, event_row_key(request.seq))) is None:
                 waiting = "not-written"  # the change is about to be written, or never will be
             else:
                 lease_until = timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))
                 lease = await self._write_cursor(stream, cursor.dispatched, lease_until, cursor.etag)
                 if lease is not None:
-                    return await self._publish(request, cursor.dispatched, lease, publisher)
+                    return await self._publish(request, cursor.dispatched, lease, last, publisher)
                 waiting = "busy"
             if pause is not None:
                 await asyncio.sleep(pause)
@@ -203,10 +203,13 @@ class EventLog:
         await self.queues.put(DISPATCH_QUEUE, request.encode(), visible_in=self.retry_delay)
         return waiting
 
-    async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, publisher: Publisher) -> str:
+    async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, last: Entity,
+                       publisher: Publisher) -> str:
+        """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order."""
         stream = request.stream
-        rows = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(s))
-                                      for s in range(dispatched + 1, request.seq + 1)))
+        earlier = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(s))
+                                         for s in range(dispatched + 1, request.seq)))
+        rows = [*earlier, last]
         done = dispatched
         failure: Exception | None = None
         try:

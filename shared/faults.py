@@ -20,14 +20,19 @@ POINTS = frozenset({
 _armed: frozenset[str] = frozenset()
 
 
-def arm(names: str | None) -> None:
-    """Arm the points named in `names` (comma-separated); unknown names are an error."""
-    global _armed
+def parse(names: str | None) -> frozenset[str]:
+    """The points named in `names` (comma-separated); unknown names are an error."""
     wanted = frozenset(n.strip() for n in (names or "").split(",") if n.strip())
     unknown = wanted - POINTS
     if unknown:
         raise ValueError(f"unknown fault points: {', '.join(sorted(unknown))}")
-    _armed = wanted
+    return wanted
+
+
+def arm(names: str | None) -> None:
+    """Arm the points named in `names`."""
+    global _armed
+    _armed = parse(names)
 
 
 def point(name: str) -> None:

@@ -102,9 +102,7 @@ class Settings(BaseSettings):
     @classmethod
     def _known_faults(cls, value: str) -> str:
         from shared import faults
-        unknown = {n.strip() for n in value.split(",") if n.strip()} - faults.POINTS
-        if unknown:
-            raise ValueError(f"unknown fault points: {', '.join(sorted(unknown))}")
+        faults.parse(value)
         return value
 
     @field_validator("root_url")

@@ -80,7 +80,7 @@ class Listener:
 
         async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
             async with message.process():
-                item = Received(message.exchange.removeprefix(prefix), message.routing_key or "",
+                item = Received((message.exchange or "").removeprefix(prefix), message.routing_key or "",
                                 json.loads(message.body), dict(message.headers or {}), message.message_id,
                                 message.content_type, message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT)
                 with self._lock:

@@ -163,10 +163,21 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     queue.createTask(waiting, task_definition(taskGroupId=group, dependencies=[dep], **short))
     keeper = slugid()
     queue.createTask(keeper, task_definition())
+    storage = expiring_host.env["QUEUE_STORAGE"]
+    assert {"task", "events", "event:00000001"} <= _row_keys(storage, "Tasks", dep)  # events are recorded
     wait_for(lambda: _gone(queue, dep) and _gone(queue, waiting), timeout=20, interval=0.5)
     expect_error(404, "ResourceNotFound", queue.listTaskGroup, group)
     expect_error(404, "ResourceNotFound", queue.listDependentTasks, dep)
     assert queue.status(keeper)["status"]["state"] == "pending"
+    # Their events and dispatch cursors went with them, the group's too.
+    assert wait_for(lambda: not (_row_keys(storage, "Tasks", dep) | _row_keys(storage, "Tasks", waiting)
+                                 | _row_keys(storage, "TaskGroups", group)), timeout=10, interval=0.5)
+
+
+def _row_keys(storage, table, partition):
+    from azure.data.tables import TableClient
+    with TableClient.from_connection_string(storage, table) as client:
+        return {e["RowKey"] for e in client.query_entities("PartitionKey eq @pk", parameters={"pk": partition})}
 
 
 def _gone(queue, task_id):
