@@ -1,5 +1,5 @@
 """Queue-triggered checks that keep tasks moving (claim expiry, deadlines, dependency resolution), and the
-timer that deletes expired tasks.
+timers that delete expired tasks and artifacts.
 
 The message bodies are hints ({taskId, ...}); the service re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
@@ -53,3 +53,10 @@ async def task_resolved(msg: func.QueueMessage) -> None:
 async def expire_tasks(timer: func.TimerRequest) -> None:
     expired = await get_service().expire_tasks()
     log.info("expiry: %d tasks deleted", expired)
+
+
+@bp.function_name("expire_artifacts")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_artifacts(timer: func.TimerRequest) -> None:
+    deleted = await get_service().artifacts.expire()
+    log.info("expiry: %d artifacts deleted", deleted)

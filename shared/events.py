@@ -25,7 +25,7 @@ TASK_EXCHANGES = {
     "task-defined": "task-defined-message",
     "task-pending": "task-pending-message",
     "task-running": "task-running-message",
-    "artifact-created": "artifact-created-message",
+    "artifact-created": "artifact-created-message-azure",  # the official one, plus storageType `azure`
     "task-completed": "task-completed-message",
     "task-failed": "task-failed-message",
     "task-exception": "task-exception-message",

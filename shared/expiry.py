@@ -1,7 +1,8 @@
-"""An index of tasks by the hour they expire, so expiry never scans the Tasks table.
+"""An index of things by the hour they expire, so expiry never scans the tables that hold them.
 
-TaskExpiry: PartitionKey = `YYYY-MM-DDTHH` of the task's `expires`, RowKey = taskId. The expiry timer reads
-the partitions before the cut-off in key order, a page at a time.
+TaskExpiry: PartitionKey = `YYYY-MM-DDTHH` of the task's `expires`, RowKey = taskId (ArtifactExpiry likewise,
+RowKey naming the artifact). The expiry timer reads the partitions before the cut-off in key order, a page at a
+time, and re-checks each thing before deleting it: an entry is a hint, written before the thing it indexes.
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ def bucket(expires: str) -> str:
 
 
 class ExpiryIndex:
-    def __init__(self, tables: TableStore) -> None:
-        self.tables = tables
+    def __init__(self, tables: TableStore, table: str = TASK_EXPIRY_TABLE) -> None:
+        self.tables, self.table = tables, table
 
-    async def add(self, task_id: str, expires: str) -> None:
-        await self.tables.upsert(TASK_EXPIRY_TABLE, Entity(bucket(expires), task_id, {"expires": expires}))
+    async def add(self, key: str, expires: str) -> None:
+        await self.tables.upsert(self.table, Entity(bucket(expires), key, {"expires": expires}))
 
     async def due(self, cutoff: str, limit: int) -> list[tuple[str, str]]:
-        """(bucket, taskId) of tasks whose `expires` is before `cutoff`, oldest hours first."""
-        page = await self.tables.query(TASK_EXPIRY_TABLE, "PartitionKey le @bucket and expires lt @cutoff",
+        """(bucket, key) of entries whose `expires` is before `cutoff`, oldest hours first."""
+        page = await self.tables.query(self.table, "PartitionKey le @bucket and expires lt @cutoff",
                                        {"bucket": bucket(cutoff), "cutoff": cutoff}, limit=limit)
         return [(e.partition_key, e.row_key) for e in page.entities]
 
-    async def remove(self, hour: str, task_id: str) -> None:
-        await self.tables.delete(TASK_EXPIRY_TABLE, hour, task_id)
+    async def remove(self, hour: str, key: str) -> None:
+        await self.tables.delete(self.table, hour, key, etag="*")

@@ -13,14 +13,15 @@ from shared.bus import create_publisher
 from shared.eventlog import Publisher
 from shared.service import QueueService
 from shared.settings import get_settings
-from shared.storage.azure import AzureQueues, AzureTables
+from shared.storage.azure import AzureBlobs, AzureQueues, AzureTables
 
 
 @functools.cache
 def get_service() -> QueueService:
     settings = get_settings()
     faults.arm(settings.faults)
-    return QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+    return QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage),
+                        AzureBlobs(settings.artifact_connection))
 
 
 @functools.cache

@@ -18,12 +18,13 @@ import datetime as dt
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
 from shared import credentials, errors, faults, timeutil
+from shared.artifacts import ARTIFACT_EXPIRY_TABLE, Artifacts
 from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore, Dependent
 from shared.eventlog import DISPATCH_QUEUE, EventLog, Stream, cursor_entity, event_ops
 from shared.events import Event, group_event, task_event
@@ -43,7 +44,7 @@ from shared.queues import (
     pending_queues,
 )
 from shared.settings import Settings
-from shared.storage.base import Op, QueueMessage, QueueStore, TableStore
+from shared.storage.base import BlobStore, Entity, Op, QueueMessage, QueueStore, TableStore
 from shared.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
@@ -58,7 +59,8 @@ from shared.tasks import (
 
 log = logging.getLogger("queue")
 
-TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE)
+TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
+          ARTIFACT_EXPIRY_TABLE)
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
 DEFAULT_EXPIRES = dt.timedelta(days=365)
@@ -142,11 +144,12 @@ def _ceil_seconds(delta: dt.timedelta) -> int:
 
 
 class QueueService:
-    def __init__(self, settings: Settings, tables: TableStore, queues: QueueStore,
+    def __init__(self, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
                  clock: Callable[[], dt.datetime] = timeutil.now) -> None:
         self.settings = settings
         self.tables = tables
         self.queues = queues
+        self.blobs = blobs
         self.clock = clock
         self._ready = False
         self._ready_lock = asyncio.Lock()
@@ -157,6 +160,7 @@ class QueueService:
         self.groups = TaskGroupStore(tables, self.events)
         self.deps = DependencyStore(tables)
         self.expiry = ExpiryIndex(tables)
+        self.artifacts = Artifacts(self, blobs)
 
     # --- plumbing -------------------------------------------------------------------------------------------
 
@@ -168,11 +172,15 @@ class QueueService:
             if not self._ready:
                 await self.tables.ensure_tables(list(TABLES))
                 await self.queues.ensure_queues([*FIXED_QUEUES, DISPATCH_QUEUE])
+                if self.blobs is not None:
+                    await self.blobs.ensure_container(self.settings.artifact_container)
                 self._ready = True
 
     async def close(self) -> None:
         await self.tables.close()
         await self.queues.close()
+        if self.blobs is not None:
+            await self.blobs.close()
 
     async def _get(self, task_id: str) -> Task | None:
         entity = await self.tables.get(TASKS_TABLE, task_id, TASK_ROW)
@@ -199,17 +207,26 @@ class QueueService:
                 return task
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
 
-    async def _write(self, task: Task, *, insert: bool = False) -> bool:
+    async def _write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
+                     touch: bool = False) -> bool:
         """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
-        announces, in one transaction. False when the write lost a race (changed meanwhile; exists)."""
-        if task.emitted:
+        announces and `extra` rows of its partition (artifacts), in one transaction. `touch`: the task itself
+        did not change, only its event count is written (still conditional on the ETag, so that the extra rows
+        are written against the state that was read). False when the write lost a race (changed; exists)."""
+        if task.emitted or extra or touch:
             now = self.clock()
-            events = [task_event(task, exchange, run_id, now=now, **extra) for exchange, run_id, extra in task.emitted]
+            events = [task_event(task, exchange, run_id, now=now, **fields_)
+                      for exchange, run_id, fields_ in task.emitted]
             first = task.event_seq + 1
             task.event_seq += len(events)
             stream = Stream(TASKS_TABLE, task.task_id)
-            await self.events.announce(stream, task.event_seq)  # before the write, as every guard is
-            ops = [Op("insert" if insert else "replace", task.to_entity()), *event_ops(stream, first, events)]
+            if events:
+                await self.events.announce(stream, task.event_seq)  # before the write, as every guard is
+            if touch:
+                task_op = Op("merge", Entity(task.task_id, TASK_ROW, {"eventSeq": task.event_seq}, task.etag))
+            else:
+                task_op = Op("insert" if insert else "replace", task.to_entity())
+            ops = [task_op, *extra, *event_ops(stream, first, events)]
             if insert:  # a fresh dispatch cursor, whatever an expired task of the same id left behind
                 ops.append(Op("upsert", cursor_entity(stream, 0)))
             if not await self.tables.transact(TASKS_TABLE, ops):
@@ -940,8 +957,9 @@ class QueueService:
     # --- expiry ----------------------------------------------------------------------------------------------------
 
     async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
-        """Delete tasks whose `expires` is more than QUEUE_EXPIRY_DELAY ago, with their dependency rows and group
-        membership (and the group once it is empty and expired), a batch at a time within a time budget."""
+        """Delete tasks whose `expires` is more than QUEUE_EXPIRY_DELAY ago, with their artifacts, events,
+        dependency rows and group membership (and the group once it is empty and expired), a batch at a time
+        within a time budget."""
         await self.ensure_storage()
         cutoff = timeutil.iso(self.clock() - dt.timedelta(seconds=self.settings.expiry_delay))
         give_up = time.monotonic() + budget_seconds
@@ -952,6 +970,7 @@ class QueueService:
             async with limit:
                 task = await self._get(task_id)
                 if task is not None:
+                    await self.artifacts.forget_task(task_id)
                     await self.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
                     await self.deps.forget_task(task_id)
                     group_id = task.definition["taskGroupId"]

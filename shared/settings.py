@@ -70,6 +70,18 @@ class Settings(BaseSettings):
                                 "deleted (Taskcluster: 30 minutes).")
     expiry_schedule: str = Field(default="0 */5 * * * *", description="NCRONTAB schedule of the expiry timer "
                                  "(an app setting the timer trigger's binding names as %QUEUE_EXPIRY_SCHEDULE%).")
+    artifact_storage: str | None = Field(
+        default=None, description="Connection string of the storage account holding artifact blobs (with an "
+        "AccountKey: it signs the upload and download URLs); default: `QUEUE_STORAGE`.")
+    artifact_container: str = Field(default="artifacts", pattern=r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+                                    description="Blob container of the artifacts.")
+    artifact_upload_ttl: float = Field(default=1800, gt=0, description="Seconds an artifact's upload URL "
+                                       "(`putUrl`) works; ask createArtifact again for a fresh one.")
+    artifact_download_ttl: float = Field(default=1800, gt=0, description="Seconds a download URL given by "
+                                         "getArtifact works.")
+    artifact_exception_window: float = Field(default=1500, ge=0, description="Seconds after a run resolved "
+                                             "`exception` during which artifacts may still be created "
+                                             "(Taskcluster: 25 minutes).")
     event_bus: Literal["none", "amqp", "servicebus"] = Field(
         default="none", description="Where events are published: `amqp` (RabbitMQ / Pulse), `servicebus` (Azure "
         "Service Bus) or `none` (recorded and listed by the API, not published).")
@@ -119,6 +131,10 @@ class Settings(BaseSettings):
     @property
     def anonymous_scope_list(self) -> list[str]:
         return parse_scopes(self.anonymous_scopes)
+
+    @property
+    def artifact_connection(self) -> str:
+        return self.artifact_storage or self.storage
 
     @property
     def public_root_url(self) -> str:

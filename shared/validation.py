@@ -84,7 +84,43 @@ def _describe(error: ValidationError) -> str:
     return f"data{where}: {error.message}"
 
 
+def _tag_errors(branch: list[ValidationError], depth: int) -> dict[Any, ValidationError]:
+    """The branch's `enum`/`const` errors on properties of the instance, by property name."""
+    return {e.absolute_path[depth]: e for e in branch
+            if e.validator in ("enum", "const") and len(e.absolute_path) == depth + 1}
+
+
+def _explain(error: ValidationError) -> list[ValidationError]:
+    """The errors worth reporting for `error`. A oneOf/anyOf error ("not valid under any of the given schemas")
+    is replaced by the errors of the branch the instance was meant for: the one whose tag property (the one most
+    branches rule the instance out by, e.g. storageType) matched, else the one with the fewest errors. When
+    every branch's tag mismatched, one error lists every allowed tag."""
+    if error.validator not in ("oneOf", "anyOf") or not error.context:
+        return [error]
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.schema_path[0] if sub.schema_path else None, []).append(sub)
+    depth = len(error.absolute_path)
+    tagged = [_tag_errors(b, depth) for b in branches.values()]
+    counts: dict[Any, int] = {}
+    for found in tagged:
+        for prop in found:
+            counts[prop] = counts.get(prop, 0) + 1
+    tag = max(counts, key=lambda p: counts[p]) if counts else None
+    fitting = [b for b, found in zip(branches.values(), tagged, strict=True) if tag not in found]
+    if fitting:
+        return [e for sub in min(fitting, key=len) for e in _explain(sub)]
+    allowed: list[Any] = []
+    for found in tagged:
+        mismatch = found[tag]
+        values = mismatch.validator_value if mismatch.validator == "enum" else [mismatch.validator_value]
+        allowed.extend(v for v in values if v not in allowed)
+    first = tagged[0][tag]
+    return [ValidationError(f"{first.instance!r} is not one of {allowed!r}", path=first.absolute_path)]
+
+
 def errors_of(name: str, instance: Any, *, fill_defaults: bool = False) -> list[str]:
     """What is wrong with `instance` against schema `name` (empty when valid). May fill in defaults."""
-    found = sorted(_validator(name, fill_defaults).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    found = [e for error in _validator(name, fill_defaults).iter_errors(instance) for e in _explain(error)]
+    found.sort(key=lambda e: list(e.absolute_path))
     return [_describe(e) for e in found[:MAX_REPORTED_ERRORS]]

@@ -38,7 +38,7 @@ PARAM_PATTERNS: dict[str, str] = {
     "workerId": r"^[a-zA-Z0-9-_]{1,38}$",
     "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
 }
-_SEGMENT = {"taskQueueId": r"[^/]+/[^/]+"}
+_SEGMENT = {"taskQueueId": r"[^/]+/[^/]+", "name": r".+"}  # artifact names hold `/`
 MAX_RUN_ID = 1000
 
 # A scope template: scope strings with `<param>` placeholders, AllOf/AnyOf, `{for, in, each}` expanding a
@@ -104,6 +104,16 @@ class Call:
 
     async def client_gone(self) -> bool:
         return await self.request.is_disconnected()
+
+
+@dataclass
+class Reply:
+    """A handler's answer other than 200 with a JSON body: a status, headers, and a body (JSON, or none), which
+    is checked against the route's output schema when the status is below 400."""
+
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -267,15 +277,16 @@ class ApiApp:
             body = _parse_body(raw, route)
             call = Call(route, params, dict(request.query_params), body, request, self.service(), caller)
             result = await route.handler(call)
-            if isinstance(result, Response):
-                return result
-            if self.validate_responses and route.output:
-                problems = validation.errors_of(route.output, result)
+            reply = result if isinstance(result, Reply) else Reply(result)
+            if self.validate_responses and route.output and reply.body is not None and reply.status < 400:
+                problems = validation.errors_of(route.output, reply.body)
                 if problems:
                     log.error("response of %s does not match %s: %s", route.name, route.output, problems)
                     raise errors.InternalServerError("Response does not match its schema: {p}",
                                                      p="; ".join(problems))
-            return JSONResponse(result)
+            if reply.body is None:
+                return Response(status_code=reply.status, headers=reply.headers)
+            return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
         except errors.QueueError as exc:
             if exc.status >= 500:
                 log.error("%s failed: %s", route.name, exc.message)

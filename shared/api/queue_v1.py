@@ -257,3 +257,6 @@ async def cancel_task_group(call: Call) -> dict[str, Any]:
 async def change_task_group_priority(call: Call) -> dict[str, Any]:
     group_id = await _authorize_for_group(call)
     return await call.service.change_task_group_priority(group_id, call.body["newPriority"])
+
+
+from shared.api import queue_v1_artifacts  # noqa: E402,F401  (registers the artifact routes on `api`)

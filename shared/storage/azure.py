@@ -1,4 +1,4 @@
-"""Table and queue stores over the Azure SDKs' async clients (Azure Storage, or Azurite locally)."""
+"""Table, queue and blob stores over the Azure SDKs' async clients (Azure Storage, or Azurite locally)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import base64
 import contextlib
 import datetime as dt
 import json
+import urllib.parse
 from typing import Any
 
 import aiohttp
@@ -19,9 +20,11 @@ from azure.core.exceptions import (
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.data.tables import TableTransactionError, UpdateMode
 from azure.data.tables.aio import TableClient, TableServiceClient
+from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+from azure.storage.blob.aio import BlobServiceClient
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
-from shared.storage.base import BATCH_LIMIT, Entity, Op, Page, QueueMessage, decode_message, encode_message
+from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMessage, decode_message, encode_message
 
 _KEYS = ("PartitionKey", "RowKey")
 # Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
@@ -169,6 +172,8 @@ class AzureTables:
                 operations.append(("upsert", row, {"mode": UpdateMode.REPLACE}))
             elif op.kind == "replace":
                 operations.append(("update", row, {"mode": UpdateMode.REPLACE, **condition}))
+            elif op.kind == "merge":
+                operations.append(("update", row, {"mode": UpdateMode.MERGE, **condition}))
             elif op.kind == "delete":
                 operations.append(("delete", row, condition))
             else:
@@ -266,6 +271,59 @@ class AzureQueues:
         except ResourceNotFoundError:
             return 0
         return int(props.approximate_message_count or 0)
+
+    async def close(self) -> None:
+        await self._clients.close()
+
+
+# Signed URLs start a little in the past: Azure refuses a SAS whose start is ahead of its own clock.
+SAS_CLOCK_SKEW = dt.timedelta(minutes=15)
+
+
+class AzureBlobs:
+    """Blobs and their SAS URLs. The SAS are signed with the account key of the connection string (a managed
+    identity would sign with a user delegation key instead)."""
+
+    def __init__(self, connection_string: str) -> None:
+        self._clients = _Clients(connection_string, BlobServiceClient, "get_container_client")
+        # The account name, key and blob endpoint, without any I/O (a sync client only parses the string).
+        from azure.storage.blob import BlobServiceClient as SyncBlobServiceClient
+        parsed = SyncBlobServiceClient.from_connection_string(connection_string)
+        self._account = parsed.account_name or ""
+        self._key = getattr(parsed.credential, "account_key", None)
+        self._endpoint = parsed.url.rstrip("/")
+        parsed.close()
+        if not self._key:
+            raise ValueError("the blob storage connection string must hold an AccountKey to sign artifact URLs")
+
+    def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime) -> str:
+        sas = generate_blob_sas(self._account, container, blob, account_key=self._key, permission=permission,
+                                expiry=expires, start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW, protocol=None)
+        return f"{self._endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{sas}"
+
+    def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+        return self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)
+
+    def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
+        return self._signed(container, blob, BlobSasPermissions(read=True), expires)
+
+    async def ensure_container(self, container: str) -> None:
+        with contextlib.suppress(ResourceExistsError):
+            await self._clients.get(container).create_container()
+
+    async def info(self, container: str, blob: str) -> BlobInfo | None:
+        try:
+            props = await self._clients.get(container).get_blob_client(blob).get_blob_properties()
+        except ResourceNotFoundError:
+            return None
+        return BlobInfo(int(props.size), props.content_settings.content_type, props.etag)
+
+    async def delete(self, container: str, blob: str) -> bool:
+        try:
+            await self._clients.get(container).delete_blob(blob, delete_snapshots="include")
+        except ResourceNotFoundError:
+            return False
+        return True
 
     async def close(self) -> None:
         await self._clients.close()

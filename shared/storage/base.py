@@ -38,7 +38,8 @@ BATCH_LIMIT = 100  # operations in one Azure Table transaction (all in one parti
 @dataclass(frozen=True)
 class Op:
     """One operation of a transaction: `insert` (fails if it exists), `upsert`, `replace` (conditional on
-    the entity's ETag when it has one) or `delete` (conditional likewise; fails if absent)."""
+    the entity's ETag when it has one), `merge` (sets the given properties, keeps the others; conditional
+    likewise) or `delete` (conditional likewise; fails if absent)."""
 
     kind: str
     entity: Entity
@@ -178,3 +179,32 @@ def unpack_json(name: str, data: dict[str, Any]) -> Any:
 
 def put_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    size: int
+    content_type: str | None
+    etag: str | None
+
+
+class BlobStore(Protocol):
+    """Blob storage for artifacts. Data never passes through the queue: clients move it with signed URLs."""
+
+    async def ensure_container(self, container: str) -> None: ...
+
+    def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+        """A URL that may write (single PUT, or blocks and a block list) this one blob until `expires`, and do
+        nothing else: not read it, not touch another blob. Without `overwrite` it may only create the blob, so
+        it is useless once the blob exists."""
+
+    def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
+        """A URL that may read this one blob until `expires`."""
+
+    async def info(self, container: str, blob: str) -> BlobInfo | None:
+        """The blob's size and content type; None if there is no such (committed) blob."""
+
+    async def delete(self, container: str, blob: str) -> bool:
+        """Delete the blob; False if it did not exist."""
+
+    async def close(self) -> None: ...

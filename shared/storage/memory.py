@@ -1,4 +1,4 @@
-"""In-memory table and queue stores with Azure's semantics (ETags, visibility, dequeue counts).
+"""In-memory table, queue and blob stores with Azure's semantics (ETags, visibility, dequeue counts).
 
 For fast unit tests of the domain logic; behaviour is proven again against Azurite in the integration tests.
 Filters support the small OData subset the queue uses: `PartitionKey eq @pk`, joined with `and`.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.storage.base import BATCH_LIMIT, Entity, Op, Page, QueueMessage
+from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMessage
 
 
 class MemoryTables:
@@ -100,11 +100,15 @@ class MemoryTables:
             current = staged.get(key)
             if op.kind == "insert" and current is not None:
                 return False
-            if op.kind in ("replace", "delete") and (
+            if op.kind in ("replace", "merge", "delete") and (
                     current is None or (op.entity.etag is not None and current.etag != op.entity.etag)):
                 return False
             if op.kind == "delete":
                 del staged[key]
+            elif op.kind == "merge":
+                assert current is not None
+                staged[key] = self._stamp(Entity(current.partition_key, current.row_key,
+                                                 {**current.data, **op.entity.data}))
             else:
                 staged[key] = self._stamp(op.entity)
         rows.clear()
@@ -180,6 +184,44 @@ class MemoryQueues:
 
     async def approximate_count(self, queue: str) -> int:
         return len(self._queues.get(queue, []))
+
+    async def close(self) -> None:
+        return None
+
+
+class MemoryBlobs:
+    """Blobs in a dict. Its URLs (`memory://<container>/<blob>?sp=<w|r>&se=<expiry>`) are not fetchable; tests
+    store and read blobs with `put` and `get`."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[tuple[str, str], tuple[bytes, str | None]] = {}
+        self.containers: set[str] = set()
+
+    async def ensure_container(self, container: str) -> None:
+        self.containers.add(container)
+
+    def _url(self, container: str, blob: str, permission: str, expires: dt.datetime) -> str:
+        return f"memory://{container}/{blob}?sp={permission}&se={expires.isoformat()}"
+
+    def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+        return self._url(container, blob, "cw" if overwrite else "c", expires)
+
+    def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
+        return self._url(container, blob, "r", expires)
+
+    def put(self, container: str, blob: str, data: bytes, content_type: str | None = None) -> None:
+        self.blobs[(container, blob)] = (data, content_type)
+
+    def get(self, container: str, blob: str) -> bytes | None:
+        found = self.blobs.get((container, blob))
+        return found[0] if found else None
+
+    async def info(self, container: str, blob: str) -> BlobInfo | None:
+        found = self.blobs.get((container, blob))
+        return BlobInfo(len(found[0]), found[1], None) if found else None
+
+    async def delete(self, container: str, blob: str) -> bool:
+        return self.blobs.pop((container, blob), None) is not None
 
     async def close(self) -> None:
         return None
