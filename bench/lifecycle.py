@@ -255,11 +255,15 @@ def main() -> int:
     return 0
 
 
-def start_embedded(processes: list[Any]) -> tuple[str, dict[str, str]]:
+def start_embedded(processes: list[Any], *, in_memory: bool = True) -> tuple[str, dict[str, str]]:
+    """Azurite (data in memory, or on disk in a temporary folder deleted afterwards) and a local host."""
+    import shutil
     import subprocess
     import tempfile
 
-    store = azurite.start(Path(tempfile.mkdtemp(prefix="bench-azurite-")), in_memory=True)
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-azurite-"))
+    processes.append(lambda: shutil.rmtree(data_dir, ignore_errors=True))
+    store = azurite.start(data_dir, in_memory=in_memory)
     processes.append(store.stop)
     port = azurite.free_port()
     token = secrets.token_urlsafe(33)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from shared import errors, timeutil
 from shared.expiry import ExpiryIndex
 from shared.logs import fields
-from shared.storage.base import BlobStore, Entity, Op, decode_key, delete_all, encode_key, pack_json, unpack_json
+from shared.storage.base import BlobStore, Entity, Op, delete_all, encode_key, pack_json, unpack_json
 from shared.tasks import TASKS_TABLE, Run, Task
 
 if TYPE_CHECKING:
@@ -46,7 +46,10 @@ log = logging.getLogger("queue.artifacts")
 ARTIFACT_ROW, ARTIFACT_ROW_END = "artifact:", "artifact;"  # ";" sorts right after ":"
 ARTIFACT_EXPIRY_TABLE = "ArtifactExpiry"
 MAX_NAME_CHARS = 1024  # artifact-response.yml
-MAX_KEY_CHARS = 1024  # Azure Table keys: 1 KiB
+# Azure Table keys hold 1 KiB of UTF-16: 512 characters. A row key (and its expiry index key, which adds the taskId)
+# that would be longer names the artifact by a hash of its name instead (such artifacts list last).
+MAX_KEY_CHARS = 512
+INDEX_SEPARATOR = "~"  # not in taskIds
 EXPIRES_PAST = dt.timedelta(minutes=15)  # how far in the past `expires` may be (Taskcluster)
 MAX_LINK_DEPTH = 32
 DEFAULT_CONTENT_TYPE = "application/binary"
@@ -61,7 +64,7 @@ use `azure` (upload to the returned putUrl, then call finishArtifact), or `refer
 
 
 class ArtifactNameInvalid(errors.InputError):
-    """Artifact name is too long: at most {limit} characters, fewer when it holds `/`, `\\`, `#`, `?` or `%`"""
+    """Artifact name is too long: at most {limit} characters"""
 
 
 class ArtifactExpiresInvalid(errors.InputError):
@@ -123,16 +126,19 @@ class UploadIncomplete(errors.InputError):
 
 
 def row_key(run_id: int, name: str) -> str:
-    return f"{ARTIFACT_ROW}{run_id}:{encode_key(name)}"
+    key = f"{ARTIFACT_ROW}{run_id}:{encode_key(name)}"
+    if len(key) + 23 > MAX_KEY_CHARS:  # 22 characters of taskId and the separator, in the index key
+        key = f"{ARTIFACT_ROW}{run_id}:~{hashlib.sha256(name.encode()).hexdigest()}"
+    return key
 
 
 def _index_key(task_id: str, run_id: int, name: str) -> str:
-    return f"{task_id}:{run_id}:{encode_key(name)}"
+    return f"{task_id}{INDEX_SEPARATOR}{row_key(run_id, name)}"
 
 
-def _parse_index_key(key: str) -> tuple[str, int, str]:
-    task_id, run_id, encoded = key.split(":", 2)
-    return task_id, int(run_id), decode_key(encoded)
+def _parse_index_key(key: str) -> tuple[str, str]:
+    task_id, row = key.split(INDEX_SEPARATOR, 1)
+    return task_id, row
 
 
 def blob_path(task_id: str, run_id: int, name: str) -> str:
@@ -249,7 +255,7 @@ class Artifacts:
         storage_type = body["storageType"]
         if storage_type in ("s3", "object"):
             raise StorageTypeUnsupported(storageType=storage_type)
-        if len(name) > MAX_NAME_CHARS or len(_index_key(task_id, run_id, name)) > MAX_KEY_CHARS:
+        if len(name) > MAX_NAME_CHARS:
             raise ArtifactNameInvalid(limit=MAX_NAME_CHARS)
         expires = timeutil.normalize(body["expires"])
         if timeutil.parse(expires) < now - EXPIRES_PAST:
@@ -458,13 +464,15 @@ class Artifacts:
 
         async def expire(hour: str, key: str) -> None:
             nonlocal deleted
-            task_id, run_id, name = _parse_index_key(key)
+            task_id, row = _parse_index_key(key)
             async with limit:
-                artifact = await self._row(task_id, run_id, name)
+                entity = await self.tables.get(TASKS_TABLE, task_id, row)
+                artifact = Artifact.from_entity(entity) if entity is not None else None
                 # Gone already, or its expiry was extended since this entry (the later one is indexed too).
                 if artifact is not None and artifact.expires < cutoff:
                     if not await self._delete(artifact):
-                        log.warning("artifact %s changed while expiring; kept", name, extra=fields(taskId=task_id))
+                        log.warning("artifact %s changed while expiring; kept", artifact.name,
+                                    extra=fields(taskId=task_id))
                         return  # looked at again on the next run
                     deleted += 1
                 await self.index.remove(hour, key)

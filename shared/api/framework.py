@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import logging
 import re
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,18 +205,35 @@ def _parse_body(raw: bytes, route: Route) -> Any:
     return body
 
 
-def _auth_request(request: Request, raw: bytes) -> AuthRequest:
-    """The request as its client addressed it: Hawk MACs cover the scheme's port, host and raw path."""
+def _auth_requests(request: Request, raw: bytes, api: Api, route: Route,
+                   params: dict[str, str]) -> list[AuthRequest]:
+    """The request as its client addressed it: Hawk MACs cover the scheme's port, host and raw path. Second, when
+    it differs, the path as the official clients write it (each parameter percent-encoded, `/` as `%2F`): the
+    Azure Functions ASGI adapter hands the app a decoded path as `raw_path`, which would fail the MAC of every
+    request whose parameters hold an encoded character (artifact names)."""
     scope = request.scope
     scheme = request.headers.get("x-forwarded-proto", scope.get("scheme", "http")).split(",")[0].strip()
     host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
-    path = scope.get("raw_path") or scope["path"].encode()
-    target = path.decode("latin-1")
-    if scope.get("query_string"):
-        target += "?" + scope["query_string"].decode("latin-1")
-    return AuthRequest(method=request.method, url=f"{scheme}://{host}{target}",
-                       authorization=request.headers.get("authorization"), content=raw,
-                       content_type=request.headers.get("content-type", ""))
+    query = "?" + scope["query_string"].decode("latin-1") if scope.get("query_string") else ""
+    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    canonical = api.prefix + re.sub(r"<([a-zA-Z]+)>", lambda m: urllib.parse.quote(params[m.group(1)], safe=""),
+                                    route.path)
+    return [AuthRequest(method=request.method, url=f"{scheme}://{host}{path}{query}",
+                        authorization=request.headers.get("authorization"), content=raw,
+                        content_type=request.headers.get("content-type", ""))
+            for path in dict.fromkeys([raw_path, canonical])]
+
+
+async def _authenticate(authenticator: Authenticator, requests: list[AuthRequest]) -> Caller:
+    """The caller of the first form of the request that authenticates; else the first form's failure."""
+    first: errors.AuthenticationFailed | None = None
+    for auth_request in requests:
+        try:
+            return await authenticator.authenticate(auth_request)
+        except errors.AuthenticationFailed as exc:
+            first = first or exc
+    assert first is not None
+    raise first
 
 
 def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
@@ -259,21 +277,20 @@ class ApiApp:
 
     async def handle(self, request: Request) -> Response:
         started = dt.datetime.now(dt.UTC)
-        method, path = request.method, request.url.path
-        found = None
-        for api in self.apis:
-            found = api.match("GET" if method == "HEAD" else method, path)
-            if found:
-                break
+        # The decoded path as the server gave it (request.url.path re-quotes `#` and `?` within a segment).
+        method, path = request.method, request.scope["path"]
+        found = next(((api, match) for api in self.apis
+                      if (match := api.match("GET" if method == "HEAD" else method, path))), None)
         if found is None:
             return error_response(errors.UnknownRoute(method=method, path=path), method="unknown",
                                   params={}, payload=None)
-        route, params = found
+        api, (route, params) = found
         body: Any = None
         try:
             _check_params(params)
             raw = await _read_raw_body(request)
-            caller = await self.authenticator().authenticate(_auth_request(request, raw))
+            auth_requests = _auth_requests(request, raw, api, route, params)
+            caller = await _authenticate(self.authenticator(), auth_requests)
             body = _parse_body(raw, route)
             call = Call(route, params, dict(request.query_params), body, request, self.service(), caller)
             result = await route.handler(call)

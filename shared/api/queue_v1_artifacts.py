@@ -20,6 +20,8 @@ GET_SCOPES = {"AllOf": [{"for": "name", "in": "names", "each": "queue:get-artifa
            scopes="queue:create-artifact:<taskId>/<runId>", input="create-artifact-request",
            output="create-artifact-response")
 async def create_artifact(call: Call) -> dict[str, Any]:
+    """Types `azure` (this queue's: answered with a `putUrl` that may only write the artifact's blob, and an
+    `uploadId` for finishArtifact), `reference`, `link` and `error`; `s3` and `object` are refused (400)."""
     await call.authorize()
     return await call.service.artifacts.create(call.params["taskId"], call.run_id(), call.params["name"], call.body)
 
@@ -27,6 +29,8 @@ async def create_artifact(call: Call) -> dict[str, Any]:
 @api.route("PUT", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="finishArtifact", title="Finish Artifact",
            scopes="queue:create-artifact:<taskId>/<runId>", input="finish-artifact-request")
 async def finish_artifact(call: Call) -> Reply:
+    """For `azure` artifacts: the blob must exist with the declared `contentLength`; then the artifact is
+    available and `artifact-created` is published. 204."""
     await call.authorize()
     await call.service.artifacts.finish(call.params["taskId"], call.run_id(), call.params["name"],
                                         call.body["uploadId"])
@@ -61,6 +65,7 @@ async def get_artifact(call: Call) -> Reply:
 @api.route("GET", "/task/<taskId>/artifacts/<name>", name="getLatestArtifact",
            title="Get Artifact Data from Latest Run", scopes=GET_SCOPES, output="get-artifact-response")
 async def get_latest_artifact(call: Call) -> Reply:
+    """As getArtifact, for the task's latest run."""
     return await _redirect(call, None)
 
 
@@ -77,6 +82,8 @@ async def _content(call: Call, run_id: int | None) -> dict[str, Any]:
 @api.route("GET", "/task/<taskId>/runs/<runId>/artifact-content/<name>", name="artifact",
            title="Get Artifact Content From Run", scopes=GET_SCOPES, output="artifact-content-response")
 async def artifact_content(call: Call) -> dict[str, Any]:
+    """200 with where to fetch the data; an `azure` artifact is described as `s3` (a URL to GET without
+    credentials), which the official clients' download helpers understand."""
     return await _content(call, call.run_id())
 
 
@@ -90,6 +97,7 @@ async def latest_artifact_content(call: Call) -> dict[str, Any]:
            title="Get Artifact Information From Run", scopes="queue:list-artifacts:<taskId>:<runId>",
            output="artifact-info-response")
 async def artifact_info(call: Call) -> dict[str, Any]:
+    """The artifact itself (a link is not followed); only available artifacts (an `azure` one once finished)."""
     await call.authorize()
     return await call.service.artifacts.info(call.params["taskId"], call.run_id(), call.params["name"])
 
@@ -105,6 +113,7 @@ async def latest_artifact_info(call: Call) -> dict[str, Any]:
 @api.route("GET", "/task/<taskId>/runs/<runId>/artifacts", name="listArtifacts", title="Get Artifacts from Run",
            scopes="queue:list-artifacts:<taskId>:<runId>", output="list-artifacts-info-response")
 async def list_artifacts(call: Call) -> dict[str, Any]:
+    """The run's available artifacts, paged (`limit`, `continuationToken`)."""
     await call.authorize()
     return await call.service.artifacts.list(call.params["taskId"], call.run_id(), **_paging(call))
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 from shared.api.framework import Api, Route
@@ -14,7 +15,8 @@ HEADER = """# Queue API v1 reference
 
 Generated from the route table by `python -m shared.api.reference > docs/api.md`; a test fails when this file
 is out of date. Routes are served under `<rootUrl>/api/queue/v1`. Bodies are checked against the official
-Taskcluster schemas named below (`shared/schemas/queue/v1/<name>.yml`), with schema defaults filled in first.
+Taskcluster schemas named below (`shared/schemas/queue/v1/<name>.yml`, or `shared/schemas/ext/<name>.yml` for
+this queue's extensions, such as the `azure` artifact type), with schema defaults filled in first.
 
 Every error has Taskcluster's body `{code, message, requestInfo: {method, params, payload, time}}`:
 
@@ -28,6 +30,7 @@ Every error has Taskcluster's body `{code, message, requestInfo: {method, params
 | `InsufficientScopes` | 403 | the credentials lack the scopes the route needs |
 | `ResourceNotFound` | 404 | unknown task or run, or no such route |
 | `RequestConflict` | 409 | the request conflicts with the task's state |
+| `ResourceExpired` | 410 | the artifact's `expires` has passed |
 | `InputTooLarge` | 413 | a body over 10 MiB, or a task definition over 400,000 characters of JSON |
 | `InternalServerError` | 500 | a bug or an outage of storage; safe to retry |
 
@@ -46,6 +49,10 @@ task; `{"for": x, "in": list, "each": scope}` stands for one scope per list item
 | `claimWork` | 1 to 32 tasks; long-polls up to `QUEUE_CLAIM_WORK_WAIT` (20 s), then `{"tasks": []}` |
 | claims | last `QUEUE_CLAIM_TIMEOUT` (1200 s) unless reclaimed; temporary credentials expire at `takenUntil` |
 | task definition | at most 400,000 characters of JSON (one Azure Table entity holds 1 MiB) |
+| artifacts | created while the run runs, or `QUEUE_ARTIFACT_EXCEPTION_WINDOW` (25 min) after an `exception`; \
+names up to 1024 characters; upload and download URLs last 30 min ([artifacts.md](artifacts.md)) |
+
+An `error` artifact answers `getArtifact` with `424` and the body `{reason, message}` (not the error format).
 """
 
 
@@ -66,8 +73,9 @@ def render(apis: list[Api]) -> str:
             parts.append(f"| [`{r.name}`](#{r.name.lower()}) | `{r.method} {r.path}` | {r.input or '-'} | "
                          f"{r.output or '-'} | {r.stability} |")
         for r in api.routes:
+            doc = inspect.getdoc(r.handler)
             parts.append(f"\n### {r.name}\n\n{r.title}. `{r.method} {api.prefix}{r.path}`\n\n"
-                         f"Scopes: {_scopes(r)}")
+                         + (f"{doc}\n\n" if doc else "") + f"Scopes: {_scopes(r)}")
     return "\n".join(parts) + "\n"
 
 

@@ -129,23 +129,33 @@ def test_worker_loop_publishes_each_exchange_with_routing_key_and_cc(bus_host: H
     queue.createTask(task_id, task_definition(taskQueueId=tq, routes=[route], tags={"kind": "test"},
                                               schedulerId="sched-1", taskGroupId=task_id))
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    expires = claim["task"]["expires"]
+    queue.createArtifact(task_id, 0, "public/ref", {"storageType": "reference", "expires": expires,
+                                                    "contentType": "text/html", "url": "https://example.com"})
+    upload = queue.createArtifact(task_id, 0, "public/log", {"storageType": "azure", "expires": expires,
+                                                             "contentType": "text/plain", "contentLength": 3})
+    assert httpx.put(upload["putUrl"], content=b"log", headers=upload["headers"]).status_code == 201
+    queue.finishArtifact(task_id, 0, "public/log", {"uploadId": upload["uploadId"]})
     queue.reportCompleted(task_id, 0)
-    messages = primary.wait_for(4)
-    assert [m.exchange for m in messages] == ["task-defined", "task-pending", "task-running", "task-completed"]
+    messages = primary.wait_for(6)
+    assert [m.exchange for m in messages] == ["task-defined", "task-pending", "task-running", "artifact-created",
+                                              "artifact-created", "task-completed"]
+    running_key = f"primary.{task_id}.0.wg-1.worker-1.{prov}.{wt}.sched-1.{task_id}._"
     assert [m.routing_key for m in messages] == [
         f"primary.{task_id}._._._.{prov}.{wt}.sched-1.{task_id}._",
-        f"primary.{task_id}.0._._.{prov}.{wt}.sched-1.{task_id}._",
-        f"primary.{task_id}.0.wg-1.worker-1.{prov}.{wt}.sched-1.{task_id}._",
-        f"primary.{task_id}.0.wg-1.worker-1.{prov}.{wt}.sched-1.{task_id}._"]
+        f"primary.{task_id}.0._._.{prov}.{wt}.sched-1.{task_id}._", *[running_key] * 4]
     assert all(m.headers == {"CC": [f"route.{route}"]} for m in messages)
     assert all(m.content_type == "application/json" and m.persistent for m in messages)
-    assert [m.seq for m in messages] == [1, 2, 3, 4]
+    assert [m.seq for m in messages] == [1, 2, 3, 4, 5, 6]
     assert_valid(messages)
     assert messages[0].payload["task"] == {"tags": {"kind": "test"}}
     assert messages[2].payload["takenUntil"] == claim["takenUntil"]
-    assert messages[3].payload["status"]["state"] == "completed"
+    assert [m.payload["artifact"] for m in messages[3:5]] == [
+        {"storageType": "reference", "name": "public/ref", "expires": expires, "contentType": "text/html"},
+        {"storageType": "azure", "name": "public/log", "expires": expires, "contentType": "text/plain"}]
+    assert messages[5].payload["status"]["state"] == "completed"
     # The CC'd copies arrive on a queue bound to the route only, with the primary routing key.
-    copies = routed.wait_for(4)
+    copies = routed.wait_for(6)
     assert [(m.exchange, m.routing_key, m.payload) for m in copies] == [
         (m.exchange, m.routing_key, m.payload) for m in messages]
     # Recorded in order too, and listed by the API.

@@ -165,13 +165,14 @@ async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exceptio
 async def test_refusals_change_nothing(service, clock):
     task_id = await running_task(service)
     before = dict(service.tables._tables[TASKS_TABLE])
-    for body, error in [({"storageType": "s3", "expires": expires(clock), "contentType": "a"}, A.StorageTypeUnsupported),
+    s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "a"}
+    for body, error in [(s3, A.StorageTypeUnsupported),
                         (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))),
                          A.ArtifactExpiresInvalid)]:
         with pytest.raises(error):
             await service.artifacts.create(task_id, 0, "x", body)
     with pytest.raises(A.ArtifactNameInvalid):
-        await service.artifacts.create(task_id, 0, "/" * 400, reference(clock))
+        await service.artifacts.create(task_id, 0, "x" * 1025, reference(clock))
     assert service.tables._tables[TASKS_TABLE] == before
 
 
@@ -229,3 +230,15 @@ async def test_error_artifacts_are_recorded_with_reason_and_message(service, clo
     assert artifact.details == {"reason": "file-missing-on-worker", "message": "gone"}
     with pytest.raises(errors.RunNotFound):
         await service.artifacts.list(task_id, 3, limit=10, continuation=None)
+
+
+async def test_names_too_long_for_a_table_key_are_keyed_by_their_hash(service, clock):
+    task_id = await running_task(service)
+    names = ["public/" + "/" * 600, "y" * 1024, "short"]
+    for name in names:
+        await service.artifacts.create(task_id, 0, name, reference(clock))
+    assert len(row_key(0, names[0])) < 100 and row_key(0, "short") == "artifact:0:short"
+    listed = await service.artifacts.list(task_id, 0, limit=10, continuation=None)
+    assert sorted(a["name"] for a in listed["artifacts"]) == sorted(names)
+    for name in names:
+        assert (await service.artifacts.follow(task_id, 0, name))[1].name == name
