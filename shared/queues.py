@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import asdict, dataclass
+import hmac
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from shared.storage.base import put_json
@@ -46,9 +47,27 @@ def poison_queue(queue: str) -> str:
 
 @dataclass(frozen=True)
 class PendingHint:
+    """A pending run's hint. Workers polling with signed URLs read it and hand it back to claimWork, so it is
+    signed (`sig`: HMAC-SHA256 of the task queue and every field): a worker cannot forge one, alter one, or use
+    one of another task queue. `priority` names the queue it is on (so the claimer can delete it)."""
+
     taskId: str
     runId: int
     hintId: str
+    priority: str = ""
+    sig: str = ""
+
+    def _mac(self, key: bytes, task_queue_id: str) -> str:
+        text = "\n".join((task_queue_id, self.taskId, str(self.runId), self.hintId, self.priority))
+        return base64.urlsafe_b64encode(hmac.new(key, text.encode(), hashlib.sha256).digest()).decode().rstrip("=")
+
+    def signed(self, key: bytes, task_queue_id: str) -> PendingHint:
+        return replace(self, sig=self._mac(key, task_queue_id))
+
+    def verify(self, key: bytes, task_queue_id: str) -> bool:
+        """Whether the hint was written by this queue, unaltered, for a run of `task_queue_id`."""
+        return bool(self.sig) and self.priority in PRIORITIES and hmac.compare_digest(
+            self.sig, self._mac(key, task_queue_id))
 
     def encode(self) -> bytes:
         return put_json(asdict(self))
@@ -56,8 +75,9 @@ class PendingHint:
     @classmethod
     def decode(cls, body: Any) -> PendingHint | None:
         try:
-            return cls(str(body["taskId"]), int(body["runId"]), str(body["hintId"]))
-        except (KeyError, TypeError, ValueError):
+            return cls(str(body["taskId"]), int(body["runId"]), str(body["hintId"]), str(body.get("priority", "")),
+                       str(body.get("sig", "")))
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
 

@@ -153,6 +153,7 @@ class QueueService:
         self.clock = clock
         self._ready = False
         self._ready_lock = asyncio.Lock()
+        self._pending_queues_ready: set[str] = set()
         self.events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
                                lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
                                grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay,
@@ -175,6 +176,12 @@ class QueueService:
                 if self.blobs is not None:
                     await self.blobs.ensure_container(self.settings.artifact_container)
                 self._ready = True
+
+    async def ensure_pending_queues(self, task_queue_id: str) -> None:
+        """Create the task queue's pending queues (once per process), for workers that poll them directly."""
+        if task_queue_id not in self._pending_queues_ready:
+            await self.queues.ensure_queues(pending_queues(task_queue_id))
+            self._pending_queues_ready.add(task_queue_id)
 
     async def close(self) -> None:
         await self.tables.close()
@@ -253,9 +260,9 @@ class QueueService:
         ttl = _ceil_seconds(timeutil.parse(definition["deadline"]) - now)
         if ttl <= 0:
             return None  # past the deadline nothing may claim it; the deadline check resolves the run
-        hint = PendingHint(task_id, run_id, timeutil.slugid())
-        await self.queues.put(pending_queue(definition["taskQueueId"], definition["priority"]), hint.encode(),
-                              ttl=ttl)
+        task_queue_id, priority = definition["taskQueueId"], definition["priority"]
+        hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.settings.hint_key, task_queue_id)
+        await self.queues.put(pending_queue(task_queue_id, priority), hint.encode(), ttl=ttl)
         return hint.hintId
 
     async def _put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> None:

@@ -51,6 +51,8 @@ class Settings(BaseSettings):
                                             "pending queues while claimWork waits.")
     pending_hint_visibility: int = Field(default=300, ge=1, description="Seconds a received pending hint "
                                          "stays invisible while its claim is attempted.")
+    poll_url_ttl: float = Field(default=1800, gt=0, description="Seconds the signed polling URLs of "
+                                "pollTaskUrls work (Taskcluster: 30 minutes); workers ask again before then.")
     hint_grace: float = Field(default=60, ge=0, description="Seconds a hint whose run is not yet written is "
                               "kept (and retried) rather than dropped.")
     hint_retry_delay: int = Field(default=1, ge=1, description="Seconds before a hint for a run not yet "
@@ -131,6 +133,13 @@ class Settings(BaseSettings):
     @property
     def anonymous_scope_list(self) -> list[str]:
         return parse_scopes(self.anonymous_scopes)
+
+    @property
+    def hint_key(self) -> bytes:
+        """The key that signs pending hints (derived from the root access token: nothing more to configure)."""
+        import hashlib
+        import hmac
+        return hmac.new(self.root_access_token.encode(), b"pending-hint-signing-key", hashlib.sha256).digest()
 
     @property
     def artifact_connection(self) -> str:

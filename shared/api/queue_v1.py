@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from shared import errors
+from shared import errors, polling
 from shared.api.framework import Api, Call
 from shared.tasks import PRIORITIES
 
@@ -120,15 +120,31 @@ async def cancel_task(call: Call) -> dict[str, Any]:
     return {"status": await call.service.cancel_task(await _authorize_for_task(call))}
 
 
+@api.route("GET", "/poll-task-url/<taskQueueId>", name="pollTaskUrls", title="Get Urls to Poll Pending Tasks",
+           scopes="queue:poll-task-urls:<taskQueueId>", output="poll-task-urls-response-ext",
+           stability="experimental")
+async def poll_task_urls(call: Call) -> dict[str, Any]:
+    """Signed URLs to get and delete the task queue's pending hints straight from Azure Queue Storage, highest
+    priority first (`docs/polling.md`); hand what a poll returned to claimWork as `xmlMessage`."""
+    await call.authorize()
+    return await polling.poll_task_urls(call.service, call.params["taskQueueId"])
+
+
 @api.route("POST", "/claim-work/<taskQueueId>", name="claimWork", title="Claim Work",
            scopes={"AllOf": ["queue:claim-work:<taskQueueId>", "queue:worker-id:<workerGroup>/<workerId>"]},
-           input="claim-work-request", output="claim-work-response")
+           input="claim-work-request-ext", output="claim-work-response")
 async def claim_work(call: Call) -> dict[str, Any]:
+    """Long-polls the pending queues for up to 20 s; or, given `xmlMessage` (this queue's extension: what a
+    signedPollUrl of pollTaskUrls returned), claims the runs those signed hints name, at once."""
     body = call.body
     await call.authorize(workerGroup=body["workerGroup"], workerId=body["workerId"])
-    claims = await call.service.claim_work(call.params["taskQueueId"], body["workerGroup"], body["workerId"],
-                                           body["tasks"], gone=call.client_gone)
-    return {"tasks": claims}
+    task_queue_id = call.params["taskQueueId"]
+    if "xmlMessage" in body:
+        claims = await polling.claim_polled(call.service, task_queue_id, body["workerGroup"], body["workerId"],
+                                            body["tasks"], body["xmlMessage"])
+        return {"tasks": [call.service.claim_response(c, include_task=True) for c in claims]}
+    return {"tasks": await call.service.claim_work(task_queue_id, body["workerGroup"], body["workerId"],
+                                                   body["tasks"], gone=call.client_gone)}
 
 
 @api.route("POST", "/task/<taskId>/runs/<runId>/claim", name="claimTask", title="Claim Task",

@@ -22,6 +22,7 @@ from azure.data.tables import TableTransactionError, UpdateMode
 from azure.data.tables.aio import TableClient, TableServiceClient
 from azure.storage.blob import BlobSasPermissions, generate_blob_sas
 from azure.storage.blob.aio import BlobServiceClient
+from azure.storage.queue import QueueSasPermissions, generate_queue_sas
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMessage, decode_message, encode_message
@@ -29,6 +30,8 @@ from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMe
 _KEYS = ("PartitionKey", "RowKey")
 # Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
 MAX_VISIBILITY = 7 * 24 * 3600
+# Signed URLs start a little in the past: Azure refuses a SAS whose start is ahead of its own clock.
+SAS_CLOCK_SKEW = dt.timedelta(minutes=15)
 
 
 def _shared_transport() -> tuple[aiohttp.ClientSession, AioHttpTransport]:
@@ -207,9 +210,27 @@ def _message(raw: Any) -> QueueMessage:
         expires=raw.expires_on, next_visible=raw.next_visible_on)
 
 
+class _Signer:
+    """Account name, key and endpoint of a connection string, to sign SAS URLs (parsed by a sync client, no I/O)."""
+
+    def __init__(self, connection_string: str, sync_client_type: Any) -> None:
+        parsed = sync_client_type.from_connection_string(connection_string)
+        self.account = parsed.account_name or ""
+        self.key = getattr(parsed.credential, "account_key", None)
+        self.endpoint = parsed.url.split("?", 1)[0].rstrip("/")
+        parsed.close()
+
+    def require_key(self, what: str) -> str:
+        if not self.key:
+            raise ValueError(f"the connection string must hold an AccountKey to sign {what}")
+        return str(self.key)
+
+
 class AzureQueues:
     def __init__(self, connection_string: str) -> None:
         self._clients = _Clients(connection_string, QueueServiceClient, "get_queue_client")
+        from azure.storage.queue import QueueServiceClient as SyncQueueServiceClient
+        self._signer = _Signer(connection_string, SyncQueueServiceClient)
 
     def _client(self, queue: str) -> QueueClient:
         client: QueueClient = self._clients.get(queue)
@@ -272,12 +293,15 @@ class AzureQueues:
             return 0
         return int(props.approximate_message_count or 0)
 
+    def process_url(self, queue: str, expires: dt.datetime) -> str:
+        sas = generate_queue_sas(self._signer.account, queue, self._signer.require_key("polling URLs"),
+                                 permission=QueueSasPermissions(process=True), expiry=expires,
+                                 start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
+        return f"{self._signer.endpoint}/{queue}?{sas}"
+
     async def close(self) -> None:
         await self._clients.close()
 
-
-# Signed URLs start a little in the past: Azure refuses a SAS whose start is ahead of its own clock.
-SAS_CLOCK_SKEW = dt.timedelta(minutes=15)
 
 
 class AzureBlobs:
@@ -286,20 +310,14 @@ class AzureBlobs:
 
     def __init__(self, connection_string: str) -> None:
         self._clients = _Clients(connection_string, BlobServiceClient, "get_container_client")
-        # The account name, key and blob endpoint, without any I/O (a sync client only parses the string).
         from azure.storage.blob import BlobServiceClient as SyncBlobServiceClient
-        parsed = SyncBlobServiceClient.from_connection_string(connection_string)
-        self._account = parsed.account_name or ""
-        self._key = getattr(parsed.credential, "account_key", None)
-        self._endpoint = parsed.url.rstrip("/")
-        parsed.close()
-        if not self._key:
-            raise ValueError("the blob storage connection string must hold an AccountKey to sign artifact URLs")
+        self._signer = _Signer(connection_string, SyncBlobServiceClient)
+        self._signer.require_key("artifact URLs")
 
     def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime) -> str:
-        sas = generate_blob_sas(self._account, container, blob, account_key=self._key, permission=permission,
-                                expiry=expires, start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW, protocol=None)
-        return f"{self._endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{sas}"
+        sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.require_key("URLs"),
+                                permission=permission, expiry=expires, start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
+        return f"{self._signer.endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{sas}"
 
     def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         return self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)

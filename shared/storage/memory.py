@@ -185,6 +185,9 @@ class MemoryQueues:
     async def approximate_count(self, queue: str) -> int:
         return len(self._queues.get(queue, []))
 
+    def process_url(self, queue: str, expires: dt.datetime) -> str:
+        return f"memory://queues/{queue}?sp=p&se={expires.isoformat()}"
+
     async def close(self) -> None:
         return None
 

@@ -1,0 +1,131 @@
+"""Signed-URL polling (`pollTaskUrls`): workers read pending hints straight from Azure Queue Storage.
+
+Azure queues take thousands of requests a second; the API does not need to see a worker's polls at all.
+
+1. `pollTaskUrls` gives, for each of the task queue's seven pending queues (highest priority first), a URL that
+   may get messages (`signedPollUrl`) and one that may delete them (`signedDeleteUrl`), signed with a queue SAS
+   of permission "process" that expires after QUEUE_POLL_URL_TTL. They grant nothing else: not adding
+   messages, not another queue, not a table.
+2. The worker GETs the poll URLs in order (optionally `&numofmessages=N`, N ≤ 32) until one answers with a
+   `<QueueMessage>`. A message is hidden for QUEUE_PENDING_HINT_VISIBILITY seconds while it is being claimed.
+3. The worker hands the response text to `claimWork` as `xmlMessage`. For each message the queue checks the
+   hint's signature (an HMAC over the task queue and the hint's fields, so a hint cannot be forged, altered or
+   used for another task queue), claims the run it names (only that hint can claim it: a replayed hint finds
+   the run claimed), and deletes the message; a stale hint is deleted too. The answer is claimWork's.
+   Old protocol: `claimTask(taskId, runId)` then DELETE through `signedDeleteUrl` also works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as dt
+import email.utils
+import json
+import logging
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any
+
+from shared import errors, timeutil
+from shared.logs import fields
+from shared.queues import PendingHint, pending_queue, pending_queues
+from shared.storage.base import QueueMessage
+
+if TYPE_CHECKING:
+    from shared.service import Claim, QueueService
+
+log = logging.getLogger("queue.polling")
+
+MAX_MESSAGES = 32  # what one Get Messages request returns at most
+
+
+class PolledMessagesInvalid(errors.InputError):
+    """xmlMessage must be the response of a signedPollUrl (Azure Queue Storage's QueueMessagesList): {problem}"""
+
+
+class HintsRefused(errors.InputError):
+    """No message in xmlMessage is a hint this queue wrote for task queue `{taskQueueId}` (forged, altered, or of
+another task queue): {problems}"""
+
+
+async def poll_task_urls(service: QueueService, task_queue_id: str) -> dict[str, Any]:
+    """pollTaskUrls: signed poll and delete URLs of the task queue's pending queues, highest priority first."""
+    await service.ensure_storage()
+    names = pending_queues(task_queue_id)
+    await service.ensure_pending_queues(task_queue_id)  # polling a queue that does not exist answers 404
+    expires = service.clock() + dt.timedelta(seconds=service.settings.poll_url_ttl)
+    queues = []
+    for name in names:
+        base, sas = service.queues.process_url(name, expires).split("?", 1)
+        queues.append({
+            "signedPollUrl": f"{base}/messages?visibilitytimeout={service.settings.pending_hint_visibility}&{sas}",
+            "signedDeleteUrl": f"{base}/messages/{{{{messageId}}}}?popreceipt={{{{popReceipt}}}}&{sas}",
+        })
+    return {"queues": queues, "expires": timeutil.iso(expires)}
+
+
+def _text(node: ET.Element, tag: str) -> str:
+    found = node.find(tag)
+    if found is None or found.text is None:
+        raise PolledMessagesInvalid(problem=f"a QueueMessage without {tag}")
+    return found.text
+
+
+def parse_messages(xml_text: str) -> list[QueueMessage]:
+    """The messages of a Get Messages response (MessageText still base64, as Azure returns it)."""
+    try:
+        root = ET.fromstring(xml_text.strip())
+    except ET.ParseError as exc:
+        raise PolledMessagesInvalid(problem=f"not XML ({exc})") from None
+    if root.tag != "QueueMessagesList":
+        raise PolledMessagesInvalid(problem=f"the root element is <{root.tag}>")
+    messages = []
+    for node in root.findall("QueueMessage"):
+        try:
+            inserted = email.utils.parsedate_to_datetime(_text(node, "InsertionTime"))
+            dequeue_count = int(node.findtext("DequeueCount") or 1)
+        except (TypeError, ValueError):
+            raise PolledMessagesInvalid(problem="a QueueMessage with an unreadable InsertionTime") from None
+        messages.append(QueueMessage(_text(node, "MessageId"), _text(node, "PopReceipt"),
+                                     _text(node, "MessageText").encode(), dequeue_count, inserted))
+    if len(messages) > MAX_MESSAGES:
+        raise PolledMessagesInvalid(problem=f"{len(messages)} messages; a poll returns at most {MAX_MESSAGES}")
+    return messages
+
+
+def _hint_of(message: QueueMessage) -> PendingHint | None:
+    try:
+        return PendingHint.decode(json.loads(base64.b64decode(message.content, validate=True)))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+async def claim_polled(service: QueueService, task_queue_id: str, worker_group: str, worker_id: str,
+                       count: int, xml_text: str) -> list[Claim]:
+    """claimWork with `xmlMessage`: claim the runs the polled hints name (up to `count`), without long-polling.
+    Messages beyond `count` are made visible again for other workers."""
+    messages = parse_messages(xml_text)
+    key = service.settings.hint_key
+    problems: list[str] = []
+    wanted: list[tuple[str, QueueMessage]] = []
+    for message in messages:
+        hint = _hint_of(message)
+        if hint is None:
+            problems.append(f"message {message.id}: not a pending hint")
+        elif not hint.verify(key, task_queue_id):
+            problems.append(f"message {message.id}: its signature does not match")
+        else:
+            queue = pending_queue(task_queue_id, hint.priority)
+            # _try_hint reads the hint from the content: hand it the decoded JSON, as a received message has it.
+            wanted.append((queue, QueueMessage(message.id, message.pop_receipt, hint.encode(),
+                                               message.dequeue_count, message.inserted)))
+    if problems:
+        log.warning("refused %d polled messages: %s", len(problems), "; ".join(problems),
+                    extra=fields(workerGroup=worker_group, workerId=worker_id))
+    if not wanted and problems:
+        raise HintsRefused(taskQueueId=task_queue_id, problems="; ".join(problems))
+    claimed, extra = wanted[:count], wanted[count:]
+    results = await asyncio.gather(*(service._try_hint(queue, m, worker_group, worker_id) for queue, m in claimed))
+    await asyncio.gather(*(service.queues.release(queue, m, 0) for queue, m in extra))
+    return [r for r in results if r is not None]

@@ -1,0 +1,195 @@
+"""Signed-URL polling on Azurite: workers read pending hints straight from Azure Queue Storage with the URLs of
+pollTaskUrls, and claim with what they read; the URLs do nothing else, and hints cannot be forged."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import urllib.parse
+
+import httpx
+import pytest
+
+from shared.queues import PendingHint
+from tests.conftest import expect_error, slugid, task_definition, task_queue_id
+
+WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
+POLL_URL_TTL = 3
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(poll_url_ttl=POLL_URL_TTL, claim_work_wait=1)
+
+
+@pytest.fixture
+def queue(host):
+    return host.client()
+
+
+# pollTaskUrls is not in the official client (Taskcluster removed it): call it through the client's own
+# machinery, which signs the request as for any other method.
+POLL_TASK_URLS = {"args": ["taskQueueId"], "method": "get", "name": "pollTaskUrls",
+                  "route": "/poll-task-url/<taskQueueId>", "stability": "experimental", "query": []}
+
+
+def poll_task_urls(client, task_queue):
+    return client._makeApiCall(POLL_TASK_URLS, task_queue)
+
+
+def poll(urls, count=1):
+    """GET each signedPollUrl in order until one returns messages: (index, response text)."""
+    for index, entry in enumerate(urls["queues"]):
+        response = httpx.get(entry["signedPollUrl"] + f"&numofmessages={count}")
+        assert response.status_code == 200, response.text
+        if "<MessageId>" in response.text:
+            return index, response.text
+    return None, None
+
+
+def message_fields(xml_text):
+    return [dict(zip(("id", "pop", "text"), m, strict=True)) for m in re.findall(
+        r"<MessageId>(.*?)</MessageId>.*?<PopReceipt>(.*?)</PopReceipt>.*?<MessageText>(.*?)</MessageText>",
+        xml_text, re.S)]
+
+
+def with_text(xml_text, new_text):
+    return re.sub(r"<MessageText>.*?</MessageText>", f"<MessageText>{new_text}</MessageText>", xml_text, flags=re.S)
+
+
+def hint_json(text):
+    return json.loads(base64.b64decode(text))
+
+
+def encoded(hint):
+    return base64.b64encode(json.dumps(hint).encode()).decode()
+
+
+def test_worker_polls_azure_directly_and_claims_with_the_message(queue):
+    tq = task_queue_id()
+    low, high = slugid(), slugid()
+    queue.createTask(low, task_definition(taskQueueId=tq, priority="low"))
+    queue.createTask(high, task_definition(taskQueueId=tq, priority="very-high"))
+    urls = poll_task_urls(queue, tq)
+    assert len(urls["queues"]) == 7
+    index, xml_text = poll(urls)
+    assert index == 1  # very-high: the second queue, highest first
+    claimed = queue.claimWork(tq, {**WORKER, "tasks": 1, "xmlMessage": xml_text})["tasks"]
+    assert [c["status"]["taskId"] for c in claimed] == [high]
+    assert claimed[0]["runId"] == 0 and claimed[0]["credentials"]["clientId"].startswith("task-client/")
+    # The queue deleted the message it consumed: the delete URL finds it gone.
+    [message] = message_fields(xml_text)
+    delete = urls["queues"][1]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
+        .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
+    assert httpx.delete(delete).status_code == 404
+    # Replayed by another worker: the run is claimed already, nothing is claimed again.
+    other = {"workerGroup": "wg-1", "workerId": "worker-2"}
+    assert queue.claimWork(tq, {**other, "tasks": 1, "xmlMessage": xml_text})["tasks"] == []
+    # claimWork without a message still serves the same pending queues.
+    assert [c["status"]["taskId"] for c in queue.claimWork(tq, {**other, "tasks": 1})["tasks"]] == [low]
+
+
+def test_old_protocol_claim_task_then_delete_through_the_signed_url(queue):
+    tq = task_queue_id()
+    task_id = slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq))
+    urls = poll_task_urls(queue, tq)
+    index, xml_text = poll(urls)
+    [message] = message_fields(xml_text)
+    hint = hint_json(message["text"])
+    assert hint["taskId"] == task_id and hint["runId"] == 0 and hint["sig"]
+    assert queue.claimTask(task_id, str(hint["runId"]), WORKER)["status"]["state"] == "running"
+    delete = urls["queues"][index]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
+        .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
+    assert httpx.delete(delete).status_code == 204
+
+
+def test_signed_urls_get_and_delete_that_queue_only_until_they_expire(host, queue):
+    tq = task_queue_id()
+    queue.createTask(slugid(), task_definition(taskQueueId=tq))
+    urls = poll_task_urls(queue, tq)
+    poll_url = urls["queues"][6]["signedPollUrl"]  # lowest: where the task's hint is
+    base, query = poll_url.split("?", 1)
+    queue_url = base.rsplit("/messages", 1)[0]
+    # Adding a message, reading another queue, listing queues, peeking metadata: all refused.
+    assert httpx.post(f"{base}?{query}", content="<QueueMessage><MessageText>eA==</MessageText></QueueMessage>"
+                      ).status_code == 403
+    other_queue = urls["queues"][5]["signedPollUrl"].split("?", 1)[0]
+    assert httpx.get(f"{other_queue}?{query}").status_code == 403
+    account = queue_url.rsplit("/", 1)[0]
+    assert httpx.get(f"{account}?comp=list&{query}").status_code == 403
+    assert httpx.get(f"{queue_url}?comp=metadata&{query}").status_code == 403
+    table = account.replace(f":{urllib.parse.urlsplit(account).port}", f":{_table_port(host)}")
+    assert httpx.get(f"{table}/Tasks()?{query}").status_code == 403
+    assert "<MessageId>" in httpx.get(poll_url).text  # it does what it is for
+    time.sleep(POLL_URL_TTL + 1.5)
+    assert httpx.get(poll_url).status_code == 403  # expired: ask pollTaskUrls again
+    assert httpx.get(poll_task_urls(queue, tq)["queues"][6]["signedPollUrl"]).status_code == 200
+
+
+def _table_port(host):
+    match = re.search(r"TableEndpoint=http://127.0.0.1:(\d+)/", host.env["QUEUE_STORAGE"])
+    assert match
+    return match.group(1)
+
+
+def test_forged_altered_and_foreign_hints_are_refused(queue):
+    tq, elsewhere = task_queue_id(), task_queue_id()
+    task_id = slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq))
+    urls = poll_task_urls(queue, tq)
+    _, xml_text = poll(urls)
+    [message] = message_fields(xml_text)
+    hint = hint_json(message["text"])
+    victim = slugid()
+    queue.createTask(victim, task_definition(taskQueueId=tq))
+    forged = [
+        {**hint, "taskId": victim},  # altered: another task of the same queue
+        {**hint, "runId": 1},  # altered run
+        {**hint, "sig": base64.urlsafe_b64encode(b"x" * 32).decode().rstrip("=")},  # forged signature
+        {k: v for k, v in hint.items() if k != "sig"},  # unsigned
+    ]
+    for fake in forged:
+        body = expect_error(400, "InputError", queue.claimWork, tq,
+                            {**WORKER, "tasks": 1, "xmlMessage": with_text(xml_text, encoded(fake))})
+        assert "signature" in body["message"]
+    expect_error(400, "InputError", queue.claimWork, tq, {**WORKER, "tasks": 1, "xmlMessage": "<nope/>"})
+    # A genuine hint of task queue `tq`, handed to claimWork of another task queue: refused, and left in place.
+    expect_error(400, "InputError", queue.claimWork, elsewhere, {**WORKER, "tasks": 1, "xmlMessage": xml_text})
+    assert queue.status(task_id)["status"]["state"] == "pending"
+    assert queue.status(victim)["status"]["state"] == "pending"
+    claimed = queue.claimWork(tq, {**WORKER, "tasks": 1, "xmlMessage": xml_text})["tasks"]
+    assert [c["status"]["taskId"] for c in claimed] == [task_id]
+
+
+def test_messages_beyond_the_count_asked_are_left_for_others(queue):
+    tq = task_queue_id()
+    ids = [slugid() for _ in range(3)]
+    for task_id in ids:
+        queue.createTask(task_id, task_definition(taskQueueId=tq))
+    urls = poll_task_urls(queue, tq)
+    _, xml_text = poll(urls, count=3)
+    assert len(message_fields(xml_text)) == 3
+    claimed = queue.claimWork(tq, {**WORKER, "tasks": 1, "xmlMessage": xml_text})["tasks"]
+    assert len(claimed) == 1
+    others = queue.claimWork(tq, {"workerGroup": "wg-1", "workerId": "worker-2", "tasks": 2})["tasks"]
+    assert sorted(c["status"]["taskId"] for c in claimed + others) == sorted(ids)
+
+
+def test_poll_task_urls_needs_its_scope(host, queue):
+    from tests.conftest import queue_client
+    tq = task_queue_id()
+    narrowed = queue_client(host.root_url, authorizedScopes=[f"queue:poll-task-urls:{tq[:-3]}*"])
+    assert len(poll_task_urls(narrowed, tq)["queues"]) == 7
+    narrow = queue_client(host.root_url, authorizedScopes=["queue:poll-task-urls:other/*"])
+    expect_error(403, "InsufficientScopes", poll_task_urls, narrow, tq)
+
+
+def test_hints_are_signed_for_their_task_queue():
+    key = b"k" * 32
+    hint = PendingHint("t", 0, "h", "lowest").signed(key, "p/w")
+    assert hint.verify(key, "p/w")
+    assert not hint.verify(key, "p/other") and not hint.verify(b"x" * 32, "p/w")
+    assert PendingHint.decode(json.loads(hint.encode())) == hint
