@@ -1,5 +1,5 @@
 """Queue-triggered checks that keep tasks moving (claim expiry, deadlines, dependency resolution), and the
-timers that delete expired tasks and artifacts.
+timers that delete expired tasks, artifacts and worker information.
 
 The message bodies are hints ({taskId, ...}); the service re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
@@ -60,3 +60,10 @@ async def expire_tasks(timer: func.TimerRequest) -> None:
 async def expire_artifacts(timer: func.TimerRequest) -> None:
     deleted = await get_service().artifacts.expire()
     log.info("expiry: %d artifacts deleted", deleted)
+
+
+@bp.function_name("expire_worker_info")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_worker_info(timer: func.TimerRequest) -> None:
+    deleted = await get_service().expire_worker_info()
+    log.info("expiry: %d worker info entries deleted", deleted)

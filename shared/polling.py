@@ -106,6 +106,7 @@ async def claim_polled(service: QueueService, task_queue_id: str, worker_group: 
     """claimWork with `xmlMessage`: claim the runs the polled hints name (up to `count`), without long-polling.
     Messages beyond `count` are made visible again for other workers."""
     messages = parse_messages(xml_text)
+    await service.workers.active(task_queue_id, worker_group, worker_id)
     key = service.settings.hint_key
     problems: list[str] = []
     wanted: list[tuple[str, QueueMessage]] = []
@@ -125,7 +126,12 @@ async def claim_polled(service: QueueService, task_queue_id: str, worker_group: 
                     extra=fields(workerGroup=worker_group, workerId=worker_id))
     if not wanted and problems:
         raise HintsRefused(taskQueueId=task_queue_id, problems="; ".join(problems))
-    claimed, extra = wanted[:count], wanted[count:]
+    if await service.workers.quarantined_until(task_queue_id, worker_group, worker_id):
+        claimed, extra = [], wanted  # a quarantined worker gets no work: the hints go back to the others
+    else:
+        claimed, extra = wanted[:count], wanted[count:]
     results = await asyncio.gather(*(service._try_hint(queue, m, worker_group, worker_id) for queue, m in claimed))
     await asyncio.gather(*(service.queues.release(queue, m, 0) for queue, m in extra))
+    if any(r is not None for r in results):
+        await service.workers.active(task_queue_id, worker_group, worker_id)
     return [r for r in results if r is not None]

@@ -56,11 +56,12 @@ from shared.tasks import (
     Task,
     definition_size,
 )
+from shared.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
 
 log = logging.getLogger("queue")
 
 TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
-          ARTIFACT_EXPIRY_TABLE)
+          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE)
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
 DEFAULT_EXPIRES = dt.timedelta(days=365)
@@ -162,6 +163,7 @@ class QueueService:
         self.deps = DependencyStore(tables)
         self.expiry = ExpiryIndex(tables)
         self.artifacts = Artifacts(self, blobs)
+        self.workers = WorkerInfo(tables, settings, clock)
 
     # --- plumbing -------------------------------------------------------------------------------------------
 
@@ -208,9 +210,12 @@ class QueueService:
             was_resolved = task.state in RESOLVED_STATES
             if await mutate(task) is UNCHANGED:
                 return task
-            if task.state in RESOLVED_STATES and not was_resolved:
+            resolving = task.state in RESOLVED_STATES and not was_resolved
+            if resolving:
                 await guards.resolved(task)
             if await self._write(task):
+                if resolving:
+                    await self.workers.run_resolved(task.task_queue_id, task_id)
                 return task
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
 
@@ -261,6 +266,7 @@ class QueueService:
         if ttl <= 0:
             return None  # past the deadline nothing may claim it; the deadline check resolves the run
         task_queue_id, priority = definition["taskQueueId"], definition["priority"]
+        await self.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now))
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.settings.hint_key, task_queue_id)
         await self.queues.put(pending_queue(task_queue_id, priority), hint.encode(), ttl=ttl)
         return hint.hintId
@@ -511,17 +517,24 @@ class QueueService:
                 # The claim check goes out before the claim is written: a crash in between leaves only a
                 # stale check, never a running run that nothing expires.
                 await self._put_claim_check(task_id, run_id, taken_until, now)
+                await self.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
+                                               timeutil.iso(now))
                 check_sent = True
             run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
             run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
             task.taken_until = taken_until
             task.emit("task-running", run_id)
             if await self._write(task):
+                self.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 return Claim(task, run_id)
 
     async def claim_task(self, task_id: str, run_id: int, worker_group: str, worker_id: str) -> dict[str, Any]:
         """claimTask (deprecated API): claim a given run, raising the Taskcluster error when refused."""
+        await self.ensure_storage()
+        task_queue_id = (await self._load(task_id)).task_queue_id
+        await self.workers.check_not_quarantined(task_queue_id, worker_group, worker_id)
         result = await self.claim(task_id, run_id, worker_group, worker_id)
+        await self.workers.active(task_queue_id, worker_group, worker_id)
         if isinstance(result, Claim):
             return self.claim_response(result, include_task=True)
         if result is ClaimRefusal.TASK_NOT_FOUND:
@@ -573,6 +586,14 @@ class QueueService:
         """
         await self.ensure_storage()
         give_up = time.monotonic() + self.settings.claim_work_wait
+        if await self.workers.quarantined_until(task_queue_id, worker_group, worker_id):
+            # As Taskcluster: a quarantined worker waits the whole long-poll and gets nothing.
+            while (remaining := give_up - time.monotonic()) > 0:
+                if gone is not None and await gone():
+                    break
+                await asyncio.sleep(min(1.0, remaining))
+            return []
+        await self.workers.active(task_queue_id, worker_group, worker_id)
         visibility = self.settings.pending_hint_visibility
         while True:
             claims: list[Claim] = []
@@ -585,6 +606,7 @@ class QueueService:
                     *(self._try_hint(queue, m, worker_group, worker_id) for m in messages))
                 claims.extend(r for r in results if r is not None)
             if claims:
+                await self.workers.active(task_queue_id, worker_group, worker_id)
                 return [self.claim_response(c, include_task=True) for c in claims]
             remaining = give_up - time.monotonic()
             if remaining <= 0 or (gone is not None and await gone()):
@@ -961,6 +983,51 @@ class QueueService:
             out["continuationToken"] = token
         return out
 
+    # --- task queues: pending and claimed runs ------------------------------------------------------------------
+
+    async def task_queue_runs(self, task_queue_id: str, state: str, *, limit: int,
+                              continuation: str | None) -> dict[str, Any]:
+        """listPendingTasks (`pending`) / listClaimedTasks (`running`): the index's rows, each checked against its
+        task (a row a crash left stale is dropped, and deleted)."""
+        await self.ensure_storage()
+        rows, token = await self.workers.runs(task_queue_id, state, limit=min(limit, MAX_PAGE),
+                                              continuation=continuation)
+        tasks = {t.task_id: t for t in await self.load_many(r.row_key for r in rows)}
+        out: list[dict[str, Any]] = []
+        for row in rows:
+            task, run_id = tasks.get(row.row_key), int(row.data["runId"])
+            if task is None or task.last_run_id != run_id or task.runs[run_id].state != state:
+                continue  # stale (also: pending again or resolved, and the row not rewritten yet)
+            item: dict[str, Any] = {"taskId": task.task_id, "runId": run_id,
+                                    "task": _definition_out(task.definition)}
+            if state == "pending":
+                item["inserted"] = task.runs[run_id].scheduled
+            else:
+                run = task.runs[run_id]
+                item.update(workerGroup=run.worker_group, workerId=run.worker_id, claimed=run.started)
+            out.append(item)
+        result: dict[str, Any] = {"tasks": out}
+        if token:
+            result["continuationToken"] = token
+        return result
+
+    async def task_queue_counts(self, task_queue_id: str) -> dict[str, Any]:
+        """Pending: the messages in the pending queues (approximate, as Azure counts them, and as Taskcluster
+        counted); claimed: the task queue's claimed runs in the index."""
+        await self.ensure_storage()
+        pending = sum(await asyncio.gather(*(self.queues.approximate_count(q) for q in pending_queues(task_queue_id))))
+        provisioner_id, worker_type = task_queue_id.split("/", 1)
+        return {"provisionerId": provisioner_id, "workerType": worker_type, "taskQueueId": task_queue_id,
+                "pendingTasks": pending, "claimedTasks": await self.workers.count_claimed(task_queue_id)}
+
+    async def expire_worker_info(self) -> int:
+        await self.ensure_storage()
+        cutoff = timeutil.iso(self.clock() - dt.timedelta(seconds=self.settings.expiry_delay))
+        deleted = await self.workers.expire(cutoff)
+        if deleted:
+            log.info("expired %d worker info entries", deleted, extra=fields(event="worker-info-expired"))
+        return deleted
+
     # --- expiry ----------------------------------------------------------------------------------------------------
 
     async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
@@ -978,6 +1045,7 @@ class QueueService:
                 task = await self._get(task_id)
                 if task is not None:
                     await self.artifacts.forget_task(task_id)
+                    await self.workers.run_resolved(task.task_queue_id, task_id)
                     await self.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
                     await self.deps.forget_task(task_id)
                     group_id = task.definition["taskGroupId"]

@@ -53,6 +53,9 @@ class Settings(BaseSettings):
                                          "stays invisible while its claim is attempted.")
     poll_url_ttl: float = Field(default=1800, gt=0, description="Seconds the signed polling URLs of "
                                 "pollTaskUrls work (Taskcluster: 30 minutes); workers ask again before then.")
+    worker_info_interval: float = Field(default=60, ge=0, description="Seconds between writes of a worker's "
+                                        "entry (recent tasks, lastDateActive) by one process: claims in between "
+                                        "are buffered, so a busy fleet does not write on every claim.")
     hint_grace: float = Field(default=60, ge=0, description="Seconds a hint whose run is not yet written is "
                               "kept (and retried) rather than dropped.")
     hint_retry_delay: int = Field(default=1, ge=1, description="Seconds before a hint for a run not yet "

@@ -275,4 +275,4 @@ async def change_task_group_priority(call: Call) -> dict[str, Any]:
     return await call.service.change_task_group_priority(group_id, call.body["newPriority"])
 
 
-from shared.api import queue_v1_artifacts  # noqa: E402,F401  (registers the artifact routes on `api`)
+from shared.api import queue_v1_artifacts, queue_v1_workers  # noqa: E402,F401  (register their routes on `api`)

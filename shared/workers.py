@@ -1,0 +1,386 @@
+"""Worker information: provisioners, worker types / task queues, workers (recent tasks, quarantine), and the
+index of each task queue's pending and claimed runs that listPendingTasks / listClaimedTasks read.
+
+Tables:
+- `WorkerInfo`: PK `provisioners` / RK provisionerId; PK `task-queues` / RK taskQueueId (key-encoded: one row is
+  both the task queue and its worker type); PK `workers:<taskQueueId>` / RK `<workerGroup>:<workerId>`.
+- `TaskQueueRuns`: PK taskQueueId (key-encoded) / RK taskId: the task's current run while it is pending or
+  claimed (`state`, `runId`, `since`, worker). Written before the task change it follows (a crash leaves a stale
+  row, which readers check against the task and drop), deleted once the task resolved.
+
+Writes are throttled so a busy fleet does not turn every claim into extra table writes: a process writes a
+provisioner's and a task queue's `lastDateActive` at most every 6 hours, and a worker's row (its recent tasks and
+`lastDateActive`) at most every QUEUE_WORKER_INFO_INTERVAL seconds, from claims it buffered meanwhile. So recent
+tasks may lag by that much, and a process that stops loses what it had not written (the row is informational).
+Entries expire like Taskcluster's: workers a day after last seen, provisioners and task queues after 5 days;
+quarantined workers not while quarantined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import errors, timeutil
+from shared.logs import fields
+from shared.settings import Settings
+from shared.storage.base import Entity, Page, TableStore, encode_key, pack_json, unpack_json
+
+log = logging.getLogger("queue.workers")
+
+WORKER_INFO_TABLE = "WorkerInfo"
+TASK_QUEUE_RUNS_TABLE = "TaskQueueRuns"
+PROVISIONERS, TASK_QUEUES, WORKERS = "provisioners", "task-queues", "workers:"
+ACTIVE_INTERVAL = dt.timedelta(hours=6)  # lastDateActive of provisioners and task queues: written at most this often
+QUEUE_EXPIRY = dt.timedelta(days=5)
+WORKER_EXPIRY = dt.timedelta(days=1)
+RECENT_TASKS = 20
+QUARANTINE_CACHE_SECONDS = 5.0
+WRITE_ATTEMPTS = 5
+
+
+class ProvisionerNotFound(errors.ResourceNotFound):
+    """Provisioner `{provisionerId}` not found (provisioners are known once a worker claimed from them)"""
+
+
+class TaskQueueNotFound(errors.ResourceNotFound):
+    """Task queue `{taskQueueId}` not found (task queues are known once a worker claimed from them)"""
+
+
+class WorkerNotFound(errors.ResourceNotFound):
+    """Worker `{workerGroup}/{workerId}` of task queue `{taskQueueId}` not found"""
+
+
+class WorkerQuarantined(errors.RequestConflict):
+    """Worker `{workerGroup}/{workerId}` is quarantined until {quarantineUntil}: it gets no work"""
+
+
+def _workers_partition(task_queue_id: str) -> str:
+    return WORKERS + encode_key(task_queue_id)
+
+
+def _worker_key(worker_group: str, worker_id: str) -> str:
+    return f"{worker_group}:{worker_id}"
+
+
+@dataclass
+class Worker:
+    task_queue_id: str
+    worker_group: str
+    worker_id: str
+    first_claim: str
+    expires: str
+    last_date_active: str | None = None
+    recent_tasks: list[dict[str, Any]] = field(default_factory=list)
+    quarantine_until: str | None = None
+    quarantine_details: list[dict[str, Any]] = field(default_factory=list)
+    etag: str | None = None
+
+    def quarantined(self, now: dt.datetime) -> bool:
+        return self.quarantine_until is not None and self.quarantine_until > timeutil.iso(now)
+
+    def to_entity(self) -> Entity:
+        return Entity(_workers_partition(self.task_queue_id), _worker_key(self.worker_group, self.worker_id), {
+            "taskQueueId": self.task_queue_id, "workerGroup": self.worker_group, "workerId": self.worker_id,
+            "firstClaim": self.first_claim, "expires": self.expires, "lastDateActive": self.last_date_active or "",
+            "quarantineUntil": self.quarantine_until or "", **pack_json("recentTasks", self.recent_tasks),
+            **pack_json("quarantineDetails", self.quarantine_details)}, self.etag)
+
+    @classmethod
+    def from_entity(cls, entity: Entity) -> Worker:
+        d = entity.data
+        return cls(d["taskQueueId"], d["workerGroup"], d["workerId"], d["firstClaim"], d["expires"],
+                   d.get("lastDateActive") or None, unpack_json("recentTasks", d), d.get("quarantineUntil") or None,
+                   unpack_json("quarantineDetails", d), entity.etag)
+
+    def to_api(self) -> dict[str, Any]:
+        """worker-response"""
+        provisioner_id, worker_type = self.task_queue_id.split("/", 1)
+        out: dict[str, Any] = {"provisionerId": provisioner_id, "workerType": worker_type,
+                               "taskQueueId": self.task_queue_id, "workerGroup": self.worker_group,
+                               "workerId": self.worker_id, "recentTasks": self.recent_tasks,
+                               "expires": self.expires, "firstClaim": self.first_claim,
+                               "quarantineDetails": self.quarantine_details}
+        if self.quarantine_until:
+            out["quarantineUntil"] = self.quarantine_until
+        if self.last_date_active:
+            out["lastDateActive"] = self.last_date_active
+        return out
+
+    def to_list_item(self) -> dict[str, Any]:
+        """An item of list-workers-response."""
+        out: dict[str, Any] = {"workerGroup": self.worker_group, "workerId": self.worker_id,
+                               "firstClaim": self.first_claim}
+        if self.quarantine_until:
+            out["quarantineUntil"] = self.quarantine_until
+        if self.recent_tasks:
+            out["latestTask"] = self.recent_tasks[-1]
+        if self.last_date_active:
+            out["lastDateActive"] = self.last_date_active
+        return out
+
+
+def _queue_api(entity: Entity) -> dict[str, Any]:
+    """A task-queues row as taskqueue-response (workertype-response adds provisionerId and workerType)."""
+    d = entity.data
+    return {"taskQueueId": d["taskQueueId"], "description": d.get("description", ""),
+            "stability": d.get("stability", "experimental"), "expires": d["expires"],
+            "lastDateActive": d["lastDateActive"]}
+
+
+def _provisioner_api(entity: Entity) -> dict[str, Any]:
+    d = entity.data
+    return {"provisionerId": entity.row_key, "description": d.get("description", ""),
+            "stability": d.get("stability", "experimental"), "expires": d["expires"],
+            "lastDateActive": d["lastDateActive"]}
+
+
+def _worker_type_api(entity: Entity) -> dict[str, Any]:
+    provisioner_id, worker_type = entity.data["taskQueueId"].split("/", 1)
+    return {"provisionerId": provisioner_id, "workerType": worker_type, **_queue_api(entity)}
+
+
+def _page(items: list[dict[str, Any]], page: Page, key: str) -> dict[str, Any]:
+    out: dict[str, Any] = {key: items}
+    if page.continuation:
+        out["continuationToken"] = page.continuation
+    return out
+
+
+class WorkerInfo:
+    def __init__(self, tables: TableStore, settings: Settings, clock: Callable[[], dt.datetime]) -> None:
+        self.tables, self.settings, self.clock = tables, settings, clock
+        self._active_written: dict[tuple[str, str], float] = {}  # (partition, row) -> monotonic time written
+        self._buffered: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # claims not yet written
+        self._worker_written: dict[tuple[str, str, str], float] = {}
+        self._quarantine: dict[tuple[str, str, str], tuple[float, str | None]] = {}
+
+    # --- recording activity (from claims) ---------------------------------------------------------------------
+
+    def claimed(self, task_queue_id: str, worker_group: str, worker_id: str, task_id: str, run_id: int) -> None:
+        """Remember a claim for the worker's recent tasks (written by the next `active` that is due)."""
+        buffered = self._buffered.setdefault((task_queue_id, worker_group, worker_id), [])
+        buffered.append({"taskId": task_id, "runId": run_id})
+        del buffered[:-RECENT_TASKS]
+
+    async def active(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
+        """The worker asked for work: record it (and its buffered claims) where the throttles allow."""
+        now = self.clock()
+        stamp = timeutil.iso(now)
+        provisioner_id, worker_type = task_queue_id.split("/", 1)
+        queue_expires = timeutil.iso(now + QUEUE_EXPIRY)
+        for partition, row, data in (
+                (PROVISIONERS, provisioner_id, {}),
+                (TASK_QUEUES, encode_key(task_queue_id), {"taskQueueId": task_queue_id,
+                                                          "provisionerId": provisioner_id,
+                                                          "workerType": worker_type})):
+            written = self._active_written.get((partition, row))
+            if written is None or time.monotonic() - written > ACTIVE_INTERVAL.total_seconds():
+                await self.tables.upsert(WORKER_INFO_TABLE, Entity(partition, row, {
+                    **data, "description": "", "stability": "experimental", "expires": queue_expires,
+                    "lastDateActive": stamp}))
+                self._active_written[(partition, row)] = time.monotonic()
+        key = (task_queue_id, worker_group, worker_id)
+        written = self._worker_written.get(key)
+        if written is not None and time.monotonic() - written < self.settings.worker_info_interval:
+            return
+        claims = self._buffered.pop(key, [])
+        try:
+            await self._write_worker(task_queue_id, worker_group, worker_id, claims, now)
+        except Exception:
+            self._buffered.setdefault(key, [])[:0] = claims  # kept for the next attempt
+            raise
+        self._worker_written[key] = time.monotonic()
+
+    async def _write_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
+                            claims: list[dict[str, Any]], now: dt.datetime) -> None:
+        stamp, expires = timeutil.iso(now), timeutil.iso(now + WORKER_EXPIRY)
+        for _ in range(WRITE_ATTEMPTS):
+            worker = await self._worker(task_queue_id, worker_group, worker_id)
+            if worker is None:
+                worker = Worker(task_queue_id, worker_group, worker_id, stamp, expires, stamp, claims[-RECENT_TASKS:])
+                if await self.tables.insert(WORKER_INFO_TABLE, worker.to_entity()) is not None:
+                    return
+                continue
+            worker.recent_tasks = (worker.recent_tasks + claims)[-RECENT_TASKS:]
+            worker.last_date_active, worker.expires = stamp, max(worker.expires, expires)
+            if await self.tables.replace(WORKER_INFO_TABLE, worker.to_entity()) is not None:
+                return
+        log.warning("worker info of %s/%s not written: too many concurrent changes", worker_group, worker_id,
+                    extra=fields(workerGroup=worker_group, workerId=worker_id))
+
+    async def _worker(self, task_queue_id: str, worker_group: str, worker_id: str) -> Worker | None:
+        entity = await self.tables.get(WORKER_INFO_TABLE, _workers_partition(task_queue_id),
+                                       _worker_key(worker_group, worker_id))
+        return Worker.from_entity(entity) if entity is not None else None
+
+    async def quarantined_until(self, task_queue_id: str, worker_group: str, worker_id: str) -> str | None:
+        """When the worker's quarantine ends, if it is quarantined (read at most every few seconds per process)."""
+        key = (task_queue_id, worker_group, worker_id)
+        cached = self._quarantine.get(key)
+        if cached is None or time.monotonic() - cached[0] > QUARANTINE_CACHE_SECONDS:
+            worker = await self._worker(task_queue_id, worker_group, worker_id)
+            cached = (time.monotonic(), worker.quarantine_until if worker is not None else None)
+            self._quarantine[key] = cached
+        until = cached[1]
+        return until if until is not None and until > timeutil.iso(self.clock()) else None
+
+    async def check_not_quarantined(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
+        until = await self.quarantined_until(task_queue_id, worker_group, worker_id)
+        if until is not None:
+            raise WorkerQuarantined(workerGroup=worker_group, workerId=worker_id, quarantineUntil=until)
+
+    # --- the API ----------------------------------------------------------------------------------------------
+
+    async def _query(self, partition: str, *, limit: int, continuation: str | None, prefix: str = "",
+                     extra: str = "", parameters: dict[str, Any] | None = None) -> Page:
+        flt, params = "PartitionKey eq @pk", {"pk": partition, **(parameters or {})}
+        if prefix:
+            flt += " and RowKey ge @lo and RowKey lt @hi"
+            params.update(lo=prefix, hi=prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        return await self.tables.query(WORKER_INFO_TABLE, flt + extra, params, limit=limit,
+                                       continuation=continuation)
+
+    async def list_provisioners(self, *, limit: int, continuation: str | None) -> dict[str, Any]:
+        page = await self._query(PROVISIONERS, limit=limit, continuation=continuation)
+        return _page([_provisioner_api(e) for e in page.entities], page, "provisioners")
+
+    async def get_provisioner(self, provisioner_id: str) -> dict[str, Any]:
+        entity = await self.tables.get(WORKER_INFO_TABLE, PROVISIONERS, provisioner_id)
+        if entity is None:
+            raise ProvisionerNotFound(provisionerId=provisioner_id)
+        return _provisioner_api(entity)
+
+    async def list_worker_types(self, provisioner_id: str, *, limit: int,
+                                continuation: str | None) -> dict[str, Any]:
+        page = await self._query(TASK_QUEUES, limit=limit, continuation=continuation,
+                                 prefix=encode_key(f"{provisioner_id}/"))
+        return _page([_worker_type_api(e) for e in page.entities], page, "workerTypes")
+
+    async def _task_queue(self, task_queue_id: str) -> Entity:
+        entity = await self.tables.get(WORKER_INFO_TABLE, TASK_QUEUES, encode_key(task_queue_id))
+        if entity is None:
+            raise TaskQueueNotFound(taskQueueId=task_queue_id)
+        return entity
+
+    async def get_worker_type(self, provisioner_id: str, worker_type: str) -> dict[str, Any]:
+        return _worker_type_api(await self._task_queue(f"{provisioner_id}/{worker_type}"))
+
+    async def list_task_queues(self, *, limit: int, continuation: str | None) -> dict[str, Any]:
+        page = await self._query(TASK_QUEUES, limit=limit, continuation=continuation)
+        return _page([_queue_api(e) for e in page.entities], page, "taskQueues")
+
+    async def get_task_queue(self, task_queue_id: str) -> dict[str, Any]:
+        return _queue_api(await self._task_queue(task_queue_id))
+
+    async def list_workers(self, task_queue_id: str, *, quarantined: bool | None, limit: int,
+                           continuation: str | None) -> dict[str, Any]:
+        now = timeutil.iso(self.clock())
+        extra, params = "", {}
+        if quarantined is True:
+            extra, params = " and quarantineUntil gt @now", {"now": now}
+        elif quarantined is False:
+            extra, params = " and quarantineUntil le @now", {"now": now}  # "" (never quarantined) sorts first
+        page = await self._query(_workers_partition(task_queue_id), limit=limit, continuation=continuation,
+                                 extra=extra, parameters=params)
+        return _page([Worker.from_entity(e).to_list_item() for e in page.entities], page, "workers")
+
+    async def get_worker(self, task_queue_id: str, worker_group: str, worker_id: str) -> dict[str, Any]:
+        worker = await self._worker(task_queue_id, worker_group, worker_id)
+        if worker is None:
+            raise WorkerNotFound(workerGroup=worker_group, workerId=worker_id, taskQueueId=task_queue_id)
+        return worker.to_api()
+
+    async def _change_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
+                             change: Callable[[Worker], None], *, create: bool) -> Worker:
+        for _ in range(WRITE_ATTEMPTS):
+            worker = await self._worker(task_queue_id, worker_group, worker_id)
+            if worker is None:
+                if not create:
+                    raise WorkerNotFound(workerGroup=worker_group, workerId=worker_id, taskQueueId=task_queue_id)
+                now = timeutil.iso(self.clock())
+                worker = Worker(task_queue_id, worker_group, worker_id, now, now)
+                change(worker)
+                if await self.tables.insert(WORKER_INFO_TABLE, worker.to_entity()) is not None:
+                    return worker
+                continue
+            change(worker)
+            if await self.tables.replace(WORKER_INFO_TABLE, worker.to_entity()) is not None:
+                return worker
+        raise errors.InternalServerError("The worker's entry kept changing; try again")
+
+    async def quarantine(self, task_queue_id: str, worker_group: str, worker_id: str, until: str,
+                         info: str, client_id: str) -> dict[str, Any]:
+        """quarantineWorker: no work until `until` (a time in the past lifts the quarantine)."""
+        stamp = timeutil.iso(self.clock())
+
+        def change(worker: Worker) -> None:
+            worker.quarantine_until = until
+            worker.quarantine_details = [*worker.quarantine_details, {
+                "clientId": client_id, "updatedAt": stamp, "quarantineUntil": until, "quarantineInfo": info}][-20:]
+
+        worker = await self._change_worker(task_queue_id, worker_group, worker_id, change, create=False)
+        self._quarantine.pop((task_queue_id, worker_group, worker_id), None)
+        log.info("worker %s/%s quarantined until %s", worker_group, worker_id, until,
+                 extra=fields(workerGroup=worker_group, workerId=worker_id))
+        return worker.to_api()
+
+    async def declare(self, task_queue_id: str, worker_group: str, worker_id: str, expires: str) -> dict[str, Any]:
+        """declareWorker: create or update the worker's entry with this `expires`."""
+        def change(worker: Worker) -> None:
+            worker.expires = expires
+
+        return (await self._change_worker(task_queue_id, worker_group, worker_id, change, create=True)).to_api()
+
+    # --- the pending / claimed index --------------------------------------------------------------------------
+
+    async def run_pending(self, task_queue_id: str, task_id: str, run_id: int, since: str) -> None:
+        await self.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
+            "state": "pending", "runId": run_id, "since": since}))
+
+    async def run_claimed(self, task_queue_id: str, task_id: str, run_id: int, worker_group: str,
+                          worker_id: str, since: str) -> None:
+        await self.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
+            "state": "running", "runId": run_id, "since": since, "workerGroup": worker_group,
+            "workerId": worker_id}))
+
+    async def run_resolved(self, task_queue_id: str, task_id: str) -> None:
+        await self.tables.delete(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id), task_id, etag="*")
+
+    async def runs(self, task_queue_id: str, state: str, *, limit: int,
+                   continuation: str | None) -> tuple[list[Entity], str | None]:
+        page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
+                                       {"pk": encode_key(task_queue_id), "state": state}, limit=limit,
+                                       continuation=continuation)
+        return page.entities, page.continuation
+
+    async def count_claimed(self, task_queue_id: str) -> int:
+        total, continuation = 0, None
+        while True:
+            entities, continuation = await self.runs(task_queue_id, "running", limit=1000, continuation=continuation)
+            total += len(entities)
+            if continuation is None:
+                return total
+
+    # --- expiry -----------------------------------------------------------------------------------------------
+
+    async def expire(self, cutoff: str, *, budget_seconds: float = 60) -> int:
+        """Delete entries whose `expires` is before `cutoff`; quarantined workers stay while quarantined."""
+        give_up = time.monotonic() + budget_seconds
+        deleted, continuation = 0, None
+        while time.monotonic() < give_up:
+            page = await self.tables.query(WORKER_INFO_TABLE, "expires lt @cutoff", {"cutoff": cutoff}, limit=100,
+                                           continuation=continuation)
+            stale = [e for e in page.entities if (e.data.get("quarantineUntil") or "") <= cutoff]
+            results = await asyncio.gather(*(self.tables.delete(WORKER_INFO_TABLE, e.partition_key, e.row_key,
+                                                                etag=e.etag) for e in stale))
+            deleted += sum(results)
+            continuation = page.continuation
+            if continuation is None:
+                break
+        return deleted

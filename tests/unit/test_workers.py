@@ -1,0 +1,111 @@
+"""Worker information on the in-memory connector: write throttling, buffered recent tasks, the run index."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared import workers as workers_module
+from shared.service import QueueService
+from shared.settings import load_settings
+from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE
+from tests.conftest import slugid, task_definition, task_queue_id
+from tests.unit.test_service import Clock, _defaults
+
+
+class CountingTables(MemoryTables):
+    """Counts the writes per table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: dict[str, int] = {}
+
+    def _count(self, table: str) -> None:
+        self.writes[table] = self.writes.get(table, 0) + 1
+
+    async def insert(self, table, entity):
+        self._count(table)
+        return await super().insert(table, entity)
+
+    async def replace(self, table, entity):
+        self._count(table)
+        return await super().replace(table, entity)
+
+    async def upsert(self, table, entity):
+        self._count(table)
+        return await super().upsert(table, entity)
+
+
+class FakeMonotonic:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def monotonic(monkeypatch):
+    fake = FakeMonotonic()
+    monkeypatch.setattr(workers_module.time, "monotonic", fake)
+    return fake
+
+
+@pytest.fixture
+def service():
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
+                             worker_info_interval=60)
+    return QueueService(settings, CountingTables(), MemoryQueues(), clock=Clock())
+
+
+async def create(service, tq):
+    task_id = slugid()
+    definition = task_definition(taskQueueId=tq)
+    await service.create_task(task_id, dict(definition, **_defaults(definition)))
+    return task_id
+
+
+async def test_a_busy_worker_writes_its_entry_once_a_minute(service, monotonic):
+    tq = task_queue_id()
+    ids = [await create(service, tq) for _ in range(10)]
+    claimed = []
+    for _ in range(10):
+        claimed += [c["status"]["taskId"] for c in await service.claim_work(tq, "g", "w", 1)]
+        monotonic.now += 1
+    assert sorted(claimed) == sorted(ids)
+    # Ten claimWork calls: the provisioner, the task queue and the worker written once each (the first call).
+    assert service.tables.writes[WORKER_INFO_TABLE] == 3
+    worker = await service.workers.get_worker(tq, "g", "w")
+    assert worker["recentTasks"] == []  # buffered
+    monotonic.now += 60
+    assert await service.claim_work(tq, "g", "w", 1) == []
+    worker = await service.workers.get_worker(tq, "g", "w")
+    assert [t["taskId"] for t in worker["recentTasks"]] == claimed
+    assert service.tables.writes[WORKER_INFO_TABLE] == 4
+
+
+async def test_recent_tasks_keep_the_last_twenty(service, monotonic):
+    tq = task_queue_id()
+    for i in range(25):
+        service.workers.claimed(tq, "g", "w", f"task-{i}", 0)
+    await service.workers.active(tq, "g", "w")
+    worker = await service.workers.get_worker(tq, "g", "w")
+    assert [t["taskId"] for t in worker["recentTasks"]] == [f"task-{i}" for i in range(5, 25)]
+
+
+async def test_the_run_index_follows_a_task_through_its_runs(service, monotonic):
+    tq = task_queue_id()
+    task_id = await create(service, tq)
+
+    async def row():
+        entity = await service.tables.get(TASK_QUEUE_RUNS_TABLE, tq.replace("/", "%2F"), task_id)
+        return (entity.data["state"], entity.data["runId"]) if entity else None
+
+    assert await row() == ("pending", 0)
+    await service.claim_work(tq, "g", "w", 1)
+    assert await row() == ("running", 0)
+    await service.resolve(task_id, 0, "exception", "worker-shutdown")  # retried: a new pending run
+    assert await row() == ("pending", 1)
+    await service.claim_work(tq, "g", "w", 1)
+    await service.resolve(task_id, 1, "completed", "completed")
+    assert await row() is None
