@@ -13,13 +13,14 @@ setup: $(VENV)/.installed $(AZURITE)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # the tc-queue-worker command
 	@touch $@
 
 $(AZURITE):
 	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
 
 run: setup
-	$(PY) -m local_host run
+	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER))
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -28,7 +29,7 @@ lint: setup
 	$(PY) -m ruff check .
 
 typecheck: setup
-	$(PY) -m mypy shared functions local_host function_app.py
+	$(PY) -m mypy shared functions local_host worker function_app.py
 
 check: lint typecheck test
 

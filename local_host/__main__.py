@@ -1,6 +1,7 @@
 """Command line of the local host.
 
     python -m local_host run      Azurite (embedded, started for you) + the queue on 127.0.0.1:$QUEUE_PORT
+                                  (`--worker <taskQueueId>`: and the reference worker beside it)
     python -m local_host serve    the queue only, against the storage in $QUEUE_STORAGE
     python -m local_host clients  manage clients (create, list, reset, disable, enable, delete)
 
@@ -14,6 +15,8 @@ import asyncio
 import json
 import os
 import secrets
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,19 +98,48 @@ def cmd_run(args: argparse.Namespace) -> int:
         # So `python -m local_host clients ...` finds the running storage.
         runtime.write_text(json.dumps({"QUEUE_STORAGE": embedded.connection_string, "pid": os.getpid()}))
         runtime.chmod(0o600)
+    worker = None
     try:
         _binding_defaults()
         settings = load_settings()
         logs.configure(settings.log_level)
         announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token,
                            generated)
+        if args.worker:
+            worker = _start_worker(args.worker, args.worker_capacity, settings.public_root_url,
+                                   settings.root_client_id, settings.root_access_token, data_dir)
         asyncio.run(serve(args.app, Path(args.host_json), port=settings.port, announce=announce))
     finally:
+        if worker is not None:
+            _stop_worker(worker)
         if embedded is not None:
             runtime.unlink(missing_ok=True)
             embedded.stop()
             print(f"Azurite (pids {', '.join(map(str, embedded.pids))}) stopped", flush=True)
     return 0
+
+
+def _start_worker(task_queue_id: str, capacity: int, root_url: str, client_id: str, token: str,
+                  data_dir: Path) -> subprocess.Popen[bytes]:
+    """The reference worker beside the queue (its own session, so Ctrl-C reaches the host only; stopped by PID)."""
+    env = {**os.environ, "TASKCLUSTER_ROOT_URL": root_url, "TASKCLUSTER_CLIENT_ID": client_id,
+           "TASKCLUSTER_ACCESS_TOKEN": token}
+    process = subprocess.Popen([sys.executable, "-m", "worker", "--task-queue", task_queue_id, "--capacity",
+                                str(capacity), "--worker-group", "local", "--work-dir", str(data_dir / "worker")],
+                               cwd=PROJECT, env=env, start_new_session=True)
+    print(f"reference worker (pid {process.pid}) taking tasks of {task_queue_id}", flush=True)
+    return process
+
+
+def _stop_worker(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    print(f"reference worker (pid {process.pid}) stopped", flush=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -145,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="start Azurite and the queue")
     run.add_argument("--in-memory", action="store_true", help="keep Azurite's data in memory only")
+    run.add_argument("--worker", metavar="TASK_QUEUE_ID", help="also run the reference worker on this task queue")
+    run.add_argument("--worker-capacity", type=int, default=2, help="tasks the worker runs at once (default 2)")
     run.set_defaults(func=cmd_run)
     srv = sub.add_parser("serve", help="run the host against $QUEUE_STORAGE")
     srv.add_argument("--no-http", action="store_true", help="run the triggers only")

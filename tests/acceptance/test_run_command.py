@@ -15,13 +15,13 @@ from local_host.azurite import free_port
 from tests.conftest import PROJECT, queue_client, slugid, task_definition, wait_for
 
 
-def start_run(tmp_path, name):
+def start_run(tmp_path, name, *extra):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
     env.update(QUEUE_PORT=str(port), QUEUE_DATA_DIR=str(tmp_path / name), PYTHONUNBUFFERED="1")
     log = tmp_path / f"{name}.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run"],
+        process = subprocess.Popen([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run", *extra],
                                    cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
     wait_for(lambda: "Press Ctrl-C to stop." in log.read_text() or process.poll() is not None, timeout=60)
     text = log.read_text()
@@ -71,3 +71,25 @@ def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
                 process.wait(30)
+
+
+def test_run_with_the_reference_worker_beside_the_queue(tmp_path):
+    from tests.conftest import task_queue_id
+    tq = task_queue_id()
+    process, port, log = start_run(tmp_path, "w", "--worker", tq)
+    try:
+        banner = log.read_text()
+        token = re.search(r"TASKCLUSTER_ACCESS_TOKEN=(\S+)", banner).group(1)
+        worker_pid = int(re.search(r"reference worker \(pid (\d+)\)", banner).group(1))
+        client = queue_client(f"http://127.0.0.1:{port}", credentials={"clientId": "root", "accessToken": token})
+        task_id = slugid()
+        client.createTask(task_id, task_definition(taskQueueId=tq, payload={"command": "echo from make run"}))
+        wait_for(lambda: client.status(task_id)["status"]["state"] == "completed", timeout=30)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
+        assert not alive(worker_pid), "the worker outlived make run"
+        assert "reference worker" in log.read_text() and "stopped" in log.read_text()
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            process.wait(30)

@@ -1,0 +1,168 @@
+"""The reference worker (`python -m worker`) against a local host on Azurite: real commands end to end (success,
+failure, timeout, cancel mid-run, SIGTERM, malformed payload), artifacts and logs uploaded to Blob Storage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import taskcluster
+
+from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(claim_timeout=3, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
+
+
+class WorkerProcess:
+    def __init__(self, host, tq: str, tmp: Path, *extra: str) -> None:
+        env = {**os.environ, "TASKCLUSTER_ROOT_URL": host.root_url, "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
+               "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN, "PYTHONUNBUFFERED": "1"}
+        self.log_path = tmp / f"worker-{tq.split('/')[1]}.log"
+        with open(self.log_path, "wb") as out:
+            self.process = subprocess.Popen(
+                [PY, "-m", "worker", "--task-queue", tq, "--worker-group", "wg", "--worker-id", "ref-1",
+                 "--capacity", "2", "--work-dir", str(tmp / "tasks"), *extra],
+                cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return self.process.returncode
+
+
+@pytest.fixture(scope="module")
+def tq() -> str:
+    return task_queue_id()
+
+
+@pytest.fixture(scope="module")
+def worker(host, tq, tmp_path_factory) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(host, tq, tmp_path_factory.mktemp("worker"))
+    yield process
+    process.stop()
+
+
+def submit(queue, tq: str, payload: dict, **overrides) -> str:
+    task_id = slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq, payload=payload, **overrides))
+    return task_id
+
+
+def resolved(queue, task_id: str, timeout: float = 30) -> dict:
+    return wait_for(lambda: (s := queue.status(task_id)["status"]) and s["state"] in (
+        "completed", "failed", "exception") and s, timeout=timeout, interval=0.3)
+
+
+def artifact_text(host, task_id: str, name: str, run: str = "0") -> str:
+    url = taskcluster.Queue({"rootUrl": host.root_url}).buildUrl("getArtifact", task_id, run, name)
+    response = httpx.get(url, follow_redirects=True)
+    assert response.status_code == 200, (name, response.status_code, response.text[:300])
+    return response.text
+
+
+def test_commands_run_end_to_end(host, tq, worker):
+    queue = host.client()
+    ok = submit(queue, tq, {
+        "command": [PY, "-c", "import os; print('hello from', os.environ['TASK_ID']); "
+                              "open('out.txt', 'w').write('result:' + os.environ['GREETING'])"],
+        "env": {"GREETING": "hi"},
+        "artifacts": [{"name": "public/out.txt", "path": "out.txt", "contentType": "text/plain"},
+                      {"name": "public/missing.txt", "path": "nowhere.txt"}]})
+    failing = submit(queue, tq, {"command": "echo failing now; exit 3"})
+    slow = submit(queue, tq, {"command": ["sleep", "30"], "maxRunTime": 1})
+    malformed = submit(queue, tq, {"command": 5})
+    assert resolved(queue, ok)["state"] == "completed"
+    assert f"hello from {ok}" in artifact_text(host, ok, "public/logs/live.log")
+    assert artifact_text(host, ok, "public/out.txt") == "result:hi"
+    missing = httpx.get(taskcluster.Queue({"rootUrl": host.root_url}).buildUrl(
+        "getArtifact", ok, "0", "public/missing.txt"))
+    assert missing.status_code == 424 and missing.json()["reason"] == "file-missing-on-worker"
+    assert resolved(queue, failing)["state"] == "failed"
+    log = artifact_text(host, failing, "public/logs/live.log")
+    assert "failing now" in log and "exit code 3" in log
+    status = resolved(queue, slow, timeout=20)
+    assert status["state"] == "failed"
+    assert "maxRunTime of 1 s exceeded" in artifact_text(host, slow, "public/logs/live.log")
+    status = resolved(queue, malformed)
+    assert (status["state"], status["runs"][0]["reasonResolved"]) == ("exception", "malformed-payload")
+    assert "`command` must be" in artifact_text(host, malformed, "public/logs/live.log")
+    out = worker.output()
+    assert f"{ok}/0  resolved completed" in out and f"{malformed}/0  resolved exception/malformed-payload" in out
+
+
+def test_a_task_cancelled_mid_run_is_stopped_and_the_worker_goes_on(host, tq, worker, tmp_path):
+    queue = host.client()
+    marker = tmp_path / "still-running"
+    long = submit(queue, tq, {"command": [PY, "-c", f"import time\nfor i in range(60):\n    time.sleep(0.5)\n"
+                                                    f"    open({str(marker)!r}, 'w').write(str(i))"]})
+    wait_for(lambda: queue.status(long)["status"]["state"] == "running" and marker.exists(), timeout=30)
+    queue.cancelTask(long)
+    # The next reclaim (a third of the 3 s claim before it lapses) answers 409: the worker kills the command.
+    wait_for(lambda: f"{long}/0  killed: the run was cancelled" in worker.output(), timeout=15)
+    size = marker.read_text()
+    time.sleep(1.5)
+    assert marker.read_text() == size  # the command no longer runs
+    status = queue.status(long)["status"]
+    assert (status["state"], status["runs"][0]["reasonResolved"]) == ("exception", "canceled")
+    after = submit(queue, tq, {"command": "true"})
+    assert resolved(queue, after)["state"] == "completed"
+
+
+def test_long_tasks_are_reclaimed(host, tq, worker):
+    queue = host.client()
+    task_id = submit(queue, tq, {"command": ["sleep", "7"]})  # more than twice the 3 s claim
+    status = resolved(queue, task_id, timeout=40)
+    assert status["state"] == "completed" and len(status["runs"]) == 1
+
+
+def test_sigterm_stops_running_tasks_as_worker_shutdown(host, tmp_path):
+    queue = host.client()
+    tq = task_queue_id()
+    process = WorkerProcess(host, tq, tmp_path)
+    try:
+        task_id = submit(queue, tq, {"command": ["sleep", "60"]}, retries=1)
+        wait_for(lambda: queue.status(task_id)["status"]["state"] == "running", timeout=30)
+        started = time.monotonic()
+        assert process.stop() == 0
+        assert time.monotonic() - started < 20
+    finally:
+        process.stop()
+    status = queue.status(task_id)["status"]
+    assert status["runs"][0]["reasonResolved"] == "worker-shutdown"
+    assert status["runs"][1]["state"] == "pending"  # retried
+    assert "killed: the worker is shutting down" in artifact_text(host, task_id, "public/logs/live.log")
+    assert "stopped" in process.output()
+
+
+def test_claim_work_mode(host, tmp_path):
+    queue = host.client()
+    tq = task_queue_id()
+    process = WorkerProcess(host, tq, tmp_path, "--claim-work", "--max-tasks", "1")
+    try:
+        task_id = submit(queue, tq, {"command": "echo via claimWork"})
+        assert resolved(queue, task_id)["state"] == "completed"
+        assert process.process.wait(30) == 0  # --max-tasks 1: it stops by itself
+    finally:
+        process.stop()
+    assert "via claimWork" in artifact_text(host, task_id, "public/logs/live.log")
+    assert "finding work by claimWork" in process.output()
