@@ -37,6 +37,18 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azurite_mod.Az
         instance.stop()
 
 
+def stop_process(process: subprocess.Popen[bytes], wait: float) -> int:
+    """SIGTERM, then SIGKILL if it has not exited within `wait` seconds; its exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    return process.returncode
+
+
 @dataclass
 class HostProcess:
     process: subprocess.Popen[bytes]
@@ -45,13 +57,7 @@ class HostProcess:
     env: dict[str, str]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process, 15)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -49,6 +49,21 @@ def poll(urls, count=1):
     return None, None
 
 
+def polled_task(queue):
+    """A task of a fresh task queue, polled: (task queue, taskId, URLs, index of the queue, XML, the message)."""
+    tq, task_id = task_queue_id(), slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq))
+    urls = poll_task_urls(queue, tq)
+    index, xml_text = poll(urls)
+    [message] = message_fields(xml_text)
+    return tq, task_id, urls, index, xml_text, message
+
+
+def delete_url(urls, index, message):
+    return urls["queues"][index]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
+        .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
+
+
 def message_fields(xml_text):
     return [dict(zip(("id", "pop", "text"), m, strict=True)) for m in re.findall(
         r"<MessageId>(.*?)</MessageId>.*?<PopReceipt>(.*?)</PopReceipt>.*?<MessageText>(.*?)</MessageText>",
@@ -81,9 +96,7 @@ def test_worker_polls_azure_directly_and_claims_with_the_message(queue):
     assert claimed[0]["runId"] == 0 and claimed[0]["credentials"]["clientId"].startswith("task-client/")
     # The queue deleted the message it consumed: the delete URL finds it gone.
     [message] = message_fields(xml_text)
-    delete = urls["queues"][1]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
-        .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
-    assert httpx.delete(delete).status_code == 404
+    assert httpx.delete(delete_url(urls, 1, message)).status_code == 404
     # Replayed by another worker: the run is claimed already, nothing is claimed again.
     other = {"workerGroup": "wg-1", "workerId": "worker-2"}
     assert queue.claimWork(tq, {**other, "tasks": 1, "xmlMessage": xml_text})["tasks"] == []
@@ -92,18 +105,11 @@ def test_worker_polls_azure_directly_and_claims_with_the_message(queue):
 
 
 def test_old_protocol_claim_task_then_delete_through_the_signed_url(queue):
-    tq = task_queue_id()
-    task_id = slugid()
-    queue.createTask(task_id, task_definition(taskQueueId=tq))
-    urls = poll_task_urls(queue, tq)
-    index, xml_text = poll(urls)
-    [message] = message_fields(xml_text)
+    _, task_id, urls, index, _, message = polled_task(queue)
     hint = hint_json(message["text"])
     assert hint["taskId"] == task_id and hint["runId"] == 0 and hint["sig"]
     assert queue.claimTask(task_id, str(hint["runId"]), WORKER)["status"]["state"] == "running"
-    delete = urls["queues"][index]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
-        .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
-    assert httpx.delete(delete).status_code == 204
+    assert httpx.delete(delete_url(urls, index, message)).status_code == 204
 
 
 def test_signed_urls_get_and_delete_that_queue_only_until_they_expire(host, queue):
@@ -136,12 +142,8 @@ def _table_port(host):
 
 
 def test_forged_altered_and_foreign_hints_are_refused(queue):
-    tq, elsewhere = task_queue_id(), task_queue_id()
-    task_id = slugid()
-    queue.createTask(task_id, task_definition(taskQueueId=tq))
-    urls = poll_task_urls(queue, tq)
-    _, xml_text = poll(urls)
-    [message] = message_fields(xml_text)
+    elsewhere = task_queue_id()
+    tq, task_id, _, _, xml_text, message = polled_task(queue)
     hint = hint_json(message["text"])
     victim = slugid()
     queue.createTask(victim, task_definition(taskQueueId=tq))

@@ -4,7 +4,6 @@ failure, timeout, cancel mid-run, SIGTERM, malformed payload), artifacts and log
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,16 @@ import httpx
 import pytest
 import taskcluster
 
-from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import (
+    PROJECT,
+    ROOT_ACCESS_TOKEN,
+    ROOT_CLIENT_ID,
+    slugid,
+    stop_process,
+    task_definition,
+    task_queue_id,
+    wait_for,
+)
 
 PY = sys.executable
 
@@ -40,14 +48,7 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        return self.process.returncode
+        return stop_process(self.process, 30)
 
 
 @pytest.fixture(scope="module")
