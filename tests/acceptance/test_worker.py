@@ -38,10 +38,11 @@ class WorkerProcess:
         env = {**os.environ, "TASKCLUSTER_ROOT_URL": host.root_url, "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
                "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN, "PYTHONUNBUFFERED": "1"}
         self.log_path = tmp / f"worker-{tq.split('/')[1]}.log"
+        self.work_dir = tmp / "tasks"
         with open(self.log_path, "wb") as out:
             self.process = subprocess.Popen(
                 [PY, "-m", "worker", "--task-queue", tq, "--worker-group", "wg", "--worker-id", "ref-1",
-                 "--capacity", "2", "--work-dir", str(tmp / "tasks"), *extra],
+                 "--capacity", "2", "--work-dir", str(self.work_dir), *extra],
                 cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def output(self) -> str:
@@ -127,6 +128,17 @@ def test_a_task_cancelled_mid_run_is_stopped_and_the_worker_goes_on(host, tq, wo
     assert (status["state"], status["runs"][0]["reasonResolved"]) == ("exception", "canceled")
     after = submit(queue, tq, {"command": "true"})
     assert resolved(queue, after)["state"] == "completed"
+
+
+def test_the_workers_own_failure_is_reported_internal_error(host, tq, worker):
+    queue = host.client()
+    task_id = slugid()
+    worker.work_dir.mkdir(parents=True, exist_ok=True)
+    (worker.work_dir / f"{task_id}-0").write_text("in the way")  # the task's folder cannot be made
+    queue.createTask(task_id, task_definition(taskQueueId=tq, payload={"command": "true"}))
+    status = resolved(queue, task_id)
+    assert (status["runs"][0]["state"], status["runs"][0]["reasonResolved"]) == ("exception", "internal-error")
+    assert f"{task_id}/0  worker error" in worker.output()
 
 
 def test_long_tasks_are_reclaimed(host, tq, worker):
