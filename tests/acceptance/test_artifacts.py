@@ -14,6 +14,7 @@ import taskcluster
 import taskcluster.download
 from azure.storage.blob import BlobClient
 
+from local_host import azurite as azurite_mod
 from shared import timeutil
 from shared.artifact_upload import upload
 from tests.conftest import expect_error, queue_client, slugid, task_definition, wait_for
@@ -290,8 +291,19 @@ def test_expired_artifacts_answer_410_then_their_blobs_and_rows_are_deleted(host
     assert httpx.get(url, follow_redirects=True).content == b"stay"
 
 
-def test_an_expired_artifact_is_gone_410_until_the_timer_deletes_it(queue_host):
-    queue = queue_host.client()  # production expiry delay (30 min): nothing is deleted during the test
+@pytest.fixture(scope="module")
+def quiet_host(host_factory, tmp_path_factory):
+    """A host on an Azurite of its own: the hosts of other tests run expiry timers (with no delay) on theirs."""
+    instance = azurite_mod.start(tmp_path_factory.mktemp("quiet-azurite"), in_memory=True)
+    host = host_factory(storage=instance.connection_string)  # production expiry delay: 30 minutes
+    yield host
+    host.stop()
+    instance.stop()
+
+
+def test_an_expired_artifact_is_gone_410_until_the_timer_deletes_it(quiet_host):
+    queue_host = quiet_host
+    queue = queue_host.client()
     task_id, worker = claimed(queue)
     soon = timeutil.iso(timeutil.now() + dt.timedelta(seconds=1))
     worker.createArtifact(task_id, "0", "public/ref", {"storageType": "reference", "expires": soon,
