@@ -392,14 +392,26 @@ class Artifacts:
             raise errors.RunNotFound(taskId=task_id, runId=run_id)
         return run_id
 
+    async def _named(self, task_id: str, run_id: int | None, name: str) -> tuple[int, Artifact | None]:
+        """The run meant and its artifact `name` (None if there is none). With a given run the artifact row is
+        read first: the task is read only to tell which 404 a missing artifact is."""
+        if run_id is None:
+            run_id = await self._run_of(task_id, None)
+            return run_id, await self._row(task_id, run_id, name)
+        await self.service.ensure_storage()
+        artifact = await self._row(task_id, run_id, name)
+        if artifact is None:
+            await self._run_of(task_id, run_id)
+        return run_id, artifact
+
     async def follow(self, task_id: str, run_id: int | None, name: str) -> tuple[list[str], Artifact]:
         """The artifact a fetch of `name` serves, following links, and the names on the way (the caller needs
         `queue:get-artifact:<n>` for each). 404 missing or not uploaded, 410 expired, 400 a cycle."""
-        run_id = await self._run_of(task_id, run_id)
+        run_id, first = await self._named(task_id, run_id, name)
         now = timeutil.iso(self.service.clock())
         chain = [name]
         while True:
-            artifact = await self._row(task_id, run_id, chain[-1])
+            artifact = first if len(chain) == 1 else await self._row(task_id, run_id, chain[-1])
             if artifact is None:
                 raise ArtifactNotFound(name=chain[-1], runId=run_id, taskId=task_id)
             if not artifact.present:
@@ -425,8 +437,7 @@ class Artifacts:
 
     async def info(self, task_id: str, run_id: int | None, name: str) -> dict[str, Any]:
         """artifactInfo: the artifact itself (a link is not followed); only uploaded artifacts are shown."""
-        run_id = await self._run_of(task_id, run_id)
-        artifact = await self._row(task_id, run_id, name)
+        run_id, artifact = await self._named(task_id, run_id, name)
         if artifact is None or not artifact.present:
             raise ArtifactNotFound(name=name, runId=run_id, taskId=task_id)
         return artifact.to_api()

@@ -528,10 +528,11 @@ class QueueService:
                 self.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 return Claim(task, run_id)
 
-    async def claim_task(self, task_id: str, run_id: int, worker_group: str, worker_id: str) -> dict[str, Any]:
-        """claimTask (deprecated API): claim a given run, raising the Taskcluster error when refused."""
+    async def claim_task(self, task_id: str, task_queue_id: str, run_id: int, worker_group: str,
+                         worker_id: str) -> dict[str, Any]:
+        """claimTask (deprecated API): claim a given run of a task of `task_queue_id` (which the caller read for
+        the scopes), raising the Taskcluster error when refused."""
         await self.ensure_storage()
-        task_queue_id = (await self._load(task_id)).task_queue_id
         await self.workers.check_not_quarantined(task_queue_id, worker_group, worker_id)
         result = await self.claim(task_id, run_id, worker_group, worker_id)
         await self.workers.active(task_queue_id, worker_group, worker_id)

@@ -5,6 +5,7 @@ same app runs under `func.AsgiFunctionApp` in Azure and under uvicorn locally.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -205,35 +206,34 @@ def _parse_body(raw: bytes, route: Route) -> Any:
     return body
 
 
-def _auth_requests(request: Request, raw: bytes, api: Api, route: Route,
-                   params: dict[str, str]) -> list[AuthRequest]:
-    """The request as its client addressed it: Hawk MACs cover the scheme's port, host and raw path. Second, when
-    it differs, the path as the official clients write it (each parameter percent-encoded, `/` as `%2F`): the
-    Azure Functions ASGI adapter hands the app a decoded path as `raw_path`, which would fail the MAC of every
-    request whose parameters hold an encoded character (artifact names)."""
+def _auth_request(request: Request, raw: bytes, path: str) -> AuthRequest:
+    """The request as its client addressed it: Hawk MACs cover the scheme's port, host and raw path."""
     scope = request.scope
     scheme = request.headers.get("x-forwarded-proto", scope.get("scheme", "http")).split(",")[0].strip()
     host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
     query = "?" + scope["query_string"].decode("latin-1") if scope.get("query_string") else ""
-    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-    canonical = api.prefix + re.sub(r"<([a-zA-Z]+)>", lambda m: urllib.parse.quote(params[m.group(1)], safe=""),
-                                    route.path)
-    return [AuthRequest(method=request.method, url=f"{scheme}://{host}{path}{query}",
-                        authorization=request.headers.get("authorization"), content=raw,
-                        content_type=request.headers.get("content-type", ""))
-            for path in dict.fromkeys([raw_path, canonical])]
+    return AuthRequest(method=request.method, url=f"{scheme}://{host}{path}{query}",
+                       authorization=request.headers.get("authorization"), content=raw,
+                       content_type=request.headers.get("content-type", ""))
 
 
-async def _authenticate(authenticator: Authenticator, requests: list[AuthRequest]) -> Caller:
-    """The caller of the first form of the request that authenticates; else the first form's failure."""
-    first: errors.AuthenticationFailed | None = None
-    for auth_request in requests:
-        try:
-            return await authenticator.authenticate(auth_request)
-        except errors.AuthenticationFailed as exc:
-            first = first or exc
-    assert first is not None
-    raise first
+async def _authenticate(authenticator: Authenticator, request: Request, raw: bytes, api: Api, route: Route,
+                        params: dict[str, str]) -> Caller:
+    """Authenticate with the raw path; failing that, with the path as the official clients write it (each
+    parameter percent-encoded, `/` as `%2F`), since the Azure Functions ASGI adapter hands the app a decoded
+    path as `raw_path`, which would fail the MAC of every request whose parameters hold an encoded character
+    (artifact names). A request that fails both gets the first failure."""
+    raw_path = (request.scope.get("raw_path") or request.scope["path"].encode()).decode("latin-1")
+    try:
+        return await authenticator.authenticate(_auth_request(request, raw, raw_path))
+    except errors.AuthenticationFailed as first:
+        failure = first
+        canonical = api.prefix + re.sub(r"<([a-zA-Z]+)>",
+                                        lambda m: urllib.parse.quote(params[m.group(1)], safe=""), route.path)
+    if canonical != raw_path:
+        with contextlib.suppress(errors.AuthenticationFailed):
+            return await authenticator.authenticate(_auth_request(request, raw, canonical))
+    raise failure
 
 
 def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
@@ -289,8 +289,7 @@ class ApiApp:
         try:
             _check_params(params)
             raw = await _read_raw_body(request)
-            auth_requests = _auth_requests(request, raw, api, route, params)
-            caller = await _authenticate(self.authenticator(), auth_requests)
+            caller = await _authenticate(self.authenticator(), request, raw, api, route, params)
             body = _parse_body(raw, route)
             call = Call(route, params, dict(request.query_params), body, request, self.service(), caller)
             result = await route.handler(call)

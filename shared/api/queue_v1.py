@@ -156,7 +156,8 @@ async def claim_task(call: Call) -> dict[str, Any]:
     definition = await call.service.task(task_id)
     await call.authorize(provisionerId=definition["provisionerId"], workerType=definition["workerType"],
                          workerGroup=body["workerGroup"], workerId=body["workerId"])
-    return await call.service.claim_task(task_id, call.run_id(), body["workerGroup"], body["workerId"])
+    return await call.service.claim_task(task_id, definition["taskQueueId"], call.run_id(), body["workerGroup"],
+                                         body["workerId"])
 
 
 @api.route("POST", "/task/<taskId>/runs/<runId>/reclaim", name="reclaimTask", title="Reclaim task",

@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -257,9 +258,10 @@ def test_reference_error_and_link_artifacts(host, queue):
 def test_listings_page_through_every_artifact(queue):
     task_id, worker = claimed(queue)
     names = [f"public/many/{i:03d}.txt" for i in range(23)] + ["private/one"]
-    for name in names:
-        worker.createArtifact(task_id, "0", name, {"storageType": "reference", "expires": in_days(),
-                                                   "contentType": "text/plain", "url": "https://example.com"})
+    body = {"storageType": "reference", "expires": in_days(), "contentType": "text/plain",
+            "url": "https://example.com"}
+    with ThreadPoolExecutor(8) as pool:  # at once: each write races the others for the task's ETag
+        list(pool.map(lambda name: worker.createArtifact(task_id, "0", name, body), names))
     seen, token = [], None
     while True:
         page = queue.listArtifacts(task_id, "0", query={"limit": 10, **({"continuationToken": token}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from azure.storage.blob import BlobServiceClient
+
 from shared.storage.azure import AzureQueues, AzureTables
 from shared.storage.base import Entity
 
@@ -135,3 +137,57 @@ def test_transactions_are_atomic_per_partition(azurite):
         finally:
             await tables.close()
     run(go())
+
+
+def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
+    """Through the service on Azurite's adapters: an expiring task takes its artifacts with it (blob, then row),
+    while another task's artifact stays. On an Azurite of its own: expiring with a clock two days ahead would
+    take other tests' tasks too."""
+    import datetime as dt
+
+    from local_host import azurite as azurite_mod
+    from shared import timeutil
+    from shared.artifacts import blob_path, row_key
+    from shared.service import QueueService
+    from shared.settings import load_settings
+    from shared.storage.azure import AzureBlobs, AzureQueues
+    from shared.tasks import TASKS_TABLE
+    from tests.conftest import slugid, task_definition
+    from tests.unit.test_service import Clock, _defaults
+
+    azurite = azurite_mod.start(tmp_path / "azurite", in_memory=True)
+    cs = azurite.connection_string
+    clock = Clock()
+    settings = load_settings(storage=cs, root_access_token="x" * 30, expiry_delay=0, claim_work_wait=0)
+
+    async def scenario():
+        service = QueueService(settings, AzureTables(cs), AzureQueues(cs), AzureBlobs(cs), clock=clock)
+        blobs = BlobServiceClient.from_connection_string(cs).get_container_client(settings.artifact_container)
+        try:
+            ids = []
+            for days in (1, 30):
+                task_id, definition = slugid(), task_definition()
+                definition["expires"] = timeutil.iso(clock() + dt.timedelta(days=days))
+                await service.create_task(task_id, dict(definition, **_defaults(definition)))
+                await service.claim(task_id, 0, "g", "w")
+                created = await service.artifacts.create(task_id, 0, "public/a.txt", {
+                    "storageType": "azure", "expires": definition["expires"], "contentType": "text/plain",
+                    "contentLength": 2})
+                blobs.upload_blob(blob_path(task_id, 0, "public/a.txt"), b"hi")
+                await service.artifacts.finish(task_id, 0, "public/a.txt", created["uploadId"])
+                ids.append(task_id)
+            clock.advance(2 * 86400)
+            assert await service.expire_tasks() == 1
+            gone, kept = ids
+            assert await service.tables.get(TASKS_TABLE, gone, row_key(0, "public/a.txt")) is None
+            assert not blobs.get_blob_client(blob_path(gone, 0, "public/a.txt")).exists()
+            assert await service.tables.get(TASKS_TABLE, kept, row_key(0, "public/a.txt")) is not None
+            assert blobs.get_blob_client(blob_path(kept, 0, "public/a.txt")).exists()
+        finally:
+            blobs.close()
+            await service.close()
+
+    try:
+        run(scenario())
+    finally:
+        azurite.stop()
