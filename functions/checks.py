@@ -1,5 +1,6 @@
-"""Queue-triggered checks that keep tasks moving (claim expiry, deadlines, dependency resolution), and the
-timers that delete expired tasks, artifacts and worker information.
+"""Queue-triggered checks that keep tasks moving (claim expiry, deadlines, dependency resolution), the
+reconciler that repairs what a lost or poisoned message left, and the timers that delete expired tasks,
+artifacts and worker information.
 
 The message bodies are hints ({taskId, ...}); the service re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
@@ -67,3 +68,9 @@ async def expire_artifacts(timer: func.TimerRequest) -> None:
 async def expire_worker_info(timer: func.TimerRequest) -> None:
     deleted = await get_service().expire_worker_info()
     log.info("expiry: %d worker info entries deleted", deleted)
+
+
+@bp.function_name("reconcile")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_RECONCILE_SCHEDULE%")
+async def reconcile(timer: func.TimerRequest) -> None:
+    await get_service().reconciler.run()  # it logs its own summary and each repair

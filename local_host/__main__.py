@@ -4,6 +4,7 @@
                                   (`--worker <taskQueueId>`: and the reference worker beside it)
     python -m local_host serve    the queue only, against the storage in $QUEUE_STORAGE
     python -m local_host clients  manage clients (create, list, reset, disable, enable, delete)
+    python -m local_host audit    check the invariants over every task (`--reconcile`: run a reconciler pass first)
 
 Settings come from the environment, then `local.settings.json` (`Values`), as the Functions host reads them.
 """
@@ -81,7 +82,8 @@ def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
 def _binding_defaults() -> None:
     """App settings the function bindings name (`%QUEUE_EXPIRY_SCHEDULE%`) get the settings' defaults."""
     from shared.settings import Settings
-    os.environ.setdefault("QUEUE_EXPIRY_SCHEDULE", str(Settings.model_fields["expiry_schedule"].default))
+    for name in ("expiry_schedule", "reconcile_schedule"):
+        os.environ.setdefault(f"QUEUE_{name.upper()}", str(Settings.model_fields[name].default))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -152,19 +154,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_clients(args: argparse.Namespace) -> int:
-    """Manage clients in the Clients table of the queue's storage (the running `make run`'s by default)."""
+def _running_storage() -> bool:
+    """Point at the queue's storage: $QUEUE_STORAGE, or the running `make run`'s (and its secrets)."""
     data_dir = _data_dir()
     runtime = data_dir / "runtime.json"
     if not os.environ.get("QUEUE_STORAGE") and runtime.exists():
         os.environ["QUEUE_STORAGE"] = json.loads(runtime.read_text())["QUEUE_STORAGE"]
     if not os.environ.get("QUEUE_STORAGE"):
         print("error: set QUEUE_STORAGE, or start `make run` first", file=sys.stderr)
-        return 2
+        return False
     if (data_dir / "secrets.json").exists():
         _secrets(data_dir)  # the secrets `make run` generated, unless the environment sets them
+    return True
+
+
+def cmd_clients(args: argparse.Namespace) -> int:
+    """Manage clients in the Clients table of the queue's storage (the running `make run`'s by default)."""
+    if not _running_storage():
+        return 2
     from shared.auth.admin import run_clients_command
     return asyncio.run(run_clients_command(load_settings(), args))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Check the invariants over every task of the queue's storage (the running `make run`'s by default)."""
+    if not _running_storage():
+        return 2
+    logs.configure("WARNING")
+    from shared.invariants import run_audit_command
+    from shared.service import QueueService
+    from shared.storage.azure import AzureQueues, AzureTables
+    settings = load_settings()
+    service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+    return asyncio.run(run_audit_command(service, reconcile=args.reconcile))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     from shared.auth.admin import add_client_arguments
     add_client_arguments(clients)
     clients.set_defaults(func=cmd_clients)
+    check = sub.add_parser("audit", help="check the invariants over every task (exit 1 on a violation)")
+    check.add_argument("--reconcile", action="store_true", help="run one reconciler pass first")
+    check.set_defaults(func=cmd_audit)
     args = parser.parse_args(argv)
     load_local_settings(Path(args.settings))
     try:

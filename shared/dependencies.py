@@ -68,6 +68,11 @@ class DependencyStore:
         page = await self.tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=1)
         return bool(page.entities)
 
+    async def requirements(self, task_id: str, *, limit: int) -> list[str]:
+        """The first `limit` tasks `task_id` still waits for."""
+        page = await self.tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=limit)
+        return [e.row_key for e in page.entities]
+
     async def dependents(self, task_id: str, *, limit: int,
                          continuation: str | None) -> tuple[list[Dependent], str | None]:
         """A page of the tasks that depend on `task_id`."""

@@ -96,11 +96,12 @@ class TaskGroupStore:
                 raise TaskGroupSealed(taskGroupId=task_group_id)
         return group
 
-    async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: str) -> None:
+    async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: str, since: str) -> None:
         """Add a task to its group (member and active rows, and the group row when new or its expiry must
-        grow), in one transaction; re-checked and retried when the group changed meanwhile."""
+        grow), in one transaction; re-checked and retried when the group changed meanwhile. The active row's
+        `since` lets the reconciler find the unresolved tasks it has not looked at for a while."""
         rows = [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": expires})),
-                Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": expires}))]
+                Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": expires, "since": since}))]
         group = await self.check_joinable(task_group_id, scheduler_id)
         while True:
             extra: list[Op] = []
@@ -148,6 +149,18 @@ class TaskGroupStore:
         """Take a resolved task out of the active set; True when the group has no unresolved task left."""
         await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, ACTIVE + task_id)
         return not await self._any(task_group_id, ACTIVE)
+
+    async def active_since(self, cutoff: str, *, limit: int,
+                           continuation: str | None) -> tuple[list[tuple[str, str]], str | None]:
+        """A page of (taskGroupId, taskId) of unresolved tasks whose active row is older than `cutoff`, across
+        every group (a scan of the table on the server's side: the reconciler's, a few times an hour)."""
+        page = await self.tables.query(TASK_GROUPS_TABLE, "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
+                                       {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": cutoff}, limit=limit,
+                                       continuation=continuation)
+        return [(e.partition_key, e.row_key[len(ACTIVE):]) for e in page.entities], page.continuation
+
+    async def is_active(self, task_group_id: str, task_id: str) -> bool:
+        return await self.tables.get(TASK_GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
 
     async def _any(self, task_group_id: str, prefix: str) -> bool:
         page = await self.tables.query(TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",

@@ -43,6 +43,7 @@ from shared.queues import (
     pending_queue,
     pending_queues,
 )
+from shared.reconciler import Reconciler
 from shared.settings import Settings
 from shared.storage.base import BlobStore, Entity, Op, QueueMessage, QueueStore, TableStore
 from shared.tasks import (
@@ -72,6 +73,7 @@ MAX_PAGE = 1000
 # A message written just before the write it announces usually finds that write done within milliseconds:
 # re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
+MAX_HINTS = 4  # hints a pending run accepts at once: its first, and the reconciler's latest
 
 
 class PriorityUnchanged(errors.RequestConflict):
@@ -164,6 +166,7 @@ class QueueService:
         self.expiry = ExpiryIndex(tables)
         self.artifacts = Artifacts(self, blobs)
         self.workers = WorkerInfo(tables, settings, clock)
+        self.reconciler = Reconciler(self)
 
     # --- plumbing -------------------------------------------------------------------------------------------
 
@@ -234,6 +237,7 @@ class QueueService:
             stream = Stream(TASKS_TABLE, task.task_id)
             if events:
                 await self.events.announce(stream, task.event_seq)  # before the write, as every guard is
+            faults.point("before-state-write")
             if touch:
                 task_op = Op("merge", Entity(task.task_id, TASK_ROW, {"eventSeq": task.event_seq}, task.etag))
             else:
@@ -249,6 +253,7 @@ class QueueService:
             for event in events:
                 log.info("%s", event.exchange, extra=fields(event=event.exchange, taskId=task.task_id))
         else:
+            faults.point("before-state-write")
             stored = await (self.tables.insert if insert else self.tables.replace)(TASKS_TABLE, task.to_entity())
             if stored is None:
                 return False
@@ -390,7 +395,7 @@ class QueueService:
                 await self.deps.remove(task_id, dependencies)
                 raise
         await self._put_deadline_check(task_id, definition["deadline"], now)
-        await self.groups.join(group_id, scheduler_id, task_id, expires)
+        await self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now))
         await self.expiry.add(task_id, expires)
         task = Task(task_id, definition, [], retries_left=definition["retries"])
         task.emit("task-defined")
@@ -511,7 +516,7 @@ class QueueService:
                 return Claim(task, run_id)
             if run_id != task.last_run_id or run.state != "pending":
                 return ClaimRefusal.CONFLICT
-            if hint_id is not None and run.hint_id is not None and hint_id != run.hint_id:
+            if hint_id is not None and not run.accepts_hint(hint_id):
                 return ClaimRefusal.CONFLICT  # a duplicated hint, or one from before a priority change
             if not check_sent:
                 # The claim check goes out before the claim is written: a crash in between leaves only a
@@ -607,6 +612,7 @@ class QueueService:
                     *(self._try_hint(queue, m, worker_group, worker_id) for m in messages))
                 claims.extend(r for r in results if r is not None)
             if claims:
+                faults.point("claimed-before-response")
                 await self.workers.active(task_queue_id, worker_group, worker_id)
                 return [self.claim_response(c, include_task=True) for c in claims]
             remaining = give_up - time.monotonic()
@@ -704,6 +710,31 @@ class QueueService:
         await guards.hint(task)
         task.emit("task-pending", task.last_run_id)
 
+    async def rehint(self, task_id: str, run_id: int, *, keep_previous: bool) -> bool:
+        """Put a new pending hint for a pending run (the reconciler's repair of a lost hint). With
+        `keep_previous` the run's earlier hints stay valid too (the first keeps its place in the queue); at most
+        MAX_HINTS are kept. False when the run is no longer pending or its deadline passed."""
+        now = self.clock()
+        guards = _Guards(self, now)
+        hinted = False
+
+        async def again(task: Task) -> _Unchanged | None:
+            nonlocal hinted
+            run = task.runs[-1] if task.runs else None
+            if run is None or task.last_run_id != run_id or run.state != "pending" or self._deadline_passed(task, now):
+                hinted = False
+                return UNCHANGED
+            earlier = run.hint_ids()
+            await guards.hint(task)
+            assert run.hint_id is not None
+            kept = [*earlier[:1], *earlier[1:][-(MAX_HINTS - 2):]] if keep_previous else []
+            run.hint_id = " ".join([*kept, run.hint_id])
+            hinted = True
+            return None
+
+        await self._modify(task_id, again, guards)
+        return hinted
+
     # --- the queue-triggered checks ---------------------------------------------------------------------------------
 
     async def _put_back_if_early(self, queue: str, body: bytes, due: str, now: dt.datetime) -> bool:
@@ -717,6 +748,7 @@ class QueueService:
     async def check_claim(self, check: ClaimCheck) -> str:
         """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved."""
         await self.ensure_storage()
+        faults.point("check-claim")
         now = self.clock()
         guards = _Guards(self, now)
         outcome = "expired"
@@ -752,6 +784,7 @@ class QueueService:
     async def check_deadline(self, check: DeadlineCheck) -> str:
         """A deadline check came due: resolve whatever is unresolved as deadline-exceeded."""
         await self.ensure_storage()
+        faults.point("check-deadline")
         now = self.clock()
         outcome = "exceeded"
 
@@ -792,6 +825,7 @@ class QueueService:
         its dependents, handing the next page to a new message first, so no invocation runs long and several
         hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing."""
         await self.ensure_storage()
+        faults.point("resolve-dependencies")
         now = self.clock()
         resolution: str | None = None
         for pause in (*SETTLE_PAUSES, None):
@@ -828,6 +862,7 @@ class QueueService:
                         return
                 with contextlib.suppress(errors.TaskNotFound):  # its createTask has not written it (yet)
                     await self._schedule_unblocked(dependent.task_id)
+                faults.point("resolution-mid-page")
 
         await asyncio.gather(group_step, *(unblock(d) for d in dependents))
         return "resolved"

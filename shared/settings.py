@@ -75,6 +75,14 @@ class Settings(BaseSettings):
                                 "deleted (Taskcluster: 30 minutes).")
     expiry_schedule: str = Field(default="0 */5 * * * *", description="NCRONTAB schedule of the expiry timer "
                                  "(an app setting the timer trigger's binding names as %QUEUE_EXPIRY_SCHEDULE%).")
+    reconcile_schedule: str = Field(default="30 */5 * * * *", description="NCRONTAB schedule of the reconciler "
+                                    "(an app setting its binding names as %QUEUE_RECONCILE_SCHEDULE%).")
+    reconcile_grace: float = Field(default=300, gt=0, description="Seconds a state must have lasted before the "
+                                   "reconciler judges that the message meant to move it on was lost.")
+    reconcile_budget: float = Field(default=120, gt=0, description="Seconds one reconciler pass may run.")
+    rehint_after: float = Field(default=3600, gt=0, description="Seconds a run may wait pending in a queue "
+                                "that is not empty before the reconciler hints it again (its first hint stays "
+                                "valid, so it keeps its place).")
     artifact_storage: str | None = Field(
         default=None, description="Connection string of the storage account holding artifact blobs (with an "
         "AccountKey: it signs the upload and download URLs); default: `QUEUE_STORAGE`.")

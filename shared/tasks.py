@@ -41,7 +41,9 @@ class Run:
     taken_until: str | None = None
     started: str | None = None
     resolved: str | None = None
-    hint_id: str | None = None  # the pending hint that claimed this run (guards duplicated hints)
+    # Pending: the ids of the hints that may claim it (space-separated; more than one only after the reconciler
+    # hinted it again). Claimed: the one hint that claimed it. Guards against duplicated and stale hints.
+    hint_id: str | None = None
 
     _API = (("state", "state"), ("reason_created", "reasonCreated"), ("reason_resolved", "reasonResolved"),
             ("worker_group", "workerGroup"), ("worker_id", "workerId"), ("taken_until", "takenUntil"),
@@ -50,6 +52,13 @@ class Run:
     @property
     def resolved_state(self) -> bool:
         return self.state in RESOLVED_STATES
+
+    def accepts_hint(self, hint_id: str) -> bool:
+        """Whether the hint `hint_id` may claim this run (a run from before hint ids accepts any)."""
+        return self.hint_id is None or hint_id in self.hint_id.split()
+
+    def hint_ids(self) -> list[str]:
+        return self.hint_id.split() if self.hint_id else []
 
     def to_api(self, run_id: int) -> dict[str, Any]:
         out: dict[str, Any] = {"runId": run_id}

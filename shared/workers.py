@@ -359,6 +359,17 @@ class WorkerInfo:
                                        continuation=continuation)
         return page.entities, page.continuation
 
+    async def runs_since(self, cutoff: str, *, limit: int,
+                         continuation: str | None) -> tuple[list[Entity], str | None]:
+        """A page of index rows of every task queue written before `cutoff` (the reconciler's scan)."""
+        page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "since lt @cutoff", {"cutoff": cutoff}, limit=limit,
+                                       continuation=continuation)
+        return page.entities, page.continuation
+
+    async def drop_run(self, row: Entity) -> bool:
+        """Delete an index row that no longer matches its task, unless it changed since it was read."""
+        return await self.tables.delete(TASK_QUEUE_RUNS_TABLE, row.partition_key, row.row_key, row.etag)
+
     async def count_claimed(self, task_queue_id: str) -> int:
         total, continuation = 0, None
         while True:

@@ -185,6 +185,12 @@ class MemoryQueues:
     async def approximate_count(self, queue: str) -> int:
         return len(self._queues.get(queue, []))
 
+    def clear(self, queue: str) -> int:
+        """Tests: lose every message of `queue`, visible or not (as an operator clearing it would)."""
+        lost = len(self._queues.get(queue, []))
+        self._queues[queue] = []
+        return lost
+
     def process_url(self, queue: str, expires: dt.datetime) -> str:
         return f"memory://queues/{queue}?sp=p&se={expires.isoformat()}"
 

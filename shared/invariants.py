@@ -1,0 +1,187 @@
+"""A full audit of the invariants (docs/invariants.md), for tests, the soak script and operators
+(`python -m local_host audit`).
+
+The reconciler checks what may have gone wrong cheaply, as it runs; this reads everything: every task, its
+events, its group rows, its index row and its dependents. Run it on a queue at rest (`settled`: nothing in
+flight), where each invariant must hold exactly; on a busy queue pass `settled=False`, which leaves out the
+checks a change in flight would fail for a moment (a resolution not followed yet, events not dispatched yet).
+
+What it cannot see: whether a message is in a queue (a queue cannot be searched, and hidden messages cannot be
+read). Those invariants are kept by construction (each message is put before the change it guards) and by the
+reconciler; at rest there is no pending or running run to need one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
+from shared.eventlog import Stream
+from shared.groups import ACTIVE, TASK_GROUPS_TABLE
+from shared.storage.base import Entity, encode_key
+from shared.tasks import RESOLVED_STATES, TASK_ROW, TASKS_TABLE, Task
+from shared.workers import TASK_QUEUE_RUNS_TABLE
+
+if TYPE_CHECKING:
+    from shared.service import QueueService
+
+CONCURRENCY = 16
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    task_id: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.task_id}: {self.detail}"
+
+
+@dataclass
+class Audit:
+    tasks: int
+    runs: int
+    states: Counter[str]
+    violations: list[Violation]
+
+
+async def _all(service: QueueService, table: str, filter: str, parameters: dict[str, str]) -> AsyncIterator[Entity]:
+    token: str | None = None
+    while True:
+        page = await service.tables.query(table, filter, parameters, limit=1000, continuation=token)
+        for entity in page.entities:
+            yield entity
+        token = page.continuation
+        if token is None:
+            return
+
+
+async def audit(service: QueueService, *, settled: bool = True) -> Audit:
+    await service.ensure_storage()
+    tasks = [Task.from_entity(e) async for e in _all(service, TASKS_TABLE, "RowKey eq @row", {"row": TASK_ROW})]
+    by_id = {t.task_id: t for t in tasks}
+    violations: list[Violation] = []
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(task: Task) -> None:
+        async with limit:
+            violations.extend(await _check_task(service, task, by_id, settled))
+
+    await asyncio.gather(*(one(t) for t in tasks))
+    violations.extend(await _check_groups(service, by_id, settled))
+    return Audit(len(tasks), sum(len(t.runs) for t in tasks), Counter(t.state for t in tasks),
+                 sorted(violations, key=lambda v: (v.invariant, v.task_id)))
+
+
+async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task], settled: bool) -> list[Violation]:
+    found: list[Violation] = []
+    task_id = task.task_id
+
+    def violated(invariant: str, detail: str) -> None:
+        found.append(Violation(invariant, task_id, detail))
+
+    # Runs: only the last may be unresolved.
+    for run_id, run in enumerate(task.runs[:-1]):
+        if not run.resolved_state:
+            violated("runs", f"run {run_id} is {run.state} but is not the last run")
+
+    # Events: numbered 1..eventSeq without a gap; each run claimed (task-running) at most once.
+    events, token = [], None
+    while True:
+        page, token = await service.events.list(Stream(TASKS_TABLE, task_id), limit=1000, continuation=token)
+        events.extend(page)
+        if token is None:
+            break
+    seqs = [seq for seq, _ in events]
+    if seqs != list(range(1, task.event_seq + 1)):
+        violated("events-recorded", f"event rows {seqs[:5]}... do not number 1..{task.event_seq}")
+    claims = Counter(int(e.payload.get("runId", -1)) for _, e in events if e.exchange == "task-running")
+    for run_id, count in claims.items():
+        if count > 1:
+            violated("claimed-once", f"run {run_id} was claimed {count} times")
+    started = sum(1 for run in task.runs if run.started)
+    if started != sum(claims.values()):
+        violated("events-recorded", f"{started} runs started but {sum(claims.values())} task-running events")
+    if settled and service.events.dispatching:
+        cursor = await service.events._cursor(Stream(TASKS_TABLE, task_id))
+        if cursor.dispatched != task.event_seq:
+            violated("events-dispatched", f"{cursor.dispatched} of {task.event_seq} events dispatched")
+
+    group_id = task.definition["taskGroupId"]
+    active = await service.tables.get(TASK_GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
+    index = await service.tables.get(TASK_QUEUE_RUNS_TABLE, encode_key(task.task_queue_id), task_id)
+    resolved = task.state in RESOLVED_STATES
+    if not resolved and not active:
+        violated("group-active", "unresolved but not in its group's active set")
+    if resolved and active and settled:
+        violated("resolution-followed", "resolved but still in its group's active set")
+    if task.state in ("pending", "running"):
+        if index is None or index.data.get("state") != task.state or int(index.data["runId"]) != task.last_run_id:
+            violated("run-index", f"{task.state} run {task.last_run_id} has no matching TaskQueueRuns row")
+    elif index is not None and settled:
+        violated("run-index", f"{task.state} but its TaskQueueRuns row says {index.data.get('state')}")
+
+    if resolved and settled:
+        accepted = task.state == "completed"
+        token = None
+        while True:
+            page_ = await service.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id},
+                                               limit=1000, continuation=token)
+            for edge in page_.entities:
+                dependent = by_id.get(edge.row_key)
+                if dependent is None or (edge.data.get("require") == "completed" and not accepted):
+                    continue
+                if dependent.runs:
+                    continue
+                if await service.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
+                    found.append(Violation("dependents-released", dependent.task_id,
+                                           f"still waits for {task_id}, which is {task.state}"))
+                elif not await service.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:
+                    found.append(Violation("dependents-released", dependent.task_id,
+                                           "waits for nothing but has no run"))
+            token = page_.continuation
+            if token is None:
+                break
+    return found
+
+
+async def _check_groups(service: QueueService, by_id: dict[str, Task], settled: bool) -> list[Violation]:
+    """A group whose members are all resolved has said so (task-group-resolved); no active row is a phantom."""
+    found: list[Violation] = []
+    groups: dict[str, list[Task]] = {}
+    for task in by_id.values():
+        groups.setdefault(task.definition["taskGroupId"], []).append(task)
+    for group_id, members in groups.items():
+        active = [e.row_key[len(ACTIVE):] async for e in _all(
+            service, TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": group_id, "lo": ACTIVE, "hi": "a;"})]
+        phantoms = [t for t in active if t not in by_id]
+        if phantoms and settled:
+            found.append(Violation("group-active", group_id, f"active rows of tasks that do not exist: {phantoms}"))
+        if settled and not active and all(t.state in RESOLVED_STATES for t in members):
+            events, _ = await service.events.list(Stream(TASK_GROUPS_TABLE, group_id), limit=1000,
+                                                  continuation=None)
+            if not any(e.exchange == "task-group-resolved" for _, e in events):
+                found.append(Violation("group-resolved", group_id, "every task resolved, but no task-group-resolved"))
+    return found
+
+
+async def run_audit_command(service: QueueService, *, reconcile: bool) -> int:
+    """`python -m local_host audit [--reconcile]`: print the counts and every violation; 1 if any."""
+    try:
+        if reconcile:
+            report = await service.reconciler.run()
+            print(f"reconciler: {report.summary()}")
+        result = await audit(service, settled=False)
+    finally:
+        await service.close()
+    states = ", ".join(f"{k} {v}" for k, v in sorted(result.states.items()))
+    print(f"tasks {result.tasks} ({states or 'none'}), runs {result.runs}, violations {len(result.violations)}")
+    for violation in result.violations:
+        print(f"  {violation}")
+    return 1 if result.violations else 0
