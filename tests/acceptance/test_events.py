@@ -38,16 +38,6 @@ def _drop_exchanges() -> Iterator[None]:
     delete_exchanges(NAMESPACE, list(EXCHANGES))
 
 
-@pytest.fixture
-def own_azurite(tmp_path) -> Iterator[azurite_mod.Azurite]:
-    """An Azurite of the test's own: its hosts are the only ones that see its dispatch queue."""
-    instance = azurite_mod.start(tmp_path / "azurite", in_memory=True)
-    try:
-        yield instance
-    finally:
-        instance.stop()
-
-
 @pytest.fixture(scope="module")
 def bus_azurite(tmp_path_factory) -> Iterator[azurite_mod.Azurite]:
     instance = azurite_mod.start(tmp_path_factory.mktemp("bus-azurite"), in_memory=True)
@@ -63,22 +53,6 @@ def bus_host(host_factory: Callable[..., HostProcess], bus_azurite: azurite_mod.
     host = host_factory(storage=bus_azurite.connection_string, claim_timeout=3, deadline_delay=0, **BUS)
     yield host
     host.stop()
-
-
-@pytest.fixture
-def own_hosts(host_factory: Callable[..., HostProcess],
-              own_azurite: azurite_mod.Azurite) -> Iterator[Callable[..., HostProcess]]:
-    """Hosts on the test's own Azurite, stopped when the test ends (before that Azurite is)."""
-    started: list[HostProcess] = []
-
-    def start(**settings: Any) -> HostProcess:
-        host = host_factory(storage=own_azurite.connection_string, **settings)
-        started.append(host)
-        return host
-
-    yield start
-    for host in started:
-        host.stop()
 
 
 @pytest.fixture

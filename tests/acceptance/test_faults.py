@@ -1,0 +1,242 @@
+"""No task lost, no claim doubled: processes die at chosen points (QUEUE_FAULTS), messages are lost or poisoned,
+and the normal triggers with the reconciler bring every task to the outcome it should have. Each test has an
+Azurite of its own, and ends with the full invariant audit (shared/invariants.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import taskcluster
+from azure.storage.queue import QueueClient
+
+from local_host import azurite as azurite_mod
+from shared import timeutil
+from shared.faults import EXIT_STATUS
+from shared.invariants import audit
+from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, pending_queue, poison_queue
+from shared.service import QueueService
+from shared.settings import load_settings
+from shared.storage.azure import AzureQueues, AzureTables
+from tests.conftest import ROOT_ACCESS_TOKEN, HostProcess, slugid, task_definition, task_queue_id, wait_for
+
+WORKER = {"workerGroup": "wg", "workerId": "w1"}
+# Short everything: 1-second claims, the reconciler every second judging states older than 2 seconds, messages
+# of a dead host visible again after 2 seconds.
+FAST = {"claim_timeout": 1, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
+        "pending_hint_visibility": 2, "reconcile_schedule": "*/1 * * * * *", "reconcile_grace": 2,
+        "extra_env": {"QUEUE_LOCAL_HOST_MESSAGE_LEASE": "2"}}
+
+
+def settings_of(**overrides: Any) -> dict[str, Any]:
+    merged = {**FAST, **overrides}
+    merged["extra_env"] = {**FAST["extra_env"], **overrides.get("extra_env", {})}
+    return merged
+
+
+def crash(host: HostProcess, call: Callable[[], Any]) -> None:
+    """Make a call that kills `host` at its armed fault point."""
+    with contextlib.suppress(Exception):
+        call()
+    assert wait_for(lambda: host.process.poll() is not None, timeout=20)
+    assert host.process.returncode == EXIT_STATUS, host.log()
+
+
+class Workers:
+    """claimWork + reportCompleted until the tasks are completed; every claim handed out is recorded."""
+
+    def __init__(self, queue: taskcluster.Queue, tq: str) -> None:
+        self.queue, self.tq = queue, tq
+        self.claims: list[tuple[str, int]] = []
+
+    def complete(self, task_ids: list[str], timeout: float = 60) -> None:
+        wanted = set(task_ids)
+
+        def step() -> bool:
+            for claim in self.queue.claimWork(self.tq, {**WORKER, "tasks": 32})["tasks"]:
+                key = (claim["status"]["taskId"], claim["runId"])
+                self.claims.append(key)
+                self.queue.reportCompleted(*key)
+            return all(self.queue.status(t)["status"]["state"] == "completed" for t in wanted)
+
+        wait_for(step, timeout=timeout, interval=0.2)
+        doubled = [k for k, n in Counter(self.claims).items() if n > 1]
+        assert doubled == [], f"runs claimed twice: {doubled}"
+
+
+def run_audit(azurite: azurite_mod.Azurite, settle: float = 20) -> list[str]:
+    """The audit's violations once the queue has settled (resolutions and dispatches in flight are done), or
+    those still there after `settle` seconds."""
+    violations: list[str] = []
+
+    def clean() -> bool:
+        violations[:] = audit_once(azurite)
+        return not violations
+
+    with contextlib.suppress(AssertionError):
+        wait_for(clean, timeout=settle, interval=0.5)
+    return violations
+
+
+def audit_once(azurite: azurite_mod.Azurite) -> list[str]:
+    async def go() -> list[str]:
+        settings = load_settings(storage=azurite.connection_string, root_access_token=ROOT_ACCESS_TOKEN)
+        service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+        try:
+            return [str(v) for v in (await audit(service)).violations]
+        finally:
+            await service.close()
+    return asyncio.run(go())
+
+
+def clear(azurite: azurite_mod.Azurite, queue: str) -> None:
+    """Lose every message of a queue, hidden ones included (as an operator clearing it would)."""
+    with QueueClient.from_connection_string(azurite.connection_string, queue) as client:
+        client.clear_messages()
+
+
+def repairs(*hosts: HostProcess) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for host in hosts:
+        for line in host.log().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("event") == "repair":
+                    found[record["reason"]] += 1
+    return found
+
+
+@pytest.mark.parametrize("retried", [True, False])
+def test_create_task_dies_before_its_write(retried: bool, own_hosts: Callable[..., HostProcess],
+                                           own_azurite: azurite_mod.Azurite) -> None:
+    """Its hint and checks are out, the task is not written: a retry creates it once; without one, nothing is
+    left that would keep its group unresolved."""
+    doomed = own_hosts(**settings_of(faults="before-state-write"))
+    tq = task_queue_id()
+    task_id, definition = slugid(), task_definition(taskQueueId=tq)
+    crash(doomed, lambda: doomed.client().createTask(task_id, definition))
+    survivor = own_hosts(**settings_of())
+    queue = survivor.client()
+    if retried:
+        queue.createTask(task_id, definition)  # what a client whose request failed does
+        workers = Workers(queue, tq)
+        workers.complete([task_id])
+        assert workers.claims == [(task_id, 0)]
+    else:
+        wait_for(lambda: repairs(survivor)["phantom-member"] == 1, timeout=20)
+        group = survivor.client().getTaskGroup(task_id)
+        assert group["taskGroupId"] == task_id
+    assert run_audit(own_azurite) == []
+
+
+@pytest.mark.parametrize("fault", ["after-state-write", "claimed-before-response"])
+def test_claim_work_dies_between_claim_and_response(fault: str, own_hosts: Callable[..., HostProcess],
+                                                    own_azurite: azurite_mod.Azurite) -> None:
+    """The run is claimed but no worker heard of it: the claim expires, the retry is claimed once."""
+    survivor = own_hosts(**settings_of())
+    doomed = own_hosts(**settings_of(faults=fault))
+    tq = task_queue_id()
+    task_id = slugid()
+    survivor.client().createTask(task_id, task_definition(taskQueueId=tq))
+    crash(doomed, lambda: doomed.client().claimWork(tq, {**WORKER, "tasks": 1}))
+    queue = survivor.client()
+    workers = Workers(queue, tq)
+    workers.complete([task_id])
+    runs = queue.status(task_id)["status"]["runs"]
+    assert [(r["state"], r.get("reasonResolved")) for r in runs] == [
+        ("exception", "claim-expired"), ("completed", "completed")]
+    assert workers.claims == [(task_id, 1)]  # run 0 reached no worker; its hint, if left, claimed nothing
+    assert run_audit(own_azurite) == []
+
+
+def test_resolution_dies_mid_page(own_hosts: Callable[..., HostProcess],
+                                  own_azurite: azurite_mod.Azurite) -> None:
+    """The resolution scheduled part of a page of dependents and died; its message comes back, and every
+    dependent gets exactly one pending run."""
+    doomed = own_hosts(**settings_of(faults="resolution-mid-page"))
+    queue = doomed.client()
+    tq = task_queue_id()
+    root = slugid()
+    queue.createTask(root, task_definition(taskQueueId=tq))
+    dependents = [slugid() for _ in range(80)]
+    for task_id in dependents:
+        queue.createTask(task_id, task_definition(taskQueueId=tq, taskGroupId=root, dependencies=[root]))
+    [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    crash(doomed, lambda: queue.reportCompleted(root, claim["runId"]))  # its resolution trigger dies
+    survivor = own_hosts(**settings_of())
+    workers = Workers(survivor.client(), tq)
+    workers.complete(dependents)
+    assert sorted(workers.claims) == sorted((t, 0) for t in dependents)  # one run each, each claimed once
+    assert run_audit(own_azurite) == []
+
+
+def test_lost_messages_are_repaired_by_the_reconciler(own_hosts: Callable[..., HostProcess],
+                                                       own_azurite: azurite_mod.Azurite) -> None:
+    host = own_hosts(**settings_of(claim_timeout=3))
+    queue = host.client()
+    tq = task_queue_id()
+    # A hint lost (a polling worker deleted it without claiming; a queue cleared):
+    lost_hint = slugid()
+    queue.createTask(lost_hint, task_definition(taskQueueId=tq))
+    clear(own_azurite, pending_queue(tq, "lowest"))
+    # A claim check lost:
+    lost_claim = slugid()
+    queue.createTask(lost_claim, task_definition(taskQueueId=tq, priority="high"))
+    [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    assert claim["status"]["taskId"] == lost_claim
+    clear(own_azurite, CLAIM_QUEUE)
+    # A deadline check lost:
+    lost_deadline = slugid()
+    queue.createTask(lost_deadline, task_definition(
+        taskQueueId=task_queue_id(), deadline=timeutil.iso(timeutil.now() + dt.timedelta(seconds=3))))
+    clear(own_azurite, DEADLINE_QUEUE)
+
+    workers = Workers(queue, tq)
+    workers.complete([lost_hint, lost_claim], timeout=60)
+    assert (lost_hint, 0) in workers.claims and (lost_claim, 1) in workers.claims
+    assert [r.get("reasonResolved") for r in queue.status(lost_claim)["status"]["runs"]] == [
+        "claim-expired", "completed"]
+    wait_for(lambda: queue.status(lost_deadline)["status"]["state"] == "exception", timeout=30)
+    assert queue.status(lost_deadline)["status"]["runs"][-1]["reasonResolved"] == "deadline-exceeded"
+    found = repairs(host)
+    assert found["hint-lost"] >= 1 and found["claim-expired"] == 1 and found["deadline-exceeded"] == 1, found
+    assert run_audit(own_azurite) == []
+
+
+def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..., HostProcess],
+                                                          own_azurite: azurite_mod.Azurite,
+                                                          tmp_path: Path) -> None:
+    """The resolution handler keeps failing (a bug, an outage): its message ends in the poison queue and the
+    dependent waits. Once the handler works again, the reconciler reports the message and runs it."""
+    host_json = tmp_path / "host.json"
+    host_json.write_text(json.dumps({"version": "2.0", "extensions": {"queues": {
+        "maxPollingInterval": "00:00:00.200", "visibilityTimeout": "00:00:00", "maxDequeueCount": 2}}}))
+    broken = own_hosts(**settings_of(faults="resolve-dependencies:raise"), host_json=host_json)
+    queue = broken.client()
+    tq = task_queue_id()
+    root, dependent = slugid(), slugid()
+    queue.createTask(root, task_definition(taskQueueId=tq))
+    queue.createTask(dependent, task_definition(taskQueueId=tq, dependencies=[root]))
+    [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    queue.reportCompleted(root, claim["runId"])
+    wait_for(lambda: f"moved to {poison_queue(RESOLVED_QUEUE)}" in broken.log(), timeout=30)
+    wait_for(lambda: "poison message still fails" in broken.log(), timeout=30)  # its reconciler tried, reported
+    assert queue.status(dependent)["status"]["state"] == "unscheduled"
+    broken.stop()
+
+    fixed = own_hosts(**settings_of(), host_json=host_json)
+    workers = Workers(fixed.client(), tq)
+    workers.complete([dependent], timeout=60)
+    assert f"poison message in {poison_queue(RESOLVED_QUEUE)}" in fixed.log()
+    assert repairs(fixed)["poison"] == 1
+    with QueueClient.from_connection_string(own_azurite.connection_string,
+                                            poison_queue(RESOLVED_QUEUE)) as client:
+        assert client.get_queue_properties().approximate_message_count == 0
+    assert run_audit(own_azurite) == []
