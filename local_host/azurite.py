@@ -101,13 +101,13 @@ def find_binary(name: str) -> str:
 
 
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
-          startup_timeout: float = 30) -> Azurite:
-    """Start Azurite's services on free loopback ports; data in `data_dir` (or in memory). Retries if a port
-    was taken meanwhile."""
+          startup_timeout: float = 30, ports: dict[str, int] | None = None) -> Azurite:
+    """Start Azurite's services on free loopback ports (or on `ports`, to restart one on its data); data in
+    `data_dir` (or in memory). Retries if a port was taken meanwhile."""
     last_error = ""
     split = os.environ.get("QUEUE_AZURITE_SPLIT", "0") == "1"
     for _ in range(attempts):
-        ports = {service: free_port() for service in SERVICES}
+        ports = dict(ports) if ports else {service: free_port() for service in SERVICES}
         if len(set(ports.values())) < len(SERVICES):
             continue
         log_path = None

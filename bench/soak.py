@@ -1,0 +1,382 @@
+"""Soak test: a graph of tasks through several local host processes and workers while hosts are killed
+(SIGKILL) and restarted at random and Azurite itself is restarted on its data; then every invariant is checked.
+
+    .venv/bin/python -m bench.soak                       # 2,000 tasks, 3 hosts, 8 workers (a few minutes)
+    .venv/bin/python -m bench.soak --tasks 5000 --hosts 4 --kill-every 5 --azurite-every 45
+
+Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
+tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)
+and doubled claims (a run handed to two workers, or claimed twice in its events: must be 0); it exits 1 when
+either is not 0 or the audit (shared/invariants.py) finds a violation.
+
+Workers are threads of this process using the official client: each claims with claimWork from a random live
+host, and for a share of its claims (`--abandon`) acts as a worker that died: it never reports, so the claim
+expires and the task is retried. Hosts run with short timings (claims of `--claim-timeout` seconds, the
+reconciler every 2 s judging states older than 5 s, messages of a dead host visible again after 5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import datetime as dt
+import functools
+import json
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import taskcluster
+from taskcluster.exceptions import TaskclusterRestFailure
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+
+from local_host import azurite  # noqa: E402
+from shared import timeutil  # noqa: E402
+
+TOKEN = secrets.token_urlsafe(33)
+CREDENTIALS = {"clientId": "root", "accessToken": TOKEN}
+
+
+def create_task(queue: taskcluster.Queue, task_id: str, body: dict[str, Any]) -> Any:
+    return queue.createTask(task_id, body)
+
+
+class Host:
+    """One `python -m local_host serve` process on a fixed port, restartable."""
+
+    def __init__(self, index: int, storage: str, log_dir: Path, claim_timeout: float) -> None:
+        self.index, self.port = index, azurite.free_port()
+        self.root_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"host-{index}.log"
+        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")},
+                    "QUEUE_STORAGE": storage, "QUEUE_PORT": str(self.port), "QUEUE_ROOT_ACCESS_TOKEN": TOKEN,
+                    "QUEUE_LOG_LEVEL": "WARNING", "QUEUE_CLAIM_TIMEOUT": str(claim_timeout),
+                    "QUEUE_CLAIM_WORK_WAIT": "2", "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
+                    "QUEUE_PENDING_HINT_VISIBILITY": "5", "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",
+                    "QUEUE_RECONCILE_GRACE": "5", "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
+                    "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *", "PYTHONUNBUFFERED": "1"}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"], cwd=PROJECT,
+                env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive:
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait(10)
+            self.kills += 1
+
+    def stop(self) -> None:
+        if self.alive:
+            assert self.process is not None
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def repairs(self) -> collections.Counter[str]:
+        found: collections.Counter[str] = collections.Counter()
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("event") == "repair":
+                found[record.get("reason", "?")] += 1
+        return found
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace, data_dir: Path) -> None:
+        self.args, self.data_dir = args, data_dir
+        self.rng = random.Random(args.seed)
+        self.store = azurite.start(data_dir / "azurite")
+        self.hosts = [Host(i, self.store.connection_string, data_dir, args.claim_timeout)
+                      for i in range(args.hosts)]
+        self.tq = f"soak/{secrets.token_hex(6)}"
+        self.lock = threading.Lock()
+        self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
+        self.completed: set[str] = set()
+        self.abandoned = self.late_reports = self.azurite_restarts = self.errors = 0
+        self.stop_work = threading.Event()
+        self.stop_chaos = threading.Event()
+        self.task_ids: list[str] = []
+        self.created = 0
+
+    # --- plumbing ----------------------------------------------------------------------------------------------
+
+    def client(self, credentials: dict[str, str] | None = None) -> taskcluster.Queue:
+        live = [h for h in self.hosts if h.alive] or self.hosts
+        return taskcluster.Queue({"rootUrl": self.rng.choice(live).root_url,
+                                  "credentials": credentials or CREDENTIALS, "maxRetries": 0})
+
+    def call(self, make: Callable[[taskcluster.Queue], Any], give_up: float = 300) -> Any:
+        """Call a random live host until one answers (a host may die mid-call; the calls used are idempotent)."""
+        deadline = time.monotonic() + give_up
+        while True:
+            try:
+                return make(self.client())
+            except TaskclusterRestFailure as failure:
+                if failure.status_code and 400 <= failure.status_code < 500:
+                    raise
+                self._retry(deadline)
+            except Exception:
+                self._retry(deadline)
+
+    def _retry(self, deadline: float) -> None:
+        with self.lock:
+            self.errors += 1
+        if time.monotonic() > deadline:
+            raise TimeoutError("no host answered")
+        time.sleep(0.2 + self.rng.random() * 0.3)
+
+    def wait_ready(self, host: Host) -> None:
+        import httpx
+        give_up = time.monotonic() + 60
+        while time.monotonic() < give_up:
+            try:
+                if httpx.get(f"{host.root_url}/api/queue/v1/ping", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"host {host.index} did not start: see {host.log_path}")
+
+    # --- the graph -------------------------------------------------------------------------------------------
+
+    def definition(self, group: str, dependencies: list[str]) -> dict[str, Any]:
+        now = timeutil.now()
+        return {"taskQueueId": self.tq, "taskGroupId": group, "created": timeutil.iso(now),
+                "deadline": timeutil.iso(now + dt.timedelta(hours=2)), "retries": 20, "payload": {},
+                "dependencies": dependencies,
+                "metadata": {"name": "soak", "description": "soak task", "owner": "soak@example.com",
+                             "source": "https://example.com/soak"}}
+
+    def create_graph(self) -> None:
+        """Layers growing 4x (fan-out) up to 200 wide; each task waits for 1-3 tasks of the layer before it
+        (fan-in); a layer is created once the one before it exists. Four task groups."""
+        widths, total = [1], 1
+        while total < self.args.tasks:
+            widths.append(min(self.args.tasks - total, widths[-1] * 4, 200))
+            total += widths[-1]
+        groups = [timeutil.slugid() for _ in range(4)]
+        previous: list[str] = []
+        for width in widths:
+            layer = [timeutil.slugid() for _ in range(width)]
+            plan = [(t, groups[i % 4], sorted(set(self.rng.sample(previous, min(len(previous),
+                                                                                self.rng.randint(1, 3))))))
+                    for i, t in enumerate(layer)]
+
+            def creator(offset: int, plan: list[tuple[str, str, list[str]]] = plan) -> None:
+                for task_id, group, deps in plan[offset::8]:
+                    self.call(functools.partial(create_task, task_id=task_id, body=self.definition(group, deps)))
+                    with self.lock:
+                        self.created += 1
+
+            threads = [threading.Thread(target=creator, args=(i,)) for i in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            self.task_ids.extend(layer)
+            previous = layer
+
+    # --- workers and chaos ---------------------------------------------------------------------------------
+
+    def worker(self, index: int) -> None:
+        rng = random.Random(self.args.seed * 1000 + index)
+        while not self.stop_work.is_set():
+            try:
+                claims = self.client().claimWork(self.tq, {"workerGroup": "soak", "workerId": f"w{index}",
+                                                           "tasks": 4})["tasks"]
+            except Exception:
+                time.sleep(0.3)
+                continue
+            for claim in claims:
+                key = (claim["status"]["taskId"], int(claim["runId"]))
+                with self.lock:
+                    self.claims[key] += 1
+                if rng.random() < self.args.abandon:
+                    with self.lock:
+                        self.abandoned += 1
+                    continue  # a worker that died with its claim
+                try:
+                    self.call(lambda q, k=key: q.reportCompleted(*k), give_up=120)
+                except TaskclusterRestFailure:
+                    with self.lock:
+                        self.late_reports += 1  # resolved meanwhile (its claim expired): it is retried
+                    continue
+                with self.lock:
+                    self.completed.add(key[0])
+
+    def chaos(self) -> None:
+        next_kill = time.monotonic() + self.args.kill_every
+        next_azurite = time.monotonic() + self.args.azurite_every
+        while not self.stop_chaos.wait(0.2):
+            now = time.monotonic()
+            if now >= next_kill:
+                host = self.rng.choice(self.hosts)
+                host.kill()
+                time.sleep(self.rng.uniform(0.5, 3))
+                host.start()
+                next_kill = now + self.rng.uniform(0.5, 1.5) * self.args.kill_every
+            if now >= next_azurite:
+                ports = self.store.ports
+                self.store.stop()  # SIGINT: Azurite saves its data and exits
+                time.sleep(self.rng.uniform(1, 3))
+                self.store = azurite.start(self.data_dir / "azurite", ports=ports)
+                with self.lock:
+                    self.azurite_restarts += 1
+                next_azurite = now + self.rng.uniform(0.5, 1.5) * self.args.azurite_every
+
+    # --- the run ---------------------------------------------------------------------------------------------
+
+    def progress(self, started: float) -> str:
+        with self.lock:
+            claims = sum(self.claims.values())
+            return (f"t={time.monotonic() - started:4.0f}s created {self.created}/{self.args.tasks} "
+                    f"completed {len(self.completed)} claims {claims} abandoned {self.abandoned} "
+                    f"host kills {sum(h.kills for h in self.hosts)} azurite restarts {self.azurite_restarts}")
+
+    def run(self) -> int:
+        started = time.monotonic()
+        for host in self.hosts:
+            host.start()
+        for host in self.hosts:
+            self.wait_ready(host)
+        print(f"soak: Azurite (data in {self.data_dir / 'azurite'}), {len(self.hosts)} hosts, "
+              f"{self.args.workers} workers, task queue {self.tq}", flush=True)
+        chaos = threading.Thread(target=self.chaos)
+        workers = [threading.Thread(target=self.worker, args=(i,)) for i in range(self.args.workers)]
+        reporter_stop = threading.Event()
+
+        def reporter() -> None:
+            while not reporter_stop.wait(10):
+                print(self.progress(started), flush=True)
+
+        report_thread = threading.Thread(target=reporter, daemon=True)
+        report_thread.start()
+        chaos.start()
+        for thread in workers:
+            thread.start()
+        try:
+            self.create_graph()
+            give_up = time.monotonic() + self.args.timeout
+            while time.monotonic() < give_up:
+                with self.lock:
+                    if len(self.completed) >= len(self.task_ids):
+                        break
+                time.sleep(1)
+        finally:
+            self.stop_chaos.set()
+            chaos.join()
+            for host in self.hosts:
+                if not host.alive:
+                    host.start()
+            # Let the hosts settle what is in flight (resolutions, the reconciler) before the audit.
+            self._settle(time.monotonic() + 120)
+            self.stop_work.set()
+            for thread in workers:
+                thread.join()
+            reporter_stop.set()
+        return self.report(time.monotonic() - started)
+
+    def _settle(self, give_up: float) -> None:
+        while time.monotonic() < give_up:
+            with self.lock:
+                if len(self.completed) >= len(self.task_ids):
+                    break
+            time.sleep(1)
+        time.sleep(8)  # a reconciler pass or two after the last completion
+
+    def report(self, seconds: float) -> int:
+        from shared.invariants import audit
+        from shared.service import QueueService
+        from shared.settings import load_settings
+        from shared.storage.azure import AzureQueues, AzureTables
+
+        async def run_audit() -> Any:
+            settings = load_settings(storage=self.store.connection_string, root_access_token=TOKEN)
+            service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+            try:
+                return await audit(service)
+            finally:
+                await service.close()
+
+        result = asyncio.run(run_audit())
+        repairs: collections.Counter[str] = collections.Counter()
+        for host in self.hosts:
+            repairs.update(host.repairs())
+        doubled = sum(1 for n in self.claims.values() if n > 1)
+        doubled += sum(1 for v in result.violations if v.invariant == "claimed-once")
+        lost = self.args.tasks - result.states.get("completed", 0)
+        print(f"audit: {result.tasks} tasks, states {dict(result.states)}, violations {len(result.violations)}")
+        for violation in result.violations[:20]:
+            print(f"  {violation}")
+        repaired = ", ".join(f"{k} {v}" for k, v in sorted(repairs.items())) or "none"
+        print(f"soak: tasks {result.tasks}, runs {result.runs}, retries {result.runs - result.tasks} "
+              f"(abandoned claims {self.abandoned}, late reports {self.late_reports}), repairs "
+              f"{sum(repairs.values())} ({repaired}), host kills {sum(h.kills for h in self.hosts)}, azurite "
+              f"restarts {self.azurite_restarts}, client retries {self.errors}, lost {lost}, "
+              f"doubled claims {doubled}, time {seconds:.0f} s", flush=True)
+        return 1 if lost or doubled or result.violations else 0
+
+    def close(self) -> None:
+        for host in self.hosts:
+            host.stop()
+        self.store.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--hosts", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--kill-every", type=float, default=8, help="seconds between host kills (on average)")
+    parser.add_argument("--azurite-every", type=float, default=60,
+                        help="seconds between Azurite restarts (on average)")
+    parser.add_argument("--abandon", type=float, default=0.02, help="share of claims a worker abandons")
+    parser.add_argument("--claim-timeout", type=float, default=5)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every task")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the data folder (Azurite's data, host logs)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    data_dir = Path(tempfile.mkdtemp(prefix="queue-soak-"))
+    soak = Soak(args, data_dir)
+    try:
+        return soak.run()
+    finally:
+        soak.close()
+        if args.keep:
+            print(f"data and host logs kept in {data_dir}")
+        else:
+            import shutil
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
