@@ -12,7 +12,7 @@ either is not 0 or the audit (shared/invariants.py) finds a violation.
 Workers are threads of this process using the official client: each claims with claimWork from a random live
 host, and for a share of its claims (`--abandon`) acts as a worker that died: it never reports, so the claim
 expires and the task is retried. Hosts run with short timings (claims of `--claim-timeout` seconds, the
-reconciler every 2 s judging states older than 5 s, messages of a dead host visible again after 5 s).
+reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def create_task(queue: taskcluster.Queue, task_id: str, body: dict[str, Any]) ->
 class Host:
     """One `python -m local_host serve` process on a fixed port, restartable."""
 
-    def __init__(self, index: int, storage: str, log_dir: Path, claim_timeout: float) -> None:
+    def __init__(self, index: int, storage: str, log_dir: Path, claim_timeout: float, grace: float) -> None:
         self.index, self.port = index, azurite.free_port()
         self.root_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"host-{index}.log"
@@ -65,7 +65,7 @@ class Host:
                     "QUEUE_LOG_LEVEL": "WARNING", "QUEUE_CLAIM_TIMEOUT": str(claim_timeout),
                     "QUEUE_CLAIM_WORK_WAIT": "2", "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
                     "QUEUE_PENDING_HINT_VISIBILITY": "5", "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",
-                    "QUEUE_RECONCILE_GRACE": "5", "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
+                    "QUEUE_RECONCILE_GRACE": str(grace), "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
                     "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *", "PYTHONUNBUFFERED": "1"}
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
@@ -114,9 +114,9 @@ class Soak:
         self.args, self.data_dir = args, data_dir
         self.rng = random.Random(args.seed)
         self.store = azurite.start(data_dir / "azurite")
-        self.hosts = [Host(i, self.store.connection_string, data_dir, args.claim_timeout)
+        self.hosts = [Host(i, self.store.connection_string, data_dir, args.claim_timeout, args.grace)
                       for i in range(args.hosts)]
-        self.tq = f"soak/{secrets.token_hex(6)}"
+        self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
         self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
         self.completed: set[str] = set()
@@ -189,20 +189,29 @@ class Soak:
             plan = [(t, groups[i % 4], sorted(set(self.rng.sample(previous, min(len(previous),
                                                                                 self.rng.randint(1, 3))))))
                     for i, t in enumerate(layer)]
+            self._create_layer(plan)
+            self.task_ids.extend(layer)
+            previous = layer
 
-            def creator(offset: int, plan: list[tuple[str, str, list[str]]] = plan) -> None:
-                for task_id, group, deps in plan[offset::8]:
+    def _create_layer(self, plan: list[tuple[str, str, list[str]]], threads: int = 8) -> None:
+        failures: list[BaseException] = []
+
+        def creator(offset: int) -> None:
+            try:
+                for task_id, group, deps in plan[offset::threads]:
                     self.call(functools.partial(create_task, task_id=task_id, body=self.definition(group, deps)))
                     with self.lock:
                         self.created += 1
+            except BaseException as exc:
+                failures.append(exc)
 
-            threads = [threading.Thread(target=creator, args=(i,)) for i in range(8)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            self.task_ids.extend(layer)
-            previous = layer
+        running = [threading.Thread(target=creator, args=(i,), daemon=True) for i in range(threads)]
+        for thread in running:
+            thread.start()
+        for thread in running:
+            thread.join()
+        if failures:
+            raise RuntimeError(f"creating the graph failed: {failures[0]}") from failures[0]
 
     # --- workers and chaos ---------------------------------------------------------------------------------
 
@@ -269,8 +278,8 @@ class Soak:
             self.wait_ready(host)
         print(f"soak: Azurite (data in {self.data_dir / 'azurite'}), {len(self.hosts)} hosts, "
               f"{self.args.workers} workers, task queue {self.tq}", flush=True)
-        chaos = threading.Thread(target=self.chaos)
-        workers = [threading.Thread(target=self.worker, args=(i,)) for i in range(self.args.workers)]
+        chaos = threading.Thread(target=self.chaos, daemon=True)
+        workers = [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(self.args.workers)]
         reporter_stop = threading.Event()
 
         def reporter() -> None:
@@ -360,6 +369,8 @@ def main() -> int:
                         help="seconds between Azurite restarts (on average)")
     parser.add_argument("--abandon", type=float, default=0.02, help="share of claims a worker abandons")
     parser.add_argument("--claim-timeout", type=float, default=5)
+    parser.add_argument("--grace", type=float, default=5, help="the hosts' QUEUE_RECONCILE_GRACE: a short one "
+                        "also repairs what is only late under load (harmless; it counts as a repair)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every task")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the data folder (Azurite's data, host logs)")

@@ -8,8 +8,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import os
+import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +21,39 @@ from azure.storage.queue import QueueClient
 
 from local_host import azurite as azurite_mod
 from shared import timeutil
+from shared.events import EXCHANGES
 from shared.faults import EXIT_STATUS
 from shared.invariants import audit
 from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, pending_queue, poison_queue
 from shared.service import QueueService
 from shared.settings import load_settings
 from shared.storage.azure import AzureQueues, AzureTables
+from tests.amqp import broker_reachable, delete_exchanges
 from tests.conftest import ROOT_ACCESS_TOKEN, HostProcess, slugid, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg", "workerId": "w1"}
-# Short everything: 1-second claims, the reconciler every second judging states older than 2 seconds, messages
-# of a dead host visible again after 2 seconds.
-FAST = {"claim_timeout": 1, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
+# Short everything: 10-second claims (3 where a claim must expire), the reconciler every second judging states
+# older than 2 seconds, messages of a dead host visible again after 2 seconds.
+FAST = {"claim_timeout": 10, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
         "pending_hint_visibility": 2, "reconcile_schedule": "*/1 * * * * *", "reconcile_grace": 2,
         "extra_env": {"QUEUE_LOCAL_HOST_MESSAGE_LEASE": "2"}}
 
 
+NAMESPACE = f"test-faults-{uuid.uuid4().hex[:8]}"
+# Where a broker runs (always in CI), the crash tests also publish, and the audit checks every event went out.
+BUS = ({"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
+       if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER") else {})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_exchanges() -> Iterator[None]:
+    yield
+    if BUS:
+        delete_exchanges(NAMESPACE, list(EXCHANGES))
+
+
 def settings_of(**overrides: Any) -> dict[str, Any]:
-    merged = {**FAST, **overrides}
+    merged = {**FAST, **BUS, **overrides}
     merged["extra_env"] = {**FAST["extra_env"], **overrides.get("extra_env", {})}
     return merged
 
@@ -87,7 +104,8 @@ def run_audit(azurite: azurite_mod.Azurite, settle: float = 20) -> list[str]:
 
 def audit_once(azurite: azurite_mod.Azurite) -> list[str]:
     async def go() -> list[str]:
-        settings = load_settings(storage=azurite.connection_string, root_access_token=ROOT_ACCESS_TOKEN)
+        settings = load_settings(storage=azurite.connection_string, root_access_token=ROOT_ACCESS_TOKEN,
+                                 **{k: v for k, v in BUS.items() if k == "event_bus"})
         service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
         try:
             return [str(v) for v in (await audit(service)).violations]
@@ -140,12 +158,14 @@ def test_create_task_dies_before_its_write(retried: bool, own_hosts: Callable[..
 def test_claim_work_dies_between_claim_and_response(fault: str, own_hosts: Callable[..., HostProcess],
                                                     own_azurite: azurite_mod.Azurite) -> None:
     """The run is claimed but no worker heard of it: the claim expires, the retry is claimed once."""
-    survivor = own_hosts(**settings_of())
-    doomed = own_hosts(**settings_of(faults=fault))
+    survivor = own_hosts(**settings_of(claim_timeout=3))
+    doomed = own_hosts(**settings_of(claim_timeout=3, faults=fault))
     tq = task_queue_id()
     task_id = slugid()
     survivor.client().createTask(task_id, task_definition(taskQueueId=tq))
-    crash(doomed, lambda: doomed.client().claimWork(tq, {**WORKER, "tasks": 1}))
+    # Another worker than the one that goes on: the same worker polling again would be handed the same claim
+    # back by the hint, which comes back since it was not deleted (it never heard of it: not a double claim).
+    crash(doomed, lambda: doomed.client().claimWork(tq, {"workerGroup": "wg", "workerId": "lost", "tasks": 1}))
     queue = survivor.client()
     workers = Workers(queue, tq)
     workers.complete([task_id])
@@ -156,11 +176,31 @@ def test_claim_work_dies_between_claim_and_response(fault: str, own_hosts: Calla
     assert run_audit(own_azurite) == []
 
 
+def test_report_dies_after_its_write(own_hosts: Callable[..., HostProcess],
+                                     own_azurite: azurite_mod.Azurite) -> None:
+    """reportCompleted wrote the resolution and died before deleting the run's index row and answering: the
+    worker's retry is answered from the stored outcome, the dependent is released, the index row goes."""
+    survivor = own_hosts(**settings_of(claim_timeout=60))
+    doomed = own_hosts(**settings_of(claim_timeout=60, faults="after-state-write"))
+    tq = task_queue_id()
+    root, dependent = slugid(), slugid()
+    queue = survivor.client()
+    queue.createTask(root, task_definition(taskQueueId=tq))
+    queue.createTask(dependent, task_definition(taskQueueId=tq, dependencies=[root]))
+    [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    crash(doomed, lambda: doomed.client().reportCompleted(root, claim["runId"]))
+    assert queue.reportCompleted(root, claim["runId"])["status"]["state"] == "completed"  # the worker retries
+    Workers(queue, tq).complete([dependent])
+    wait_for(lambda: queue.taskQueueCounts(tq)["claimedTasks"] == 0, timeout=20)  # the stale index row went
+    assert repairs(survivor)["run-index"] == 1
+    assert run_audit(own_azurite) == []
+
+
 def test_resolution_dies_mid_page(own_hosts: Callable[..., HostProcess],
                                   own_azurite: azurite_mod.Azurite) -> None:
     """The resolution scheduled part of a page of dependents and died; its message comes back, and every
     dependent gets exactly one pending run."""
-    doomed = own_hosts(**settings_of(faults="resolution-mid-page"))
+    doomed = own_hosts(**settings_of(claim_timeout=30, faults="resolution-mid-page"))
     queue = doomed.client()
     tq = task_queue_id()
     root = slugid()
@@ -170,7 +210,7 @@ def test_resolution_dies_mid_page(own_hosts: Callable[..., HostProcess],
         queue.createTask(task_id, task_definition(taskQueueId=tq, taskGroupId=root, dependencies=[root]))
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     crash(doomed, lambda: queue.reportCompleted(root, claim["runId"]))  # its resolution trigger dies
-    survivor = own_hosts(**settings_of())
+    survivor = own_hosts(**settings_of(claim_timeout=30))
     workers = Workers(survivor.client(), tq)
     workers.complete(dependents)
     assert sorted(workers.claims) == sorted((t, 0) for t in dependents)  # one run each, each claimed once
