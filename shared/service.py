@@ -860,8 +860,16 @@ class QueueService:
                     await self.deps.satisfy(dependent.task_id, [check.taskId])
                     if await self.deps.blocked(dependent.task_id, dependent.others):
                         return
-                with contextlib.suppress(errors.TaskNotFound):  # its createTask has not written it (yet)
+                try:
                     await self._schedule_unblocked(dependent.task_id)
+                except errors.TaskNotFound:
+                    # Its createTask has not written it yet, and reads its requirements after writing it. With
+                    # a single dependency the requirement row is normally left (the schedule makes it moot):
+                    # drop it, then try once more, so that one of the two sides sees the other's write.
+                    if dependent.count == 1:
+                        await self.deps.satisfy(dependent.task_id, [check.taskId])
+                        with contextlib.suppress(errors.TaskNotFound):
+                            await self._schedule_unblocked(dependent.task_id)
                 faults.point("resolution-mid-page")
 
         await asyncio.gather(group_step, *(unblock(d) for d in dependents))

@@ -167,3 +167,24 @@ def test_keys_are_encoded_for_azure():
         encoded = encode_key(value)
         assert not set("/\\#?") & set(encoded) and all(c >= " " for c in encoded)
         assert decode_key(encoded) == value
+
+
+def test_dependency_resolving_while_its_dependent_is_being_created(service):
+    """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent: the
+    resolution finds no task to schedule, the dependent's own check must then find the requirement gone."""
+    from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+
+    root, definition = create(service)
+    tq = definition["taskQueueId"]
+    run(service.claim_work(tq, "g", "w", 1))
+    join = service.groups.join
+
+    async def join_while_root_resolves(*args, **kwargs):
+        await service.resolve(root, 0, "completed", "completed")
+        [message] = await service.queues.receive(RESOLVED_QUEUE, 1, 0)
+        assert await service.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
+        await join(*args, **kwargs)
+
+    service.groups.join = join_while_root_resolves
+    dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
+    assert run(service.status(dependent))["state"] == "pending"
