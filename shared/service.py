@@ -407,7 +407,9 @@ class QueueService:
             existing = await self._load(task_id)
             if existing.definition != definition:
                 raise errors.TaskIdConflict(taskId=task_id)
-            return existing.status()
+            if not dependencies or existing.runs:
+                return existing.status()
+            task = existing  # a retry of a createTask that died after its write: finish what it left undone
         if dependencies:
             await self.deps.satisfy(task_id, satisfied)
             waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency

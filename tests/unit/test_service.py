@@ -188,3 +188,25 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service):
     service.groups.join = join_while_root_resolves
     dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
     assert run(service.status(dependent))["state"] == "pending"
+
+
+def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service):
+    """createTask wrote the dependent, then failed before releasing it from a dependency that had already
+    resolved; the client's retry (same definition) must release it, not only answer 200."""
+    root, definition = create(service)
+    tq = definition["taskQueueId"]
+    run(service.claim_work(tq, "g", "w", 1))
+    run(service.resolve(root, 0, "completed", "completed"))
+    satisfy = service.deps.satisfy
+
+    async def failing(*args, **kwargs):
+        raise ConnectionError("storage went away")
+
+    service.deps.satisfy = failing
+    task_id = slugid()
+    body = task_definition(taskQueueId=tq, dependencies=[root])
+    with pytest.raises(ConnectionError):
+        run(service.create_task(task_id, dict(body, **_defaults(body))))
+    assert run(service.status(task_id))["state"] == "unscheduled"
+    service.deps.satisfy = satisfy
+    assert run(service.create_task(task_id, dict(body, **_defaults(body))))["state"] == "pending"
