@@ -159,9 +159,6 @@ class TaskGroupStore:
                                        continuation=continuation)
         return [(e.partition_key, e.row_key[len(ACTIVE):]) for e in page.entities], page.continuation
 
-    async def is_active(self, task_group_id: str, task_id: str) -> bool:
-        return await self.tables.get(TASK_GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
-
     async def _any(self, task_group_id: str, prefix: str) -> bool:
         page = await self.tables.query(TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
                                        {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]}, limit=1)

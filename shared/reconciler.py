@@ -26,7 +26,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shared import timeutil
@@ -156,19 +156,18 @@ class Reconciler:
                                                                    timeutil.iso(now)))
             self._repaired(report, "phantom-member", task_id, taskGroupId=task_group_id)
             return
-        await self.reconcile_task(task, report)
+        await self._reconcile(task, report)
 
-    async def reconcile_task(self, task: Task, report: Report) -> None:
-        """Repair what is wrong with one task whose state is older than the grace period (or that a poison
-        message named)."""
+    async def _reconcile(self, task: Task, report: Report) -> None:
+        """Repair what is wrong with a task whose active row is older than the grace period."""
         service, now = self.service, self.service.clock()
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
         await self._events(task, report)
         if task.state in RESOLVED_STATES:
+            # Resolved, yet still in its group's active set (the caller found the row): the resolution was lost.
             run = task.runs[-1]
-            if run.resolved and timeutil.parse(run.resolved) + grace <= now and await service.groups.is_active(
-                    task.definition["taskGroupId"], task_id):
+            if run.resolved and timeutil.parse(run.resolved) + grace <= now:
                 await service.resolve_dependencies(ResolvedCheck(task_id, task.last_run_id,
                                                                  task.definition["taskGroupId"], None,
                                                                  timeutil.iso(now)))
@@ -299,9 +298,8 @@ class Reconciler:
             elif queue == RESOLVED_QUEUE:
                 await service.resolve_dependencies(ResolvedCheck.decode(body))
             else:  # the dispatcher needs the bus: hand the request back to it, its attempts counted afresh
-                request = DispatchRequest.decode(body)
-                await service.queues.put(DISPATCH_QUEUE, DispatchRequest(
-                    request.table, request.key, request.seq, request.since).encode())
+                request = replace(DispatchRequest.decode(body), attempt=0)
+                await service.queues.put(DISPATCH_QUEUE, request.encode())
         except (KeyError, TypeError, ValueError):
             log.error("dropping a malformed poison message (its content is logged above)",
                       extra=fields(queue=poison, messageId=message.id))

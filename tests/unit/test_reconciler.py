@@ -130,7 +130,7 @@ async def test_a_lost_resolution_is_run_again(service: QueueService, clock: Cloc
     report = await reconcile(service)
     assert report.repairs["resolution"] == 1
     assert sorted(t for t, _ in await claim_all(service, tq)) == sorted(dependents)
-    assert not await service.groups.is_active(root, root)
+    assert await service.tables.get(TASK_GROUPS_TABLE, root, ACTIVE + root) is None
 
 
 async def test_a_resolution_lost_after_its_group_step_releases_dependents(service: QueueService,
