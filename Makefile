@@ -4,11 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 AZURITE := .tools/node_modules/.bin/azurite
-AZURITE_VERSION := 3.35.0
+AZURITE_VERSION := 3.37.0
+AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)
 
 .PHONY: setup run test lint typecheck check clean
 
-setup: $(VENV)/.installed $(AZURITE)
+setup: $(VENV)/.installed $(AZURITE_STAMP)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +17,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # the tc-queue-worker command
 	@touch $@
 
-$(AZURITE):
+$(AZURITE_STAMP):  # a stamp per version, so a checkout with an older Azurite is upgraded
 	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+	@touch $@
 
 run: setup
 	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER))

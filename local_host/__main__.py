@@ -24,6 +24,7 @@ from pathlib import Path
 from local_host import azurite
 from local_host.host import PROJECT, serve
 from shared import logs
+from shared.connections import StorageConnection
 from shared.errors import SettingsError
 from shared.settings import load_settings
 
@@ -91,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     generated = _secrets(data_dir)
     embedded = None
     runtime = data_dir / "runtime.json"
-    if not os.environ.get("QUEUE_STORAGE"):
+    if StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is None:
         embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory)
         os.environ["QUEUE_STORAGE"] = embedded.connection_string
         pids = ", ".join(map(str, embedded.pids))
@@ -158,9 +159,11 @@ def _running_storage() -> bool:
     """Point at the queue's storage: $QUEUE_STORAGE, or the running `make run`'s (and its secrets)."""
     data_dir = _data_dir()
     runtime = data_dir / "runtime.json"
-    if not os.environ.get("QUEUE_STORAGE") and runtime.exists():
+    configured = StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is not None
+    if not configured and runtime.exists():
         os.environ["QUEUE_STORAGE"] = json.loads(runtime.read_text())["QUEUE_STORAGE"]
-    if not os.environ.get("QUEUE_STORAGE"):
+        configured = True
+    if not configured:
         print("error: set QUEUE_STORAGE, or start `make run` first", file=sys.stderr)
         return False
     if (data_dir / "secrets.json").exists():
@@ -185,7 +188,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from shared.service import QueueService
     from shared.storage.azure import AzureQueues, AzureTables
     settings = load_settings()
-    service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+    service = QueueService(settings, AzureTables(settings.storage_connection),
+                           AzureQueues(settings.storage_connection))
     return asyncio.run(run_audit_command(service, reconcile=args.reconcile))
 
 

@@ -25,9 +25,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def connection_string(blob: int, queue: int, table: int) -> str:
-    base = "http://127.0.0.1"
-    return (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
+def connection_string(blob: int, queue: int, table: int, scheme: str = "http") -> str:
+    base = f"{scheme}://127.0.0.1"
+    return (f"DefaultEndpointsProtocol={scheme};AccountName={ACCOUNT};AccountKey={KEY};"
             f"BlobEndpoint={base}:{blob}/{ACCOUNT};QueueEndpoint={base}:{queue}/{ACCOUNT};"
             f"TableEndpoint={base}:{table}/{ACCOUNT};")
 
@@ -49,6 +49,7 @@ class Azurite:
     processes: dict[str, subprocess.Popen[bytes]]
     ports: dict[str, int]
     log_path: Path | None
+    scheme: str = "http"
 
     @property
     def blob_port(self) -> int:
@@ -64,7 +65,11 @@ class Azurite:
 
     @property
     def connection_string(self) -> str:
-        return connection_string(self.blob_port, self.queue_port, self.table_port)
+        return connection_string(self.blob_port, self.queue_port, self.table_port, self.scheme)
+
+    def endpoint(self, service: str) -> str:
+        """The service's endpoint, path-style: `<scheme>://127.0.0.1:<port>/devstoreaccount1`."""
+        return f"{self.scheme}://127.0.0.1:{self.ports[service]}/{ACCOUNT}"
 
     @property
     def pids(self) -> list[int]:
@@ -97,13 +102,18 @@ def find_binary(name: str) -> str:
     if found:
         return found
     raise FileNotFoundError(
-        f"{name} not found in {DEFAULT_BIN_DIR}: run `make setup` (it installs azurite@3.35.0 from npm)")
+        f"{name} not found in {DEFAULT_BIN_DIR}: run `make setup` (it installs azurite@3.37.0 from npm)")
 
 
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
-          startup_timeout: float = 30, ports: dict[str, int] | None = None) -> Azurite:
+          startup_timeout: float = 30, ports: dict[str, int] | None = None,
+          tls: tuple[Path, Path] | None = None, oauth: bool = False) -> Azurite:
     """Start Azurite's services on free loopback ports (or on `ports`, to restart one on its data); data in
-    `data_dir` (or in memory). Retries if a port was taken meanwhile."""
+    `data_dir` (or in memory). Retries if a port was taken meanwhile. `tls` (certificate, key: PEM files) serves
+    HTTPS; `oauth` also accepts Entra ID bearer tokens (Azurite checks their claims, not their signature), as
+    Azure does for a managed identity; it requires `tls`."""
+    if oauth and tls is None:
+        raise ValueError("Azurite accepts OAuth over HTTPS only: give tls=(certificate, key)")
     last_error = ""
     split = os.environ.get("QUEUE_AZURITE_SPLIT", "0") == "1"
     for _ in range(attempts):
@@ -121,6 +131,10 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             args = [binary, "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
             for service in services:
                 args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(ports[service])]
+            if tls is not None:
+                args += ["--cert", str(tls[0]), "--key", str(tls[1])]
+            if oauth:
+                args += ["--oauth", "basic"]
             if in_memory:
                 args.append("--inMemoryPersistence")
             elif data_dir is not None:
@@ -128,7 +142,7 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
             processes["+".join(services)] = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
                                                              stdin=subprocess.DEVNULL, start_new_session=True)
-        azurite = Azurite(processes, ports, log_path)
+        azurite = Azurite(processes, ports, log_path, "https" if tls else "http")
         give_up = time.monotonic() + startup_timeout
         while time.monotonic() < give_up:
             exited = [s for s, p in processes.items() if p.poll() is not None]

@@ -27,7 +27,9 @@ from typing import Any
 import azure.functions as func
 from azure.functions.timer import TimerRequest
 from croniter import croniter
+from opentelemetry import trace
 
+from shared.connections import StorageConnection
 from shared.logs import fields
 from shared.storage.azure import AzureQueues
 from shared.storage.base import QueueMessage, QueueStore
@@ -115,11 +117,17 @@ def resolve_setting_expression(value: str) -> str:
     return re.sub(r"%([^%]+)%", one, value)
 
 
-async def _invoke(function: Callable[..., Any], arg_name: str, argument: Any) -> None:
-    if inspect.iscoroutinefunction(function):
-        await function(**{arg_name: argument})
-    else:
-        await asyncio.to_thread(function, **{arg_name: argument})
+async def _invoke(name: str, function: Callable[..., Any], arg_name: str, argument: Any) -> None:
+    # A span per invocation (exported as a request), as the Functions host makes one; without telemetry
+    # configured the tracer is OpenTelemetry's no-op one.
+    with _tracer.start_as_current_span(name, kind=trace.SpanKind.CONSUMER):
+        if inspect.iscoroutinefunction(function):
+            await function(**{arg_name: argument})
+        else:
+            await asyncio.to_thread(function, **{arg_name: argument})
+
+
+_tracer = trace.get_tracer("local_host")
 
 
 class QueueTriggerRunner:
@@ -165,7 +173,7 @@ class QueueTriggerRunner:
             await self._poison(message)
             return
         try:
-            await _invoke(self.function, self.arg_name, LocalQueueMessage(message))
+            await _invoke(self.name, self.function, self.arg_name, LocalQueueMessage(message))
         except Exception:
             self.failed += 1
             log.exception("function %s failed (attempt %d of %d)", self.name, message.dequeue_count,
@@ -217,7 +225,7 @@ class TimerTriggerRunner:
     async def _fire(self, past_due: bool) -> None:
         self.runs += 1
         try:
-            await _invoke(self.function, self.arg_name, TimerRequest(past_due=past_due))
+            await _invoke(self.name, self.function, self.arg_name, TimerRequest(past_due=past_due))
         except Exception:
             log.exception("timer function %s failed", self.name)
 
@@ -230,10 +238,13 @@ def build_runners(app: Any, options: QueueOptions,
 
     def default_store(connection: str) -> QueueStore:
         if connection not in stores:
-            value = os.environ.get(connection) or os.environ.get(f"{connection}__connectionString")
-            if not value:
+            # As the Functions host reads a connection: a connection string, or the identity-based form.
+            value = StorageConnection.from_environ(connection, os.environ)
+            if value is None:
                 raise KeyError(f"queue trigger connection setting {connection} is not set")
-            stores[connection] = AzureQueues(value)
+            # Untraced: in Azure the Functions host polls and deletes outside the app's telemetry; traced here
+            # the polling would be most of it (and use up the sampler's budget of traces per second).
+            stores[connection] = AzureQueues(value, traced=False)
         return stores[connection]
 
     store_for = store_for or default_store

@@ -309,7 +309,7 @@ class Artifacts:
                     artifact.etag = old.etag
                     if (artifact.storage_type, artifact.expires, artifact.details) == (
                             old.storage_type, old.expires, old.details):
-                        return self._created(artifact, now)  # the same request again: nothing to write
+                        return await self._created(artifact, now)  # the same request again: nothing to write
                 if artifact.expires not in indexed:  # the expiry index first: a crash leaves no unindexed row
                     await self.index.add(_index_key(task_id, run_id, name), artifact.expires)
                     indexed.add(artifact.expires)
@@ -320,10 +320,10 @@ class Artifacts:
                 if await self.service._write(task, extra=[op], touch=True):
                     log.info("artifact %s created (%s)", name, artifact.storage_type,
                              extra=fields(event="artifact-created", taskId=task_id, runId=run_id))
-                    return self._created(artifact, now)
+                    return await self._created(artifact, now)
                 task.emitted.clear()
 
-    def _created(self, artifact: Artifact, now: dt.datetime) -> dict[str, Any]:
+    async def _created(self, artifact: Artifact, now: dt.datetime) -> dict[str, Any]:
         """The createArtifact response: for `azure`, where and how to upload."""
         if artifact.storage_type != "azure":
             return {"storageType": artifact.storage_type}
@@ -332,7 +332,7 @@ class Artifacts:
         return {
             "storageType": "azure",
             # Once finished, the data may not change: the URL can then only create the blob, which exists.
-            "putUrl": self.blobs.upload_url(self.container, artifact.details["blob"], url_expires,
+            "putUrl": await self.blobs.upload_url(self.container, artifact.details["blob"], url_expires,
                                             overwrite=not artifact.present),
             "expires": timeutil.iso(url_expires),
             "contentType": artifact.content_type,
@@ -428,11 +428,11 @@ class Artifacts:
                                           chain=" -> ".join([*chain, target]))
             chain.append(target)
 
-    def url_of(self, artifact: Artifact) -> str:
+    async def url_of(self, artifact: Artifact) -> str:
         """Where the artifact's data is read: a short-lived read URL of its blob, or the reference's URL."""
         if artifact.storage_type == "azure":
             expires = timeutil.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
-            return self.blobs.download_url(self.container, artifact.details["blob"], expires)
+            return await self.blobs.download_url(self.container, artifact.details["blob"], expires)
         return str(artifact.details["url"])
 
     async def info(self, task_id: str, run_id: int | None, name: str) -> dict[str, Any]:

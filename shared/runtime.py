@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from shared import faults
+from shared import faults, telemetry
 from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api as queue_v1
 from shared.auth.clients import ClientStore
@@ -20,7 +21,7 @@ from shared.storage.azure import AzureBlobs, AzureQueues, AzureTables
 def get_service() -> QueueService:
     settings = get_settings()
     faults.arm(settings.faults)
-    return QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage),
+    return QueueService(settings, AzureTables(settings.storage_connection), AzureQueues(settings.storage_connection),
                         AzureBlobs(settings.artifact_connection))
 
 
@@ -39,10 +40,12 @@ def get_authenticator() -> Authenticator:
     return Authenticator(clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew)
 
 
-def create_asgi_app() -> ApiApp:
-    """The ASGI app serving every API route. Settings are read at the first request, not at import, so a
-    missing setting shows as a clear error in the response and the logs rather than as a failed import."""
-    return ApiApp([queue_v1], get_service, get_authenticator, validate_responses=_validate_responses())
+def create_asgi_app() -> Any:
+    """The ASGI app serving every API route (traced when telemetry is on). Settings are read at the first
+    request, not at import, so a missing setting shows as a clear error in the response and the logs rather
+    than as a failed import."""
+    return telemetry.instrument_asgi(
+        ApiApp([queue_v1], get_service, get_authenticator, validate_responses=_validate_responses()))
 
 
 def _validate_responses() -> bool:

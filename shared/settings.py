@@ -10,9 +10,10 @@ import json
 import re
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.connections import StorageConnection
 from shared.errors import SettingsError
 
 ENV_PREFIX = "QUEUE_"
@@ -25,12 +26,38 @@ DEFAULT_ANONYMOUS_SCOPES = (
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
 
-    storage: str = Field(
-        description="Connection string of the data storage account (tables and queues). The queue triggers "
-        "name the same setting as their `connection`.",
+    storage: str | None = Field(
+        default=None,
+        description="Connection string of the data storage account (tables, queues, and artifact blobs unless "
+        "`QUEUE_ARTIFACT_STORAGE` is set). The queue triggers name the same setting as their `connection`. "
+        "Deployed, the identity-based form below replaces it.",
     )
+    storage_account_name: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_STORAGE__accountName", "storage_account_name"),
+        description="Identity-based connection (`QUEUE_STORAGE__accountName`): the data account's name, for "
+        "its `https://<name>.<service>.core.windows.net` endpoints.")
+    storage_table_uri: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_STORAGE__tableServiceUri", "storage_table_uri"),
+        description="Identity-based connection: the data account's table endpoint.")
+    storage_queue_uri: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_STORAGE__queueServiceUri", "storage_queue_uri"),
+        description="Identity-based connection: the data account's queue endpoint (the queue triggers read it).")
+    storage_blob_uri: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_STORAGE__blobServiceUri", "storage_blob_uri"),
+        description="Identity-based connection: the data account's blob endpoint (artifacts).")
+    storage_credential: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_STORAGE__credential", "storage_credential"),
+        description="Identity-based connection: `managedidentity`.")
+    storage_client_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_STORAGE__clientId", "storage_client_id"),
+        description="Identity-based connection: client id of the user-assigned managed identity (used for "
+        "storage and Service Bus); unset: the system-assigned identity or DefaultAzureCredential.")
+    storage_account_key: str | None = Field(
+        default=None, description="With an identity-based connection only: the data account's key, which signs "
+        "the polling URLs of pollTaskUrls (Azure Queue SAS cannot be signed by an identity). Unset: "
+        "pollTaskUrls answers 500 with an explanation; claimWork is unaffected.")
     port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
     root_url: str | None = Field(
         default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>."
@@ -102,6 +129,12 @@ class Settings(BaseSettings):
                           "(with `QUEUE_EVENT_BUS=amqp`).")
     servicebus_connection: str | None = Field(default=None, description="Service Bus connection string (with "
                                               "`QUEUE_EVENT_BUS=servicebus`).")
+    servicebus_namespace: str | None = Field(
+        default=None, validation_alias=AliasChoices("QUEUE_SERVICEBUS__fullyQualifiedNamespace",
+                                                    "servicebus_namespace"),
+        description="Identity-based Service Bus connection (`QUEUE_SERVICEBUS__fullyQualifiedNamespace`, e.g. "
+        "`<name>.servicebus.windows.net`), used with the managed identity of `QUEUE_STORAGE__clientId` when "
+        "`QUEUE_SERVICEBUS_CONNECTION` is not set.")
     pulse_namespace: str = Field(default="taskcluster-queue", pattern=r"^[a-z0-9][a-z0-9._-]*$",
                                  description="Exchange namespace: exchanges are `exchange/<this>/v1/<name>` "
                                  "(Service Bus topics `<this>/v1/<name>`).")
@@ -119,8 +152,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _bus_configured(self) -> Settings:
-        if self.event_bus == "servicebus" and not self.servicebus_connection:
-            raise ValueError("QUEUE_SERVICEBUS_CONNECTION is required with QUEUE_EVENT_BUS=servicebus")
+        if self.event_bus == "servicebus" and not (self.servicebus_connection or self.servicebus_namespace):
+            raise ValueError("QUEUE_SERVICEBUS_CONNECTION or QUEUE_SERVICEBUS__fullyQualifiedNamespace is required "
+                             "with QUEUE_EVENT_BUS=servicebus")
+        return self
+
+    @model_validator(mode="after")
+    def _storage_configured(self) -> Settings:
+        self.storage_connection  # noqa: B018 - raises if neither form is complete
         return self
 
     @field_validator("faults")
@@ -153,8 +192,25 @@ class Settings(BaseSettings):
         return hmac.new(self.root_access_token.encode(), b"pending-hint-signing-key", hashlib.sha256).digest()
 
     @property
-    def artifact_connection(self) -> str:
-        return self.artifact_storage or self.storage
+    def storage_connection(self) -> StorageConnection:
+        """The data account: `QUEUE_STORAGE` (a connection string), or its identity-based form."""
+        if self.storage:
+            return StorageConnection(connection_string=self.storage)
+        environ = {f"QUEUE_STORAGE__{key}": value for key, value in (
+            ("accountName", self.storage_account_name), ("tableServiceUri", self.storage_table_uri),
+            ("queueServiceUri", self.storage_queue_uri), ("blobServiceUri", self.storage_blob_uri),
+            ("credential", self.storage_credential), ("clientId", self.storage_client_id)) if value}
+        connection = StorageConnection.from_environ("QUEUE_STORAGE", environ, account_key=self.storage_account_key)
+        if connection is None or connection.table_uri is None or connection.queue_uri is None:
+            raise ValueError("QUEUE_STORAGE is required: a connection string, or the identity-based form "
+                             "(QUEUE_STORAGE__accountName, or QUEUE_STORAGE__tableServiceUri and __queueServiceUri)")
+        return connection
+
+    @property
+    def artifact_connection(self) -> StorageConnection:
+        if self.artifact_storage:
+            return StorageConnection(connection_string=self.artifact_storage)
+        return self.storage_connection
 
     @property
     def public_root_url(self) -> str:

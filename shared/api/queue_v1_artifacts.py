@@ -51,7 +51,7 @@ async def _redirect(call: Call, run_id: int | None) -> Reply:
     headers = {STORAGE_TYPE_HEADER: artifact.storage_type}
     if artifact.storage_type == "error":
         return Reply({"reason": artifact.details["reason"], "message": artifact.details["message"]}, 424, headers)
-    url = call.service.artifacts.url_of(artifact)
+    url = await call.service.artifacts.url_of(artifact)
     return Reply({"storageType": artifact.storage_type, "url": url}, 303, {**headers, "location": url})
 
 
@@ -76,7 +76,7 @@ async def _content(call: Call, run_id: int | None) -> dict[str, Any]:
     # A blob is described as `s3` here: a URL to GET without credentials, which is what that branch of the
     # schema means and what the official clients' download helpers fetch (they know no other such type).
     storage_type = "s3" if artifact.storage_type == "azure" else artifact.storage_type
-    return {"storageType": storage_type, "url": call.service.artifacts.url_of(artifact)}
+    return {"storageType": storage_type, "url": await call.service.artifacts.url_of(artifact)}
 
 
 @api.route("GET", "/task/<taskId>/runs/<runId>/artifact-content/<name>", name="artifact",

@@ -38,7 +38,7 @@ def _describe(client: Client, *, with_token: bool) -> dict[str, object]:
 
 
 async def run_clients_command(settings: Settings, args: argparse.Namespace) -> int:
-    tables = AzureTables(settings.storage)
+    tables = AzureTables(settings.storage_connection)
     store = ClientStore(tables, token_secret=settings.token_secret, root_client_id=settings.root_client_id,
                         root_access_token=settings.root_access_token)
     try:

@@ -16,8 +16,12 @@ def create_publisher(settings: Settings) -> Publisher | None:
                              timeout=settings.event_publish_timeout)
     if settings.event_bus == "servicebus":
         from shared.bus.servicebus import ServiceBusPublisher
-        assert settings.servicebus_connection is not None  # checked by Settings
-        return ServiceBusPublisher.from_connection_string(settings.servicebus_connection,
-                                                          namespace=settings.pulse_namespace,
-                                                          timeout=settings.event_publish_timeout)
+        if settings.servicebus_connection:
+            return ServiceBusPublisher.from_connection_string(settings.servicebus_connection,
+                                                              namespace=settings.pulse_namespace,
+                                                              timeout=settings.event_publish_timeout)
+        assert settings.servicebus_namespace is not None  # checked by Settings
+        return ServiceBusPublisher.from_identity(settings.servicebus_namespace, settings.storage_client_id,
+                                                 namespace=settings.pulse_namespace,
+                                                 timeout=settings.event_publish_timeout)
     return None

@@ -50,6 +50,16 @@ class ServiceBusPublisher:
         return cls(ServiceBusClient.from_connection_string(connection_string), namespace=namespace,
                    timeout=timeout)
 
+    @classmethod
+    def from_identity(cls, fully_qualified_namespace: str, client_id: str | None, *, namespace: str,
+                      timeout: float = 10) -> ServiceBusPublisher:
+        """Connect with the managed identity (it needs the Azure Service Bus Data Sender role)."""
+        from azure.servicebus.aio import ServiceBusClient
+
+        from shared.connections import async_credential
+        return cls(ServiceBusClient(fully_qualified_namespace, async_credential(client_id)), namespace=namespace,
+                   timeout=timeout)
+
     async def publish(self, event: Event) -> None:
         from azure.servicebus.exceptions import ServiceBusError
         topic = topic_name(event.exchange, self.namespace)

@@ -20,11 +20,13 @@ from azure.core.exceptions import (
 from azure.core.pipeline.transport import AioHttpTransport
 from azure.data.tables import TableTransactionError, UpdateMode
 from azure.data.tables.aio import TableClient, TableServiceClient
-from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+from azure.storage.blob import BlobSasPermissions, UserDelegationKey, generate_blob_sas
 from azure.storage.blob.aio import BlobServiceClient
 from azure.storage.queue import QueueSasPermissions, generate_queue_sas
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
+from shared.connections import Service, StorageConnection
+from shared.errors import InternalServerError
 from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMessage, decode_message, encode_message
 
 _KEYS = ("PartitionKey", "RowKey")
@@ -54,12 +56,16 @@ def _etag_of(response: Any) -> str | None:
     return response.get("etag") if isinstance(response, dict) else None
 
 
+def _connection(connection: str | StorageConnection) -> StorageConnection:
+    return StorageConnection(connection_string=connection) if isinstance(connection, str) else connection
+
+
 class _Clients:
     """One service client per store, a cached client per table or queue, one shared keep-alive session.
     Created on first use, inside the running event loop (aiohttp sessions belong to a loop)."""
 
-    def __init__(self, connection_string: str, service_type: Any, child: str) -> None:
-        self._connection_string = connection_string
+    def __init__(self, connection: StorageConnection, service: Service, service_type: Any, child: str) -> None:
+        self._connection, self._kind = connection, service
         self._service_type, self._child = service_type, child
         self._service: Any = None
         self._clients: dict[str, Any] = {}
@@ -70,10 +76,15 @@ class _Clients:
         if client is None:
             if self._service is None:
                 self._session, transport = _shared_transport()
-                self._service = self._service_type.from_connection_string(
-                    self._connection_string, transport=transport)
+                self._service = self._connection.service_client(self._service_type, self._kind, transport=transport)
             client = self._clients[name] = getattr(self._service, self._child)(name)
         return client
+
+    @property
+    def service(self) -> Any:
+        if self._service is None:
+            self.get("$probe")  # creates the service client (a child client costs nothing until used)
+        return self._service
 
     async def close(self) -> None:
         for client in self._clients.values():
@@ -87,8 +98,8 @@ class _Clients:
 
 
 class AzureTables:
-    def __init__(self, connection_string: str) -> None:
-        self._clients = _Clients(connection_string, TableServiceClient, "get_table_client")
+    def __init__(self, connection: str | StorageConnection) -> None:
+        self._clients = _Clients(_connection(connection), "table", TableServiceClient, "get_table_client")
 
     def _client(self, table: str) -> TableClient:
         client: TableClient = self._clients.get(table)
@@ -210,27 +221,39 @@ def _message(raw: Any) -> QueueMessage:
         expires=raw.expires_on, next_visible=raw.next_visible_on)
 
 
-class _Signer:
-    """Account name, key and endpoint of a connection string, to sign SAS URLs (parsed by a sync client, no I/O)."""
+class SigningKeyMissing(InternalServerError):
+    """{what} cannot be signed: {reason}"""
 
-    def __init__(self, connection_string: str, sync_client_type: Any) -> None:
-        parsed = sync_client_type.from_connection_string(connection_string)
+
+class _Signer:
+    """Account name, key and endpoint, to sign SAS URLs: parsed from a connection string (by a sync client, no
+    I/O), or taken from an identity-based connection (whose key, if any, is configured apart)."""
+
+    def __init__(self, connection: StorageConnection, service: Service, sync_client_type: Any) -> None:
+        if connection.connection_string is None:
+            self.account, self.key = connection.account_name(service), connection.account_key
+            self.endpoint = connection.endpoint(service)
+            return
+        parsed = sync_client_type.from_connection_string(connection.connection_string)
         self.account = parsed.account_name or ""
         self.key = getattr(parsed.credential, "account_key", None)
         self.endpoint = parsed.url.split("?", 1)[0].rstrip("/")
         parsed.close()
 
-    def require_key(self, what: str) -> str:
+    def require_key(self, what: str, reason: str) -> str:
         if not self.key:
-            raise ValueError(f"the connection string must hold an AccountKey to sign {what}")
+            raise SigningKeyMissing(what=what, reason=reason)
         return str(self.key)
 
 
 class AzureQueues:
-    def __init__(self, connection_string: str) -> None:
-        self._clients = _Clients(connection_string, QueueServiceClient, "get_queue_client")
+    def __init__(self, connection: str | StorageConnection, *, traced: bool = True) -> None:
+        connection = _connection(connection)
+        # azure-core traces every call when telemetry is on; `traced=False` leaves this store's calls out.
+        self._options: dict[str, Any] = {} if traced else {"tracing_options": {"enabled": False}}
+        self._clients = _Clients(connection, "queue", QueueServiceClient, "get_queue_client")
         from azure.storage.queue import QueueServiceClient as SyncQueueServiceClient
-        self._signer = _Signer(connection_string, SyncQueueServiceClient)
+        self._signer = _Signer(connection, "queue", SyncQueueServiceClient)
 
     def _client(self, queue: str) -> QueueClient:
         client: QueueClient = self._clients.get(queue)
@@ -239,7 +262,7 @@ class AzureQueues:
     async def ensure_queues(self, names: list[str]) -> None:
         for name in names:
             with contextlib.suppress(ResourceExistsError):
-                await self._client(name).create_queue()
+                await self._client(name).create_queue(**self._options)
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
         client = self._client(queue)
@@ -249,11 +272,11 @@ class AzureQueues:
         if ttl is not None and ttl <= visible_in:
             kwargs["time_to_live"] = visible_in + 60
         try:
-            await client.send_message(encode_message(content), **kwargs)
+            await client.send_message(encode_message(content), **kwargs, **self._options)
         except ResourceNotFoundError:
             # Queues are created on first use (pending queues exist per task queue and priority).
             await self.ensure_queues([queue])
-            await client.send_message(encode_message(content), **kwargs)
+            await client.send_message(encode_message(content), **kwargs, **self._options)
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
         count = max(1, min(max_messages, 32))
@@ -261,7 +284,7 @@ class AzureQueues:
             # messages_per_page: otherwise the SDK makes one request per message.
             pages = self._client(queue).receive_messages(
                 messages_per_page=count, max_messages=count,
-                visibility_timeout=max(1, visibility_timeout)).by_page()  # Azure's minimum is 1 s
+                visibility_timeout=max(1, visibility_timeout), **self._options).by_page()  # Azure's minimum: 1 s
             async for page in pages:
                 return [_message(raw) async for raw in page]
         except ResourceNotFoundError:
@@ -270,7 +293,7 @@ class AzureQueues:
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
         try:
-            await self._client(queue).delete_message(message.id, message.pop_receipt)
+            await self._client(queue).delete_message(message.id, message.pop_receipt, **self._options)
         except HttpResponseError as exc:
             if not _message_gone(exc):
                 raise
@@ -278,7 +301,7 @@ class AzureQueues:
     async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
         try:
             raw = await self._client(queue).update_message(
-                message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in))
+                message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in), **self._options)
         except HttpResponseError as exc:
             if _message_gone(exc):
                 return None
@@ -294,7 +317,11 @@ class AzureQueues:
         return int(props.approximate_message_count or 0)
 
     def process_url(self, queue: str, expires: dt.datetime) -> str:
-        sas = generate_queue_sas(self._signer.account, queue, self._signer.require_key("polling URLs"),
+        key = self._signer.require_key(
+            "Polling URLs", "Azure Queue SAS need the account key, and none is configured (with an identity-based "
+            "QUEUE_STORAGE connection, set QUEUE_STORAGE_ACCOUNT_KEY, e.g. as a Key Vault reference; claimWork "
+            "works without it)")
+        sas = generate_queue_sas(self._signer.account, queue, key,
                                  permission=QueueSasPermissions(process=True), expiry=expires,
                                  start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
         return f"{self._signer.endpoint}/{queue}?{sas}"
@@ -305,25 +332,47 @@ class AzureQueues:
 
 
 class AzureBlobs:
-    """Blobs and their SAS URLs. The SAS are signed with the account key of the connection string (a managed
-    identity would sign with a user delegation key instead)."""
+    """Blobs and their SAS URLs. With a connection string the SAS are signed with its account key; with an
+    identity, with a user delegation key (asked of Azure, valid up to 7 days, renewed a day before it ends)."""
 
-    def __init__(self, connection_string: str) -> None:
-        self._clients = _Clients(connection_string, BlobServiceClient, "get_container_client")
+    DELEGATION_KEY_LIFETIME = dt.timedelta(days=6)
+    DELEGATION_KEY_RENEW = dt.timedelta(days=1)
+
+    def __init__(self, connection: str | StorageConnection) -> None:
+        connection = _connection(connection)
+        self._clients = _Clients(connection, "blob", BlobServiceClient, "get_container_client")
         from azure.storage.blob import BlobServiceClient as SyncBlobServiceClient
-        self._signer = _Signer(connection_string, SyncBlobServiceClient)
-        self._signer.require_key("artifact URLs")
+        self._signer = _Signer(connection, "blob", SyncBlobServiceClient)
+        self._by_identity = connection.uses_identity
+        if not self._by_identity:
+            self._signer.require_key("Artifact URLs", "the artifact storage connection string has no AccountKey")
+        self._delegation_key: UserDelegationKey | None = None
+        self._delegation_key_ends = dt.datetime.min.replace(tzinfo=dt.UTC)
 
-    def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime) -> str:
-        sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.require_key("URLs"),
-                                permission=permission, expiry=expires, start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
+    async def _user_delegation_key(self, needed_until: dt.datetime) -> UserDelegationKey:
+        now = dt.datetime.now(dt.UTC)
+        if self._delegation_key is None or self._delegation_key_ends - self.DELEGATION_KEY_RENEW < max(
+                now, needed_until):
+            ends = now + self.DELEGATION_KEY_LIFETIME
+            self._delegation_key = await self._clients.service.get_user_delegation_key(now - SAS_CLOCK_SKEW, ends)
+            self._delegation_key_ends = ends
+        return self._delegation_key
+
+    async def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime) -> str:
+        start = dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW
+        if self._by_identity:
+            sas = generate_blob_sas(self._signer.account, container, blob, permission=permission, expiry=expires,
+                                    start=start, user_delegation_key=await self._user_delegation_key(expires))
+        else:
+            sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.key,
+                                    permission=permission, expiry=expires, start=start)
         return f"{self._signer.endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{sas}"
 
-    def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
-        return self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)
+    async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+        return await self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)
 
-    def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
-        return self._signed(container, blob, BlobSasPermissions(read=True), expires)
+    async def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
+        return await self._signed(container, blob, BlobSasPermissions(read=True), expires)
 
     async def ensure_container(self, container: str) -> None:
         with contextlib.suppress(ResourceExistsError):

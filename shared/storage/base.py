@@ -197,12 +197,12 @@ class BlobStore(Protocol):
 
     async def ensure_container(self, container: str) -> None: ...
 
-    def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+    async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         """A URL that may write (single PUT, or blocks and a block list) this one blob until `expires`, and do
         nothing else: not read it, not touch another blob. Without `overwrite` it may only create the blob, so
         it is useless once the blob exists."""
 
-    def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
+    async def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
         """A URL that may read this one blob until `expires`."""
 
     async def info(self, container: str, blob: str) -> BlobInfo | None:

@@ -212,10 +212,10 @@ class MemoryBlobs:
     def _url(self, container: str, blob: str, permission: str, expires: dt.datetime) -> str:
         return f"memory://{container}/{blob}?sp={permission}&se={expires.isoformat()}"
 
-    def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+    async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         return self._url(container, blob, "cw" if overwrite else "c", expires)
 
-    def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
+    async def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
         return self._url(container, blob, "r", expires)
 
     def put(self, container: str, blob: str, data: bytes, content_type: str | None = None) -> None:

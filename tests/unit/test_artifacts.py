@@ -87,7 +87,7 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
     assert "?sp=c&" in again["putUrl"]  # create-only: the finished blob can no longer be overwritten
     chain, artifact = await service.artifacts.follow(task_id, 0, "public/logs/live.log")
     assert chain == ["public/logs/live.log"] and artifact.present
-    assert "sp=r&" in service.artifacts.url_of(artifact)
+    assert "sp=r&" in await service.artifacts.url_of(artifact)
     assert (await service.artifacts.list(task_id, None, limit=10, continuation=None))["artifacts"] == [
         {"storageType": "azure", "name": "public/logs/live.log", "expires": artifact.expires,
          "contentType": "text/plain", "contentLength": 5}]
@@ -118,7 +118,7 @@ async def test_reference_may_change_its_url_or_become_a_link_and_each_change_is_
     await service.artifacts.create(task_id, 0, "r", reference(clock))  # the same again: nothing new
     await service.artifacts.create(task_id, 0, "r", reference(clock, url="https://example.com/b"))
     _, artifact = await service.artifacts.follow(task_id, 0, "r")
-    assert service.artifacts.url_of(artifact) == "https://example.com/b"
+    assert await service.artifacts.url_of(artifact) == "https://example.com/b"
     await service.artifacts.create(task_id, 0, "target", reference(clock))
     await service.artifacts.create(task_id, 0, "r", {"storageType": "link", "expires": expires(clock),
                                                      "artifact": "target"})

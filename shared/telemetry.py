@@ -1,0 +1,74 @@
+"""Telemetry: logs and traces to Application Insights through OpenTelemetry, when it is configured.
+
+`APPLICATIONINSIGHTS_CONNECTION_STRING` turns it on (the deployment sets it); without it nothing is configured
+and nothing leaves the machine. Logs keep their fixed fields (`shared/logs.py`: taskId, runId, ...) as custom
+dimensions; traces are a server span per API request (the ASGI middleware) with the Azure SDK's storage and
+Service Bus calls as its dependencies. With `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` =
+`Authorization=AAD;ClientId=<id>` the exporter authenticates with that managed identity (the Application
+Insights resource then has local authentication off, as Microsoft's templates make it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any
+
+CONNECTION_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+AUTHENTICATION_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
+SERVICE_NAME = "taskcluster-queue"
+log = logging.getLogger("queue")
+
+
+def _authentication(text: str | None) -> dict[str, str]:
+    parts = (part.split("=", 1) for part in (text or "").split(";") if "=" in part)
+    return {key.strip().lower(): value.strip() for key, value in parts}
+
+
+def _credential(environ: os._Environ[str]) -> Any:
+    auth = _authentication(environ.get(AUTHENTICATION_SETTING))
+    if auth.get("authorization", "").upper() != "AAD":
+        return None
+    from azure.identity import ManagedIdentityCredential
+    return ManagedIdentityCredential(client_id=auth.get("clientid") or None)
+
+
+@functools.cache
+def configure() -> bool:
+    """Export logs and traces if Application Insights is configured (once per process); True if it is."""
+    environ = os.environ
+    connection_string = environ.get(CONNECTION_SETTING)
+    if not connection_string:
+        return False
+    # The distro's default sampler keeps 5 *spans* a second, which drops the storage calls of a request (a
+    # createTask makes several) while keeping the request. Sample whole traces instead: all of a request or
+    # none. OTEL_TRACES_SAMPLER_ARG is the kept fraction (1.0 unless set; the deployment makes it a parameter).
+    environ.setdefault("OTEL_TRACES_SAMPLER", "microsoft.fixed_percentage")
+    environ.setdefault("OTEL_TRACES_SAMPLER_ARG", "1.0")
+    from azure.monitor.opentelemetry import configure_azure_monitor
+    from opentelemetry.sdk.resources import Resource
+
+    # The exporter's own HTTP calls go through azure-core: its logs at INFO would be exported in turn.
+    for noisy in ("azure", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_azure_monitor(
+        connection_string=connection_string, credential=_credential(environ),
+        resource=Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME", SERVICE_NAME)}),
+        logger_name="",  # the root logger: the queue's loggers and the host's
+        # Live metrics stream to the endpoint the connection string names (Azure's always name one).
+        enable_live_metrics="liveendpoint=" in connection_string.lower(),
+        # Only what this code uses; the other bundled instrumentations (Django, Flask, psycopg2...) stay off.
+        instrumentation_options={name: {"enabled": False} for name in (
+            "django", "fastapi", "flask", "psycopg2", "requests", "urllib", "urllib3")},
+    )
+    log.info("telemetry: exporting logs and traces to Application Insights")
+    return True
+
+
+def instrument_asgi(app: Any) -> Any:
+    """The ASGI app with a server span per request, when telemetry is on; the app itself otherwise."""
+    if not configure():
+        return app
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+    return OpenTelemetryMiddleware(app, excluded_urls="api/queue/v1/ping")
