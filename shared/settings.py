@@ -159,7 +159,10 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _storage_configured(self) -> Settings:
-        self.storage_connection  # noqa: B018 - raises if neither form is complete
+        connection = self.storage_connection  # raises if neither form is complete
+        if connection.blob_uri is None and connection.uses_identity and not self.artifact_storage:
+            raise ValueError("QUEUE_STORAGE__blobServiceUri (or __accountName) is required for artifacts, unless "
+                             "QUEUE_ARTIFACT_STORAGE names another account")
         return self
 
     @field_validator("faults")

@@ -1,8 +1,9 @@
-"""Azure Service Bus publisher: a topic per exchange (`<namespace>/v1/<exchange>`, e.g.
-`taskcluster-queue/v1/task-completed`), the routing key as the message subject, each routing-key word and the
-CC routes as application properties (see `shared/bus/bindings.py` for how a Pulse binding becomes a
-subscription rule), and the event's stream position as the message id, so a topic with duplicate detection
-drops re-published events.
+"""Azure Service Bus publisher: a topic per exchange (`<namespace>.v1.<exchange>`, e.g.
+`taskcluster-queue.v1.task-completed`: Service Bus would take the exchange's slashes, but an ARM template cannot
+declare a child resource whose name holds one, so the deployment could not create such topics), the routing key
+as the message subject, each routing-key word and the CC routes as application properties (see
+`shared/bus/bindings.py` for how a Pulse binding becomes a subscription rule), and the event's stream position
+as the message id, so a topic with duplicate detection drops re-published events.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from shared.events import Event, exchange_name
 
 
 def topic_name(exchange: str, namespace: str) -> str:
-    return exchange_name(exchange, namespace).removeprefix("exchange/")
+    return exchange_name(exchange, namespace).removeprefix("exchange/").replace("/", ".")
 
 
 def application_properties(event: Event, namespace: str) -> dict[str, str]:

@@ -169,11 +169,11 @@ def test_publisher_sends_to_the_exchanges_topic_and_reports_failures():
     asyncio.run(publisher.publish(EVENT))
     asyncio.run(publisher.publish(EVENT))
     [(topic, sender)] = client.senders.items()
-    assert topic == "taskcluster-queue/v1/task-completed" and len(sender.sent) == 2
+    assert topic == "taskcluster-queue.v1.task-completed" and len(sender.sent) == 2
     failing = FakeClient(fail=True)
     with pytest.raises(PublishError):
         asyncio.run(ServiceBusPublisher(failing, namespace="ns").publish(EVENT))
-    assert failing.senders["ns/v1/task-completed"].closed  # a failed sender is dropped and made again
+    assert failing.senders["ns.v1.task-completed"].closed  # a failed sender is dropped and made again
 
 
 # --- the rules ---------------------------------------------------------------------------------------------------
@@ -232,10 +232,10 @@ def test_group_exchange_rules_and_special_characters() -> None:
 def test_subscription_rules_group_bindings_by_topic() -> None:
     rules = subscription_rules([("task-completed", "primary.*.*.*.*.prov.wt.#"), ("task-failed", "route.x.#"),
                                 ("task-completed", "route.notify.#")], "taskcluster-queue")
-    assert set(rules) == {"taskcluster-queue/v1/task-completed", "taskcluster-queue/v1/task-failed"}
-    assert len(rules["taskcluster-queue/v1/task-completed"]) == 2
+    assert set(rules) == {"taskcluster-queue.v1.task-completed", "taskcluster-queue.v1.task-failed"}
+    assert len(rules["taskcluster-queue.v1.task-completed"]) == 2
     assert all(len(name) <= 50 and re.fullmatch(r"[A-Za-z0-9._-]+", name)
-               for name, _ in rules["taskcluster-queue/v1/task-completed"])
+               for name, _ in rules["taskcluster-queue.v1.task-completed"])
     assert rule_name("a") != rule_name("b")
 
 

@@ -1,0 +1,49 @@
+// Key Vault for the app's secrets, read through Key Vault references in its app settings (with the
+// user-assigned identity, site property keyVaultReferenceIdentity). No secret is in the code or the outputs.
+param name string
+param location string
+param tags object
+@secure()
+param rootAccessToken string
+@secure()
+param tokenSecret string
+param dataStorageName string
+param storeDataStorageKey bool
+
+resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
+  name: name
+  location: location
+  tags: tags
+  properties: {
+    tenantId: subscription().tenantId
+    sku: { family: 'A', name: 'standard' }
+    enableRbacAuthorization: true
+    enableSoftDelete: true
+    softDeleteRetentionInDays: 7
+  }
+}
+
+resource rootToken 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
+  parent: vault
+  name: 'root-access-token'
+  properties: { value: rootAccessToken }
+}
+
+resource clientSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
+  parent: vault
+  name: 'token-secret'
+  properties: { value: tokenSecret }
+}
+
+resource data 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: dataStorageName
+}
+
+// Only to sign pollTaskUrls' queue SAS: Azure Queue Storage has no user delegation SAS.
+resource dataKey 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (storeDataStorageKey) {
+  parent: vault
+  name: 'data-storage-key'
+  properties: { value: data.listKeys().keys[0].value }
+}
+
+output name string = vault.name

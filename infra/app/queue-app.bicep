@@ -1,0 +1,112 @@
+// The function app: Flex Consumption plan, Python, the user-assigned identity for everything, and the app
+// settings the code reads (docs/deploy.md lists each; tests/unit/test_deploy.py checks the two agree).
+param name string
+param location string
+param tags object
+param identityId string
+param identityClientId string
+param runtimeStorageName string
+param deploymentContainerUrl string
+param dataTableUri string
+param dataQueueUri string
+param dataBlobUri string
+param serviceBusNamespace string
+param pulseNamespace string
+param applicationInsightsConnectionString string
+param keyVaultName string
+param enablePollingUrls bool
+param maximumInstanceCount int
+param instanceMemoryMB int
+param alwaysReadyInstances int
+param httpConcurrency int
+param pythonVersion string
+param traceSamplingRatio string
+param claimTimeout int
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: 'plan-${name}'
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: { name: 'FC1', tier: 'FlexConsumption' }
+  properties: { reserved: true } // Linux
+}
+
+resource app 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: tags
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: { '${identityId}': {} }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    keyVaultReferenceIdentity: identityId // Key Vault references resolve as the user-assigned identity
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: deploymentContainerUrl
+          authentication: { type: 'UserAssignedIdentity', userAssignedIdentityResourceId: identityId }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+        alwaysReady: alwaysReadyInstances > 0 ? [{ name: 'http', instanceCount: alwaysReadyInstances }] : []
+        // Flex defaults Python apps to one request at a time per instance; the API is asynchronous and
+        // claimWork long-polls, so one instance serves many at once.
+        triggers: { http: { perInstanceConcurrency: httpConcurrency } }
+      }
+      runtime: { name: 'python', version: pythonVersion }
+    }
+  }
+
+  resource settings 'config' = {
+    name: 'appsettings'
+    properties: union({
+      // app settings: begin (tests/unit/test_deploy.py reads the names between these two lines)
+      // The Functions runtime's own storage, by identity.
+      AzureWebJobsStorage__accountName: runtimeStorageName
+      AzureWebJobsStorage__credential: 'managedidentity'
+      AzureWebJobsStorage__clientId: identityClientId
+      // The queue's data account, by identity: read by the code and by the queue triggers (connection QUEUE_STORAGE).
+      QUEUE_STORAGE__tableServiceUri: dataTableUri
+      QUEUE_STORAGE__queueServiceUri: dataQueueUri
+      QUEUE_STORAGE__blobServiceUri: dataBlobUri
+      QUEUE_STORAGE__credential: 'managedidentity'
+      QUEUE_STORAGE__clientId: identityClientId
+      // Secrets, as Key Vault references.
+      QUEUE_ROOT_ACCESS_TOKEN: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=root-access-token)'
+      QUEUE_TOKEN_SECRET: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=token-secret)'
+      QUEUE_ROOT_URL: 'https://${app.properties.defaultHostName}'
+      QUEUE_CLAIM_TIMEOUT: string(claimTimeout)
+      // Timer schedules: the bindings name them (%QUEUE_EXPIRY_SCHEDULE%), so they must exist as app settings.
+      QUEUE_EXPIRY_SCHEDULE: '0 */5 * * * *'
+      QUEUE_RECONCILE_SCHEDULE: '30 */5 * * * *'
+      // Events to Service Bus, by identity.
+      QUEUE_EVENT_BUS: 'servicebus'
+      QUEUE_SERVICEBUS__fullyQualifiedNamespace: serviceBusNamespace
+      QUEUE_PULSE_NAMESPACE: pulseNamespace
+      // Telemetry through OpenTelemetry, authenticated by the identity (local auth is off).
+      APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
+      APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+      OTEL_TRACES_SAMPLER: 'microsoft.fixed_percentage'
+      OTEL_TRACES_SAMPLER_ARG: traceSamplingRatio
+    }, enablePollingUrls ? {
+      // Signs pollTaskUrls' queue SAS (no identity can).
+      QUEUE_STORAGE_ACCOUNT_KEY: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=data-storage-key)'
+      // app settings: end
+    } : {})
+  }
+}
+
+output name string = app.name
+output rootUrl string = 'https://${app.properties.defaultHostName}'

@@ -1,0 +1,210 @@
+"""The deployment (infra/, host.json, .funcignore) agrees with the code and with docs/deploy.md (issue #8).
+
+Bicep cannot be compiled here, so these read the templates as text: every setting the code reads is set by
+infra/ or documented as optional; infra sets nothing the code does not read; function_app.py registers exactly
+the functions the docs list; the Service Bus topics are the exchanges; nothing the app imports is left out of
+the deployment package."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import AliasChoices
+
+from shared.events import EXCHANGES
+from shared.settings import Settings
+
+PROJECT = Path(__file__).resolve().parents[2]
+APP_BICEP = PROJECT / "infra" / "app" / "queue-app.bicep"
+DEPLOY_MD = PROJECT / "docs" / "deploy.md"
+DEPLOYED_CODE = [PROJECT / "function_app.py", *(PROJECT / "functions").rglob("*.py"),
+                 *(PROJECT / "shared").rglob("*.py")]
+# Settings the Functions platform reads (not the code): they may be in infra without the code reading them.
+PLATFORM_SETTINGS = {"AzureWebJobsStorage__accountName", "AzureWebJobsStorage__credential",
+                     "AzureWebJobsStorage__clientId"}
+SETTING_NAME = re.compile(r"^(QUEUE|APPLICATIONINSIGHTS|OTEL)_[A-Za-z0-9_]+$")
+
+
+def env_name(field: str) -> str:
+    alias = Settings.model_fields[field].validation_alias
+    return str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"QUEUE_{field.upper()}"
+
+
+def settings_fields() -> dict[str, bool]:
+    """Every Settings field as its app setting name → required."""
+    return {env_name(name): field.is_required() for name, field in Settings.model_fields.items()}
+
+
+def names_in_code() -> set[str]:
+    """App setting names written as string literals in the deployed code (os.environ reads, constants)."""
+    found = set()
+    for path in DEPLOYED_CODE:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and SETTING_NAME.match(node.value)
+                    and not node.value.endswith("_")):  # not a prefix (`QUEUE_`, f"QUEUE_STORAGE__{key}")
+                found.add(node.value)
+    return found
+
+
+def infra_settings() -> set[str]:
+    text = APP_BICEP.read_text()
+    block = text[text.index("// app settings: begin"):text.index("// app settings: end")]
+    return {m.group(1) for m in re.finditer(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:", block, re.M)}
+
+
+def doc_table(heading: str) -> list[list[str]]:
+    text = DEPLOY_MD.read_text()
+    section = text[text.index(f"## {heading}\n"):]
+    section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return [[cell.strip().strip("`") for cell in row.strip("|").split("|")] for row in rows]
+
+
+def documented_settings() -> dict[str, str]:
+    return {row[0]: row[1] for row in doc_table("App settings")}
+
+
+def test_every_setting_the_code_reads_is_documented():
+    read = set(settings_fields()) | names_in_code()
+    missing = read - set(documented_settings())
+    assert not missing, f"settings read by the code but not in docs/deploy.md: {sorted(missing)}"
+
+
+def test_documented_settings_exist():
+    unknown = set(documented_settings()) - set(settings_fields()) - names_in_code()
+    assert not unknown, f"docs/deploy.md lists settings the code does not read: {sorted(unknown)}"
+
+
+def test_infra_sets_exactly_the_settings_documented_as_infra():
+    documented = documented_settings()
+    as_infra = {name for name, where in documented.items() if where == "infra"}
+    assert {where for where in documented.values()} <= {"infra", "optional"}
+    assert infra_settings() - PLATFORM_SETTINGS == as_infra
+
+
+def test_infra_sets_every_required_setting_and_a_storage_connection():
+    infra = infra_settings()
+    required = {name for name, is_required in settings_fields().items() if is_required}
+    assert required <= infra
+    # QUEUE_STORAGE is optional in Settings only because its identity-based form may replace it.
+    assert "QUEUE_STORAGE" in infra or {"QUEUE_STORAGE__tableServiceUri", "QUEUE_STORAGE__queueServiceUri",
+                                        "QUEUE_STORAGE__credential"} <= infra
+    assert {"AzureWebJobsStorage__accountName", "AzureWebJobsStorage__credential"} <= infra
+
+
+def test_infra_settings_are_ones_the_code_reads():
+    unknown = infra_settings() - PLATFORM_SETTINGS - set(settings_fields()) - names_in_code()
+    assert not unknown, f"infra sets settings nothing reads (typos?): {sorted(unknown)}"
+
+
+def registered_functions() -> list[tuple[str, str, str, str]]:
+    """(name, trigger type, what it binds, connection) of each function, from function_app in a fresh process
+    (importing it reads no setting)."""
+    code = ("import json, function_app\n"
+            "out = []\n"
+            "for f in function_app.app.get_functions():\n"
+            "    t = f.get_trigger().get_dict_repr()\n"
+            "    binds = t.get('route') or t.get('queueName') or t.get('schedule') or ''\n"
+            "    out.append([f.get_function_name(), str(t['type']), binds, t.get('connection') or ''])\n"
+            "print(json.dumps(out))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, check=True, capture_output=True, text=True,
+                            env={"PATH": "", "PYTHONPATH": str(PROJECT)})
+    return [tuple(row) for row in json.loads(result.stdout.splitlines()[-1])]
+
+
+def test_function_app_registers_exactly_the_documented_functions():
+    documented = sorted(tuple(row[:4]) for row in doc_table("Functions"))
+    assert sorted(registered_functions()) == documented
+
+
+def test_binding_expressions_and_trigger_connections_are_provided_by_infra():
+    infra = infra_settings()
+    for _name, _kind, binds, connection in registered_functions():
+        for expression in re.findall(r"%([^%]+)%", binds):
+            assert expression in infra, f"%{expression}% is not an app setting in infra"
+        if connection:  # identity-based: the queue endpoint and the credential (or a connection string)
+            assert connection in infra or {f"{connection}__queueServiceUri", f"{connection}__credential"} <= infra
+
+
+def test_service_bus_topics_are_the_exchanges():
+    text = (PROJECT / "infra" / "app" / "servicebus.bicep").read_text()
+    listed = re.search(r"var exchanges = \[(.*?)\]", text, re.S)
+    assert listed is not None
+    assert re.findall(r"'([a-z-]+)'", listed.group(1)) == list(EXCHANGES)
+    assert "name: '${pulseNamespace}.v1.${exchange}'" in text  # shared/bus/servicebus.py topic_name
+
+
+def test_host_json_matches_what_the_code_writes():
+    host = json.loads((PROJECT / "host.json").read_text())
+    queues = host["extensions"]["queues"]
+    assert queues["messageEncoding"] == "base64"
+    assert host["extensions"]["http"]["routePrefix"] == ""
+    assert host["telemetryMode"] == "OpenTelemetry"
+    # Claim expiry is retried within about a second of takenUntil only if idle triggers poll this often.
+    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(queues["maxPollingInterval"].split(":"))))
+    assert seconds <= 1
+    timeout = sum(float(part) * 60 ** i for i, part in enumerate(reversed(host["functionTimeout"].split(":"))))
+    assert timeout > Settings.model_fields["reconcile_budget"].default
+
+
+def funcignore_patterns() -> list[str]:
+    lines = (PROJECT / ".funcignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def ignored(relative: str) -> bool:
+    for pattern in funcignore_patterns():
+        if pattern.endswith("/") and (relative.startswith(pattern) or f"/{pattern}" in f"/{relative}"):
+            return True
+        if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative.split("/")[0], pattern):
+            return True
+    return False
+
+
+def test_the_deployment_package_holds_everything_the_app_imports():
+    code = ("import json, sys, function_app, shared.runtime, shared.bus.servicebus, shared.storage.azure\n"
+            "print(json.dumps([m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)]))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, check=True, capture_output=True, text=True)
+    files = [Path(f) for f in json.loads(result.stdout.splitlines()[-1])]
+    ours = [str(f.relative_to(PROJECT)) for f in files if f.is_relative_to(PROJECT) and ".venv" not in f.parts]
+    assert "function_app.py" in ours and any(f.startswith("shared/") for f in ours)
+    left_out = [f for f in ours if ignored(f)]
+    assert not left_out, f".funcignore leaves out modules the app imports: {left_out}"
+    assert ignored("tests/unit/test_deploy.py") and ignored("local_host/host.py") and ignored(".venv/x")
+
+
+def test_requirements_hold_what_the_deployed_code_imports():
+    """Flex Consumption installs requirements.txt only: every third-party import of the deployed code is in it."""
+    wanted = {"azure": None, "pydantic": "pydantic", "pydantic_settings": "pydantic-settings", "aiohttp": "aiohttp",
+              "starlette": "starlette", "jsonschema": "jsonschema", "yaml": "PyYAML", "mohawk": "mohawk",
+              "aio_pika": "aio-pika", "opentelemetry": "azure-monitor-opentelemetry",
+              "referencing": "referencing"}
+    requirements = (PROJECT / "requirements.txt").read_text()
+    imported = set()
+    for path in DEPLOYED_CODE:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported if name not in sys.stdlib_module_names
+                   and name not in ("shared", "functions", "function_app")}
+    unknown = third_party - set(wanted)
+    assert not unknown, f"imports not mapped to a requirement here: {sorted(unknown)}"
+    for name in third_party:
+        if wanted[name]:
+            assert re.search(rf"^{re.escape(wanted[name])}[=\[ ]", requirements, re.M | re.I), name
+
+
+@pytest.mark.parametrize("module", ["identity", "storage", "servicebus", "monitoring", "keyvault", "rbac",
+                                    "queue-app"])
+def test_every_module_main_bicep_names_exists(module):
+    assert f"'app/{module}.bicep'" in (PROJECT / "infra" / "main.bicep").read_text()
+    assert (PROJECT / "infra" / "app" / f"{module}.bicep").exists()
