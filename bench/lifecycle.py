@@ -224,6 +224,7 @@ def main() -> int:
     args = parser.parse_args()
 
     processes: list[Any] = []
+    watched: dict[str, list[int]] = {}  # CPU use of the processes this started, per scenario
     # SIGTERM (timeout, kill) unwinds like Ctrl-C, so the `finally` below stops what this started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -232,30 +233,52 @@ def main() -> int:
                      "accessToken": os.environ["TASKCLUSTER_ACCESS_TOKEN"]}
             root_url = args.root_url
         else:
-            root_url, creds = start_embedded(processes)
+            root_url, creds = start_embedded(processes, watched)
 
         def client(credentials: dict[str, str] | None = None) -> taskcluster.Queue:
             return taskcluster.Queue({"rootUrl": root_url, "credentials": credentials or creds})
 
         print(f"benchmark against {root_url}: {args.tasks} tasks, {args.threads} threads", flush=True)
         for scenario in args.scenarios.split(","):
+            before = cpu_seconds(watched)
             if scenario == "create":
-                print(scenario_create(client, args.tasks, args.threads), flush=True)
+                line = scenario_create(client, args.tasks, args.threads)
             elif scenario == "lifecycle":
-                print(scenario_lifecycle(client, args.tasks, args.threads), flush=True)
+                line = scenario_lifecycle(client, args.tasks, args.threads)
             elif scenario.startswith("graph"):
-                print(scenario_graph(client, int(scenario[5:] or 10000), args.threads), flush=True)
+                line = scenario_graph(client, int(scenario[5:] or 10000), args.threads)
             elif scenario.startswith("fanout"):
-                print(scenario_fanout(client, int(scenario[6:] or 300), args.threads), flush=True)
+                line = scenario_fanout(client, int(scenario[6:] or 300), args.threads)
             else:
                 parser.error(f"unknown scenario {scenario}")
+            used = {name: cpu_seconds({name: pids})[name] - before[name] for name, pids in watched.items()}
+            if used:
+                line += "; CPU s: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.items())
+            print(line, flush=True)
     finally:
         for stop in reversed(processes):
             stop()
     return 0
 
 
-def start_embedded(processes: list[Any], *, in_memory: bool = True) -> tuple[str, dict[str, str]]:
+def cpu_seconds(watched: dict[str, list[int]]) -> dict[str, float]:
+    """User + system CPU seconds used so far by each named group of processes (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for name, pids in watched.items():
+        total = 0.0
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        used[name] = total
+    return used
+
+
+def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = None, *,
+                   in_memory: bool = True) -> tuple[str, dict[str, str]]:
     """Azurite (data in memory, or on disk in a temporary folder deleted afterwards) and a local host."""
     import shutil
     import subprocess
@@ -274,7 +297,11 @@ def start_embedded(processes: list[Any], *, in_memory: bool = True) -> tuple[str
 
     def stop_host() -> None:
         host.terminate()
-        host.wait(15)
+        try:
+            host.wait(15)
+        except subprocess.TimeoutExpired:
+            host.kill()
+            host.wait(5)
     processes.append(stop_host)
     assert host.stdout is not None
     for line in host.stdout:
@@ -282,6 +309,8 @@ def start_embedded(processes: list[Any], *, in_memory: bool = True) -> tuple[str
             break
     threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
     print(f"embedded Azurite (pids {store.pids}) and local host (pid {host.pid}) on port {port}", flush=True)
+    if watched is not None:
+        watched.update({"azurite": store.pids, "host": [host.pid], "bench": [os.getpid()]})
     return f"http://127.0.0.1:{port}", {"clientId": "root", "accessToken": token}
 
 

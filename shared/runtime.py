@@ -15,14 +15,21 @@ from shared.eventlog import Publisher
 from shared.service import QueueService
 from shared.settings import get_settings
 from shared.storage.azure import AzureBlobs, AzureQueues, AzureTables
+from shared.storage.base import QueueStore, TableStore
+from shared.storage.rest import RestQueues, RestTables
 
 
 @functools.cache
 def get_service() -> QueueService:
     settings = get_settings()
     faults.arm(settings.faults)
-    return QueueService(settings, AzureTables(settings.storage_connection), AzureQueues(settings.storage_connection),
-                        AzureBlobs(settings.artifact_connection))
+    connection = settings.storage_connection
+    if settings.storage_client == "rest":
+        tables: TableStore = RestTables(connection)
+        queues: QueueStore = RestQueues(connection)
+    else:
+        tables, queues = AzureTables(connection), AzureQueues(connection)
+    return QueueService(settings, tables, queues, AzureBlobs(settings.artifact_connection))
 
 
 @functools.cache

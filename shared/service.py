@@ -157,6 +157,8 @@ class QueueService:
         self._ready = False
         self._ready_lock = asyncio.Lock()
         self._pending_queues_ready: set[str] = set()
+        # Pending queues this process found empty, and until when it skips them in claimWork (monotonic time).
+        self._empty_until: dict[str, float] = {}
         self.events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
                                lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
                                grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay,
@@ -214,11 +216,14 @@ class QueueService:
             if await mutate(task) is UNCHANGED:
                 return task
             resolving = task.state in RESOLVED_STATES and not was_resolved
+            spent: dict[str, list[str]] = {}
             if resolving:
                 await guards.resolved(task)
+                spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
             if await self._write(task):
                 if resolving:
-                    await self.workers.run_resolved(task.task_queue_id, task_id)
+                    await asyncio.gather(self.workers.run_resolved(task.task_queue_id, task_id),
+                                         self._delete_checks(task_id, spent))
                 return task
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
 
@@ -273,17 +278,36 @@ class QueueService:
         task_queue_id, priority = definition["taskQueueId"], definition["priority"]
         await self.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now))
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.settings.hint_key, task_queue_id)
-        await self.queues.put(pending_queue(task_queue_id, priority), hint.encode(), ttl=ttl)
+        queue = pending_queue(task_queue_id, priority)
+        await self.queues.put(queue, hint.encode(), ttl=ttl)
+        self._empty_until.pop(queue, None)  # not empty any more, as far as this process knows
         return hint.hintId
 
-    async def _put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> None:
+    async def _put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> list[str]:
+        """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
         delay = _ceil_seconds(timeutil.parse(taken_until) - now)
-        await self.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(), visible_in=delay)
+        sent = await self.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
+                                     visible_in=delay)
+        return [sent.id, sent.pop_receipt]
 
-    async def _put_deadline_check(self, task_id: str, deadline: str, now: dt.datetime) -> None:
+    async def _put_deadline_check(self, task_id: str, deadline: str, now: dt.datetime) -> list[str]:
         due = timeutil.parse(deadline) + dt.timedelta(seconds=self.settings.deadline_delay)
-        await self.queues.put(DEADLINE_QUEUE, DeadlineCheck(task_id, deadline).encode(),
-                              visible_in=_ceil_seconds(due - now))
+        sent = await self.queues.put(DEADLINE_QUEUE, DeadlineCheck(task_id, deadline).encode(),
+                                     visible_in=_ceil_seconds(due - now))
+        return [sent.id, sent.pop_receipt]
+
+    async def _delete_checks(self, task_id: str, spent: dict[str, list[str]]) -> None:
+        """Delete checks a change made pointless (the task resolved; a claim was renewed). Best effort: a check
+        already received (its pop receipt changed) or gone is left to its handler, which finds nothing to do.
+        Why bother: a queued check costs nothing on Azure until it comes due, but Azurite scans every message
+        it holds on every queue operation, so spent checks slow everything down locally."""
+        queues = {"claim": CLAIM_QUEUE, "deadline": DEADLINE_QUEUE}
+        for kind, (message_id, pop_receipt) in spent.items():
+            message = QueueMessage(message_id, pop_receipt, b"", 0, self.clock())
+            try:
+                await self.queues.delete(queues[kind], message)
+            except Exception:
+                log.warning("could not delete a spent %s check", kind, exc_info=True, extra=fields(taskId=task_id))
 
     # --- reading ----------------------------------------------------------------------------------------------
 
@@ -394,14 +418,27 @@ class QueueService:
             except errors.InputError:
                 await self.deps.remove(task_id, dependencies)
                 raise
-        await self._put_deadline_check(task_id, definition["deadline"], now)
-        await self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now))
-        await self.expiry.add(task_id, expires)
-        task = Task(task_id, definition, [], retries_left=definition["retries"])
+        # What must precede the task's write, in any order among itself: so all at once (one round trip of
+        # latency instead of four).
+        steps: list[Awaitable[Any]] = [
+            self._put_deadline_check(task_id, definition["deadline"], now),
+            self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now)),
+            self.expiry.add(task_id, expires)]
+        if not dependencies:
+            steps.append(self._put_pending_hint(task_id, 0, definition, now))
+        done = await asyncio.gather(*steps, return_exceptions=True)
+        failed = next((r for r in done if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
+        deadline_check = done[0]
+        assert isinstance(deadline_check, list)
+        task = Task(task_id, definition, [], retries_left=definition["retries"], checks={"deadline": deadline_check})
         task.emit("task-defined")
         if not dependencies:
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
-            task.runs[0].hint_id = await self._put_pending_hint(task_id, 0, definition, now)
+            hint_id = done[3]
+            assert hint_id is None or isinstance(hint_id, str)
+            task.runs[0].hint_id = hint_id
             task.emit("task-pending", 0)
         if not await self._write(task, insert=True):
             existing = await self._load(task_id)
@@ -449,6 +486,8 @@ class QueueService:
         now = self.clock()
         guards = _Guards(self, now)
 
+        deadline_check: list[str] = []
+
         async def rerun(task: Task) -> _Unchanged | None:
             if self._deadline_passed(task, now):
                 raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
@@ -456,6 +495,10 @@ class QueueService:
                 return UNCHANGED
             if len(task.runs) >= MAX_RUNS:
                 raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
+            if "deadline" not in task.checks:  # deleted when the task resolved: unresolved again, it needs one
+                if not deadline_check:
+                    deadline_check.extend(await self._put_deadline_check(task_id, task.deadline, now))
+                task.checks["deadline"] = list(deadline_check)
             task.runs.append(Run("pending", "rerun", timeutil.iso(now)))
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
             task.taken_until = None
@@ -503,7 +546,7 @@ class QueueService:
         await self.ensure_storage()
         now = self.clock()
         taken_until = timeutil.iso(now + dt.timedelta(seconds=self.settings.claim_timeout))
-        check_sent = False
+        check: list[str] | None = None
         while True:
             task = await self._get(task_id)
             if task is None:
@@ -520,13 +563,15 @@ class QueueService:
                 return ClaimRefusal.CONFLICT
             if hint_id is not None and not run.accepts_hint(hint_id):
                 return ClaimRefusal.CONFLICT  # a duplicated hint, or one from before a priority change
-            if not check_sent:
+            if check is None:
                 # The claim check goes out before the claim is written: a crash in between leaves only a
                 # stale check, never a running run that nothing expires.
-                await self._put_claim_check(task_id, run_id, taken_until, now)
-                await self.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
-                                               timeutil.iso(now))
-                check_sent = True
+                sent, _ = await asyncio.gather(  # independent of each other; both before the claim is written
+                    self._put_claim_check(task_id, run_id, taken_until, now),
+                    self.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
+                                             timeutil.iso(now)))
+                check = sent
+            task.checks["claim"] = list(check)
             run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
             run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
             task.taken_until = taken_until
@@ -609,7 +654,16 @@ class QueueService:
                 wanted = count - len(claims)
                 if wanted <= 0:
                     break
+                # Most task queues use one or two of the seven priorities: a queue found empty is skipped for
+                # `pending_empty_ttl` (a hint put by this process clears that at once; one put by another
+                # process waits at most that long). Each receive is a storage call, and on Azurite a costly one.
+                if self._empty_until.get(queue, 0.0) > time.monotonic():
+                    continue
                 messages = await self.queues.receive(queue, wanted, visibility)
+                if not messages and self.settings.pending_empty_ttl > 0:
+                    self._empty_until[queue] = time.monotonic() + self.settings.pending_empty_ttl
+                elif messages:
+                    self._empty_until.pop(queue, None)
                 results = await asyncio.gather(
                     *(self._try_hint(queue, m, worker_group, worker_id) for m in messages))
                 claims.extend(r for r in results if r is not None)
@@ -652,9 +706,11 @@ class QueueService:
         await self.ensure_storage()
         now = self.clock()
         proposed = timeutil.iso(now + dt.timedelta(seconds=self.settings.claim_timeout))
-        sent: set[str] = set()
+        sent: dict[str, list[str]] = {}
+        replaced: dict[str, list[str]] = {}
 
         async def reclaim(task: Task) -> _Unchanged | None:
+            replaced.clear()
             run = _run_of(task, run_id)
             if self._deadline_passed(task, now):
                 raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
@@ -665,12 +721,15 @@ class QueueService:
             if taken_until == run.taken_until:
                 return UNCHANGED
             if taken_until not in sent:
-                await self._put_claim_check(task_id, run_id, taken_until, now)
-                sent.add(taken_until)
+                sent[taken_until] = await self._put_claim_check(task_id, run_id, taken_until, now)
+            if "claim" in task.checks:
+                replaced["claim"] = task.checks["claim"]
+            task.checks["claim"] = sent[taken_until]
             run.taken_until = task.taken_until = taken_until
             return None
 
         task = await self._modify(task_id, reclaim)
+        await self._delete_checks(task_id, replaced)  # the check of the claim this one renewed
         log.info("run reclaimed", extra=fields(event="task-reclaimed", taskId=task_id, runId=run_id))
         return self.claim_response(Claim(task, run_id), include_task=False)
 

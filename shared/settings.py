@@ -58,6 +58,10 @@ class Settings(BaseSettings):
         default=None, description="With an identity-based connection only: the data account's key, which signs "
         "the polling URLs of pollTaskUrls (Azure Queue SAS cannot be signed by an identity). Unset: "
         "pollTaskUrls answers 500 with an explanation; claimWork is unaffected.")
+    storage_client: Literal["rest", "sdk"] = Field(
+        default="rest", description="How tables and queues are called: `rest` (signed HTTP requests on one "
+        "keep-alive session, `shared/storage/rest.py`: several times less CPU per call) or `sdk` (the Azure "
+        "SDKs, `shared/storage/azure.py`). Blobs always go through the SDK.")
     port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
     root_url: str | None = Field(
         default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>."
@@ -76,6 +80,10 @@ class Settings(BaseSettings):
                                    "is pending.")
     claim_work_poll_interval: float = Field(default=0.5, gt=0, description="Seconds between polls of the "
                                             "pending queues while claimWork waits.")
+    pending_empty_ttl: float = Field(default=1.0, ge=0, description="Seconds claimWork skips a pending queue "
+                                     "(a task queue and priority) it found empty, unless this process put a hint "
+                                     "in it since; bounds how late another process's new task is seen. 0: always "
+                                     "receive from all seven.")
     pending_hint_visibility: int = Field(default=300, ge=1, description="Seconds a received pending hint "
                                          "stays invisible while its claim is attempted.")
     poll_url_ttl: float = Field(default=1800, gt=0, description="Seconds the signed polling URLs of "

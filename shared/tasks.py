@@ -90,6 +90,9 @@ class Task:
     taken_until: str | None = None
     etag: str | None = None
     event_seq: int = 0  # the last event recorded for this task (shared/eventlog.py)
+    # The pending claim and deadline checks of this task: {"claim"|"deadline": [messageId, popReceipt]}, so that
+    # a resolution deletes them rather than leave them queued until they come due (shared/service.py).
+    checks: dict[str, list[str]] = field(default_factory=dict)
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
 
@@ -148,6 +151,7 @@ class Task:
             "retriesLeft": self.retries_left,
             "takenUntil": self.taken_until or "",
             "eventSeq": self.event_seq,
+            "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
@@ -164,4 +168,5 @@ class Task:
             taken_until=data.get("takenUntil") or None,
             etag=entity.etag,
             event_seq=int(data.get("eventSeq", 0)),
+            checks=json.loads(data.get("checks") or "{}"),
         )

@@ -264,7 +264,7 @@ class AzureQueues:
             with contextlib.suppress(ResourceExistsError):
                 await self._client(name).create_queue(**self._options)
 
-    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
         client = self._client(queue)
         visible_in = max(0, min(visible_in, MAX_VISIBILITY))
         kwargs: dict[str, Any] = {"visibility_timeout": visible_in or None,
@@ -272,11 +272,13 @@ class AzureQueues:
         if ttl is not None and ttl <= visible_in:
             kwargs["time_to_live"] = visible_in + 60
         try:
-            await client.send_message(encode_message(content), **kwargs, **self._options)
+            sent = await client.send_message(encode_message(content), **kwargs, **self._options)
         except ResourceNotFoundError:
             # Queues are created on first use (pending queues exist per task queue and priority).
             await self.ensure_queues([queue])
-            await client.send_message(encode_message(content), **kwargs, **self._options)
+            sent = await client.send_message(encode_message(content), **kwargs, **self._options)
+        return QueueMessage(sent.id, sent.pop_receipt or "", content, 0, sent.inserted_on or dt.datetime.now(dt.UTC),
+                            sent.expires_on, sent.next_visible_on)
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
         count = max(1, min(max_messages, 32))

@@ -143,8 +143,9 @@ class QueueMessage:
 class QueueStore(Protocol):
     async def ensure_queues(self, names: list[str]) -> None: ...
 
-    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
-        """Add a message (creating the queue when missing), invisible for `visible_in` seconds."""
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
+        """Add a message (creating the queue when missing), invisible for `visible_in` seconds; the message as
+        stored, whose id and pop receipt delete it until someone receives it."""
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
         """Up to `max_messages` (≤ 32) visible messages, hidden for `visibility_timeout` s (Azure: ≥ 1);

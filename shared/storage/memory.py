@@ -139,11 +139,13 @@ class MemoryQueues:
         for name in names:
             self._queues.setdefault(name, [])
 
-    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> None:
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
         now = dt.datetime.now(dt.UTC)
         expires = now + dt.timedelta(seconds=ttl) if ttl else None
-        self._queues.setdefault(queue, []).append(
-            _Stored(uuid.uuid4().hex, content, now, expires, now + dt.timedelta(seconds=visible_in)))
+        stored = _Stored(uuid.uuid4().hex, content, now, expires, now + dt.timedelta(seconds=visible_in),
+                         pop_receipt=uuid.uuid4().hex)
+        self._queues.setdefault(queue, []).append(stored)
+        return QueueMessage(stored.id, stored.pop_receipt, content, 0, now, expires, stored.visible_at)
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
         now = dt.datetime.now(dt.UTC)

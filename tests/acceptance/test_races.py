@@ -74,7 +74,11 @@ def second_host(host_factory):
 
 def test_concurrent_claim_work_across_two_host_processes(queue, queue_host, second_host):
     tq = task_queue_id()
-    ids = create_tasks(queue, tq, 60)
+    # Both hosts ready first (storage checked, the task queue's queues known), so neither can drain the queue
+    # while the other is still starting up.
+    for host in (queue_host, second_host):
+        host.client().claimWork(tq, {"workerGroup": "race", "workerId": "warm-up", "tasks": 1})
+    ids = create_tasks(queue, tq, 120)
     claims = drain([queue_host.client(), second_host.client()], tq, len(ids), workers_per_client=6)
     check_claimed_exactly_once(queue, ids, claims)
     assert len({worker.split("-")[1] for _, _, worker in claims}) == 2, "both hosts handed out work"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 
 import pytest
 
@@ -128,7 +129,8 @@ def test_deadline_check_for_another_deadline_is_stale(service, clock):
     real = DeadlineCheck(task_id, timeutil.normalize(definition["deadline"]))
     assert run(service.check_deadline(real)) == "exceeded"
     assert run(service.check_deadline(real)) == "already-resolved"
-    assert run(service.queues.approximate_count(DEADLINE_QUEUE)) == 1
+    # The check was never received here (the handler was called directly), so the resolution deleted it.
+    assert run(service.queues.approximate_count(DEADLINE_QUEUE)) == 0
 
 
 def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
@@ -210,3 +212,27 @@ def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service)
     assert run(service.status(task_id))["state"] == "unscheduled"
     service.deps.satisfy = satisfy
     assert run(service.create_task(task_id, dict(body, **_defaults(body))))["state"] == "pending"
+
+
+def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
+                             pending_empty_ttl=0.3)
+    tables, queues = MemoryTables(), MemoryQueues()
+    service = QueueService(settings, tables, queues, clock=clock)
+    other = QueueService(settings, tables, queues, clock=clock)  # another process on the same storage
+    definition = task_definition()
+    tq = definition["taskQueueId"]
+    assert run(service.claim_work(tq, "g", "w", 1)) == []  # every queue found empty
+    # A task created by this process is seen at once (its hint clears the skip)...
+    task_id = slugid()
+    run(service.create_task(task_id, dict(definition, **_defaults(definition))))
+    [claim] = run(service.claim_work(tq, "g", "w", 1))
+    assert claim["status"]["taskId"] == task_id
+    # ...one created by another process once the skip has lapsed, and not before.
+    assert run(service.claim_work(tq, "g", "w", 1)) == []
+    late_id = slugid()
+    run(other.create_task(late_id, dict(definition, **_defaults(definition))))
+    assert run(service.claim_work(tq, "g", "w", 1)) == []
+    time.sleep(0.35)
+    [late] = run(service.claim_work(tq, "g", "w", 1))
+    assert late["status"]["taskId"] == late_id
