@@ -4,8 +4,10 @@
     .venv/bin/python -m bench.lifecycle --root-url URL ...     # or uses TASKCLUSTER_* credentials
 
 Scenarios (one line of figures each): `create` (8 threads creating tasks), `lifecycle` (8 threads creating,
-8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `fanout` (N dependents of
-one task: seconds from the root's reportCompleted until all are pending). Prints rates and latencies.
+8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `fanout<N>` (N dependents of
+one task: seconds from the root's reportCompleted until all are pending), `graph<N>` (a layered graph run to
+completion), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was pending; use
+`--claim-timeout 5` with the embedded host). Prints rates, latencies and, for what it started, CPU seconds.
 """
 
 from __future__ import annotations
@@ -173,6 +175,42 @@ def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, th
             f"(p50 {percentile(pending_at, 0.5):.2f} s)")
 
 
+def scenario_expiry(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
+    """Claims left to expire: `tasks` tasks claimed and never reclaimed; for each, how long after its claim's
+    `takenUntil` the retry run was pending (the server's own timestamps: run 1's `scheduled` minus run 0's
+    `takenUntil`). Needs a short claim timeout (`--claim-timeout`, for the embedded host)."""
+    queue = client()
+    tq = f"bench/expiry-{uuid.uuid4().hex[:8]}"
+    ids = [timeutil.slugid() for _ in range(tasks)]
+
+    def creator(i: int) -> None:
+        q = client()
+        for task_id in ids[i::threads]:
+            q.createTask(task_id, definition(tq))
+
+    run_threads(threads, creator)
+    claimed = 0
+    while claimed < tasks:
+        claimed += len(queue.claimWork(tq, {"workerGroup": "bench", "workerId": "expiry",
+                                            "tasks": min(32, tasks - claimed)})["tasks"])
+    started = time.perf_counter()
+    delays: dict[str, float] = {}
+    while len(delays) < tasks and time.perf_counter() - started < 1800:
+        waiting = [t for t in ids if t not in delays]
+        for chunk in [waiting[i:i + 500] for i in range(0, len(waiting), 500)]:
+            for status in queue.statuses({"taskIds": chunk})["statuses"]:
+                runs = status["status"]["runs"]
+                if len(runs) > 1:
+                    delays[status["taskId"]] = (timeutil.parse(runs[1]["scheduled"])
+                                                - timeutil.parse(runs[0]["takenUntil"])).total_seconds()
+        time.sleep(0.2)
+    if len(delays) < tasks:
+        return f"expiry {tasks}: {tasks - len(delays)} claims not retried after 30 min"
+    values = list(delays.values())
+    return (f"expiry {tasks}: retry run pending after takenUntil: p50 {percentile(values, 0.5):.2f} s, "
+            f"p95 {percentile(values, 0.95):.2f} s, max {max(values):.2f} s")
+
+
 def scenario_graph(client: Callable[[], taskcluster.Queue], size: int, threads: int) -> str:
     """A graph of `size` tasks in layers: each layer fans out from the one before, and each task waits for two
     tasks of the layer before it (fan-in). Workers run everything; then every task must have exactly one run,
@@ -220,7 +258,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scenarios", default="create,lifecycle,fanout300,fanout1000",
-                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>")
+                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>, expiry<N>")
+    parser.add_argument("--claim-timeout", type=float, default=None,
+                        help="QUEUE_CLAIM_TIMEOUT of the embedded host (the expiry scenario waits this long)")
     args = parser.parse_args()
 
     processes: list[Any] = []
@@ -233,6 +273,8 @@ def main() -> int:
                      "accessToken": os.environ["TASKCLUSTER_ACCESS_TOKEN"]}
             root_url = args.root_url
         else:
+            if args.claim_timeout is not None:
+                os.environ["QUEUE_CLAIM_TIMEOUT"] = str(args.claim_timeout)
             root_url, creds = start_embedded(processes, watched)
 
         def client(credentials: dict[str, str] | None = None) -> taskcluster.Queue:
@@ -249,6 +291,8 @@ def main() -> int:
                 line = scenario_graph(client, int(scenario[5:] or 10000), args.threads)
             elif scenario.startswith("fanout"):
                 line = scenario_fanout(client, int(scenario[6:] or 300), args.threads)
+            elif scenario.startswith("expiry"):
+                line = scenario_expiry(client, int(scenario[6:] or 100), args.threads)
             else:
                 parser.error(f"unknown scenario {scenario}")
             used = {name: cpu_seconds({name: pids})[name] - before[name] for name, pids in watched.items()}

@@ -115,7 +115,9 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
     if oauth and tls is None:
         raise ValueError("Azurite accepts OAuth over HTTPS only: give tls=(certificate, key)")
     last_error = ""
-    split = os.environ.get("QUEUE_AZURITE_SPLIT", "0") == "1"
+    # One process per service by default: each is single-threaded, and with the lean storage client the host
+    # no longer needs the second core (docs/performance.md: lifecycle 23-25 tasks/s split, 12-16 in one).
+    split = os.environ.get("QUEUE_AZURITE_SPLIT", "1") == "1"
     for _ in range(attempts):
         ports = dict(ports) if ports else {service: free_port() for service in SERVICES}
         if len(set(ports.values())) < len(SERVICES):
