@@ -354,7 +354,8 @@ def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = 
     threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
     print(f"embedded Azurite (pids {store.pids}) and local host (pid {host.pid}) on port {port}", flush=True)
     if watched is not None:
-        watched.update({"azurite": store.pids, "host": [host.pid], "bench": [os.getpid()]})
+        watched.update({f"azurite-{name}": [process.pid] for name, process in store.processes.items()})
+        watched.update({"host": [host.pid], "bench": [os.getpid()]})
     return f"http://127.0.0.1:{port}", {"clientId": "root", "accessToken": token}
 
 

@@ -276,10 +276,11 @@ class QueueService:
         if ttl <= 0:
             return None  # past the deadline nothing may claim it; the deadline check resolves the run
         task_queue_id, priority = definition["taskQueueId"], definition["priority"]
-        await self.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now))
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.settings.hint_key, task_queue_id)
         queue = pending_queue(task_queue_id, priority)
-        await self.queues.put(queue, hint.encode(), ttl=ttl)
+        await asyncio.gather(  # both before the run is written; neither depends on the other
+            self.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now)),
+            self.queues.put(queue, hint.encode(), ttl=ttl))
         self._empty_until.pop(queue, None)  # not empty any more, as far as this process knows
         return hint.hintId
 

@@ -16,11 +16,9 @@ import ipaddress
 import json
 import secrets
 import ssl
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from local_host import azurite as azurite_mod
 from shared import timeutil
 from tests.acceptance.test_polling import poll_task_urls
 from tests.conftest import slugid, task_definition, wait_for
+from tests.stand_ins import JsonEndpoint
 
 CLIENT_ID = "5f3c1b9e-0d1a-4c55-9d7e-3a1f2b4c6d8e"  # of the user-assigned identity the deployment creates
 WORKER = {"workerGroup": "wg-identity", "workerId": "worker-1"}
@@ -74,42 +73,23 @@ def trusting(tls: tuple[Path, Path]) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(tls[0]))
 
 
-class IdentityEndpoint:
+class IdentityEndpoint(JsonEndpoint):
     """The App Service managed-identity endpoint: GET ?api-version&resource&client_id with X-IDENTITY-HEADER."""
 
     def __init__(self) -> None:
         self.header = secrets.token_hex(16)
         self.requests: list[dict[str, str]] = []
-        endpoint = self
+        super().__init__(self._token)
+        self.url += "msi/token"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-                if self.headers.get("X-IDENTITY-HEADER") != endpoint.header:
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                endpoint.requests.append(query)
-                body = json.dumps({"access_token": _jwt(query["resource"]), "token_type": "Bearer",
-                                   "expires_on": str(int(time.time()) + 3600), "resource": query["resource"],
-                                   "client_id": query.get("client_id", "")}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/msi/token"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _token(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, Any]:
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
+        if headers.get("X-IDENTITY-HEADER") != self.header:
+            return 401, {"error": "wrong identity header"}
+        self.requests.append(query)
+        return 200, {"access_token": _jwt(query["resource"]), "token_type": "Bearer",
+                     "expires_on": str(int(time.time()) + 3600), "resource": query["resource"],
+                     "client_id": query.get("client_id", "")}
 
 
 @pytest.fixture(scope="module")

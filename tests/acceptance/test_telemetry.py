@@ -9,49 +9,31 @@ import gzip
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tests.conftest import PROJECT, slugid, task_definition, wait_for
+from tests.stand_ins import JsonEndpoint
 
 
-class Ingestion:
+class Ingestion(JsonEndpoint):
+    """Application Insights' ingestion endpoint (`POST /v2.1/track`): keeps every envelope posted."""
+
     def __init__(self) -> None:
         self.envelopes: list[dict[str, Any]] = []
-        ingestion = self
+        super().__init__(self._track)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                items = json.loads(body)
-                ingestion.envelopes.extend(items if isinstance(items, list) else [items])
-                answer = json.dumps({"itemsReceived": len(items), "itemsAccepted": len(items),
-                                     "errors": []}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _track(self, method: str, path: str, headers: Any, body: bytes) -> tuple[int, Any]:
+        if headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        items = json.loads(body)
+        self.envelopes.extend(items if isinstance(items, list) else [items])
+        return 200, {"itemsReceived": len(items), "itemsAccepted": len(items), "errors": []}
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.envelopes if e.get("data", {}).get("baseType") == kind]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
