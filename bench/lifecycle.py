@@ -226,16 +226,30 @@ def scenario_graph(client: Callable[[], taskcluster.Queue], size: int, threads: 
         total += widths[-1]
     layers: list[list[str]] = [[timeutil.slugid() for _ in range(w)] for w in widths]
     created = time.perf_counter()
+    made = [0]
+
+    def progress(what: str, count: Callable[[], int], stop: threading.Event) -> None:
+        """A line on stderr every 15 s: this scenario can run for minutes."""
+        while not stop.wait(15):
+            print(f"  graph {size}: {what} {count()}/{size} after {time.perf_counter() - created:.0f} s",
+                  file=sys.stderr, flush=True)
+
+    creating = threading.Event()
+    threading.Thread(target=progress, args=("created", lambda: made[0], creating), daemon=True).start()
     for depth, layer in enumerate(layers):
         def creator(i: int, depth: int = depth, layer: list[str] = layer) -> None:
             q = client()
             for task_id in layer[i::threads]:
                 deps = sorted(set(rng.sample(layers[depth - 1], min(2, len(layers[depth - 1]))))) if depth else []
                 q.createTask(task_id, {**definition(tq), "taskGroupId": group, "dependencies": deps})
+                made[0] += 1
         run_threads(threads, creator)
+    creating.set()
     create_seconds = time.perf_counter() - created
     started = time.perf_counter()
     workers = Workers(client, tq, threads, size, per_claim=8)
+    threading.Thread(target=progress, args=("completed", lambda: workers.completed, workers.done),
+                     daemon=True).start()
     workers.done.wait(timeout=1800)
     run_seconds = time.perf_counter() - started  # before joining: idle workers wait out a claimWork long-poll
     workers.join()
