@@ -31,9 +31,8 @@ from opentelemetry import trace
 
 from shared.connections import StorageConnection
 from shared.logs import fields
-from shared.storage.azure import AzureQueues
+from shared.storage import queue_store
 from shared.storage.base import QueueMessage, QueueStore
-from shared.storage.rest import RestQueues
 
 log = logging.getLogger("local_host.triggers")
 
@@ -245,10 +244,7 @@ def build_runners(app: Any, options: QueueOptions,
                 raise KeyError(f"queue trigger connection setting {connection} is not set")
             # Untraced: in Azure the Functions host polls and deletes outside the app's telemetry; traced here
             # the polling would be most of it (and use up the sampler's budget of traces per second).
-            if os.environ.get("QUEUE_STORAGE_CLIENT", "rest") == "sdk":
-                stores[connection] = AzureQueues(value, traced=False)
-            else:
-                stores[connection] = RestQueues(value, traced=False)
+            stores[connection] = queue_store(value, os.environ.get("QUEUE_STORAGE_CLIENT", "rest"), traced=False)
         return stores[connection]
 
     store_for = store_for or default_store

@@ -14,22 +14,17 @@ from shared.bus import create_publisher
 from shared.eventlog import Publisher
 from shared.service import QueueService
 from shared.settings import get_settings
-from shared.storage.azure import AzureBlobs, AzureQueues, AzureTables
-from shared.storage.base import QueueStore, TableStore
-from shared.storage.rest import RestQueues, RestTables
+from shared.storage import queue_store, table_store
+from shared.storage.azure import AzureBlobs
 
 
 @functools.cache
 def get_service() -> QueueService:
     settings = get_settings()
     faults.arm(settings.faults)
-    connection = settings.storage_connection
-    if settings.storage_client == "rest":
-        tables: TableStore = RestTables(connection)
-        queues: QueueStore = RestQueues(connection)
-    else:
-        tables, queues = AzureTables(connection), AzureQueues(connection)
-    return QueueService(settings, tables, queues, AzureBlobs(settings.artifact_connection))
+    connection, client = settings.storage_connection, settings.storage_client
+    return QueueService(settings, table_store(connection, client), queue_store(connection, client),
+                        AzureBlobs(settings.artifact_connection))
 
 
 @functools.cache

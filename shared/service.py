@@ -142,6 +142,20 @@ class _Guards:
             self._resolved.add(run_id)
 
 
+async def _all(*steps: Awaitable[Any]) -> list[Any]:
+    """Run independent steps at once and wait for every one (none is left running on its own); the first
+    failure is raised once all have ended."""
+    done = await asyncio.gather(*steps, return_exceptions=True)
+    failed = next((r for r in done if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return done
+
+
+async def _nothing() -> None:
+    return None
+
+
 def _ceil_seconds(delta: dt.timedelta) -> int:
     return max(0, math.ceil(delta.total_seconds()))
 
@@ -278,7 +292,7 @@ class QueueService:
         task_queue_id, priority = definition["taskQueueId"], definition["priority"]
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.settings.hint_key, task_queue_id)
         queue = pending_queue(task_queue_id, priority)
-        await asyncio.gather(  # both before the run is written; neither depends on the other
+        await _all(  # both before the run is written; neither depends on the other
             self.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now)),
             self.queues.put(queue, hint.encode(), ttl=ttl))
         self._empty_until.pop(queue, None)  # not empty any more, as far as this process knows
@@ -303,12 +317,14 @@ class QueueService:
         Why bother: a queued check costs nothing on Azure until it comes due, but Azurite scans every message
         it holds on every queue operation, so spent checks slow everything down locally."""
         queues = {"claim": CLAIM_QUEUE, "deadline": DEADLINE_QUEUE}
-        for kind, (message_id, pop_receipt) in spent.items():
-            message = QueueMessage(message_id, pop_receipt, b"", 0, self.clock())
+
+        async def delete(kind: str, message_id: str, pop_receipt: str) -> None:
             try:
-                await self.queues.delete(queues[kind], message)
+                await self.queues.delete(queues[kind], QueueMessage(message_id, pop_receipt, b"", 0, self.clock()))
             except Exception:
                 log.warning("could not delete a spent %s check", kind, exc_info=True, extra=fields(taskId=task_id))
+
+        await asyncio.gather(*(delete(kind, *ref) for kind, ref in spent.items()))
 
     # --- reading ----------------------------------------------------------------------------------------------
 
@@ -421,24 +437,15 @@ class QueueService:
                 raise
         # What must precede the task's write, in any order among itself: so all at once (one round trip of
         # latency instead of four).
-        steps: list[Awaitable[Any]] = [
+        deadline_check, hint_id, _, _ = await _all(
             self._put_deadline_check(task_id, definition["deadline"], now),
+            self._put_pending_hint(task_id, 0, definition, now) if not dependencies else _nothing(),
             self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now)),
-            self.expiry.add(task_id, expires)]
-        if not dependencies:
-            steps.append(self._put_pending_hint(task_id, 0, definition, now))
-        done = await asyncio.gather(*steps, return_exceptions=True)
-        failed = next((r for r in done if isinstance(r, BaseException)), None)
-        if failed is not None:
-            raise failed
-        deadline_check = done[0]
-        assert isinstance(deadline_check, list)
+            self.expiry.add(task_id, expires))
         task = Task(task_id, definition, [], retries_left=definition["retries"], checks={"deadline": deadline_check})
         task.emit("task-defined")
         if not dependencies:
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
-            hint_id = done[3]
-            assert hint_id is None or isinstance(hint_id, str)
             task.runs[0].hint_id = hint_id
             task.emit("task-pending", 0)
         if not await self._write(task, insert=True):
@@ -567,12 +574,11 @@ class QueueService:
             if check is None:
                 # The claim check goes out before the claim is written: a crash in between leaves only a
                 # stale check, never a running run that nothing expires.
-                sent, _ = await asyncio.gather(  # independent of each other; both before the claim is written
+                check, _ = await _all(  # independent of each other; both before the claim is written
                     self._put_claim_check(task_id, run_id, taken_until, now),
                     self.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
                                              timeutil.iso(now)))
-                check = sent
-            task.checks["claim"] = list(check)
+            task.checks["claim"] = check
             run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
             run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
             task.taken_until = taken_until

@@ -1,1 +1,27 @@
-"""Storage interfaces and their adapters (Azure SDK, in-memory)."""
+"""Storage interfaces and their adapters (lean REST, Azure SDK, in-memory)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shared.connections import StorageConnection
+    from shared.storage.base import QueueStore, TableStore
+
+
+def table_store(connection: StorageConnection, client: str = "rest") -> TableStore:
+    """The table adapter `QUEUE_STORAGE_CLIENT` names: `rest` (shared/storage/rest.py) or `sdk`."""
+    if client == "sdk":
+        from shared.storage.azure import AzureTables
+        return AzureTables(connection)
+    from shared.storage.rest import RestTables
+    return RestTables(connection)
+
+
+def queue_store(connection: StorageConnection, client: str = "rest", *, traced: bool = True) -> QueueStore:
+    """The queue adapter `QUEUE_STORAGE_CLIENT` names; `traced=False` leaves its calls out of telemetry."""
+    if client == "sdk":
+        from shared.storage.azure import AzureQueues
+        return AzureQueues(connection, traced=traced)
+    from shared.storage.rest import RestQueues
+    return RestQueues(connection, traced=traced)

@@ -246,6 +246,19 @@ class _Signer:
         return str(self.key)
 
 
+def queue_process_url(account: str, key: str | None, endpoint: str, queue: str, expires: dt.datetime) -> str:
+    """`<endpoint>/<queue>?<sas>` that may only get and delete the queue's messages until `expires` (pure
+    computation: both queue adapters sign with it)."""
+    if not key:
+        raise SigningKeyMissing(
+            what="Polling URLs", reason="Azure Queue SAS need the account key, and none is configured (with an "
+            "identity-based QUEUE_STORAGE connection, set QUEUE_STORAGE_ACCOUNT_KEY, e.g. as a Key Vault "
+            "reference; claimWork works without it)")
+    sas = generate_queue_sas(account, queue, key, permission=QueueSasPermissions(process=True), expiry=expires,
+                             start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
+    return f"{endpoint}/{queue}?{sas}"
+
+
 class AzureQueues:
     def __init__(self, connection: str | StorageConnection, *, traced: bool = True) -> None:
         connection = _connection(connection)
@@ -319,14 +332,7 @@ class AzureQueues:
         return int(props.approximate_message_count or 0)
 
     def process_url(self, queue: str, expires: dt.datetime) -> str:
-        key = self._signer.require_key(
-            "Polling URLs", "Azure Queue SAS need the account key, and none is configured (with an identity-based "
-            "QUEUE_STORAGE connection, set QUEUE_STORAGE_ACCOUNT_KEY, e.g. as a Key Vault reference; claimWork "
-            "works without it)")
-        sas = generate_queue_sas(self._signer.account, queue, key,
-                                 permission=QueueSasPermissions(process=True), expiry=expires,
-                                 start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
-        return f"{self._signer.endpoint}/{queue}?{sas}"
+        return queue_process_url(self._signer.account, self._signer.key, self._signer.endpoint, queue, expires)
 
     async def close(self) -> None:
         await self._clients.close()

@@ -32,6 +32,7 @@ from opentelemetry import trace
 from yarl import URL
 
 from shared.connections import STORAGE_SCOPE, Service, StorageConnection, async_credential
+from shared.storage.azure import queue_process_url
 from shared.storage.base import BATCH_LIMIT, Entity, Op, Page, QueueMessage, decode_message, encode_message
 
 TABLE_VERSION = "2019-02-02"
@@ -85,6 +86,11 @@ class _Account:
             self.account = connection.account_name(service)
             self._credential = async_credential(connection.client_id)
         self.base_path = urllib.parse.urlsplit(self.endpoint).path.rstrip("/")  # "/devstoreaccount1" on Azurite
+
+    def url(self, full_path: str, query: dict[str, str] | None) -> str:
+        """The request URL of an already encoded path (`base_path` included), with its query."""
+        url = self.endpoint[: len(self.endpoint) - len(self.base_path)] + full_path
+        return f"{url}?{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}" if query else url
 
     def sign(self, string_to_sign: str) -> str:
         assert self.key is not None
@@ -230,10 +236,8 @@ class RestTables:
             sent["Authorization"] = f"SharedKeyLite {account.account}:{signature}"
         else:
             sent["Authorization"] = await account.bearer()
-        url = account.endpoint[: len(account.endpoint) - len(account.base_path)] + full_path
-        if query:
-            url += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-        return await self._http.send(method, url, name=path.split("(", 1)[0], data=body, headers=sent)
+        return await self._http.send(method, account.url(full_path, query), name=path.split("(", 1)[0], data=body,
+                                     headers=sent)
 
     @staticmethod
     def _fail(method: str, path: str, status: int, headers: CIMultiDict[str], payload: bytes) -> StorageError:
@@ -380,7 +384,6 @@ class RestQueues:
         self._account = _Account(connection, "queue")
         self._http = _Http(traced)
         self._connection = connection
-        self._sas: Any = None
 
     async def _request(self, method: str, path: str, query: dict[str, str] | None = None, *,
                        body: bytes = b"") -> tuple[int, CIMultiDict[str], bytes]:
@@ -400,10 +403,8 @@ class RestQueues:
                                         f"{account.sign(to_sign + canonical_headers + resource)}")
         else:
             headers["Authorization"] = await account.bearer()
-        url = account.endpoint[: len(account.endpoint) - len(account.base_path)] + full_path
-        if query:
-            url += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
-        return await self._http.send(method, url, name=path.split("/", 1)[0], data=body or None, headers=headers)
+        return await self._http.send(method, account.url(full_path, query), name=path.split("/", 1)[0],
+                                     data=body or None, headers=headers)
 
     async def ensure_queues(self, names: list[str]) -> None:
         for name in names:
@@ -489,11 +490,9 @@ class RestQueues:
         return int(headers.get("x-ms-approximate-messages-count") or 0)
 
     def process_url(self, queue: str, expires: dt.datetime) -> str:
-        if self._sas is None:  # SAS signing is pure computation: the SDK's adapter does it
-            from shared.storage.azure import AzureQueues
-            self._sas = AzureQueues(self._connection)
-        url: str = self._sas.process_url(queue, expires)
-        return url
+        account = self._account
+        key = base64.b64encode(account.key).decode() if account.key else self._connection.account_key
+        return queue_process_url(account.account, key, account.endpoint, queue, expires)
 
     async def close(self) -> None:
         await self._http.close()
