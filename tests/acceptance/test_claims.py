@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -168,3 +169,29 @@ def test_reclaim_conflicts_once_the_run_is_resolved_or_not_running(queue):
     expect_error(409, "RequestConflict", queue.reclaimTask, task_id, "0")
     expect_error(404, "ResourceNotFound", queue.reclaimTask, task_id, "1")
     expect_error(404, "ResourceNotFound", queue.reclaimTask, slugid(), "0")
+
+
+def test_a_finished_task_leaves_no_claim_or_deadline_check_queued(own_hosts, own_azurite):
+    """On Azurite, through the API: reportCompleted deletes the task's claim and deadline checks, and a reclaim
+    the check of the claim it renewed (Azurite scans every held message on every queue call)."""
+    from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE
+    from shared.storage.rest import RestQueues
+
+    host = own_hosts(claim_work_wait=1)
+    queue = host.client()
+    definition = task_definition()
+    task_id = slugid()
+    queue.createTask(task_id, definition)
+    queue.claimWork(definition["taskQueueId"], {"tasks": 1, "workerGroup": "g", "workerId": "w"})
+    queue.reclaimTask(task_id, "0")
+
+    async def counts():
+        queues = RestQueues(own_azurite.connection_string)
+        try:
+            return [await queues.approximate_count(q) for q in (CLAIM_QUEUE, DEADLINE_QUEUE)]
+        finally:
+            await queues.close()
+
+    assert asyncio.run(counts()) == [1, 1]  # the renewed claim's check and the deadline check
+    queue.reportCompleted(task_id, "0")
+    assert asyncio.run(counts()) == [0, 0]

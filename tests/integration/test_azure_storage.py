@@ -109,6 +109,28 @@ def test_queue_visibility_release_and_delete(azurite, Queues):
     run(go())
 
 
+def test_a_put_message_is_deleted_by_the_id_and_receipt_its_put_returned(azurite, Queues):
+    """What lets a resolution delete its spent checks: the put's answer deletes the message until someone
+    receives it; once received, that receipt no longer matches and the delete is a harmless no-op."""
+    async def go():
+        queues = Queues(azurite.connection_string)
+        name = f"q-{uuid.uuid4().hex[:12]}"
+        try:
+            sent = await queues.put(name, b'{"a":1}', visible_in=30)
+            assert sent.id and sent.pop_receipt and sent.content == b'{"a":1}'
+            await queues.delete(name, sent)
+            assert await queues.approximate_count(name) == 0
+            sent = await queues.put(name, b'{"b":2}')
+            [received] = await queues.receive(name, 1, 30)
+            await queues.delete(name, sent)  # stale receipt: not deleted, no error
+            assert await queues.approximate_count(name) == 1
+            await queues.delete(name, received)
+            assert await queues.approximate_count(name) == 0
+        finally:
+            await queues.close()
+    run(go())
+
+
 def test_queue_receives_32_in_one_call(azurite, Queues):
     async def go():
         queues = Queues(azurite.connection_string)
