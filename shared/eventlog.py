@@ -37,7 +37,10 @@ log = logging.getLogger("queue.events")
 DISPATCH_QUEUE = "event-dispatch"
 EVENT_ROW = "event:"
 EVENT_ROW_END = "event;"  # ";" sorts right after ":"
-CURSOR_ROW = "events"
+CURSOR_ROW = "events:"
+# Row keys end with the stream's key (its PartitionKey) so that no two partitions share a RowKey: Azurite finds an
+# entity through its RowKey index first and then scans the matches for the PartitionKey, so a RowKey that every
+# partition has (`event:00000001`, `events`) made each read and write O(streams) locally (docs/performance.md).
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 
 
@@ -63,12 +66,16 @@ class Stream:
         return f"{self.table}/{self.key}"
 
 
-def event_row_key(seq: int) -> str:
-    return f"{EVENT_ROW}{seq:08d}"
+def event_row_key(stream: Stream, seq: int) -> str:
+    return f"{EVENT_ROW}{seq:08d}:{stream.key}"
+
+
+def cursor_row_key(stream: Stream) -> str:
+    return CURSOR_ROW + stream.key
 
 
 def event_entity(stream: Stream, seq: int, event: Event) -> Entity:
-    return Entity(stream.key, event_row_key(seq), {
+    return Entity(stream.key, event_row_key(stream, seq), {
         "exchange": event.exchange, "routingKey": event.routing_key, "time": event.time,
         **pack_json("payload", event.payload), **pack_json("cc", event.cc)})
 
@@ -80,7 +87,7 @@ def event_of(table: str, entity: Entity) -> Event:
 
 
 def seq_of(entity: Entity) -> int:
-    return int(entity.row_key[len(EVENT_ROW):])
+    return int(entity.row_key[len(EVENT_ROW):len(EVENT_ROW) + 8])
 
 
 def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[Op]:
@@ -90,7 +97,7 @@ def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[O
 
 
 def cursor_entity(stream: Stream, dispatched: int, lease_until: str = "", etag: str | None = None) -> Entity:
-    return Entity(stream.key, CURSOR_ROW, {"dispatched": dispatched, "leaseUntil": lease_until}, etag)
+    return Entity(stream.key, cursor_row_key(stream), {"dispatched": dispatched, "leaseUntil": lease_until}, etag)
 
 
 @dataclass(frozen=True)
@@ -156,13 +163,13 @@ class EventLog:
 
     async def forget(self, stream: Stream, last_seq: int) -> None:
         """Delete a stream's events and cursor (its entity is expiring)."""
-        keys = [(stream.key, event_row_key(s)) for s in range(1, last_seq + 1)]
-        await delete_all(self.tables, stream.table, [*keys, (stream.key, CURSOR_ROW)])
+        keys = [(stream.key, event_row_key(stream, s)) for s in range(1, last_seq + 1)]
+        await delete_all(self.tables, stream.table, [*keys, (stream.key, cursor_row_key(stream))])
 
     # --- dispatching ---------------------------------------------------------------------------------------
 
     async def _cursor(self, stream: Stream) -> _Cursor:
-        entity = await self.tables.get(stream.table, stream.key, CURSOR_ROW)
+        entity = await self.tables.get(stream.table, stream.key, cursor_row_key(stream))
         if entity is None:
             return _Cursor(0, "", None)
         return _Cursor(int(entity.data["dispatched"]), entity.data.get("leaseUntil", ""), entity.etag)
@@ -185,7 +192,7 @@ class EventLog:
                 return "done"
             if cursor.leased(now):
                 waiting = "busy"  # another dispatcher is publishing this stream; it may publish ours too
-            elif (last := await self.tables.get(stream.table, stream.key, event_row_key(request.seq))) is None:
+            elif (last := await self.tables.get(stream.table, stream.key, event_row_key(stream, request.seq))) is None:
                 waiting = "not-written"  # the change is about to be written, or never will be
             else:
                 lease_until = timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))
@@ -207,7 +214,7 @@ class EventLog:
                        publisher: Publisher) -> str:
         """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order."""
         stream = request.stream
-        earlier = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(s))
+        earlier = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(stream, s))
                                          for s in range(dispatched + 1, request.seq)))
         rows = [*earlier, last]
         done = dispatched

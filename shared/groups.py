@@ -1,10 +1,10 @@
 """Task groups in one table partition per group: the group, its members and its unresolved ("active") set.
 
 PartitionKey = taskGroupId, and RowKey
-- `group`: schedulerId, expires, sealed
+- `group:<taskGroupId>`: schedulerId, expires, sealed
 - `m:<taskId>`: a member (for listing), with its expires
 - `a:<taskId>`: a member that has not resolved yet; the group is resolved when no such row is left
-- `event:<seq>`, `events`: the group's events and their dispatch cursor (shared/eventlog.py)
+- `event:<seq>:<taskGroupId>`, `events:<taskGroupId>`: the group's events and their dispatch cursor (shared/eventlog.py)
 
 All three live in one partition, so joining a group is one transaction, and "is anything unresolved?" is a
 range query that reads at most one row.
@@ -23,7 +23,12 @@ from shared.events import Event
 from shared.storage.base import Entity, Op, TableStore, delete_all
 
 TASK_GROUPS_TABLE = "TaskGroups"
-GROUP_ROW = "group"
+GROUP_ROW = "group:"
+
+
+def group_row(task_group_id: str) -> str:
+    """The group row's RowKey, with the group's id in it (see shared.tasks.task_row for why)."""
+    return GROUP_ROW + task_group_id
 MEMBER, ACTIVE = "m:", "a:"
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
 _END = {MEMBER: "m;", ACTIVE: "a;"}
@@ -59,9 +64,9 @@ class TaskGroup:
         return out
 
     def to_entity(self) -> Entity:
-        return Entity(self.task_group_id, GROUP_ROW, {"schedulerId": self.scheduler_id, "expires": self.expires,
-                                                      "sealed": self.sealed or "", "eventSeq": self.event_seq},
-                      self.etag)
+        return Entity(self.task_group_id, group_row(self.task_group_id), {
+            "schedulerId": self.scheduler_id, "expires": self.expires, "sealed": self.sealed or "",
+            "eventSeq": self.event_seq}, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskGroup:
@@ -79,7 +84,7 @@ class TaskGroupStore:
             hit = self._cache.get(task_group_id)
             if hit is not None and hit[0] > time.monotonic():
                 return hit[1]
-        entity = await self.tables.get(TASK_GROUPS_TABLE, task_group_id, GROUP_ROW)
+        entity = await self.tables.get(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id))
         group = TaskGroup.from_entity(entity) if entity is not None else None
         if group is not None:
             self._cache[task_group_id] = (time.monotonic() + GROUP_CACHE_SECONDS, group)
@@ -190,7 +195,7 @@ class TaskGroupStore:
         group = await self.get(task_group_id)
         if group is None or group.expires > now_iso or await self._any(task_group_id, MEMBER):
             return False
-        if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, GROUP_ROW, group.etag):
+        if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
             return False  # a task joined meanwhile
         await self.events.forget(Stream(TASK_GROUPS_TABLE, task_group_id), group.event_seq)
         return True

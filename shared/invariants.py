@@ -23,7 +23,7 @@ from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
 from shared.eventlog import Stream
 from shared.groups import ACTIVE, TASK_GROUPS_TABLE
 from shared.storage.base import Entity, encode_key
-from shared.tasks import RESOLVED_STATES, TASK_ROW, TASKS_TABLE, Task
+from shared.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.workers import TASK_QUEUE_RUNS_TABLE
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ async def _all(service: QueueService, table: str, filter: str, parameters: dict[
 
 async def audit(service: QueueService, *, settled: bool = True) -> Audit:
     await service.ensure_storage()
-    tasks = [Task.from_entity(e) async for e in _all(service, TASKS_TABLE, "RowKey eq @row", {"row": TASK_ROW})]
+    tasks = [Task.from_entity(e) async for e in _all(service, TASKS_TABLE, "RowKey ge @lo and RowKey lt @hi",
+                                                                {"lo": TASK_ROW, "hi": TASK_ROW_END})]
     by_id = {t.task_id: t for t in tasks}
     violations: list[Violation] = []
     limit = asyncio.Semaphore(CONCURRENCY)

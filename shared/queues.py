@@ -16,7 +16,7 @@ from shared.storage.base import put_json
 from shared.tasks import PRIORITIES
 
 CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible at takenUntil
-DEADLINE_QUEUE = "task-deadlines"  # {taskId, deadline}, visible at deadline + deadlineDelay
+DEADLINE_QUEUE = "task-deadlines"  # {bucket}: the deadlines of a second, visible after it (shared/deadlines.py)
 RESOLVED_QUEUE = "task-resolved"  # {taskId, runId, taskGroupId, continuation, since}: follow its dependents
 FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE)
 

@@ -294,7 +294,7 @@ class Reconciler:
             if queue == CLAIM_QUEUE:
                 await service.check_claim(ClaimCheck.decode(body))
             elif queue == DEADLINE_QUEUE:
-                await service.check_deadline(DeadlineCheck.decode(body))
+                await service.check_deadlines(body)
             elif queue == RESOLVED_QUEUE:
                 await service.resolve_dependencies(ResolvedCheck.decode(body))
             else:  # the dispatcher needs the bus: hand the request back to it, its attempts counted afresh

@@ -25,6 +25,7 @@ from typing import Any
 
 from shared import credentials, errors, faults, timeutil
 from shared.artifacts import ARTIFACT_EXPIRY_TABLE, Artifacts
+from shared.deadlines import DEADLINES_TABLE, DeadlineBucket, DeadlineIndex
 from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore, Dependent
 from shared.eventlog import DISPATCH_QUEUE, EventLog, Stream, cursor_entity, event_ops
 from shared.events import Event, group_event, task_event
@@ -51,18 +52,18 @@ from shared.tasks import (
     MAX_DEFINITION_CHARS,
     MAX_RUNS,
     RESOLVED_STATES,
-    TASK_ROW,
     TASKS_TABLE,
     Run,
     Task,
     definition_size,
+    task_row,
 )
 from shared.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
 
 log = logging.getLogger("queue")
 
 TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
-          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE)
+          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE)
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
 DEFAULT_EXPIRES = dt.timedelta(days=365)
@@ -180,6 +181,7 @@ class QueueService:
         self.groups = TaskGroupStore(tables, self.events)
         self.deps = DependencyStore(tables)
         self.expiry = ExpiryIndex(tables)
+        self.deadlines = DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock)
         self.artifacts = Artifacts(self, blobs)
         self.workers = WorkerInfo(tables, settings, clock)
         self.reconciler = Reconciler(self)
@@ -211,7 +213,7 @@ class QueueService:
             await self.blobs.close()
 
     async def _get(self, task_id: str) -> Task | None:
-        entity = await self.tables.get(TASKS_TABLE, task_id, TASK_ROW)
+        entity = await self.tables.get(TASKS_TABLE, task_id, task_row(task_id))
         return Task.from_entity(entity) if entity is not None else None
 
     async def _load(self, task_id: str) -> Task:
@@ -258,7 +260,8 @@ class QueueService:
                 await self.events.announce(stream, task.event_seq)  # before the write, as every guard is
             faults.point("before-state-write")
             if touch:
-                task_op = Op("merge", Entity(task.task_id, TASK_ROW, {"eventSeq": task.event_seq}, task.etag))
+                task_op = Op("merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq},
+                                             task.etag))
             else:
                 task_op = Op("insert" if insert else "replace", task.to_entity())
             ops = [task_op, *extra, *event_ops(stream, first, events)]
@@ -303,12 +306,6 @@ class QueueService:
         delay = _ceil_seconds(timeutil.parse(taken_until) - now)
         sent = await self.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
                                      visible_in=delay)
-        return [sent.id, sent.pop_receipt]
-
-    async def _put_deadline_check(self, task_id: str, deadline: str, now: dt.datetime) -> list[str]:
-        due = timeutil.parse(deadline) + dt.timedelta(seconds=self.settings.deadline_delay)
-        sent = await self.queues.put(DEADLINE_QUEUE, DeadlineCheck(task_id, deadline).encode(),
-                                     visible_in=_ceil_seconds(due - now))
         return [sent.id, sent.pop_receipt]
 
     async def _delete_checks(self, task_id: str, spent: dict[str, list[str]]) -> None:
@@ -437,12 +434,12 @@ class QueueService:
                 raise
         # What must precede the task's write, in any order among itself: so all at once (one round trip of
         # latency instead of four).
-        deadline_check, hint_id, _, _ = await _all(
-            self._put_deadline_check(task_id, definition["deadline"], now),
+        _, hint_id, _, _ = await _all(
+            self.deadlines.add(task_id, definition["deadline"]),
             self._put_pending_hint(task_id, 0, definition, now) if not dependencies else _nothing(),
             self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now)),
             self.expiry.add(task_id, expires))
-        task = Task(task_id, definition, [], retries_left=definition["retries"], checks={"deadline": deadline_check})
+        task = Task(task_id, definition, [], retries_left=definition["retries"])
         task.emit("task-defined")
         if not dependencies:
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
@@ -494,19 +491,19 @@ class QueueService:
         now = self.clock()
         guards = _Guards(self, now)
 
-        deadline_check: list[str] = []
+        deadline_indexed = False
 
         async def rerun(task: Task) -> _Unchanged | None:
+            nonlocal deadline_indexed
             if self._deadline_passed(task, now):
                 raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
             if task.runs and task.runs[-1].state in ("pending", "running"):
                 return UNCHANGED
             if len(task.runs) >= MAX_RUNS:
                 raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
-            if "deadline" not in task.checks:  # deleted when the task resolved: unresolved again, it needs one
-                if not deadline_check:
-                    deadline_check.extend(await self._put_deadline_check(task_id, task.deadline, now))
-                task.checks["deadline"] = list(deadline_check)
+            if not deadline_indexed:  # its row is there until the deadline, unless the task predates the index
+                await self.deadlines.add(task_id, task.deadline)
+                deadline_indexed = True
             task.runs.append(Run("pending", "rerun", timeutil.iso(now)))
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
             task.taken_until = None
@@ -849,6 +846,16 @@ class QueueService:
             log.info("claim expired", extra=fields(event="claim-expired", taskId=check.taskId, runId=check.runId))
         return outcome
 
+    async def check_deadlines(self, body: Any) -> str:
+        """A `task-deadlines` message came due: a bucket of deadlines (shared/deadlines.py), or one task's check
+        (the form queued before buckets, and the reconciler's). An outcome word."""
+        await self.ensure_storage()
+        if isinstance(body, dict) and "taskId" in body:
+            return await self.check_deadline(DeadlineCheck.decode(body))
+        return await self.deadlines.check(DeadlineBucket.decode(body),
+                                          lambda task_id, deadline: self.check_deadline(DeadlineCheck(task_id,
+                                                                                                      deadline)))
+
     async def check_deadline(self, check: DeadlineCheck) -> str:
         """A deadline check came due: resolve whatever is unresolved as deadline-exceeded."""
         await self.ensure_storage()
@@ -1144,7 +1151,7 @@ class QueueService:
 
     async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
         """Delete tasks whose `expires` is more than QUEUE_EXPIRY_DELAY ago, with their artifacts, events,
-        dependency rows and group membership (and the group once it is empty and expired), a batch at a time
+        dependency and deadline rows and group membership (and the group once it is empty and expired), a batch at a time
         within a time budget."""
         await self.ensure_storage()
         cutoff = timeutil.iso(self.clock() - dt.timedelta(seconds=self.settings.expiry_delay))
@@ -1162,7 +1169,9 @@ class QueueService:
                     await self.deps.forget_task(task_id)
                     group_id = task.definition["taskGroupId"]
                     await self.groups.forget_member(group_id, task_id)
-                    await self.tables.delete(TASKS_TABLE, task_id, TASK_ROW)
+                    # Its deadline row is gone unless its bucket's message was lost (the reconciler then resolved it).
+                    await self.tables.delete(DEADLINES_TABLE, self.deadlines.bucket(task.deadline), task_id, etag="*")
+                    await self.tables.delete(TASKS_TABLE, task_id, task_row(task_id))
                     await self.groups.delete_if_empty(group_id, cutoff)
                 await self.expiry.remove(hour, task_id)
 

@@ -1,6 +1,6 @@
 """The task record: definition, runs and retry budget, and how it is stored as one Tasks table entity.
 
-The entity (PartitionKey = taskId, RowKey = `task`) is the truth about a task; every queue message is a
+The entity (PartitionKey = taskId, RowKey = `task:<taskId>`) is the truth about a task; every queue message is a
 hint checked against it. Definition and runs are JSON split across properties (a property holds 64 KiB).
 """
 
@@ -13,7 +13,15 @@ from typing import Any
 from shared.storage.base import Entity, pack_json, unpack_json
 
 TASKS_TABLE = "Tasks"
-TASK_ROW = "task"
+TASK_ROW = "task:"
+TASK_ROW_END = "task;"
+
+
+def task_row(task_id: str) -> str:
+    """The task entity's RowKey. It holds the taskId (its PartitionKey too) so that no two partitions share a RowKey:
+    Azurite looks an entity up by its RowKey index first, so a RowKey every partition has made each point read and
+    write O(tasks) locally (docs/performance.md)."""
+    return TASK_ROW + task_id
 
 PRIORITIES = ("highest", "very-high", "high", "medium", "low", "very-low", "lowest")
 MAX_RUNS = 50
@@ -155,7 +163,7 @@ class Task:
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
-        return Entity(self.task_id, TASK_ROW, data, self.etag)
+        return Entity(self.task_id, task_row(self.task_id), data, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Task:

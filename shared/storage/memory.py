@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import json
 import operator
 import uuid
 from collections.abc import Callable
@@ -84,9 +85,16 @@ class MemoryTables:
         rows = sorted(self._table(table).values(), key=lambda e: (e.partition_key, e.row_key))
         matched = [e for e in rows
                    if all(value(e, p) is not None and f(value(e, p), v) for p, f, v in conditions)]
-        start = int(continuation or 0)
+        # As Azure's, the continuation names the next row by its keys (not by position: rows deleted meanwhile
+        # must not make a page skip any).
+        start = 0
+        if continuation:
+            after = tuple(json.loads(continuation))
+            start = next((i for i, e in enumerate(matched) if (e.partition_key, e.row_key) >= after), len(matched))
         end = len(matched) if limit is None else start + limit
-        return Page(matched[start:end], str(end) if end < len(matched) else None)
+        if end >= len(matched):
+            return Page(matched[start:], None)
+        return Page(matched[start:end], json.dumps([matched[end].partition_key, matched[end].row_key]))
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
         if not ops:
@@ -186,6 +194,10 @@ class MemoryQueues:
 
     async def approximate_count(self, queue: str) -> int:
         return len(self._queues.get(queue, []))
+
+    def contents(self, queue: str) -> list[bytes]:
+        """Tests: every message of `queue`, visible or not."""
+        return [m.content for m in self._queues.get(queue, [])]
 
     def clear(self, queue: str) -> int:
         """Tests: lose every message of `queue`, visible or not (as an operator clearing it would)."""

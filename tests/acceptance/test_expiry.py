@@ -8,7 +8,7 @@ import time
 import pytest
 
 from shared import timeutil
-from tests.conftest import expect_error, slugid, task_definition, wait_for
+from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
@@ -143,3 +143,44 @@ def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_
     assert status_of(fast, task_id) == expired
     assert status_of(fast, completed) == done
     assert "Traceback" not in fast_host.log()
+
+
+def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
+    """More tasks than one page of a deadline bucket (100), one deadline: each resolved deadline-exceeded once,
+    the bucket's rows all gone, and the deadline queue holding one message for them (not one per task)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shared.deadlines import DEADLINES_TABLE
+    from shared.queues import DEADLINE_QUEUE
+    from shared.storage.rest import RestQueues, RestTables
+
+    storage = fast_host.env["QUEUE_STORAGE"]
+
+    async def deadline_messages() -> int:
+        queues = RestQueues(storage)
+        try:
+            return await queues.approximate_count(DEADLINE_QUEUE)
+        finally:
+            await queues.close()
+
+    before = asyncio.run(deadline_messages())  # other tests' buckets
+    shared_deadline = _short_deadline(8)
+    tq = task_queue_id()
+    tasks = [slugid() for _ in range(130)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda t: fast.createTask(t, task_definition(taskQueueId=tq, **shared_deadline)), tasks))
+    assert asyncio.run(deadline_messages()) == before + 1
+    wait_for(lambda: all(status_of(fast, t)["state"] == "exception" for t in tasks), timeout=30, interval=0.5)
+    for task_id in tasks:
+        assert [r["reasonResolved"] for r in status_of(fast, task_id)["runs"]] == ["deadline-exceeded"]
+
+    async def rows_left() -> list[str]:
+        tables = RestTables(storage)
+        try:
+            page = await tables.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""}, limit=1000)
+            return [e.row_key for e in page.entities if e.row_key in set(tasks)]
+        finally:
+            await tables.close()
+
+    assert wait_for(lambda: asyncio.run(rows_left()) == [], timeout=10)

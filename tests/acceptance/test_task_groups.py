@@ -164,7 +164,8 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     keeper = slugid()
     queue.createTask(keeper, task_definition())
     storage = expiring_host.env["QUEUE_STORAGE"]
-    assert {"task", "events", "event:00000001"} <= _row_keys(storage, "Tasks", dep)  # events are recorded
+    # its events are recorded
+    assert {f"task:{dep}", f"events:{dep}", f"event:00000001:{dep}"} <= _row_keys(storage, "Tasks", dep)
     wait_for(lambda: _gone(queue, dep) and _gone(queue, waiting), timeout=20, interval=0.5)
     expect_error(404, "ResourceNotFound", queue.listTaskGroup, group)
     expect_error(404, "ResourceNotFound", queue.listDependentTasks, dep)

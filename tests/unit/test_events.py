@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from shared import timeutil
-from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, PublishError, Stream
+from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, PublishError, Stream, cursor_row_key
 from shared.events import Event
 from shared.groups import TASK_GROUPS_TABLE
 from shared.service import Claim, QueueService
@@ -264,7 +264,7 @@ async def test_expired_lease_is_taken_over(service: QueueService, clock: Clock) 
     stream = Stream(TASKS_TABLE, task_id)
     # A dispatcher that took the lease and died.
     await service.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)),
-                                       (await service.tables.get(TASKS_TABLE, task_id, "events")).etag)
+                                       (await service.tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))).etag)
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
     assert await service.events.dispatch(request, publisher) == "busy"
     clock.advance(6)

@@ -1,0 +1,143 @@
+"""Deadline checks, one queue message per second of deadlines instead of one per task.
+
+TaskDeadlines: PartitionKey = the second a deadline comes due (`deadline + QUEUE_DEADLINE_DELAY`, rounded up:
+`YYYY-MM-DDTHH:MM:SS`), RowKey = taskId, `deadline`. createTask (and rerunTask) writes the task's row before the
+task, and makes sure a `task-deadlines` message `{bucket}` is queued, visible when that second is over; a process
+puts one such message per bucket and remembers it, so a graph whose tasks share a deadline (as a decision task's
+do) queues one message, not thousands. When it comes due the handler checks a page of the bucket's tasks (each
+re-read: a resolved or re-deadlined task is left alone), deletes their rows, and hands the next page to a new
+message first, so no invocation runs long.
+
+Why: a check per task was a message held for the task's whole life, put and deleted once each; Azurite scans every
+message it holds on every queue call, so those made every queue operation O(unresolved tasks) locally
+(docs/performance.md), and on Azure they were two billed transactions per task. A lost bucket message is repaired
+as a lost per-task check was: the reconciler resolves unresolved tasks found past their deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from shared import timeutil
+from shared.storage.base import Entity, QueueStore, TableStore, delete_all, put_json
+
+DEADLINES_TABLE = "TaskDeadlines"
+# Trust a bucket message this process put only while its bucket is this far ahead: close to it, the message may
+# already be handled, so a new one is put (a spare message finds the rows gone and does nothing).
+ANNOUNCE_MARGIN = dt.timedelta(seconds=2)
+PAGE = 100
+CONCURRENCY = 16
+
+
+def bucket_of(due: dt.datetime) -> str:
+    """The second `due` falls in, rounded up: its bucket's key and the time its message becomes visible."""
+    whole = due.replace(microsecond=0)
+    if whole < due:
+        whole += dt.timedelta(seconds=1)
+    return whole.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def bucket_time(bucket: str) -> dt.datetime:
+    return dt.datetime.strptime(bucket, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class DeadlineBucket:
+    """The `task-deadlines` message: check the tasks of `bucket` (from page `continuation` on)."""
+
+    bucket: str
+    continuation: str | None = None
+
+    def encode(self) -> bytes:
+        return put_json(asdict(self))
+
+    @classmethod
+    def decode(cls, body: Any) -> DeadlineBucket:
+        try:
+            bucket, continuation = str(body["bucket"]), body.get("continuation")
+            bucket_time(bucket)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"malformed deadline message: {body!r}") from exc
+        return cls(bucket, None if continuation is None else str(continuation))
+
+
+class DeadlineIndex:
+    def __init__(self, tables: TableStore, queues: QueueStore, queue: str, delay_seconds: float,
+                 clock: Callable[[], dt.datetime] = timeutil.now) -> None:
+        self.tables, self.queues, self.queue = tables, queues, queue
+        self.delay = dt.timedelta(seconds=delay_seconds)
+        self.clock = clock
+        # bucket -> the put of its message by this process (shared by concurrent callers), and the bucket's time.
+        self._announced: dict[str, tuple[asyncio.Future[None], dt.datetime]] = {}
+
+    def bucket(self, deadline: str) -> str:
+        return bucket_of(timeutil.parse(deadline) + self.delay)
+
+    async def add(self, task_id: str, deadline: str) -> None:
+        """Before the task is written: its row, and its bucket's message (unless this process queued it)."""
+        bucket = self.bucket(deadline)
+        await asyncio.gather(
+            self.tables.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": deadline})),
+            self._announce(bucket))
+
+    async def _announce(self, bucket: str) -> None:
+        now = self.clock()
+        loop = asyncio.get_running_loop()
+        known = self._announced.get(bucket)
+        if known is not None and known[0].get_loop() is loop:
+            if not known[0].done():
+                await asyncio.shield(known[0])  # another request's put of it: wait for it (its error is ours)
+                return
+            if known[1] - now > ANNOUNCE_MARGIN:
+                return
+        due = bucket_time(bucket)
+        put: asyncio.Future[None] = loop.create_future()
+        self._announced[bucket] = (put, due)
+        try:
+            await self.queues.put(self.queue, DeadlineBucket(bucket).encode(),
+                                  visible_in=max(0, math.ceil((due - now).total_seconds())))
+        except BaseException as exc:
+            self._announced.pop(bucket, None)
+            put.set_exception(exc)
+            put.exception()  # retrieved: concurrent callers re-raise it, nobody else need
+            raise
+        put.set_result(None)
+        if len(self._announced) > 1000:
+            self._forget_past(now)
+
+    def _forget_past(self, now: dt.datetime) -> None:
+        for key, (put, due) in list(self._announced.items()):
+            if put.done() and due - now <= ANNOUNCE_MARGIN:
+                del self._announced[key]
+
+    async def check(self, message: DeadlineBucket, check_task: Callable[[str, str], Awaitable[str]]) -> str:
+        """The bucket's message came due: `check_task(taskId, deadline)` a page of its tasks, then delete their
+        rows; the next page goes to a new message first. An outcome word."""
+        now = self.clock()
+        early = bucket_time(message.bucket) - now
+        if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
+            await self.queues.put(self.queue, message.encode(), visible_in=max(1, math.ceil(early.total_seconds())))
+            return "early"
+        page = await self.tables.query(DEADLINES_TABLE, "PartitionKey eq @pk", {"pk": message.bucket}, limit=PAGE,
+                                       continuation=message.continuation)
+        if page.continuation is not None:
+            await self.queues.put(self.queue, DeadlineBucket(message.bucket, page.continuation).encode())
+        limit = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(row: Entity) -> None:
+            async with limit:
+                await check_task(row.row_key, str(row.data["deadline"]))
+
+        results = await asyncio.gather(*(one(row) for row in page.entities), return_exceptions=True)
+        # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry.
+        await delete_all(self.tables, DEADLINES_TABLE, [(row.partition_key, row.row_key) for row, result
+                                                        in zip(page.entities, results, strict=True) if result is None])
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return f"checked {len(page.entities)}"
