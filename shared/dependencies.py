@@ -9,6 +9,11 @@
   at most POINT_READ_LIMIT dependencies the row also lists the dependent's `others`, whose requirement rows are
   then checked by point reads: a partition query costs a scan of the whole table on Azurite.
 
+- TaskDependency also holds, in the required task's partition, a marker row (RowKey `~<taskId>`, after every
+  taskId) written before its first edge: a resolution that finds no marker skips the partition query (most tasks
+  of a graph have no dependents, and on Azurite that query scans the whole table). Only for tasks created with
+  the `dependentsMarked` flag: an older task's dependents may have no marker.
+
 Deleting a requirement is idempotent, so duplicated or re-delivered resolution messages are harmless.
 """
 
@@ -16,11 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from shared.storage.base import Entity, TableStore, delete_all, upsert_all
 
 POINT_READ_LIMIT = 16
+MARK = "~"  # the marker row's RowKey prefix: "~" sorts after every character of a taskId
+MARKS_REMEMBERED = 10_000  # markers this process wrote, so a fan-out writes its root's once
 REQUIREMENTS_TABLE = "TaskRequirement"
 DEPENDENCIES_TABLE = "TaskDependency"
 
@@ -36,11 +44,19 @@ class Dependent:
 class DependencyStore:
     def __init__(self, tables: TableStore) -> None:
         self.tables = tables
+        self._marked: OrderedDict[str, None] = OrderedDict()
 
     async def add(self, task_id: str, dependencies: list[str], require: str, expires: str) -> None:
-        """Record that `task_id` waits for each of `dependencies`, and the reverse edges."""
+        """Record that `task_id` waits for each of `dependencies`, and the reverse edges (each dependency's marker
+        first)."""
         await upsert_all(self.tables, REQUIREMENTS_TABLE,
                          [Entity(task_id, dep, {"expires": expires}) for dep in dependencies])
+        unmarked = [dep for dep in dependencies if dep not in self._marked]
+        await upsert_all(self.tables, DEPENDENCIES_TABLE, [Entity(dep, MARK + dep, {}) for dep in unmarked])
+        for dep in unmarked:
+            self._marked[dep] = None
+        while len(self._marked) > MARKS_REMEMBERED:
+            self._marked.popitem(last=False)
         count = len(set(dependencies))
 
         def edge(dep: str) -> Entity:
@@ -55,6 +71,12 @@ class DependencyStore:
         """Undo `add` (a createTask that was refused)."""
         await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
         await delete_all(self.tables, DEPENDENCIES_TABLE, [(dep, task_id) for dep in dependencies])
+
+    async def unmark(self, task_ids: list[str]) -> None:
+        """Delete the markers of tasks that do not exist (a refused createTask named them)."""
+        for task_id in task_ids:
+            self._marked.pop(task_id, None)
+        await delete_all(self.tables, DEPENDENCIES_TABLE, [(t, MARK + t) for t in task_ids])
 
     async def satisfy(self, task_id: str, dependencies: list[str]) -> None:
         await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
@@ -73,11 +95,15 @@ class DependencyStore:
         page = await self.tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=limit)
         return [e.row_key for e in page.entities]
 
+    async def has_dependents(self, task_id: str) -> bool:
+        """Whether a task (created with `dependentsMarked`) may have dependents: its marker row exists."""
+        return await self.tables.get(DEPENDENCIES_TABLE, task_id, MARK + task_id) is not None
+
     async def dependents(self, task_id: str, *, limit: int,
                          continuation: str | None) -> tuple[list[Dependent], str | None]:
         """A page of the tasks that depend on `task_id`."""
-        page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id}, limit=limit,
-                                       continuation=continuation)
+        page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk and RowKey lt @mark",
+                                       {"pk": task_id, "mark": MARK}, limit=limit, continuation=continuation)
         return [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)),
                           json.loads(e.data["others"]) if e.data.get("others") is not None else None)
                 for e in page.entities], page.continuation

@@ -7,12 +7,17 @@ PartitionKey = taskGroupId, and RowKey
 - `event:<seq>:<taskGroupId>`, `events:<taskGroupId>`: the group's events and their dispatch cursor (shared/eventlog.py)
 
 All three live in one partition, so joining a group is one transaction, and "is anything unresolved?" is a
-range query that reads at most one row.
+range query that reads at most a few rows. Before that query, a resolution tries point reads of active rows this
+process saw lately (members it added or the query returned): in a large group one is almost always still
+there, and on Azurite, whose queries scan and sort the whole table, that query was the costliest call of a
+graph's run (docs/performance.md). Both answer the same question after the task's own row is deleted, so two
+last members resolving together still see each other's deletes, as before.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +38,8 @@ MEMBER, ACTIVE = "m:", "a:"
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
 _END = {MEMBER: "m;", ACTIVE: "a;"}
 GROUP_CACHE_SECONDS = 1.0  # how long a process trusts a group row it read (sealing shows within this)
+SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
+PROBES = 3  # point reads tried before the range query
 
 
 class TaskGroupSchedulerConflict(errors.RequestConflict):
@@ -78,6 +85,18 @@ class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
         self._cache: dict[str, tuple[float, TaskGroup]] = {}
+        # Per group, members this process saw unresolved lately (newest last): candidates for `_probe_active`.
+        self._seen: OrderedDict[str, deque[str]] = OrderedDict()
+
+    def _saw_active(self, task_group_id: str, task_ids: list[str]) -> None:
+        seen = self._seen.get(task_group_id)
+        if seen is None:
+            seen = self._seen[task_group_id] = deque(maxlen=SEEN_PER_GROUP)
+            while len(self._seen) > SEEN_GROUPS:
+                self._seen.popitem(last=False)
+        else:
+            self._seen.move_to_end(task_group_id)
+        seen.extend(t for t in task_ids if t not in seen)
 
     async def get(self, task_group_id: str, *, cached: bool = False) -> TaskGroup | None:
         if cached:
@@ -120,6 +139,7 @@ class TaskGroupStore:
                 head = None
             if await self.tables.transact(TASK_GROUPS_TABLE, [*([head] if head else []), *extra, *rows]):
                 self._cache.pop(task_group_id, None)
+                self._saw_active(task_group_id, [task_id])
                 return
             group = await self.get(task_group_id)  # created, raised or sealed meanwhile: decide again
             if group is not None:
@@ -153,7 +173,28 @@ class TaskGroupStore:
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
         """Take a resolved task out of the active set; True when the group has no unresolved task left."""
         await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, ACTIVE + task_id)
-        return not await self._any(task_group_id, ACTIVE)
+        if await self._probe_active(task_group_id, task_id):
+            return False
+        page = await self.tables.query(TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                                       {"pk": task_group_id, "lo": ACTIVE, "hi": _END[ACTIVE]}, limit=PROBES)
+        self._saw_active(task_group_id, [e.row_key[len(ACTIVE):] for e in page.entities])
+        return not page.entities
+
+    async def _probe_active(self, task_group_id: str, resolved: str) -> bool:
+        """Whether one of the members this process saw unresolved still is (a point read each, newest first);
+        the ones found resolved are forgotten. False when none is known or none of PROBES is."""
+        seen = self._seen.get(task_group_id)
+        if seen is not None and resolved in seen:
+            seen.remove(resolved)
+        for _ in range(PROBES):
+            if not seen:
+                return False
+            candidate = seen[-1]
+            if await self.tables.get(TASK_GROUPS_TABLE, task_group_id, ACTIVE + candidate) is not None:
+                return True
+            if candidate in seen:  # another resolution may have dropped it meanwhile
+                seen.remove(candidate)
+        return False
 
     async def active_since(self, cutoff: str, *, limit: int,
                            continuation: str | None) -> tuple[list[tuple[str, str]], str | None]:

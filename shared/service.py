@@ -431,6 +431,8 @@ class QueueService:
                 satisfied = await self._check_dependencies(task_id, definition)
             except errors.InputError:
                 await self.deps.remove(task_id, dependencies)
+                existing = {t.task_id for t in await self.load_many(dependencies)}
+                await self.deps.unmark([d for d in dependencies if d not in existing])
                 raise
         # What must precede the task's write, in any order among itself: so all at once (one round trip of
         # latency instead of four).
@@ -439,7 +441,7 @@ class QueueService:
             self._put_pending_hint(task_id, 0, definition, now) if not dependencies else _nothing(),
             self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now)),
             self.expiry.add(task_id, expires))
-        task = Task(task_id, definition, [], retries_left=definition["retries"])
+        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
         task.emit("task-defined")
         if not dependencies:
             task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
@@ -921,6 +923,9 @@ class QueueService:
         if resolution is None:
             await group_step
             return "task-gone"
+        if task is not None and task.dependents_marked and not await self.deps.has_dependents(check.taskId):
+            await group_step
+            return "resolved"  # nothing depends on it: no partition query
         dependents, token = await self.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
                                                        continuation=check.continuation)
         if token is not None:
@@ -1151,8 +1156,8 @@ class QueueService:
 
     async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
         """Delete tasks whose `expires` is more than QUEUE_EXPIRY_DELAY ago, with their artifacts, events,
-        dependency and deadline rows and group membership (and the group once it is empty and expired), a batch at a time
-        within a time budget."""
+        dependency and deadline rows and group membership (and the group once it is empty and expired), a batch
+        at a time within a time budget."""
         await self.ensure_storage()
         cutoff = timeutil.iso(self.clock() - dt.timedelta(seconds=self.settings.expiry_delay))
         give_up = time.monotonic() + budget_seconds

@@ -98,9 +98,11 @@ class Task:
     taken_until: str | None = None
     etag: str | None = None
     event_seq: int = 0  # the last event recorded for this task (shared/eventlog.py)
-    # The pending claim and deadline checks of this task: {"claim"|"deadline": [messageId, popReceipt]}, so that
-    # a resolution deletes them rather than leave them queued until they come due (shared/service.py).
+    # The pending claim check of this task: {"claim": [messageId, popReceipt]} (and "deadline" on tasks created
+    # before deadline buckets), so that a resolution deletes it rather than leave it queued until it comes due.
     checks: dict[str, list[str]] = field(default_factory=dict)
+    # Created when dependents mark themselves (shared/dependencies.py): no marker row means no dependents.
+    dependents_marked: bool = False
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
 
@@ -160,6 +162,7 @@ class Task:
             "takenUntil": self.taken_until or "",
             "eventSeq": self.event_seq,
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
+            "dependentsMarked": self.dependents_marked,
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
@@ -177,4 +180,5 @@ class Task:
             etag=entity.etag,
             event_seq=int(data.get("eventSeq", 0)),
             checks=json.loads(data.get("checks") or "{}"),
+            dependents_marked=bool(data.get("dependentsMarked", False)),
         )

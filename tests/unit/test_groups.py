@@ -1,0 +1,81 @@
+"""A group's active set on the memory connector: "is anything unresolved?" by point reads of members this process
+saw, else by the range query, with the same answer either way."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from shared.eventlog import EventLog
+from shared.groups import ACTIVE, TASK_GROUPS_TABLE, TaskGroupStore
+from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.conftest import slugid
+
+EXPIRES = "2030-01-01T00:00:00.000Z"
+
+
+class CountingTables(MemoryTables):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries = 0
+
+    async def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return await super().query(*args, **kwargs)
+
+
+def store(tables: MemoryTables) -> TaskGroupStore:
+    return TaskGroupStore(tables, EventLog(tables, MemoryQueues(), dispatching=False))
+
+
+async def joined(groups: TaskGroupStore, group: str, count: int) -> list[str]:
+    tasks = [slugid() for _ in range(count)]
+    for task_id in tasks:
+        await groups.join(group, "-", task_id, EXPIRES, EXPIRES)
+    return tasks
+
+
+async def test_a_member_seen_unresolved_answers_without_the_range_query() -> None:
+    tables = CountingTables()
+    groups, group = store(tables), slugid()
+    first, second, last = await joined(groups, group, 3)
+    assert await groups.resolve_member(group, first) is False
+    assert await groups.resolve_member(group, second) is False
+    assert tables.queries == 0  # `last`, seen joining, was still active both times
+    assert await groups.resolve_member(group, last) is True
+    assert tables.queries == 1  # nothing seen is left: the range query decides
+
+
+async def test_another_process_knowing_nothing_gets_the_same_answers() -> None:
+    tables = CountingTables()
+    group = slugid()
+    tasks = await joined(store(tables), group, 4)
+    other = store(tables)
+    answers = [await other.resolve_member(group, t) for t in tasks]
+    assert answers == [False, False, False, True]
+    # The query's rows seed the probes: after the first query, the member it returned answers until it resolves.
+    assert tables.queries < len(tasks)
+
+
+async def test_a_probe_that_finds_a_member_resolved_forgets_it() -> None:
+    tables = CountingTables()
+    groups, group = store(tables), slugid()
+    first, second = await joined(groups, group, 2)
+    await tables.delete(TASK_GROUPS_TABLE, group, ACTIVE + second)  # resolved by another process
+    assert await groups.resolve_member(group, first) is True
+    assert second not in groups._seen[group]
+
+
+@pytest.mark.parametrize("size", [2, 5])
+async def test_the_last_members_resolving_together_resolve_the_group(size: int) -> None:
+    """Each deletes its own row before looking, so whichever looks last finds none: at least one says so."""
+    tables = MemoryTables()
+    group = slugid()
+    tasks = await joined(store(tables), group, size)
+    processes = [store(tables) for _ in tasks]
+    for process in processes:  # each saw every member join
+        process._saw_active(group, list(tasks))
+    answers = await asyncio.gather(*(p.resolve_member(group, t) for p, t in zip(processes, tasks, strict=True)))
+    assert any(answers)
