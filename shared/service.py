@@ -431,8 +431,8 @@ class QueueService:
                 satisfied = await self._check_dependencies(task_id, definition)
             except errors.InputError:
                 await self.deps.remove(task_id, dependencies)
-                existing = {t.task_id for t in await self.load_many(dependencies)}
-                await self.deps.unmark([d for d in dependencies if d not in existing])
+                found = {t.task_id for t in await self.load_many(dependencies)}
+                await self.deps.unmark([d for d in dependencies if d not in found])
                 raise
         # What must precede the task's write, in any order among itself: so all at once (one round trip of
         # latency instead of four).
