@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import taskcluster
 
-from bench.lifecycle import Timer, definition, percentile, run_threads, start_embedded
+from bench.lifecycle import Timer, definition, percentile, run_threads, start_embedded, stop_all
 from shared import timeutil
 from shared.artifact_upload import upload
 
@@ -134,8 +134,7 @@ def main() -> int:
         if args.size:
             large_artifact(queue, root_url, args.size, folder)
     finally:
-        for stop in reversed(processes):
-            stop()
+        stop_all(processes)
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -29,7 +29,7 @@ from typing import Any
 import aio_pika
 import taskcluster
 
-from bench.lifecycle import definition, percentile, run_threads, start_embedded
+from bench.lifecycle import definition, percentile, run_threads, start_embedded, stop_all
 from shared.events import exchange_name
 
 AMQP_URL = os.environ.get("BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
@@ -143,8 +143,7 @@ def main() -> int:
               f"max {max(lags, default=float('nan')):.0f} ms", flush=True)
         return 0 if delivered >= expected else 1
     finally:
-        for stop in reversed(processes):
-            stop()
+        stop_all(processes)
         counter.close()
         if proxy is not None:
             proxy.close()

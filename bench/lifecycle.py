@@ -314,9 +314,23 @@ def main() -> int:
                 line += "; CPU s: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.items())
             print(line, flush=True)
     finally:
-        for stop in reversed(processes):
-            stop()
+        stop_all(processes)
     return 0
+
+
+def stop_all(stops: list[Callable[[], Any]]) -> None:
+    """Run every stop, last started first, even when one fails, and deaf to a second Ctrl-C or SIGTERM meanwhile
+    (`timeout` and a terminal both forward one): an interrupted cleanup left Azurite running."""
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for stop in reversed(stops):
+            try:
+                stop()
+            except Exception as exc:  # the others must still be stopped
+                print(f"cleanup: {exc}", file=sys.stderr)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def cpu_seconds(watched: dict[str, list[int]]) -> dict[str, float]:
