@@ -171,8 +171,14 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     expect_error(404, "ResourceNotFound", queue.listDependentTasks, dep)
     assert queue.status(keeper)["status"]["state"] == "pending"
     # Their events and dispatch cursors went with them, the group's too.
-    assert wait_for(lambda: not (_row_keys(storage, "Tasks", dep) | _row_keys(storage, "Tasks", waiting)
-                                 | _row_keys(storage, "TaskGroups", group)), timeout=10, interval=0.5)
+    def left() -> set[str]:
+        return _row_keys(storage, "Tasks", dep) | _row_keys(storage, "Tasks", waiting) | _row_keys(
+            storage, "TaskGroups", group)
+
+    try:
+        wait_for(lambda: not left(), timeout=20, interval=0.5)
+    except AssertionError:
+        raise AssertionError(f"rows left: {sorted(left())}") from None
 
 
 def _row_keys(storage, table, partition):
