@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+
+from shared.service import QueueService
+from shared.settings import load_settings
+from shared.storage.memory import MemoryQueues, MemoryTables
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -15,3 +22,13 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     asyncio.run(pyfuncitem.obj(**arguments))
     return True
+
+
+def memory_service(*, tables: MemoryTables | None = None, clock: Callable[[], dt.datetime] | None = None,
+                   **settings: Any) -> QueueService:
+    """A service on the memory connector with the unit tier's settings: short claims, no deadline delay, no
+    claimWork wait (each overridable)."""
+    values: dict[str, Any] = {"storage": "memory", "root_access_token": "x" * 30, "claim_timeout": 60,
+                              "deadline_delay": 0, "hint_grace": 60, "claim_work_wait": 0, **settings}
+    return QueueService(load_settings(**values), tables or MemoryTables(), MemoryQueues(),
+                        **({"clock": clock} if clock is not None else {}))

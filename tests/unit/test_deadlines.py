@@ -11,8 +11,8 @@ from shared import deadlines, timeutil
 from shared.deadlines import DEADLINES_TABLE, DeadlineBucket, bucket_of
 from shared.queues import DEADLINE_QUEUE, DeadlineCheck
 from shared.service import QueueService
-from shared.settings import load_settings
-from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryQueues
+from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import create, memory_queues
 from tests.unit.test_service import Clock
 
@@ -24,9 +24,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def service(clock: Clock) -> QueueService:
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=2,
-                             hint_grace=60, claim_work_wait=0)
-    return QueueService(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    return memory_service(clock=clock, deadline_delay=2)
 
 
 def queued(service: QueueService) -> list[dict]:

@@ -10,11 +10,11 @@ from shared import errors
 from shared.dependencies import DEPENDENCIES_TABLE, MARK, REQUIREMENTS_TABLE
 from shared.queues import RESOLVED_QUEUE, ResolvedCheck
 from shared.service import QueueService
-from shared.settings import load_settings
 from shared.storage.base import Entity
-from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryTables
 from shared.tasks import TASKS_TABLE, task_row
 from tests.conftest import slugid
+from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import create
 
 
@@ -35,9 +35,7 @@ def tables() -> CountingTables:
 
 @pytest.fixture
 def service(tables: CountingTables) -> QueueService:
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0)
-    return QueueService(settings, tables, MemoryQueues())
+    return memory_service(tables=tables)
 
 
 async def complete(service: QueueService, task_id: str) -> list[str]:

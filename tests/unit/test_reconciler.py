@@ -14,11 +14,11 @@ from shared.invariants import audit
 from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ResolvedCheck, pending_queue, poison_queue
 from shared.reconciler import Report
 from shared.service import ClaimRefusal, QueueService
-from shared.settings import load_settings
 from shared.storage.base import Entity, encode_key
-from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryQueues
 from shared.workers import TASK_QUEUE_RUNS_TABLE
 from tests.conftest import slugid, task_definition
+from tests.unit.conftest import memory_service
 from tests.unit.test_service import Clock, _defaults
 
 GRACE = 60
@@ -31,9 +31,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def service(clock: Clock) -> QueueService:
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, reconcile_grace=GRACE, rehint_after=600)
-    return QueueService(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    return memory_service(clock=clock, reconcile_grace=GRACE, rehint_after=600)
 
 
 def memory_queues(service: QueueService) -> MemoryQueues:
