@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -85,6 +84,11 @@ class DeadlineIndex:
             self.tables.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": deadline})),
             self._announce(bucket))
 
+    async def forget(self, task_id: str, deadline: str) -> None:
+        """Delete a task's row (it is expiring): gone already unless its bucket's message was lost, in which case
+        the reconciler resolved the task."""
+        await self.tables.delete(DEADLINES_TABLE, self.bucket(deadline), task_id, etag="*")
+
     async def _announce(self, bucket: str) -> None:
         now = self.clock()
         loop = asyncio.get_running_loop()
@@ -100,7 +104,7 @@ class DeadlineIndex:
         self._announced[bucket] = (put, due)
         try:
             await self.queues.put(self.queue, DeadlineBucket(bucket).encode(),
-                                  visible_in=max(0, math.ceil((due - now).total_seconds())))
+                                  visible_in=timeutil.ceil_seconds(due - now))
         except BaseException as exc:
             self._announced.pop(bucket, None)
             put.set_exception(exc)
@@ -121,7 +125,7 @@ class DeadlineIndex:
         now = self.clock()
         early = bucket_time(message.bucket) - now
         if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
-            await self.queues.put(self.queue, message.encode(), visible_in=max(1, math.ceil(early.total_seconds())))
+            await self.queues.put(self.queue, message.encode(), visible_in=max(1, timeutil.ceil_seconds(early)))
             return "early"
         page = await self.tables.query(DEADLINES_TABLE, "PartitionKey eq @pk", {"pk": message.bucket}, limit=PAGE,
                                        continuation=message.continuation)

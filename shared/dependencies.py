@@ -10,9 +10,9 @@
   then checked by point reads: a partition query costs a scan of the whole table on Azurite.
 
 - TaskDependency also holds, in the required task's partition, a marker row (RowKey `~<taskId>`, after every
-  taskId) written before its first edge: a resolution that finds no marker skips the partition query (most tasks
-  of a graph have no dependents, and on Azurite that query scans the whole table). Only for tasks created with
-  the `dependentsMarked` flag: an older task's dependents may have no marker.
+  taskId) written in one transaction with its first edge: a resolution that finds no marker skips the partition
+  query (most tasks of a graph have no dependents, and on Azurite that query scans the whole table). Only for
+  tasks created with the `dependentsMarked` flag: an older task's dependents may have no marker.
 
 Deleting a requirement is idempotent, so duplicated or re-delivered resolution messages are harmless.
 """
@@ -47,16 +47,11 @@ class DependencyStore:
         self._marked: OrderedDict[str, None] = OrderedDict()
 
     async def add(self, task_id: str, dependencies: list[str], require: str, expires: str) -> None:
-        """Record that `task_id` waits for each of `dependencies`, and the reverse edges (each dependency's marker
-        first)."""
+        """Record that `task_id` waits for each of `dependencies`, and the reverse edges (with each dependency's
+        marker, in the same partition's transaction, unless this process wrote it already)."""
         await upsert_all(self.tables, REQUIREMENTS_TABLE,
                          [Entity(task_id, dep, {"expires": expires}) for dep in dependencies])
         unmarked = [dep for dep in dependencies if dep not in self._marked]
-        await upsert_all(self.tables, DEPENDENCIES_TABLE, [Entity(dep, MARK + dep, {}) for dep in unmarked])
-        for dep in unmarked:
-            self._marked[dep] = None
-        while len(self._marked) > MARKS_REMEMBERED:
-            self._marked.popitem(last=False)
         count = len(set(dependencies))
 
         def edge(dep: str) -> Entity:
@@ -65,7 +60,12 @@ class DependencyStore:
                 data["others"] = json.dumps([d for d in dependencies if d != dep])
             return Entity(dep, task_id, data)
 
-        await upsert_all(self.tables, DEPENDENCIES_TABLE, [edge(dep) for dep in dependencies])
+        await upsert_all(self.tables, DEPENDENCIES_TABLE,
+                         [*(edge(dep) for dep in dependencies), *(Entity(dep, MARK + dep, {}) for dep in unmarked)])
+        for dep in unmarked:
+            self._marked[dep] = None
+        while len(self._marked) > MARKS_REMEMBERED:
+            self._marked.popitem(last=False)
 
     async def remove(self, task_id: str, dependencies: list[str]) -> None:
         """Undo `add` (a createTask that was refused)."""

@@ -29,17 +29,17 @@ from shared.storage.base import Entity, Op, TableStore, delete_all
 
 TASK_GROUPS_TABLE = "TaskGroups"
 GROUP_ROW = "group:"
-
-
-def group_row(task_group_id: str) -> str:
-    """The group row's RowKey, with the group's id in it (see shared.tasks.task_row for why)."""
-    return GROUP_ROW + task_group_id
 MEMBER, ACTIVE = "m:", "a:"
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
 _END = {MEMBER: "m;", ACTIVE: "a;"}
 GROUP_CACHE_SECONDS = 1.0  # how long a process trusts a group row it read (sealing shows within this)
 SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
 PROBES = 3  # point reads tried before the range query
+
+
+def group_row(task_group_id: str) -> str:
+    """The group row's RowKey, with the group's id in it (see shared.tasks.task_row for why)."""
+    return GROUP_ROW + task_group_id
 
 
 class TaskGroupSchedulerConflict(errors.RequestConflict):
@@ -175,10 +175,9 @@ class TaskGroupStore:
         await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, ACTIVE + task_id)
         if await self._probe_active(task_group_id, task_id):
             return False
-        page = await self.tables.query(TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                       {"pk": task_group_id, "lo": ACTIVE, "hi": _END[ACTIVE]}, limit=PROBES)
-        self._saw_active(task_group_id, [e.row_key[len(ACTIVE):] for e in page.entities])
-        return not page.entities
+        active = await self._first(task_group_id, ACTIVE, PROBES)
+        self._saw_active(task_group_id, active)
+        return not active
 
     async def _probe_active(self, task_group_id: str, resolved: str) -> bool:
         """Whether one of the members this process saw unresolved still is (a point read each, newest first);
@@ -205,10 +204,11 @@ class TaskGroupStore:
                                        continuation=continuation)
         return [(e.partition_key, e.row_key[len(ACTIVE):]) for e in page.entities], page.continuation
 
-    async def _any(self, task_group_id: str, prefix: str) -> bool:
+    async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
+        """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""
         page = await self.tables.query(TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                       {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]}, limit=1)
-        return bool(page.entities)
+                                       {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]}, limit=limit)
+        return [e.row_key[len(prefix):] for e in page.entities]
 
     async def members(self, task_group_id: str, *, limit: int,
                       continuation: str | None) -> tuple[list[str], str | None]:
@@ -234,7 +234,7 @@ class TaskGroupStore:
     async def delete_if_empty(self, task_group_id: str, now_iso: str) -> bool:
         """Delete an expired group that has no members left."""
         group = await self.get(task_group_id)
-        if group is None or group.expires > now_iso or await self._any(task_group_id, MEMBER):
+        if group is None or group.expires > now_iso or await self._first(task_group_id, MEMBER, 1):
             return False
         if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
             return False  # a task joined meanwhile

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -157,10 +156,6 @@ async def _nothing() -> None:
     return None
 
 
-def _ceil_seconds(delta: dt.timedelta) -> int:
-    return max(0, math.ceil(delta.total_seconds()))
-
-
 class QueueService:
     def __init__(self, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
                  clock: Callable[[], dt.datetime] = timeutil.now) -> None:
@@ -289,7 +284,7 @@ class QueueService:
     async def _put_pending_hint(self, task_id: str, run_id: int, definition: dict[str, Any],
                                 now: dt.datetime) -> str | None:
         """Put a pending hint; its hintId, which the run keeps (only that hint may claim it)."""
-        ttl = _ceil_seconds(timeutil.parse(definition["deadline"]) - now)
+        ttl = timeutil.ceil_seconds(timeutil.parse(definition["deadline"]) - now)
         if ttl <= 0:
             return None  # past the deadline nothing may claim it; the deadline check resolves the run
         task_queue_id, priority = definition["taskQueueId"], definition["priority"]
@@ -303,7 +298,7 @@ class QueueService:
 
     async def _put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> list[str]:
         """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
-        delay = _ceil_seconds(timeutil.parse(taken_until) - now)
+        delay = timeutil.ceil_seconds(timeutil.parse(taken_until) - now)
         sent = await self.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
                                      visible_in=delay)
         return [sent.id, sent.pop_receipt]
@@ -809,7 +804,7 @@ class QueueService:
         early = timeutil.parse(due) - now
         if early <= dt.timedelta(0):
             return False
-        await self.queues.put(queue, body, visible_in=max(1, _ceil_seconds(early)))
+        await self.queues.put(queue, body, visible_in=max(1, timeutil.ceil_seconds(early)))
         return True
 
     async def check_claim(self, check: ClaimCheck) -> str:
@@ -923,7 +918,8 @@ class QueueService:
         if resolution is None:
             await group_step
             return "task-gone"
-        if task is not None and task.dependents_marked and not await self.deps.has_dependents(check.taskId):
+        if (check.continuation is None and task is not None and task.dependents_marked
+                and not await self.deps.has_dependents(check.taskId)):
             await group_step
             return "resolved"  # nothing depends on it: no partition query
         dependents, token = await self.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
@@ -1174,8 +1170,7 @@ class QueueService:
                     await self.deps.forget_task(task_id)
                     group_id = task.definition["taskGroupId"]
                     await self.groups.forget_member(group_id, task_id)
-                    # Its deadline row is gone unless its bucket's message was lost (the reconciler then resolved it).
-                    await self.tables.delete(DEADLINES_TABLE, self.deadlines.bucket(task.deadline), task_id, etag="*")
+                    await self.deadlines.forget(task_id, task.deadline)
                     await self.tables.delete(TASKS_TABLE, task_id, task_row(task_id))
                     await self.groups.delete_if_empty(group_id, cutoff)
                 await self.expiry.remove(hour, task_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import math
 import uuid
 
 UTC = dt.UTC
@@ -22,6 +23,11 @@ def parse(value: str) -> dt.datetime:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
+
+
+def ceil_seconds(delta: dt.timedelta) -> int:
+    """Whole seconds, rounded up, never negative (queue visibility is in whole seconds)."""
+    return max(0, math.ceil(delta.total_seconds()))
 
 
 def iso(value: dt.datetime) -> str:

@@ -27,7 +27,16 @@ from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from shared.connections import Service, StorageConnection
 from shared.errors import InternalServerError
-from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMessage, decode_message, encode_message
+from shared.storage.base import (
+    BlobInfo,
+    Entity,
+    Op,
+    Page,
+    QueueMessage,
+    decode_message,
+    encode_message,
+    transaction_is_empty,
+)
 
 _KEYS = ("PartitionKey", "RowKey")
 # Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
@@ -171,10 +180,8 @@ class AzureTables:
         return Page(entities, encoded)
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
-        if not ops:
+        if transaction_is_empty(ops):
             return True
-        if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) != 1:
-            raise ValueError("a transaction is at most 100 operations on one partition")
         operations: list[Any] = []
         for op in ops:
             row = _row(op.entity)

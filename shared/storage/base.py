@@ -74,6 +74,14 @@ class TableStore(Protocol):
     async def close(self) -> None: ...
 
 
+def transaction_is_empty(ops: list[Op]) -> bool:
+    """Check a transaction's shape (what Azure accepts: at most 100 operations, one partition); True when there
+    is nothing to do."""
+    if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) > 1:
+        raise ValueError("a transaction is at most 100 operations on one partition")
+    return not ops
+
+
 async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> None:
     """Upsert many entities, a transaction per partition and 100 (not atomic as a whole)."""
     by_partition: dict[str, list[Entity]] = {}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.storage.base import BATCH_LIMIT, BlobInfo, Entity, Op, Page, QueueMessage
+from shared.storage.base import BlobInfo, Entity, Op, Page, QueueMessage, transaction_is_empty
 
 
 class MemoryTables:
@@ -97,10 +97,8 @@ class MemoryTables:
         return Page(matched[start:end], json.dumps([matched[end].partition_key, matched[end].row_key]))
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
-        if not ops:
+        if transaction_is_empty(ops):
             return True
-        if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) != 1:
-            raise ValueError("a transaction is at most 100 operations on one partition")
         rows = self._table(table)
         staged = dict(rows)
         for op in ops:

@@ -33,7 +33,15 @@ from yarl import URL
 
 from shared.connections import STORAGE_SCOPE, Service, StorageConnection, async_credential
 from shared.storage.azure import queue_process_url
-from shared.storage.base import BATCH_LIMIT, Entity, Op, Page, QueueMessage, decode_message, encode_message
+from shared.storage.base import (
+    Entity,
+    Op,
+    Page,
+    QueueMessage,
+    decode_message,
+    encode_message,
+    transaction_is_empty,
+)
 
 TABLE_VERSION = "2019-02-02"
 QUEUE_VERSION = "2021-12-02"
@@ -325,10 +333,8 @@ class RestTables:
         return Page(entities, next_token)
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
-        if not ops:
+        if transaction_is_empty(ops):
             return True
-        if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) != 1:
-            raise ValueError("a transaction is at most 100 operations on one partition")
         batch, changeset = f"batch_{uuid.uuid4()}", f"changeset_{uuid.uuid4()}"
         base = self._account.endpoint
         parts = []

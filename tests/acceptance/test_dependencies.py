@@ -6,8 +6,10 @@ import asyncio
 import time
 
 from shared import timeutil
+from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
 from shared.queues import RESOLVED_QUEUE, ResolvedCheck
 from shared.storage.azure import AzureQueues
+from shared.storage.rest import RestTables
 from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
@@ -112,7 +114,7 @@ def test_a_retried_dependency_resolves_its_dependents_only_when_final(queue):
     wait_for(lambda: state(queue, waiting) == "pending")
 
 
-def test_missing_or_short_lived_dependencies_are_refused_and_leave_nothing(queue):
+def test_missing_or_short_lived_dependencies_are_refused_and_leave_nothing(queue, queue_host):
     existing = create(queue)
     missing = slugid()
     refused = slugid()
@@ -120,7 +122,18 @@ def test_missing_or_short_lived_dependencies_are_refused_and_leave_nothing(queue
                         task_definition(dependencies=[existing, missing]))
     assert missing in body["message"]
     expect_error(404, "ResourceNotFound", queue.status, refused)
-    assert queue.listDependentTasks(existing)["tasks"] == []
+    assert queue.listDependentTasks(existing)["tasks"] == []  # its dependents marker is not listed
+
+    async def rows(table: str, partition: str) -> list[str]:
+        tables = RestTables(queue_host.env["QUEUE_STORAGE"])
+        try:
+            return [e.row_key for e in (await tables.query(table, "PartitionKey eq @pk", {"pk": partition})).entities]
+        finally:
+            await tables.close()
+
+    # Nothing names the missing task (no marker of it), nor the refused one.
+    assert asyncio.run(rows(DEPENDENCIES_TABLE, missing)) == []
+    assert asyncio.run(rows(REQUIREMENTS_TABLE, refused)) == []
     now = timeutil.now()
     short = create(queue, deadline=timeutil.iso(now + __import__("datetime").timedelta(hours=1)),
                    expires=timeutil.iso(now + __import__("datetime").timedelta(hours=2)))
