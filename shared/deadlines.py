@@ -24,6 +24,7 @@ from typing import Any
 
 from shared import timeutil
 from shared.storage.base import Entity, QueueStore, TableStore, delete_all, put_json
+from shared.storage.grouped import GroupedUpserts
 
 DEADLINES_TABLE = "TaskDeadlines"
 # Trust a bucket message this process put only while its bucket is this far ahead: close to it, the message may
@@ -71,6 +72,7 @@ class DeadlineIndex:
         self.tables, self.queues, self.queue = tables, queues, queue
         self.delay = dt.timedelta(seconds=delay_seconds)
         self.clock = clock
+        self._rows = GroupedUpserts(tables)  # a second's rows, a transaction for many requests
         # bucket -> the put of its message by this process (shared by concurrent callers), and the bucket's time.
         self._announced: dict[str, tuple[asyncio.Future[None], dt.datetime]] = {}
 
@@ -81,7 +83,7 @@ class DeadlineIndex:
         """Before the task is written: its row, and its bucket's message (unless this process queued it)."""
         bucket = self.bucket(deadline)
         await asyncio.gather(
-            self.tables.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": deadline})),
+            self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": deadline})),
             self._announce(bucket))
 
     async def forget(self, task_id: str, deadline: str) -> None:

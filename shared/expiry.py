@@ -8,6 +8,7 @@ time, and re-checks each thing before deleting it: an entry is a hint, written b
 from __future__ import annotations
 
 from shared.storage.base import Entity, TableStore
+from shared.storage.grouped import GroupedUpserts
 
 TASK_EXPIRY_TABLE = "TaskExpiry"
 
@@ -19,9 +20,10 @@ def bucket(expires: str) -> str:
 class ExpiryIndex:
     def __init__(self, tables: TableStore, table: str = TASK_EXPIRY_TABLE) -> None:
         self.tables, self.table = tables, table
+        self._rows = GroupedUpserts(tables)  # an hour's rows, a transaction for many requests
 
     async def add(self, key: str, expires: str) -> None:
-        await self.tables.upsert(self.table, Entity(bucket(expires), key, {"expires": expires}))
+        await self._rows.upsert(self.table, Entity(bucket(expires), key, {"expires": expires}))
 
     async def due(self, cutoff: str, limit: int) -> list[tuple[str, str]]:
         """(bucket, key) of entries whose `expires` is before `cutoff`, oldest hours first."""

@@ -30,6 +30,7 @@ from shared import errors, timeutil
 from shared.logs import fields
 from shared.settings import Settings
 from shared.storage.base import Entity, Page, TableStore, encode_key, pack_json, unpack_json
+from shared.storage.grouped import GroupedUpserts
 
 log = logging.getLogger("queue.workers")
 
@@ -155,6 +156,7 @@ def _page(items: list[dict[str, Any]], page: Page, key: str) -> dict[str, Any]:
 class WorkerInfo:
     def __init__(self, tables: TableStore, settings: Settings, clock: Callable[[], dt.datetime]) -> None:
         self.tables, self.settings, self.clock = tables, settings, clock
+        self._index_rows = GroupedUpserts(tables)  # a task queue's index rows, a transaction for many requests
         self._active_written: dict[tuple[str, str], float] = {}  # (partition, row) -> monotonic time written
         self._buffered: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # claims not yet written
         self._worker_written: dict[tuple[str, str, str], float] = {}
@@ -340,12 +342,12 @@ class WorkerInfo:
     # --- the pending / claimed index --------------------------------------------------------------------------
 
     async def run_pending(self, task_queue_id: str, task_id: str, run_id: int, since: str) -> None:
-        await self.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
+        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
             "state": "pending", "runId": run_id, "since": since}))
 
     async def run_claimed(self, task_queue_id: str, task_id: str, run_id: int, worker_group: str,
                           worker_id: str, since: str) -> None:
-        await self.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
+        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
             "state": "running", "runId": run_id, "since": since, "workerGroup": worker_group,
             "workerId": worker_id}))
 
