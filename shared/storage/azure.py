@@ -180,8 +180,11 @@ class AzureTables:
         return Page(entities, encoded)
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
+        return await self.commit(table, ops) is not None
+
+    async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
         if transaction_is_empty(ops):
-            return True
+            return []
         operations: list[Any] = []
         for op in ops:
             row = _row(op.entity)
@@ -200,16 +203,16 @@ class AzureTables:
             else:
                 raise ValueError(f"unknown operation {op.kind}")
         try:
-            await self._client(table).submit_transaction(operations)
+            results = await self._client(table).submit_transaction(operations)
         except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
-            return False
+            return None
         except TableTransactionError as exc:
             # A condition that failed (exists, changed, absent) is an answer; anything else is an error.
             if getattr(exc, "status_code", None) in (404, 409, 412) or getattr(exc, "error_code", None) in (
                     "EntityAlreadyExists", "UpdateConditionNotSatisfied", "ResourceNotFound"):
-                return False
+                return None
             raise
-        return True
+        return [None if op.kind == "delete" else result.get("etag") for op, result in zip(ops, results, strict=True)]
 
     async def close(self) -> None:
         await self._clients.close()

@@ -71,6 +71,10 @@ class TableStore(Protocol):
         """Apply up to 100 operations on one partition atomically; False (nothing applied) when a condition
         failed (exists, changed, absent)."""
 
+    async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
+        """`transact`, answering the ETag each operation left (None for a delete) instead of True, so that a
+        writer can make its next change conditional on this one without reading the row again."""
+
     async def close(self) -> None: ...
 
 

@@ -97,29 +97,36 @@ class MemoryTables:
         return Page(matched[start:end], json.dumps([matched[end].partition_key, matched[end].row_key]))
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
+        return await self.commit(table, ops) is not None
+
+    async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
         if transaction_is_empty(ops):
-            return True
+            return []
         rows = self._table(table)
+        etags: list[str | None] = []
         staged = dict(rows)
         for op in ops:
             key = (op.entity.partition_key, op.entity.row_key)
             current = staged.get(key)
             if op.kind == "insert" and current is not None:
-                return False
+                return None
             if op.kind in ("replace", "merge", "delete") and (
                     current is None or (op.entity.etag is not None and current.etag != op.entity.etag)):
-                return False
+                return None
             if op.kind == "delete":
                 del staged[key]
-            elif op.kind == "merge":
+                etags.append(None)
+                continue
+            if op.kind == "merge":
                 assert current is not None
                 staged[key] = self._stamp(Entity(current.partition_key, current.row_key,
                                                  {**current.data, **op.entity.data}))
             else:
                 staged[key] = self._stamp(op.entity)
+            etags.append(staged[key].etag)
         rows.clear()
         rows.update(staged)
-        return True
+        return etags
 
     async def close(self) -> None:
         return None

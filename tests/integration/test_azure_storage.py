@@ -165,6 +165,14 @@ def test_transactions_are_atomic_per_partition(azurite, Tables):
             assert await tables.get(name, "p", "c") is None
             assert not await tables.transact(name, [Op("insert", Entity("p", "a", {"v": 5}))])
             assert (await tables.get(name, "p", "a")).data == {"v": 1}
+            # commit: each operation's new ETag (None for a delete), for the next conditional change without a read.
+            etags = await tables.commit(name, [Op("insert", Entity("e", "a", {"v": 1})),
+                                               Op("upsert", Entity("e", "b", {"v": 2}))])
+            assert etags == [(await tables.get(name, "e", "a")).etag, (await tables.get(name, "e", "b")).etag]
+            assert await tables.replace(name, Entity("e", "a", {"v": 3}, etags[0])) is not None
+            assert await tables.commit(name, [Op("delete", Entity("e", "b")),
+                                              Op("replace", Entity("e", "a", {"v": 4}, etags[0]))]) is None
+            assert await tables.commit(name, [Op("delete", Entity("e", "b"))]) == [None]
             await upsert_all(tables, name, [Entity("q", f"r{i:03d}", {"i": i}) for i in range(250)])
             page = await tables.query(name, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
                                       {"pk": "q", "lo": "r100", "hi": "r110"})
