@@ -52,6 +52,7 @@ from shared.tasks import (
     MAX_RUNS,
     RESOLVED_STATES,
     TASKS_TABLE,
+    KnownTasks,
     Run,
     Task,
     definition_size,
@@ -70,6 +71,7 @@ RETRY_REASONS = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
 LOAD_CONCURRENCY = 32
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
 MAX_PAGE = 1000
+KNOWN_TASKS = 10_000  # task rows remembered with their ETags (shared.tasks.KnownTasks): about 30 MB at most
 # A message written just before the write it announces usually finds that write done within milliseconds:
 # re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
@@ -169,6 +171,7 @@ class QueueService:
         self._pending_queues_ready: set[str] = set()
         # Pending queues this process found empty, and until when it skips them in claimWork (monotonic time).
         self._empty_until: dict[str, float] = {}
+        self.known = KnownTasks(KNOWN_TASKS)
         self.events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
                                lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
                                grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay,
@@ -209,7 +212,11 @@ class QueueService:
 
     async def _get(self, task_id: str) -> Task | None:
         entity = await self.tables.get(TASKS_TABLE, task_id, task_row(task_id))
-        return Task.from_entity(entity) if entity is not None else None
+        if entity is None:
+            self.known.forget(task_id)
+            return None
+        self.known.put(entity)
+        return Task.from_entity(entity)
 
     async def _load(self, task_id: str) -> Task:
         task = await self._get(task_id)
@@ -221,11 +228,29 @@ class QueueService:
         """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide. A change
         that resolves the task puts its resolution message first (dependents and its group follow it)."""
         guards = guards or _Guards(self, self.clock())
+        task: Task | None = self.known.get(task_id)
+        fresh = task is None  # whether `task` was read from storage rather than remembered (KnownTasks)
         while True:
-            task = await self._load(task_id)
-            was_resolved = task.state in RESOLVED_STATES
-            if await mutate(task) is UNCHANGED:
-                return task
+            if task is None:
+                task, fresh = await self._load(task_id), True
+            was_resolved, etag = task.state in RESOLVED_STATES, task.etag
+            try:
+                unchanged = await mutate(task) is UNCHANGED
+            except errors.QueueError:
+                if fresh:
+                    raise
+                same, task = await self._recheck(task_id, etag)
+                if same:
+                    raise
+                continue  # refused on a remembered row that has changed since: decide again on the stored one
+            if unchanged:
+                if fresh:
+                    return task
+                same, task = await self._recheck(task_id, etag)
+                if same:
+                    assert task is not None
+                    return task
+                continue
             resolving = task.state in RESOLVED_STATES and not was_resolved
             spent: dict[str, list[str]] = {}
             if resolving:
@@ -236,7 +261,16 @@ class QueueService:
                     await asyncio.gather(self.workers.run_resolved(task.task_queue_id, task_id),
                                          self._delete_checks(task_id, spent))
                 return task
+            task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    async def _recheck(self, task_id: str, etag: str | None) -> tuple[bool, Task | None]:
+        """After a decision made on a remembered row that wrote nothing (a refusal, nothing to do): whether the
+        stored row is still the one decided on (the decision stands), and the stored task."""
+        stored = await self._get(task_id)
+        if stored is None:
+            raise errors.TaskNotFound(taskId=task_id)
+        return stored.etag == etag, stored
 
     async def _write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
                      touch: bool = False) -> bool:
@@ -262,19 +296,28 @@ class QueueService:
             ops = [task_op, *extra, *event_ops(stream, first, events)]
             if insert:  # a fresh dispatch cursor, whatever an expired task of the same id left behind
                 ops.append(Op("upsert", cursor_entity(stream, 0)))
-            if not await self.tables.transact(TASKS_TABLE, ops):
+            etags = await self.tables.commit(TASKS_TABLE, ops)
+            if etags is None:
                 task.event_seq -= len(events)
+                self.known.forget(task.task_id)
                 return False
-            task.etag = None  # a transaction's answer carries no ETag; the next change reads again anyway
+            task.etag = etags[0]
+            if touch:
+                self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns
+            else:
+                self.known.put(task_op.entity.with_etag(task.etag))
             task.emitted.clear()
             for event in events:
                 log.info("%s", event.exchange, extra=fields(event=event.exchange, taskId=task.task_id))
         else:
             faults.point("before-state-write")
-            stored = await (self.tables.insert if insert else self.tables.replace)(TASKS_TABLE, task.to_entity())
+            entity = task.to_entity()
+            stored = await (self.tables.insert if insert else self.tables.replace)(TASKS_TABLE, entity)
             if stored is None:
+                self.known.forget(task.task_id)
                 return False
             task.etag = stored.etag
+            self.known.put(entity.with_etag(task.etag))
         faults.point("after-state-write")
         return True
 
@@ -416,7 +459,7 @@ class QueueService:
         definition = self._normalize(task_id, body)
         self._check_definition(definition, now)
         group_id, scheduler_id, expires = (definition[k] for k in ("taskGroupId", "schedulerId", "expires"))
-        await self.groups.check_joinable(group_id, scheduler_id)
+        group = await self.groups.check_joinable(group_id, scheduler_id)
         dependencies = list(dict.fromkeys(definition["dependencies"]))
         if dependencies:
             # Edges before the dependencies are read: a dependency that resolves meanwhile finds this task.
@@ -434,7 +477,7 @@ class QueueService:
         _, hint_id, _, _ = await _all(
             self.deadlines.add(task_id, definition["deadline"]),
             self._put_pending_hint(task_id, 0, definition, now) if not dependencies else _nothing(),
-            self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now)),
+            self.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now), group),
             self.expiry.add(task_id, expires))
         task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
         task.emit("task-defined")
@@ -549,22 +592,27 @@ class QueueService:
         now = self.clock()
         taken_until = timeutil.iso(now + dt.timedelta(seconds=self.settings.claim_timeout))
         check: list[str] | None = None
+        # As in _modify: a remembered row may start a claim; a refusal or a repeated claim made on it stands
+        # only if the stored row is still the same.
+        task: Task | None = self.known.get(task_id)
+        fresh = task is None
         while True:
-            task = await self._get(task_id)
-            if task is None:
-                return ClaimRefusal.TASK_NOT_FOUND
-            if run_id >= len(task.runs):
-                return ClaimRefusal.RUN_NOT_FOUND
+            if fresh:
+                task = await self._get(task_id)
+            outcome = self._claim_outcome(task, run_id, worker_group, worker_id, hint_id, now)
+            if outcome is not None:
+                if fresh:
+                    return outcome
+                assert task is not None
+                stored = await self._get(task_id)
+                if stored is not None and stored.etag == task.etag:
+                    return outcome
+                task, fresh = stored, True
+                outcome = self._claim_outcome(task, run_id, worker_group, worker_id, hint_id, now)
+                if outcome is not None:
+                    return outcome
+            assert task is not None
             run = task.runs[run_id]
-            if self._deadline_passed(task, now):
-                return ClaimRefusal.DEADLINE_PASSED
-            if (run.state == "running" and run.worker_group == worker_group and run.worker_id == worker_id
-                    and (hint_id is None or run.hint_id == hint_id)):
-                return Claim(task, run_id)
-            if run_id != task.last_run_id or run.state != "pending":
-                return ClaimRefusal.CONFLICT
-            if hint_id is not None and not run.accepts_hint(hint_id):
-                return ClaimRefusal.CONFLICT  # a duplicated hint, or one from before a priority change
             if check is None:
                 # The claim check goes out before the claim is written: a crash in between leaves only a
                 # stale check, never a running run that nothing expires.
@@ -580,6 +628,27 @@ class QueueService:
             if await self._write(task):
                 self.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 return Claim(task, run_id)
+            fresh = True  # lost a race: read again
+
+    def _claim_outcome(self, task: Task | None, run_id: int, worker_group: str, worker_id: str,
+                       hint_id: str | None, now: dt.datetime) -> Claim | ClaimRefusal | None:
+        """What a claim of `task` as read comes to without writing: a refusal, the worker's own claim again,
+        or None (the run is pending: claim it)."""
+        if task is None:
+            return ClaimRefusal.TASK_NOT_FOUND
+        if run_id >= len(task.runs):
+            return ClaimRefusal.RUN_NOT_FOUND
+        run = task.runs[run_id]
+        if self._deadline_passed(task, now):
+            return ClaimRefusal.DEADLINE_PASSED
+        if (run.state == "running" and run.worker_group == worker_group and run.worker_id == worker_id
+                and (hint_id is None or run.hint_id == hint_id)):
+            return Claim(task, run_id)
+        if run_id != task.last_run_id or run.state != "pending":
+            return ClaimRefusal.CONFLICT
+        if hint_id is not None and not run.accepts_hint(hint_id):
+            return ClaimRefusal.CONFLICT  # a duplicated hint, or one from before a priority change
+        return None
 
     async def claim_task(self, task_id: str, task_queue_id: str, run_id: int, worker_group: str,
                          worker_id: str) -> dict[str, Any]:
@@ -900,8 +969,11 @@ class QueueService:
         faults.point("resolve-dependencies")
         now = self.clock()
         resolution: str | None = None
+        # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
+        known = self.known.get(check.taskId)
         for pause in (*SETTLE_PAUSES, None):
-            task = await self._get(check.taskId)
+            task = known if known is not None and _resolved_run(known, check.runId) else await self._get(check.taskId)
+            known = None
             run = task.runs[check.runId] if task is not None and check.runId < len(task.runs) else None
             if task is None or (run is not None and run.resolved_state) or pause is None:
                 break
@@ -1163,6 +1235,7 @@ class QueueService:
         async def expire(hour: str, task_id: str) -> None:
             async with limit:
                 task = await self._get(task_id)
+                self.known.forget(task_id)
                 if task is not None:
                     await self.artifacts.forget_task(task_id)
                     await self.workers.run_resolved(task.task_queue_id, task_id)
@@ -1190,6 +1263,10 @@ def _group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
     """task-group-resolved / task-group-sealed: the task-group-changed-message."""
     return group_event(exchange, group.task_group_id, group.scheduler_id, now=now, expires=group.expires,
                        **({"sealed": group.sealed} if group.sealed else {}))
+
+
+def _resolved_run(task: Task, run_id: int) -> bool:
+    return run_id < len(task.runs) and task.runs[run_id].resolved_state
 
 
 def _run_of(task: Task, run_id: int) -> Run:

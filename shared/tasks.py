@@ -7,6 +7,7 @@ hint checked against it. Definition and runs are JSON split across properties (a
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,3 +183,36 @@ class Task:
             checks=json.loads(data.get("checks") or "{}"),
             dependents_marked=bool(data.get("dependentsMarked", False)),
         )
+
+
+class KnownTasks:
+    """The task rows this process last wrote or read, with their ETags: a change starts from the row it knows
+    instead of reading it again (the next lifecycle step of a task usually comes to the process that made the
+    last one; locally there is one process). Nothing is decided on a remembered row alone: a change made from
+    it is written conditionally on its ETag, so a row another process changed meanwhile makes the write fail
+    and the change start over from a fresh read; an outcome that writes nothing (a refusal, no change needed)
+    is decided again from a fresh read."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._rows: OrderedDict[str, Entity] = OrderedDict()
+
+    def get(self, task_id: str) -> Task | None:
+        entity = self._rows.get(task_id)
+        if entity is None:
+            return None
+        self._rows.move_to_end(task_id)
+        return Task.from_entity(entity)
+
+    def put(self, entity: Entity) -> None:
+        """Remember a whole task row as stored (with the ETag storage gave it)."""
+        if entity.etag is None or self.size <= 0:
+            self._rows.pop(entity.partition_key, None)
+            return
+        self._rows[entity.partition_key] = entity
+        self._rows.move_to_end(entity.partition_key)
+        while len(self._rows) > self.size:
+            self._rows.popitem(last=False)
+
+    def forget(self, task_id: str) -> None:
+        self._rows.pop(task_id, None)
