@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 
 from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
+from shared.storage.base import PUT_LISTENERS
 
 log = logging.getLogger("local_host")
 PROJECT = Path(__file__).resolve().parent.parent
@@ -69,6 +70,17 @@ async def serve(app_reference: str = "function_app:app", host_json: Path = PROJE
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, request_stop)
 
+    # A message this process puts on a queue it has a trigger for wakes that trigger (see PUT_LISTENERS).
+    by_queue: dict[str, list[QueueTriggerRunner]] = {}
+    for r in runners:
+        if isinstance(r, QueueTriggerRunner):
+            by_queue.setdefault(r.queue, []).append(r)
+
+    def wake(queue: str) -> None:
+        for runner in by_queue.get(queue, ()):
+            runner.wake()
+
+    PUT_LISTENERS.append(wake)
     tasks = [asyncio.create_task(r.run(stop), name=getattr(r, "name", "trigger")) for r in runners]
     for r in runners:
         kind = "queue " + r.queue if isinstance(r, QueueTriggerRunner) else "timer " + r.schedule
@@ -91,6 +103,7 @@ async def serve(app_reference: str = "function_app:app", host_json: Path = PROJE
             await stop.wait()
     finally:
         stop.set()
+        PUT_LISTENERS.remove(wake)
         await asyncio.gather(*tasks, return_exceptions=True)
         await _close_stores(app, runners)
 

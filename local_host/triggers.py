@@ -139,6 +139,11 @@ class QueueTriggerRunner:
         self.processed = 0
         self.failed = 0
         self.poisoned = 0
+        self._woken = asyncio.Event()  # set when this process put a message on the queue (wake)
+
+    def wake(self) -> None:
+        """A message was put on the queue by this process: poll now rather than after the back-off."""
+        self._woken.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         delay = MIN_POLLING_INTERVAL
@@ -149,6 +154,7 @@ class QueueTriggerRunner:
                 if len(running) > self.options.new_batch_threshold:
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     continue
+                self._woken.clear()  # before the receive: a put during it still wakes the wait below
                 try:
                     messages = await self.store.receive(self.queue, self.options.batch_size, RECEIVE_VISIBILITY)
                 except Exception:
@@ -161,12 +167,23 @@ class QueueTriggerRunner:
                 if messages:
                     delay = MIN_POLLING_INTERVAL
                     continue
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay * random.uniform(0.8, 1.0))
-                delay = min(delay * 2, self.options.max_polling_interval)
+                if await self._idle(stop, delay * random.uniform(0.8, 1.0)):
+                    delay = MIN_POLLING_INTERVAL
+                else:
+                    delay = min(delay * 2, self.options.max_polling_interval)
         finally:
             if running:
                 await asyncio.wait(running)
+
+    async def _idle(self, stop: asyncio.Event, seconds: float) -> bool:
+        """Wait `seconds`, or until stopping or woken; True when woken."""
+        waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._woken.wait())}
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        return self._woken.is_set() and not stop.is_set()
 
     async def _process(self, message: QueueMessage) -> None:
         if message.dequeue_count > self.options.max_dequeue_count:

@@ -33,6 +33,7 @@ from shared.storage.base import (
     Op,
     Page,
     QueueMessage,
+    announce_put,
     decode_message,
     encode_message,
     transaction_is_empty,
@@ -300,6 +301,7 @@ class AzureQueues:
             # Queues are created on first use (pending queues exist per task queue and priority).
             await self.ensure_queues([queue])
             sent = await client.send_message(encode_message(content), **kwargs, **self._options)
+        announce_put(queue, visible_in)
         return QueueMessage(sent.id, sent.pop_receipt or "", content, 0, sent.inserted_on or dt.datetime.now(dt.UTC),
                             sent.expires_on, sent.next_visible_on)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -150,6 +151,18 @@ class QueueMessage:
 
     def json(self) -> Any:
         return json.loads(self.content)
+
+
+# Told of each message this process puts that is visible at once (the queue's name). The local host listens, so that
+# a queue trigger of the same process polls at once instead of after its back-off (up to maxPollingInterval); on
+# Azure nothing listens and the Functions host polls on its own schedule.
+PUT_LISTENERS: list[Callable[[str], None]] = []
+
+
+def announce_put(queue: str, visible_in: int) -> None:
+    if not visible_in:
+        for listener in PUT_LISTENERS:
+            listener(queue)
 
 
 class QueueStore(Protocol):

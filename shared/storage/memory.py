@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.storage.base import BlobInfo, Entity, Op, Page, QueueMessage, transaction_is_empty
+from shared.storage.base import BlobInfo, Entity, Op, Page, QueueMessage, announce_put, transaction_is_empty
 
 
 class MemoryTables:
@@ -158,6 +158,7 @@ class MemoryQueues:
         stored = _Stored(uuid.uuid4().hex, content, now, expires, now + dt.timedelta(seconds=visible_in),
                          pop_receipt=uuid.uuid4().hex)
         self._queues.setdefault(queue, []).append(stored)
+        announce_put(queue, visible_in)
         return QueueMessage(stored.id, stored.pop_receipt, content, 0, now, expires, stored.visible_at)
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:

@@ -38,6 +38,7 @@ from shared.storage.base import (
     Op,
     Page,
     QueueMessage,
+    announce_put,
     decode_message,
     encode_message,
     transaction_is_empty,
@@ -453,6 +454,7 @@ class RestQueues:
             raise StorageError("POST", f"{queue}/messages", status, headers.get("x-ms-error-code"),
                                payload.decode())
         [sent] = self._messages(payload, content)
+        announce_put(queue, visible_in)
         return sent
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:

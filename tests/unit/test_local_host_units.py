@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -79,6 +80,36 @@ def check_back_off(inner, queue="q"):
     # Without back-off 2 s of 0.1 s polls would be 20; with it: 0.1, 0.2, 0.4, 0.4, ... about 7.
     assert 3 <= idle_polls <= 10, idle_polls
     assert processed == 1
+
+
+def test_a_put_by_this_process_wakes_the_queues_trigger():
+    """A trigger idle at its longest back-off polls at once when a message is put on its queue in this process
+    (PUT_LISTENERS, as the local host registers it), instead of up to maxPollingInterval later."""
+    from shared.storage.base import PUT_LISTENERS
+
+    async def go():
+        store = MemoryQueues()
+        handled: list[float] = []
+        runner = QueueTriggerRunner("f", "q", lambda msg: handled.append(time.monotonic()), "msg", store,
+                                    QueueOptions(max_polling_interval=30))
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner.run(stop))
+        await asyncio.sleep(2.0)  # backed off: the next poll is seconds away
+        listener = lambda queue: runner.wake() if queue == "q" else None  # noqa: E731
+        PUT_LISTENERS.append(listener)
+        try:
+            put_at = time.monotonic()
+            await store.put("q", b"{}")
+            await store.put("other", b"{}")  # another queue's put wakes nothing here
+            await asyncio.sleep(0.5)
+        finally:
+            PUT_LISTENERS.remove(listener)
+            stop.set()
+            await task
+        return put_at, handled
+
+    put_at, handled = asyncio.run(go())
+    assert len(handled) == 1 and handled[0] - put_at < 0.4
 
 
 def test_host_json_is_validated(tmp_path):
