@@ -5,8 +5,8 @@
 
 Scenarios (one line of figures each): `create` (8 threads creating tasks), `lifecycle` (8 threads creating,
 8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `fanout<N>` (N dependents of
-one task: seconds from the root's reportCompleted until all are pending), `graph<N>` (a layered graph run to
-completion), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was pending; use
+one task: how long after the root resolved they were pending, by the server's timestamps), `graph<N>` (a layered
+graph run to completion), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was pending; use
 `--claim-timeout 5` with the embedded host). Prints rates, latencies and, for what it started, CPU seconds.
 """
 
