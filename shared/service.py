@@ -234,23 +234,22 @@ class QueueService:
             if task is None:
                 task, fresh = await self._load(task_id), True
             was_resolved, etag = task.state in RESOLVED_STATES, task.etag
+            refusal: errors.QueueError | None = None
             try:
                 unchanged = await mutate(task) is UNCHANGED
-            except errors.QueueError:
-                if fresh:
-                    raise
-                same, task = await self._recheck(task_id, etag)
-                if same:
-                    raise
-                continue  # refused on a remembered row that has changed since: decide again on the stored one
-            if unchanged:
-                if fresh:
-                    return task
-                same, task = await self._recheck(task_id, etag)
-                if same:
-                    assert task is not None
-                    return task
-                continue
+            except errors.QueueError as exc:
+                unchanged, refusal = True, exc
+            if unchanged:  # refused, or nothing to write
+                if not fresh:
+                    same, stored = await self._recheck(task_id, etag)
+                    if stored is None:
+                        raise errors.TaskNotFound(taskId=task_id)
+                    if not same:
+                        task, fresh = stored, True  # decided on a remembered row that changed: decide again
+                        continue
+                if refusal is not None:
+                    raise refusal
+                return task
             resolving = task.state in RESOLVED_STATES and not was_resolved
             spent: dict[str, list[str]] = {}
             if resolving:
@@ -266,11 +265,9 @@ class QueueService:
 
     async def _recheck(self, task_id: str, etag: str | None) -> tuple[bool, Task | None]:
         """After a decision made on a remembered row that wrote nothing (a refusal, nothing to do): whether the
-        stored row is still the one decided on (the decision stands), and the stored task."""
+        stored row is still the one decided on (the decision stands), and the stored task (None: gone)."""
         stored = await self._get(task_id)
-        if stored is None:
-            raise errors.TaskNotFound(taskId=task_id)
-        return stored.etag == etag, stored
+        return stored is not None and stored.etag == etag, stored
 
     async def _write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
                      touch: bool = False) -> bool:
@@ -595,22 +592,20 @@ class QueueService:
         # As in _modify: a remembered row may start a claim; a refusal or a repeated claim made on it stands
         # only if the stored row is still the same.
         task: Task | None = self.known.get(task_id)
-        fresh = task is None
+        fresh = read = task is None
         while True:
-            if fresh:
-                task = await self._get(task_id)
+            if read:
+                task, fresh, read = await self._get(task_id), True, False
             outcome = self._claim_outcome(task, run_id, worker_group, worker_id, hint_id, now)
             if outcome is not None:
                 if fresh:
                     return outcome
                 assert task is not None
-                stored = await self._get(task_id)
-                if stored is not None and stored.etag == task.etag:
+                same, task = await self._recheck(task_id, task.etag)
+                if same:
                     return outcome
-                task, fresh = stored, True
-                outcome = self._claim_outcome(task, run_id, worker_group, worker_id, hint_id, now)
-                if outcome is not None:
-                    return outcome
+                fresh = True
+                continue
             assert task is not None
             run = task.runs[run_id]
             if check is None:
@@ -628,7 +623,7 @@ class QueueService:
             if await self._write(task):
                 self.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 return Claim(task, run_id)
-            fresh = True  # lost a race: read again
+            read = True  # lost a race
 
     def _claim_outcome(self, task: Task | None, run_id: int, worker_group: str, worker_id: str,
                        hint_id: str | None, now: dt.datetime) -> Claim | ClaimRefusal | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore
+from shared.storage.base import BATCH_LIMIT, Entity, TableStore, upsert_all
 
 _Waiting = tuple[Entity, "asyncio.Future[None]"]
 
@@ -52,10 +52,7 @@ class GroupedUpserts:
             while partition.waiting:
                 partition.writing = _take_batch(partition.waiting)
                 try:
-                    if len(partition.writing) == 1:
-                        await self.tables.upsert(table, partition.writing[0][0])
-                    elif not await self.tables.transact(table, [Op("upsert", e) for e, _ in partition.writing]):
-                        raise RuntimeError(f"an upsert transaction on {table} did not apply")
+                    await upsert_all(self.tables, table, [entity for entity, _ in partition.writing])
                 except Exception as exc:  # every caller of this batch gets the error; the next batch tries again
                     _settle(partition.writing, exc)
                 else:
