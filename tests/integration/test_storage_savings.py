@@ -1,0 +1,121 @@
+"""This session's storage savings on Azurite, through the lean REST client: remembered task rows (KnownTasks),
+group commit of index rows, createTask's single read of a new group, and the put announcement the local host
+wakes its triggers by. Each test fails without its feature."""
+
+from __future__ import annotations
+
+import asyncio
+
+from shared.groups import TASK_GROUPS_TABLE
+from shared.service import Claim, ClaimRefusal, QueueService
+from shared.settings import load_settings
+from shared.storage.base import PUT_LISTENERS, Entity
+from shared.storage.grouped import GroupedUpserts
+from shared.storage.rest import RestQueues, RestTables
+from shared.tasks import TASKS_TABLE
+from tests.conftest import slugid, task_definition
+from tests.unit.test_service import _defaults
+
+
+class CountingTables(RestTables):
+    """RestTables that counts point reads by table and transactions."""
+
+    def __init__(self, connection: str) -> None:
+        super().__init__(connection)
+        self.reads: dict[str, int] = {}
+        self.transactions = 0
+
+    async def get(self, table, partition_key, row_key):
+        self.reads[table] = self.reads.get(table, 0) + 1
+        return await super().get(table, partition_key, row_key)
+
+    async def commit(self, table, ops):
+        self.transactions += 1
+        return await super().commit(table, ops)
+
+
+def services(connection: str) -> tuple[QueueService, QueueService, CountingTables]:
+    """Two services on one Azurite (two processes, nothing remembered in common); the first counts its reads."""
+    settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0)
+    tables = CountingTables(connection)
+    one = QueueService(settings, tables, RestQueues(connection))
+    other = QueueService(settings, RestTables(connection), RestQueues(connection))
+    return one, other, tables
+
+
+async def create(service: QueueService) -> str:
+    task_id = slugid()
+    definition = task_definition()
+    await service.create_task(task_id, dict(definition, **_defaults(definition)))
+    return task_id
+
+
+def test_remembered_rows_save_reads_and_never_decide_alone(azurite):
+    async def go():
+        one, other, tables = services(azurite.connection_string)
+        try:
+            # A lifecycle in one process reads no task row: each step starts from the row the last one wrote,
+            # with the ETag Azurite returned in the transaction's response.
+            task_id = await create(one)
+            assert tables.reads.get(TASKS_TABLE, 0) == 0
+            assert isinstance(await one.claim(task_id, 0, "g", "w"), Claim)
+            await one.resolve(task_id, 0, "completed", "completed")
+            assert tables.reads.get(TASKS_TABLE, 0) == 0
+            # Another process changes a task behind the first one's back: the first one's remembered row is
+            # stale, and neither a claim nor a refusal is decided on it.
+            stale = await create(one)
+            await other.cancel_task(stale)
+            assert await one.claim(stale, 0, "g", "w") is ClaimRefusal.CONFLICT
+            retried = await create(one)
+            assert isinstance(await one.claim(retried, 0, "g", "w"), Claim)
+            await other.resolve(retried, 0, "exception", "worker-shutdown")  # run 1 pending, unknown to `one`
+            claimed = await one.claim(retried, 1, "g", "w2")
+            assert isinstance(claimed, Claim) and claimed.run.worker_id == "w2"
+            assert (await other.status(retried))["runs"][1]["state"] == "running"
+        finally:
+            await asyncio.gather(one.close(), other.close())
+    asyncio.run(go())
+
+
+def test_create_task_reads_a_new_groups_row_once(azurite):
+    async def go():
+        one, other, tables = services(azurite.connection_string)
+        try:
+            await create(one)
+            assert tables.reads.get(TASK_GROUPS_TABLE, 0) == 1
+        finally:
+            await asyncio.gather(one.close(), other.close())
+    asyncio.run(go())
+
+
+def test_index_rows_arriving_together_go_in_one_transaction(azurite):
+    async def go():
+        tables = CountingTables(azurite.connection_string)
+        grouped = GroupedUpserts(tables)
+        name, partition = "GroupedIndex", slugid()
+        try:
+            await tables.ensure_tables([name])
+            await asyncio.gather(*(grouped.upsert(name, Entity(partition, f"r{i:02d}", {"n": i})) for i in range(40)))
+            # The first row goes alone (a plain upsert); the 39 that arrived meanwhile in one transaction.
+            assert tables.transactions == 1
+            page = await tables.query(name, "PartitionKey eq @pk", {"pk": partition})
+            assert [e.data["n"] for e in page.entities] == list(range(40))
+        finally:
+            await tables.close()
+    asyncio.run(go())
+
+
+def test_a_put_visible_at_once_is_announced_to_the_local_host(azurite):
+    async def go():
+        queues = RestQueues(azurite.connection_string)
+        heard: list[str] = []
+        PUT_LISTENERS.append(heard.append)
+        try:
+            await queues.ensure_queues(["announced-now", "announced-later"])
+            await queues.put("announced-now", b"{}")
+            await queues.put("announced-later", b"{}", visible_in=30)  # a check for later wakes nothing
+            assert heard == ["announced-now"]
+        finally:
+            PUT_LISTENERS.remove(heard.append)
+            await queues.close()
+    asyncio.run(go())
