@@ -145,7 +145,8 @@ def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, thre
             f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms")
 
 
-def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, threads: int) -> str:
+def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, threads: int,
+                    cpu: Callable[[], dict[str, float]] = dict) -> str:
     """`dependents` tasks that depend on one root: how long after the root's reportCompleted all are pending.
 
     Measured by the server's timestamps, as Taskcluster records them: each dependent's run 0 `scheduled` minus
@@ -167,7 +168,7 @@ def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, th
 
     run_threads(threads, creator)
     queue.claimTask(root, "0", {"workerGroup": "bench", "workerId": "root"})
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu()
     resolved = timeutil.parse(queue.reportCompleted(root, "0")["status"]["runs"][0]["resolved"])
     counted = 0
     while counted < dependents + 1 and time.perf_counter() - started < 120:  # +1: the root's own hint, if unclaimed
@@ -186,11 +187,14 @@ def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, th
         if waiting:
             time.sleep(0.05)
     seen = time.perf_counter() - started
+    cpu_used = {name: seconds - cpu_before[name] for name, seconds in cpu().items()}
     if waiting:
         return f"fanout {dependents}: {len(waiting)} dependents still not pending after 120 s"
     return (f"fanout {dependents}: dependents pending after the root resolved (the server's timestamps): p50 "
             f"{percentile(scheduled, 0.5):.2f} s, last {max(scheduled):.2f} s; all confirmed by this client "
-            f"{seen:.2f} s after its reportCompleted call")
+            f"{seen:.2f} s after its reportCompleted call"
+            + ("; CPU s from then to the confirmation: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds
+                                                                    in cpu_used.items()) if cpu_used else ""))
 
 
 def scenario_expiry(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
@@ -326,7 +330,7 @@ def main() -> int:
             elif scenario.startswith("graph"):
                 line = scenario_graph(client, int(scenario[5:] or 10000), args.threads)
             elif scenario.startswith("fanout"):
-                line = scenario_fanout(client, int(scenario[6:] or 300), args.threads)
+                line = scenario_fanout(client, int(scenario[6:] or 300), args.threads, lambda: cpu_seconds(watched))
             elif scenario.startswith("expiry"):
                 line = scenario_expiry(client, int(scenario[6:] or 100), args.threads)
             else:

@@ -118,6 +118,7 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
     # One process per service by default: each is single-threaded, and with the lean storage client the host
     # no longer needs the second core (docs/performance.md: lifecycle 23-25 tasks/s split, 12-16 in one).
     split = os.environ.get("QUEUE_AZURITE_SPLIT", "1") == "1"
+    access_log = os.environ.get("QUEUE_AZURITE_ACCESS_LOG", "0") == "1"
     for _ in range(attempts):
         ports = dict(ports) if ports else {service: free_port() for service in SERVICES}
         if len(set(ports.values())) < len(SERVICES):
@@ -131,6 +132,8 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
         for services in groups:
             binary = find_binary(f"azurite-{services[0]}" if split else "azurite")
             args = [binary, "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
+            if not access_log:
+                args.append("--silent")
             for service in services:
                 args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(ports[service])]
             if tls is not None:

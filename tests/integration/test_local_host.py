@@ -129,3 +129,27 @@ def test_polling_backs_off_on_azurite(azurite):
     from tests.unit.test_local_host_units import check_back_off
 
     check_back_off(AzureQueues(azurite.connection_string), queue=f"backoff-{uuid.uuid4().hex[:10]}")
+
+
+@pytest.mark.parametrize("access_log", [False, True])
+def test_azurite_access_log_is_off_unless_asked_for(access_log, tmp_path, monkeypatch):
+    """Azurite prints a line per request unless `--silent`: about a sixth of its CPU per call (bench.azurite_floor),
+    so the embedded Azurite is silent by default and QUEUE_AZURITE_ACCESS_LOG=1 brings the log back."""
+    from local_host import azurite as azurite_mod
+
+    monkeypatch.setenv("QUEUE_AZURITE_ACCESS_LOG", "1" if access_log else "0")
+    instance = azurite_mod.start(tmp_path / "azurite", in_memory=True)
+    try:
+        async def create_queue() -> None:
+            queues = AzureQueues(instance.connection_string)
+            try:
+                await queues.ensure_queues([f"log-{uuid.uuid4().hex[:10]}"])
+            finally:
+                await queues.close()
+
+        asyncio.run(create_queue())
+    finally:
+        instance.stop()
+    requests = [line for line in (tmp_path / "azurite" / "azurite.log").read_text().splitlines()
+                if "/devstoreaccount1/" in line and "HTTP/1.1" in line]
+    assert bool(requests) is access_log
