@@ -121,3 +121,18 @@ def test_host_json_is_validated(tmp_path):
     with pytest.raises(ValueError, match="base64"):
         QueueOptions.from_host_json(path)
     assert QueueOptions.from_host_json(tmp_path / "missing.json").max_dequeue_count == 5
+
+
+def test_tune_gc_freezes_what_the_app_made_and_raises_the_young_threshold():
+    import gc
+
+    from local_host.host import GC_THRESHOLDS, tune_gc
+
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 1000  # the modules this test process imported
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
