@@ -1,45 +1,56 @@
 """The event dispatcher: a queue trigger that publishes recorded events to the configured bus.
 
-Each `event-dispatch` message names an event stream (a task's or a task group's) and how far to publish it
-(shared/eventlog.py). A bus that refuses is handled inside (the message is put back with a growing delay), and
-any other failure is retried by the host a few times and then put back the same way, so these messages do
-not end in the poison queue.
+Each `event-dispatch` message names one event stream (a task's or a task group's) and how far to publish it, or
+a batch of such requests announced together (shared/eventlog.py); a batch's streams are dispatched concurrently.
+A bus that refuses is handled inside (the request is put back with a growing delay), and any other failure is
+retried by the host a few times (the whole message: the streams already published find nothing left to do) and
+then each failing request is put back the same way, so these messages do not end in the poison queue.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import azure.functions as func
 
 from functions.checks import CONNECTION
-from shared.eventlog import DISPATCH_QUEUE, DispatchRequest
+from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.logs import fields
 from shared.runtime import get_publisher, get_service
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
 REQUEUE_AFTER = 4  # attempts by the host (host.json maxDequeueCount is 5) before the message is put back anew
+BATCH_CONCURRENCY = 16  # streams of one batch dispatched at once
 
 
 @bp.function_name("event_dispatch")
 @bp.queue_trigger(arg_name="msg", queue_name=DISPATCH_QUEUE, connection=CONNECTION)
 async def event_dispatch(msg: func.QueueMessage) -> None:
-    request = DispatchRequest.decode(msg.get_json())
+    requests = decode_requests(msg.get_json())
     publisher = get_publisher()
     if publisher is None:
         log.warning("no event bus configured: dispatch request dropped", extra=fields(queue=DISPATCH_QUEUE))
         return
     events = get_service().events
-    try:
-        outcome = await events.dispatch(request, publisher)
-    except Exception:
+    limit = asyncio.Semaphore(BATCH_CONCURRENCY)
+
+    async def dispatch(request: DispatchRequest) -> str:
+        async with limit:
+            return await events.dispatch(request, publisher)
+
+    outcomes = await asyncio.gather(*(dispatch(r) for r in requests), return_exceptions=True)
+    failed = [(r, o) for r, o in zip(requests, outcomes, strict=True) if isinstance(o, BaseException)]
+    if failed:
         if (msg.dequeue_count or 0) < REQUEUE_AFTER:
-            raise  # the host offers it again after host.json's visibilityTimeout
-        # Rather than let the host move it to the poison queue (its events would wait for a later change of
-        # the same stream): a new message, after a growing delay.
-        log.exception("dispatch keeps failing; put back for later", extra=fields(taskId=request.key,
-                                                                                 queue=DISPATCH_QUEUE))
-        await events.retry_later(request)
+            raise failed[0][1]  # the host offers it again after host.json's visibilityTimeout
+        for request, error in failed:
+            # Rather than let the host move it to the poison queue (its events would wait for a later change of
+            # the same stream): a new message, after a growing delay.
+            log.error("dispatch keeps failing; put back for later", exc_info=error,
+                      extra=fields(taskId=request.key, queue=DISPATCH_QUEUE))
+            await events.retry_later(request)
         return
-    log.debug("dispatch: %s", outcome, extra=fields(taskId=request.key, queue=DISPATCH_QUEUE, messageId=msg.id))
+    for request, outcome in zip(requests, outcomes, strict=True):
+        log.debug("dispatch: %s", outcome, extra=fields(taskId=request.key, queue=DISPATCH_QUEUE, messageId=msg.id))

@@ -31,6 +31,7 @@ from shared import faults, timeutil
 from shared.events import Event
 from shared.logs import fields
 from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, pack_json, put_json, unpack_json
+from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue.events")
 
@@ -42,6 +43,7 @@ CURSOR_ROW = "events:"
 # entity through its RowKey index first and then scans the matches for the PartitionKey, so a RowKey that every
 # partition has (`event:00000001`, `events`) made each read and write O(streams) locally (docs/performance.md).
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
+DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 
 
 class PublishError(Exception):
@@ -126,6 +128,22 @@ class DispatchRequest:
             raise ValueError(f"malformed dispatch request: {body!r}") from exc
 
 
+def encode_requests(requests: list[DispatchRequest]) -> bytes:
+    """One `event-dispatch` message: a request alone, or several as `{"batch": [...]}`."""
+    if len(requests) == 1:
+        return requests[0].encode()
+    return put_json({"batch": [asdict(r) for r in requests]})
+
+
+def decode_requests(body: Any) -> list[DispatchRequest]:
+    """The requests of an `event-dispatch` message (either form); ValueError when malformed."""
+    if isinstance(body, dict) and "batch" in body:
+        if not isinstance(body["batch"], list) or not body["batch"]:
+            raise ValueError(f"malformed dispatch batch: {body!r}")
+        return [DispatchRequest.decode(item) for item in body["batch"]]
+    return [DispatchRequest.decode(body)]
+
+
 @dataclass(frozen=True)
 class _Cursor:
     dispatched: int
@@ -145,14 +163,21 @@ class EventLog:
         self.lease_seconds, self.retry_delay = lease_seconds, retry_delay
         self.grace_seconds, self.max_backoff = grace_seconds, max_backoff
         self.clock = clock
+        self._announced: GroupCommit[str, DispatchRequest] = GroupCommit(
+            self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH))
 
     # --- recording -----------------------------------------------------------------------------------------
 
     async def announce(self, stream: Stream, seq: int) -> None:
-        """Before a change that records events up to `seq` is written: ask for their dispatch."""
+        """Before a change that records events up to `seq` is written: ask for their dispatch. Returns once the
+        request is on the queue; requests announced while another put is in flight share the next message (a
+        fan-out's thousand changes: tens of messages, not a thousand, to put, receive and delete)."""
         if self.dispatching:
-            request = DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock()))
-            await self.queues.put(DISPATCH_QUEUE, request.encode())
+            await self._announced.add(DISPATCH_QUEUE, DispatchRequest(stream.table, stream.key, seq,
+                                                                      timeutil.iso(self.clock())))
+
+    async def _put_requests(self, queue: str, requests: list[DispatchRequest]) -> None:
+        await self.queues.put(queue, encode_requests(requests))
 
     async def list(self, stream: Stream, *, limit: int, continuation: str | None) -> tuple[list[tuple[int, Event]],
                                                                                            str | None]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shared import timeutil
-from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, Stream
+from shared.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.logs import fields
 from shared.queues import (
     CLAIM_QUEUE,
@@ -297,9 +297,9 @@ class Reconciler:
                 await service.check_deadlines(body)
             elif queue == RESOLVED_QUEUE:
                 await service.resolve_dependencies(ResolvedCheck.decode(body))
-            else:  # the dispatcher needs the bus: hand the request back to it, its attempts counted afresh
-                request = replace(DispatchRequest.decode(body), attempt=0)
-                await service.queues.put(DISPATCH_QUEUE, request.encode())
+            else:  # the dispatcher needs the bus: hand the requests back to it, their attempts counted afresh
+                requests = [replace(r, attempt=0) for r in decode_requests(body)]
+                await service.queues.put(DISPATCH_QUEUE, encode_requests(requests))
         except (KeyError, TypeError, ValueError):
             log.error("dropping a malformed poison message (its content is logged above)",
                       extra=fields(queue=poison, messageId=message.id))

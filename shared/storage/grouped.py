@@ -1,4 +1,4 @@
-"""Upserts of index rows written a partition at a time ("group commit").
+"""Writes of many callers' small items a group at a time ("group commit").
 
 Index rows (a task queue's pending and claimed runs, the deadline and expiry indexes) are upserted by many
 concurrent requests into a few shared partitions: a task queue's, a deadline's second, an expiry's hour. Each
@@ -7,66 +7,90 @@ in flight go together in the next one, as one transaction (at most 100 rows, no 
 waits (the first row is written at once, as a plain upsert); under load the calls per row fall with the
 concurrency (eight creators: about one transaction for eight rows). Upserts have no condition, so a batch only
 fails as a whole (storage unreachable), and then every caller in it gets the error.
+
+Event-dispatch requests go the same way (`GroupCommit` with a queue put as the write): the requests announced
+while a put is in flight go in the next message together (shared/eventlog.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from shared.storage.base import BATCH_LIMIT, Entity, TableStore, upsert_all
 
-_Waiting = tuple[Entity, "asyncio.Future[None]"]
+Item = TypeVar("Item")
+Key = TypeVar("Key", bound=Hashable)
 
 
 @dataclass
-class _Partition:
+class _Group(Generic[Item]):
     loop: asyncio.AbstractEventLoop
-    waiting: list[_Waiting] = field(default_factory=list)
-    writing: list[_Waiting] = field(default_factory=list)
+    waiting: list[tuple[Item, asyncio.Future[None]]] = field(default_factory=list)
+    writing: list[tuple[Item, asyncio.Future[None]]] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
+
+
+class GroupCommit(Generic[Key, Item]):
+    """`add(key, item)` returns once `item` is written by `write(key, items)`, with the items of the same key that
+    arrived while the previous write of that key was in flight; `take` picks each write's items from the
+    waiting ones (a prefix, so that items keep their order)."""
+
+    def __init__(self, write: Callable[[Key, list[Item]], Awaitable[None]],
+                 take: Callable[[list[Item]], int]) -> None:
+        self._write_items, self._take = write, take
+        self._groups: dict[Key, _Group[Item]] = {}
+
+    async def add(self, key: Key, item: Item) -> None:
+        loop = asyncio.get_running_loop()
+        group = self._groups.get(key)
+        if group is None or group.loop is not loop:
+            group = self._groups[key] = _Group(loop)
+        done: asyncio.Future[None] = loop.create_future()
+        done.add_done_callback(_retrieved)  # a caller that gave up leaves no "exception never retrieved"
+        group.waiting.append((item, done))
+        if group.writer is None:
+            # A task of its own, so that a caller that gives up (its request cancelled) strands no other.
+            group.writer = loop.create_task(self._write(key, group))
+        await asyncio.shield(done)
+
+    async def _write(self, key: Key, group: _Group[Item]) -> None:
+        try:
+            while group.waiting:
+                count = max(1, self._take([item for item, _ in group.waiting]))
+                group.writing, group.waiting = group.waiting[:count], group.waiting[count:]
+                try:
+                    await self._write_items(key, [item for item, _ in group.writing])
+                except Exception as exc:  # every caller of this batch gets the error; the next batch tries again
+                    _settle(group.writing, exc)
+                else:
+                    _settle(group.writing, None)
+                group.writing = []
+        finally:
+            # Cancelled (the loop is closing) with items unwritten: fail them rather than leave their callers waiting.
+            _settle([*group.writing, *group.waiting], RuntimeError("the group writer was stopped"))
+            group.writing, group.waiting, group.writer = [], [], None
+            if self._groups.get(key) is group:
+                del self._groups[key]
 
 
 class GroupedUpserts:
     def __init__(self, tables: TableStore) -> None:
         self.tables = tables
-        self._partitions: dict[tuple[str, str], _Partition] = {}
+
+        async def write(key: tuple[str, str], entities: list[Entity]) -> None:
+            await upsert_all(self.tables, key[0], entities)
+
+        self._commit: GroupCommit[tuple[str, str], Entity] = GroupCommit(write, _distinct_rows)
 
     async def upsert(self, table: str, entity: Entity) -> None:
         """Upsert `entity`; returns once it is stored (with whatever rows of its partition went along)."""
-        key, loop = (table, entity.partition_key), asyncio.get_running_loop()
-        partition = self._partitions.get(key)
-        if partition is None or partition.loop is not loop:
-            partition = self._partitions[key] = _Partition(loop)
-        done: asyncio.Future[None] = loop.create_future()
-        done.add_done_callback(_retrieved)  # a caller that gave up leaves no "exception never retrieved"
-        partition.waiting.append((entity, done))
-        if partition.writer is None:
-            # A task of its own, so that a caller that gives up (its request cancelled) strands no other.
-            partition.writer = loop.create_task(self._write(key, partition))
-        await asyncio.shield(done)
-
-    async def _write(self, key: tuple[str, str], partition: _Partition) -> None:
-        table = key[0]
-        try:
-            while partition.waiting:
-                partition.writing = _take_batch(partition.waiting)
-                try:
-                    await upsert_all(self.tables, table, [entity for entity, _ in partition.writing])
-                except Exception as exc:  # every caller of this batch gets the error; the next batch tries again
-                    _settle(partition.writing, exc)
-                else:
-                    _settle(partition.writing, None)
-                partition.writing = []
-        finally:
-            # Cancelled (the loop is closing) with rows unwritten: fail them rather than leave their callers waiting.
-            _settle([*partition.writing, *partition.waiting], RuntimeError("the index writer was stopped"))
-            partition.writing, partition.waiting, partition.writer = [], [], None
-            if self._partitions.get(key) is partition:
-                del self._partitions[key]
+        await self._commit.add((table, entity.partition_key), entity)
 
 
-def _settle(callers: list[_Waiting], error: Exception | None) -> None:
+def _settle(callers: list[tuple[Item, asyncio.Future[None]]], error: Exception | None) -> None:
     for _, done in callers:
         if not done.done():
             if error is None:
@@ -80,15 +104,12 @@ def _retrieved(done: asyncio.Future[None]) -> None:
         done.exception()
 
 
-def _take_batch(waiting: list[_Waiting]) -> list[_Waiting]:
-    """The longest prefix of `waiting` that one transaction takes (at most 100 rows, no row twice): rows of the
-    same key keep their order across batches."""
-    batch: list[_Waiting] = []
+def _distinct_rows(waiting: list[Entity]) -> int:
+    """How many of `waiting` one transaction takes: the longest prefix of at most 100 rows, no row twice (rows of
+    the same key keep their order across batches)."""
     rows: set[str] = set()
-    for entity, done in waiting:
-        if len(batch) == BATCH_LIMIT or entity.row_key in rows:
-            break
+    for count, entity in enumerate(waiting):
+        if count == BATCH_LIMIT or entity.row_key in rows:
+            return count
         rows.add(entity.row_key)
-        batch.append((entity, done))
-    del waiting[:len(batch)]
-    return batch
+    return len(waiting)

@@ -9,7 +9,16 @@ import datetime as dt
 import pytest
 
 from shared import timeutil
-from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, PublishError, Stream, cursor_row_key
+from shared.eventlog import (
+    DISPATCH_BATCH,
+    DISPATCH_QUEUE,
+    DispatchRequest,
+    PublishError,
+    Stream,
+    cursor_row_key,
+    decode_requests,
+    encode_requests,
+)
 from shared.events import Event
 from shared.groups import TASK_GROUPS_TABLE
 from shared.service import Claim, QueueService
@@ -181,7 +190,8 @@ async def drain(service: QueueService, publisher: RecordingPublisher) -> list[st
     """Run the dispatcher over every visible dispatch request; the outcomes."""
     outcomes = []
     for message in await service.queues.receive(DISPATCH_QUEUE, 32, 30):
-        outcomes.append(await service.events.dispatch(DispatchRequest.decode(message.json()), publisher))
+        for request in decode_requests(message.json()):
+            outcomes.append(await service.events.dispatch(request, publisher))
         await service.queues.delete(DISPATCH_QUEUE, message)
     return outcomes
 
@@ -289,8 +299,9 @@ async def test_expiry_forgets_events(service: QueueService, clock: Clock) -> Non
 class HostMessage:
     """What the trigger reads of a func.QueueMessage."""
 
-    def __init__(self, request: DispatchRequest, dequeue_count: int) -> None:
-        self.id, self.dequeue_count, self._body = "m1", dequeue_count, request.encode()
+    def __init__(self, request: DispatchRequest | list[DispatchRequest], dequeue_count: int) -> None:
+        body = request.encode() if isinstance(request, DispatchRequest) else encode_requests(request)
+        self.id, self.dequeue_count, self._body = "m1", dequeue_count, body
 
     def get_json(self) -> object:
         import json
@@ -318,3 +329,66 @@ async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(serv
     await asyncio.sleep(4.1)  # 2 ** attempt
     [again] = [DispatchRequest.decode(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert again == DispatchRequest(request.table, request.key, 1, request.since, attempt=3)
+
+
+async def test_requests_announced_together_share_a_message(service: QueueService,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst of changes (a fan-out's) asks for dispatch in a few messages, each request once; the trigger
+    publishes every stream of a batch message."""
+    import functions.events as trigger
+
+    task_ids = [slugid() for _ in range(150)]
+    await asyncio.gather(*(service.create_task(t, task_definition()) for t in task_ids))
+    messages = await service.queues.receive(DISPATCH_QUEUE, 32, 30)
+    batches = [decode_requests(m.json()) for m in messages]
+    assert 2 <= len(messages) <= len(task_ids) // 2 and max(len(b) for b in batches) <= DISPATCH_BATCH
+    requests = [r for batch in batches for r in batch]
+    assert sorted(r.key for r in requests) == sorted(task_ids) and {r.seq for r in requests} == {2}
+
+    publisher = RecordingPublisher()
+    monkeypatch.setattr(trigger, "get_service", lambda: service)
+    monkeypatch.setattr(trigger, "get_publisher", lambda: publisher)
+    for batch in batches:
+        await trigger.event_dispatch(HostMessage(batch, 1))
+    published = {(e.message_id.split("/")[1], e.exchange) for e in publisher.published}
+    assert published == {(t, x) for t in task_ids for x in ("task-defined", "task-pending")}
+    assert len(publisher.published) == 2 * len(task_ids)
+
+
+def test_a_malformed_batch_is_refused() -> None:
+    for body in ({"batch": []}, {"batch": "x"}, {"batch": [{"table": "Tasks"}]}):
+        with pytest.raises(ValueError):
+            decode_requests(body)
+
+
+async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: QueueService, clock: Clock,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the host's retries, only the request that keeps failing goes back on the queue; the others of its
+    message were published (and a retry of the whole message would have found them done)."""
+    import functions.events as trigger
+
+    publisher = RecordingPublisher()
+    good, bad = slugid(), slugid()
+    for task_id in (good, bad):
+        await service.create_task(task_id, task_definition())
+    await service.queues.receive(DISPATCH_QUEUE, 32, 30)  # the creates' own requests: not used here
+    dispatch = service.events.dispatch
+
+    async def failing_for_bad(request: DispatchRequest, publisher: object) -> str:
+        if request.key == bad:
+            raise RuntimeError("storage hiccup")
+        return await dispatch(request, publisher)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service.events, "dispatch", failing_for_bad)
+    monkeypatch.setattr(trigger, "get_service", lambda: service)
+    monkeypatch.setattr(trigger, "get_publisher", lambda: publisher)
+    since = timeutil.iso(clock.now)
+    batch = [DispatchRequest(TASKS_TABLE, good, 2, since), DispatchRequest(TASKS_TABLE, bad, 2, since)]
+    with pytest.raises(RuntimeError):  # early attempts: the host retries the whole message
+        await trigger.event_dispatch(HostMessage(batch, 1))
+    await trigger.event_dispatch(HostMessage(batch, trigger.REQUEUE_AFTER))
+    assert {e.message_id.split("/")[1] for e in publisher.published} == {good}
+    assert len(publisher.published) == 2  # published once, although the message was handled twice
+    await asyncio.sleep(1.1)  # 2 ** attempt
+    [again] = [decode_requests(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
+    assert again == [DispatchRequest(TASKS_TABLE, bad, 2, since, attempt=1)]

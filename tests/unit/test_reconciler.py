@@ -236,3 +236,18 @@ async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: Qu
     assert len(claimed) == len(set(claimed)) == 2
     task = await service._load(first)
     assert await service.claim(first, 0, "g", "other", task.runs[0].hint_id) is ClaimRefusal.CONFLICT
+
+
+async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_counted_afresh(
+        service: QueueService, clock: Clock) -> None:
+    from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
+    from shared.tasks import TASKS_TABLE
+
+    since = timeutil.iso(clock.now)
+    batch = [DispatchRequest(TASKS_TABLE, slugid(), 2, since, attempt=3),
+             DispatchRequest(TASKS_TABLE, slugid(), 4, since, attempt=1)]
+    await service.queues.put(poison_queue(DISPATCH_QUEUE), encode_requests(batch))
+    report = await reconcile(service)
+    assert report.repairs == {"poison": 1}
+    [message] = await service.queues.receive(DISPATCH_QUEUE, 32, 30)
+    assert decode_requests(message.json()) == [DispatchRequest(r.table, r.key, r.seq, r.since) for r in batch]
