@@ -328,3 +328,47 @@ def test_broker_down_for_a_while_loses_no_event(own_hosts: Callable[..., HostPro
             assert_in_order(got)
     finally:
         proxy.close()
+
+
+def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
+        bus_host: HostProcess, bus_azurite: azurite_mod.Azurite, listen: Callable[..., Listener]) -> None:
+    """Sixty createTasks at once in one process (a service on the bus host's Azurite) ask for dispatch in fewer
+    messages than changes (batches); the host's dispatcher takes those batch messages and every task-defined and
+    task-pending event reaches RabbitMQ."""
+    import asyncio
+
+    from shared.eventlog import DISPATCH_QUEUE
+    from shared.service import QueueService
+    from shared.settings import load_settings
+    from shared.storage.rest import RestQueues, RestTables
+    from tests.unit.test_service import _defaults
+
+    class CountingQueues(RestQueues):
+        dispatch_puts = 0
+
+        async def put(self, queue: str, content: bytes, **kwargs: Any) -> Any:
+            if queue == DISPATCH_QUEUE:
+                self.dispatch_puts += 1
+            return await super().put(queue, content, **kwargs)
+
+    tq = task_queue_id()
+    listener = listen(on_all(f"primary.*.*.*.*.{tq.replace('/', '.')}.#", ["task-defined", "task-pending"]))
+    connection = bus_azurite.connection_string
+    queues = CountingQueues(connection)
+    service = QueueService(load_settings(storage=connection, root_access_token="x" * 30, **BUS),
+                           RestTables(connection), queues)
+    task_ids = [slugid() for _ in range(60)]
+
+    async def create_all() -> None:
+        try:
+            definition = task_definition(taskQueueId=tq)
+            body = dict(definition, **_defaults(definition))
+            await asyncio.gather(*(service.create_task(task_id, body) for task_id in task_ids))
+        finally:
+            await service.close()
+
+    asyncio.run(create_all())
+    assert 1 <= queues.dispatch_puts < len(task_ids)
+    arrived = listener.wait_for(2 * len(task_ids), timeout=60)
+    assert {(m.routing_key.split(".")[1], m.exchange) for m in arrived} == {
+        (t, x) for t in task_ids for x in ("task-defined", "task-pending")}
