@@ -42,13 +42,6 @@ def group_row(task_group_id: str) -> str:
     return GROUP_ROW + task_group_id
 
 
-class _Unchecked:
-    """`join` was not told what check_joinable answered."""
-
-
-UNCHECKED = _Unchecked()
-
-
 class TaskGroupSchedulerConflict(errors.RequestConflict):
     """Task group `{taskGroupId}` belongs to schedulerId `{existing}`; this task has schedulerId `{schedulerId}`"""
 
@@ -128,15 +121,13 @@ class TaskGroupStore:
         return group
 
     async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: str, since: str,
-                   checked: TaskGroup | _Unchecked | None = UNCHECKED) -> None:
+                   group: TaskGroup | None) -> None:
         """Add a task to its group (member and active rows, and the group row when new or its expiry must
         grow), in one transaction; re-checked and retried when the group changed meanwhile. The active row's
-        `since` lets the reconciler find the unresolved tasks it has not looked at for a while. `checked`: what
-        the caller's check_joinable just answered (saves reading a new group's row twice)."""
+        `since` lets the reconciler find the unresolved tasks it has not looked at for a while. `group`: what
+        the caller's check_joinable just answered (a new group's row is not read twice)."""
         rows = [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": expires})),
                 Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": expires, "since": since}))]
-        group = (await self.check_joinable(task_group_id, scheduler_id) if isinstance(checked, _Unchecked)
-                 else checked)
         while True:
             extra: list[Op] = []
             if group is None:

@@ -33,7 +33,7 @@ def store(tables: MemoryTables) -> TaskGroupStore:
 async def joined(groups: TaskGroupStore, group: str, count: int) -> list[str]:
     tasks = [slugid() for _ in range(count)]
     for task_id in tasks:
-        await groups.join(group, "-", task_id, EXPIRES, EXPIRES)
+        await groups.join(group, "-", task_id, EXPIRES, EXPIRES, await groups.check_joinable(group, "-"))
     return tasks
 
 

@@ -168,7 +168,8 @@ async def test_a_member_whose_task_was_never_written_leaves_the_group(service: Q
     group = definition.get("taskGroupId", task_id)
     ghost = slugid()  # createTask joined the group, then died before writing the task
     expires = (await service._load(task_id)).definition["expires"]
-    await service.groups.join(group, "-", ghost, expires, timeutil.iso(clock.now))
+    await service.groups.join(group, "-", ghost, expires, timeutil.iso(clock.now),
+                              await service.groups.check_joinable(group, "-"))
     await claim_all(service, definition["taskQueueId"])
     await service.resolve(task_id, 0, "completed", "completed")
     await service.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, timeutil.iso(clock.now)))
