@@ -131,7 +131,8 @@ async def claim_polled(service: QueueService, task_queue_id: str, worker_group: 
     else:
         claimed, extra = wanted[:count], wanted[count:]
     results = await asyncio.gather(*(service._try_hint(queue, m, worker_group, worker_id) for queue, m in claimed))
-    await asyncio.gather(*(service.queues.release(queue, m, 0) for queue, m in extra))
+    # Claims are saved by now: a hint that cannot be released stays hidden until its visibility ends, no more.
+    await asyncio.gather(*(service.queues.release(queue, m, 0) for queue, m in extra), return_exceptions=True)
     if any(r is not None for r in results):
-        await service.workers.active(task_queue_id, worker_group, worker_id)
+        await service.workers.active_best_effort(task_queue_id, worker_group, worker_id)  # claims are saved
     return [r for r in results if r is not None]

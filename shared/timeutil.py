@@ -15,7 +15,8 @@ def now() -> dt.datetime:
 
 
 def parse(value: str) -> dt.datetime:
-    """Parse an RFC 3339 date-time (already checked by the schema) into an aware UTC datetime."""
+    """Parse an RFC 3339 date-time (already checked by the schema) into an aware UTC datetime. ValueError (or
+    OverflowError, for an offset that takes it past year 1 or 9999) when it is not one."""
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -33,7 +34,8 @@ def ceil_seconds(delta: dt.timedelta) -> int:
 def iso(value: dt.datetime) -> str:
     """`2026-11-22T12:00:00.000Z`: sortable as text, and what the official clients produce."""
     value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    # The year by hand: strftime's %Y writes year 999 as `999`, which no longer sorts or parses as a date.
+    return f"{value.year:04d}" + value.strftime("-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 def normalize(value: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from jsonschema import Draft6Validator, validators
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT6
+
+from shared import timeutil
 
 SCHEMA_DIR = Path(__file__).parent / "schemas" / "queue"
 EXT_DIR = Path(__file__).parent / "schemas" / "ext"
@@ -54,6 +57,46 @@ def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
     return registry, schemas
 
 
+@functools.lru_cache(maxsize=512)
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """A schema's `pattern` compiled with JavaScript's meaning, as Taskcluster's Ajv applies it: `$` matches only
+    at the very end (Python's `$` also matches before a final newline, so `^[\\x20-\\x7e]*$` would accept a
+    scope ending in `\\n`), and `\\d`, `\\w` are ASCII."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        out.append(char)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The schema `name` as it is validated with (constants expanded, `$id` set); a copy."""
+    schemas = _registry()[1]
+    if name not in schemas:
+        raise KeyError(f"no schema named {name!r}")
+    return copy.deepcopy(schemas[name])
+
+
+def schema_names() -> list[str]:
+    return sorted(_registry()[1])
+
+
 def _with_defaults(validator_class: Any) -> Any:
     validate_properties = validator_class.VALIDATORS["properties"]
 
@@ -67,7 +110,24 @@ def _with_defaults(validator_class: Any) -> Any:
     return validators.extend(validator_class, {"properties": set_defaults})
 
 
-_DefaultingValidator = _with_defaults(Draft6Validator)
+_StrictValidator = validators.extend(Draft6Validator, {"pattern": _pattern})
+_FORMATS = copy.deepcopy(Draft6Validator.FORMAT_CHECKER)
+_rfc3339 = _FORMATS.checkers["date-time"][0]
+
+
+def _date_time(instance: object) -> bool:
+    """RFC 3339, and a date the queue can work with: in UTC it falls within years 1 to 9999 (an offset can take
+    `0001-01-01T00:00:00+01:00` out of them)."""
+    if not isinstance(instance, str):
+        return True
+    if not _rfc3339(instance):
+        return False
+    timeutil.parse(instance)
+    return True
+
+
+_FORMATS.checks("date-time", raises=(ValueError, OverflowError))(_date_time)
+_DefaultingValidator = _with_defaults(_StrictValidator)
 
 
 @functools.cache
@@ -75,8 +135,8 @@ def _validator(name: str, fill_defaults: bool) -> Any:
     registry, schemas = _registry()
     if name not in schemas:
         raise KeyError(f"no schema named {name!r}")
-    cls = _DefaultingValidator if fill_defaults else Draft6Validator
-    return cls(schemas[name], registry=registry, format_checker=Draft6Validator.FORMAT_CHECKER)
+    cls = _DefaultingValidator if fill_defaults else _StrictValidator
+    return cls(schemas[name], registry=registry, format_checker=_FORMATS)
 
 
 def _describe(error: ValidationError) -> str:

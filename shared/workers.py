@@ -199,6 +199,14 @@ class WorkerInfo:
             raise
         self._worker_written[key] = time.monotonic()
 
+    async def active_best_effort(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
+        """`active`, where the caller has saved something it must still answer with (claims): a failure to
+        record the worker is logged, not raised (its buffered claims are kept for the next attempt)."""
+        try:
+            await self.active(task_queue_id, worker_group, worker_id)
+        except Exception:
+            log.warning("could not record worker %s/%s as active", worker_group, worker_id, exc_info=True)
+
     async def _write_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
                             claims: list[dict[str, Any]], now: dt.datetime) -> None:
         stamp, expires = timeutil.iso(now), timeutil.iso(now + WORKER_EXPIRY)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import re
 import urllib.parse
@@ -16,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from shared import errors, timeutil, validation
+from shared import errors, strict_json, timeutil, validation
 from shared.auth.hawk import Authenticator, Caller
 from shared.auth.hawk import Request as AuthRequest
 from shared.scopes import ScopeExpr, describe, unsatisfied
@@ -39,6 +38,7 @@ PARAM_PATTERNS: dict[str, str] = {
     "workerGroup": r"^[a-zA-Z0-9-_]{1,38}$",
     "workerId": r"^[a-zA-Z0-9-_]{1,38}$",
     "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
+    "name": r"^[\x20-\x7e]+$",  # artifact names: printable ASCII
 }
 _SEGMENT = {"taskQueueId": r"[^/]+/[^/]+", "name": r".+"}  # artifact names hold `/`
 MAX_RUN_ID = 1000
@@ -137,7 +137,7 @@ class Route:
     def __post_init__(self) -> None:
         pattern = re.sub(r"<([a-zA-Z]+)>", lambda m: f"(?P<{m.group(1)}>{_SEGMENT.get(m.group(1), '[^/]+')})",
                          self.path)
-        self.regex = re.compile(f"^{pattern}$")
+        self.regex = re.compile(f"^{pattern}\\Z", re.DOTALL)  # any character reaches the parameter checks
 
 
 class Api:
@@ -168,8 +168,8 @@ class Api:
 
 
 def _check_params(params: dict[str, str]) -> None:
-    bad = [f"{name}: `{value}` does not match {PARAM_PATTERNS[name]}" for name, value in params.items()
-           if name in PARAM_PATTERNS and not re.match(PARAM_PATTERNS[name], value)]
+    bad = [f"{name}: `{value!r}` does not match {PARAM_PATTERNS[name]}" for name, value in params.items()
+           if name in PARAM_PATTERNS and not validation.ecma_pattern(PARAM_PATTERNS[name]).search(value)]
     if "runId" in params and not bad and int(params["runId"]) > MAX_RUN_ID:
         bad.append(f"runId: {params['runId']} is larger than {MAX_RUN_ID}")
     if bad:
@@ -188,16 +188,29 @@ async def _read_raw_body(request: Request) -> bytes:
     return raw
 
 
-def _parse_body(raw: bytes, route: Route) -> Any:
+class NotJsonContent(errors.MalformedPayload):
+    """The request body must be JSON sent with `Content-Type: application/json`, not `{contentType}`"""
+
+
+class JsonRefused(errors.InputValidationError):
+    """The request body is not JSON this queue accepts: {problem}"""
+
+
+def _parse_body(raw: bytes, route: Route, content_type: str) -> Any:
     if route.input is None:
         return None  # bodies of routes without input are ignored, as Taskcluster does
     if not raw.strip():
         body: Any = {}
     else:
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise NotJsonContent(contentType=content_type or "(none)")
         try:
-            body = json.loads(raw)
-        except ValueError as exc:
+            body = strict_json.loads(raw)
+        except strict_json.NotJson as exc:
             raise errors.MalformedPayload(error=str(exc)) from None
+        except strict_json.JsonRefused as exc:
+            raise JsonRefused(problem=str(exc)) from None
     problems = validation.errors_of(route.input, body, fill_defaults=True)
     if problems:
         raise errors.InputValidationError(
@@ -210,7 +223,7 @@ def _auth_request(request: Request, raw: bytes, path: str) -> AuthRequest:
     """The request as its client addressed it: Hawk MACs cover the scheme's port, host and raw path."""
     scope = request.scope
     scheme = request.headers.get("x-forwarded-proto", scope.get("scheme", "http")).split(",")[0].strip()
-    host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
+    host = request.headers.get("host") or "{}:{}".format(*scope.get("server") or ("localhost", 80))
     query = "?" + scope["query_string"].decode("latin-1") if scope.get("query_string") else ""
     return AuthRequest(method=request.method, url=f"{scheme}://{host}{path}{query}",
                        authorization=request.headers.get("authorization"), content=raw,
@@ -236,14 +249,23 @@ async def _authenticate(authenticator: Authenticator, request: Request, raw: byt
     raise failure
 
 
-def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
+def error_body(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> dict[str, Any]:
+    """Taskcluster's error format."""
     stamp = timeutil.iso(timeutil.now())
     message = (f"{exc.message}\n\n---\n\n* method:     {method}\n* errorCode:  {exc.code}\n"
                f"* statusCode: {exc.status}\n* time:       {stamp}")
-    body = {"code": exc.code, "message": message,
+    return {"code": exc.code, "message": message,
             "requestInfo": {"method": method, "params": params, "payload": payload, "time": stamp}}
+
+
+def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
     headers = {"www-authenticate": "hawk"} if exc.status == 401 else None
-    return JSONResponse(body, status_code=exc.status, headers=headers)
+    return json_response(error_body(exc, method=method, params=params, payload=payload), exc.status, headers)
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A JSON answer that can always be rendered (shared/strict_json.py)."""
+    return Response(strict_json.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
 class ApiApp:
@@ -290,7 +312,7 @@ class ApiApp:
             _check_params(params)
             raw = await _read_raw_body(request)
             caller = await _authenticate(self.authenticator(), request, raw, api, route, params)
-            body = _parse_body(raw, route)
+            body = _parse_body(raw, route, request.headers.get("content-type", ""))
             call = Call(route, params, dict(request.query_params), body, request, self.service(), caller)
             result = await route.handler(call)
             reply = result if isinstance(result, Reply) else Reply(result)
@@ -302,7 +324,7 @@ class ApiApp:
                                                      p="; ".join(problems))
             if reply.body is None:
                 return Response(status_code=reply.status, headers=reply.headers)
-            return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+            return json_response(reply.body, reply.status, reply.headers)
         except errors.QueueError as exc:
             if exc.status >= 500:
                 log.error("%s failed: %s", route.name, exc.message)

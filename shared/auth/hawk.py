@@ -13,7 +13,6 @@ import base64
 import binascii
 import datetime as dt
 import hmac
-import json
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -25,13 +24,13 @@ import mohawk.exc
 from mohawk.base import Resource
 from mohawk.util import calculate_mac, parse_authorization_header
 
-from shared import credentials, errors, timeutil
+from shared import credentials, errors, strict_json, timeutil
 from shared.auth.clients import Client, ClientStore
 from shared.scopes import satisfies, scope_satisfied
 
 HAWK_SKEW_SECONDS = 15 * 60
 MAX_CERTIFICATE_LIFETIME_MS = 31 * 24 * 3600 * 1000
-SCOPE_PATTERN = re.compile(r"^[\x20-\x7e]*$")
+SCOPE_PATTERN = re.compile(r"[\x20-\x7e]*")  # used with fullmatch: `$` would accept a final newline
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,8 @@ def _decode_ext(ext: str | None) -> dict[str, Any]:
         return {}
     try:
         padded = ext.replace("-", "+").replace("_", "/")
-        decoded = json.loads(base64.b64decode(padded + "=" * (-len(padded) % 4)))
-    except (ValueError, binascii.Error) as exc:
+        decoded = strict_json.loads(base64.b64decode(padded + "=" * (-len(padded) % 4)))
+    except (ValueError, binascii.Error) as exc:  # strict_json's refusals are ValueErrors
         raise AuthFailure(reason=f"ext is not base64 JSON: {exc}") from None
     if not isinstance(decoded, dict):
         raise AuthFailure(reason="ext must be a JSON object")
@@ -75,7 +74,7 @@ def _decode_ext(ext: str | None) -> dict[str, Any]:
 
 
 def _check_scopes_list(value: Any, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(s, str) and SCOPE_PATTERN.match(s) for s in value):
+    if not isinstance(value, list) or not all(isinstance(s, str) and SCOPE_PATTERN.fullmatch(s) for s in value):
         raise AuthFailure(reason=f"{what} must be a list of scope strings")
     return value
 
@@ -118,7 +117,7 @@ class Authenticator:
             return client.access_token, client.scopes, client.expires
         if isinstance(certificate, str):
             try:
-                certificate = json.loads(certificate)
+                certificate = strict_json.loads(certificate)
             except ValueError:
                 raise AuthFailure(reason="certificate is not JSON") from None
         if not isinstance(certificate, dict):
@@ -182,7 +181,7 @@ class Authenticator:
         now = timeutil.now()
         try:
             parsed = parse_authorization_header(request.authorization)
-        except mohawk.exc.HawkFail as exc:
+        except (mohawk.exc.HawkFail, ValueError) as exc:
             raise AuthFailure(reason=f"malformed Hawk header: {exc}") from None
         client_id = parsed.get("id", "")
         ext = _decode_ext(parsed.get("ext"))
@@ -197,6 +196,9 @@ class Authenticator:
             )
         except mohawk.exc.HawkFail as exc:
             raise AuthFailure(reason=_hawk_failure(exc)) from None
+        except (ValueError, TypeError, UnicodeError):  # an unusable Host header or URL, a non-numeric ts...
+            raise AuthFailure(reason="the request cannot be checked: its Host header, URL or Hawk fields are "
+                              "malformed") from None
         return self._caller(client_id, scopes, expires, ext)
 
     async def _bewit(self, request: Request, bewit: str) -> Caller:

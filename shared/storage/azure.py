@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
-import json
 import urllib.parse
 from typing import Any
 
@@ -33,8 +31,11 @@ from shared.storage.base import (
     Op,
     Page,
     QueueMessage,
+    ServedAs,
     announce_put,
+    decode_continuation,
     decode_message,
+    encode_continuation,
     encode_message,
     transaction_is_empty,
 )
@@ -169,7 +170,10 @@ class AzureTables:
 
     async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
                     continuation: str | None = None) -> Page:
-        token = json.loads(base64.urlsafe_b64decode(continuation)) if continuation else None
+        token: Any = None  # the SDK's own form of the keys, though it types its tokens as strings
+        if continuation:
+            next_pk, next_rk = decode_continuation(continuation)
+            token = {"PartitionKey": next_pk, "RowKey": next_rk}
         pages = self._client(table).query_entities(
             filter, parameters=parameters, results_per_page=limit or 1000).by_page(continuation_token=token)
         entities: list[Entity] = []
@@ -177,7 +181,7 @@ class AzureTables:
             entities.extend([_entity(raw) async for raw in page])
             break
         next_token = pages.continuation_token  # type: ignore[attr-defined]
-        encoded = base64.urlsafe_b64encode(json.dumps(next_token).encode()).decode() if next_token else None
+        encoded = encode_continuation(next_token["PartitionKey"], next_token.get("RowKey")) if next_token else None
         return Page(entities, encoded)
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
@@ -378,21 +382,37 @@ class AzureBlobs:
             self._delegation_key_ends = ends
         return self._delegation_key
 
-    async def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime) -> str:
+    async def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime, *,
+                      snapshot: str | None = None, served_as: ServedAs | None = None) -> str:
         start = dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW
+        options: dict[str, Any] = {"permission": permission, "expiry": expires, "start": start, "snapshot": snapshot}
+        if served_as is not None:
+            options.update(content_type=served_as.content_type, content_disposition=served_as.content_disposition,
+                           content_encoding=served_as.content_encoding)
         if self._by_identity:
-            sas = generate_blob_sas(self._signer.account, container, blob, permission=permission, expiry=expires,
-                                    start=start, user_delegation_key=await self._user_delegation_key(expires))
+            sas = generate_blob_sas(self._signer.account, container, blob,
+                                    user_delegation_key=await self._user_delegation_key(expires), **options)
         else:
-            sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.key,
-                                    permission=permission, expiry=expires, start=start)
-        return f"{self._signer.endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{sas}"
+            sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.key, **options)
+        at = f"snapshot={urllib.parse.quote(snapshot)}&" if snapshot else ""
+        return f"{self._signer.endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{at}{sas}"
 
     async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         return await self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)
 
-    async def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
-        return await self._signed(container, blob, BlobSasPermissions(read=True), expires)
+    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
+                           served_as: ServedAs | None = None) -> str:
+        return await self._signed(container, blob, BlobSasPermissions(read=True), expires, snapshot=snapshot,
+                                  served_as=served_as)
+
+    async def snapshot(self, container: str, blob: str) -> BlobInfo | None:
+        blobs = self._clients.get(container)
+        try:
+            made = await blobs.get_blob_client(blob).create_snapshot()
+        except ResourceNotFoundError:
+            return None
+        props = await blobs.get_blob_client(blob, snapshot=made["snapshot"]).get_blob_properties()
+        return BlobInfo(int(props.size), props.content_settings.content_type, props.etag, made["snapshot"])
 
     async def ensure_container(self, container: str) -> None:
         with contextlib.suppress(ResourceExistsError):

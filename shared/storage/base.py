@@ -7,11 +7,15 @@ changed is a normal outcome the caller re-reads and retries.
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+
+from shared import strict_json
+from shared.errors import InvalidRequestArguments
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,35 @@ class Entity:
 class Page:
     entities: list[Entity]
     continuation: str | None
+
+
+class InvalidContinuation(InvalidRequestArguments):
+    """continuationToken `{token}` is not one this queue gave: pass back the `continuationToken` of the previous
+page unchanged"""
+
+
+MAX_KEY_LENGTH = 1024  # characters of a PartitionKey or RowKey
+
+
+def encode_continuation(partition_key: str, row_key: str | None) -> str:
+    """A page's continuation token: the keys of the next row (as Azure names it), base64url JSON. Every table
+    store uses this form, so a token survives a change of store (they are also kept in queue messages)."""
+    return base64.urlsafe_b64encode(json.dumps({"PartitionKey": partition_key, "RowKey": row_key},
+                                               separators=(",", ":")).encode()).decode()
+
+
+def decode_continuation(token: str) -> tuple[str, str | None]:
+    """The next row's keys from a token of `encode_continuation`; InvalidContinuation (400) for anything else,
+    since tokens come from clients."""
+    try:
+        keys = strict_json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
+        partition_key, row_key = keys["PartitionKey"], keys.get("RowKey")
+    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
+        raise InvalidContinuation(token=token[:100]) from None
+    if not all(isinstance(k, str) and len(k) <= MAX_KEY_LENGTH and k.isprintable() for k in (partition_key,
+                                                                                           row_key or "")):
+        raise InvalidContinuation(token=token[:100])
+    return partition_key, row_key
 
 
 BATCH_LIMIT = 100  # operations in one Azure Table transaction (all in one partition)
@@ -216,6 +249,17 @@ class BlobInfo:
     size: int
     content_type: str | None
     etag: str | None
+    snapshot: str | None = None  # the snapshot's id, for a snapshot
+
+
+@dataclass(frozen=True)
+class ServedAs:
+    """The headers a download URL makes Blob Storage answer with, whatever the blob's own properties say (SAS
+    response overrides): the uploader cannot choose how its data is served."""
+
+    content_type: str
+    content_disposition: str | None = None
+    content_encoding: str | None = None
 
 
 class BlobStore(Protocol):
@@ -228,11 +272,17 @@ class BlobStore(Protocol):
         nothing else: not read it, not touch another blob. Without `overwrite` it may only create the blob, so
         it is useless once the blob exists."""
 
-    async def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
-        """A URL that may read this one blob until `expires`."""
+    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
+                           served_as: ServedAs | None = None) -> str:
+        """A URL that may read this one blob (or this snapshot of it) until `expires`, answered with the headers
+        of `served_as` when given."""
 
     async def info(self, container: str, blob: str) -> BlobInfo | None:
         """The blob's size and content type; None if there is no such (committed) blob."""
+
+    async def snapshot(self, container: str, blob: str) -> BlobInfo | None:
+        """Take a read-only snapshot of the blob as it is now; its size, content type and id (None: no such
+        blob). No upload URL can change a snapshot, so data read from it stays as it was."""
 
     async def delete(self, container: str, blob: str) -> bool:
         """Delete the blob; False if it did not exist."""

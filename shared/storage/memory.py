@@ -9,14 +9,24 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
-import json
 import operator
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.storage.base import BlobInfo, Entity, Op, Page, QueueMessage, announce_put, transaction_is_empty
+from shared.storage.base import (
+    BlobInfo,
+    Entity,
+    Op,
+    Page,
+    QueueMessage,
+    ServedAs,
+    announce_put,
+    decode_continuation,
+    encode_continuation,
+    transaction_is_empty,
+)
 
 
 class MemoryTables:
@@ -89,12 +99,13 @@ class MemoryTables:
         # must not make a page skip any).
         start = 0
         if continuation:
-            after = tuple(json.loads(continuation))
+            next_pk, next_rk = decode_continuation(continuation)
+            after = (next_pk, next_rk or "")
             start = next((i for i, e in enumerate(matched) if (e.partition_key, e.row_key) >= after), len(matched))
         end = len(matched) if limit is None else start + limit
         if end >= len(matched):
             return Page(matched[start:], None)
-        return Page(matched[start:end], json.dumps([matched[end].partition_key, matched[end].row_key]))
+        return Page(matched[start:end], encode_continuation(matched[end].partition_key, matched[end].row_key))
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
         return await self.commit(table, ops) is not None
@@ -225,6 +236,7 @@ class MemoryBlobs:
     def __init__(self) -> None:
         self.blobs: dict[tuple[str, str], tuple[bytes, str | None]] = {}
         self.containers: set[str] = set()
+        self._snapshots = itertools.count(1)
 
     async def ensure_container(self, container: str) -> None:
         self.containers.add(container)
@@ -235,8 +247,14 @@ class MemoryBlobs:
     async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         return self._url(container, blob, "cw" if overwrite else "c", expires)
 
-    async def download_url(self, container: str, blob: str, expires: dt.datetime) -> str:
-        return self._url(container, blob, "r", expires)
+    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
+                           served_as: ServedAs | None = None) -> str:
+        url = self._url(container, blob, "r", expires)
+        if snapshot is not None:
+            url += f"&snapshot={snapshot}"
+        if served_as is not None:
+            url += f"&rsct={served_as.content_type}&rscd={served_as.content_disposition or ''}"
+        return url
 
     def put(self, container: str, blob: str, data: bytes, content_type: str | None = None) -> None:
         self.blobs[(container, blob)] = (data, content_type)
@@ -249,7 +267,21 @@ class MemoryBlobs:
         found = self.blobs.get((container, blob))
         return BlobInfo(len(found[0]), found[1], None) if found else None
 
+    async def snapshot(self, container: str, blob: str) -> BlobInfo | None:
+        found = self.blobs.get((container, blob))
+        if found is None:
+            return None
+        snapshot = f"snapshot-{next(self._snapshots)}"
+        self.blobs[(container, f"{blob}?snapshot={snapshot}")] = found
+        return BlobInfo(len(found[0]), found[1], None, snapshot)
+
+    def get_snapshot(self, container: str, blob: str, snapshot: str) -> bytes | None:
+        return self.get(container, f"{blob}?snapshot={snapshot}")
+
     async def delete(self, container: str, blob: str) -> bool:
+        """The blob and its snapshots."""
+        for key in [k for k in self.blobs if k[0] == container and k[1].startswith(f"{blob}?snapshot=")]:
+            del self.blobs[key]
         return self.blobs.pop((container, blob), None) is not None
 
     async def close(self) -> None:

@@ -40,7 +40,9 @@ from shared.storage.base import (
     Page,
     QueueMessage,
     announce_put,
+    decode_continuation,
     decode_message,
+    encode_continuation,
     encode_message,
     transaction_is_empty,
 )
@@ -329,10 +331,10 @@ class RestTables:
                     continuation: str | None = None) -> Page:
         query = {"$filter": _substitute(filter, parameters), "$top": str(min(limit or 1000, 1000))}
         if continuation:
-            token = json.loads(base64.urlsafe_b64decode(continuation))
-            query["NextPartitionKey"] = token["PartitionKey"]
-            if token.get("RowKey"):
-                query["NextRowKey"] = token["RowKey"]
+            next_pk, next_rk = decode_continuation(continuation)
+            query["NextPartitionKey"] = next_pk
+            if next_rk:
+                query["NextRowKey"] = next_rk
         path = f"{table}()"
         status, headers, payload = await self._request("GET", path, query=query)
         if status != 200:
@@ -341,11 +343,8 @@ class RestTables:
         for raw in json.loads(payload).get("value", []):
             data, etag = _from_odata(raw)
             entities.append(Entity(raw["PartitionKey"], raw["RowKey"], data, etag))
-        next_pk = headers.get("x-ms-continuation-NextPartitionKey")
-        next_token = None
-        if next_pk:
-            next_token = base64.urlsafe_b64encode(json.dumps(
-                {"PartitionKey": next_pk, "RowKey": headers.get("x-ms-continuation-NextRowKey")}).encode()).decode()
+        after = headers.get("x-ms-continuation-NextPartitionKey")
+        next_token = encode_continuation(after, headers.get("x-ms-continuation-NextRowKey")) if after else None
         return Page(entities, next_token)
 
     async def transact(self, table: str, ops: list[Op]) -> bool:

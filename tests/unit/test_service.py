@@ -239,3 +239,20 @@ def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the
     time.sleep(0.35)
     [late] = run(service.claim_work(tq, "g", "w", 1))
     assert late["status"]["taskId"] == late_id
+
+
+def test_claim_work_answers_with_its_claims_even_when_recording_the_worker_fails(service):
+    """Once claims are saved, nothing may fail before they are answered: a worker that never hears of them would
+    leave them claimed until they expire."""
+    task_id, definition = create(service)
+    calls = []
+
+    async def first_ok(*args):  # claimWork records the worker before it claims (that may fail), and after
+        calls.append(args)
+        if len(calls) > 1:
+            raise RuntimeError("storage unavailable")
+
+    service.workers.active = first_ok
+    [claim] = run(service.claim_work(definition["taskQueueId"], "wg", "w", 1))
+    assert claim["status"]["taskId"] == task_id and len(calls) == 2
+    assert run(service.status(task_id))["state"] == "running"
