@@ -9,8 +9,9 @@ Storage types:
 - `azure` (this queue's extension, the Azure-era type): the data is a block blob in the artifact container.
   createArtifact answers with a SAS URL that may only write that one blob, for QUEUE_ARTIFACT_UPLOAD_TTL, and an
   `uploadId`. The client uploads (one PUT, or blocks and a block list for large files) and calls finishArtifact,
-  which checks the blob exists with the declared size and makes the artifact present (and announces it). After
-  that the data may not change: asked again, createArtifact gives a URL that may only create the blob.
+  which takes a snapshot of the blob, checks the snapshot has the declared size and makes the artifact present
+  (and announces it). Downloads read that snapshot, which no SAS can write, and are served with the declared
+  content type (an attachment where a browser would run it): the uploader can change neither (docs/artifacts.md).
 - `reference` (a URL to redirect to), `link` (another artifact of the same run), `error` (reason and message,
   answered with 424): present as soon as they are created.
 `s3` and `object` need services this queue does not have (S3, Taskcluster's object service): refused with 400.
@@ -35,7 +36,17 @@ from typing import TYPE_CHECKING, Any
 from shared import errors, timeutil
 from shared.expiry import ExpiryIndex
 from shared.logs import fields
-from shared.storage.base import BlobStore, Entity, Op, delete_all, encode_key, pack_json, unpack_json
+from shared.storage.base import (
+    BlobInfo,
+    BlobStore,
+    Entity,
+    Op,
+    ServedAs,
+    delete_all,
+    encode_key,
+    pack_json,
+    unpack_json,
+)
 from shared.tasks import TASKS_TABLE, Run, Task
 
 if TYPE_CHECKING:
@@ -54,6 +65,9 @@ EXPIRES_PAST = dt.timedelta(minutes=15)  # how far in the past `expires` may be 
 MAX_LINK_DEPTH = 32
 DEFAULT_CONTENT_TYPE = "application/binary"
 CONTENT_TYPE_HEADER = "x-ms-blob-content-type"
+# Content types a browser displays without running anything: served inline. Any other is an attachment.
+INLINE_TYPES = frozenset({"text/plain", "text/csv", "application/json", "application/x-ndjson", "image/png",
+                          "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp"})
 # Blob names kept readable when they are plainly safe in a URL path; any other name is hashed.
 _PLAIN_BLOB_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
 
@@ -123,6 +137,14 @@ class UploadIdMismatch(errors.InputError):
 
 class UploadIncomplete(errors.InputError):
     """Artifact `{name}` cannot be finished: {problem}"""
+
+
+def served_as(content_type: str) -> ServedAs:
+    """How a blob artifact's download answers: with its declared content type, and as an attachment (a download,
+    not a page) unless the type is one a browser only displays. An artifact declared `text/html` or
+    `image/svg+xml` could otherwise run script in the storage account's origin."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return ServedAs(content_type, None if media in INLINE_TYPES else "attachment")
 
 
 def row_key(run_id: int, name: str) -> str:
@@ -346,6 +368,7 @@ class Artifacts:
     async def finish(self, task_id: str, run_id: int, name: str, upload_id: str) -> None:
         """finishArtifact: the blob was uploaded; check it exists with the declared size and make it present."""
         await self.service.ensure_storage()
+        snapshot: BlobInfo | None = None
         async with self._lock(task_id):
             while True:
                 task = await self.service._get(task_id)
@@ -362,15 +385,18 @@ class Artifacts:
                     raise UploadIdMismatch(given=upload_id, name=name)
                 if artifact.present:
                     return  # finished already
-                info = await self.blobs.info(self.container, artifact.details["blob"])
+                # The artifact is a snapshot of what was uploaded: its putUrl may still write the blob until it
+                # expires, but nothing can change the snapshot, which is what downloads read.
+                snapshot = snapshot or await self.blobs.snapshot(self.container, artifact.details["blob"])
                 declared = artifact.details["contentLength"]
-                if info is None:
+                if snapshot is None:
                     raise UploadIncomplete(name=name, problem="no blob was uploaded to its putUrl (or a block "
                                            "upload did not commit its block list)")
-                if info.size != declared:
-                    raise UploadIncomplete(name=name, problem=f"the uploaded blob holds {info.size} bytes, but "
+                if snapshot.size != declared:
+                    raise UploadIncomplete(name=name, problem=f"the uploaded blob holds {snapshot.size} bytes, but "
                                            f"contentLength {declared} was declared")
                 artifact.present = True
+                artifact.details["snapshot"] = snapshot.snapshot
                 task.emit("artifact-created", run_id, artifact=artifact.to_event())
                 if await self.service._write(task, extra=[Op("replace", artifact.to_entity())], touch=True):
                     log.info("artifact %s uploaded (%d bytes)", name, declared,
@@ -432,7 +458,10 @@ class Artifacts:
         """Where the artifact's data is read: a short-lived read URL of its blob, or the reference's URL."""
         if artifact.storage_type == "azure":
             expires = timeutil.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
-            return await self.blobs.download_url(self.container, artifact.details["blob"], expires)
+            # Artifacts finished before snapshots were taken have none: their blob itself is read.
+            return await self.blobs.download_url(self.container, artifact.details["blob"], expires,
+                                                 snapshot=artifact.details.get("snapshot"),
+                                                 served_as=served_as(artifact.content_type))
         return str(artifact.details["url"])
 
     async def info(self, task_id: str, run_id: int | None, name: str) -> dict[str, Any]:
