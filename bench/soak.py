@@ -256,7 +256,7 @@ class Soak:
                 ports = self.store.ports
                 self.store.stop()  # SIGINT: Azurite saves its data and exits
                 time.sleep(self.rng.uniform(1, 3))
-                self.store = azurite.start(self.data_dir / "azurite", ports=ports)
+                self.store = azurite.start(self.data_dir / "azurite", ports=ports, key=self.store.key)
                 with self.lock:
                     self.azurite_restarts += 1
                 next_azurite = now + self.rng.uniform(0.5, 1.5) * self.args.azurite_every

@@ -38,9 +38,13 @@ def load_local_settings(path: Path) -> None:
         os.environ.setdefault(name, str(value))
 
 
-def _secrets(data_dir: Path) -> bool:
+AZURITE_KEY = "AZURITE_ACCOUNT_KEY"  # in secrets.json: the embedded Azurite's account key
+
+
+def _secrets(data_dir: Path, *, azurite_key: bool = False) -> bool:
     """Make sure the root access token and the client-token secret are set; generate them once (kept in the
-    data dir, readable by its owner only) when the environment does not set them. True if generated now."""
+    data dir, readable by its owner only) when the environment does not set them, and with `azurite_key` the
+    embedded Azurite's account key too. True if the root access token was generated now."""
     stored = data_dir / "secrets.json"
     kept = json.loads(stored.read_text()) if stored.exists() else {}
     generated = False
@@ -51,8 +55,11 @@ def _secrets(data_dir: Path) -> bool:
             kept[variable] = secrets.token_urlsafe(33)
             generated = generated or variable == "QUEUE_ROOT_ACCESS_TOKEN"
         os.environ[variable] = kept[variable]
+    if azurite_key and AZURITE_KEY not in kept:
+        kept[AZURITE_KEY] = azurite.generate_key()
     if kept:
         data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.chmod(0o700)
         stored.write_text(json.dumps(kept))
         stored.chmod(0o600)
     return generated
@@ -89,11 +96,13 @@ def _binding_defaults() -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     data_dir = _data_dir()
-    generated = _secrets(data_dir)
+    own_storage = StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is None
+    generated = _secrets(data_dir, azurite_key=own_storage)
     embedded = None
     runtime = data_dir / "runtime.json"
-    if StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is None:
-        embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory)
+    if own_storage:
+        key = json.loads((data_dir / "secrets.json").read_text())[AZURITE_KEY]
+        embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory, key=key)
         os.environ["QUEUE_STORAGE"] = embedded.connection_string
         pids = ", ".join(map(str, embedded.pids))
         print(f"Azurite (pids {pids}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "

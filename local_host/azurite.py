@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -15,8 +17,15 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_BIN_DIR = PROJECT / ".tools" / "node_modules" / ".bin"
 ACCOUNT = "devstoreaccount1"
-# Azurite's well-known development key (public; documented by Microsoft).
-KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+# Azurite's well-known development key (public; documented by Microsoft): anyone on the machine could use it to
+# write the queue's tables (its Clients included), so the embedded Azurite is started with a key of its own
+# (AZURITE_ACCOUNTS) unless a caller asks for this one.
+DEVELOPMENT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def generate_key() -> str:
+    """A new account key, as Azure's are: 64 random bytes, base64."""
+    return base64.b64encode(secrets.token_bytes(64)).decode()
 
 
 def free_port() -> int:
@@ -25,9 +34,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def connection_string(blob: int, queue: int, table: int, scheme: str = "http") -> str:
+def connection_string(blob: int, queue: int, table: int, key: str, scheme: str = "http") -> str:
     base = f"{scheme}://127.0.0.1"
-    return (f"DefaultEndpointsProtocol={scheme};AccountName={ACCOUNT};AccountKey={KEY};"
+    return (f"DefaultEndpointsProtocol={scheme};AccountName={ACCOUNT};AccountKey={key};"
             f"BlobEndpoint={base}:{blob}/{ACCOUNT};QueueEndpoint={base}:{queue}/{ACCOUNT};"
             f"TableEndpoint={base}:{table}/{ACCOUNT};")
 
@@ -49,6 +58,7 @@ class Azurite:
     processes: dict[str, subprocess.Popen[bytes]]
     ports: dict[str, int]
     log_path: Path | None
+    key: str
     scheme: str = "http"
 
     @property
@@ -65,7 +75,7 @@ class Azurite:
 
     @property
     def connection_string(self) -> str:
-        return connection_string(self.blob_port, self.queue_port, self.table_port, self.scheme)
+        return connection_string(self.blob_port, self.queue_port, self.table_port, self.key, self.scheme)
 
     def endpoint(self, service: str) -> str:
         """The service's endpoint, path-style: `<scheme>://127.0.0.1:<port>/devstoreaccount1`."""
@@ -107,13 +117,16 @@ def find_binary(name: str) -> str:
 
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
           startup_timeout: float = 30, ports: dict[str, int] | None = None,
-          tls: tuple[Path, Path] | None = None, oauth: bool = False) -> Azurite:
+          tls: tuple[Path, Path] | None = None, oauth: bool = False, key: str | None = None) -> Azurite:
     """Start Azurite's services on free loopback ports (or on `ports`, to restart one on its data); data in
-    `data_dir` (or in memory). Retries if a port was taken meanwhile. `tls` (certificate, key: PEM files) serves
-    HTTPS; `oauth` also accepts Entra ID bearer tokens (Azurite checks their claims, not their signature), as
-    Azure does for a managed identity; it requires `tls`."""
+    `data_dir` (or in memory), which only its owner may read. Retries if a port was taken meanwhile. `key`: the
+    account key (default: a new one; DEVELOPMENT_KEY only where a caller asks for it). `tls` (certificate, key:
+    PEM files) serves HTTPS; `oauth` also accepts Entra ID bearer tokens (Azurite checks their claims, not their
+    signature), as Azure does for a managed identity; it requires `tls`."""
     if oauth and tls is None:
         raise ValueError("Azurite accepts OAuth over HTTPS only: give tls=(certificate, key)")
+    key = key or generate_key()
+    environment = {**os.environ, "AZURITE_ACCOUNTS": f"{ACCOUNT}:{key}"}
     last_error = ""
     # One process per service by default: each is single-threaded, and with the lean storage client the host
     # no longer needs the second core (docs/performance.md: lifecycle 23-25 tasks/s split, 12-16 in one).
@@ -126,6 +139,7 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
         log_path = None
         if data_dir is not None:
             data_dir.mkdir(parents=True, exist_ok=True)
+            data_dir.chmod(0o700)  # private artifacts and the Clients table are in there
             log_path = data_dir / "azurite.log"
         processes: dict[str, subprocess.Popen[bytes]] = {}
         groups = [[s] for s in SERVICES] if split else [list(SERVICES)]
@@ -145,9 +159,12 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             elif data_dir is not None:
                 args += ["--location", str(data_dir)]
             out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-            processes["+".join(services)] = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        azurite = Azurite(processes, ports, log_path, "https" if tls else "http")
+            if log_path:
+                log_path.chmod(0o600)
+            processes["+".join(services)] = subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=environment, umask=0o077)  # what it writes is readable by its owner only
+        azurite = Azurite(processes, ports, log_path, key, "https" if tls else "http")
         give_up = time.monotonic() + startup_timeout
         while time.monotonic() < give_up:
             exited = [s for s, p in processes.items() if p.poll() is not None]

@@ -93,3 +93,50 @@ def test_run_with_the_reference_worker_beside_the_queue(tmp_path):
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
             process.wait(30)
+
+
+def test_run_gives_its_azurite_a_key_of_its_own_and_keeps_the_data_private(tmp_path):
+    """Azurite's development key is public: with it any process on the machine could write the Clients table.
+    `make run` generates a key, keeps it with the other secrets (owner-only), and Azurite's files are the
+    owner's alone."""
+    import json
+    import stat
+
+    from azure.core.exceptions import HttpResponseError
+    from azure.data.tables import TableServiceClient
+
+    from local_host.azurite import DEVELOPMENT_KEY
+
+    process, port, _ = start_run(tmp_path, "k")
+    try:
+        data = tmp_path / "k"
+        secrets = json.loads((data / "secrets.json").read_text())
+        key = secrets["AZURITE_ACCOUNT_KEY"]
+        assert key != DEVELOPMENT_KEY
+        storage = json.loads((data / "runtime.json").read_text())["QUEUE_STORAGE"]
+        assert f"AccountKey={key};" in storage
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/task/{slugid()}").status_code == 404  # tables made
+        tables = TableServiceClient.from_connection_string(storage)
+        assert "Tasks" in {t.name for t in tables.list_tables()}
+        written = [data / "secrets.json", data / "runtime.json", *(data / "azurite").rglob("*")]
+        assert len(written) > 5, written  # Azurite's files are there
+        for path in written:
+            assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+        public = TableServiceClient.from_connection_string(storage.replace(key, DEVELOPMENT_KEY))
+        try:
+            list(public.list_tables())
+            raise AssertionError("the development key was accepted")
+        except HttpResponseError as refused:
+            assert refused.status_code == 403
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    # The same key again on the next start (the data stays readable).
+    process, port, _ = start_run(tmp_path, "k")
+    try:
+        assert json.loads((tmp_path / "k" / "secrets.json").read_text())["AZURITE_ACCOUNT_KEY"] == key
+        assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/ping").status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
