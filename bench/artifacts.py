@@ -6,7 +6,7 @@ and how fast one large file goes up in blocks and comes back down through the re
 
 Starts its own Azurite (blobs on disk, under a temporary folder it deletes) and local host. Small artifacts come
 from 8 threads, each working as a worker of its own claimed task. The large file is streamed from disk to its
-putUrl in 8 MiB blocks, 4 at a time (shared/artifact_upload.py), then read back through getArtifact's redirect
+putUrl in 8 MiB blocks, 4 at a time (worker/artifact_upload.py), then read back through getArtifact's redirect
 and compared by SHA-256. Prints rates and latencies; asserts nothing.
 """
 
@@ -30,7 +30,7 @@ import taskcluster
 
 from bench.lifecycle import Timer, definition, percentile, run_threads, start_embedded, stop_all
 from shared import timeutil
-from shared.artifact_upload import upload
+from worker.artifact_upload import upload
 
 THREADS = 8
 MiB = 1024 * 1024

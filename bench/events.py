@@ -30,7 +30,7 @@ import aio_pika
 import taskcluster
 
 from bench.lifecycle import definition, percentile, run_threads, start_embedded, stop_all
-from shared.events import exchange_name
+from shared.domain.events import exchange_name
 
 AMQP_URL = os.environ.get("BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 

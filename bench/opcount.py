@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any
 
 from shared import timeutil
-from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.service import QueueService
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables

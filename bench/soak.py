@@ -7,7 +7,7 @@
 Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
 tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)
 and doubled claims (a run handed to two workers, or claimed twice in its events: must be 0); it exits 1 when
-either is not 0 or the audit (shared/invariants.py) finds a violation.
+either is not 0 or the audit (shared/maintenance/invariants.py) finds a violation.
 
 Workers are threads of this process using the official client: each claims with claimWork from a random live
 host, and for a share of its claims (`--abandon`) acts as a worker that died: it never reports, so the claim
@@ -322,7 +322,7 @@ class Soak:
         time.sleep(8)  # a reconciler pass or two after the last completion
 
     def report(self, seconds: float) -> int:
-        from shared.invariants import audit
+        from shared.maintenance.invariants import audit
         from shared.service import QueueService
         from shared.settings import load_settings
         from shared.storage.azure import AzureQueues, AzureTables

@@ -13,8 +13,8 @@ import logging
 
 import azure.functions as func
 
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
-from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.runtime import get_service
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
@@ -34,7 +34,7 @@ async def claim_expiry(msg: func.QueueMessage) -> None:
 @bp.function_name("task_deadline")
 @bp.queue_trigger(arg_name="msg", queue_name=DEADLINE_QUEUE, connection=CONNECTION)
 async def task_deadline(msg: func.QueueMessage) -> None:
-    body = msg.get_json()  # {bucket, continuation} (shared/deadlines.py), or {taskId, deadline} queued before
+    body = msg.get_json()  # {bucket, continuation} (shared/domain/deadlines.py), or {taskId, deadline} queued before
     outcome = await get_service().check_deadlines(body)
     log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
               extra=fields(taskId=body.get("taskId"), queue=DEADLINE_QUEUE, messageId=msg.id))

@@ -193,7 +193,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not _running_storage():
         return 2
     logs.configure("WARNING")
-    from shared.invariants import run_audit_command
+    from shared.maintenance.invariants import run_audit_command
     from shared.service import QueueService
     from shared.storage.azure import AzureQueues, AzureTables
     settings = load_settings()

@@ -3,7 +3,7 @@
 Storage: an artifact is the row `artifact:<runId>:<name>` (name key-encoded) of the Tasks table, in the task's
 partition. So every artifact write is one transaction with the task entity, conditional on the ETag read: the
 run state the write was decided on is the state it is applied to (no artifact slips in after the run resolved),
-and the `artifact-created` event (shared/eventlog.py) is recorded with the artifact or not at all.
+and the `artifact-created` event (shared/domain/eventlog.py) is recorded with the artifact or not at all.
 
 Storage types:
 - `azure` (this queue's extension, the Azure-era type): the data is a block blob in the artifact container.
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shared import errors, timeutil
-from shared.expiry import ExpiryIndex
+from shared.domain.expiry import ExpiryIndex
+from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.storage.base import (
     BlobInfo,
@@ -47,7 +48,6 @@ from shared.storage.base import (
     pack_json,
     unpack_json,
 )
-from shared.tasks import TASKS_TABLE, Run, Task
 
 if TYPE_CHECKING:
     from shared.service import QueueService

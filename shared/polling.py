@@ -28,8 +28,8 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any
 
 from shared import errors, timeutil
+from shared.domain.messages import PendingHint, pending_queue, pending_queues
 from shared.logs import fields
-from shared.queues import PendingHint, pending_queue, pending_queues
 from shared.storage.base import QueueMessage
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from shared.api.queue_v1 import api as queue_v1
 from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
 from shared.bus import create_publisher
-from shared.eventlog import Publisher
+from shared.domain.eventlog import Publisher
 from shared.service import QueueService
 from shared.settings import get_settings
 from shared.storage import queue_store, table_store

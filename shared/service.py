@@ -24,20 +24,19 @@ from typing import Any
 
 from shared import credentials, errors, faults, timeutil
 from shared.artifacts import ARTIFACT_EXPIRY_TABLE, Artifacts
-from shared.deadlines import DEADLINES_TABLE, DeadlineBucket, DeadlineIndex
-from shared.dependencies import (
+from shared.domain.deadlines import DEADLINES_TABLE, DeadlineBucket, DeadlineIndex
+from shared.domain.dependencies import (
     DEPENDENCIES_TABLE,
     POINT_READ_LIMIT,
     REQUIREMENTS_TABLE,
     DependencyStore,
     Dependent,
 )
-from shared.eventlog import DISPATCH_QUEUE, EventLog, Stream, cursor_entity, event_ops
-from shared.events import Event, group_event, task_event
-from shared.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
-from shared.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, TaskGroupStore
-from shared.logs import fields
-from shared.queues import (
+from shared.domain.eventlog import DISPATCH_QUEUE, EventLog, Stream, cursor_entity, event_ops
+from shared.domain.events import Event, group_event, task_event
+from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
+from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, TaskGroupStore
+from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
     FIXED_QUEUES,
@@ -49,10 +48,7 @@ from shared.queues import (
     pending_queue,
     pending_queues,
 )
-from shared.reconciler import Reconciler
-from shared.settings import Settings
-from shared.storage.base import BlobStore, Entity, Op, QueueMessage, QueueStore, TableStore
-from shared.tasks import (
+from shared.domain.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
     MAX_RUNS,
@@ -64,7 +60,11 @@ from shared.tasks import (
     definition_size,
     task_row,
 )
-from shared.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
+from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
+from shared.logs import fields
+from shared.maintenance.reconciler import Reconciler
+from shared.settings import Settings
+from shared.storage.base import BlobStore, Entity, Op, QueueMessage, QueueStore, TableStore
 
 log = logging.getLogger("queue")
 
@@ -78,7 +78,7 @@ LOAD_CONCURRENCY = 32
 DEPENDENCY_BATCH = 100  # dependencies read at once before the edges of a long list are written
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
 MAX_PAGE = 1000
-KNOWN_TASKS = 10_000  # task rows remembered with their ETags (shared.tasks.KnownTasks): about 30 MB at most
+KNOWN_TASKS = 10_000  # task rows remembered with their ETags (shared.domain.tasks.KnownTasks): about 30 MB at most
 # A message written just before the write it announces usually finds that write done within milliseconds:
 # re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
@@ -932,7 +932,7 @@ class QueueService:
         return outcome
 
     async def check_deadlines(self, body: Any) -> str:
-        """A `task-deadlines` message came due: a bucket of deadlines (shared/deadlines.py), or one task's check
+        """A `task-deadlines` message came due: a bucket of deadlines (shared/domain/deadlines.py), or one task's check
         (the form queued before buckets, and the reconciler's). An outcome word."""
         await self.ensure_storage()
         if isinstance(body, dict) and "taskId" in body:

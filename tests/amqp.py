@@ -16,7 +16,7 @@ from typing import Any
 
 import aio_pika
 
-from shared.events import exchange_name
+from shared.domain.events import exchange_name
 
 AMQP_HOST, AMQP_PORT = "127.0.0.1", 5672
 AMQP_URL = os.environ.get("TEST_AMQP_URL", f"amqp://guest:guest@{AMQP_HOST}:{AMQP_PORT}/")

@@ -31,7 +31,7 @@ import taskcluster
 from taskcluster.exceptions import TaskclusterRestFailure
 
 from shared import timeutil
-from shared.artifact_upload import upload
+from worker.artifact_upload import upload
 from worker.payload import MalformedPayload, Payload, parse
 
 LOG_ARTIFACT = "public/logs/live.log"

@@ -10,7 +10,7 @@ from typing import Any
 
 from shared import errors, polling
 from shared.api.framework import Api, Call
-from shared.tasks import PRIORITIES
+from shared.domain.tasks import PRIORITIES
 
 api = Api("queue", "v1")
 STARTED = time.monotonic()

@@ -1,7 +1,7 @@
 """Queue API v1: worker information, task queue counts and listings (registered on queue_v1's route table).
 
 Provisioners, worker types, task queues and workers become known when a worker asks for work (claimWork,
-claimTask, a polled claim), as in Taskcluster; `shared/workers.py` says how their writes are throttled.
+claimTask, a polled claim), as in Taskcluster; `shared/domain/workers.py` says how their writes are throttled.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from shared import errors, timeutil
 from shared.api.framework import Call
 from shared.api.queue_v1 import _paging, api
-from shared.workers import WorkerInfo
+from shared.domain.workers import WorkerInfo
 
 WORKER = "/provisioners/<provisionerId>/worker-types/<workerType>/workers/<workerGroup>/<workerId>"
 

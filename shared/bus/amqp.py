@@ -12,8 +12,8 @@ import logging
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from shared.eventlog import PublishError
-from shared.events import Event, exchange_name
+from shared.domain.eventlog import PublishError
+from shared.domain.events import Event, exchange_name
 
 log = logging.getLogger("queue.events.amqp")
 

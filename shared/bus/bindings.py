@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from shared.events import GROUP_EXCHANGES, GROUP_KEY_WORDS, TASK_KEY_WORDS
+from shared.domain.events import GROUP_EXCHANGES, GROUP_KEY_WORDS, TASK_KEY_WORDS
 
 ROUTES_PROPERTY = "routes"
 ROUTE_SEPARATOR = "|"

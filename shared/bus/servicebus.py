@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.bus.bindings import ROUTES_PROPERTY, routes_property, rule_name, subscription_filter
-from shared.eventlog import PublishError
-from shared.events import Event, exchange_name
+from shared.domain.eventlog import PublishError
+from shared.domain.events import Event, exchange_name
 
 
 def topic_name(exchange: str, namespace: str) -> str:

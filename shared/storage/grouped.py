@@ -9,7 +9,7 @@ concurrency (eight creators: about one transaction for eight rows). Upserts have
 fails as a whole (storage unreachable), and then every caller in it gets the error.
 
 Event-dispatch requests go the same way (`GroupCommit` with a queue put as the write): the requests announced
-while a put is in flight go in the next message together (shared/eventlog.py).
+while a put is in flight go in the next message together (shared/domain/eventlog.py).
 """
 
 from __future__ import annotations

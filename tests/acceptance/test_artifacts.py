@@ -17,8 +17,8 @@ from azure.storage.blob import BlobClient
 
 from local_host import azurite as azurite_mod
 from shared import timeutil
-from shared.artifact_upload import upload
 from tests.conftest import expect_error, queue_client, slugid, task_definition, wait_for
+from worker.artifact_upload import upload
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 UPLOAD_TTL = 4

@@ -175,7 +175,7 @@ def test_a_finished_task_leaves_no_claim_check_queued(own_hosts, own_azurite):
     """On Azurite, through the API: reportCompleted deletes the task's claim check, and a reclaim the check of the
     claim it renewed (Azurite scans every held message on every queue call). The deadline's message is its
     bucket's, shared by the tasks whose deadlines fall in that second: it stays until then."""
-    from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE
+    from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE
     from shared.storage.rest import RestQueues
 
     host = own_hosts(claim_work_wait=1)

@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from shared import timeutil
-from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
-from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
+from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.storage.azure import AzureQueues
 from shared.storage.rest import RestTables
 from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for

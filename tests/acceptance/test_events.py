@@ -16,7 +16,7 @@ import pytest
 
 from local_host import azurite as azurite_mod
 from shared.bus.bindings import binding_matches
-from shared.events import EXCHANGES, GROUP_EXCHANGES, TASK_EXCHANGES
+from shared.domain.events import EXCHANGES, GROUP_EXCHANGES, TASK_EXCHANGES
 from shared.faults import EXIT_STATUS
 from shared.validation import errors_of
 from tests.amqp import Listener, Received, TcpProxy, broker_reachable, delete_exchanges
@@ -337,7 +337,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     task-pending event reaches RabbitMQ."""
     import asyncio
 
-    from shared.eventlog import DISPATCH_QUEUE
+    from shared.domain.eventlog import DISPATCH_QUEUE
     from shared.service import QueueService
     from shared.settings import load_settings
     from shared.storage.rest import RestQueues, RestTables

@@ -115,7 +115,7 @@ def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_
     """Check messages put again by hand (as a duplicate delivery would) leave resolved tasks alone."""
     import asyncio
 
-    from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
+    from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
     from shared.storage.azure import AzureQueues
 
     task_id = slugid()
@@ -151,8 +151,8 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    from shared.deadlines import DEADLINES_TABLE
-    from shared.queues import DEADLINE_QUEUE
+    from shared.domain.deadlines import DEADLINES_TABLE
+    from shared.domain.messages import DEADLINE_QUEUE
     from shared.storage.rest import RestQueues, RestTables
 
     storage = fast_host.env["QUEUE_STORAGE"]

@@ -1,6 +1,6 @@
 """No task lost, no claim doubled: processes die at chosen points (QUEUE_FAULTS), messages are lost or poisoned,
 and the normal triggers with the reconciler bring every task to the outcome it should have. Each test has an
-Azurite of its own, and ends with the full invariant audit (shared/invariants.py)."""
+Azurite of its own, and ends with the full invariant audit (shared/maintenance/invariants.py)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from azure.storage.queue import QueueClient
 
 from local_host import azurite as azurite_mod
 from shared import timeutil
-from shared.events import EXCHANGES
+from shared.domain.events import EXCHANGES
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, pending_queue, poison_queue
 from shared.faults import EXIT_STATUS
-from shared.invariants import audit
-from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, pending_queue, poison_queue
+from shared.maintenance.invariants import audit
 from shared.service import QueueService
 from shared.settings import load_settings
 from shared.storage.azure import AzureQueues, AzureTables

@@ -12,7 +12,7 @@ import urllib.parse
 import httpx
 import pytest
 
-from shared.queues import PendingHint
+from shared.domain.messages import PendingHint
 from tests.conftest import expect_error, slugid, task_definition, task_queue_id
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}

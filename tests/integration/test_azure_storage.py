@@ -225,10 +225,10 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
     from local_host import azurite as azurite_mod
     from shared import timeutil
     from shared.artifacts import blob_path, row_key
+    from shared.domain.tasks import TASKS_TABLE
     from shared.service import QueueService
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs, AzureQueues
-    from shared.tasks import TASKS_TABLE
     from tests.conftest import slugid, task_definition
     from tests.unit.test_service import Clock, _defaults
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-from shared.groups import TASK_GROUPS_TABLE
+from shared.domain.groups import TASK_GROUPS_TABLE
+from shared.domain.tasks import TASKS_TABLE
 from shared.service import Claim, ClaimRefusal, QueueService
 from shared.settings import load_settings
 from shared.storage.base import PUT_LISTENERS, Entity
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.rest import RestQueues, RestTables
-from shared.tasks import TASKS_TABLE
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import _defaults
 

@@ -10,10 +10,10 @@ import pytest
 from shared import artifacts as A
 from shared import errors, timeutil
 from shared.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
+from shared.domain.tasks import TASKS_TABLE
 from shared.service import QueueService
 from shared.settings import load_settings
 from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
-from shared.tasks import TASKS_TABLE
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import Clock, _defaults
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from shared import deadlines, timeutil
-from shared.deadlines import DEADLINES_TABLE, DeadlineBucket, bucket_of
-from shared.queues import DEADLINE_QUEUE, DeadlineCheck
+from shared import timeutil
+from shared.domain import deadlines
+from shared.domain.deadlines import DEADLINES_TABLE, DeadlineBucket, bucket_of
+from shared.domain.messages import DEADLINE_QUEUE, DeadlineCheck
 from shared.service import QueueService
 from shared.storage.memory import MemoryQueues
 from tests.unit.conftest import memory_service

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from shared import errors
-from shared.dependencies import DEPENDENCIES_TABLE, MARK, REQUIREMENTS_TABLE
-from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.dependencies import DEPENDENCIES_TABLE, MARK, REQUIREMENTS_TABLE
+from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.service import QueueService
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryTables
-from shared.tasks import TASKS_TABLE, task_row
 from tests.conftest import slugid
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import create

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pydantic import AliasChoices
 
-from shared.events import EXCHANGES
+from shared.domain.events import EXCHANGES
 from shared.settings import Settings
 
 PROJECT = Path(__file__).resolve().parents[2]

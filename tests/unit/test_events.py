@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from shared import timeutil
-from shared.eventlog import (
+from shared.domain.eventlog import (
     DISPATCH_BATCH,
     DISPATCH_QUEUE,
     DispatchRequest,
@@ -19,12 +19,12 @@ from shared.eventlog import (
     decode_requests,
     encode_requests,
 )
-from shared.events import Event
-from shared.groups import TASK_GROUPS_TABLE
+from shared.domain.events import Event
+from shared.domain.groups import TASK_GROUPS_TABLE
+from shared.domain.tasks import TASKS_TABLE
 from shared.service import Claim, QueueService
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
-from shared.tasks import TASKS_TABLE
 from shared.validation import errors_of
 from tests.conftest import slugid
 from tests.conftest import task_definition as bare_definition
@@ -73,7 +73,7 @@ async def recorded(service: QueueService, task_id: str) -> list[dict]:
 
 
 def assert_valid(events: list[dict]) -> None:
-    from shared.events import EXCHANGES
+    from shared.domain.events import EXCHANGES
     for event in events:
         short = event["exchange"].rsplit("/", 1)[1]
         assert errors_of(EXCHANGES[short], event["payload"]) == [], event
@@ -146,7 +146,7 @@ async def test_cancel_deadline_rerun_failed_and_priority(service: QueueService, 
     late = slugid()
     await service.create_task(late, task_definition(deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5))))
     clock.advance(10)
-    from shared.queues import DeadlineCheck
+    from shared.domain.messages import DeadlineCheck
     task = await service._load(late)
     assert await service.check_deadline(DeadlineCheck(late, task.deadline)) == "exceeded"
     events = await recorded(service, late)
@@ -165,7 +165,7 @@ async def test_group_events_sealed_resolved_priority(service: QueueService) -> N
     await service.seal_task_group(group)  # sealing again keeps the first and records nothing
     await claim(service, task_id)
     await service.resolve(task_id, 0, "completed", "completed")
-    from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+    from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
     for message in await service.queues.receive(RESOLVED_QUEUE, 32, 30):
         await service.resolve_dependencies(ResolvedCheck.decode(message.json()))
     events = (await service.task_group_events(group, limit=100, continuation=None))["events"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.eventlog import EventLog
-from shared.groups import ACTIVE, TASK_GROUPS_TABLE, TaskGroupStore
+from shared.domain.eventlog import EventLog
+from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE, TaskGroupStore
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
 

@@ -1,4 +1,4 @@
-"""Task rows a process remembers (shared.tasks.KnownTasks): they save reads, and never decide alone.
+"""Task rows a process remembers (shared.domain.tasks.KnownTasks): they save reads, and never decide alone.
 
 Two services on the same tables and queues stand for two processes: one changes a task behind the other's back,
 and the other's next change must act on the stored row, not on the one it remembers."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from shared import errors
+from shared.domain.tasks import TASKS_TABLE
 from shared.service import Claim, ClaimRefusal, QueueService
 from shared.storage.memory import MemoryTables
-from shared.tasks import TASKS_TABLE
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
 from tests.unit.test_service import _defaults

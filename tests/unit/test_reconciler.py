@@ -8,15 +8,22 @@ import datetime as dt
 import pytest
 
 from shared import faults, timeutil
-from shared.eventlog import Stream
-from shared.groups import ACTIVE, TASK_GROUPS_TABLE
-from shared.invariants import audit
-from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ResolvedCheck, pending_queue, poison_queue
-from shared.reconciler import Report
+from shared.domain.eventlog import Stream
+from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
+from shared.domain.messages import (
+    CLAIM_QUEUE,
+    DEADLINE_QUEUE,
+    RESOLVED_QUEUE,
+    ResolvedCheck,
+    pending_queue,
+    poison_queue,
+)
+from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
+from shared.maintenance.invariants import audit
+from shared.maintenance.reconciler import Report
 from shared.service import ClaimRefusal, QueueService
 from shared.storage.base import Entity, encode_key
 from shared.storage.memory import MemoryQueues
-from shared.workers import TASK_QUEUE_RUNS_TABLE
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
 from tests.unit.test_service import Clock, _defaults
@@ -241,8 +248,8 @@ async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: Qu
 
 async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_counted_afresh(
         service: QueueService, clock: Clock) -> None:
-    from shared.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
-    from shared.tasks import TASKS_TABLE
+    from shared.domain.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
+    from shared.domain.tasks import TASKS_TABLE
 
     since = timeutil.iso(clock.now)
     batch = [DispatchRequest(TASKS_TABLE, slugid(), 2, since, attempt=3),

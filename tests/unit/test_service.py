@@ -10,7 +10,7 @@ import time
 import pytest
 
 from shared import errors, timeutil
-from shared.queues import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck, PendingHint, pending_queue
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck, PendingHint, pending_queue
 from shared.service import Claim, ClaimRefusal, QueueService
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -177,7 +177,7 @@ def test_keys_are_encoded_for_azure():
 def test_dependency_resolving_while_its_dependent_is_being_created(service):
     """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent: the
     resolution finds no task to schedule, the dependent's own check must then find the requirement gone."""
-    from shared.queues import RESOLVED_QUEUE, ResolvedCheck
+    from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 
     root, definition = create(service)
     tq = definition["taskQueueId"]

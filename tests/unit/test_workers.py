@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared import workers as workers_module
+from shared.domain import workers as workers_module
+from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE
 from shared.service import QueueService
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
-from shared.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE
 from tests.conftest import slugid, task_definition, task_queue_id
 from tests.unit.test_service import Clock, _defaults
 

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from shared import timeutil
-from shared.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
-from shared.logs import fields
-from shared.queues import (
+from shared.domain.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
+from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
     RESOLVED_QUEUE,
@@ -42,8 +41,9 @@ from shared.queues import (
     pending_queue,
     poison_queue,
 )
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
+from shared.logs import fields
 from shared.storage.base import Entity, QueueMessage
-from shared.tasks import RESOLVED_STATES, TASKS_TABLE, Task
 
 if TYPE_CHECKING:
     from shared.service import QueueService

@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
-from shared.eventlog import Stream
-from shared.groups import ACTIVE, TASK_GROUPS_TABLE
+from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
+from shared.domain.eventlog import Stream
+from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
+from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
+from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.storage.base import Entity, encode_key
-from shared.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
-from shared.workers import TASK_QUEUE_RUNS_TABLE
 
 if TYPE_CHECKING:
     from shared.service import QueueService

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from shared import faults, timeutil
-from shared.events import Event
+from shared.domain.events import Event
 from shared.logs import fields
 from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, pack_json, put_json, unpack_json
 from shared.storage.grouped import GroupCommit

@@ -12,11 +12,11 @@ import hmac
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from shared.domain.tasks import PRIORITIES
 from shared.storage.base import put_json
-from shared.tasks import PRIORITIES
 
 CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible at takenUntil
-DEADLINE_QUEUE = "task-deadlines"  # {bucket}: the deadlines of a second, visible after it (shared/deadlines.py)
+DEADLINE_QUEUE = "task-deadlines"  # {bucket}: the deadlines of a second, visible after it (shared/domain/deadlines.py)
 RESOLVED_QUEUE = "task-resolved"  # {taskId, runId, taskGroupId, continuation, since}: follow its dependents
 FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE)
 

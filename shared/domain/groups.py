@@ -4,7 +4,8 @@ PartitionKey = taskGroupId, and RowKey
 - `group:<taskGroupId>`: schedulerId, expires, sealed
 - `m:<taskId>`: a member (for listing), with its expires
 - `a:<taskId>`: a member that has not resolved yet; the group is resolved when no such row is left
-- `event:<seq>:<taskGroupId>`, `events:<taskGroupId>`: the group's events and their dispatch cursor (shared/eventlog.py)
+- `event:<seq>:<taskGroupId>`, `events:<taskGroupId>`: the group's events and their dispatch cursor
+  (shared/domain/eventlog.py)
 
 All three live in one partition, so joining a group is one transaction, and "is anything unresolved?" is a
 range query that reads at most a few rows. Before that query, a resolution tries point reads of active rows this
@@ -23,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shared import errors
-from shared.eventlog import EventLog, Stream, cursor_entity, event_ops
-from shared.events import Event
+from shared.domain.eventlog import EventLog, Stream, cursor_entity, event_ops
+from shared.domain.events import Event
 from shared.storage.base import Entity, Op, TableStore, delete_all
 
 TASK_GROUPS_TABLE = "TaskGroups"
@@ -38,7 +39,7 @@ PROBES = 3  # point reads tried before the range query
 
 
 def group_row(task_group_id: str) -> str:
-    """The group row's RowKey, with the group's id in it (see shared.tasks.task_row for why)."""
+    """The group row's RowKey, with the group's id in it (see shared.domain.tasks.task_row for why)."""
     return GROUP_ROW + task_group_id
 
 

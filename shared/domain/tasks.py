@@ -98,11 +98,11 @@ class Task:
     retries_left: int = 0
     taken_until: str | None = None
     etag: str | None = None
-    event_seq: int = 0  # the last event recorded for this task (shared/eventlog.py)
+    event_seq: int = 0  # the last event recorded for this task (shared/domain/eventlog.py)
     # The pending claim check of this task: {"claim": [messageId, popReceipt]} (and "deadline" on tasks created
     # before deadline buckets), so that a resolution deletes it rather than leave it queued until it comes due.
     checks: dict[str, list[str]] = field(default_factory=dict)
-    # Created when dependents mark themselves (shared/dependencies.py): no marker row means no dependents.
+    # Created when dependents mark themselves (shared/domain/dependencies.py): no marker row means no dependents.
     dependents_marked: bool = False
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)

@@ -1,0 +1,1 @@
+"""Maintenance: the reconciler that repairs what lost messages leave, and the audit of the invariants."""
