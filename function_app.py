@@ -9,7 +9,7 @@ import azure.functions as func
 
 from functions.checks import bp as checks
 from functions.events import bp as events
-from shared.runtime import create_asgi_app
+from shared.api.app import create_asgi_app
 
 app = func.AsgiFunctionApp(app=create_asgi_app(), http_auth_level=func.AuthLevel.ANONYMOUS)
 app.register_functions(checks)

@@ -16,24 +16,25 @@ from typing import Any
 
 from shared import timeutil
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-from shared.service import QueueService
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 
 
 class Counting:
-    """Wraps a store; counts each call by (store, operation)."""
+    """Wraps a store; counts each call by (store, operation) in `counts` (which may be replaced between steps);
+    `inner` is the store itself, for calls that should not count."""
 
     def __init__(self, inner: Any, kind: str, counts: collections.Counter[str]) -> None:
-        self._inner, self._kind, self._counts = inner, kind, counts
+        self.inner, self.kind, self.counts = inner, kind, counts
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
+        attr = getattr(self.inner, name)
         if not callable(attr) or name.startswith("_") or name in ("process_url", "clear"):
             return attr
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
-            self._counts[f"{self._kind}.{name}"] += 1
+            self.counts[f"{self.kind}.{name}"] += 1
             return await attr(*args, **kwargs)
         return counted
 
@@ -51,28 +52,28 @@ def definition(task_queue: str, group: str) -> dict[str, Any]:
 async def main() -> None:
     counts: collections.Counter[str] = collections.Counter()
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0)
-    service = QueueService(settings, Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
-                           Counting(MemoryQueues(), "queue", counts))  # type: ignore[arg-type]
-    await service.ensure_storage()
+    tables, queues = Counting(MemoryTables(), "table", counts), Counting(MemoryQueues(), "queue", counts)
+    service = build_queue(settings, tables, queues)  # type: ignore[arg-type]
+    await service.stores.ready()
     group = timeutil.slugid()
     for label in ("first task of a group", "next task of the group"):
         task_id = timeutil.slugid()
         steps: dict[str, collections.Counter[str]] = {}
         counts.clear()
-        await service.create_task(task_id, definition("prov/bench", group))
+        await service.creation.create_task(task_id, definition("prov/bench", group))
         steps["createTask"], counts = counts, collections.Counter()
-        service.tables._counts = service.queues._counts = counts  # type: ignore[attr-defined]
-        claimed = await service.claim_work("prov/bench", "wg", "w1", 1)
-        assert claimed and claimed[0]["status"]["taskId"] == task_id
+        tables.counts = queues.counts = counts
+        claimed = await service.claims.claim_work("prov/bench", "wg", "w1", 1)
+        assert claimed and claimed[0].task.task_id == task_id
         steps["claimWork"], counts = counts, collections.Counter()
-        service.tables._counts = service.queues._counts = counts  # type: ignore[attr-defined]
-        await service.resolve(task_id, 0, "completed", "completed")
+        tables.counts = queues.counts = counts
+        await service.lifecycle.resolve(task_id, 0, "completed", "completed")
         steps["reportCompleted"], counts = counts, collections.Counter()
-        service.tables._counts = service.queues._counts = counts  # type: ignore[attr-defined]
-        [message] = await service.queues._inner.receive(RESOLVED_QUEUE, 1, 30)  # type: ignore[attr-defined]
-        await service.resolve_dependencies(ResolvedCheck.decode(message.json()))
+        tables.counts = queues.counts = counts
+        [message] = await queues.inner.receive(RESOLVED_QUEUE, 1, 30)
+        await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
         steps["resolution (trigger)"], counts = counts, collections.Counter()
-        service.tables._counts = service.queues._counts = counts  # type: ignore[attr-defined]
+        tables.counts = queues.counts = counts
         total = sum(sum(c.values()) for c in steps.values())
         print(f"{label}: {total} storage calls")
         for step, c in steps.items():

@@ -323,15 +323,15 @@ class Soak:
 
     def report(self, seconds: float) -> int:
         from shared.maintenance.invariants import audit
-        from shared.service import QueueService
+        from shared.runtime import build_queue
         from shared.settings import load_settings
         from shared.storage.azure import AzureQueues, AzureTables
 
         async def run_audit() -> Any:
             settings = load_settings(storage=self.store.connection_string, root_access_token=TOKEN)
-            service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+            service = build_queue(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
             try:
-                return await audit(service)
+                return await audit(service.stores)
             finally:
                 await service.close()
 

@@ -2,7 +2,7 @@
 reconciler that repairs what a lost or poisoned message left, and the timers that delete expired tasks,
 artifacts and worker information.
 
-The message bodies are hints ({taskId, ...}); the service re-reads the task and acts only if the hint still
+The message bodies are hints ({taskId, ...}); the queue re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
 message, and after `maxDequeueCount` attempts move it to `<queue>-poison`.
 """
@@ -15,7 +15,7 @@ import azure.functions as func
 
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
-from shared.runtime import get_service
+from shared.runtime import get_queue
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
@@ -26,7 +26,7 @@ CONNECTION = "QUEUE_STORAGE"
 @bp.queue_trigger(arg_name="msg", queue_name=CLAIM_QUEUE, connection=CONNECTION)
 async def claim_expiry(msg: func.QueueMessage) -> None:
     check = ClaimCheck.decode(msg.get_json())
-    outcome = await get_service().check_claim(check)
+    outcome = await get_queue().checks.check_claim(check)
     log.debug("claim check: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
                                                         queue=CLAIM_QUEUE, messageId=msg.id))
 
@@ -35,7 +35,7 @@ async def claim_expiry(msg: func.QueueMessage) -> None:
 @bp.queue_trigger(arg_name="msg", queue_name=DEADLINE_QUEUE, connection=CONNECTION)
 async def task_deadline(msg: func.QueueMessage) -> None:
     body = msg.get_json()  # {bucket, continuation} (shared/domain/deadlines.py), or {taskId, deadline} queued before
-    outcome = await get_service().check_deadlines(body)
+    outcome = await get_queue().checks.check_deadlines(body)
     log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
               extra=fields(taskId=body.get("taskId"), queue=DEADLINE_QUEUE, messageId=msg.id))
 
@@ -44,7 +44,7 @@ async def task_deadline(msg: func.QueueMessage) -> None:
 @bp.queue_trigger(arg_name="msg", queue_name=RESOLVED_QUEUE, connection=CONNECTION)
 async def task_resolved(msg: func.QueueMessage) -> None:
     check = ResolvedCheck.decode(msg.get_json())
-    outcome = await get_service().resolve_dependencies(check)
+    outcome = await get_queue().resolution.resolve_dependencies(check)
     log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
                                                        queue=RESOLVED_QUEUE, messageId=msg.id))
 
@@ -52,25 +52,25 @@ async def task_resolved(msg: func.QueueMessage) -> None:
 @bp.function_name("expire_tasks")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
 async def expire_tasks(timer: func.TimerRequest) -> None:
-    expired = await get_service().expire_tasks()
+    expired = await get_queue().expiry.expire_tasks()
     log.info("expiry: %d tasks deleted", expired)
 
 
 @bp.function_name("expire_artifacts")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
 async def expire_artifacts(timer: func.TimerRequest) -> None:
-    deleted = await get_service().artifacts.expire()
+    deleted = await get_queue().expiry.expire_artifacts()
     log.info("expiry: %d artifacts deleted", deleted)
 
 
 @bp.function_name("expire_worker_info")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
 async def expire_worker_info(timer: func.TimerRequest) -> None:
-    deleted = await get_service().expire_worker_info()
+    deleted = await get_queue().expiry.expire_worker_info()
     log.info("expiry: %d worker info entries deleted", deleted)
 
 
 @bp.function_name("reconcile")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_RECONCILE_SCHEDULE%")
 async def reconcile(timer: func.TimerRequest) -> None:
-    await get_service().reconciler.run()  # it logs its own summary and each repair
+    await get_queue().reconciler.run()  # it logs its own summary and each repair

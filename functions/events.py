@@ -17,7 +17,7 @@ import azure.functions as func
 from functions.checks import CONNECTION
 from shared.domain.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.logs import fields
-from shared.runtime import get_publisher, get_service
+from shared.runtime import get_publisher, get_queue
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
@@ -33,7 +33,7 @@ async def event_dispatch(msg: func.QueueMessage) -> None:
     if publisher is None:
         log.warning("no event bus configured: dispatch request dropped", extra=fields(queue=DISPATCH_QUEUE))
         return
-    events = get_service().events
+    events = get_queue().stores.events
     limit = asyncio.Semaphore(BATCH_CONCURRENCY)
 
     async def dispatch(request: DispatchRequest) -> str:

@@ -194,12 +194,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 2
     logs.configure("WARNING")
     from shared.maintenance.invariants import run_audit_command
-    from shared.service import QueueService
+    from shared.runtime import build_queue
     from shared.storage.azure import AzureQueues, AzureTables
     settings = load_settings()
-    service = QueueService(settings, AzureTables(settings.storage_connection),
-                           AzureQueues(settings.storage_connection))
-    return asyncio.run(run_audit_command(service, reconcile=args.reconcile))
+    queue = build_queue(settings, AzureTables(settings.storage_connection), AzureQueues(settings.storage_connection))
+    return asyncio.run(run_audit_command(queue.stores, queue.reconciler if args.reconcile else None))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -154,9 +154,9 @@ async def _close_stores(app: Any, runners: list[Any]) -> None:
     for store in {id(r.store): r.store for r in runners if isinstance(r, QueueTriggerRunner)}.values():
         await store.close()
     with contextlib.suppress(Exception):
-        from shared.runtime import get_service
-        if get_service.cache_info().currsize:
-            await get_service().close()
+        from shared.runtime import get_queue
+        if get_queue.cache_info().currsize:
+            await get_queue().close()
     with contextlib.suppress(Exception):
         from shared.runtime import get_publisher
         publisher = get_publisher() if get_publisher.cache_info().currsize else None

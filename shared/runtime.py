@@ -1,30 +1,86 @@
-"""The process-wide queue service and ASGI app, built from the settings on first use."""
+"""The one place the queue is wired together: the stores, the task repository, the operations over them and the
+maintenance that depends on those, built from the settings once per process (`get_queue`), or from given stores
+(`build_queue`: tests, benchmarks and commands). The HTTP API (shared/api/app.py) and the trigger functions
+(functions/) sit above this, and nothing below imports it.
+"""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from dataclasses import dataclass
 
-from shared import faults, telemetry
-from shared.api.framework import ApiApp
-from shared.api.queue_v1 import api as queue_v1
+from shared import faults, timeutil
 from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
 from shared.bus import create_publisher
 from shared.domain.eventlog import Publisher
-from shared.service import QueueService
-from shared.settings import get_settings
+from shared.maintenance.reconciler import Reconciler
+from shared.operations.artifacts import Artifacts
+from shared.operations.checks import Checks
+from shared.operations.claims import Claims
+from shared.operations.creation import TaskCreation
+from shared.operations.expiry import Expiry
+from shared.operations.groups import TaskGroups
+from shared.operations.lifecycle import Lifecycle
+from shared.operations.polling import Polling
+from shared.operations.queries import Queries
+from shared.operations.repository import TaskRepository
+from shared.operations.resolution import Resolution
+from shared.operations.stores import Clock, Stores
+from shared.settings import Settings, get_settings
 from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs
+from shared.storage.base import BlobStore, QueueStore, TableStore
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The queue's operations, as the API and the triggers call them."""
+
+    stores: Stores
+    tasks: TaskRepository
+    creation: TaskCreation
+    lifecycle: Lifecycle
+    claims: Claims
+    checks: Checks
+    resolution: Resolution
+    groups: TaskGroups
+    queries: Queries
+    artifacts: Artifacts
+    polling: Polling
+    expiry: Expiry
+    reconciler: Reconciler
+
+    @property
+    def settings(self) -> Settings:
+        return self.stores.settings
+
+    async def close(self) -> None:
+        await self.stores.close()
+
+
+def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
+                clock: Clock = timeutil.now) -> Queue:
+    stores = Stores.create(settings, tables, queues, blobs, clock)
+    tasks = TaskRepository(stores)
+    lifecycle = Lifecycle(tasks)
+    claims = Claims(tasks)
+    checks = Checks(tasks)
+    resolution = Resolution(tasks, lifecycle)
+    return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
+                 TaskGroups(tasks, lifecycle), Queries(tasks), Artifacts(tasks), Polling(claims), Expiry(tasks),
+                 Reconciler(tasks, lifecycle, checks, resolution))
 
 
 @functools.cache
-def get_service() -> QueueService:
+def get_queue() -> Queue:
+    """The process's queue, built from the settings on first use (not at import: a missing setting then shows as
+    a clear error in a response and the logs rather than as a failed import)."""
     settings = get_settings()
     faults.arm(settings.faults)
     connection, client = settings.storage_connection, settings.storage_client
-    return QueueService(settings, table_store(connection, client), queue_store(connection, client),
-                        AzureBlobs(settings.artifact_connection))
+    return build_queue(settings, table_store(connection, client), queue_store(connection, client),
+                       AzureBlobs(settings.artifact_connection))
 
 
 @functools.cache
@@ -36,20 +92,7 @@ def get_publisher() -> Publisher | None:
 @functools.cache
 def get_authenticator() -> Authenticator:
     settings = get_settings()
-    clients = ClientStore(get_service().tables, token_secret=settings.token_secret,
+    clients = ClientStore(get_queue().stores.tables, token_secret=settings.token_secret,
                           root_client_id=settings.root_client_id, root_access_token=settings.root_access_token,
                           cache_seconds=settings.client_cache_seconds)
     return Authenticator(clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew)
-
-
-def create_asgi_app() -> Any:
-    """The ASGI app serving every API route (traced when telemetry is on). Settings are read at the first
-    request, not at import, so a missing setting shows as a clear error in the response and the logs rather
-    than as a failed import."""
-    return telemetry.instrument_asgi(
-        ApiApp([queue_v1], get_service, get_authenticator, validate_responses=_validate_responses()))
-
-
-def _validate_responses() -> bool:
-    import os
-    return os.environ.get("QUEUE_VALIDATE_RESPONSES", "").lower() in ("1", "true", "yes")

@@ -60,7 +60,7 @@ class Settings(BaseSettings):
         "pollTaskUrls answers 500 with an explanation; claimWork is unaffected.")
     storage_client: Literal["rest", "sdk"] = Field(
         default="rest", description="How tables and queues are called: `rest` (signed HTTP requests on one "
-        "keep-alive session, `shared/storage/rest.py`: several times less CPU per call) or `sdk` (the Azure "
+        "keep-alive session, `shared/storage/rest/`: several times less CPU per call) or `sdk` (the Azure "
         "SDKs, `shared/storage/azure.py`). Blobs always go through the SDK.")
     port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
     root_url: str | None = Field(

@@ -12,7 +12,7 @@ import re
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,7 +22,6 @@ from shared import errors, strict_json, timeutil, validation
 from shared.auth.hawk import Authenticator, Caller
 from shared.auth.hawk import Request as AuthRequest
 from shared.scopes import ScopeExpr, describe, unsatisfied
-from shared.service import QueueService
 
 log = logging.getLogger("queue.api")
 
@@ -75,16 +74,19 @@ def render_scopes(template: ScopeTemplate | None, params: dict[str, Any]) -> Sco
     return rendered[0] if len(rendered) == 1 else {"AllOf": rendered}
 
 
+ContextT = TypeVar("ContextT")
+
+
 @dataclass
-class Call:
-    """One API request, as a handler sees it."""
+class Call(Generic[ContextT]):
+    """One API request, as a handler sees it: `context` is what the application serves (the queue)."""
 
     route: Route
     params: dict[str, str]
     query: dict[str, str]
     body: Any
     request: Request
-    service: QueueService
+    context: ContextT
     caller: Caller
     required_scopes: ScopeExpr | None = None
 
@@ -118,7 +120,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Handler = Callable[[Call], Awaitable[Any]]
+Handler = Callable[[Call[Any]], Awaitable[Any]]
 
 
 @dataclass
@@ -269,12 +271,12 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 class ApiApp:
-    """The ASGI application serving one or more `Api` tables."""
+    """The ASGI application serving one or more `Api` tables; `context` gives what handlers see as `call.context`."""
 
-    def __init__(self, apis: list[Api], service: Callable[[], QueueService],
+    def __init__(self, apis: list[Api], context: Callable[[], Any],
                  authenticator: Callable[[], Authenticator], *, validate_responses: bool = False) -> None:
         self.apis = apis
-        self.service = service
+        self.context = context
         self.authenticator = authenticator
         self.validate_responses = validate_responses
 
@@ -313,7 +315,7 @@ class ApiApp:
             raw = await _read_raw_body(request)
             caller = await _authenticate(self.authenticator(), request, raw, api, route, params)
             body = _parse_body(raw, route, request.headers.get("content-type", ""))
-            call = Call(route, params, dict(request.query_params), body, request, self.service(), caller)
+            call = Call(route, params, dict(request.query_params), body, request, self.context(), caller)
             result = await route.handler(call)
             reply = result if isinstance(result, Reply) else Reply(result)
             if self.validate_responses and route.output and reply.body is not None and reply.status < 400:

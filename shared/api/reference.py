@@ -9,6 +9,7 @@ import inspect
 import json
 
 from shared.api.framework import Api, Route
+from shared.api.queue_v1 import ROUTE_MODULES
 from shared.api.queue_v1 import api as queue_v1
 
 HEADER = """# Queue API v1 reference
@@ -64,15 +65,23 @@ def _scopes(route: Route) -> str:
     return "\n\n```json\n" + json.dumps(route.scopes, indent=2) + "\n```\n"
 
 
+def _in_order(api: Api) -> list[Route]:
+    """The routes by the module that declares them (tasks, work, groups, artifacts, workers), then as declared."""
+    modules = [m.__name__ for m in ROUTE_MODULES]
+    return sorted(api.routes, key=lambda r: modules.index(r.handler.__module__)
+                  if r.handler.__module__ in modules else len(modules))
+
+
 def render(apis: list[Api]) -> str:
     parts = [HEADER]
     for api in apis:
+        routes = _in_order(api)
         parts.append("\n## Endpoints\n\n| name | method and route | input | output | stability |\n"
                      "|---|---|---|---|---|")
-        for r in api.routes:
+        for r in routes:
             parts.append(f"| [`{r.name}`](#{r.name.lower()}) | `{r.method} {r.path}` | {r.input or '-'} | "
                          f"{r.output or '-'} | {r.stability} |")
-        for r in api.routes:
+        for r in routes:
             doc = inspect.getdoc(r.handler)
             parts.append(f"\n### {r.name}\n\n{r.title}. `{r.method} {api.prefix}{r.path}`\n\n"
                          + (f"{doc}\n\n" if doc else "") + f"Scopes: {_scopes(r)}")

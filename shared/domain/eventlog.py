@@ -145,7 +145,7 @@ def decode_requests(body: Any) -> list[DispatchRequest]:
 
 
 @dataclass(frozen=True)
-class _Cursor:
+class Cursor:
     dispatched: int
     lease_until: str
     etag: str | None
@@ -193,11 +193,11 @@ class EventLog:
 
     # --- dispatching ---------------------------------------------------------------------------------------
 
-    async def _cursor(self, stream: Stream) -> _Cursor:
+    async def cursor(self, stream: Stream) -> Cursor:
         entity = await self.tables.get(stream.table, stream.key, cursor_row_key(stream))
         if entity is None:
-            return _Cursor(0, "", None)
-        return _Cursor(int(entity.data["dispatched"]), entity.data.get("leaseUntil", ""), entity.etag)
+            return Cursor(0, "", None)
+        return Cursor(int(entity.data["dispatched"]), entity.data.get("leaseUntil", ""), entity.etag)
 
     async def _write_cursor(self, stream: Stream, dispatched: int, lease_until: str,
                             etag: str | None) -> str | None:
@@ -212,7 +212,7 @@ class EventLog:
         waiting, now = "busy", self.clock()
         for pause in (*SETTLE_PAUSES, None):
             now = self.clock()
-            cursor = await self._cursor(stream)
+            cursor = await self.cursor(stream)
             if cursor.dispatched >= request.seq:
                 return "done"
             if cursor.leased(now):

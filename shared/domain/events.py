@@ -72,10 +72,6 @@ class Event:
     def schema(self) -> str:
         return EXCHANGES[self.exchange]
 
-    def to_api(self, seq: int, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
-        return {"seq": seq, "exchange": exchange_name(self.exchange, namespace), "routingKey": self.routing_key,
-                "routes": list(self.cc), "time": self.time, "payload": self.payload}
-
 
 def _word(value: Any) -> str:
     return MISSING if value is None or value == "" else str(value)

@@ -17,15 +17,15 @@ last members resolving together still see each other's deletes, as before.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from shared import errors
 from shared.domain.eventlog import EventLog, Stream, cursor_entity, event_ops
-from shared.domain.events import Event
+from shared.domain.events import Event, group_event
 from shared.storage.base import Entity, Op, TableStore, delete_all
 
 TASK_GROUPS_TABLE = "TaskGroups"
@@ -64,13 +64,6 @@ class TaskGroup:
     etag: str | None = None
     event_seq: int = 0  # the group's last recorded event
 
-    def to_api(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"taskGroupId": self.task_group_id, "schedulerId": self.scheduler_id,
-                               "expires": self.expires}
-        if self.sealed:
-            out["sealed"] = self.sealed
-        return out
-
     def to_entity(self) -> Entity:
         return Entity(self.task_group_id, group_row(self.task_group_id), {
             "schedulerId": self.scheduler_id, "expires": self.expires, "sealed": self.sealed or "",
@@ -80,6 +73,12 @@ class TaskGroup:
     def from_entity(cls, entity: Entity) -> TaskGroup:
         return cls(entity.partition_key, entity.data["schedulerId"], entity.data["expires"],
                    entity.data.get("sealed") or None, entity.etag, int(entity.data.get("eventSeq", 0)))
+
+
+def group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
+    """task-group-resolved / task-group-sealed: the task-group-changed-message."""
+    return group_event(exchange, group.task_group_id, group.scheduler_id, now=now, expires=group.expires,
+                       **({"sealed": group.sealed} if group.sealed else {}))
 
 
 class TaskGroupStore:

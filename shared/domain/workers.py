@@ -99,58 +99,38 @@ class Worker:
                    d.get("lastDateActive") or None, unpack_json("recentTasks", d), d.get("quarantineUntil") or None,
                    unpack_json("quarantineDetails", d), entity.etag)
 
-    def to_api(self) -> dict[str, Any]:
-        """worker-response"""
-        provisioner_id, worker_type = self.task_queue_id.split("/", 1)
-        out: dict[str, Any] = {"provisionerId": provisioner_id, "workerType": worker_type,
-                               "taskQueueId": self.task_queue_id, "workerGroup": self.worker_group,
-                               "workerId": self.worker_id, "recentTasks": self.recent_tasks,
-                               "expires": self.expires, "firstClaim": self.first_claim,
-                               "quarantineDetails": self.quarantine_details}
-        if self.quarantine_until:
-            out["quarantineUntil"] = self.quarantine_until
-        if self.last_date_active:
-            out["lastDateActive"] = self.last_date_active
-        return out
-
-    def to_list_item(self) -> dict[str, Any]:
-        """An item of list-workers-response."""
-        out: dict[str, Any] = {"workerGroup": self.worker_group, "workerId": self.worker_id,
-                               "firstClaim": self.first_claim}
-        if self.quarantine_until:
-            out["quarantineUntil"] = self.quarantine_until
-        if self.recent_tasks:
-            out["latestTask"] = self.recent_tasks[-1]
-        if self.last_date_active:
-            out["lastDateActive"] = self.last_date_active
-        return out
 
 
-def _queue_api(entity: Entity) -> dict[str, Any]:
-    """A task-queues row as taskqueue-response (workertype-response adds provisionerId and workerType)."""
-    d = entity.data
-    return {"taskQueueId": d["taskQueueId"], "description": d.get("description", ""),
-            "stability": d.get("stability", "experimental"), "expires": d["expires"],
-            "lastDateActive": d["lastDateActive"]}
+@dataclass(frozen=True)
+class Provisioner:
+    provisioner_id: str
+    description: str
+    stability: str
+    expires: str
+    last_date_active: str
+
+    @classmethod
+    def from_entity(cls, entity: Entity) -> Provisioner:
+        d = entity.data
+        return cls(entity.row_key, d.get("description", ""), d.get("stability", "experimental"), d["expires"],
+                   d["lastDateActive"])
 
 
-def _provisioner_api(entity: Entity) -> dict[str, Any]:
-    d = entity.data
-    return {"provisionerId": entity.row_key, "description": d.get("description", ""),
-            "stability": d.get("stability", "experimental"), "expires": d["expires"],
-            "lastDateActive": d["lastDateActive"]}
+@dataclass(frozen=True)
+class TaskQueueInfo:
+    """A task queue (which is also its worker type: `<provisionerId>/<workerType>`)."""
 
+    task_queue_id: str
+    description: str
+    stability: str
+    expires: str
+    last_date_active: str
 
-def _worker_type_api(entity: Entity) -> dict[str, Any]:
-    provisioner_id, worker_type = entity.data["taskQueueId"].split("/", 1)
-    return {"provisionerId": provisioner_id, "workerType": worker_type, **_queue_api(entity)}
-
-
-def _page(items: list[dict[str, Any]], page: Page, key: str) -> dict[str, Any]:
-    out: dict[str, Any] = {key: items}
-    if page.continuation:
-        out["continuationToken"] = page.continuation
-    return out
+    @classmethod
+    def from_entity(cls, entity: Entity) -> TaskQueueInfo:
+        d = entity.data
+        return cls(d["taskQueueId"], d.get("description", ""), d.get("stability", "experimental"), d["expires"],
+                   d["lastDateActive"])
 
 
 class WorkerInfo:
@@ -256,40 +236,36 @@ class WorkerInfo:
         return await self.tables.query(WORKER_INFO_TABLE, flt + extra, params, limit=limit,
                                        continuation=continuation)
 
-    async def list_provisioners(self, *, limit: int, continuation: str | None) -> dict[str, Any]:
+    async def list_provisioners(self, *, limit: int,
+                                continuation: str | None) -> tuple[list[Provisioner], str | None]:
         page = await self._query(PROVISIONERS, limit=limit, continuation=continuation)
-        return _page([_provisioner_api(e) for e in page.entities], page, "provisioners")
+        return [Provisioner.from_entity(e) for e in page.entities], page.continuation
 
-    async def get_provisioner(self, provisioner_id: str) -> dict[str, Any]:
+    async def get_provisioner(self, provisioner_id: str) -> Provisioner:
         entity = await self.tables.get(WORKER_INFO_TABLE, PROVISIONERS, provisioner_id)
         if entity is None:
             raise ProvisionerNotFound(provisionerId=provisioner_id)
-        return _provisioner_api(entity)
+        return Provisioner.from_entity(entity)
 
     async def list_worker_types(self, provisioner_id: str, *, limit: int,
-                                continuation: str | None) -> dict[str, Any]:
+                                continuation: str | None) -> tuple[list[TaskQueueInfo], str | None]:
         page = await self._query(TASK_QUEUES, limit=limit, continuation=continuation,
                                  prefix=encode_key(f"{provisioner_id}/"))
-        return _page([_worker_type_api(e) for e in page.entities], page, "workerTypes")
+        return [TaskQueueInfo.from_entity(e) for e in page.entities], page.continuation
 
-    async def _task_queue(self, task_queue_id: str) -> Entity:
+    async def get_task_queue(self, task_queue_id: str) -> TaskQueueInfo:
         entity = await self.tables.get(WORKER_INFO_TABLE, TASK_QUEUES, encode_key(task_queue_id))
         if entity is None:
             raise TaskQueueNotFound(taskQueueId=task_queue_id)
-        return entity
+        return TaskQueueInfo.from_entity(entity)
 
-    async def get_worker_type(self, provisioner_id: str, worker_type: str) -> dict[str, Any]:
-        return _worker_type_api(await self._task_queue(f"{provisioner_id}/{worker_type}"))
-
-    async def list_task_queues(self, *, limit: int, continuation: str | None) -> dict[str, Any]:
+    async def list_task_queues(self, *, limit: int,
+                               continuation: str | None) -> tuple[list[TaskQueueInfo], str | None]:
         page = await self._query(TASK_QUEUES, limit=limit, continuation=continuation)
-        return _page([_queue_api(e) for e in page.entities], page, "taskQueues")
-
-    async def get_task_queue(self, task_queue_id: str) -> dict[str, Any]:
-        return _queue_api(await self._task_queue(task_queue_id))
+        return [TaskQueueInfo.from_entity(e) for e in page.entities], page.continuation
 
     async def list_workers(self, task_queue_id: str, *, quarantined: bool | None, limit: int,
-                           continuation: str | None) -> dict[str, Any]:
+                           continuation: str | None) -> tuple[list[Worker], str | None]:
         now = timeutil.iso(self.clock())
         extra, params = "", {}
         if quarantined is True:
@@ -298,13 +274,13 @@ class WorkerInfo:
             extra, params = " and quarantineUntil le @now", {"now": now}  # "" (never quarantined) sorts first
         page = await self._query(_workers_partition(task_queue_id), limit=limit, continuation=continuation,
                                  extra=extra, parameters=params)
-        return _page([Worker.from_entity(e).to_list_item() for e in page.entities], page, "workers")
+        return [Worker.from_entity(e) for e in page.entities], page.continuation
 
-    async def get_worker(self, task_queue_id: str, worker_group: str, worker_id: str) -> dict[str, Any]:
+    async def get_worker(self, task_queue_id: str, worker_group: str, worker_id: str) -> Worker:
         worker = await self._worker(task_queue_id, worker_group, worker_id)
         if worker is None:
             raise WorkerNotFound(workerGroup=worker_group, workerId=worker_id, taskQueueId=task_queue_id)
-        return worker.to_api()
+        return worker
 
     async def _change_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
                              change: Callable[[Worker], None], *, create: bool) -> Worker:
@@ -325,7 +301,7 @@ class WorkerInfo:
         raise errors.InternalServerError("The worker's entry kept changing; try again")
 
     async def quarantine(self, task_queue_id: str, worker_group: str, worker_id: str, until: str,
-                         info: str, client_id: str) -> dict[str, Any]:
+                         info: str, client_id: str) -> Worker:
         """quarantineWorker: no work until `until` (a time in the past lifts the quarantine)."""
         stamp = timeutil.iso(self.clock())
 
@@ -338,14 +314,14 @@ class WorkerInfo:
         self._quarantine.pop((task_queue_id, worker_group, worker_id), None)
         log.info("worker %s/%s quarantined until %s", worker_group, worker_id, until,
                  extra=fields(workerGroup=worker_group, workerId=worker_id))
-        return worker.to_api()
+        return worker
 
-    async def declare(self, task_queue_id: str, worker_group: str, worker_id: str, expires: str) -> dict[str, Any]:
+    async def declare(self, task_queue_id: str, worker_group: str, worker_id: str, expires: str) -> Worker:
         """declareWorker: create or update the worker's entry with this `expires`."""
         def change(worker: Worker) -> None:
             worker.expires = expires
 
-        return (await self._change_worker(task_queue_id, worker_group, worker_id, change, create=True)).to_api()
+        return await self._change_worker(task_queue_id, worker_group, worker_id, change, create=True)
 
     # --- the pending / claimed index --------------------------------------------------------------------------
 

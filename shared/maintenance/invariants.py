@@ -17,17 +17,15 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
 from shared.domain.eventlog import Stream
 from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
+from shared.maintenance.reconciler import Reconciler
+from shared.operations.stores import Stores
 from shared.storage.base import Entity, encode_key
-
-if TYPE_CHECKING:
-    from shared.service import QueueService
 
 CONCURRENCY = 16
 
@@ -50,10 +48,10 @@ class Audit:
     violations: list[Violation]
 
 
-async def _all(service: QueueService, table: str, filter: str, parameters: dict[str, str]) -> AsyncIterator[Entity]:
+async def _all(stores: Stores, table: str, filter: str, parameters: dict[str, str]) -> AsyncIterator[Entity]:
     token: str | None = None
     while True:
-        page = await service.tables.query(table, filter, parameters, limit=1000, continuation=token)
+        page = await stores.tables.query(table, filter, parameters, limit=1000, continuation=token)
         for entity in page.entities:
             yield entity
         token = page.continuation
@@ -61,9 +59,9 @@ async def _all(service: QueueService, table: str, filter: str, parameters: dict[
             return
 
 
-async def audit(service: QueueService, *, settled: bool = True) -> Audit:
-    await service.ensure_storage()
-    tasks = [Task.from_entity(e) async for e in _all(service, TASKS_TABLE, "RowKey ge @lo and RowKey lt @hi",
+async def audit(stores: Stores, *, settled: bool = True) -> Audit:
+    await stores.ready()
+    tasks = [Task.from_entity(e) async for e in _all(stores, TASKS_TABLE, "RowKey ge @lo and RowKey lt @hi",
                                                                 {"lo": TASK_ROW, "hi": TASK_ROW_END})]
     by_id = {t.task_id: t for t in tasks}
     violations: list[Violation] = []
@@ -71,15 +69,15 @@ async def audit(service: QueueService, *, settled: bool = True) -> Audit:
 
     async def one(task: Task) -> None:
         async with limit:
-            violations.extend(await _check_task(service, task, by_id, settled))
+            violations.extend(await _check_task(stores, task, by_id, settled))
 
     await asyncio.gather(*(one(t) for t in tasks))
-    violations.extend(await _check_groups(service, by_id, settled))
+    violations.extend(await _check_groups(stores, by_id, settled))
     return Audit(len(tasks), sum(len(t.runs) for t in tasks), Counter(t.state for t in tasks),
                  sorted(violations, key=lambda v: (v.invariant, v.task_id)))
 
 
-async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task], settled: bool) -> list[Violation]:
+async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settled: bool) -> list[Violation]:
     found: list[Violation] = []
     task_id = task.task_id
 
@@ -94,7 +92,7 @@ async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task],
     # Events: numbered 1..eventSeq without a gap; each run claimed (task-running) at most once.
     events, token = [], None
     while True:
-        page, token = await service.events.list(Stream(TASKS_TABLE, task_id), limit=1000, continuation=token)
+        page, token = await stores.events.list(Stream(TASKS_TABLE, task_id), limit=1000, continuation=token)
         events.extend(page)
         if token is None:
             break
@@ -108,14 +106,14 @@ async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task],
     started = sum(1 for run in task.runs if run.started)
     if started != sum(claims.values()):
         violated("events-recorded", f"{started} runs started but {sum(claims.values())} task-running events")
-    if settled and service.events.dispatching:
-        cursor = await service.events._cursor(Stream(TASKS_TABLE, task_id))
+    if settled and stores.events.dispatching:
+        cursor = await stores.events.cursor(Stream(TASKS_TABLE, task_id))
         if cursor.dispatched != task.event_seq:
             violated("events-dispatched", f"{cursor.dispatched} of {task.event_seq} events dispatched")
 
     group_id = task.definition["taskGroupId"]
-    active = await service.tables.get(TASK_GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
-    index = await service.tables.get(TASK_QUEUE_RUNS_TABLE, encode_key(task.task_queue_id), task_id)
+    active = await stores.tables.get(TASK_GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
+    index = await stores.tables.get(TASK_QUEUE_RUNS_TABLE, encode_key(task.task_queue_id), task_id)
     resolved = task.state in RESOLVED_STATES
     if not resolved and not active:
         violated("group-active", "unresolved but not in its group's active set")
@@ -131,7 +129,7 @@ async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task],
         accepted = task.state == "completed"
         token = None
         while True:
-            page_ = await service.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id},
+            page_ = await stores.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id},
                                                limit=1000, continuation=token)
             for edge in page_.entities:
                 dependent = by_id.get(edge.row_key)
@@ -139,10 +137,10 @@ async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task],
                     continue
                 if dependent.runs:
                     continue
-                if await service.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
+                if await stores.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
                     found.append(Violation("dependents-released", dependent.task_id,
                                            f"still waits for {task_id}, which is {task.state}"))
-                elif not await service.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:
+                elif not await stores.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:
                     found.append(Violation("dependents-released", dependent.task_id,
                                            "waits for nothing but has no run"))
             token = page_.continuation
@@ -151,7 +149,7 @@ async def _check_task(service: QueueService, task: Task, by_id: dict[str, Task],
     return found
 
 
-async def _check_groups(service: QueueService, by_id: dict[str, Task], settled: bool) -> list[Violation]:
+async def _check_groups(stores: Stores, by_id: dict[str, Task], settled: bool) -> list[Violation]:
     """A group whose members are all resolved has said so (task-group-resolved); no active row is a phantom."""
     found: list[Violation] = []
     groups: dict[str, list[Task]] = {}
@@ -159,28 +157,29 @@ async def _check_groups(service: QueueService, by_id: dict[str, Task], settled: 
         groups.setdefault(task.definition["taskGroupId"], []).append(task)
     for group_id, members in groups.items():
         active = [e.row_key[len(ACTIVE):] async for e in _all(
-            service, TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            stores, TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
             {"pk": group_id, "lo": ACTIVE, "hi": "a;"})]
         phantoms = [t for t in active if t not in by_id]
         if phantoms and settled:
             found.append(Violation("group-active", group_id, f"active rows of tasks that do not exist: {phantoms}"))
         if settled and not active and all(t.state in RESOLVED_STATES for t in members):
-            events, _ = await service.events.list(Stream(TASK_GROUPS_TABLE, group_id), limit=1000,
+            events, _ = await stores.events.list(Stream(TASK_GROUPS_TABLE, group_id), limit=1000,
                                                   continuation=None)
             if not any(e.exchange == "task-group-resolved" for _, e in events):
                 found.append(Violation("group-resolved", group_id, "every task resolved, but no task-group-resolved"))
     return found
 
 
-async def run_audit_command(service: QueueService, *, reconcile: bool) -> int:
-    """`python -m local_host audit [--reconcile]`: print the counts and every violation; 1 if any."""
+async def run_audit_command(stores: Stores, reconciler: Reconciler | None = None) -> int:
+    """`python -m local_host audit [--reconcile]`: print the counts and every violation (after a reconciler pass,
+    when given one); 1 if any."""
     try:
-        if reconcile:
-            report = await service.reconciler.run()
+        if reconciler is not None:
+            report = await reconciler.run()
             print(f"reconciler: {report.summary()}")
-        result = await audit(service, settled=False)
+        result = await audit(stores, settled=False)
     finally:
-        await service.close()
+        await stores.close()
     states = ", ".join(f"{k} {v}" for k, v in sorted(result.states.items()))
     print(f"tasks {result.tasks} ({states or 'none'}), runs {result.runs}, violations {len(result.violations)}")
     for violation in result.violations:

@@ -1,9 +1,9 @@
 """The reconciler: finds tasks that a lost or poisoned message would leave stuck, and moves them on.
 
 Tables and queues share no transaction, so each change puts the messages that guard it before it writes
-(`shared/service.py`), and those messages keep every task moving. A message can still be lost: one that failed
-`maxDequeueCount` times sits in `<queue>-poison`, an operator may clear a queue, a polling worker may delete a
-hint it never claimed. The reconciler, a timer, restores the invariants those messages keep
+(`shared/operations/repository.py`), and those messages keep every task moving. A message can still be lost: one
+that failed `maxDequeueCount` times sits in `<queue>-poison`, an operator may clear a queue, a polling worker may
+delete a hint it never claimed. The reconciler, a timer, restores the invariants those messages keep
 (docs/invariants.md):
 
 - every pending run has a hint that may claim it in its pending queue;
@@ -14,7 +14,7 @@ hint it never claimed. The reconciler, a timer, restores the invariants those me
 
 It reads only what may be wrong: the poison queues, the group rows of unresolved tasks whose state is older than
 QUEUE_RECONCILE_GRACE (`a:<taskId>` with `since`), and index rows as old (`TaskQueueRuns`). Each repair is one of
-the service's own idempotent, ETag-conditional operations, so a repair that races the normal triggers, or
+the queue's own idempotent, ETag-conditional operations, so a repair that races the normal triggers, or
 another reconciler, changes nothing twice. Each is logged (`event: repair`, `reason`: the kind) and counted.
 """
 
@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared import timeutil
 from shared.domain.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
@@ -43,10 +43,11 @@ from shared.domain.messages import (
 )
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
 from shared.logs import fields
+from shared.operations.checks import Checks
+from shared.operations.lifecycle import Lifecycle
+from shared.operations.repository import TaskRepository
+from shared.operations.resolution import Resolution
 from shared.storage.base import Entity, QueueMessage
-
-if TYPE_CHECKING:
-    from shared.service import QueueService
 
 log = logging.getLogger("queue.reconciler")
 
@@ -95,9 +96,10 @@ class Report:
 
 
 class Reconciler:
-    def __init__(self, service: QueueService) -> None:
-        self.service = service
-        self.settings = service.settings
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle, checks: Checks, resolution: Resolution) -> None:
+        self.tasks, self.lifecycle, self.checks, self.resolution = tasks, lifecycle, checks, resolution
+        self.stores = tasks.stores
+        self.settings = self.stores.settings
         self._poison_ready = False
 
     def _repaired(self, report: Report, kind: str, task_id: str | None, **extra: Any) -> None:
@@ -106,15 +108,15 @@ class Reconciler:
 
     async def run(self) -> Report:
         """One pass: poison queues, then unresolved tasks, then the run index, within QUEUE_RECONCILE_BUDGET."""
-        await self.service.ensure_storage()
-        now = self.service.clock()
+        await self.stores.ready()
+        now = self.stores.clock()
         give_up = time.monotonic() + self.settings.reconcile_budget
         report = Report()
         await self._poison(report, give_up)
         cutoff = timeutil.iso(now - dt.timedelta(seconds=self.settings.reconcile_grace))
-        await self._scan(report, give_up, lambda token: self.service.groups.active_since(
+        await self._scan(report, give_up, lambda token: self.stores.groups.active_since(
             cutoff, limit=PAGE, continuation=token), lambda item: self._active(report, *item))
-        await self._scan(report, give_up, lambda token: self.service.workers.runs_since(
+        await self._scan(report, give_up, lambda token: self.stores.workers.runs_since(
             cutoff, limit=PAGE, continuation=token), lambda row: self._index_row(report, row))
         level = logging.WARNING if report.repairs or report.failures or report.poison else logging.INFO
         log.log(level, "reconciler pass: %s", report.summary(), extra=fields(event="reconciled"))
@@ -147,12 +149,12 @@ class Reconciler:
 
     async def _active(self, report: Report, task_group_id: str, task_id: str) -> None:
         report.checked += 1
-        task = await self.service._get(task_id)
+        task = await self.tasks.get(task_id)
         if task is None:
             # createTask joins the group before it writes the task, and died in between (or was refused
             # after): nothing will ever resolve it, and the group would never resolve.
-            now = self.service.clock()
-            await self.service._resolve_group_member(ResolvedCheck(task_id, 0, task_group_id, None,
+            now = self.stores.clock()
+            await self.resolution.resolve_group_member(ResolvedCheck(task_id, 0, task_group_id, None,
                                                                    timeutil.iso(now)))
             self._repaired(report, "phantom-member", task_id, taskGroupId=task_group_id)
             return
@@ -160,7 +162,7 @@ class Reconciler:
 
     async def _reconcile(self, task: Task, report: Report) -> None:
         """Repair what is wrong with a task whose active row is older than the grace period."""
-        service, now = self.service, self.service.clock()
+        now = self.stores.clock()
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
         await self._events(task, report)
@@ -168,14 +170,14 @@ class Reconciler:
             # Resolved, yet still in its group's active set (the caller found the row): the resolution was lost.
             run = task.runs[-1]
             if run.resolved and timeutil.parse(run.resolved) + grace <= now:
-                await service.resolve_dependencies(ResolvedCheck(task_id, task.last_run_id,
+                await self.resolution.resolve_dependencies(ResolvedCheck(task_id, task.last_run_id,
                                                                  task.definition["taskGroupId"], None,
                                                                  timeutil.iso(now)))
                 self._repaired(report, "resolution", task_id, runId=task.last_run_id)
             return
         deadline_due = timeutil.parse(task.deadline) + dt.timedelta(seconds=self.settings.deadline_delay) + grace
         if deadline_due <= now:
-            if await service.check_deadline(DeadlineCheck(task_id, task.deadline)) == "exceeded":
+            if await self.checks.check_deadline(DeadlineCheck(task_id, task.deadline)) == "exceeded":
                 self._repaired(report, "deadline-exceeded", task_id)
             return
         if not task.runs:
@@ -184,7 +186,7 @@ class Reconciler:
         run, run_id = task.runs[-1], task.last_run_id
         if run.state == "running":
             assert run.taken_until is not None
-            if timeutil.parse(run.taken_until) + grace <= now and await service.check_claim(
+            if timeutil.parse(run.taken_until) + grace <= now and await self.checks.check_claim(
                     ClaimCheck(task_id, run_id, run.taken_until)) == "expired":
                 self._repaired(report, "claim-expired", task_id, runId=run_id)
         elif run.state == "pending":
@@ -195,54 +197,54 @@ class Reconciler:
         proves it gone (Azure's approximate count is never below the real one, and counts hidden messages). A
         queue that is not empty may hide a lost hint behind others: after QUEUE_REHINT_AFTER, doubling with each
         hint, the run gets another, and keeps its first so it does not lose its place."""
-        now = self.service.clock()
+        now = self.stores.clock()
         run, run_id = task.runs[-1], task.last_run_id
         waited = (now - timeutil.parse(run.scheduled)).total_seconds()
         if waited < self.settings.reconcile_grace:
             return
         queue = pending_queue(task.task_queue_id, task.priority)
-        await self.service.ensure_pending_queues(task.task_queue_id)
-        if await self.service.queues.approximate_count(queue) == 0:
-            if await self.service.rehint(task.task_id, run_id, keep_previous=False):
+        await self.stores.ensure_pending_queues(task.task_queue_id)
+        if await self.stores.queues.approximate_count(queue) == 0:
+            if await self.lifecycle.rehint(task.task_id, run_id, keep_previous=False):
                 self._repaired(report, "hint-lost", task.task_id, runId=run_id)
             return
         hints = max(1, len(run.hint_ids()))
         if (waited >= self.settings.rehint_after * (2 ** (hints - 1))
-                and await self.service.rehint(task.task_id, run_id, keep_previous=True)):
+                and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)):
             self._repaired(report, "hint-renewed", task.task_id, runId=run_id)
 
     async def _blocked(self, task: Task, report: Report) -> None:
         """A task without runs waits for its dependencies. A dependency that resolved (as this task requires)
         more than the grace period ago should have released it: its resolution was lost, so do its part."""
-        service, now = self.service, self.service.clock()
+        stores, now = self.stores, self.stores.clock()
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
-        waiting = [d for d in await service.deps.requirements(task_id, limit=REQUIREMENTS_CHECKED) if d != task_id]
+        waiting = [d for d in await stores.deps.requirements(task_id, limit=REQUIREMENTS_CHECKED) if d != task_id]
         self_dependent = task_id in task.definition["dependencies"]
         if waiting:
             accepted = ("completed",) if task.definition["requires"] == "all-completed" else RESOLVED_STATES
-            done = [t.task_id for t in await service.load_many(waiting)
+            done = [t.task_id for t in await self.tasks.load_many(waiting)
                     if t.state in accepted and t.runs[-1].resolved
                     and timeutil.parse(t.runs[-1].resolved) + grace <= now]
             if not done:
                 return
-            await service.deps.satisfy(task_id, done)
+            await stores.deps.satisfy(task_id, done)
             self._repaired(report, "dependency", task_id)
         elif self_dependent or not task.definition["dependencies"]:
             return  # waits for scheduleTask (a self-dependency), or is being created right now
-        if not await service.deps.blocked(task_id):
-            scheduled = await service._schedule_unblocked(task_id)
+        if not await stores.deps.blocked(task_id):
+            scheduled = await self.lifecycle.schedule_unblocked(task_id)
             if scheduled.runs:
                 self._repaired(report, "unblocked", task_id)
 
     async def _events(self, task: Task, report: Report) -> None:
         """With a bus: events recorded but not dispatched, with no dispatcher at work, are announced again."""
-        events = self.service.events
+        events = self.stores.events
         if not events.dispatching or task.event_seq == 0:
             return
         stream = Stream(TASKS_TABLE, task.task_id)
-        cursor = await events._cursor(stream)
-        if cursor.dispatched < task.event_seq and not cursor.leased(self.service.clock()):
+        cursor = await events.cursor(stream)
+        if cursor.dispatched < task.event_seq and not cursor.leased(self.stores.clock()):
             await events.announce(stream, task.event_seq)
             self._repaired(report, "events", task.task_id)
 
@@ -252,11 +254,11 @@ class Reconciler:
         """An index row is written before the change it describes and deleted after the resolution; a crash
         between leaves one that listPendingTasks / listClaimedTasks and the claimed count would show."""
         report.checked += 1
-        task = await self.service._get(row.row_key)
+        task = await self.tasks.get(row.row_key)
         run_id, state = int(row.data["runId"]), str(row.data["state"])
         if task is not None and task.last_run_id == run_id and task.runs[run_id].state == state:
             return
-        if await self.service.workers.drop_run(row):
+        if await self.stores.workers.drop_run(row):
             self._repaired(report, "run-index", row.row_key, runId=run_id)
 
     # --- poison queues ---------------------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class Reconciler:
     async def _poison(self, report: Report, give_up: float) -> None:
         """Each poison message is reported, and its handler is run again here; when that succeeds the message
         is deleted, otherwise it stays (hidden until the next pass) and is reported again."""
-        queues = self.service.queues
+        queues = self.stores.queues
         if not self._poison_ready:
             await queues.ensure_queues([poison_queue(q) for q in TRIGGERED_QUEUES])
             self._poison_ready = True
@@ -289,17 +291,17 @@ class Reconciler:
                   message.content.decode(errors="replace"),
                   extra=fields(event="poison", queue=poison, messageId=message.id, taskId=task_id or None,
                                dequeueCount=message.dequeue_count))
-        service = self.service
+        queues = self.stores.queues
         try:
             if queue == CLAIM_QUEUE:
-                await service.check_claim(ClaimCheck.decode(body))
+                await self.checks.check_claim(ClaimCheck.decode(body))
             elif queue == DEADLINE_QUEUE:
-                await service.check_deadlines(body)
+                await self.checks.check_deadlines(body)
             elif queue == RESOLVED_QUEUE:
-                await service.resolve_dependencies(ResolvedCheck.decode(body))
+                await self.resolution.resolve_dependencies(ResolvedCheck.decode(body))
             else:  # the dispatcher needs the bus: hand the requests back to it, their attempts counted afresh
                 requests = [replace(r, attempt=0) for r in decode_requests(body)]
-                await service.queues.put(DISPATCH_QUEUE, encode_requests(requests))
+                await queues.put(DISPATCH_QUEUE, encode_requests(requests))
         except (KeyError, TypeError, ValueError):
             log.error("dropping a malformed poison message (its content is logged above)",
                       extra=fields(queue=poison, messageId=message.id))
@@ -309,5 +311,5 @@ class Reconciler:
                           extra=fields(event="repair-failed", queue=poison, messageId=message.id,
                                        taskId=task_id or None))
             return
-        await service.queues.delete(poison, message)
+        await queues.delete(poison, message)
         self._repaired(report, "poison", task_id or None, queue=poison)

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 
 def table_store(connection: StorageConnection, client: str = "rest") -> TableStore:
-    """The table adapter `QUEUE_STORAGE_CLIENT` names: `rest` (shared/storage/rest.py) or `sdk`."""
+    """The table adapter `QUEUE_STORAGE_CLIENT` names: `rest` (shared/storage/rest/) or `sdk`."""
     if client == "sdk":
         from shared.storage.azure import AzureTables
         return AzureTables(connection)

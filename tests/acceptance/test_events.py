@@ -338,7 +338,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     import asyncio
 
     from shared.domain.eventlog import DISPATCH_QUEUE
-    from shared.service import QueueService
+    from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.rest import RestQueues, RestTables
     from tests.unit.test_service import _defaults
@@ -355,7 +355,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     listener = listen(on_all(f"primary.*.*.*.*.{tq.replace('/', '.')}.#", ["task-defined", "task-pending"]))
     connection = bus_azurite.connection_string
     queues = CountingQueues(connection)
-    service = QueueService(load_settings(storage=connection, root_access_token="x" * 30, **BUS),
+    service = build_queue(load_settings(storage=connection, root_access_token="x" * 30, **BUS),
                            RestTables(connection), queues)
     task_ids = [slugid() for _ in range(60)]
 
@@ -363,7 +363,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
         try:
             definition = task_definition(taskQueueId=tq)
             body = dict(definition, **_defaults(definition))
-            await asyncio.gather(*(service.create_task(task_id, body) for task_id in task_ids))
+            await asyncio.gather(*(service.creation.create_task(task_id, body) for task_id in task_ids))
         finally:
             await service.close()
 

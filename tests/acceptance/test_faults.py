@@ -25,7 +25,7 @@ from shared.domain.events import EXCHANGES
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, pending_queue, poison_queue
 from shared.faults import EXIT_STATUS
 from shared.maintenance.invariants import audit
-from shared.service import QueueService
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.azure import AzureQueues, AzureTables
 from tests.amqp import broker_reachable, delete_exchanges
@@ -107,9 +107,9 @@ def audit_once(azurite: azurite_mod.Azurite, *, published: bool = True) -> list[
     async def go() -> list[str]:
         settings = load_settings(storage=azurite.connection_string, root_access_token=ROOT_ACCESS_TOKEN,
                                  **{k: v for k, v in BUS.items() if k == "event_bus" and published})
-        service = QueueService(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+        service = build_queue(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
         try:
-            return [str(v) for v in (await audit(service)).violations]
+            return [str(v) for v in (await audit(service.stores)).violations]
         finally:
             await service.close()
     return asyncio.run(go())

@@ -12,6 +12,7 @@ from azure.storage.blob import BlobServiceClient
 from shared.storage.azure import AzureQueues, AzureTables
 from shared.storage.base import Entity, encode_key
 from shared.storage.rest import RestQueues, RestTables
+from tests.answers import create_artifact
 
 IMPLEMENTATIONS = {"sdk": (AzureTables, AzureQueues), "rest": (RestTables, RestQueues)}
 
@@ -224,9 +225,9 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
 
     from local_host import azurite as azurite_mod
     from shared import timeutil
-    from shared.artifacts import blob_path, row_key
+    from shared.domain.artifacts import blob_path, row_key
     from shared.domain.tasks import TASKS_TABLE
-    from shared.service import QueueService
+    from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs, AzureQueues
     from tests.conftest import slugid, task_definition
@@ -238,27 +239,27 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
     settings = load_settings(storage=cs, root_access_token="x" * 30, expiry_delay=0, claim_work_wait=0)
 
     async def scenario():
-        service = QueueService(settings, AzureTables(cs), AzureQueues(cs), AzureBlobs(cs), clock=clock)
+        service = build_queue(settings, AzureTables(cs), AzureQueues(cs), AzureBlobs(cs), clock=clock)
         blobs = BlobServiceClient.from_connection_string(cs).get_container_client(settings.artifact_container)
         try:
             ids = []
             for days in (1, 30):
                 task_id, definition = slugid(), task_definition()
                 definition["expires"] = timeutil.iso(clock() + dt.timedelta(days=days))
-                await service.create_task(task_id, dict(definition, **_defaults(definition)))
-                await service.claim(task_id, 0, "g", "w")
-                created = await service.artifacts.create(task_id, 0, "public/a.txt", {
+                await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                await service.claims.claim(task_id, 0, "g", "w")
+                created = await create_artifact(service, task_id, 0, "public/a.txt", {
                     "storageType": "azure", "expires": definition["expires"], "contentType": "text/plain",
                     "contentLength": 2})
                 blobs.upload_blob(blob_path(task_id, 0, "public/a.txt"), b"hi")
                 await service.artifacts.finish(task_id, 0, "public/a.txt", created["uploadId"])
                 ids.append(task_id)
             clock.advance(2 * 86400)
-            assert await service.expire_tasks() == 1
+            assert await service.expiry.expire_tasks() == 1
             gone, kept = ids
-            assert await service.tables.get(TASKS_TABLE, gone, row_key(0, "public/a.txt")) is None
+            assert await service.stores.tables.get(TASKS_TABLE, gone, row_key(0, "public/a.txt")) is None
             assert not blobs.get_blob_client(blob_path(gone, 0, "public/a.txt")).exists()
-            assert await service.tables.get(TASKS_TABLE, kept, row_key(0, "public/a.txt")) is not None
+            assert await service.stores.tables.get(TASKS_TABLE, kept, row_key(0, "public/a.txt")) is not None
             assert blobs.get_blob_client(blob_path(kept, 0, "public/a.txt")).exists()
         finally:
             blobs.close()

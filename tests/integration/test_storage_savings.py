@@ -8,7 +8,8 @@ import asyncio
 
 from shared.domain.groups import TASK_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
-from shared.service import Claim, ClaimRefusal, QueueService
+from shared.operations.claims import Claim, ClaimRefusal
+from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.base import PUT_LISTENERS, Entity
 from shared.storage.grouped import GroupedUpserts
@@ -34,19 +35,19 @@ class CountingTables(RestTables):
         return await super().commit(table, ops)
 
 
-def services(connection: str) -> tuple[QueueService, QueueService, CountingTables]:
+def services(connection: str) -> tuple[Queue, Queue, CountingTables]:
     """Two services on one Azurite (two processes, nothing remembered in common); the first counts its reads."""
     settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0)
     tables = CountingTables(connection)
-    one = QueueService(settings, tables, RestQueues(connection))
-    other = QueueService(settings, RestTables(connection), RestQueues(connection))
+    one = build_queue(settings, tables, RestQueues(connection))
+    other = build_queue(settings, RestTables(connection), RestQueues(connection))
     return one, other, tables
 
 
-async def create(service: QueueService) -> str:
+async def create(service: Queue) -> str:
     task_id = slugid()
     definition = task_definition()
-    await service.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     return task_id
 
 
@@ -58,20 +59,20 @@ def test_remembered_rows_save_reads_and_never_decide_alone(azurite):
             # with the ETag Azurite returned in the transaction's response.
             task_id = await create(one)
             assert tables.reads.get(TASKS_TABLE, 0) == 0
-            assert isinstance(await one.claim(task_id, 0, "g", "w"), Claim)
-            await one.resolve(task_id, 0, "completed", "completed")
+            assert isinstance(await one.claims.claim(task_id, 0, "g", "w"), Claim)
+            await one.lifecycle.resolve(task_id, 0, "completed", "completed")
             assert tables.reads.get(TASKS_TABLE, 0) == 0
             # Another process changes a task behind the first one's back: the first one's remembered row is
             # stale, and neither a claim nor a refusal is decided on it.
             stale = await create(one)
-            await other.cancel_task(stale)
-            assert await one.claim(stale, 0, "g", "w") is ClaimRefusal.CONFLICT
+            await other.lifecycle.cancel_task(stale)
+            assert await one.claims.claim(stale, 0, "g", "w") is ClaimRefusal.CONFLICT
             retried = await create(one)
-            assert isinstance(await one.claim(retried, 0, "g", "w"), Claim)
-            await other.resolve(retried, 0, "exception", "worker-shutdown")  # run 1 pending, unknown to `one`
-            claimed = await one.claim(retried, 1, "g", "w2")
+            assert isinstance(await one.claims.claim(retried, 0, "g", "w"), Claim)
+            await other.lifecycle.resolve(retried, 0, "exception", "worker-shutdown")  # run 1 pending, unknown to `one`
+            claimed = await one.claims.claim(retried, 1, "g", "w2")
             assert isinstance(claimed, Claim) and claimed.run.worker_id == "w2"
-            assert (await other.status(retried))["runs"][1]["state"] == "running"
+            assert (await other.queries.task(retried)).status()["runs"][1]["state"] == "running"
         finally:
             await asyncio.gather(one.close(), other.close())
     asyncio.run(go())

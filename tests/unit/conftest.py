@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared.service import QueueService
+from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 
@@ -25,10 +25,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def memory_service(*, tables: MemoryTables | None = None, clock: Callable[[], dt.datetime] | None = None,
-                   **settings: Any) -> QueueService:
+                   **settings: Any) -> Queue:
     """A service on the memory connector with the unit tier's settings: short claims, no deadline delay, no
     claimWork wait (each overridable)."""
     values: dict[str, Any] = {"storage": "memory", "root_access_token": "x" * 30, "claim_timeout": 60,
                               "deadline_delay": 0, "hint_grace": 60, "claim_work_wait": 0, **settings}
-    return QueueService(load_settings(**values), tables or MemoryTables(), MemoryQueues(),
+    return build_queue(load_settings(**values), tables or MemoryTables(), MemoryQueues(),
                         **({"clock": clock} if clock is not None else {}))

@@ -7,13 +7,14 @@ import datetime as dt
 
 import pytest
 
-from shared import artifacts as A
 from shared import errors, timeutil
-from shared.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
+from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
 from shared.domain.tasks import TASKS_TABLE
-from shared.service import QueueService
+from shared.operations import artifacts as A
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
+from tests.answers import create_artifact, list_artifacts, task_events
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import Clock, _defaults
 
@@ -34,14 +35,14 @@ def blobs():
 def service(clock, blobs):
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=600, deadline_delay=0,
                              claim_work_wait=0, expiry_delay=0, artifact_exception_window=60)
-    return QueueService(settings, MemoryTables(), MemoryQueues(), blobs, clock=clock)
+    return build_queue(settings, MemoryTables(), MemoryQueues(), blobs, clock=clock)
 
 
 async def running_task(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    await service.create_task(task_id, dict(definition, **_defaults(definition)))
-    await service.claim(task_id, 0, "g", "w")
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.claims.claim(task_id, 0, "g", "w")
     return task_id
 
 
@@ -60,15 +61,15 @@ def reference(clock, url="https://example.com/a", **extra):
 
 async def events_of(service, task_id):
     return [e["exchange"].rsplit("/", 1)[1] for e in
-            (await service.task_events(task_id, limit=100, continuation=None))["events"]]
+            (await task_events(service, task_id, limit=100, continuation=None))["events"]]
 
 
 async def test_azure_artifact_is_present_once_finished_with_the_declared_size(service, clock, blobs):
     task_id = await running_task(service)
-    created = await service.artifacts.create(task_id, 0, "public/logs/live.log", azure(clock))
+    created = await create_artifact(service, task_id, 0, "public/logs/live.log", azure(clock))
     assert created["storageType"] == "azure" and created["headers"]["x-ms-blob-type"] == "BlockBlob"
     assert f"/{task_id}/0/public/logs/live.log?sp=cw" in created["putUrl"]
-    listed = await service.artifacts.list(task_id, 0, limit=10, continuation=None)
+    listed = await list_artifacts(service, task_id, 0, limit=10, continuation=None)
     assert listed["artifacts"] == []  # not uploaded yet
     with pytest.raises(A.ArtifactNotUploaded):
         await service.artifacts.follow(task_id, 0, "public/logs/live.log")
@@ -83,12 +84,12 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
     blobs.put(CONTAINER, blob, b"five!")
     await service.artifacts.finish(task_id, 0, "public/logs/live.log", created["uploadId"])
     await service.artifacts.finish(task_id, 0, "public/logs/live.log", created["uploadId"])  # a repeat
-    again = await service.artifacts.create(task_id, 0, "public/logs/live.log", azure(clock))
+    again = await create_artifact(service, task_id, 0, "public/logs/live.log", azure(clock))
     assert "?sp=c&" in again["putUrl"]  # create-only: the finished blob can no longer be overwritten
     chain, artifact = await service.artifacts.follow(task_id, 0, "public/logs/live.log")
     assert chain == ["public/logs/live.log"] and artifact.present
     assert "sp=r&" in await service.artifacts.url_of(artifact)
-    assert (await service.artifacts.list(task_id, None, limit=10, continuation=None))["artifacts"] == [
+    assert (await list_artifacts(service, task_id, None, limit=10, continuation=None))["artifacts"] == [
         {"storageType": "azure", "name": "public/logs/live.log", "expires": artifact.expires,
          "contentType": "text/plain", "contentLength": 5}]
     assert (await events_of(service, task_id)).count("artifact-created") == 1  # at finish, not at the repeat
@@ -97,42 +98,42 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
 async def test_same_request_again_gives_a_fresh_url_and_differences_conflict(service, clock):
     task_id = await running_task(service)
     body = azure(clock)
-    first = await service.artifacts.create(task_id, 0, "a", body)
+    first = await create_artifact(service, task_id, 0, "a", body)
     clock.advance(1)
-    again = await service.artifacts.create(task_id, 0, "a", body)
+    again = await create_artifact(service, task_id, 0, "a", body)
     assert again["uploadId"] == first["uploadId"] and again["putUrl"] != first["putUrl"]
     longer = dict(body, expires=expires(clock, days=2))
-    await service.artifacts.create(task_id, 0, "a", longer)
+    await create_artifact(service, task_id, 0, "a", longer)
     for changed, problem in [(body, "not shortened"), (dict(longer, contentType="x/y"), "contentType"),
                              (dict(longer, contentLength=6), "contentLength"),
                              (reference(clock), "storageType")]:
         with pytest.raises(A.ArtifactConflict, match=problem):
-            await service.artifacts.create(task_id, 0, "a", changed)
+            await create_artifact(service, task_id, 0, "a", changed)
     with pytest.raises(A.ArtifactExpiresInvalid, match="outlive its task"):
-        await service.artifacts.create(task_id, 0, "b", azure(clock, expires="2999-01-01T00:00:00.000Z"))
+        await create_artifact(service, task_id, 0, "b", azure(clock, expires="2999-01-01T00:00:00.000Z"))
 
 
 async def test_reference_may_change_its_url_or_become_a_link_and_each_change_is_announced(service, clock):
     task_id = await running_task(service)
-    await service.artifacts.create(task_id, 0, "r", reference(clock))
-    await service.artifacts.create(task_id, 0, "r", reference(clock))  # the same again: nothing new
-    await service.artifacts.create(task_id, 0, "r", reference(clock, url="https://example.com/b"))
+    await create_artifact(service, task_id, 0, "r", reference(clock))
+    await create_artifact(service, task_id, 0, "r", reference(clock))  # the same again: nothing new
+    await create_artifact(service, task_id, 0, "r", reference(clock, url="https://example.com/b"))
     _, artifact = await service.artifacts.follow(task_id, 0, "r")
     assert await service.artifacts.url_of(artifact) == "https://example.com/b"
-    await service.artifacts.create(task_id, 0, "target", reference(clock))
-    await service.artifacts.create(task_id, 0, "r", {"storageType": "link", "expires": expires(clock),
+    await create_artifact(service, task_id, 0, "target", reference(clock))
+    await create_artifact(service, task_id, 0, "r", {"storageType": "link", "expires": expires(clock),
                                                      "artifact": "target"})
     chain, artifact = await service.artifacts.follow(task_id, 0, "r")
     assert chain == ["r", "target"] and artifact.name == "target"
     assert (await events_of(service, task_id)).count("artifact-created") == 4
     with pytest.raises(A.ArtifactConflict, match="only a reference may become a link"):
-        await service.artifacts.create(task_id, 0, "r", reference(clock))
+        await create_artifact(service, task_id, 0, "r", reference(clock))
 
 
 async def test_link_cycles_and_missing_targets(service, clock):
     task_id = await running_task(service)
     for name, target in [("a", "b"), ("b", "c"), ("c", "a"), ("d", "nowhere")]:
-        await service.artifacts.create(task_id, 0, name, {"storageType": "link", "expires": expires(clock),
+        await create_artifact(service, task_id, 0, name, {"storageType": "link", "expires": expires(clock),
                                                           "artifact": target})
     with pytest.raises(A.ArtifactLinkInvalid, match="loops: a -> b -> c -> a"):
         await service.artifacts.follow(task_id, 0, "a")
@@ -142,48 +143,48 @@ async def test_link_cycles_and_missing_targets(service, clock):
 
 async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exception(service, clock):
     task_id = await running_task(service)
-    await service.resolve(task_id, 0, "exception", "malformed-payload")
-    await service.artifacts.create(task_id, 0, "late", reference(clock))  # inside the window (60 s here)
+    await service.lifecycle.resolve(task_id, 0, "exception", "malformed-payload")
+    await create_artifact(service, task_id, 0, "late", reference(clock))  # inside the window (60 s here)
     clock.advance(61)
     with pytest.raises(A.RunNotAcceptingArtifacts):
-        await service.artifacts.create(task_id, 0, "later", reference(clock))
+        await create_artifact(service, task_id, 0, "later", reference(clock))
     done = await running_task(service)
-    await service.resolve(done, 0, "completed", "completed")
+    await service.lifecycle.resolve(done, 0, "completed", "completed")
     with pytest.raises(A.RunNotAcceptingArtifacts, match="is completed"):
-        await service.artifacts.create(done, 0, "x", reference(clock))
+        await create_artifact(service, done, 0, "x", reference(clock))
     with pytest.raises(A.ArtifactTaskNotFound):
-        await service.artifacts.create(slugid(), 0, "x", reference(clock))
+        await create_artifact(service, slugid(), 0, "x", reference(clock))
     with pytest.raises(A.ArtifactRunNotFound):
-        await service.artifacts.create(done, 1, "x", reference(clock))
+        await create_artifact(service, done, 1, "x", reference(clock))
     pending = slugid()
     definition = task_definition()
-    await service.create_task(pending, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(pending, dict(definition, **_defaults(definition)))
     with pytest.raises(A.RunNeverClaimed):
-        await service.artifacts.create(pending, 0, "x", reference(clock))
+        await create_artifact(service, pending, 0, "x", reference(clock))
 
 
 async def test_refusals_change_nothing(service, clock):
     task_id = await running_task(service)
-    before = dict(service.tables._tables[TASKS_TABLE])
+    before = dict(service.stores.tables._tables[TASKS_TABLE])
     s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "a"}
     for body, error in [(s3, A.StorageTypeUnsupported),
                         (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))),
                          A.ArtifactExpiresInvalid)]:
         with pytest.raises(error):
-            await service.artifacts.create(task_id, 0, "x", body)
+            await create_artifact(service, task_id, 0, "x", body)
     with pytest.raises(A.ArtifactNameInvalid):
-        await service.artifacts.create(task_id, 0, "x" * 1025, reference(clock))
-    assert service.tables._tables[TASKS_TABLE] == before
+        await create_artifact(service, task_id, 0, "x" * 1025, reference(clock))
+    assert service.stores.tables._tables[TASKS_TABLE] == before
 
 
 async def test_concurrent_creates_of_many_artifacts_all_land(service, clock):
     task_id = await running_task(service)
-    await asyncio.gather(*(service.artifacts.create(task_id, 0, f"public/{i}", reference(clock))
+    await asyncio.gather(*(create_artifact(service, task_id, 0, f"public/{i}", reference(clock))
                            for i in range(20)))
-    listed = await service.artifacts.list(task_id, 0, limit=7, continuation=None)
+    listed = await list_artifacts(service, task_id, 0, limit=7, continuation=None)
     names = [a["name"] for a in listed["artifacts"]]
     while "continuationToken" in listed:
-        listed = await service.artifacts.list(task_id, 0, limit=7, continuation=listed["continuationToken"])
+        listed = await list_artifacts(service, task_id, 0, limit=7, continuation=listed["continuationToken"])
         names += [a["name"] for a in listed["artifacts"]]
     assert sorted(names) == sorted(f"public/{i}" for i in range(20))
     assert (await events_of(service, task_id)).count("artifact-created") == 20
@@ -193,23 +194,23 @@ async def test_expiry_deletes_the_blob_then_the_row_and_keeps_what_was_extended(
     task_id = await running_task(service)
     short, extended = azure(clock), azure(clock)
     for name in ("short", "extended"):
-        created = await service.artifacts.create(task_id, 0, name, short)
+        created = await create_artifact(service, task_id, 0, name, short)
         blobs.put(CONTAINER, blob_path(task_id, 0, name), b"12345")
         await service.artifacts.finish(task_id, 0, name, created["uploadId"])
-    await service.artifacts.create(task_id, 0, "extended", dict(extended, expires=expires(clock, days=3)))
+    await create_artifact(service, task_id, 0, "extended", dict(extended, expires=expires(clock, days=3)))
     clock.advance(2 * 86400)
-    assert await service.artifacts.expire() == 1
+    assert await service.expiry.expire_artifacts() == 1
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "short")) is None
-    assert await service.tables.get(TASKS_TABLE, task_id, row_key(0, "short")) is None
+    assert await service.stores.tables.get(TASKS_TABLE, task_id, row_key(0, "short")) is None
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "extended")) == b"12345"
     await service.artifacts.follow(task_id, 0, "extended")
-    assert service.tables._tables[ARTIFACT_EXPIRY_TABLE] and await service.artifacts.expire() == 0
-    assert len(service.tables._tables[ARTIFACT_EXPIRY_TABLE]) == 1  # the later entry of `extended`
+    assert service.stores.tables._tables[ARTIFACT_EXPIRY_TABLE] and await service.expiry.expire_artifacts() == 0
+    assert len(service.stores.tables._tables[ARTIFACT_EXPIRY_TABLE]) == 1  # the later entry of `extended`
 
 
 async def test_expired_artifacts_answer_410_before_they_are_deleted(service, clock):
     task_id = await running_task(service)
-    await service.artifacts.create(task_id, 0, "r", reference(clock))
+    await create_artifact(service, task_id, 0, "r", reference(clock))
     clock.advance(86400 + 1)
     with pytest.raises(A.ArtifactExpired):
         await service.artifacts.follow(task_id, 0, "r")
@@ -224,21 +225,21 @@ def test_blob_paths_are_readable_when_safe_and_hashed_otherwise():
 
 async def test_error_artifacts_are_recorded_with_reason_and_message(service, clock):
     task_id = await running_task(service)
-    await service.artifacts.create(task_id, 0, "e", {"storageType": "error", "expires": expires(clock),
+    await create_artifact(service, task_id, 0, "e", {"storageType": "error", "expires": expires(clock),
                                                      "reason": "file-missing-on-worker", "message": "gone"})
     _, artifact = await service.artifacts.follow(task_id, 0, "e")
     assert artifact.details == {"reason": "file-missing-on-worker", "message": "gone"}
     with pytest.raises(errors.RunNotFound):
-        await service.artifacts.list(task_id, 3, limit=10, continuation=None)
+        await list_artifacts(service, task_id, 3, limit=10, continuation=None)
 
 
 async def test_names_too_long_for_a_table_key_are_keyed_by_their_hash(service, clock):
     task_id = await running_task(service)
     names = ["public/" + "/" * 600, "y" * 1024, "short"]
     for name in names:
-        await service.artifacts.create(task_id, 0, name, reference(clock))
+        await create_artifact(service, task_id, 0, name, reference(clock))
     assert len(row_key(0, names[0])) < 100 and row_key(0, "short") == "artifact:0:short"
-    listed = await service.artifacts.list(task_id, 0, limit=10, continuation=None)
+    listed = await list_artifacts(service, task_id, 0, limit=10, continuation=None)
     assert sorted(a["name"] for a in listed["artifacts"]) == sorted(names)
     for name in names:
         assert (await service.artifacts.follow(task_id, 0, name))[1].name == name

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.api.framework import render_scopes
-from shared.api.queue_v1 import CREATE_TASK_SCOPES, api
+from shared.api.queue_v1 import api
+from shared.api.queue_v1.tasks import CREATE_TASK_SCOPES
 from shared.api.reference import render
 
 PROJECT = Path(__file__).resolve().parents[2]

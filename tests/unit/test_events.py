@@ -22,10 +22,12 @@ from shared.domain.eventlog import (
 from shared.domain.events import Event
 from shared.domain.groups import TASK_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
-from shared.service import Claim, QueueService
+from shared.operations.claims import Claim
+from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.validation import errors_of
+from tests.answers import group_events, task_events
 from tests.conftest import slugid
 from tests.conftest import task_definition as bare_definition
 from tests.unit.test_service import Clock, _defaults
@@ -57,19 +59,19 @@ def clock() -> Clock:
     return Clock()
 
 
-def make_service(clock: Clock, bus: str = "amqp") -> QueueService:
+def make_service(clock: Clock, bus: str = "amqp") -> Queue:
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
                              hint_grace=60, claim_work_wait=0, event_bus=bus, event_lease=5)
-    return QueueService(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 
 @pytest.fixture
-def service(clock: Clock) -> QueueService:
+def service(clock: Clock) -> Queue:
     return make_service(clock)
 
 
-async def recorded(service: QueueService, task_id: str) -> list[dict]:
-    return (await service.task_events(task_id, limit=1000, continuation=None))["events"]
+async def recorded(service: Queue, task_id: str) -> list[dict]:
+    return (await task_events(service, task_id, limit=1000, continuation=None))["events"]
 
 
 def assert_valid(events: list[dict]) -> None:
@@ -79,19 +81,19 @@ def assert_valid(events: list[dict]) -> None:
         assert errors_of(EXCHANGES[short], event["payload"]) == [], event
 
 
-async def claim(service: QueueService, task_id: str) -> Claim:
-    result = await service.claim(task_id, 0, "wg", "w1")
+async def claim(service: Queue, task_id: str) -> Claim:
+    result = await service.claims.claim(task_id, 0, "wg", "w1")
     assert isinstance(result, Claim)
     return result
 
 
-async def test_lifecycle_records_each_exchange_with_taskclusters_routing_key(service: QueueService) -> None:
+async def test_lifecycle_records_each_exchange_with_taskclusters_routing_key(service: Queue) -> None:
     task_id = slugid()
     definition = task_definition(taskQueueId="prov/wt", routes=["index.a.b", "notify.email.x@example.com"],
                                  tags={"kind": "build"}, schedulerId="sched", taskGroupId=task_id)
-    await service.create_task(task_id, definition)
+    await service.creation.create_task(task_id, definition)
     await claim(service, task_id)
-    await service.resolve(task_id, 0, "completed", "completed")
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     events = await recorded(service, task_id)
     assert [e["exchange"] for e in events] == [
         "exchange/taskcluster-queue/v1/task-defined", "exchange/taskcluster-queue/v1/task-pending",
@@ -112,11 +114,11 @@ async def test_lifecycle_records_each_exchange_with_taskclusters_routing_key(ser
     assert completed["status"]["state"] == "completed" and completed["workerId"] == "w1"
 
 
-async def test_retry_records_exception_then_pending_in_one_change(service: QueueService) -> None:
+async def test_retry_records_exception_then_pending_in_one_change(service: Queue) -> None:
     task_id = slugid()
-    await service.create_task(task_id, task_definition(retries=1))
+    await service.creation.create_task(task_id, task_definition(retries=1))
     await claim(service, task_id)
-    await service.resolve(task_id, 0, "exception", "worker-shutdown")
+    await service.lifecycle.resolve(task_id, 0, "exception", "worker-shutdown")
     events = await recorded(service, task_id)
     assert [e["exchange"].rsplit("/", 1)[1] for e in events[-2:]] == ["task-exception", "task-pending"]
     exception, pending = events[-2]["payload"], events[-1]["payload"]
@@ -126,16 +128,16 @@ async def test_retry_records_exception_then_pending_in_one_change(service: Queue
     assert_valid(events)
 
 
-async def test_cancel_deadline_rerun_failed_and_priority(service: QueueService, clock: Clock) -> None:
+async def test_cancel_deadline_rerun_failed_and_priority(service: Queue, clock: Clock) -> None:
     cancelled, failed = slugid(), slugid()
-    await service.create_task(cancelled, task_definition())
-    await service.cancel_task(cancelled)
-    await service.cancel_task(cancelled)  # a repeat changes nothing and records nothing
-    await service.create_task(failed, task_definition())
-    await service.change_task_priority(failed, "high")
+    await service.creation.create_task(cancelled, task_definition())
+    await service.lifecycle.cancel_task(cancelled)
+    await service.lifecycle.cancel_task(cancelled)  # a repeat changes nothing and records nothing
+    await service.creation.create_task(failed, task_definition())
+    await service.lifecycle.change_task_priority(failed, "high")
     await claim(service, failed)
-    await service.resolve(failed, 0, "failed", "failed")
-    await service.rerun_task(failed)
+    await service.lifecycle.resolve(failed, 0, "failed", "failed")
+    await service.lifecycle.rerun_task(failed)
     names = [[e["exchange"].rsplit("/", 1)[1] for e in await recorded(service, t)] for t in (cancelled, failed)]
     assert names[0] == ["task-defined", "task-pending", "task-exception"]
     assert names[1] == ["task-defined", "task-pending", "task-priority-changed", "task-running", "task-failed",
@@ -144,11 +146,12 @@ async def test_cancel_deadline_rerun_failed_and_priority(service: QueueService, 
     assert changed["payload"]["oldPriority"] == "lowest" and changed["payload"]["newPriority"] == "high"
     assert changed["routingKey"].split(".")[2:5] == ["_", "_", "_"]
     late = slugid()
-    await service.create_task(late, task_definition(deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5))))
+    await service.creation.create_task(late, task_definition(
+        deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5))))
     clock.advance(10)
     from shared.domain.messages import DeadlineCheck
-    task = await service._load(late)
-    assert await service.check_deadline(DeadlineCheck(late, task.deadline)) == "exceeded"
+    task = await service.tasks.load(late)
+    assert await service.checks.check_deadline(DeadlineCheck(late, task.deadline)) == "exceeded"
     events = await recorded(service, late)
     assert events[-1]["exchange"].endswith("/task-exception")
     assert events[-1]["payload"]["status"]["runs"][0]["reasonResolved"] == "deadline-exceeded"
@@ -156,19 +159,19 @@ async def test_cancel_deadline_rerun_failed_and_priority(service: QueueService, 
         assert_valid(await recorded(service, t))
 
 
-async def test_group_events_sealed_resolved_priority(service: QueueService) -> None:
+async def test_group_events_sealed_resolved_priority(service: Queue) -> None:
     group = slugid()
     task_id = slugid()
-    await service.create_task(task_id, task_definition(taskGroupId=group, schedulerId="s1"))
-    await service.change_task_group_priority(group, "high")
-    await service.seal_task_group(group)
-    await service.seal_task_group(group)  # sealing again keeps the first and records nothing
+    await service.creation.create_task(task_id, task_definition(taskGroupId=group, schedulerId="s1"))
+    await service.groups.change_priority(group, "high")
+    await service.groups.seal(group)
+    await service.groups.seal(group)  # sealing again keeps the first and records nothing
     await claim(service, task_id)
-    await service.resolve(task_id, 0, "completed", "completed")
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-    for message in await service.queues.receive(RESOLVED_QUEUE, 32, 30):
-        await service.resolve_dependencies(ResolvedCheck.decode(message.json()))
-    events = (await service.task_group_events(group, limit=100, continuation=None))["events"]
+    for message in await service.stores.queues.receive(RESOLVED_QUEUE, 32, 30):
+        await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
+    events = (await group_events(service, group, limit=100, continuation=None))["events"]
     assert [e["exchange"].rsplit("/", 1)[1] for e in events] == [
         "task-group-priority-changed", "task-group-sealed", "task-group-resolved"]
     assert all(e["routingKey"] == f"primary.{group}.s1._" and e["routes"] == [] for e in events)
@@ -181,27 +184,27 @@ async def test_group_events_sealed_resolved_priority(service: QueueService) -> N
 async def test_no_bus_records_events_but_asks_no_dispatch(clock: Clock) -> None:
     service = make_service(clock, bus="none")
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
+    await service.creation.create_task(task_id, task_definition())
     assert len(await recorded(service, task_id)) == 2
-    assert await service.queues.receive(DISPATCH_QUEUE, 32, 30) == []
+    assert await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30) == []
 
 
-async def drain(service: QueueService, publisher: RecordingPublisher) -> list[str]:
+async def drain(service: Queue, publisher: RecordingPublisher) -> list[str]:
     """Run the dispatcher over every visible dispatch request; the outcomes."""
     outcomes = []
-    for message in await service.queues.receive(DISPATCH_QUEUE, 32, 30):
+    for message in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30):
         for request in decode_requests(message.json()):
-            outcomes.append(await service.events.dispatch(request, publisher))
-        await service.queues.delete(DISPATCH_QUEUE, message)
+            outcomes.append(await service.stores.events.dispatch(request, publisher))
+        await service.stores.queues.delete(DISPATCH_QUEUE, message)
     return outcomes
 
 
-async def test_dispatch_publishes_each_event_once_in_order(service: QueueService) -> None:
+async def test_dispatch_publishes_each_event_once_in_order(service: Queue) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
+    await service.creation.create_task(task_id, task_definition())
     await claim(service, task_id)
-    await service.resolve(task_id, 0, "completed", "completed")
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     outcomes = await drain(service, publisher)
     # The first request publishes everything up to its own seq; later ones find theirs done or go on from there.
     assert outcomes[0] == "published"
@@ -211,88 +214,89 @@ async def test_dispatch_publishes_each_event_once_in_order(service: QueueService
     assert await drain(service, publisher) == []
 
 
-async def test_duplicate_requests_publish_nothing_twice(service: QueueService) -> None:
+async def test_duplicate_requests_publish_nothing_twice(service: Queue) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
+    await service.creation.create_task(task_id, task_definition())
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(timeutil.now()))
-    assert await service.events.dispatch(request, publisher) == "published"
-    assert await service.events.dispatch(request, publisher) == "done"
+    assert await service.stores.events.dispatch(request, publisher) == "published"
+    assert await service.stores.events.dispatch(request, publisher) == "done"
     assert len(publisher.published) == 2
 
 
-async def test_concurrent_dispatchers_keep_order(service: QueueService) -> None:
+async def test_concurrent_dispatchers_keep_order(service: Queue) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
+    await service.creation.create_task(task_id, task_definition())
     await claim(service, task_id)
     since = timeutil.iso(timeutil.now())
     requests = [DispatchRequest(TASKS_TABLE, task_id, n, since) for n in (3, 2, 3, 1)]
-    await asyncio.gather(*(service.events.dispatch(r, publisher) for r in requests))
+    await asyncio.gather(*(service.stores.events.dispatch(r, publisher) for r in requests))
     await drain(service, publisher)  # requests put back while the stream was busy
     seqs = [int(e.message_id.rsplit("/", 1)[1]) for e in publisher.published]
     assert seqs == sorted(seqs) and set(seqs) == {1, 2, 3}
 
 
-async def test_request_ahead_of_its_write_waits_then_drops_when_never_written(service: QueueService,
+async def test_request_ahead_of_its_write_waits_then_drops_when_never_written(service: Queue,
                                                                               clock: Clock) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
+    await service.creation.create_task(task_id, task_definition())
     ahead = DispatchRequest(TASKS_TABLE, task_id, 5, timeutil.iso(clock.now))
-    assert await service.events.dispatch(ahead, publisher) == "not-written"
+    assert await service.stores.events.dispatch(ahead, publisher) == "not-written"
     assert publisher.published == []  # nothing published past a gap, and nothing before the write is known
     await asyncio.sleep(1.1)  # put back for QUEUE_HINT_RETRY_DELAY
-    requests = [DispatchRequest.decode(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
+    requests = [DispatchRequest.decode(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert ahead in requests
     clock.advance(120)  # past QUEUE_HINT_GRACE
-    assert await service.events.dispatch(ahead, publisher) == "stale"
+    assert await service.stores.events.dispatch(ahead, publisher) == "stale"
 
 
-async def test_bus_failure_keeps_the_cursor_and_retries_with_backoff(service: QueueService, clock: Clock) -> None:
+async def test_bus_failure_keeps_the_cursor_and_retries_with_backoff(service: Queue, clock: Clock) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
-    await service.queues.receive(DISPATCH_QUEUE, 32, 3600)  # the original request: handled below by hand
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.queues.receive(DISPATCH_QUEUE, 32, 3600)  # the original request: handled below by hand
     publisher.fail = True
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
-    assert await service.events.dispatch(request, publisher) == "bus-failed"
-    assert await service.queues.receive(DISPATCH_QUEUE, 32, 30) == []  # put back with a delay
+    assert await service.stores.events.dispatch(request, publisher) == "bus-failed"
+    assert await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30) == []  # put back with a delay
     await asyncio.sleep(1.1)
-    [again] = await service.queues.receive(DISPATCH_QUEUE, 32, 30)
+    [again] = await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
     retry = DispatchRequest.decode(again.json())
     assert retry.attempt == 1
     publisher.fail = False
-    assert await service.events.dispatch(retry, publisher) == "published"
+    assert await service.stores.events.dispatch(retry, publisher) == "published"
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending"]
 
 
-async def test_expired_lease_is_taken_over(service: QueueService, clock: Clock) -> None:
+async def test_expired_lease_is_taken_over(service: Queue, clock: Clock) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
-    await service.create_task(task_id, task_definition())
+    await service.creation.create_task(task_id, task_definition())
     stream = Stream(TASKS_TABLE, task_id)
     # A dispatcher that took the lease and died.
-    await service.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)),
-                                       (await service.tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))).etag)
+    cursor = await service.stores.tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))
+    await service.stores.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)),
+                                              cursor.etag)
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
-    assert await service.events.dispatch(request, publisher) == "busy"
+    assert await service.stores.events.dispatch(request, publisher) == "busy"
     clock.advance(6)
-    assert await service.events.dispatch(request, publisher) == "published"
+    assert await service.stores.events.dispatch(request, publisher) == "published"
     assert len(publisher.published) == 2
 
 
-async def test_expiry_forgets_events(service: QueueService, clock: Clock) -> None:
+async def test_expiry_forgets_events(service: Queue, clock: Clock) -> None:
     task_id = slugid()
     now = clock.now
-    await service.create_task(task_id, task_definition(
+    await service.creation.create_task(task_id, task_definition(
         created=timeutil.iso(now), deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
         expires=timeutil.iso(now + dt.timedelta(seconds=20))))
-    await service.seal_task_group(task_id)
+    await service.groups.seal(task_id)
     clock.advance(3600)
-    assert await service.expire_tasks() == 1
+    assert await service.expiry.expire_tasks() == 1
     for table in (TASKS_TABLE, TASK_GROUPS_TABLE):
-        page = await service.tables.query(table, "PartitionKey eq @pk", {"pk": task_id})
+        page = await service.stores.tables.query(table, "PartitionKey eq @pk", {"pk": task_id})
         assert page.entities == [], table
 
 
@@ -309,7 +313,7 @@ class HostMessage:
 
 
 @pytest.mark.parametrize("dequeue_count", [1, 4])
-async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(service: QueueService, clock: Clock,
+async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(service: Queue, clock: Clock,
                                                                             monkeypatch: pytest.MonkeyPatch,
                                                                             dequeue_count: int) -> None:
     import functions.events as trigger
@@ -317,8 +321,8 @@ async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(serv
     async def broken(request: DispatchRequest, publisher: object) -> str:
         raise RuntimeError("storage hiccup")
 
-    monkeypatch.setattr(service.events, "dispatch", broken)
-    monkeypatch.setattr(trigger, "get_service", lambda: service)
+    monkeypatch.setattr(service.stores.events, "dispatch", broken)
+    monkeypatch.setattr(trigger, "get_queue", lambda: service)
     monkeypatch.setattr(trigger, "get_publisher", lambda: RecordingPublisher())
     request = DispatchRequest(TASKS_TABLE, slugid(), 1, timeutil.iso(clock.now), attempt=2)
     if dequeue_count < trigger.REQUEUE_AFTER:
@@ -327,26 +331,26 @@ async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(serv
         return
     await trigger.event_dispatch(HostMessage(request, dequeue_count))  # handled: not retried, not poisoned
     await asyncio.sleep(4.1)  # 2 ** attempt
-    [again] = [DispatchRequest.decode(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
+    [again] = [DispatchRequest.decode(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert again == DispatchRequest(request.table, request.key, 1, request.since, attempt=3)
 
 
-async def test_requests_announced_together_share_a_message(service: QueueService,
+async def test_requests_announced_together_share_a_message(service: Queue,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A burst of changes (a fan-out's) asks for dispatch in a few messages, each request once; the trigger
     publishes every stream of a batch message."""
     import functions.events as trigger
 
     task_ids = [slugid() for _ in range(150)]
-    await asyncio.gather(*(service.create_task(t, task_definition()) for t in task_ids))
-    messages = await service.queues.receive(DISPATCH_QUEUE, 32, 30)
+    await asyncio.gather(*(service.creation.create_task(t, task_definition()) for t in task_ids))
+    messages = await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
     batches = [decode_requests(m.json()) for m in messages]
     assert 2 <= len(messages) <= len(task_ids) // 2 and max(len(b) for b in batches) <= DISPATCH_BATCH
     requests = [r for batch in batches for r in batch]
     assert sorted(r.key for r in requests) == sorted(task_ids) and {r.seq for r in requests} == {2}
 
     publisher = RecordingPublisher()
-    monkeypatch.setattr(trigger, "get_service", lambda: service)
+    monkeypatch.setattr(trigger, "get_queue", lambda: service)
     monkeypatch.setattr(trigger, "get_publisher", lambda: publisher)
     for batch in batches:
         await trigger.event_dispatch(HostMessage(batch, 1))
@@ -361,7 +365,7 @@ def test_a_malformed_batch_is_refused() -> None:
             decode_requests(body)
 
 
-async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: QueueService, clock: Clock,
+async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: Queue, clock: Clock,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """After the host's retries, only the request that keeps failing goes back on the queue; the others of its
     message were published (and a retry of the whole message would have found them done)."""
@@ -370,17 +374,17 @@ async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: QueueServi
     publisher = RecordingPublisher()
     good, bad = slugid(), slugid()
     for task_id in (good, bad):
-        await service.create_task(task_id, task_definition())
-    await service.queues.receive(DISPATCH_QUEUE, 32, 30)  # the creates' own requests: not used here
-    dispatch = service.events.dispatch
+        await service.creation.create_task(task_id, task_definition())
+    await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)  # the creates' own requests: not used here
+    dispatch = service.stores.events.dispatch
 
     async def failing_for_bad(request: DispatchRequest, publisher: object) -> str:
         if request.key == bad:
             raise RuntimeError("storage hiccup")
         return await dispatch(request, publisher)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(service.events, "dispatch", failing_for_bad)
-    monkeypatch.setattr(trigger, "get_service", lambda: service)
+    monkeypatch.setattr(service.stores.events, "dispatch", failing_for_bad)
+    monkeypatch.setattr(trigger, "get_queue", lambda: service)
     monkeypatch.setattr(trigger, "get_publisher", lambda: publisher)
     since = timeutil.iso(clock.now)
     batch = [DispatchRequest(TASKS_TABLE, good, 2, since), DispatchRequest(TASKS_TABLE, bad, 2, since)]
@@ -390,5 +394,5 @@ async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: QueueServi
     assert {e.message_id.split("/")[1] for e in publisher.published} == {good}
     assert len(publisher.published) == 2  # published once, although the message was handled twice
     await asyncio.sleep(1.1)  # 2 ** attempt
-    [again] = [decode_requests(m.json()) for m in await service.queues.receive(DISPATCH_QUEUE, 32, 30)]
+    [again] = [decode_requests(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert again == [DispatchRequest(TASKS_TABLE, bad, 2, since, attempt=1)]

@@ -13,9 +13,10 @@ from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api
 from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
-from shared.service import QueueService
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
+from tests.answers import create_artifact
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import _defaults
 
@@ -35,15 +36,15 @@ def signed(method: str, path: str, body: bytes = b"") -> func.HttpRequest:
 
 async def test_artifact_names_with_encoded_slashes_authenticate_behind_the_functions_adapter():
     settings = load_settings(storage="memory", root_access_token=ROOT_TOKEN, claim_work_wait=0)
-    service = QueueService(settings, MemoryTables(), MemoryQueues(), MemoryBlobs())
-    clients = ClientStore(service.tables, token_secret=None, root_client_id="root", root_access_token=ROOT_TOKEN)
+    service = build_queue(settings, MemoryTables(), MemoryQueues(), MemoryBlobs())
+    clients = ClientStore(service.stores.tables, token_secret=None, root_client_id="root", root_access_token=ROOT_TOKEN)
     app = ApiApp([api], lambda: service, lambda: Authenticator(clients, []), validate_responses=True)
     middleware = func.AsgiMiddleware(app)
     task_id, definition = slugid(), task_definition()
-    await service.create_task(task_id, dict(definition, **_defaults(definition)))
-    await service.claim(task_id, 0, "g", "w")
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.claims.claim(task_id, 0, "g", "w")
     name = "private/with space/a%b"
-    await service.artifacts.create(task_id, 0, name, {
+    await create_artifact(service, task_id, 0, name, {
         "storageType": "reference", "expires": definition["deadline"], "contentType": "text/plain",
         "url": "https://example.com/x"})
     path = f"/api/queue/v1/task/{task_id}/runs/0/artifacts/{urllib.parse.quote(name, safe='')}"

@@ -9,7 +9,8 @@ import pytest
 
 from shared import errors
 from shared.domain.tasks import TASKS_TABLE
-from shared.service import Claim, ClaimRefusal, QueueService
+from shared.operations.claims import Claim, ClaimRefusal
+from shared.runtime import Queue, build_queue
 from shared.storage.memory import MemoryTables
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
@@ -40,56 +41,57 @@ def one(tables):
 @pytest.fixture
 def other(one, tables):
     """Another process: the same storage, nothing remembered in common."""
-    return QueueService(one.settings, tables, one.queues)
+    return build_queue(one.settings, tables, one.stores.queues)
 
 
-async def create(service: QueueService) -> str:
+async def create(service: Queue) -> str:
     task_id = slugid()
     definition = task_definition()
-    await service.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     return task_id
 
 
 async def test_a_lifecycle_reads_no_task_row_in_the_process_that_made_it(one, tables):
     task_id = await create(one)
-    claimed = await one.claim(task_id, 0, "g", "w")
+    claimed = await one.claims.claim(task_id, 0, "g", "w")
     assert isinstance(claimed, Claim)
-    await one.resolve(task_id, 0, "completed", "completed")
+    await one.lifecycle.resolve(task_id, 0, "completed", "completed")
     assert tables.task_reads == 0  # each step started from the row the previous one wrote
-    assert (await one.status(task_id))["state"] == "completed"  # an API read still reads storage
+    assert (await one.queries.task(task_id)).status()["state"] == "completed"  # an API read still reads storage
     assert tables.task_reads == 1
 
 
 async def test_a_claim_from_a_row_another_process_changed_is_refused(one, other):
     task_id = await create(one)
-    await other.cancel_task(task_id)
-    assert await one.claim(task_id, 0, "g", "w") is ClaimRefusal.CONFLICT  # remembered: pending; stored: exception
-    assert (await other.status(task_id))["runs"][0]["reasonResolved"] == "canceled"
+    await other.lifecycle.cancel_task(task_id)
+    # remembered: pending; stored: exception
+    assert await one.claims.claim(task_id, 0, "g", "w") is ClaimRefusal.CONFLICT
+    assert (await other.queries.task(task_id)).status()["runs"][0]["reasonResolved"] == "canceled"
 
 
 async def test_a_refusal_on_a_remembered_row_is_decided_again_on_the_stored_one(one, other):
     task_id = await create(one)
-    assert isinstance(await one.claim(task_id, 0, "g", "w"), Claim)
-    await other.resolve(task_id, 0, "exception", "worker-shutdown")  # retried: run 1 pending
+    assert isinstance(await one.claims.claim(task_id, 0, "g", "w"), Claim)
+    await other.lifecycle.resolve(task_id, 0, "exception", "worker-shutdown")  # retried: run 1 pending
     # `one` remembers a single run; the stored task has two, and run 1 is there to claim.
-    claimed = await one.claim(task_id, 1, "g", "w2")
+    claimed = await one.claims.claim(task_id, 1, "g", "w2")
     assert isinstance(claimed, Claim) and claimed.run.worker_id == "w2"
-    assert (await other.status(task_id))["runs"][1]["state"] == "running"
+    assert (await other.queries.task(task_id)).status()["runs"][1]["state"] == "running"
 
 
 async def test_a_change_from_a_stale_row_is_not_written(one, other):
     task_id = await create(one)
-    assert isinstance(await one.claim(task_id, 0, "g", "w"), Claim)
-    await other.cancel_task(task_id)
+    assert isinstance(await one.claims.claim(task_id, 0, "g", "w"), Claim)
+    await other.lifecycle.cancel_task(task_id)
     with pytest.raises(errors.RequestConflict):
-        await one.resolve(task_id, 0, "completed", "completed")  # remembered: running; stored: canceled
-    status = await other.status(task_id)
+        await one.lifecycle.resolve(task_id, 0, "completed", "completed")  # remembered: running; stored: canceled
+    status = (await other.queries.task(task_id)).status()
     assert [r["reasonResolved"] for r in status["runs"]] == ["canceled"]
 
 
 async def test_a_refusal_that_stands_is_not_made_twice(one, tables):
     task_id = await create(one)
-    await one.cancel_task(task_id)
+    await one.lifecycle.cancel_task(task_id)
     reads = tables.task_reads
-    assert await one.claim(task_id, 0, "g", "w") is ClaimRefusal.CONFLICT
+    assert await one.claims.claim(task_id, 0, "g", "w") is ClaimRefusal.CONFLICT
     assert tables.task_reads == reads + 1  # one read to confirm the remembered row, then the answer

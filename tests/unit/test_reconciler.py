@@ -21,9 +21,11 @@ from shared.domain.messages import (
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.maintenance.reconciler import Report
-from shared.service import ClaimRefusal, QueueService
+from shared.operations.claims import ClaimRefusal
+from shared.runtime import Queue
 from shared.storage.base import Entity, encode_key
 from shared.storage.memory import MemoryQueues
+from tests.answers import claim_work
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
 from tests.unit.test_service import Clock, _defaults
@@ -37,42 +39,42 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(clock: Clock) -> QueueService:
+def service(clock: Clock) -> Queue:
     return memory_service(clock=clock, reconcile_grace=GRACE, rehint_after=600)
 
 
-def memory_queues(service: QueueService) -> MemoryQueues:
-    assert isinstance(service.queues, MemoryQueues)
-    return service.queues
+def memory_queues(service: Queue) -> MemoryQueues:
+    assert isinstance(service.stores.queues, MemoryQueues)
+    return service.stores.queues
 
 
-async def create(service: QueueService, **overrides: object) -> tuple[str, dict]:
+async def create(service: Queue, **overrides: object) -> tuple[str, dict]:
     task_id = slugid()
     definition = task_definition(**overrides)
-    await service.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     return task_id, definition
 
 
-async def claim_all(service: QueueService, tq: str) -> list[tuple[str, int]]:
-    claimed = await service.claim_work(tq, "g", "w", 32)
+async def claim_all(service: Queue, tq: str) -> list[tuple[str, int]]:
+    claimed = await claim_work(service, tq, "g", "w", 32)
     return [(c["status"]["taskId"], c["runId"]) for c in claimed]
 
 
-async def reconcile(service: QueueService) -> Report:
+async def reconcile(service: Queue) -> Report:
     return await service.reconciler.run()
 
 
-async def test_nothing_to_repair_in_a_healthy_queue(service: QueueService, clock: Clock) -> None:
+async def test_nothing_to_repair_in_a_healthy_queue(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     assert (await reconcile(service)).repairs == {}  # younger than the grace period: not even looked at
     clock.advance(GRACE + 1)
     report = await reconcile(service)
     assert report.checked >= 1 and report.repairs == {} and report.failures == 0
     assert await claim_all(service, definition["taskQueueId"]) == [(task_id, 0)]
-    assert (await audit(service)).violations == []
+    assert (await audit(service.stores)).violations == []
 
 
-async def test_a_lost_hint_is_put_again_once(service: QueueService, clock: Clock) -> None:
+async def test_a_lost_hint_is_put_again_once(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     tq = definition["taskQueueId"]
     assert memory_queues(service).clear(pending_queue(tq, "lowest")) == 1
@@ -84,23 +86,23 @@ async def test_a_lost_hint_is_put_again_once(service: QueueService, clock: Clock
     assert (await reconcile(service)).repairs == {}  # claimed now: nothing left to repair
 
 
-async def test_a_long_wait_renews_the_hint_and_keeps_the_first(service: QueueService, clock: Clock) -> None:
+async def test_a_long_wait_renews_the_hint_and_keeps_the_first(service: Queue, clock: Clock) -> None:
     first, definition = await create(service)
     tq = definition["taskQueueId"]
     second, _ = await create(service, taskQueueId=tq)
     clock.advance(601)
     assert (await reconcile(service)).repairs == {"hint-renewed": 2}
-    status = await service._load(first)
+    status = await service.tasks.load(first)
     assert len(status.runs[0].hint_ids()) == 2
     clock.advance(60)
     assert (await reconcile(service)).repairs == {}  # the next renewal waits twice as long
     # The first hints claim, in their order; the renewed ones are stale and dropped.
     assert await claim_all(service, tq) == [(first, 0), (second, 0)]
     assert await claim_all(service, tq) == []
-    assert await service.queues.approximate_count(pending_queue(tq, "lowest")) == 0
+    assert await service.stores.queues.approximate_count(pending_queue(tq, "lowest")) == 0
 
 
-async def test_a_lost_claim_check_expires_the_claim(service: QueueService, clock: Clock) -> None:
+async def test_a_lost_claim_check_expires_the_claim(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     assert await claim_all(service, definition["taskQueueId"]) == [(task_id, 0)]
     memory_queues(service).clear(CLAIM_QUEUE)
@@ -108,37 +110,37 @@ async def test_a_lost_claim_check_expires_the_claim(service: QueueService, clock
     assert (await reconcile(service)).repairs == {}  # takenUntil passed, but not by the grace period yet
     clock.advance(10)
     assert (await reconcile(service)).repairs == {"claim-expired": 1}
-    task = await service._load(task_id)
+    task = await service.tasks.load(task_id)
     assert [(r.state, r.reason_resolved) for r in task.runs] == [("exception", "claim-expired"), ("pending", None)]
     assert await claim_all(service, definition["taskQueueId"]) == [(task_id, 1)]
 
 
-async def test_a_lost_deadline_check_resolves_the_task(service: QueueService, clock: Clock) -> None:
+async def test_a_lost_deadline_check_resolves_the_task(service: Queue, clock: Clock) -> None:
     now = timeutil.now()
     task_id, _ = await create(service, deadline=timeutil.iso(now + dt.timedelta(seconds=30)))
     memory_queues(service).clear(DEADLINE_QUEUE)
     clock.advance(30 + GRACE + 1)
     assert (await reconcile(service)).repairs == {"deadline-exceeded": 1}
-    task = await service._load(task_id)
+    task = await service.tasks.load(task_id)
     assert (task.state, task.runs[-1].reason_resolved) == ("exception", "deadline-exceeded")
 
 
-async def test_a_lost_resolution_is_run_again(service: QueueService, clock: Clock) -> None:
+async def test_a_lost_resolution_is_run_again(service: Queue, clock: Clock) -> None:
     root, definition = await create(service)
     tq = definition["taskQueueId"]
     dependents = [(await create(service, taskQueueId=tq, taskGroupId=root, dependencies=[root]))[0]
                   for _ in range(3)]
     await claim_all(service, tq)
-    await service.resolve(root, 0, "completed", "completed")
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
     assert memory_queues(service).clear(RESOLVED_QUEUE) == 1
     clock.advance(GRACE + 1)
     report = await reconcile(service)
     assert report.repairs["resolution"] == 1
     assert sorted(t for t, _ in await claim_all(service, tq)) == sorted(dependents)
-    assert await service.tables.get(TASK_GROUPS_TABLE, root, ACTIVE + root) is None
+    assert await service.stores.tables.get(TASK_GROUPS_TABLE, root, ACTIVE + root) is None
 
 
-async def test_a_resolution_lost_after_its_group_step_releases_dependents(service: QueueService,
+async def test_a_resolution_lost_after_its_group_step_releases_dependents(service: Queue,
                                                                          clock: Clock) -> None:
     """The group step of the resolution ran (the root left the active set), the dependents' part did not."""
     root, definition = await create(service)
@@ -147,74 +149,74 @@ async def test_a_resolution_lost_after_its_group_step_releases_dependents(servic
     other, _ = await create(service, taskQueueId=tq)
     double, _ = await create(service, taskQueueId=tq, dependencies=[root, other])
     await claim_all(service, tq)
-    await service.resolve(root, 0, "completed", "completed")
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
     memory_queues(service).clear(RESOLVED_QUEUE)
-    await service.groups.resolve_member(root, root)
+    await service.stores.groups.resolve_member(root, root)
     clock.advance(GRACE + 1)
     report = await reconcile(service)
     assert report.repairs["dependency"] == 2 and report.repairs["unblocked"] == 1
     assert [t for t, _ in await claim_all(service, tq)] == [single]
-    assert await service.deps.requirements(double, limit=10) == [other]  # still waits for the other one
+    assert await service.stores.deps.requirements(double, limit=10) == [other]  # still waits for the other one
 
 
-async def test_all_completed_dependent_of_a_failure_is_not_released(service: QueueService, clock: Clock) -> None:
+async def test_all_completed_dependent_of_a_failure_is_not_released(service: Queue, clock: Clock) -> None:
     root, definition = await create(service)
     tq = definition["taskQueueId"]
     dependent, _ = await create(service, taskQueueId=tq, dependencies=[root])
     await claim_all(service, tq)
-    await service.resolve(root, 0, "failed", "failed")
+    await service.lifecycle.resolve(root, 0, "failed", "failed")
     memory_queues(service).clear(RESOLVED_QUEUE)
-    await service.groups.resolve_member(root, root)
+    await service.stores.groups.resolve_member(root, root)
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs == {}
-    assert not (await service._load(dependent)).runs
+    assert not (await service.tasks.load(dependent)).runs
 
 
-async def test_a_member_whose_task_was_never_written_leaves_the_group(service: QueueService, clock: Clock) -> None:
+async def test_a_member_whose_task_was_never_written_leaves_the_group(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     group = definition.get("taskGroupId", task_id)
     ghost = slugid()  # createTask joined the group, then died before writing the task
-    expires = (await service._load(task_id)).definition["expires"]
-    await service.groups.join(group, "-", ghost, expires, timeutil.iso(clock.now),
-                              await service.groups.check_joinable(group, "-"))
+    expires = (await service.tasks.load(task_id)).definition["expires"]
+    await service.stores.groups.join(group, "-", ghost, expires, timeutil.iso(clock.now),
+                              await service.stores.groups.check_joinable(group, "-"))
     await claim_all(service, definition["taskQueueId"])
-    await service.resolve(task_id, 0, "completed", "completed")
-    await service.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, timeutil.iso(clock.now)))
-    events = [e.exchange for _, e in (await service.events.list(Stream(TASK_GROUPS_TABLE, group), limit=10,
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    await service.resolution.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, timeutil.iso(clock.now)))
+    events = [e.exchange for _, e in (await service.stores.events.list(Stream(TASK_GROUPS_TABLE, group), limit=10,
                                                                 continuation=None))[0]]
     assert "task-group-resolved" not in events  # the ghost keeps the group unresolved
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs == {"phantom-member": 1}
-    assert await service.tables.get(TASK_GROUPS_TABLE, group, ACTIVE + ghost) is None
-    assert (await audit(service)).violations == []
+    assert await service.stores.tables.get(TASK_GROUPS_TABLE, group, ACTIVE + ghost) is None
+    assert (await audit(service.stores)).violations == []
 
 
-async def test_a_stale_index_row_is_deleted(service: QueueService, clock: Clock) -> None:
+async def test_a_stale_index_row_is_deleted(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     tq = definition["taskQueueId"]
     await claim_all(service, tq)
-    await service.resolve(task_id, 0, "completed", "completed")
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     # A crash after the resolution's write, before the index row's deletion:
-    await service.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(tq), task_id, {
+    await service.stores.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(tq), task_id, {
         "state": "running", "runId": 0, "since": timeutil.iso(clock.now)}))
-    assert (await service.task_queue_counts(tq))["claimedTasks"] == 1
+    assert (await service.queries.task_queue_counts(tq)).claimed == 1
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs["run-index"] == 1
-    assert (await service.task_queue_counts(tq))["claimedTasks"] == 0
+    assert (await service.queries.task_queue_counts(tq)).claimed == 0
 
 
-async def test_poison_messages_are_reported_and_run_again(service: QueueService, clock: Clock,
+async def test_poison_messages_are_reported_and_run_again(service: Queue, clock: Clock,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     root, definition = await create(service)
     tq = definition["taskQueueId"]
     dependent, _ = await create(service, taskQueueId=tq, dependencies=[root])
     await claim_all(service, tq)
-    await service.resolve(root, 0, "completed", "completed")
-    [message] = await service.queues.receive(RESOLVED_QUEUE, 32, 0)
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    [message] = await service.stores.queues.receive(RESOLVED_QUEUE, 32, 0)
     poison = poison_queue(RESOLVED_QUEUE)
-    await service.queues.put(poison, message.content)  # what the host does after maxDequeueCount failures
-    await service.queues.delete(RESOLVED_QUEUE, message)
-    await service.queues.put(poison_queue(CLAIM_QUEUE), b"not json")
+    await service.stores.queues.put(poison, message.content)  # what the host does after maxDequeueCount failures
+    await service.stores.queues.delete(RESOLVED_QUEUE, message)
+    await service.stores.queues.put(poison_queue(CLAIM_QUEUE), b"not json")
 
     faults.arm("resolve-dependencies:raise")  # the bug is still there: the message stays, reported again
     try:
@@ -222,40 +224,40 @@ async def test_poison_messages_are_reported_and_run_again(service: QueueService,
     finally:
         faults.arm("")
     assert report.poison == 2 and report.failures == 1 and report.repairs == {"poison": 1}  # the malformed one
-    assert await service.queues.approximate_count(poison) == 1
+    assert await service.stores.queues.approximate_count(poison) == 1
     assert "poison message in task-resolved-poison" in caplog.text
 
     clock.advance(GRACE + 1)
     memory_queues(service)._queues[poison][0].visible_at = timeutil.now()  # its hiding time is over
     report = await reconcile(service)
     assert report.repairs["poison"] == 1 and report.failures == 0
-    assert await service.queues.approximate_count(poison) == 0
+    assert await service.stores.queues.approximate_count(poison) == 0
     assert await claim_all(service, tq) == [(dependent, 0)]
 
 
-async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: QueueService, clock: Clock) -> None:
+async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: Queue, clock: Clock) -> None:
     first, definition = await create(service)
     tq = definition["taskQueueId"]
     await create(service, taskQueueId=tq)
     clock.advance(601)
     await reconcile(service)
-    claims = await asyncio.gather(*(service.claim_work(tq, "g", f"w{i}", 1) for i in range(4)))
+    claims = await asyncio.gather(*(claim_work(service, tq, "g", f"w{i}", 1) for i in range(4)))
     claimed = [(c["status"]["taskId"], c["runId"]) for batch in claims for c in batch]
     assert len(claimed) == len(set(claimed)) == 2
-    task = await service._load(first)
-    assert await service.claim(first, 0, "g", "other", task.runs[0].hint_id) is ClaimRefusal.CONFLICT
+    task = await service.tasks.load(first)
+    assert await service.claims.claim(first, 0, "g", "other", task.runs[0].hint_id) is ClaimRefusal.CONFLICT
 
 
 async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_counted_afresh(
-        service: QueueService, clock: Clock) -> None:
+        service: Queue, clock: Clock) -> None:
     from shared.domain.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
     from shared.domain.tasks import TASKS_TABLE
 
     since = timeutil.iso(clock.now)
     batch = [DispatchRequest(TASKS_TABLE, slugid(), 2, since, attempt=3),
              DispatchRequest(TASKS_TABLE, slugid(), 4, since, attempt=1)]
-    await service.queues.put(poison_queue(DISPATCH_QUEUE), encode_requests(batch))
+    await service.stores.queues.put(poison_queue(DISPATCH_QUEUE), encode_requests(batch))
     report = await reconcile(service)
     assert report.repairs == {"poison": 1}
-    [message] = await service.queues.receive(DISPATCH_QUEUE, 32, 30)
+    [message] = await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
     assert decode_requests(message.json()) == [DispatchRequest(r.table, r.key, r.seq, r.since) for r in batch]

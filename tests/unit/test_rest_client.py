@@ -1,4 +1,4 @@
-"""The lean storage client's small parts that run on every request (shared/storage/rest.py)."""
+"""The lean storage client's small parts that run on every request (shared/storage/rest/http.py)."""
 
 from __future__ import annotations
 
@@ -9,30 +9,30 @@ from typing import Any
 
 import pytest
 
-from shared.storage import rest
+from shared.storage.rest import http as rest
 
 
 @pytest.mark.parametrize("seconds", [0, 951_782_400, 1_795_400_408, 1_803_254_399, 4_102_444_799])
 def test_storage_dates_parse_as_the_email_parser_reads_them(seconds):
     text = email.utils.formatdate(seconds, usegmt=True)
-    assert rest._rfc1123(text) == email.utils.parsedate_to_datetime(text)
-    assert rest._rfc1123(text) == dt.datetime.fromtimestamp(seconds, dt.UTC)
+    assert rest.rfc1123(text) == email.utils.parsedate_to_datetime(text)
+    assert rest.rfc1123(text) == dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
 @pytest.mark.parametrize("text", ["Mon, 3 Nov 2026 02:00:08 GMT", "Mon, 23 Nov 2026 02:00:08 +0000",
                                   "Mon, 23 Nov 2026 02:00:08 -0100"])
 def test_other_date_forms_go_to_the_email_parser(text):
-    assert rest._rfc1123(text) == email.utils.parsedate_to_datetime(text)
+    assert rest.rfc1123(text) == email.utils.parsedate_to_datetime(text)
 
 
 def test_no_date_is_none():
-    assert rest._rfc1123(None) is None and rest._rfc1123("") is None
+    assert rest.rfc1123(None) is None and rest.rfc1123("") is None
 
 
 def test_the_date_header_is_the_current_second(monkeypatch):
     for now in (1_795_400_408.2, 1_795_400_408.9, 1_795_400_409.0, 1_795_400_470.5):
         monkeypatch.setattr(rest.time, "time", lambda now=now: now)
-        assert rest._http_date() == email.utils.formatdate(int(now), usegmt=True)
+        assert rest.http_date() == email.utils.formatdate(int(now), usegmt=True)
 
 
 class _Response:
@@ -68,7 +68,7 @@ def test_no_span_is_made_without_a_tracer_provider():
     from opentelemetry import trace
 
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)  # nothing configured in unit tests
-    http = rest._Http(traced=True)
+    http = rest.Http(traced=True)
     http._session = _Session()  # type: ignore[assignment]
     http.tracer = _Tracer()  # type: ignore[assignment]
     assert asyncio.run(http.send("GET", "http://127.0.0.1:1/x", name="x", data=None, headers={}))[2] == b"ok"

@@ -11,9 +11,11 @@ import pytest
 
 from shared import errors, timeutil
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck, PendingHint, pending_queue
-from shared.service import Claim, ClaimRefusal, QueueService
+from shared.operations.claims import Claim, ClaimRefusal
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.answers import claim_work
 from tests.conftest import slugid, task_definition
 
 
@@ -37,7 +39,7 @@ def clock():
 def service(clock):
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
                              hint_grace=60, claim_work_wait=0)
-    return QueueService(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 
 def run(coro):
@@ -47,7 +49,7 @@ def run(coro):
 def create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    run(service.create_task(task_id, dict(definition, **_defaults(definition))))
+    run(service.creation.create_task(task_id, dict(definition, **_defaults(definition))))
     return task_id, definition
 
 
@@ -59,21 +61,21 @@ def _defaults(definition):
 
 
 async def _received(service, queue):
-    return await service.queues.receive(queue, 32, 0)
+    return await service.stores.queues.receive(queue, 32, 0)
 
 
 def test_createtask_puts_deadline_check_and_hint_before_the_task(service):
     task_id, definition = create(service)
     [hint] = run(_received(service, pending_queue(definition["taskQueueId"], "lowest")))
     assert PendingHint.decode(hint.json()).taskId == task_id
-    assert run(service.status(task_id))["state"] == "pending"
+    assert run(service.queries.task(task_id)).status()["state"] == "pending"
 
 
 def test_concurrent_claims_of_one_run_return_one_claim(service):
     task_id, _ = create(service)
 
     async def race():
-        return await asyncio.gather(*(service.claim(task_id, 0, "g", f"w{i}") for i in range(8)))
+        return await asyncio.gather(*(service.claims.claim(task_id, 0, "g", f"w{i}") for i in range(8)))
 
     results = run(race())
     assert sum(isinstance(r, Claim) for r in results) == 1
@@ -84,56 +86,56 @@ def test_only_the_runs_own_hint_claims_it(service):
     task_id, definition = create(service)
     [message] = run(_received(service, pending_queue(definition["taskQueueId"], "lowest")))
     hint = PendingHint.decode(message.json()).hintId
-    assert run(service.claim(task_id, 0, "g", "w", "a-duplicate")) is ClaimRefusal.CONFLICT
-    assert isinstance(run(service.claim(task_id, 0, "g", "w", hint)), Claim)
-    assert isinstance(run(service.claim(task_id, 0, "g", "w", hint)), Claim)  # a retry of the same hint
-    assert run(service.claim(task_id, 0, "g", "w", "another")) is ClaimRefusal.CONFLICT
+    assert run(service.claims.claim(task_id, 0, "g", "w", "a-duplicate")) is ClaimRefusal.CONFLICT
+    assert isinstance(run(service.claims.claim(task_id, 0, "g", "w", hint)), Claim)
+    assert isinstance(run(service.claims.claim(task_id, 0, "g", "w", hint)), Claim)  # a retry of the same hint
+    assert run(service.claims.claim(task_id, 0, "g", "w", "another")) is ClaimRefusal.CONFLICT
 
 
 def test_stale_and_duplicated_claim_checks_change_nothing(service, clock):
     task_id, _ = create(service)
-    claim = run(service.claim(task_id, 0, "g", "w"))
+    claim = run(service.claims.claim(task_id, 0, "g", "w"))
     first_until = claim.run.taken_until
     clock.advance(10)
-    run(service.reclaim_task(task_id, 0))
+    run(service.claims.reclaim_task(task_id, 0))
     clock.advance(55)  # past the first takenUntil, before the reclaimed one
-    assert run(service.check_claim(ClaimCheck(task_id, 0, first_until))) == "stale"
-    assert run(service.status(task_id))["state"] == "running"
+    assert run(service.checks.check_claim(ClaimCheck(task_id, 0, first_until))) == "stale"
+    assert run(service.queries.task(task_id)).status()["state"] == "running"
     clock.advance(60)
-    until = run(service.status(task_id))["runs"][0]["takenUntil"]
+    until = run(service.queries.task(task_id)).status()["runs"][0]["takenUntil"]
     check = ClaimCheck(task_id, 0, until)
-    assert run(service.check_claim(check)) == "expired"
-    after = run(service.status(task_id))
-    assert run(service.check_claim(check)) == "stale"  # a duplicate of the same message
-    assert run(service.status(task_id)) == after
+    assert run(service.checks.check_claim(check)) == "expired"
+    after = run(service.queries.task(task_id)).status()
+    assert run(service.checks.check_claim(check)) == "stale"  # a duplicate of the same message
+    assert run(service.queries.task(task_id)).status() == after
 
 
 def test_early_claim_check_is_put_back(service, clock):
     task_id, _ = create(service)
-    claim = run(service.claim(task_id, 0, "g", "w"))
-    run(service.queues.receive(CLAIM_QUEUE, 32, 0))  # drop the original check from view
-    assert run(service.check_claim(ClaimCheck(task_id, 0, claim.run.taken_until))) == "early"
-    assert run(service.status(task_id))["state"] == "running"
-    assert run(service.queues.approximate_count(CLAIM_QUEUE)) == 2
+    claim = run(service.claims.claim(task_id, 0, "g", "w"))
+    run(service.stores.queues.receive(CLAIM_QUEUE, 32, 0))  # drop the original check from view
+    assert run(service.checks.check_claim(ClaimCheck(task_id, 0, claim.run.taken_until))) == "early"
+    assert run(service.queries.task(task_id)).status()["state"] == "running"
+    assert run(service.stores.queues.approximate_count(CLAIM_QUEUE)) == 2
 
 
 def test_claim_check_for_a_missing_task_is_harmless(service):
-    assert run(service.check_claim(ClaimCheck(slugid(), 0, timeutil.iso(timeutil.now())))) == "task-gone"
-    assert run(service.check_deadline(DeadlineCheck(slugid(), timeutil.iso(timeutil.now())))) == "task-gone"
+    assert run(service.checks.check_claim(ClaimCheck(slugid(), 0, timeutil.iso(timeutil.now())))) == "task-gone"
+    assert run(service.checks.check_deadline(DeadlineCheck(slugid(), timeutil.iso(timeutil.now())))) == "task-gone"
 
 
 def test_deadline_check_for_another_deadline_is_stale(service, clock):
     task_id, definition = create(service)
     clock.advance(3700)
     other = timeutil.iso(timeutil.parse(definition["deadline"]) - dt.timedelta(seconds=5))
-    assert run(service.check_deadline(DeadlineCheck(task_id, other))) == "stale"
+    assert run(service.checks.check_deadline(DeadlineCheck(task_id, other))) == "stale"
     real = DeadlineCheck(task_id, timeutil.normalize(definition["deadline"]))
-    assert run(service.check_deadline(real)) == "exceeded"
-    assert run(service.check_deadline(real)) == "already-resolved"
+    assert run(service.checks.check_deadline(real)) == "exceeded"
+    assert run(service.checks.check_deadline(real)) == "already-resolved"
     # The task's deadline bucket is still queued; when it comes due it finds the task resolved already.
-    [bucket] = service.queues.contents(DEADLINE_QUEUE)
-    assert run(service.check_deadlines(json.loads(bucket))) == "checked 1"
-    assert run(service.status(task_id))["runs"][-1]["reasonResolved"] == "deadline-exceeded"
+    [bucket] = service.stores.queues.contents(DEADLINE_QUEUE)
+    assert run(service.checks.check_deadlines(json.loads(bucket))) == "checked 1"
+    assert run(service.queries.task(task_id)).status()["runs"][-1]["reasonResolved"] == "deadline-exceeded"
 
 
 def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
@@ -141,27 +143,28 @@ def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
     tq = definition["taskQueueId"]
     queue = pending_queue(tq, "lowest")
     future = PendingHint(task_id, 1, "h")  # run 1 does not exist (yet)
-    run(service.queues.put(queue, future.encode()))
-    run(service.claim(task_id, 0, "g", "w"))  # run 0 is taken
-    run(service.queues.receive(queue, 32, 0))  # make the original hint of run 0 cycle
-    assert run(service.claim_work(tq, "g", "w2", 1)) == []
-    assert run(service.queues.approximate_count(queue)) >= 1  # the young hint was released, not deleted
+    run(service.stores.queues.put(queue, future.encode()))
+    run(service.claims.claim(task_id, 0, "g", "w"))  # run 0 is taken
+    run(service.stores.queues.receive(queue, 32, 0))  # make the original hint of run 0 cycle
+    assert run(claim_work(service, tq, "g", "w2", 1)) == []
+    assert run(service.stores.queues.approximate_count(queue)) >= 1  # the young hint was released, not deleted
     clock.advance(120)
-    assert run(service.claim_work(tq, "g", "w2", 1)) == []
-    assert run(service.queues.approximate_count(queue)) == 0  # old now: dropped
+    assert run(claim_work(service, tq, "g", "w2", 1)) == []
+    assert run(service.stores.queues.approximate_count(queue)) == 0  # old now: dropped
 
 
 def test_claim_work_waits_as_long_as_the_setting_says(service):
     import time
-    service.settings = service.settings.model_copy(update={"claim_work_wait": 0.5, "claim_work_poll_interval": 0.1})
+    service.stores.settings = service.settings.model_copy(update={"claim_work_wait": 0.5,
+                                                                  "claim_work_poll_interval": 0.1})
     started = time.monotonic()
-    assert run(service.claim_work("p/none", "g", "w", 1)) == []
+    assert run(claim_work(service, "p/none", "g", "w", 1)) == []
     assert time.monotonic() - started >= 0.5
 
 
 def test_errors_are_raised_as_taskcluster_errors(service):
     with pytest.raises(errors.TaskNotFound) as found:
-        run(service.status("missing"))
+        run(service.queries.task("missing")).status()
     assert found.value.status == 404 and found.value.code == "ResourceNotFound"
     assert "missing" in found.value.message
 
@@ -181,18 +184,18 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service):
 
     root, definition = create(service)
     tq = definition["taskQueueId"]
-    run(service.claim_work(tq, "g", "w", 1))
-    join = service.groups.join
+    run(claim_work(service, tq, "g", "w", 1))
+    join = service.stores.groups.join
 
     async def join_while_root_resolves(*args, **kwargs):
-        await service.resolve(root, 0, "completed", "completed")
-        [message] = await service.queues.receive(RESOLVED_QUEUE, 1, 0)
-        assert await service.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
+        await service.lifecycle.resolve(root, 0, "completed", "completed")
+        [message] = await service.stores.queues.receive(RESOLVED_QUEUE, 1, 0)
+        assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
         await join(*args, **kwargs)
 
-    service.groups.join = join_while_root_resolves
+    service.stores.groups.join = join_while_root_resolves
     dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
-    assert run(service.status(dependent))["state"] == "pending"
+    assert run(service.queries.task(dependent)).status()["state"] == "pending"
 
 
 def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service):
@@ -200,44 +203,44 @@ def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service)
     resolved; the client's retry (same definition) must release it, not only answer 200."""
     root, definition = create(service)
     tq = definition["taskQueueId"]
-    run(service.claim_work(tq, "g", "w", 1))
-    run(service.resolve(root, 0, "completed", "completed"))
-    satisfy = service.deps.satisfy
+    run(claim_work(service, tq, "g", "w", 1))
+    run(service.lifecycle.resolve(root, 0, "completed", "completed"))
+    satisfy = service.stores.deps.satisfy
 
     async def failing(*args, **kwargs):
         raise ConnectionError("storage went away")
 
-    service.deps.satisfy = failing
+    service.stores.deps.satisfy = failing
     task_id = slugid()
     body = task_definition(taskQueueId=tq, dependencies=[root])
     with pytest.raises(ConnectionError):
-        run(service.create_task(task_id, dict(body, **_defaults(body))))
-    assert run(service.status(task_id))["state"] == "unscheduled"
-    service.deps.satisfy = satisfy
-    assert run(service.create_task(task_id, dict(body, **_defaults(body))))["state"] == "pending"
+        run(service.creation.create_task(task_id, dict(body, **_defaults(body))))
+    assert run(service.queries.task(task_id)).status()["state"] == "unscheduled"
+    service.stores.deps.satisfy = satisfy
+    assert run(service.creation.create_task(task_id, dict(body, **_defaults(body)))).status()["state"] == "pending"
 
 
 def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
                              pending_empty_ttl=0.3)
     tables, queues = MemoryTables(), MemoryQueues()
-    service = QueueService(settings, tables, queues, clock=clock)
-    other = QueueService(settings, tables, queues, clock=clock)  # another process on the same storage
+    service = build_queue(settings, tables, queues, clock=clock)
+    other = build_queue(settings, tables, queues, clock=clock)  # another process on the same storage
     definition = task_definition()
     tq = definition["taskQueueId"]
-    assert run(service.claim_work(tq, "g", "w", 1)) == []  # every queue found empty
+    assert run(claim_work(service, tq, "g", "w", 1)) == []  # every queue found empty
     # A task created by this process is seen at once (its hint clears the skip)...
     task_id = slugid()
-    run(service.create_task(task_id, dict(definition, **_defaults(definition))))
-    [claim] = run(service.claim_work(tq, "g", "w", 1))
+    run(service.creation.create_task(task_id, dict(definition, **_defaults(definition))))
+    [claim] = run(claim_work(service, tq, "g", "w", 1))
     assert claim["status"]["taskId"] == task_id
     # ...one created by another process once the skip has lapsed, and not before.
-    assert run(service.claim_work(tq, "g", "w", 1)) == []
+    assert run(claim_work(service, tq, "g", "w", 1)) == []
     late_id = slugid()
-    run(other.create_task(late_id, dict(definition, **_defaults(definition))))
-    assert run(service.claim_work(tq, "g", "w", 1)) == []
+    run(other.creation.create_task(late_id, dict(definition, **_defaults(definition))))
+    assert run(claim_work(service, tq, "g", "w", 1)) == []
     time.sleep(0.35)
-    [late] = run(service.claim_work(tq, "g", "w", 1))
+    [late] = run(claim_work(service, tq, "g", "w", 1))
     assert late["status"]["taskId"] == late_id
 
 
@@ -252,7 +255,7 @@ def test_claim_work_answers_with_its_claims_even_when_recording_the_worker_fails
         if len(calls) > 1:
             raise RuntimeError("storage unavailable")
 
-    service.workers.active = first_ok
-    [claim] = run(service.claim_work(definition["taskQueueId"], "wg", "w", 1))
+    service.stores.workers.active = first_ok
+    [claim] = run(claim_work(service, definition["taskQueueId"], "wg", "w", 1))
     assert claim["status"]["taskId"] == task_id and len(calls) == 2
-    assert run(service.status(task_id))["state"] == "running"
+    assert run(service.queries.task(task_id)).status()["state"] == "running"

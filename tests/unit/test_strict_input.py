@@ -12,7 +12,7 @@ import pytest
 
 from bench.opcount import Counting
 from shared import errors, strict_json, timeutil, validation
-from shared.service import QueueService
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.base import Entity, InvalidContinuation, decode_continuation, encode_continuation
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -102,14 +102,14 @@ async def test_memory_store_pages_with_the_shared_tokens():
 async def test_a_createtask_naming_thousands_of_missing_dependencies_costs_a_batch_of_reads():
     counts: collections.Counter[str] = collections.Counter()
     settings = load_settings(storage="memory", root_access_token="x" * 30)
-    service = QueueService(settings, Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
+    service = build_queue(settings, Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
                            Counting(MemoryQueues(), "queue", counts))  # type: ignore[arg-type]
-    await service.ensure_storage()
+    await service.stores.ready()
     counts.clear()
     missing = [timeutil.slugid() for _ in range(10_000)]
     body = validation_filled(task_definition(dependencies=missing))
     with pytest.raises(errors.InputError, match="Dependencies not found"):
-        await service.create_task(timeutil.slugid(), body)
+        await service.creation.create_task(timeutil.slugid(), body)
     assert sum(counts.values()) <= 150, counts  # one batch of point reads (and the group's row), no writes
     assert not any(k.endswith((".upsert", ".transact", ".commit", ".insert")) for k in counts), counts
 

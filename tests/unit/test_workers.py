@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from shared.api import answers
 from shared.domain import workers as workers_module
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE
-from shared.service import QueueService
+from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.answers import claim_work
 from tests.conftest import slugid, task_definition, task_queue_id
 from tests.unit.test_service import Clock, _defaults
 
@@ -55,13 +57,13 @@ def monotonic(monkeypatch):
 def service():
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
                              worker_info_interval=60)
-    return QueueService(settings, CountingTables(), MemoryQueues(), clock=Clock())
+    return build_queue(settings, CountingTables(), MemoryQueues(), clock=Clock())
 
 
 async def create(service, tq):
     task_id = slugid()
     definition = task_definition(taskQueueId=tq)
-    await service.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     return task_id
 
 
@@ -70,26 +72,26 @@ async def test_a_busy_worker_writes_its_entry_once_a_minute(service, monotonic):
     ids = [await create(service, tq) for _ in range(10)]
     claimed = []
     for _ in range(10):
-        claimed += [c["status"]["taskId"] for c in await service.claim_work(tq, "g", "w", 1)]
+        claimed += [c["status"]["taskId"] for c in await claim_work(service, tq, "g", "w", 1)]
         monotonic.now += 1
     assert sorted(claimed) == sorted(ids)
     # Ten claimWork calls: the provisioner, the task queue and the worker written once each (the first call).
-    assert service.tables.writes[WORKER_INFO_TABLE] == 3
-    worker = await service.workers.get_worker(tq, "g", "w")
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 3
+    worker = answers.worker(await service.stores.workers.get_worker(tq, "g", "w"))
     assert worker["recentTasks"] == []  # buffered
     monotonic.now += 60
-    assert await service.claim_work(tq, "g", "w", 1) == []
-    worker = await service.workers.get_worker(tq, "g", "w")
+    assert await claim_work(service, tq, "g", "w", 1) == []
+    worker = answers.worker(await service.stores.workers.get_worker(tq, "g", "w"))
     assert [t["taskId"] for t in worker["recentTasks"]] == claimed
-    assert service.tables.writes[WORKER_INFO_TABLE] == 4
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 4
 
 
 async def test_recent_tasks_keep_the_last_twenty(service, monotonic):
     tq = task_queue_id()
     for i in range(25):
-        service.workers.claimed(tq, "g", "w", f"task-{i}", 0)
-    await service.workers.active(tq, "g", "w")
-    worker = await service.workers.get_worker(tq, "g", "w")
+        service.stores.workers.claimed(tq, "g", "w", f"task-{i}", 0)
+    await service.stores.workers.active(tq, "g", "w")
+    worker = answers.worker(await service.stores.workers.get_worker(tq, "g", "w"))
     assert [t["taskId"] for t in worker["recentTasks"]] == [f"task-{i}" for i in range(5, 25)]
 
 
@@ -98,14 +100,14 @@ async def test_the_run_index_follows_a_task_through_its_runs(service, monotonic)
     task_id = await create(service, tq)
 
     async def row():
-        entity = await service.tables.get(TASK_QUEUE_RUNS_TABLE, tq.replace("/", "%2F"), task_id)
+        entity = await service.stores.tables.get(TASK_QUEUE_RUNS_TABLE, tq.replace("/", "%2F"), task_id)
         return (entity.data["state"], entity.data["runId"]) if entity else None
 
     assert await row() == ("pending", 0)
-    await service.claim_work(tq, "g", "w", 1)
+    await claim_work(service, tq, "g", "w", 1)
     assert await row() == ("running", 0)
-    await service.resolve(task_id, 0, "exception", "worker-shutdown")  # retried: a new pending run
+    await service.lifecycle.resolve(task_id, 0, "exception", "worker-shutdown")  # retried: a new pending run
     assert await row() == ("pending", 1)
-    await service.claim_work(tq, "g", "w", 1)
-    await service.resolve(task_id, 1, "completed", "completed")
+    await claim_work(service, tq, "g", "w", 1)
+    await service.lifecycle.resolve(task_id, 1, "completed", "completed")
     assert await row() is None

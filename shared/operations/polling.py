@@ -25,15 +25,12 @@ import email.utils
 import json
 import logging
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any
 
-from shared import errors, timeutil
+from shared import errors
 from shared.domain.messages import PendingHint, pending_queue, pending_queues
 from shared.logs import fields
+from shared.operations.claims import Claim, Claims
 from shared.storage.base import QueueMessage
-
-if TYPE_CHECKING:
-    from shared.service import Claim, QueueService
 
 log = logging.getLogger("queue.polling")
 
@@ -47,22 +44,6 @@ class PolledMessagesInvalid(errors.InputError):
 class HintsRefused(errors.InputError):
     """No message in xmlMessage is a hint this queue wrote for task queue `{taskQueueId}` (forged, altered, or of
 another task queue): {problems}"""
-
-
-async def poll_task_urls(service: QueueService, task_queue_id: str) -> dict[str, Any]:
-    """pollTaskUrls: signed poll and delete URLs of the task queue's pending queues, highest priority first."""
-    await service.ensure_storage()
-    names = pending_queues(task_queue_id)
-    await service.ensure_pending_queues(task_queue_id)  # polling a queue that does not exist answers 404
-    expires = service.clock() + dt.timedelta(seconds=service.settings.poll_url_ttl)
-    queues = []
-    for name in names:
-        base, sas = service.queues.process_url(name, expires).split("?", 1)
-        queues.append({
-            "signedPollUrl": f"{base}/messages?visibilitytimeout={service.settings.pending_hint_visibility}&{sas}",
-            "signedDeleteUrl": f"{base}/messages/{{{{messageId}}}}?popreceipt={{{{popReceipt}}}}&{sas}",
-        })
-    return {"queues": queues, "expires": timeutil.iso(expires)}
 
 
 def _text(node: ET.Element, tag: str) -> str:
@@ -101,38 +82,60 @@ def _hint_of(message: QueueMessage) -> PendingHint | None:
         return None
 
 
-async def claim_polled(service: QueueService, task_queue_id: str, worker_group: str, worker_id: str,
-                       count: int, xml_text: str) -> list[Claim]:
-    """claimWork with `xmlMessage`: claim the runs the polled hints name (up to `count`), without long-polling.
-    Messages beyond `count` are made visible again for other workers."""
-    messages = parse_messages(xml_text)
-    await service.workers.active(task_queue_id, worker_group, worker_id)
-    key = service.settings.hint_key
-    problems: list[str] = []
-    wanted: list[tuple[str, QueueMessage]] = []
-    for message in messages:
-        hint = _hint_of(message)
-        if hint is None:
-            problems.append(f"message {message.id}: not a pending hint")
-        elif not hint.verify(key, task_queue_id):
-            problems.append(f"message {message.id}: its signature does not match")
+class Polling:
+    def __init__(self, claims: Claims) -> None:
+        self.claims = claims
+        self.stores = claims.stores
+
+    async def poll_task_urls(self, task_queue_id: str) -> tuple[list[tuple[str, str]], dt.datetime]:
+        """pollTaskUrls: (signedPollUrl, signedDeleteUrl) of each of the task queue's pending queues, highest
+        priority first, and when they stop working."""
+        stores = self.stores
+        await stores.ready()
+        names = pending_queues(task_queue_id)
+        await stores.ensure_pending_queues(task_queue_id)  # polling a queue that does not exist answers 404
+        expires = stores.clock() + dt.timedelta(seconds=stores.settings.poll_url_ttl)
+        urls = []
+        for name in names:
+            base, sas = stores.queues.process_url(name, expires).split("?", 1)
+            urls.append((f"{base}/messages?visibilitytimeout={stores.settings.pending_hint_visibility}&{sas}",
+                         f"{base}/messages/{{{{messageId}}}}?popreceipt={{{{popReceipt}}}}&{sas}"))
+        return urls, expires
+
+    async def claim_polled(self, task_queue_id: str, worker_group: str, worker_id: str, count: int,
+                           xml_text: str) -> list[Claim]:
+        """claimWork with `xmlMessage`: claim the runs the polled hints name (up to `count`), without
+        long-polling. Messages beyond `count` are made visible again for other workers."""
+        stores = self.stores
+        messages = parse_messages(xml_text)
+        await stores.workers.active(task_queue_id, worker_group, worker_id)
+        key = stores.settings.hint_key
+        problems: list[str] = []
+        wanted: list[tuple[str, QueueMessage]] = []
+        for message in messages:
+            hint = _hint_of(message)
+            if hint is None:
+                problems.append(f"message {message.id}: not a pending hint")
+            elif not hint.verify(key, task_queue_id):
+                problems.append(f"message {message.id}: its signature does not match")
+            else:
+                queue = pending_queue(task_queue_id, hint.priority)
+                # try_hint reads the hint from the content: hand it the decoded JSON, as a received message has it.
+                wanted.append((queue, QueueMessage(message.id, message.pop_receipt, hint.encode(),
+                                                   message.dequeue_count, message.inserted)))
+        if problems:
+            log.warning("refused %d polled messages: %s", len(problems), "; ".join(problems),
+                        extra=fields(workerGroup=worker_group, workerId=worker_id))
+        if not wanted and problems:
+            raise HintsRefused(taskQueueId=task_queue_id, problems="; ".join(problems))
+        if await stores.workers.quarantined_until(task_queue_id, worker_group, worker_id):
+            claimed, extra = [], wanted  # a quarantined worker gets no work: the hints go back to the others
         else:
-            queue = pending_queue(task_queue_id, hint.priority)
-            # _try_hint reads the hint from the content: hand it the decoded JSON, as a received message has it.
-            wanted.append((queue, QueueMessage(message.id, message.pop_receipt, hint.encode(),
-                                               message.dequeue_count, message.inserted)))
-    if problems:
-        log.warning("refused %d polled messages: %s", len(problems), "; ".join(problems),
-                    extra=fields(workerGroup=worker_group, workerId=worker_id))
-    if not wanted and problems:
-        raise HintsRefused(taskQueueId=task_queue_id, problems="; ".join(problems))
-    if await service.workers.quarantined_until(task_queue_id, worker_group, worker_id):
-        claimed, extra = [], wanted  # a quarantined worker gets no work: the hints go back to the others
-    else:
-        claimed, extra = wanted[:count], wanted[count:]
-    results = await asyncio.gather(*(service._try_hint(queue, m, worker_group, worker_id) for queue, m in claimed))
-    # Claims are saved by now: a hint that cannot be released stays hidden until its visibility ends, no more.
-    await asyncio.gather(*(service.queues.release(queue, m, 0) for queue, m in extra), return_exceptions=True)
-    if any(r is not None for r in results):
-        await service.workers.active_best_effort(task_queue_id, worker_group, worker_id)  # claims are saved
-    return [r for r in results if r is not None]
+            claimed, extra = wanted[:count], wanted[count:]
+        results = await asyncio.gather(*(self.claims.try_hint(queue, m, worker_group, worker_id)
+                                         for queue, m in claimed))
+        # Claims are saved by now: a hint that cannot be released stays hidden until its visibility ends, no more.
+        await asyncio.gather(*(stores.queues.release(queue, m, 0) for queue, m in extra), return_exceptions=True)
+        if any(r is not None for r in results):
+            await stores.workers.active_best_effort(task_queue_id, worker_group, worker_id)  # claims are saved
+        return [r for r in results if r is not None]

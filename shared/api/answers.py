@@ -1,0 +1,151 @@
+"""The shapes of the Queue API's answers, built from what the operations return (Taskcluster's response schemas,
+named beside each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared import timeutil
+from shared.domain.artifacts import CONTENT_TYPE_HEADER, Artifact
+from shared.domain.events import Event, exchange_name
+from shared.domain.groups import TaskGroup
+from shared.domain.tasks import DEFINITION_FIELDS, Task
+from shared.domain.workers import Provisioner, TaskQueueInfo, Worker
+from shared.operations.artifacts import Created
+from shared.operations.claims import Claim
+from shared.operations.queries import QueuedRun
+
+
+def page(key: str, items: list[Any], token: str | None, **head: Any) -> dict[str, Any]:
+    """A listing: `head` fields, the items under `key`, and `continuationToken` when there is more."""
+    out: dict[str, Any] = {**head, key: items}
+    if token:
+        out["continuationToken"] = token
+    return out
+
+
+def definition(task: Task) -> dict[str, Any]:
+    """task.yml: the definition's fields, in the order the API returns them."""
+    return {key: task.definition[key] for key in DEFINITION_FIELDS}
+
+
+def status(task: Task) -> dict[str, Any]:
+    """task-status-response"""
+    return {"status": task.status()}
+
+
+def definition_and_status(task: Task) -> dict[str, Any]:
+    return {"task": definition(task), "status": task.status()}
+
+
+def claim(claimed: Claim, credentials: dict[str, str], *, include_task: bool) -> dict[str, Any]:
+    """An item of claim-work-response (with the task), or task-reclaim-response (without)."""
+    run = claimed.run
+    out: dict[str, Any] = {
+        "status": claimed.task.status(),
+        "runId": claimed.run_id,
+        "workerGroup": run.worker_group,
+        "workerId": run.worker_id,
+        "takenUntil": run.taken_until,
+        "credentials": credentials,
+    }
+    if include_task:
+        out["task"] = definition(claimed.task)
+    return out
+
+
+def event(seq: int, recorded: Event, namespace: str) -> dict[str, Any]:
+    """An item of list-events-response."""
+    return {"seq": seq, "exchange": exchange_name(recorded.exchange, namespace), "routingKey": recorded.routing_key,
+            "routes": list(recorded.cc), "time": recorded.time, "payload": recorded.payload}
+
+
+def group(found: TaskGroup) -> dict[str, Any]:
+    """task-group-response"""
+    out: dict[str, Any] = {"taskGroupId": found.task_group_id, "schedulerId": found.scheduler_id,
+                           "expires": found.expires}
+    if found.sealed:
+        out["sealed"] = found.sealed
+    return out
+
+
+def queued_run(item: QueuedRun, state: str) -> dict[str, Any]:
+    """An item of list-pending-tasks-response / list-claimed-tasks-response."""
+    run = item.task.runs[item.run_id]
+    out: dict[str, Any] = {"taskId": item.task.task_id, "runId": item.run_id, "task": definition(item.task)}
+    if state == "pending":
+        out["inserted"] = run.scheduled
+    else:
+        out.update(workerGroup=run.worker_group, workerId=run.worker_id, claimed=run.started)
+    return out
+
+
+def artifact(found: Artifact) -> dict[str, Any]:
+    """artifact-response (storageType `azure` included: this queue's extension)."""
+    out: dict[str, Any] = {"storageType": found.storage_type, "name": found.name, "expires": found.expires,
+                           "contentType": found.content_type}
+    if "contentLength" in found.details:
+        out["contentLength"] = found.details["contentLength"]
+    return out
+
+
+def created_artifact(created: Created) -> dict[str, Any]:
+    """create-artifact-response: for `azure`, where and how to upload."""
+    made = created.artifact
+    if created.put_url is None or created.put_url_expires is None:
+        return {"storageType": made.storage_type}
+    return {
+        "storageType": "azure",
+        "putUrl": created.put_url,
+        "expires": timeutil.iso(created.put_url_expires),
+        "contentType": made.content_type,
+        "uploadId": made.details["uploadId"],
+        # A single PUT sends both; a block upload sends the content type with its block list.
+        "headers": {"x-ms-blob-type": "BlockBlob", CONTENT_TYPE_HEADER: made.content_type},
+    }
+
+
+def provisioner(found: Provisioner) -> dict[str, Any]:
+    """provisioner-response"""
+    return {"provisionerId": found.provisioner_id, "description": found.description, "stability": found.stability,
+            "expires": found.expires, "lastDateActive": found.last_date_active}
+
+
+def task_queue(found: TaskQueueInfo) -> dict[str, Any]:
+    """taskqueue-response"""
+    return {"taskQueueId": found.task_queue_id, "description": found.description, "stability": found.stability,
+            "expires": found.expires, "lastDateActive": found.last_date_active}
+
+
+def worker_type(found: TaskQueueInfo) -> dict[str, Any]:
+    """workertype-response"""
+    provisioner_id, worker_type_ = found.task_queue_id.split("/", 1)
+    return {"provisionerId": provisioner_id, "workerType": worker_type_, **task_queue(found)}
+
+
+def worker(found: Worker) -> dict[str, Any]:
+    """worker-response"""
+    provisioner_id, worker_type_ = found.task_queue_id.split("/", 1)
+    out: dict[str, Any] = {"provisionerId": provisioner_id, "workerType": worker_type_,
+                           "taskQueueId": found.task_queue_id, "workerGroup": found.worker_group,
+                           "workerId": found.worker_id, "recentTasks": found.recent_tasks,
+                           "expires": found.expires, "firstClaim": found.first_claim,
+                           "quarantineDetails": found.quarantine_details}
+    if found.quarantine_until:
+        out["quarantineUntil"] = found.quarantine_until
+    if found.last_date_active:
+        out["lastDateActive"] = found.last_date_active
+    return out
+
+
+def worker_item(found: Worker) -> dict[str, Any]:
+    """An item of list-workers-response."""
+    out: dict[str, Any] = {"workerGroup": found.worker_group, "workerId": found.worker_id,
+                           "firstClaim": found.first_claim}
+    if found.quarantine_until:
+        out["quarantineUntil"] = found.quarantine_until
+    if found.recent_tasks:
+        out["latestTask"] = found.recent_tasks[-1]
+    if found.last_date_active:
+        out["lastDateActive"] = found.last_date_active
+    return out

@@ -1,0 +1,126 @@
+"""The artifact record: what a run produced, its keys, its blob's name, and the rules a change to it follows.
+
+An artifact is the row `artifact:<runId>:<name>` (name key-encoded) of the Tasks table, in its task's partition,
+so every artifact write is one transaction with the task entity (shared/operations/artifacts.py). An `azure`
+artifact's data is a block blob; once finished, the artifact reads a snapshot of it (docs/artifacts.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import timeutil
+from shared.domain.tasks import Run
+from shared.storage.base import Entity, ServedAs, encode_key, pack_json, unpack_json
+
+ARTIFACT_ROW, ARTIFACT_ROW_END = "artifact:", "artifact;"  # ";" sorts right after ":"
+ARTIFACT_EXPIRY_TABLE = "ArtifactExpiry"
+MAX_NAME_CHARS = 1024  # artifact-response.yml
+# Azure Table keys hold 1 KiB of UTF-16: 512 characters. A row key (and its expiry index key, which adds the taskId)
+# that would be longer names the artifact by a hash of its name instead (such artifacts list last).
+MAX_KEY_CHARS = 512
+INDEX_SEPARATOR = "~"  # not in taskIds
+EXPIRES_PAST = dt.timedelta(minutes=15)  # how far in the past `expires` may be (Taskcluster)
+MAX_LINK_DEPTH = 32
+DEFAULT_CONTENT_TYPE = "application/binary"
+CONTENT_TYPE_HEADER = "x-ms-blob-content-type"
+# Content types a browser displays without running anything: served inline. Any other is an attachment.
+INLINE_TYPES = frozenset({"text/plain", "text/csv", "application/json", "application/x-ndjson", "image/png",
+                          "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp"})
+# Blob names kept readable when they are plainly safe in a URL path; any other name is hashed.
+_PLAIN_BLOB_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
+
+
+def served_as(content_type: str) -> ServedAs:
+    """How a blob artifact's download answers: with its declared content type, and as an attachment (a download,
+    not a page) unless the type is one a browser only displays. An artifact declared `text/html` or
+    `image/svg+xml` could otherwise run script in the storage account's origin."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return ServedAs(content_type, None if media in INLINE_TYPES else "attachment")
+
+
+def row_key(run_id: int, name: str) -> str:
+    key = f"{ARTIFACT_ROW}{run_id}:{encode_key(name)}"
+    if len(key) + 23 > MAX_KEY_CHARS:  # 22 characters of taskId and the separator, in the index key
+        key = f"{ARTIFACT_ROW}{run_id}:~{hashlib.sha256(name.encode()).hexdigest()}"
+    return key
+
+
+def index_key(task_id: str, run_id: int, name: str) -> str:
+    return f"{task_id}{INDEX_SEPARATOR}{row_key(run_id, name)}"
+
+
+def parse_index_key(key: str) -> tuple[str, str]:
+    task_id, row = key.split(INDEX_SEPARATOR, 1)
+    return task_id, row
+
+
+def blob_path(task_id: str, run_id: int, name: str) -> str:
+    """`<taskId>/<runId>/<name>`; a name that is not plainly URL-safe (dot segments, `\\`, `?`...) is hashed."""
+    if _PLAIN_BLOB_NAME.match(name) and not any(part.endswith(".") for part in name.split("/")):
+        return f"{task_id}/{run_id}/{name}"
+    return f"{task_id}/{run_id}/~{hashlib.sha256(name.encode()).hexdigest()}"
+
+
+@dataclass
+class Artifact:
+    task_id: str
+    run_id: int
+    name: str
+    storage_type: str
+    content_type: str
+    expires: str
+    present: bool
+    # azure: contentLength, blob, uploadId; reference: url; link: artifact; error: reason, message
+    details: dict[str, Any] = field(default_factory=dict)
+    etag: str | None = None
+
+    def to_event(self) -> dict[str, Any]:
+        return {"storageType": self.storage_type, "name": self.name, "expires": self.expires,
+                "contentType": self.content_type}
+
+    def to_entity(self) -> Entity:
+        return Entity(self.task_id, row_key(self.run_id, self.name), {
+            "runId": self.run_id, "name": self.name, "storageType": self.storage_type,
+            "contentType": self.content_type, "expires": self.expires, "present": self.present,
+            **pack_json("details", self.details)}, self.etag)
+
+    @classmethod
+    def from_entity(cls, entity: Entity) -> Artifact:
+        data = entity.data
+        return cls(entity.partition_key, int(data["runId"]), data["name"], data["storageType"],
+                   data["contentType"], data["expires"], bool(data["present"]), unpack_json("details", data),
+                   entity.etag)
+
+
+def conflicts(old: Artifact, new: Artifact) -> list[str]:
+    """Why `new` may not replace `old` (Taskcluster's rules): `expires` may grow, a reference may change its URL
+    or become a link; anything else must be the same."""
+    problems = []
+    if new.expires < old.expires:
+        problems.append(f"expires may be extended, not shortened (it is {old.expires})")
+    if old.storage_type != new.storage_type:
+        if (old.storage_type, new.storage_type) != ("reference", "link"):
+            problems.append(f"storageType is `{old.storage_type}` (only a reference may become a link)")
+        return problems
+    if old.content_type != new.content_type:
+        problems.append(f"contentType is `{old.content_type}`")
+    if old.storage_type == "azure":
+        if old.details["contentLength"] != new.details["contentLength"]:
+            problems.append(f"contentLength is {old.details['contentLength']}")
+    elif old.storage_type in ("link", "error"):
+        for key, value in old.details.items():
+            if new.details.get(key) != value:
+                problems.append(f"{key} is `{value}`")
+    return problems
+
+
+def run_accepts_artifacts(run: Run, now: dt.datetime, window: float) -> bool:
+    if run.state == "running":
+        return True
+    return (run.state == "exception" and run.resolved is not None
+            and timeutil.parse(run.resolved) + dt.timedelta(seconds=window) > now)

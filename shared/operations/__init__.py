@@ -1,0 +1,1 @@
+"""The queue's operations over the domain: lifecycle, claims, checks, groups, artifacts, polling, expiry."""

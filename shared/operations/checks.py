@@ -1,0 +1,120 @@
+"""The queue-triggered checks that resolve what nobody else will: a claim not renewed by its `takenUntil`, and
+a task not resolved by its deadline. Each check re-reads the task and acts only if the state it was put for still
+holds, so a stale, duplicated or early message changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, Literal
+
+from shared import errors, faults, timeutil
+from shared.domain.deadlines import DeadlineBucket
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
+from shared.domain.tasks import Run, Task
+from shared.logs import fields
+from shared.operations.lifecycle import add_retry, deadline_passed, resolve_run
+from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+
+log = logging.getLogger("queue")
+
+ClaimCheckOutcome = Literal["expired", "stale", "early", "deadline", "task-gone"]
+DeadlineCheckOutcome = Literal["exceeded", "stale", "early", "already-resolved", "task-gone"]
+
+
+class Checks:
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tasks = tasks
+        self.stores = tasks.stores
+
+    async def _put_back_if_early(self, queue: str, body: bytes, due: str, now: dt.datetime) -> bool:
+        """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back."""
+        early = timeutil.parse(due) - now
+        if early <= dt.timedelta(0):
+            return False
+        await self.stores.queues.put(queue, body, visible_in=max(1, timeutil.ceil_seconds(early)))
+        return True
+
+    async def check_claim(self, check: ClaimCheck) -> ClaimCheckOutcome:
+        """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved."""
+        await self.stores.ready()
+        faults.point("check-claim")
+        guards = self.tasks.guards()
+        now = guards.now
+        outcome: ClaimCheckOutcome = "expired"
+
+        async def expire(task: Task) -> Unchanged | None:
+            nonlocal outcome
+            run = task.runs[check.runId] if check.runId < len(task.runs) else None
+            if (run is None or run.state != "running" or run.taken_until != check.takenUntil
+                    or task.taken_until != check.takenUntil):
+                outcome = "stale"
+                return UNCHANGED
+            if await self._put_back_if_early(CLAIM_QUEUE, check.encode(), check.takenUntil, now):
+                outcome = "early"
+                return UNCHANGED
+            if deadline_passed(task, now):
+                outcome = "deadline"  # the deadline check resolves it, as deadline-exceeded
+                return UNCHANGED
+            resolve_run(run, "exception", "claim-expired", timeutil.iso(now))
+            task.taken_until = None
+            task.emit("task-exception", check.runId)  # also when retried (modern Taskcluster), before task-pending
+            await add_retry(task, "retry", guards, now)
+            outcome = "expired"
+            return None
+
+        try:
+            await self.tasks.modify(check.taskId, expire, guards)
+        except errors.TaskNotFound:
+            return "task-gone"
+        if outcome == "expired":
+            log.info("claim expired", extra=fields(event="claim-expired", taskId=check.taskId, runId=check.runId))
+        return outcome
+
+    async def check_deadlines(self, body: Any) -> str:
+        """A `task-deadlines` message came due: a bucket of deadlines (shared/domain/deadlines.py), or one task's
+        check (the form queued before buckets, and the reconciler's). An outcome word."""
+        await self.stores.ready()
+        if isinstance(body, dict) and "taskId" in body:
+            return await self.check_deadline(DeadlineCheck.decode(body))
+        return await self.stores.deadlines.check(
+            DeadlineBucket.decode(body), lambda task_id, deadline: self.check_deadline(DeadlineCheck(task_id,
+                                                                                                     deadline)))
+
+    async def check_deadline(self, check: DeadlineCheck) -> DeadlineCheckOutcome:
+        """A deadline check came due: resolve whatever is unresolved as deadline-exceeded."""
+        await self.stores.ready()
+        faults.point("check-deadline")
+        now = self.stores.clock()
+        outcome: DeadlineCheckOutcome = "exceeded"
+
+        async def exceed(task: Task) -> Unchanged | None:
+            nonlocal outcome
+            if task.deadline != check.deadline:
+                outcome = "stale"
+                return UNCHANGED
+            if await self._put_back_if_early(DEADLINE_QUEUE, check.encode(), check.deadline, now):
+                outcome = "early"
+                return UNCHANGED
+            stamp = timeutil.iso(now)
+            if not task.runs:
+                task.runs.append(Run("exception", "exception", stamp, reason_resolved="deadline-exceeded",
+                                     resolved=stamp))
+            elif not task.runs[-1].resolved_state:
+                resolve_run(task.runs[-1], "exception", "deadline-exceeded", stamp)
+            else:
+                outcome = "already-resolved"
+                return UNCHANGED
+            task.taken_until = None
+            task.emit("task-exception", task.last_run_id)
+            outcome = "exceeded"
+            return None
+
+        try:
+            await self.tasks.modify(check.taskId, exceed)
+        except errors.TaskNotFound:
+            return "task-gone"
+        if outcome == "exceeded":
+            log.info("deadline exceeded", extra=fields(event="deadline-exceeded", taskId=check.taskId))
+        return outcome

@@ -1,0 +1,264 @@
+"""Claiming work: claimWork (long-polling the pending queues), claimTask, claims from polled hints, reclaimTask,
+and the temporary credentials each claim gives its worker.
+
+A pending run is claimed through one of its hints (`PendingHint`): the run accepts only the hints it was given,
+so a duplicated, replayed or stale hint claims nothing. The claim check, which expires the claim at `takenUntil`,
+is put before the claim is written. Losing a race is a normal outcome, returned as a `ClaimRefusal`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from shared import credentials, errors, faults, timeutil
+from shared.domain.messages import PendingHint, pending_queues
+from shared.domain.tasks import Run, Task
+from shared.logs import fields
+from shared.operations.lifecycle import deadline_passed, run_of
+from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged, all_of
+from shared.storage.base import QueueMessage
+
+log = logging.getLogger("queue")
+
+# A message written just before the write it announces usually finds that write done within milliseconds:
+# re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
+SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
+
+
+class ClaimRefusal(Enum):
+    """Why a claim attempt did not claim; returned as a value, since losing a race is normal."""
+
+    TASK_NOT_FOUND = "task-not-found"
+    RUN_NOT_FOUND = "run-not-found"  # runId is past the last run: maybe not written yet
+    DEADLINE_PASSED = "deadline-passed"
+    CONFLICT = "conflict"  # not the latest run, not pending, or claimed by another worker / hint
+
+
+@dataclass
+class Claim:
+    task: Task
+    run_id: int
+
+    @property
+    def run(self) -> Run:
+        return self.task.runs[self.run_id]
+
+
+class Claims:
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tasks = tasks
+        self.stores = tasks.stores
+
+    async def claim(self, task_id: str, run_id: int, worker_group: str, worker_id: str,
+                    hint_id: str | None = None) -> Claim | ClaimRefusal:
+        """Claim run `run_id` for a worker. The same worker claiming again with the same hint (or none, as
+        claimTask does) gets the same claim back; anyone else gets CONFLICT."""
+        stores = self.stores
+        await stores.ready()
+        now = stores.clock()
+        taken_until = timeutil.iso(now + dt.timedelta(seconds=stores.settings.claim_timeout))
+        check: list[str] | None = None
+        # As in TaskRepository.modify: a remembered row may start a claim; a refusal or a repeated claim made on
+        # it stands only if the stored row is still the same.
+        task: Task | None = self.tasks.known.get(task_id)
+        fresh = read = task is None
+        while True:
+            if read:
+                task, fresh, read = await self.tasks.get(task_id), True, False
+            outcome = claim_outcome(task, run_id, worker_group, worker_id, hint_id, now)
+            if outcome is not None:
+                if fresh:
+                    return outcome
+                assert task is not None
+                same, task = await self.tasks.recheck(task_id, task.etag)
+                if same:
+                    return outcome
+                fresh = True
+                continue
+            assert task is not None
+            run = task.runs[run_id]
+            if check is None:
+                # The claim check goes out before the claim is written: a crash in between leaves only a
+                # stale check, never a running run that nothing expires.
+                check, _ = await all_of(  # independent of each other; both before the claim is written
+                    self.tasks.put_claim_check(task_id, run_id, taken_until, now),
+                    stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
+                                               timeutil.iso(now)))
+            task.checks["claim"] = check
+            run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
+            run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
+            task.taken_until = taken_until
+            task.emit("task-running", run_id)
+            if await self.tasks.write(task):
+                stores.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
+                return Claim(task, run_id)
+            read = True  # lost a race
+
+    async def claim_task(self, task_id: str, task_queue_id: str, run_id: int, worker_group: str,
+                         worker_id: str) -> Claim:
+        """claimTask (deprecated API): claim a given run of a task of `task_queue_id` (which the caller read for
+        the scopes), raising the Taskcluster error when refused."""
+        stores = self.stores
+        await stores.ready()
+        await stores.workers.check_not_quarantined(task_queue_id, worker_group, worker_id)
+        result = await self.claim(task_id, run_id, worker_group, worker_id)
+        await stores.workers.active(task_queue_id, worker_group, worker_id)
+        if isinstance(result, Claim):
+            return result
+        if result is ClaimRefusal.TASK_NOT_FOUND:
+            raise errors.TaskNotFound(taskId=task_id)
+        if result is ClaimRefusal.RUN_NOT_FOUND:
+            raise errors.RunNotFound(taskId=task_id, runId=run_id)
+        task = await self.tasks.load(task_id)
+        if result is ClaimRefusal.DEADLINE_PASSED:
+            raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+        raise errors.RunAlreadyClaimed(taskId=task_id, runId=run_id)
+
+    async def try_hint(self, queue: str, message: QueueMessage, worker_group: str, worker_id: str) -> Claim | None:
+        """Claim the run a received pending hint names; the message is deleted once it claimed, or once it is
+        stale, and released for later when its run may not be written yet."""
+        stores = self.stores
+        try:
+            hint = PendingHint.decode(message.json())
+        except ValueError:
+            hint = None
+        if hint is None:
+            log.warning("dropping a malformed pending hint", extra=fields(queue=queue, messageId=message.id))
+            await stores.queues.delete(queue, message)
+            return None
+        try:
+            for pause in (*SETTLE_PAUSES, None):
+                result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId)
+                if result not in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) or pause is None:
+                    break
+                await asyncio.sleep(pause)  # the hint is written just ahead of its run
+        except Exception:
+            log.exception("claim attempt failed; the hint is released", extra=fields(taskId=hint.taskId))
+            await stores.queues.release(queue, message, 0)
+            return None
+        if isinstance(result, Claim):
+            await stores.queues.delete(queue, message)
+            return result
+        young = stores.clock() - message.inserted < dt.timedelta(seconds=stores.settings.hint_grace)
+        if result in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) and young:
+            # The hint is written before its run; the run may be about to appear.
+            await stores.queues.release(queue, message, stores.settings.hint_retry_delay)
+            return None
+        await stores.queues.delete(queue, message)  # stale: the run moved on, or never will exist
+        return None
+
+    async def claim_work(self, task_queue_id: str, worker_group: str, worker_id: str, count: int,
+                         gone: Callable[[], Awaitable[bool]] | None = None) -> list[Claim]:
+        """claimWork: claim up to `count` pending runs, highest priority first, FIFO within a priority.
+
+        Returns as soon as a polling round claimed something; otherwise polls until `claim_work_wait`
+        has passed (or the caller is `gone`) and returns nothing.
+        """
+        stores = self.stores
+        await stores.ready()
+        settings = stores.settings
+        give_up = time.monotonic() + settings.claim_work_wait
+        if await stores.workers.quarantined_until(task_queue_id, worker_group, worker_id):
+            # As Taskcluster: a quarantined worker waits the whole long-poll and gets nothing.
+            while (remaining := give_up - time.monotonic()) > 0:
+                if gone is not None and await gone():
+                    break
+                await asyncio.sleep(min(1.0, remaining))
+            return []
+        await stores.workers.active(task_queue_id, worker_group, worker_id)
+        while True:
+            claims: list[Claim] = []
+            for queue in pending_queues(task_queue_id):
+                wanted = count - len(claims)
+                if wanted <= 0:
+                    break
+                if stores.empty_queues.skipped(queue):
+                    continue
+                messages = await stores.queues.receive(queue, wanted, settings.pending_hint_visibility)
+                stores.empty_queues.received(queue, len(messages))
+                results = await asyncio.gather(
+                    *(self.try_hint(queue, m, worker_group, worker_id) for m in messages))
+                claims.extend(r for r in results if r is not None)
+            if claims:
+                faults.point("claimed-before-response")
+                # Nothing after the claims may fail the request: they are saved, and a worker that never hears
+                # of them would leave them to expire.
+                await stores.workers.active_best_effort(task_queue_id, worker_group, worker_id)
+                return claims
+            remaining = give_up - time.monotonic()
+            if remaining <= 0 or (gone is not None and await gone()):
+                return []
+            await asyncio.sleep(min(settings.claim_work_poll_interval, remaining))
+
+    async def reclaim_task(self, task_id: str, run_id: int) -> Claim:
+        stores = self.stores
+        await stores.ready()
+        now = stores.clock()
+        proposed = timeutil.iso(now + dt.timedelta(seconds=stores.settings.claim_timeout))
+        sent: dict[str, list[str]] = {}
+        replaced: dict[str, list[str]] = {}
+
+        async def reclaim(task: Task) -> Unchanged | None:
+            replaced.clear()
+            run = run_of(task, run_id)
+            if deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            if run_id != task.last_run_id or run.state != "running":
+                raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
+            assert run.taken_until is not None
+            taken_until = max(proposed, run.taken_until)  # takenUntil only moves forward
+            if taken_until == run.taken_until:
+                return UNCHANGED
+            if taken_until not in sent:
+                sent[taken_until] = await self.tasks.put_claim_check(task_id, run_id, taken_until, now)
+            if "claim" in task.checks:
+                replaced["claim"] = task.checks["claim"]
+            task.checks["claim"] = sent[taken_until]
+            run.taken_until = task.taken_until = taken_until
+            return None
+
+        task = await self.tasks.modify(task_id, reclaim)
+        await self.tasks.delete_checks(task_id, replaced)  # the check of the claim this one renewed
+        log.info("run reclaimed", extra=fields(event="task-reclaimed", taskId=task_id, runId=run_id))
+        return Claim(task, run_id)
+
+    def credentials(self, claim: Claim) -> dict[str, str]:
+        """The run's temporary credentials, until its takenUntil: it may reclaim, resolve and create artifacts
+        for its own run, and holds the task's scopes."""
+        task, run_id, run = claim.task, claim.run_id, claim.run
+        assert run.taken_until is not None and run.worker_group and run.worker_id
+        taken_until = timeutil.parse(run.taken_until)
+        client_id = (f"task-client/{task.task_id}/{run_id}/on/{run.worker_group}/{run.worker_id}"
+                     f"/until/{timeutil.js_seconds(taken_until)}")
+        scopes = [f"queue:reclaim-task:{task.task_id}/{run_id}", f"queue:resolve-task:{task.task_id}/{run_id}",
+                  f"queue:create-artifact:{task.task_id}/{run_id}", *task.definition["scopes"]]
+        settings = self.stores.settings
+        return credentials.issue(issuer=settings.root_client_id, issuer_access_token=settings.root_access_token,
+                                 client_id=client_id, scopes=scopes, start=self.stores.clock(), expiry=taken_until)
+
+
+def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: str, hint_id: str | None,
+                  now: dt.datetime) -> Claim | ClaimRefusal | None:
+    """What a claim of `task` as read comes to without writing: a refusal, the worker's own claim again, or None
+    (the run is pending: claim it)."""
+    if task is None:
+        return ClaimRefusal.TASK_NOT_FOUND
+    if run_id >= len(task.runs):
+        return ClaimRefusal.RUN_NOT_FOUND
+    run = task.runs[run_id]
+    if deadline_passed(task, now):
+        return ClaimRefusal.DEADLINE_PASSED
+    if (run.state == "running" and run.worker_group == worker_group and run.worker_id == worker_id
+            and (hint_id is None or run.hint_id == hint_id)):
+        return Claim(task, run_id)
+    if run_id != task.last_run_id or run.state != "pending":
+        return ClaimRefusal.CONFLICT
+    if hint_id is not None and not run.accepts_hint(hint_id):
+        return ClaimRefusal.CONFLICT  # a duplicated hint, or one from before a priority change
+    return None

@@ -1,0 +1,164 @@
+"""createTask: a definition checked, normalized and written with everything that must precede it.
+
+Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, dependencies), then the
+deadline check, the edges, the group membership and the expiry index, then the task; a task whose dependencies are
+all satisfied is scheduled last, by whoever sees it unblocked first (this request, or the resolution of its last
+dependency).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from shared import errors, timeutil
+from shared.domain.dependencies import POINT_READ_LIMIT
+from shared.domain.tasks import DEFINITION_FIELDS, MAX_DEFINITION_CHARS, RESOLVED_STATES, Run, Task, definition_size
+from shared.operations.lifecycle import Lifecycle
+from shared.operations.repository import TaskRepository, all_of, nothing
+
+CREATED_DRIFT = dt.timedelta(minutes=15)
+DEFAULT_EXPIRES = dt.timedelta(days=365)
+DEPENDENCY_BATCH = 100  # dependencies read at once before the edges of a long list are written
+
+
+class TaskCreation:
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
+        self.tasks, self.lifecycle = tasks, lifecycle
+        self.stores = tasks.stores
+
+    async def create_task(self, task_id: str, body: dict[str, Any]) -> Task:
+        """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
+        stores = self.stores
+        await stores.ready()
+        now = stores.clock()
+        definition = normalize(task_id, body)
+        check_definition(definition, now, stores.settings.max_task_deadline_days)
+        group_id, scheduler_id, expires = (definition[k] for k in ("taskGroupId", "schedulerId", "expires"))
+        group = await stores.groups.check_joinable(group_id, scheduler_id)
+        dependencies = list(dict.fromkeys(definition["dependencies"]))
+        satisfied: list[str] = []
+        if dependencies:
+            checked = (await self._precheck_dependencies(task_id, definition)
+                       if len(dependencies) > POINT_READ_LIMIT else None)
+            # Edges before the dependencies are read: a dependency that resolves meanwhile finds this task.
+            await stores.deps.add(task_id, dependencies, "completed" if definition["requires"] == "all-completed"
+                                  else "resolved", expires)
+            try:
+                satisfied = await self._check_dependencies(task_id, definition, checked)
+            except errors.InputError:
+                await stores.deps.remove(task_id, dependencies)
+                found = {t.task_id for t in await self.tasks.load_many(dependencies)}
+                await stores.deps.unmark([d for d in dependencies if d not in found])
+                raise
+        # What must precede the task's write, in any order among itself: so all at once (one round trip of
+        # latency instead of four).
+        _, hint_id, _, _ = await all_of(
+            stores.deadlines.add(task_id, definition["deadline"]),
+            self.tasks.put_pending_hint(task_id, 0, definition, now) if not dependencies else nothing(),
+            stores.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now), group),
+            stores.expiry.add(task_id, expires))
+        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
+        task.emit("task-defined")
+        if not dependencies:
+            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            task.runs[0].hint_id = hint_id
+            task.emit("task-pending", 0)
+        if not await self.tasks.write(task, insert=True):
+            existing = await self.tasks.load(task_id)
+            if existing.definition != definition:
+                raise errors.TaskIdConflict(taskId=task_id)
+            if not dependencies or existing.runs:
+                return existing
+            task = existing  # a retry of a createTask that died after its write: finish what it left undone
+        if dependencies:
+            await stores.deps.satisfy(task_id, satisfied)
+            waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency
+            if not await stores.deps.blocked(task_id, waiting_for):
+                return await self.lifecycle.schedule_unblocked(task_id)
+        return task
+
+    async def _check_dependencies(self, task_id: str, definition: dict[str, Any],
+                                  checked: dict[str, Task] | None = None) -> list[str]:
+        """Check the dependencies exist and outlive this task's deadline; the ones already satisfied. Those that
+        were satisfied in `checked` (read before the edges were written) are not read again."""
+        accepted = ("completed",) if definition["requires"] == "all-completed" else RESOLVED_STATES
+        wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
+        found = {d: t for d, t in (checked or {}).items() if t.state in accepted}
+        found.update((t.task_id, t) for t in await self.tasks.load_many(d for d in wanted if d not in found))
+        _refuse_dependencies(wanted, found, definition)
+        return [d for d, t in found.items() if t.state in accepted]
+
+    async def _precheck_dependencies(self, task_id: str, definition: dict[str, Any]) -> dict[str, Task]:
+        """Before any edge of a long dependency list is written: read the dependencies a batch at a time and
+        refuse at the first batch with a missing or expiring one, so that a refused createTask costs a batch of
+        reads rather than an edge, a marker and a read per dependency (10,000 dependencies took minutes)."""
+        wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
+        found: dict[str, Task] = {}
+        for start in range(0, len(wanted), DEPENDENCY_BATCH):
+            batch = wanted[start:start + DEPENDENCY_BATCH]
+            tasks = {t.task_id: t for t in await self.tasks.load_many(batch)}
+            _refuse_dependencies(batch, tasks, definition)
+            found.update(tasks)
+        return found
+
+
+def normalize(task_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The stored definition: schema defaults already applied; ids completed, dates re-serialised."""
+    definition = dict(body)
+    tq, prov, wt = (definition.get(k) for k in ("taskQueueId", "provisionerId", "workerType"))
+    if tq is None:
+        if prov is None or wt is None:
+            raise errors.InputError("Either taskQueueId, or both provisionerId and workerType, must be given")
+        tq = f"{prov}/{wt}"
+    elif (prov is not None or wt is not None) and f"{prov}/{wt}" != tq:
+        raise errors.InputError("taskQueueId `{tq}` does not match provisionerId/workerType `{prov}/{wt}`",
+                                tq=tq, prov=prov, wt=wt)
+    prov, wt = tq.split("/", 1)
+    definition.update(taskQueueId=tq, provisionerId=prov, workerType=wt)
+    definition.setdefault("taskGroupId", task_id)
+    for key in ("created", "deadline"):
+        definition[key] = timeutil.normalize(definition[key])
+    if "expires" in definition:
+        definition["expires"] = timeutil.normalize(definition["expires"])
+    else:  # a year after the deadline (the latest date there is, for a deadline the checks will refuse anyway)
+        deadline = timeutil.parse(definition["deadline"])
+        definition["expires"] = timeutil.iso(deadline + min(DEFAULT_EXPIRES, dt.datetime.max.replace(
+            tzinfo=dt.UTC) - deadline))
+    return {key: definition[key] for key in DEFINITION_FIELDS}
+
+
+def check_definition(definition: dict[str, Any], now: dt.datetime, max_deadline_days: float) -> None:
+    created = timeutil.parse(definition["created"])
+    deadline = timeutil.parse(definition["deadline"])
+    expires = timeutil.parse(definition["expires"])
+    problems = []
+    if abs(created - now) > CREATED_DRIFT:
+        problems.append(f"created ({definition['created']}) must be within 15 minutes of the current time "
+                        f"({timeutil.iso(now)})")
+    if created > deadline:
+        problems.append("created must not be after deadline")
+    if deadline < now:
+        problems.append(f"deadline ({definition['deadline']}) is in the past")
+    if deadline > now + dt.timedelta(days=max_deadline_days) + CREATED_DRIFT:
+        problems.append(f"deadline must be at most {max_deadline_days:g} days from now")
+    if expires < deadline:
+        problems.append("expires must not be before deadline")
+    doubled = [s for s in definition["scopes"] if s.endswith("**")]
+    if doubled:
+        problems.append(f"scopes must not end in `**`: {', '.join(doubled)}")
+    if problems:
+        raise errors.InputError("Invalid task definition:\n" + "\n".join(f"* {p}" for p in problems))
+    size = definition_size(definition)
+    if size > MAX_DEFINITION_CHARS:
+        raise errors.TaskTooLarge(size=size, limit=MAX_DEFINITION_CHARS)
+
+
+def _refuse_dependencies(wanted: list[str], found: dict[str, Task], definition: dict[str, Any]) -> None:
+    """400 when a wanted dependency was not found, or expires before the task's deadline."""
+    missing = [d for d in wanted if d not in found]
+    if missing:
+        raise errors.InputError("Dependencies not found: {missing}", missing=", ".join(missing))
+    expiring = [d for d in wanted if found[d].definition["expires"] < definition["deadline"]]
+    if expiring:
+        raise errors.InputError("Dependencies expire before this task's deadline: {ids}", ids=", ".join(expiring))

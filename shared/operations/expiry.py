@@ -1,0 +1,145 @@
+"""Expiry timers: tasks, artifacts and worker information whose `expires` is more than QUEUE_EXPIRY_DELAY ago are
+deleted, a batch at a time within a time budget.
+
+Tasks and artifacts are found through their expiry indexes (shared/domain/expiry.py: an entry per thing, by the
+hour it expires), written before the thing itself; each entry is a hint, and the thing is re-read before it is
+deleted, so one whose expiry was extended, or that has not expired, is kept. An artifact's blob goes before its
+row, so a row never names a deleted blob.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+
+from shared import timeutil
+from shared.domain.artifacts import (
+    ARTIFACT_ROW,
+    ARTIFACT_ROW_END,
+    Artifact,
+    parse_index_key,
+    row_key,
+)
+from shared.domain.eventlog import Stream
+from shared.domain.tasks import TASKS_TABLE, task_row
+from shared.logs import fields
+from shared.operations.repository import TaskRepository
+from shared.storage.base import delete_all
+
+log = logging.getLogger("queue")
+
+
+class Expiry:
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tasks = tasks
+        self.stores = tasks.stores
+
+    def _cutoff(self) -> str:
+        return timeutil.iso(self.stores.clock() - dt.timedelta(seconds=self.stores.settings.expiry_delay))
+
+    async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
+        """Delete expired tasks with their artifacts, events, dependency and deadline rows and group membership
+        (and the group once it is empty and expired)."""
+        stores = self.stores
+        await stores.ready()
+        cutoff = self._cutoff()
+        give_up = time.monotonic() + budget_seconds
+        limit = asyncio.Semaphore(16)
+        expired = 0
+
+        async def expire(hour: str, task_id: str) -> None:
+            async with limit:
+                task = await self.tasks.get(task_id)
+                self.tasks.known.forget(task_id)
+                if task is not None:
+                    await self.forget_artifacts(task_id)
+                    await stores.workers.run_resolved(task.task_queue_id, task_id)
+                    await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
+                    await stores.deps.forget_task(task_id)
+                    group_id = task.definition["taskGroupId"]
+                    await stores.groups.forget_member(group_id, task_id)
+                    await stores.deadlines.forget(task_id, task.deadline)
+                    await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id))
+                    await stores.groups.delete_if_empty(group_id, cutoff)
+                await stores.expiry.remove(hour, task_id)
+
+        while time.monotonic() < give_up:
+            due = await stores.expiry.due(cutoff, batch)
+            if not due:
+                break
+            await asyncio.gather(*(expire(hour, task_id) for hour, task_id in due))
+            expired += len(due)
+        if expired:
+            log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
+        return expired
+
+    async def expire_artifacts(self, *, batch: int = 100, budget_seconds: float = 60) -> int:
+        """Delete expired artifacts: the blob first, then the row (if unchanged since read)."""
+        stores = self.stores
+        await stores.ready()
+        cutoff = self._cutoff()
+        give_up = time.monotonic() + budget_seconds
+        limit = asyncio.Semaphore(16)
+        deleted = 0
+
+        async def expire(hour: str, key: str) -> None:
+            nonlocal deleted
+            task_id, row = parse_index_key(key)
+            async with limit:
+                entity = await stores.tables.get(TASKS_TABLE, task_id, row)
+                artifact = Artifact.from_entity(entity) if entity is not None else None
+                # Gone already, or its expiry was extended since this entry (the later one is indexed too).
+                if artifact is not None and artifact.expires < cutoff:
+                    if not await self._delete_artifact(artifact):
+                        log.warning("artifact %s changed while expiring; kept", artifact.name,
+                                    extra=fields(taskId=task_id))
+                        return  # looked at again on the next run
+                    deleted += 1
+                await stores.artifact_expiry.remove(hour, key)
+
+        while time.monotonic() < give_up:
+            due = await stores.artifact_expiry.due(cutoff, batch)
+            if not due:
+                break
+            await asyncio.gather(*(expire(hour, key) for hour, key in due))
+        if deleted:
+            log.info("expired %d artifacts", deleted, extra=fields(event="artifacts-expired"))
+        return deleted
+
+    async def _delete_artifact(self, artifact: Artifact) -> bool:
+        """The blob first, then the row (if unchanged since read): a row never points to a deleted blob unless its
+        expiry was extended in between, which the ETag catches."""
+        if artifact.storage_type == "azure":
+            await self._blobs_delete(artifact.details["blob"])
+        return await self.stores.tables.delete(TASKS_TABLE, artifact.task_id, row_key(artifact.run_id,
+                                                                                        artifact.name),
+                                               etag=artifact.etag)
+
+    async def forget_artifacts(self, task_id: str) -> None:
+        """Delete every artifact of an expiring task (all expired: none may outlive its task), blobs first."""
+        tables = self.stores.tables
+        continuation: str | None = None
+        while True:
+            page = await tables.query(TASKS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                                      {"pk": task_id, "lo": ARTIFACT_ROW, "hi": ARTIFACT_ROW_END},
+                                      limit=100, continuation=continuation)
+            artifacts = [Artifact.from_entity(e) for e in page.entities]
+            await asyncio.gather(*(self._blobs_delete(a.details["blob"])
+                                   for a in artifacts if a.storage_type == "azure"))
+            await delete_all(tables, TASKS_TABLE, [(e.partition_key, e.row_key) for e in page.entities])
+            continuation = page.continuation
+            if continuation is None:
+                return
+
+    async def _blobs_delete(self, blob: str) -> None:
+        if self.stores.blobs is not None:
+            await self.stores.blobs.delete(self.stores.settings.artifact_container, blob)
+
+    async def expire_worker_info(self) -> int:
+        await self.stores.ready()
+        deleted = await self.stores.workers.expire(self._cutoff())
+        if deleted:
+            log.info("expired %d worker info entries", deleted, extra=fields(event="worker-info-expired"))
+        return deleted

@@ -1,0 +1,104 @@
+"""Task group operations: reading a group and its members, sealing it, cancelling it, changing the priority of
+its tasks, and its recorded events. The group's rows are kept by `TaskGroupStore` (shared/domain/groups.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from shared import errors, timeutil
+from shared.domain.eventlog import Stream
+from shared.domain.events import Event, group_event
+from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, group_changed
+from shared.domain.tasks import RESOLVED_STATES, Task
+from shared.operations.lifecycle import Lifecycle, deadline_passed
+from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
+
+MAX_PAGE = 1000
+
+
+class TaskGroupNotSealed(errors.RequestConflict):
+    """Task group `{taskGroupId}` must be sealed before it can be cancelled"""
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    """What a change to every task of a group did: the group, how many tasks it has, which ones changed."""
+
+    group: TaskGroup
+    size: int
+    task_ids: list[str]
+
+
+class TaskGroups:
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
+        self.tasks, self.lifecycle = tasks, lifecycle
+        self.stores = tasks.stores
+
+    async def get(self, task_group_id: str) -> TaskGroup:
+        """The group; 404 when there is none."""
+        await self.stores.ready()
+        group = await self.stores.groups.get(task_group_id)
+        if group is None:
+            raise TaskGroupNotFound(taskGroupId=task_group_id)
+        return group
+
+    async def members(self, task_group_id: str, *, limit: int,
+                      continuation: str | None) -> tuple[TaskGroup, list[Task], str | None]:
+        """A page of the group's tasks (a member whose task is gone, expired, is left out)."""
+        group = await self.get(task_group_id)
+        ids, token = await self.stores.groups.members(task_group_id, limit=min(limit, MAX_PAGE),
+                                                      continuation=continuation)
+        return group, await self.tasks.load_many(ids), token
+
+    async def seal(self, task_group_id: str) -> TaskGroup:
+        await self.stores.ready()
+        now = self.stores.clock()
+        return await self.stores.groups.seal(task_group_id, timeutil.iso(now),
+                                             lambda g: [group_changed("task-group-sealed", g, now)])
+
+    async def cancel(self, task_group_id: str) -> GroupChange:
+        """Cancel every unresolved task of a sealed group whose deadline has not passed."""
+        group = await self.get(task_group_id)
+        if not group.sealed:
+            raise TaskGroupNotSealed(taskGroupId=task_group_id)
+        ids = await self.stores.groups.all_members(task_group_id)
+        now = self.stores.clock()
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def cancel(task: Task) -> str | None:
+            if task.state in RESOLVED_STATES or deadline_passed(task, now):
+                return None
+            async with limit:
+                _, changed = await self.lifecycle.cancel(task.task_id, now)
+            return task.task_id if changed else None
+
+        cancelled = [t for t in await asyncio.gather(*(cancel(t) for t in await self.tasks.load_many(ids))) if t]
+        return GroupChange(group, len(ids), cancelled)
+
+    async def change_priority(self, task_group_id: str, new_priority: str) -> GroupChange:
+        group = await self.get(task_group_id)
+        ids = await self.stores.groups.all_members(task_group_id)
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def change(task_id: str) -> str | None:
+            async with limit:
+                try:
+                    changed = await self.lifecycle.change_priority(task_id, new_priority, strict=False)
+                except errors.TaskNotFound:
+                    return None
+                return task_id if changed else None
+
+        changed = [t for t in await asyncio.gather(*(change(t) for t in ids)) if t]
+        now = self.stores.clock()
+        await self.stores.groups.update(task_group_id, lambda g: g, lambda g: [group_event(
+            "task-group-priority-changed", g.task_group_id, g.scheduler_id, now=now, newPriority=new_priority,
+            tasksAffected=len(changed))])
+        return GroupChange(group, len(ids), changed)
+
+    async def events(self, task_group_id: str, *, limit: int,
+                     continuation: str | None) -> tuple[list[tuple[int, Event]], str | None]:
+        """The group's recorded events (sealed, resolved, priority changed), in order."""
+        await self.get(task_group_id)
+        return await self.stores.events.list(Stream(TASK_GROUPS_TABLE, task_group_id), limit=min(limit, MAX_PAGE),
+                                             continuation=continuation)

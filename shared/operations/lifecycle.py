@@ -1,0 +1,227 @@
+"""A task's life after createTask: scheduling, reruns, cancellation, resolution by its worker, retries, new
+hints for a pending run, and priorities. Each is one `TaskRepository.modify`: decided on the task as read and
+written conditionally on its ETag, so a repeated or racing request changes nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from shared import errors, timeutil
+from shared.domain.tasks import MAX_RUNS, RESOLVED_STATES, Run, Task
+from shared.logs import fields
+from shared.operations.repository import UNCHANGED, Guards, TaskRepository, Unchanged
+
+log = logging.getLogger("queue")
+
+RETRY_REASONS = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
+MAX_HINTS = 4  # hints a pending run accepts at once: its first, and the reconciler's latest
+
+
+class PriorityUnchanged(errors.RequestConflict):
+    """Task `{taskId}` already has priority {priority}"""
+
+
+class TaskAlreadyResolved(errors.RequestConflict):
+    """Task `{taskId}` is resolved: its priority can no longer change"""
+
+
+def deadline_passed(task: Task, now: dt.datetime) -> bool:
+    return timeutil.parse(task.deadline) <= now
+
+
+def run_of(task: Task, run_id: int) -> Run:
+    """Run `run_id` of the task; 404 RunNotFound when it has no such run."""
+    if run_id >= len(task.runs):
+        raise errors.RunNotFound(taskId=task.task_id, runId=run_id)
+    return task.runs[run_id]
+
+
+def resolve_run(run: Run, state: str, reason: str, stamp: str) -> None:
+    run.state, run.reason_resolved, run.resolved = state, reason, stamp
+
+
+async def add_retry(task: Task, reason_created: str | None, guards: Guards, now: dt.datetime) -> None:
+    """Add a retry run (hinted) when the reason allows one and retries are left."""
+    if reason_created is None or task.retries_left <= 0:
+        return
+    task.retries_left -= 1
+    task.runs.append(Run("pending", reason_created, timeutil.iso(now)))
+    await guards.hint(task)
+    task.emit("task-pending", task.last_run_id)
+
+
+class Lifecycle:
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tasks = tasks
+        self.stores = tasks.stores
+
+    async def schedule_unblocked(self, task_id: str, *, refuse_late: bool = False) -> Task:
+        """Give a task its first run, unless it has one or its deadline passed (what a dependency's resolution
+        does for a task it unblocked; scheduleTask, with `refuse_late`, answers 409 past the deadline)."""
+        guards = self.tasks.guards()
+        now = guards.now
+
+        async def schedule(task: Task) -> Unchanged | None:
+            if task.runs:
+                return UNCHANGED
+            if deadline_passed(task, now):
+                if refuse_late:
+                    raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+                return UNCHANGED
+            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            await guards.hint(task)
+            task.emit("task-pending", 0)
+            return None
+
+        return await self.tasks.modify(task_id, schedule, guards)
+
+    async def schedule_task(self, task_id: str) -> Task:
+        """scheduleTask: schedule a task that has no runs, whatever its dependencies say."""
+        await self.stores.ready()
+        return await self.schedule_unblocked(task_id, refuse_late=True)
+
+    async def rerun_task(self, task_id: str) -> Task:
+        await self.stores.ready()
+        guards = self.tasks.guards()
+        now = guards.now
+        deadline_indexed = False
+
+        async def rerun(task: Task) -> Unchanged | None:
+            nonlocal deadline_indexed
+            if deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            if task.runs and task.runs[-1].state in ("pending", "running"):
+                return UNCHANGED
+            if len(task.runs) >= MAX_RUNS:
+                raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
+            if not deadline_indexed:  # its row is there until the deadline, unless the task predates the index
+                await self.stores.deadlines.add(task_id, task.deadline)
+                deadline_indexed = True
+            task.runs.append(Run("pending", "rerun", timeutil.iso(now)))
+            task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
+            task.taken_until = None
+            await guards.hint(task)
+            task.emit("task-pending", task.last_run_id)
+            return None
+
+        return await self.tasks.modify(task_id, rerun, guards)
+
+    async def cancel_task(self, task_id: str) -> Task:
+        await self.stores.ready()
+        task, _ = await self.cancel(task_id, self.stores.clock())
+        return task
+
+    async def cancel(self, task_id: str, now: dt.datetime) -> tuple[Task, bool]:
+        """Resolve the task exception/canceled unless it is resolved already; and whether this changed it."""
+        changed = False
+
+        async def cancel(task: Task) -> Unchanged | None:
+            nonlocal changed
+            if deadline_passed(task, now):
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            stamp = timeutil.iso(now)
+            if not task.runs:
+                task.runs.append(Run("exception", "exception", stamp, reason_resolved="canceled", resolved=stamp))
+            elif task.runs[-1].state in ("pending", "running"):
+                resolve_run(task.runs[-1], "exception", "canceled", stamp)
+            else:
+                return UNCHANGED
+            task.taken_until = None
+            task.emit("task-exception", task.last_run_id)
+            changed = True
+            return None
+
+        task = await self.tasks.modify(task_id, cancel)
+        return task, changed
+
+    async def resolve(self, task_id: str, run_id: int, state: str, reason: str) -> Task:
+        """reportCompleted / reportFailed / reportException. A repeat with the same outcome is a no-op."""
+        await self.stores.ready()
+        guards = self.tasks.guards()
+        now = guards.now
+
+        async def report(task: Task) -> Unchanged | None:
+            run = run_of(task, run_id)
+            if run.state == state and run.reason_resolved == reason:
+                return UNCHANGED
+            if run.resolved_state:
+                raise errors.RunResolvedDifferently(taskId=task_id, runId=run_id, state=run.state,
+                                                    reasonResolved=run.reason_resolved)
+            if run_id != task.last_run_id or run.state != "running":
+                raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
+            resolve_run(run, state, reason, timeutil.iso(now))
+            task.taken_until = None
+            task.emit(f"task-{state}", run_id)
+            if state == "exception":
+                await add_retry(task, RETRY_REASONS.get(reason), guards, now)
+            return None
+
+        task = await self.tasks.modify(task_id, report, guards)
+        log.info("run resolved %s/%s", state, reason,
+                 extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason))
+        return task
+
+    async def rehint(self, task_id: str, run_id: int, *, keep_previous: bool) -> bool:
+        """Put a new pending hint for a pending run (the reconciler's repair of a lost hint). With
+        `keep_previous` the run's earlier hints stay valid too (the first keeps its place in the queue); at most
+        MAX_HINTS are kept. False when the run is no longer pending or its deadline passed."""
+        guards = self.tasks.guards()
+        now = guards.now
+        hinted = False
+
+        async def again(task: Task) -> Unchanged | None:
+            nonlocal hinted
+            run = task.runs[-1] if task.runs else None
+            if run is None or task.last_run_id != run_id or run.state != "pending" or deadline_passed(task, now):
+                hinted = False
+                return UNCHANGED
+            earlier = run.hint_ids()
+            await guards.hint(task)
+            assert run.hint_id is not None
+            kept = [*earlier[:1], *earlier[1:][-(MAX_HINTS - 2):]] if keep_previous else []
+            run.hint_id = " ".join([*kept, run.hint_id])
+            hinted = True
+            return None
+
+        await self.tasks.modify(task_id, again, guards)
+        return hinted
+
+    async def change_priority(self, task_id: str, new_priority: str, *, strict: bool) -> Task | None:
+        """Set a task's priority; pending work is hinted again in the new priority's queue (the old hint can no
+        longer claim it). Not strict: skip tasks it does not apply to (group changes); None when skipped."""
+        guards = self.tasks.guards()
+        now = guards.now
+        changed = False
+
+        async def change(task: Task) -> Unchanged | None:
+            nonlocal changed
+            problem: errors.QueueError | None = None
+            if deadline_passed(task, now):
+                problem = errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            elif task.state in RESOLVED_STATES:
+                problem = TaskAlreadyResolved(taskId=task_id)
+            elif task.priority == new_priority:
+                problem = PriorityUnchanged(taskId=task_id, priority=new_priority)
+            if problem is not None:
+                if strict:
+                    raise problem
+                return UNCHANGED
+            task.emit("task-priority-changed", oldPriority=task.priority, newPriority=new_priority)
+            task.definition["priority"] = new_priority
+            if task.state == "pending":
+                await guards.hint(task)
+            changed = True
+            return None
+
+        task = await self.tasks.modify(task_id, change, guards)
+        return task if changed else None
+
+    async def change_task_priority(self, task_id: str, new_priority: str) -> Task:
+        await self.stores.ready()
+        task = await self.change_priority(task_id, new_priority, strict=True)
+        assert task is not None  # strict: refused otherwise
+        log.info("task priority changed to %s", new_priority, extra=fields(event="task-priority-changed",
+                                                                           taskId=task_id))
+        return task

@@ -1,0 +1,85 @@
+"""Reads: tasks, a task's dependents and events, and a task queue's pending and claimed runs and counts. They
+change nothing; HTTP answers are shaped from what they return in shared/api/."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from shared.domain.eventlog import Stream
+from shared.domain.events import Event
+from shared.domain.messages import pending_queues
+from shared.domain.tasks import TASKS_TABLE, Task
+from shared.operations.repository import TaskRepository
+
+MAX_PAGE = 1000
+
+
+class QueueCounts(NamedTuple):
+    pending: int  # approximate: the messages in the pending queues
+    claimed: int
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """A run of a task queue's pending or claimed listing: the task as it is, and the run's id."""
+
+    task: Task
+    run_id: int
+
+
+class Queries:
+    def __init__(self, tasks: TaskRepository) -> None:
+        self.tasks = tasks
+        self.stores = tasks.stores
+
+    async def task(self, task_id: str) -> Task:
+        """The task; 404 when there is none."""
+        await self.stores.ready()
+        return await self.tasks.load(task_id)
+
+    async def tasks_of(self, task_ids: Iterable[str]) -> list[Task]:
+        """The tasks that exist among `task_ids`, in the order asked."""
+        await self.stores.ready()
+        return await self.tasks.load_many(task_ids)
+
+    async def dependents(self, task_id: str, *, limit: int,
+                         continuation: str | None) -> tuple[list[Task], str | None]:
+        """listDependentTasks: a page of the tasks that depend on `task_id` (404 when it does not exist)."""
+        await self.task(task_id)
+        dependents, token = await self.stores.deps.dependents(task_id, limit=min(limit, MAX_PAGE),
+                                                              continuation=continuation)
+        return await self.tasks.load_many(d.task_id for d in dependents), token
+
+    async def task_events(self, task_id: str, *, limit: int,
+                          continuation: str | None) -> tuple[list[tuple[int, Event]], str | None]:
+        """A task's recorded events, in order (whether or not a bus is configured)."""
+        await self.task(task_id)
+        return await self.stores.events.list(Stream(TASKS_TABLE, task_id), limit=min(limit, MAX_PAGE),
+                                             continuation=continuation)
+
+    async def task_queue_runs(self, task_queue_id: str, state: str, *, limit: int,
+                              continuation: str | None) -> tuple[list[QueuedRun], str | None]:
+        """listPendingTasks (`pending`) / listClaimedTasks (`running`): the index's rows, each checked against its
+        task (a row a crash left stale is left out)."""
+        await self.stores.ready()
+        rows, token = await self.stores.workers.runs(task_queue_id, state, limit=min(limit, MAX_PAGE),
+                                                     continuation=continuation)
+        tasks = {t.task_id: t for t in await self.tasks.load_many(r.row_key for r in rows)}
+        out: list[QueuedRun] = []
+        for row in rows:
+            task, run_id = tasks.get(row.row_key), int(row.data["runId"])
+            if task is None or task.last_run_id != run_id or task.runs[run_id].state != state:
+                continue  # stale (also: pending again or resolved, and the row not rewritten yet)
+            out.append(QueuedRun(task, run_id))
+        return out, token
+
+    async def task_queue_counts(self, task_queue_id: str) -> QueueCounts:
+        """Pending: the messages in the pending queues (approximate, as Azure counts them, and
+        as Taskcluster counted); claimed: the task queue's claimed runs in the index."""
+        await self.stores.ready()
+        queues = self.stores.queues
+        pending = sum(await asyncio.gather(*(queues.approximate_count(q) for q in pending_queues(task_queue_id))))
+        return QueueCounts(pending, await self.stores.workers.count_claimed(task_queue_id))

@@ -1,0 +1,268 @@
+"""The task unit of work: every change to a task goes through `TaskRepository.modify`.
+
+Rules every change follows:
+- The task entity is the truth. Each change is a read-modify-write conditional on the ETag read; a lost race
+  re-reads and decides again.
+- A change may start from the row this process last wrote or read (`KnownTasks`) instead of reading it again.
+  Nothing is decided on a remembered row alone: a change made from it is written on its ETag (a row changed
+  elsewhere fails the write, and the change starts over from a fresh read), and an outcome that writes nothing (a
+  refusal, nothing to do) stands only after a read shows the same ETag.
+- A queue message that guards a change (pending hint, claim check, resolution message) is written *before* the
+  entity change it guards (`Guards`), so a crash between the two leaves at most a harmless stale message, never a
+  task that nothing will move. Readers of a message re-check state, so stale and duplicated messages do nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from shared import errors, faults, timeutil
+from shared.domain.eventlog import Stream, cursor_entity, event_ops
+from shared.domain.events import task_event
+from shared.domain.messages import (
+    CLAIM_QUEUE,
+    DEADLINE_QUEUE,
+    RESOLVED_QUEUE,
+    ClaimCheck,
+    PendingHint,
+    ResolvedCheck,
+    pending_queue,
+)
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, KnownTasks, Task, task_row
+from shared.logs import fields
+from shared.operations.stores import Stores
+from shared.storage.base import Entity, Op, QueueMessage
+
+log = logging.getLogger("queue")
+
+LOAD_CONCURRENCY = 32
+KNOWN_TASKS = 10_000  # task rows remembered with their ETags: about 30 MB at most
+
+
+class Unchanged:
+    """Returned by a mutation that decided no write is needed."""
+
+
+UNCHANGED = Unchanged()
+Mutation = Callable[[Task], Awaitable[Unchanged | None]]
+
+
+async def all_of(*steps: Awaitable[Any]) -> list[Any]:
+    """Run independent steps at once and wait for every one (none is left running on its own); the first
+    failure is raised once all have ended."""
+    done = await asyncio.gather(*steps, return_exceptions=True)
+    failed = next((r for r in done if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return done
+
+
+async def nothing() -> None:
+    return None
+
+
+class Guards:
+    """The messages a change puts before it is written, each once across retries of the same change: the
+    pending hint of a new pending run, and the resolution message of a task that just resolved."""
+
+    def __init__(self, tasks: TaskRepository, now: dt.datetime) -> None:
+        self.tasks, self.now = tasks, now
+        self._hints: dict[tuple[int, str], str] = {}
+        self._resolved: set[int] = set()
+
+    async def hint(self, task: Task) -> None:
+        """Hint the task's last (pending) run at the task's current priority; the run remembers the hint."""
+        run_id = task.last_run_id
+        key = (run_id, task.priority)
+        if key not in self._hints:
+            hint_id = await self.tasks.put_pending_hint(task.task_id, run_id, task.definition, self.now)
+            self._hints[key] = hint_id or ""
+        task.runs[-1].hint_id = self._hints[key] or None
+
+    async def resolved(self, task: Task) -> None:
+        run_id = task.last_run_id
+        if run_id not in self._resolved:
+            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None,
+                                  timeutil.iso(self.now))
+            await self.tasks.stores.queues.put(RESOLVED_QUEUE, check.encode())
+            self._resolved.add(run_id)
+
+
+class TaskRepository:
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+        self.known = KnownTasks(KNOWN_TASKS)
+
+    def guards(self) -> Guards:
+        return Guards(self, self.stores.clock())
+
+    # --- reading -------------------------------------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> Task | None:
+        entity = await self.stores.tables.get(TASKS_TABLE, task_id, task_row(task_id))
+        if entity is None:
+            self.known.forget(task_id)
+            return None
+        self.known.put(entity)
+        return Task.from_entity(entity)
+
+    async def load(self, task_id: str) -> Task:
+        """The task; 404 TaskNotFound when there is none."""
+        task = await self.get(task_id)
+        if task is None:
+            raise errors.TaskNotFound(taskId=task_id)
+        return task
+
+    async def load_many(self, task_ids: Iterable[str]) -> list[Task]:
+        """The tasks that exist among `task_ids`, in the order asked; unknown ids are left out."""
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def one(task_id: str) -> Task | None:
+            async with limit:
+                return await self.get(task_id)
+
+        found = await asyncio.gather(*(one(t) for t in dict.fromkeys(task_ids)))
+        return [t for t in found if t is not None]
+
+    async def recheck(self, task_id: str, etag: str | None) -> tuple[bool, Task | None]:
+        """After a decision made on a remembered row that wrote nothing (a refusal, nothing to do): whether the
+        stored row is still the one decided on (the decision stands), and the stored task (None: gone)."""
+        stored = await self.get(task_id)
+        return stored is not None and stored.etag == etag, stored
+
+    # --- changing ------------------------------------------------------------------------------------------------
+
+    async def modify(self, task_id: str, mutate: Mutation, guards: Guards | None = None) -> Task:
+        """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide. A change
+        that resolves the task puts its resolution message first (dependents and its group follow it)."""
+        guards = guards or self.guards()
+        task: Task | None = self.known.get(task_id)
+        fresh = task is None  # whether `task` was read from storage rather than remembered (KnownTasks)
+        while True:
+            if task is None:
+                task, fresh = await self.load(task_id), True
+            was_resolved, etag = task.state in RESOLVED_STATES, task.etag
+            refusal: errors.QueueError | None = None
+            try:
+                unchanged = await mutate(task) is UNCHANGED
+            except errors.QueueError as exc:
+                unchanged, refusal = True, exc
+            if unchanged:  # refused, or nothing to write
+                if not fresh:
+                    same, stored = await self.recheck(task_id, etag)
+                    if stored is None:
+                        raise errors.TaskNotFound(taskId=task_id)
+                    if not same:
+                        task, fresh = stored, True  # decided on a remembered row that changed: decide again
+                        continue
+                if refusal is not None:
+                    raise refusal
+                return task
+            resolving = task.state in RESOLVED_STATES and not was_resolved
+            spent: dict[str, list[str]] = {}
+            if resolving:
+                await guards.resolved(task)
+                spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
+            if await self.write(task):
+                if resolving:
+                    await asyncio.gather(self.stores.workers.run_resolved(task.task_queue_id, task_id),
+                                         self.delete_checks(task_id, spent))
+                return task
+            task = None
+            log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    async def write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
+                    touch: bool = False) -> bool:
+        """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
+        announces and `extra` rows of its partition (artifacts), in one transaction. `touch`: the task itself
+        did not change, only its event count is written (still conditional on the ETag, so that the extra rows
+        are written against the state that was read). False when the write lost a race (changed; exists)."""
+        tables = self.stores.tables
+        if task.emitted or extra or touch:
+            now = self.stores.clock()
+            events = [task_event(task, exchange, run_id, now=now, **fields_)
+                      for exchange, run_id, fields_ in task.emitted]
+            first = task.event_seq + 1
+            task.event_seq += len(events)
+            stream = Stream(TASKS_TABLE, task.task_id)
+            if events:
+                await self.stores.events.announce(stream, task.event_seq)  # before the write, as every guard is
+            faults.point("before-state-write")
+            if touch:
+                task_op = Op("merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq},
+                                             task.etag))
+            else:
+                task_op = Op("insert" if insert else "replace", task.to_entity())
+            ops = [task_op, *extra, *event_ops(stream, first, events)]
+            if insert:  # a fresh dispatch cursor, whatever an expired task of the same id left behind
+                ops.append(Op("upsert", cursor_entity(stream, 0)))
+            etags = await tables.commit(TASKS_TABLE, ops)
+            if etags is None:
+                task.event_seq -= len(events)
+                self.known.forget(task.task_id)
+                return False
+            task.etag = etags[0]
+            if touch:
+                self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns
+            else:
+                self.known.put(task_op.entity.with_etag(task.etag))
+            task.emitted.clear()
+            for event in events:
+                log.info("%s", event.exchange, extra=fields(event=event.exchange, taskId=task.task_id))
+        else:
+            faults.point("before-state-write")
+            entity = task.to_entity()
+            stored = await (tables.insert if insert else tables.replace)(TASKS_TABLE, entity)
+            if stored is None:
+                self.known.forget(task.task_id)
+                return False
+            task.etag = stored.etag
+            self.known.put(entity.with_etag(task.etag))
+        faults.point("after-state-write")
+        return True
+
+    # --- the messages changes put before they are written ------------------------------------------------------
+
+    async def put_pending_hint(self, task_id: str, run_id: int, definition: dict[str, Any],
+                               now: dt.datetime) -> str | None:
+        """Put a pending hint (and the run's index row); its hintId, which the run keeps (only that hint may
+        claim it). None when the deadline has passed: nothing may claim the run, the deadline check resolves it."""
+        ttl = timeutil.ceil_seconds(timeutil.parse(definition["deadline"]) - now)
+        if ttl <= 0:
+            return None
+        task_queue_id, priority = definition["taskQueueId"], definition["priority"]
+        hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.stores.settings.hint_key,
+                                                                               task_queue_id)
+        queue = pending_queue(task_queue_id, priority)
+        await all_of(  # both before the run is written; neither depends on the other
+            self.stores.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now)),
+            self.stores.queues.put(queue, hint.encode(), ttl=ttl))
+        self.stores.empty_queues.filled(queue)
+        return hint.hintId
+
+    async def put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> list[str]:
+        """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
+        delay = timeutil.ceil_seconds(timeutil.parse(taken_until) - now)
+        sent = await self.stores.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
+                                            visible_in=delay)
+        return [sent.id, sent.pop_receipt]
+
+    async def delete_checks(self, task_id: str, spent: dict[str, list[str]]) -> None:
+        """Delete checks a change made pointless (the task resolved; a claim was renewed). Best effort: a check
+        already received (its pop receipt changed) or gone is left to its handler, which finds nothing to do.
+        Why bother: a queued check costs nothing on Azure until it comes due, but Azurite scans every message
+        it holds on every queue operation, so spent checks slow everything down locally."""
+        queues = {"claim": CLAIM_QUEUE, "deadline": DEADLINE_QUEUE}
+
+        async def delete(kind: str, message_id: str, pop_receipt: str) -> None:
+            try:
+                await self.stores.queues.delete(queues[kind], QueueMessage(message_id, pop_receipt, b"", 0,
+                                                                           self.stores.clock()))
+            except Exception:
+                log.warning("could not delete a spent %s check", kind, exc_info=True, extra=fields(taskId=task_id))
+
+        await asyncio.gather(*(delete(kind, *ref) for kind, ref in spent.items()))

@@ -1,0 +1,109 @@
+"""Dependency resolution: after a task resolves, it leaves its group's active set (the group resolves when none
+is left) and its dependents are unblocked, a page at a time, by the queue-triggered `task-resolved` handler.
+Every step is idempotent, so a duplicated or re-delivered message changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from dataclasses import replace
+from typing import Literal
+
+from shared import errors, faults, timeutil
+from shared.domain.dependencies import Dependent
+from shared.domain.groups import TaskGroupNotFound, group_changed
+from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.tasks import Task
+from shared.operations.claims import SETTLE_PAUSES
+from shared.operations.lifecycle import Lifecycle
+from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
+
+DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
+ResolutionOutcome = Literal["resolved", "not-yet", "stale", "task-gone"]
+
+
+def resolved_run(task: Task, run_id: int) -> bool:
+    return run_id < len(task.runs) and task.runs[run_id].resolved_state
+
+
+class Resolution:
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
+        self.tasks, self.lifecycle = tasks, lifecycle
+        self.stores = tasks.stores
+
+    async def resolve_dependencies(self, check: ResolvedCheck) -> ResolutionOutcome:
+        """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
+        its dependents, handing the next page to a new message first, so no invocation runs long and several
+        hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing."""
+        stores = self.stores
+        await stores.ready()
+        faults.point("resolve-dependencies")
+        now = stores.clock()
+        resolution: str | None = None
+        # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
+        known = self.tasks.known.get(check.taskId)
+        for pause in (*SETTLE_PAUSES, None):
+            task = known if known is not None and resolved_run(known, check.runId) else await self.tasks.get(
+                check.taskId)
+            known = None
+            run = task.runs[check.runId] if task is not None and check.runId < len(task.runs) else None
+            if task is None or (run is not None and run.resolved_state) or pause is None:
+                break
+            await asyncio.sleep(pause)  # written just ahead of the resolution it announces
+        if task is not None:
+            if run is None or not run.resolved_state:
+                # Still not written: wait for it a while; once old, it was a write that lost a race.
+                if now - timeutil.parse(check.since) < dt.timedelta(seconds=stores.settings.hint_grace):
+                    await stores.queues.put(RESOLVED_QUEUE, check.encode(), visible_in=stores.settings.hint_retry_delay)
+                    return "not-yet"
+                return "stale"
+            resolution = run.state
+        group_step = asyncio.create_task(self.resolve_group_member(check))
+        if resolution is None:
+            await group_step
+            return "task-gone"
+        if (check.continuation is None and task is not None and task.dependents_marked
+                and not await stores.deps.has_dependents(check.taskId)):
+            await group_step
+            return "resolved"  # nothing depends on it: no partition query
+        dependents, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
+                                                         continuation=check.continuation)
+        if token is not None:
+            await stores.queues.put(RESOLVED_QUEUE, replace(check, continuation=token).encode())
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def unblock(dependent: Dependent) -> None:
+            if dependent.require == "completed" and resolution != "completed":
+                return  # all-completed: it stays blocked (until scheduleTask, cancel or its deadline)
+            async with limit:
+                if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
+                    await stores.deps.satisfy(dependent.task_id, [check.taskId])
+                    if await stores.deps.blocked(dependent.task_id, dependent.others):
+                        return
+                try:
+                    await self.lifecycle.schedule_unblocked(dependent.task_id)
+                except errors.TaskNotFound:
+                    # Its createTask has not written it yet, and reads its requirements after writing it. With
+                    # a single dependency the requirement row is normally left (the schedule makes it moot):
+                    # drop it, then try once more, so that one of the two sides sees the other's write.
+                    if dependent.count == 1:
+                        await stores.deps.satisfy(dependent.task_id, [check.taskId])
+                        with contextlib.suppress(errors.TaskNotFound):
+                            await self.lifecycle.schedule_unblocked(dependent.task_id)
+                faults.point("resolution-mid-page")
+
+        await asyncio.gather(group_step, *(unblock(d) for d in dependents))
+        return "resolved"
+
+    async def resolve_group_member(self, check: ResolvedCheck) -> None:
+        """On the first page of a resolution: the task leaves its group's active set; the group is resolved when
+        none is left (announced at least once: two last members resolving together may both announce it, as in
+        Taskcluster, where a group can also resolve again after new tasks)."""
+        groups = self.stores.groups
+        if check.continuation is None and await groups.resolve_member(check.taskGroupId, check.taskId):
+            now = self.stores.clock()
+            with contextlib.suppress(TaskGroupNotFound):
+                await groups.update(check.taskGroupId, lambda g: g,
+                                    lambda g: [group_changed("task-group-resolved", g, now)])

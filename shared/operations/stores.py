@@ -1,0 +1,110 @@
+"""What every operation works on: the settings and the clock, the table, queue and blob stores, and the domain's
+stores over them (events, groups, dependencies, deadlines, expiry, worker information).
+
+Built once per process (shared/runtime.py) and shared by the operations, so that what one process remembers (a
+group row, a marker it wrote, a pending queue it found empty) serves all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from shared import timeutil
+from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
+from shared.domain.deadlines import DEADLINES_TABLE, DeadlineIndex
+from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore
+from shared.domain.eventlog import DISPATCH_QUEUE, EventLog
+from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
+from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroupStore
+from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
+from shared.domain.tasks import TASKS_TABLE
+from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
+from shared.settings import Settings
+from shared.storage.base import BlobStore, QueueStore, TableStore
+
+TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
+          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE)
+Clock = Callable[[], dt.datetime]
+
+
+class EmptyPendingQueues:
+    """Pending queues this process found empty, and until when claimWork skips them (monotonic time). Most task
+    queues use one or two of the seven priorities, and each receive is a storage call (on Azurite a costly one):
+    a queue found empty is skipped for `pending_empty_ttl`; a hint put by this process clears that at once, one
+    put by another process waits at most that long."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._until: dict[str, float] = {}
+
+    def skipped(self, queue: str) -> bool:
+        return self._until.get(queue, 0.0) > time.monotonic()
+
+    def received(self, queue: str, count: int) -> None:
+        if count:
+            self._until.pop(queue, None)
+        elif self.ttl > 0:
+            self._until[queue] = time.monotonic() + self.ttl
+
+    def filled(self, queue: str) -> None:
+        """This process put a hint on `queue`: it is not empty any more, as far as this process knows."""
+        self._until.pop(queue, None)
+
+
+@dataclass
+class Stores:
+    settings: Settings
+    tables: TableStore
+    queues: QueueStore
+    blobs: BlobStore | None
+    clock: Clock
+    events: EventLog
+    groups: TaskGroupStore
+    deps: DependencyStore
+    expiry: ExpiryIndex  # tasks
+    artifact_expiry: ExpiryIndex
+    deadlines: DeadlineIndex
+    workers: WorkerInfo
+    empty_queues: EmptyPendingQueues
+    _ready: bool = field(default=False, init=False)
+    _ready_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _pending_queues_ready: set[str] = field(default_factory=set, init=False)
+
+    @classmethod
+    def create(cls, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
+               clock: Clock = timeutil.now) -> Stores:
+        events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
+                          lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
+                          grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock)
+        return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
+                   DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
+                   DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock),
+                   WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl))
+
+    async def ready(self) -> None:
+        """Create the tables and fixed queues (once per process; cheap when they exist)."""
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if not self._ready:
+                await self.tables.ensure_tables(list(TABLES))
+                await self.queues.ensure_queues([*FIXED_QUEUES, DISPATCH_QUEUE])
+                if self.blobs is not None:
+                    await self.blobs.ensure_container(self.settings.artifact_container)
+                self._ready = True
+
+    async def ensure_pending_queues(self, task_queue_id: str) -> None:
+        """Create the task queue's pending queues (once per process), for workers that poll them directly."""
+        if task_queue_id not in self._pending_queues_ready:
+            await self.queues.ensure_queues(pending_queues(task_queue_id))
+            self._pending_queues_ready.add(task_queue_id)
+
+    async def close(self) -> None:
+        await self.tables.close()
+        await self.queues.close()
+        if self.blobs is not None:
+            await self.blobs.close()

@@ -1,0 +1,98 @@
+"""Artifact blobs over the azure-storage-blob SDK's async client, and their SAS URLs (signed with the account key,
+or a user delegation key when the connection is a managed identity)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import urllib.parse
+from typing import Any
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import BlobSasPermissions, UserDelegationKey, generate_blob_sas
+from azure.storage.blob.aio import BlobServiceClient
+
+from shared.connections import StorageConnection
+from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, Signer, as_connection
+from shared.storage.base import BlobInfo, ServedAs
+
+
+class AzureBlobs:
+    """Blobs and their SAS URLs. With a connection string the SAS are signed with its account key; with an
+    identity, with a user delegation key (asked of Azure, valid up to 7 days, renewed a day before it ends)."""
+
+    DELEGATION_KEY_LIFETIME = dt.timedelta(days=6)
+    DELEGATION_KEY_RENEW = dt.timedelta(days=1)
+
+    def __init__(self, connection: str | StorageConnection) -> None:
+        connection = as_connection(connection)
+        self._clients = Clients(connection, "blob", BlobServiceClient, "get_container_client")
+        from azure.storage.blob import BlobServiceClient as SyncBlobServiceClient
+        self._signer = Signer(connection, "blob", SyncBlobServiceClient)
+        self._by_identity = connection.uses_identity
+        if not self._by_identity:
+            self._signer.require_key("Artifact URLs", "the artifact storage connection string has no AccountKey")
+        self._delegation_key: UserDelegationKey | None = None
+        self._delegation_key_ends = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+    async def _user_delegation_key(self, needed_until: dt.datetime) -> UserDelegationKey:
+        now = dt.datetime.now(dt.UTC)
+        if self._delegation_key is None or self._delegation_key_ends - self.DELEGATION_KEY_RENEW < max(
+                now, needed_until):
+            ends = now + self.DELEGATION_KEY_LIFETIME
+            self._delegation_key = await self._clients.service.get_user_delegation_key(now - SAS_CLOCK_SKEW, ends)
+            self._delegation_key_ends = ends
+        return self._delegation_key
+
+    async def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime, *,
+                      snapshot: str | None = None, served_as: ServedAs | None = None) -> str:
+        start = dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW
+        options: dict[str, Any] = {"permission": permission, "expiry": expires, "start": start, "snapshot": snapshot}
+        if served_as is not None:
+            options.update(content_type=served_as.content_type, content_disposition=served_as.content_disposition,
+                           content_encoding=served_as.content_encoding)
+        if self._by_identity:
+            sas = generate_blob_sas(self._signer.account, container, blob,
+                                    user_delegation_key=await self._user_delegation_key(expires), **options)
+        else:
+            sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.key, **options)
+        at = f"snapshot={urllib.parse.quote(snapshot)}&" if snapshot else ""
+        return f"{self._signer.endpoint}/{container}/{urllib.parse.quote(blob, safe='/~')}?{at}{sas}"
+
+    async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
+        return await self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)
+
+    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
+                           served_as: ServedAs | None = None) -> str:
+        return await self._signed(container, blob, BlobSasPermissions(read=True), expires, snapshot=snapshot,
+                                  served_as=served_as)
+
+    async def snapshot(self, container: str, blob: str) -> BlobInfo | None:
+        blobs = self._clients.get(container)
+        try:
+            made = await blobs.get_blob_client(blob).create_snapshot()
+        except ResourceNotFoundError:
+            return None
+        props = await blobs.get_blob_client(blob, snapshot=made["snapshot"]).get_blob_properties()
+        return BlobInfo(int(props.size), props.content_settings.content_type, props.etag, made["snapshot"])
+
+    async def ensure_container(self, container: str) -> None:
+        with contextlib.suppress(ResourceExistsError):
+            await self._clients.get(container).create_container()
+
+    async def info(self, container: str, blob: str) -> BlobInfo | None:
+        try:
+            props = await self._clients.get(container).get_blob_client(blob).get_blob_properties()
+        except ResourceNotFoundError:
+            return None
+        return BlobInfo(int(props.size), props.content_settings.content_type, props.etag)
+
+    async def delete(self, container: str, blob: str) -> bool:
+        try:
+            await self._clients.get(container).delete_blob(blob, delete_snapshots="include")
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self._clients.close()

@@ -1,0 +1,125 @@
+"""Queues over the azure-storage-queue SDK's async client, and the signed polling URLs both queue stores hand
+out (pollTaskUrls)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from typing import Any
+
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.queue import QueueSasPermissions, generate_queue_sas
+from azure.storage.queue.aio import QueueClient, QueueServiceClient
+
+from shared.connections import StorageConnection
+from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, Signer, SigningKeyMissing, as_connection
+from shared.storage.base import QueueMessage, announce_put, decode_message, encode_message
+
+# Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
+MAX_VISIBILITY = 7 * 24 * 3600
+
+
+def _message_gone(exc: HttpResponseError) -> bool:
+    """Deleted already, or received again by someone else since (its visibility ran out): not ours any more."""
+    code = getattr(exc, "error_code", None)  # set by the storage SDKs on their errors
+    return isinstance(exc, ResourceNotFoundError) or code in ("MessageNotFound", "PopReceiptMismatch")
+
+
+def _message(raw: Any) -> QueueMessage:
+    return QueueMessage(
+        id=raw.id, pop_receipt=raw.pop_receipt, content=decode_message(raw.content),
+        dequeue_count=raw.dequeue_count or 0, inserted=raw.inserted_on or dt.datetime.now(dt.UTC),
+        expires=raw.expires_on, next_visible=raw.next_visible_on)
+
+
+def queue_process_url(account: str, key: str | None, endpoint: str, queue: str, expires: dt.datetime) -> str:
+    """`<endpoint>/<queue>?<sas>` that may only get and delete the queue's messages until `expires` (pure
+    computation: both queue adapters sign with it)."""
+    if not key:
+        raise SigningKeyMissing(
+            what="Polling URLs", reason="Azure Queue SAS need the account key, and none is configured (with an "
+            "identity-based QUEUE_STORAGE connection, set QUEUE_STORAGE_ACCOUNT_KEY, e.g. as a Key Vault "
+            "reference; claimWork works without it)")
+    sas = generate_queue_sas(account, queue, key, permission=QueueSasPermissions(process=True), expiry=expires,
+                             start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
+    return f"{endpoint}/{queue}?{sas}"
+
+
+class AzureQueues:
+    def __init__(self, connection: str | StorageConnection, *, traced: bool = True) -> None:
+        connection = as_connection(connection)
+        # azure-core traces every call when telemetry is on; `traced=False` leaves this store's calls out.
+        self._options: dict[str, Any] = {} if traced else {"tracing_options": {"enabled": False}}
+        self._clients = Clients(connection, "queue", QueueServiceClient, "get_queue_client")
+        from azure.storage.queue import QueueServiceClient as SyncQueueServiceClient
+        self._signer = Signer(connection, "queue", SyncQueueServiceClient)
+
+    def _client(self, queue: str) -> QueueClient:
+        client: QueueClient = self._clients.get(queue)
+        return client
+
+    async def ensure_queues(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(ResourceExistsError):
+                await self._client(name).create_queue(**self._options)
+
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
+        client = self._client(queue)
+        visible_in = max(0, min(visible_in, MAX_VISIBILITY))
+        kwargs: dict[str, Any] = {"visibility_timeout": visible_in or None,
+                                  "time_to_live": ttl if ttl is not None else -1}
+        if ttl is not None and ttl <= visible_in:
+            kwargs["time_to_live"] = visible_in + 60
+        try:
+            sent = await client.send_message(encode_message(content), **kwargs, **self._options)
+        except ResourceNotFoundError:
+            # Queues are created on first use (pending queues exist per task queue and priority).
+            await self.ensure_queues([queue])
+            sent = await client.send_message(encode_message(content), **kwargs, **self._options)
+        announce_put(queue, visible_in)
+        return QueueMessage(sent.id, sent.pop_receipt or "", content, 0, sent.inserted_on or dt.datetime.now(dt.UTC),
+                            sent.expires_on, sent.next_visible_on)
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+        count = max(1, min(max_messages, 32))
+        try:
+            # messages_per_page: otherwise the SDK makes one request per message.
+            pages = self._client(queue).receive_messages(
+                messages_per_page=count, max_messages=count,
+                visibility_timeout=max(1, visibility_timeout), **self._options).by_page()  # Azure's minimum: 1 s
+            async for page in pages:
+                return [_message(raw) async for raw in page]
+        except ResourceNotFoundError:
+            return []
+        return []
+
+    async def delete(self, queue: str, message: QueueMessage) -> None:
+        try:
+            await self._client(queue).delete_message(message.id, message.pop_receipt, **self._options)
+        except HttpResponseError as exc:
+            if not _message_gone(exc):
+                raise
+
+    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+        try:
+            raw = await self._client(queue).update_message(
+                message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in), **self._options)
+        except HttpResponseError as exc:
+            if _message_gone(exc):
+                return None
+            raise
+        return QueueMessage(message.id, raw.pop_receipt or message.pop_receipt, message.content, message.dequeue_count,
+                            message.inserted, message.expires, raw.next_visible_on)
+
+    async def approximate_count(self, queue: str) -> int:
+        try:
+            props = await self._client(queue).get_queue_properties()
+        except ResourceNotFoundError:
+            return 0
+        return int(props.approximate_message_count or 0)
+
+    def process_url(self, queue: str, expires: dt.datetime) -> str:
+        return queue_process_url(self._signer.account, self._signer.key, self._signer.endpoint, queue, expires)
+
+    async def close(self) -> None:
+        await self._clients.close()

@@ -1,0 +1,141 @@
+"""Queues over the storage REST API: Shared Key signed requests, XML bodies, on one keep-alive session
+(shared/storage/rest/http.py)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import urllib.parse
+import xml.etree.ElementTree as ET
+from xml.sax.saxutils import escape
+
+from multidict import CIMultiDict
+
+from shared.connections import StorageConnection
+from shared.storage.azure import queue_process_url
+from shared.storage.base import QueueMessage, announce_put, decode_message, encode_message
+from shared.storage.rest.http import Account, Http, StorageError, http_date, rfc1123
+
+QUEUE_VERSION = "2021-12-02"
+MAX_VISIBILITY = 7 * 24 * 3600
+
+
+class RestQueues:
+    def __init__(self, connection: str | StorageConnection, *, traced: bool = True) -> None:
+        connection = StorageConnection(connection_string=connection) if isinstance(connection, str) else connection
+        self._account = Account(connection, "queue")
+        self._http = Http(traced)
+        self._connection = connection
+
+    async def _request(self, method: str, path: str, query: dict[str, str] | None = None, *,
+                       body: bytes = b"") -> tuple[int, CIMultiDict[str], bytes]:
+        account = self._account
+        full_path = f"{account.base_path}/{path}"
+        date = http_date()
+        headers = {"x-ms-date": date, "x-ms-version": QUEUE_VERSION}
+        if body:
+            headers["Content-Type"] = "application/xml"
+        if account.key is not None:
+            canonical_headers = f"x-ms-date:{date}\nx-ms-version:{QUEUE_VERSION}\n"
+            resource = f"/{account.account}{full_path}" + "".join(
+                f"\n{name.lower()}:{value}" for name, value in sorted((query or {}).items()))
+            to_sign = "\n".join([method, "", "", str(len(body)) if body else "", "",
+                                 headers.get("Content-Type", ""), "", "", "", "", "", ""]) + "\n"
+            headers["Authorization"] = (f"SharedKey {account.account}:"
+                                        f"{account.sign(to_sign + canonical_headers + resource)}")
+        else:
+            headers["Authorization"] = await account.bearer()
+        return await self._http.send(method, account.url(full_path, query), name=path.split("/", 1)[0],
+                                     data=body or None, headers=headers)
+
+    async def ensure_queues(self, names: list[str]) -> None:
+        for name in names:
+            status, headers, payload = await self._request("PUT", name)
+            if status not in (201, 204, 409):
+                raise StorageError("PUT", name, status, headers.get("x-ms-error-code"), payload.decode())
+
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
+        visible_in = max(0, min(visible_in, MAX_VISIBILITY))
+        time_to_live = ttl if ttl is not None else -1
+        if ttl is not None and ttl <= visible_in:
+            time_to_live = visible_in + 60
+        query = {"messagettl": str(time_to_live)}
+        if visible_in:
+            query["visibilitytimeout"] = str(visible_in)
+        body = (f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
+                f"{escape(encode_message(content))}</MessageText></QueueMessage>").encode()
+        status, headers, payload = await self._request("POST", f"{queue}/messages", query, body=body)
+        if status == 404:
+            # Queues are created on first use (pending queues exist per task queue and priority).
+            await self.ensure_queues([queue])
+            status, headers, payload = await self._request("POST", f"{queue}/messages", query, body=body)
+        if status != 201:
+            raise StorageError("POST", f"{queue}/messages", status, headers.get("x-ms-error-code"),
+                               payload.decode())
+        [sent] = self._messages(payload, content)
+        announce_put(queue, visible_in)
+        return sent
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+        query = {"numofmessages": str(max(1, min(max_messages, 32))),
+                 "visibilitytimeout": str(max(1, visibility_timeout))}  # Azure's minimum is 1 s
+        status, headers, payload = await self._request("GET", f"{queue}/messages", query)
+        if status == 404:
+            return []
+        if status != 200:
+            raise StorageError("GET", f"{queue}/messages", status, headers.get("x-ms-error-code"), payload.decode())
+        return self._messages(payload)
+
+    @staticmethod
+    def _messages(payload: bytes, content: bytes | None = None) -> list[QueueMessage]:
+        """The messages of a QueueMessagesList (a put's answer has no MessageText: `content` is what was sent)."""
+        messages = []
+        for node in ET.fromstring(payload):
+            def text(tag: str, node: ET.Element = node) -> str:
+                return node.findtext(tag) or ""
+            messages.append(QueueMessage(
+                id=text("MessageId"), pop_receipt=text("PopReceipt"),
+                content=content if content is not None else decode_message(text("MessageText")),
+                dequeue_count=int(text("DequeueCount") or 0),
+                inserted=rfc1123(text("InsertionTime")) or dt.datetime.now(dt.UTC),
+                expires=rfc1123(text("ExpirationTime")), next_visible=rfc1123(text("TimeNextVisible"))))
+        return messages
+
+    @staticmethod
+    def _gone(status: int, headers: CIMultiDict[str]) -> bool:
+        """Deleted already, or received again by someone else since: not ours any more."""
+        return status == 404 or headers.get("x-ms-error-code") in ("MessageNotFound", "PopReceiptMismatch")
+
+    async def delete(self, queue: str, message: QueueMessage) -> None:
+        path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
+        status, headers, payload = await self._request("DELETE", path, {"popreceipt": message.pop_receipt})
+        if status != 204 and not self._gone(status, headers):
+            raise StorageError("DELETE", path, status, headers.get("x-ms-error-code"), payload.decode())
+
+    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+        path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
+        status, headers, payload = await self._request(
+            "PUT", path, {"popreceipt": message.pop_receipt, "visibilitytimeout": str(max(0, visible_in))})
+        if status == 204:
+            return QueueMessage(message.id, headers.get("x-ms-popreceipt") or message.pop_receipt, message.content,
+                                message.dequeue_count, message.inserted, message.expires,
+                                rfc1123(headers.get("x-ms-time-next-visible")))
+        if self._gone(status, headers):
+            return None
+        raise StorageError("PUT", path, status, headers.get("x-ms-error-code"), payload.decode())
+
+    async def approximate_count(self, queue: str) -> int:
+        status, headers, payload = await self._request("GET", queue, {"comp": "metadata"})
+        if status == 404:
+            return 0
+        if status != 200:
+            raise StorageError("GET", queue, status, headers.get("x-ms-error-code"), payload.decode())
+        return int(headers.get("x-ms-approximate-messages-count") or 0)
+
+    def process_url(self, queue: str, expires: dt.datetime) -> str:
+        account = self._account
+        key = base64.b64encode(account.key).decode() if account.key else self._connection.account_key
+        return queue_process_url(account.account, key, account.endpoint, queue, expires)
+
+    async def close(self) -> None:
+        await self._http.close()
