@@ -14,6 +14,12 @@ def now() -> dt.datetime:
     return dt.datetime.now(UTC)
 
 
+def to_ms(value: dt.datetime) -> dt.datetime:
+    """`value` cut to whole milliseconds: the precision times are written with (`iso`), so that a time kept in
+    memory equals the same time read back."""
+    return value.replace(microsecond=value.microsecond - value.microsecond % 1000)
+
+
 def parse(value: str) -> dt.datetime:
     """Parse an RFC 3339 date-time (already checked by the schema) into an aware UTC datetime. ValueError (or
     OverflowError, for an offset that takes it past year 1 or 9999) when it is not one."""

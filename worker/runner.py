@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 import taskcluster
+from taskcluster.client import createApiClient
 from taskcluster.exceptions import TaskclusterRestFailure
 
 from shared import timeutil
@@ -36,9 +37,12 @@ from worker.payload import MalformedPayload, Payload, parse
 
 LOG_ARTIFACT = "public/logs/live.log"
 LOG_CONTENT_TYPE = "text/plain; charset=utf-8"
-# pollTaskUrls is this queue's extension, not a method of the official client: called through its machinery.
-POLL_TASK_URLS = {"args": ["taskQueueId"], "method": "get", "name": "pollTaskUrls",
-                  "route": "/poll-task-url/<taskQueueId>", "stability": "experimental", "query": []}
+# pollTaskUrls is this queue's extension, not a method of the official client's Queue: a client class made from
+# its reference entry by the official client's own createApiClient.
+QueueExtensions = createApiClient("QueueExtensions", {"reference": {
+    "serviceName": "queue", "apiVersion": "v1", "entries": [
+        {"type": "function", "args": ["taskQueueId"], "method": "get", "name": "pollTaskUrls",
+         "route": "/poll-task-url/<taskQueueId>", "stability": "experimental", "query": []}]}})
 URL_REFRESH = dt.timedelta(minutes=5)  # ask for fresh polling URLs this long before they expire
 STEP = 0.2  # seconds between checks of a running command
 
@@ -244,8 +248,9 @@ class Worker:
     def __init__(self, options: Options, out: Output | None = None) -> None:
         self.options = options
         self.out = out or Output()
-        self.queue = taskcluster.Queue({"rootUrl": options.root_url, "credentials": options.credentials,
-                                        "maxRetries": 5})
+        client_options = {"rootUrl": options.root_url, "credentials": options.credentials, "maxRetries": 5}
+        self.queue = taskcluster.Queue(client_options)
+        self.extensions = QueueExtensions(client_options)
         self.http = httpx.Client(timeout=30)
         self.stopping = threading.Event()
         self.running: set[TaskRun] = set()
@@ -332,7 +337,7 @@ class Worker:
     def _poll(self, count: int) -> str | None:
         """Poll the signed URLs, highest priority first; the first response that holds messages."""
         if self._urls is None or timeutil.parse(self._urls["expires"]) - timeutil.now() < URL_REFRESH:
-            self._urls = self.queue._makeApiCall(POLL_TASK_URLS, self.options.task_queue_id)
+            self._urls = self.extensions.pollTaskUrls(self.options.task_queue_id)
         assert self._urls is not None
         for entry in self._urls["queues"]:
             response = self.http.get(f"{entry['signedPollUrl']}&numofmessages={min(count, 32)}")

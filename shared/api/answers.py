@@ -26,7 +26,8 @@ def page(key: str, items: list[Any], token: str | None, **head: Any) -> dict[str
 
 def definition(task: Task) -> dict[str, Any]:
     """task.yml: the definition's fields, in the order the API returns them."""
-    return {key: task.definition[key] for key in DEFINITION_FIELDS}
+    stored: dict[str, Any] = dict(task.definition)
+    return {key: stored[key] for key in DEFINITION_FIELDS}
 
 
 def status(task: Task) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def claim(claimed: Claim, credentials: dict[str, str], *, include_task: bool) ->
         "runId": claimed.run_id,
         "workerGroup": run.worker_group,
         "workerId": run.worker_id,
-        "takenUntil": run.taken_until,
+        "takenUntil": timeutil.iso(run.taken_until) if run.taken_until else None,
         "credentials": credentials,
     }
     if include_task:
@@ -63,9 +64,9 @@ def event(seq: int, recorded: Event, namespace: str) -> dict[str, Any]:
 def group(found: TaskGroup) -> dict[str, Any]:
     """task-group-response"""
     out: dict[str, Any] = {"taskGroupId": found.task_group_id, "schedulerId": found.scheduler_id,
-                           "expires": found.expires}
+                           "expires": timeutil.iso(found.expires)}
     if found.sealed:
-        out["sealed"] = found.sealed
+        out["sealed"] = timeutil.iso(found.sealed)
     return out
 
 
@@ -74,16 +75,17 @@ def queued_run(item: QueuedRun, state: str) -> dict[str, Any]:
     run = item.task.runs[item.run_id]
     out: dict[str, Any] = {"taskId": item.task.task_id, "runId": item.run_id, "task": definition(item.task)}
     if state == "pending":
-        out["inserted"] = run.scheduled
+        out["inserted"] = timeutil.iso(run.scheduled)
     else:
-        out.update(workerGroup=run.worker_group, workerId=run.worker_id, claimed=run.started)
+        out.update(workerGroup=run.worker_group, workerId=run.worker_id,
+                   claimed=timeutil.iso(run.started) if run.started else None)
     return out
 
 
 def artifact(found: Artifact) -> dict[str, Any]:
     """artifact-response (storageType `azure` included: this queue's extension)."""
-    out: dict[str, Any] = {"storageType": found.storage_type, "name": found.name, "expires": found.expires,
-                           "contentType": found.content_type}
+    out: dict[str, Any] = {"storageType": found.storage_type, "name": found.name,
+                           "expires": timeutil.iso(found.expires), "contentType": found.content_type}
     if "contentLength" in found.details:
         out["contentLength"] = found.details["contentLength"]
     return out
@@ -108,13 +110,13 @@ def created_artifact(created: Created) -> dict[str, Any]:
 def provisioner(found: Provisioner) -> dict[str, Any]:
     """provisioner-response"""
     return {"provisionerId": found.provisioner_id, "description": found.description, "stability": found.stability,
-            "expires": found.expires, "lastDateActive": found.last_date_active}
+            "expires": timeutil.iso(found.expires), "lastDateActive": timeutil.iso(found.last_date_active)}
 
 
 def task_queue(found: TaskQueueInfo) -> dict[str, Any]:
     """taskqueue-response"""
     return {"taskQueueId": found.task_queue_id, "description": found.description, "stability": found.stability,
-            "expires": found.expires, "lastDateActive": found.last_date_active}
+            "expires": timeutil.iso(found.expires), "lastDateActive": timeutil.iso(found.last_date_active)}
 
 
 def worker_type(found: TaskQueueInfo) -> dict[str, Any]:
@@ -129,23 +131,23 @@ def worker(found: Worker) -> dict[str, Any]:
     out: dict[str, Any] = {"provisionerId": provisioner_id, "workerType": worker_type_,
                            "taskQueueId": found.task_queue_id, "workerGroup": found.worker_group,
                            "workerId": found.worker_id, "recentTasks": found.recent_tasks,
-                           "expires": found.expires, "firstClaim": found.first_claim,
+                           "expires": timeutil.iso(found.expires), "firstClaim": timeutil.iso(found.first_claim),
                            "quarantineDetails": found.quarantine_details}
     if found.quarantine_until:
-        out["quarantineUntil"] = found.quarantine_until
+        out["quarantineUntil"] = timeutil.iso(found.quarantine_until)
     if found.last_date_active:
-        out["lastDateActive"] = found.last_date_active
+        out["lastDateActive"] = timeutil.iso(found.last_date_active)
     return out
 
 
 def worker_item(found: Worker) -> dict[str, Any]:
     """An item of list-workers-response."""
     out: dict[str, Any] = {"workerGroup": found.worker_group, "workerId": found.worker_id,
-                           "firstClaim": found.first_claim}
+                           "firstClaim": timeutil.iso(found.first_claim)}
     if found.quarantine_until:
-        out["quarantineUntil"] = found.quarantine_until
+        out["quarantineUntil"] = timeutil.iso(found.quarantine_until)
     if found.recent_tasks:
         out["latestTask"] = found.recent_tasks[-1]
     if found.last_date_active:
-        out["lastDateActive"] = found.last_date_active
+        out["lastDateActive"] = timeutil.iso(found.last_date_active)
     return out

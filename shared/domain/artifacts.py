@@ -73,27 +73,28 @@ class Artifact:
     name: str
     storage_type: str
     content_type: str
-    expires: str
+    expires: dt.datetime
     present: bool
     # azure: contentLength, blob, uploadId; reference: url; link: artifact; error: reason, message
     details: dict[str, Any] = field(default_factory=dict)
     etag: str | None = None
 
     def to_event(self) -> dict[str, Any]:
-        return {"storageType": self.storage_type, "name": self.name, "expires": self.expires,
+        return {"storageType": self.storage_type, "name": self.name, "expires": timeutil.iso(self.expires),
                 "contentType": self.content_type}
 
     def to_entity(self) -> Entity:
         return Entity(self.task_id, row_key(self.run_id, self.name), {
             "runId": self.run_id, "name": self.name, "storageType": self.storage_type,
-            "contentType": self.content_type, "expires": self.expires, "present": self.present,
+            "contentType": self.content_type, "expires": timeutil.iso(self.expires), "present": self.present,
             **pack_json("details", self.details)}, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Artifact:
         data = entity.data
         return cls(entity.partition_key, int(data["runId"]), data["name"], data["storageType"],
-                   data["contentType"], data["expires"], bool(data["present"]), unpack_json("details", data),
+                   data["contentType"], timeutil.parse(data["expires"]), bool(data["present"]),
+                   unpack_json("details", data),
                    entity.etag)
 
 
@@ -102,7 +103,7 @@ def conflicts(old: Artifact, new: Artifact) -> list[str]:
     or become a link; anything else must be the same."""
     problems = []
     if new.expires < old.expires:
-        problems.append(f"expires may be extended, not shortened (it is {old.expires})")
+        problems.append(f"expires may be extended, not shortened (it is {timeutil.iso(old.expires)})")
     if old.storage_type != new.storage_type:
         if (old.storage_type, new.storage_type) != ("reference", "link"):
             problems.append(f"storageType is `{old.storage_type}` (only a reference may become a link)")
@@ -123,4 +124,4 @@ def run_accepts_artifacts(run: Run, now: dt.datetime, window: float) -> bool:
     if run.state == "running":
         return True
     return (run.state == "exception" and run.resolved is not None
-            and timeutil.parse(run.resolved) + dt.timedelta(seconds=window) > now)
+            and run.resolved + dt.timedelta(seconds=window) > now)

@@ -76,17 +76,17 @@ class DeadlineIndex:
         # bucket -> the put of its message by this process (shared by concurrent callers), and the bucket's time.
         self._announced: dict[str, tuple[asyncio.Future[None], dt.datetime]] = {}
 
-    def bucket(self, deadline: str) -> str:
-        return bucket_of(timeutil.parse(deadline) + self.delay)
+    def bucket(self, deadline: dt.datetime) -> str:
+        return bucket_of(deadline + self.delay)
 
-    async def add(self, task_id: str, deadline: str) -> None:
+    async def add(self, task_id: str, deadline: dt.datetime) -> None:
         """Before the task is written: its row, and its bucket's message (unless this process queued it)."""
         bucket = self.bucket(deadline)
         await asyncio.gather(
-            self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": deadline})),
+            self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": timeutil.iso(deadline)})),
             self._announce(bucket))
 
-    async def forget(self, task_id: str, deadline: str) -> None:
+    async def forget(self, task_id: str, deadline: dt.datetime) -> None:
         """Delete a task's row (it is expiring): gone already unless its bucket's message was lost, in which case
         the reconciler resolved the task."""
         await self.tables.delete(DEADLINES_TABLE, self.bucket(deadline), task_id, etag="*")
@@ -121,7 +121,8 @@ class DeadlineIndex:
             if put.done() and due - now <= ANNOUNCE_MARGIN:
                 del self._announced[key]
 
-    async def check(self, message: DeadlineBucket, check_task: Callable[[str, str], Awaitable[str]]) -> str:
+    async def check(self, message: DeadlineBucket,
+                    check_task: Callable[[str, dt.datetime], Awaitable[str]]) -> str:
         """The bucket's message came due: `check_task(taskId, deadline)` a page of its tasks, then delete their
         rows; the next page goes to a new message first. An outcome word."""
         now = self.clock()
@@ -137,7 +138,7 @@ class DeadlineIndex:
 
         async def one(row: Entity) -> None:
             async with limit:
-                await check_task(row.row_key, str(row.data["deadline"]))
+                await check_task(row.row_key, timeutil.parse(str(row.data["deadline"])))
 
         results = await asyncio.gather(*(one(row) for row in page.entities), return_exceptions=True)
         # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry.

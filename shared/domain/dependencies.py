@@ -20,10 +20,12 @@ Deleting a requirement is idempotent, so duplicated or re-delivered resolution m
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from shared import timeutil
 from shared.storage.base import Entity, TableStore, delete_all, upsert_all
 
 POINT_READ_LIMIT = 16
@@ -46,16 +48,17 @@ class DependencyStore:
         self.tables = tables
         self._marked: OrderedDict[str, None] = OrderedDict()
 
-    async def add(self, task_id: str, dependencies: list[str], require: str, expires: str) -> None:
+    async def add(self, task_id: str, dependencies: list[str], require: str, expires: dt.datetime) -> None:
         """Record that `task_id` waits for each of `dependencies`, and the reverse edges (with each dependency's
         marker, in the same partition's transaction, unless this process wrote it already)."""
+        stored = timeutil.iso(expires)
         await upsert_all(self.tables, REQUIREMENTS_TABLE,
-                         [Entity(task_id, dep, {"expires": expires}) for dep in dependencies])
+                         [Entity(task_id, dep, {"expires": stored}) for dep in dependencies])
         unmarked = [dep for dep in dependencies if dep not in self._marked]
         count = len(set(dependencies))
 
         def edge(dep: str) -> Entity:
-            data: dict[str, object] = {"require": require, "expires": expires, "count": count}
+            data: dict[str, object] = {"require": require, "expires": stored, "count": count}
             if count <= POINT_READ_LIMIT:
                 data["others"] = json.dumps([d for d in dependencies if d != dep])
             return Entity(dep, task_id, data)

@@ -25,7 +25,7 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from shared import faults, timeutil
 from shared.domain.events import Event
@@ -44,6 +44,7 @@ CURSOR_ROW = "events:"
 # partition has (`event:00000001`, `events`) made each read and write O(streams) locally (docs/performance.md).
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
+DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 
 
 class PublishError(Exception):
@@ -206,10 +207,11 @@ class EventLog:
         stored = await (self.tables.replace if etag else self.tables.insert)(stream.table, entity)
         return stored.etag if stored is not None else None
 
-    async def dispatch(self, request: DispatchRequest, publisher: Publisher) -> str:
+    async def dispatch(self, request: DispatchRequest, publisher: Publisher) -> DispatchOutcome:
         """Publish the stream's events up to `request.seq` that are not published yet; an outcome word."""
         stream = request.stream
-        waiting, now = "busy", self.clock()
+        waiting: DispatchOutcome = "busy"
+        now = self.clock()
         for pause in (*SETTLE_PAUSES, None):
             now = self.clock()
             cursor = await self.cursor(stream)
@@ -236,7 +238,7 @@ class EventLog:
         return waiting
 
     async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, last: Entity,
-                       publisher: Publisher) -> str:
+                       publisher: Publisher) -> DispatchOutcome:
         """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order."""
         stream = request.stream
         earlier = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(stream, s))

@@ -100,7 +100,7 @@ def task_event(task: Task, exchange: str, run_id: int | None = None, *, now: dt.
         if exchange not in ("task-defined", "task-pending") and run.worker_group and run.worker_id:
             payload["workerGroup"], payload["workerId"] = run.worker_group, run.worker_id
         if exchange == "task-running":
-            payload["takenUntil"] = run.taken_until
+            payload["takenUntil"] = timeutil.iso(run.taken_until) if run.taken_until else None
     payload.update(extra)
     return Event(exchange, task_routing_key(task, run_id), payload,
                  [f"route.{r}" for r in task.definition.get("routes", [])], timeutil.iso(now))

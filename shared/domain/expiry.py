@@ -7,14 +7,17 @@ time, and re-checks each thing before deleting it: an entry is a hint, written b
 
 from __future__ import annotations
 
+import datetime as dt
+
+from shared import timeutil
 from shared.storage.base import Entity, TableStore
 from shared.storage.grouped import GroupedUpserts
 
 TASK_EXPIRY_TABLE = "TaskExpiry"
 
 
-def bucket(expires: str) -> str:
-    return expires[:13]  # 2026-11-22T12:00:00.000Z -> 2026-11-22T12
+def bucket(expires: dt.datetime) -> str:
+    return timeutil.iso(expires)[:13]  # 2026-11-22T12:00:00.000Z -> 2026-11-22T12
 
 
 class ExpiryIndex:
@@ -22,13 +25,13 @@ class ExpiryIndex:
         self.tables, self.table = tables, table
         self._rows = GroupedUpserts(tables)  # an hour's rows, a transaction for many requests
 
-    async def add(self, key: str, expires: str) -> None:
-        await self._rows.upsert(self.table, Entity(bucket(expires), key, {"expires": expires}))
+    async def add(self, key: str, expires: dt.datetime) -> None:
+        await self._rows.upsert(self.table, Entity(bucket(expires), key, {"expires": timeutil.iso(expires)}))
 
-    async def due(self, cutoff: str, limit: int) -> list[tuple[str, str]]:
+    async def due(self, cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
         """(bucket, key) of entries whose `expires` is before `cutoff`, oldest hours first."""
         page = await self.tables.query(self.table, "PartitionKey le @bucket and expires lt @cutoff",
-                                       {"bucket": bucket(cutoff), "cutoff": cutoff}, limit=limit)
+                                       {"bucket": bucket(cutoff), "cutoff": timeutil.iso(cutoff)}, limit=limit)
         return [(e.partition_key, e.row_key) for e in page.entities]
 
     async def remove(self, hour: str, key: str) -> None:

@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from shared import errors
+from shared import errors, timeutil
 from shared.domain.eventlog import EventLog, Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
 from shared.storage.base import Entity, Op, TableStore, delete_all
@@ -59,26 +59,29 @@ class TaskGroupNotFound(errors.ResourceNotFound):
 class TaskGroup:
     task_group_id: str
     scheduler_id: str
-    expires: str
-    sealed: str | None
+    expires: dt.datetime
+    sealed: dt.datetime | None
     etag: str | None = None
     event_seq: int = 0  # the group's last recorded event
 
     def to_entity(self) -> Entity:
         return Entity(self.task_group_id, group_row(self.task_group_id), {
-            "schedulerId": self.scheduler_id, "expires": self.expires, "sealed": self.sealed or "",
+            "schedulerId": self.scheduler_id, "expires": timeutil.iso(self.expires),
+            "sealed": timeutil.iso(self.sealed) if self.sealed else "",
             "eventSeq": self.event_seq}, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskGroup:
-        return cls(entity.partition_key, entity.data["schedulerId"], entity.data["expires"],
-                   entity.data.get("sealed") or None, entity.etag, int(entity.data.get("eventSeq", 0)))
+        sealed = entity.data.get("sealed")
+        return cls(entity.partition_key, entity.data["schedulerId"], timeutil.parse(entity.data["expires"]),
+                   timeutil.parse(sealed) if sealed else None, entity.etag, int(entity.data.get("eventSeq", 0)))
 
 
 def group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
     """task-group-resolved / task-group-sealed: the task-group-changed-message."""
-    return group_event(exchange, group.task_group_id, group.scheduler_id, now=now, expires=group.expires,
-                       **({"sealed": group.sealed} if group.sealed else {}))
+    return group_event(exchange, group.task_group_id, group.scheduler_id, now=now,
+                       expires=timeutil.iso(group.expires),
+                       **({"sealed": timeutil.iso(group.sealed)} if group.sealed else {}))
 
 
 class TaskGroupStore:
@@ -120,14 +123,16 @@ class TaskGroupStore:
                 raise TaskGroupSealed(taskGroupId=task_group_id)
         return group
 
-    async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: str, since: str,
+    async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime, since: dt.datetime,
                    group: TaskGroup | None) -> None:
         """Add a task to its group (member and active rows, and the group row when new or its expiry must
         grow), in one transaction; re-checked and retried when the group changed meanwhile. The active row's
         `since` lets the reconciler find the unresolved tasks it has not looked at for a while. `group`: what
         the caller's check_joinable just answered (a new group's row is not read twice)."""
-        rows = [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": expires})),
-                Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": expires, "since": since}))]
+        stored = timeutil.iso(expires)
+        rows = [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": stored})),
+                Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored,
+                                                                       "since": timeutil.iso(since)}))]
         while True:
             extra: list[Op] = []
             if group is None:
@@ -167,7 +172,8 @@ class TaskGroupStore:
                 self._cache.pop(task_group_id, None)
                 return replace(changed, etag=None)
 
-    async def seal(self, task_group_id: str, stamp: str, announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
+    async def seal(self, task_group_id: str, stamp: dt.datetime,
+                   announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
         """Seal once, announcing it; sealing again keeps the first time and announces nothing."""
         return await self.update(task_group_id, lambda g: None if g.sealed else replace(g, sealed=stamp), announce)
 
@@ -196,12 +202,13 @@ class TaskGroupStore:
                 seen.remove(candidate)
         return False
 
-    async def active_since(self, cutoff: str, *, limit: int,
+    async def active_since(self, cutoff: dt.datetime, *, limit: int,
                            continuation: str | None) -> tuple[list[tuple[str, str]], str | None]:
         """A page of (taskGroupId, taskId) of unresolved tasks whose active row is older than `cutoff`, across
         every group (a scan of the table on the server's side: the reconciler's, a few times an hour)."""
         page = await self.tables.query(TASK_GROUPS_TABLE, "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
-                                       {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": cutoff}, limit=limit,
+                                       {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": timeutil.iso(cutoff)},
+                                       limit=limit,
                                        continuation=continuation)
         return [(e.partition_key, e.row_key[len(ACTIVE):]) for e in page.entities], page.continuation
 
@@ -232,10 +239,10 @@ class TaskGroupStore:
         await delete_all(self.tables, TASK_GROUPS_TABLE,
                          [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)])
 
-    async def delete_if_empty(self, task_group_id: str, now_iso: str) -> bool:
+    async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> bool:
         """Delete an expired group that has no members left."""
         group = await self.get(task_group_id)
-        if group is None or group.expires > now_iso or await self._first(task_group_id, MEMBER, 1):
+        if group is None or group.expires > cutoff or await self._first(task_group_id, MEMBER, 1):
             return False
         if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
             return False  # a task joined meanwhile

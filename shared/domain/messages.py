@@ -7,11 +7,13 @@ so a stale or duplicated message changes nothing.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import hmac
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from shared import timeutil
 from shared.domain.tasks import PRIORITIES
 from shared.storage.base import put_json
 
@@ -83,29 +85,33 @@ class PendingHint:
 
 @dataclass(frozen=True)
 class ClaimCheck:
+    """Check, at `takenUntil`, that run `runId` was reclaimed or resolved; otherwise its claim has expired."""
+
     taskId: str
     runId: int
-    takenUntil: str
+    takenUntil: dt.datetime
 
     def encode(self) -> bytes:
-        return put_json(asdict(self))
+        return put_json({"taskId": self.taskId, "runId": self.runId, "takenUntil": timeutil.iso(self.takenUntil)})
 
     @classmethod
     def decode(cls, body: Any) -> ClaimCheck:
-        return cls(str(body["taskId"]), int(body["runId"]), str(body["takenUntil"]))
+        return cls(str(body["taskId"]), int(body["runId"]), timeutil.parse(str(body["takenUntil"])))
 
 
 @dataclass(frozen=True)
 class DeadlineCheck:
+    """Check, at `deadline`, that the task resolved; otherwise it is resolved deadline-exceeded."""
+
     taskId: str
-    deadline: str
+    deadline: dt.datetime
 
     def encode(self) -> bytes:
-        return put_json(asdict(self))
+        return put_json({"taskId": self.taskId, "deadline": timeutil.iso(self.deadline)})
 
     @classmethod
     def decode(cls, body: Any) -> DeadlineCheck:
-        return cls(str(body["taskId"]), str(body["deadline"]))
+        return cls(str(body["taskId"]), timeutil.parse(str(body["deadline"])))
 
 
 @dataclass(frozen=True)
@@ -117,12 +123,13 @@ class ResolvedCheck:
     runId: int
     taskGroupId: str
     continuation: str | None
-    since: str  # when the resolution was written, to tell a message written ahead of its entity from a stale one
+    since: dt.datetime  # when the resolution was written: a message ahead of its entity, or a stale one?
 
     def encode(self) -> bytes:
-        return put_json(asdict(self))
+        return put_json({"taskId": self.taskId, "runId": self.runId, "taskGroupId": self.taskGroupId,
+                         "continuation": self.continuation, "since": timeutil.iso(self.since)})
 
     @classmethod
     def decode(cls, body: Any) -> ResolvedCheck:
         return cls(str(body["taskId"]), int(body["runId"]), str(body["taskGroupId"]), body.get("continuation"),
-                   str(body["since"]))
+                   timeutil.parse(str(body["since"])))

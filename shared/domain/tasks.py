@@ -6,11 +6,13 @@ hint checked against it. Definition and runs are JSON split across properties (a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict, cast, get_args
 
+from shared import timeutil
 from shared.storage.base import Entity, pack_json, unpack_json
 
 TASKS_TABLE = "Tasks"
@@ -24,9 +26,51 @@ def task_row(task_id: str) -> str:
     write O(tasks) locally (docs/performance.md)."""
     return TASK_ROW + task_id
 
-PRIORITIES = ("highest", "very-high", "high", "medium", "low", "very-low", "lowest")
+Priority = Literal["highest", "very-high", "high", "medium", "low", "very-low", "lowest"]
+RunState = Literal["pending", "running", "completed", "failed", "exception"]
+ResolvedState = Literal["completed", "failed", "exception"]
+TaskState = Literal[RunState, "unscheduled"]
+ReasonCreated = Literal["scheduled", "retry", "task-retry", "rerun", "exception"]
+ReasonResolved = Literal["completed", "failed", "deadline-exceeded", "canceled", "superseded", "claim-expired",
+                         "worker-shutdown", "malformed-payload", "resource-unavailable", "internal-error",
+                         "intermittent-task"]
+
+PRIORITIES: tuple[Priority, ...] = get_args(Priority)  # highest first
 MAX_RUNS = 50
-RESOLVED_STATES = ("completed", "failed", "exception")
+RESOLVED_STATES: tuple[ResolvedState, ...] = get_args(ResolvedState)
+
+
+class TaskMetadata(TypedDict):
+    name: str
+    description: str
+    owner: str
+    source: str
+
+
+class TaskDefinition(TypedDict):
+    """A stored task definition (task.yml): what createTask was given, normalized (shared/operations/creation.py).
+    Its dates are the strings the API returns; `Task.deadline` and `Task.expires` are them as datetimes."""
+
+    provisionerId: str
+    workerType: str
+    taskQueueId: str
+    schedulerId: str
+    projectId: str
+    taskGroupId: str
+    dependencies: list[str]
+    requires: Literal["all-completed", "all-resolved"]
+    routes: list[str]
+    priority: Priority
+    retries: int
+    created: str
+    deadline: str
+    expires: str
+    scopes: list[str]
+    payload: dict[str, Any]
+    metadata: TaskMetadata
+    tags: dict[str, str]
+    extra: dict[str, Any]
+
 # The definition fields of task.yml, in the order the API returns them.
 DEFINITION_FIELDS = ("provisionerId", "workerType", "taskQueueId", "schedulerId", "projectId", "taskGroupId",
                      "dependencies", "requires", "routes", "priority", "retries", "created", "deadline",
@@ -35,32 +79,39 @@ DEFINITION_FIELDS = ("provisionerId", "workerType", "taskQueueId", "schedulerId"
 MAX_DEFINITION_CHARS = 400_000  # an entity holds 1 MiB, strings counted as UTF-16
 
 
-def definition_size(definition: dict[str, Any]) -> int:
+def definition_size(definition: TaskDefinition) -> int:
     return len(json.dumps(definition, separators=(",", ":"), ensure_ascii=True))
+
+
+def _time(value: Any) -> dt.datetime | None:
+    return timeutil.parse(value) if value else None
+
+
+def _text(value: dt.datetime | None) -> str | None:
+    return timeutil.iso(value) if value is not None else None
 
 
 @dataclass
 class Run:
-    state: str
-    reason_created: str
-    scheduled: str
-    reason_resolved: str | None = None
+    state: RunState
+    reason_created: ReasonCreated
+    scheduled: dt.datetime
+    reason_resolved: ReasonResolved | None = None
     worker_group: str | None = None
     worker_id: str | None = None
-    taken_until: str | None = None
-    started: str | None = None
-    resolved: str | None = None
+    taken_until: dt.datetime | None = None
+    started: dt.datetime | None = None
+    resolved: dt.datetime | None = None
     # Pending: the ids of the hints that may claim it (space-separated; more than one only after the reconciler
     # hinted it again). Claimed: the one hint that claimed it. Guards against duplicated and stale hints.
     hint_id: str | None = None
 
-    _API = (("state", "state"), ("reason_created", "reasonCreated"), ("reason_resolved", "reasonResolved"),
-            ("worker_group", "workerGroup"), ("worker_id", "workerId"), ("taken_until", "takenUntil"),
-            ("scheduled", "scheduled"), ("started", "started"), ("resolved", "resolved"))
-
     @property
     def resolved_state(self) -> bool:
         return self.state in RESOLVED_STATES
+
+    def resolve(self, state: ResolvedState, reason: ReasonResolved, now: dt.datetime) -> None:
+        self.state, self.reason_resolved, self.resolved = state, reason, now
 
     def accepts_hint(self, hint_id: str) -> bool:
         """Whether the hint `hint_id` may claim this run (a run from before hint ids accepts any)."""
@@ -70,9 +121,12 @@ class Run:
         return self.hint_id.split() if self.hint_id else []
 
     def to_api(self, run_id: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"runId": run_id}
-        for attr, key in self._API:
-            value = getattr(self, attr)
+        """task-status.yml's run (also what is stored, without the runId)."""
+        out: dict[str, Any] = {"runId": run_id, "state": self.state, "reasonCreated": self.reason_created}
+        for key, value in (("reasonResolved", self.reason_resolved), ("workerGroup", self.worker_group),
+                           ("workerId", self.worker_id), ("takenUntil", _text(self.taken_until)),
+                           ("scheduled", _text(self.scheduled)), ("started", _text(self.started)),
+                           ("resolved", _text(self.resolved))):
             if value is not None:
                 out[key] = value
         return out
@@ -86,17 +140,19 @@ class Run:
 
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> Run:
-        kwargs: dict[str, Any] = {attr: data.get(key) for attr, key in cls._API}
-        return cls(**kwargs, hint_id=data.get("hintId"))
+        return cls(data["state"], data["reasonCreated"], timeutil.parse(data["scheduled"]),
+                   data.get("reasonResolved"), data.get("workerGroup"), data.get("workerId"),
+                   _time(data.get("takenUntil")), _time(data.get("started")), _time(data.get("resolved")),
+                   data.get("hintId"))
 
 
 @dataclass
 class Task:
     task_id: str
-    definition: dict[str, Any]
+    definition: TaskDefinition
     runs: list[Run] = field(default_factory=list)
     retries_left: int = 0
-    taken_until: str | None = None
+    taken_until: dt.datetime | None = None
     etag: str | None = None
     event_seq: int = 0  # the last event recorded for this task (shared/domain/eventlog.py)
     # The pending claim check of this task: {"claim": [messageId, popReceipt]} (and "deadline" on tasks created
@@ -112,26 +168,31 @@ class Task:
         self.emitted.append((exchange, run_id, extra))
 
     @property
-    def state(self) -> str:
+    def state(self) -> TaskState:
         return self.runs[-1].state if self.runs else "unscheduled"
 
     @property
-    def deadline(self) -> str:
-        return str(self.definition["deadline"])
+    def deadline(self) -> dt.datetime:
+        return timeutil.parse(self.definition["deadline"])
+
+    @property
+    def expires(self) -> dt.datetime:
+        return timeutil.parse(self.definition["expires"])
 
     @property
     def task_queue_id(self) -> str:
-        return str(self.definition["taskQueueId"])
+        return self.definition["taskQueueId"]
 
     @property
-    def priority(self) -> str:
-        return str(self.definition["priority"])
+    def priority(self) -> Priority:
+        return self.definition["priority"]
 
     @property
     def last_run_id(self) -> int:
         return len(self.runs) - 1
 
     def status(self) -> dict[str, Any]:
+        """task-status.yml: what the API answers and every task event carries."""
         d = self.definition
         return {
             "taskId": self.task_id,
@@ -160,7 +221,7 @@ class Task:
             "expires": d["expires"],
             "state": self.state,
             "retriesLeft": self.retries_left,
-            "takenUntil": self.taken_until or "",
+            "takenUntil": _text(self.taken_until) or "",
             "eventSeq": self.event_seq,
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             "dependentsMarked": self.dependents_marked,
@@ -174,10 +235,10 @@ class Task:
         data = entity.data
         return cls(
             task_id=entity.partition_key,
-            definition=unpack_json("definition", data),
+            definition=cast(TaskDefinition, unpack_json("definition", data)),
             runs=[Run.from_stored(r) for r in unpack_json("runs", data)],
             retries_left=int(data["retriesLeft"]),
-            taken_until=data.get("takenUntil") or None,
+            taken_until=_time(data.get("takenUntil")),
             etag=entity.etag,
             event_seq=int(data.get("eventSeq", 0)),
             checks=json.loads(data.get("checks") or "{}"),

@@ -61,6 +61,15 @@ class WorkerQuarantined(errors.RequestConflict):
     """Worker `{workerGroup}/{workerId}` is quarantined until {quarantineUntil}: it gets no work"""
 
 
+def _time(text: str | None) -> dt.datetime | None:
+    return timeutil.parse(text) if text else None
+
+
+def _text(value: dt.datetime | None) -> str:
+    """A time column: empty for none (so that `quarantineUntil le @now` also finds workers never quarantined)."""
+    return timeutil.iso(value) if value is not None else ""
+
+
 def _workers_partition(task_queue_id: str) -> str:
     return WORKERS + encode_key(task_queue_id)
 
@@ -74,31 +83,31 @@ class Worker:
     task_queue_id: str
     worker_group: str
     worker_id: str
-    first_claim: str
-    expires: str
-    last_date_active: str | None = None
+    first_claim: dt.datetime
+    expires: dt.datetime
+    last_date_active: dt.datetime | None = None
     recent_tasks: list[dict[str, Any]] = field(default_factory=list)
-    quarantine_until: str | None = None
+    quarantine_until: dt.datetime | None = None
     quarantine_details: list[dict[str, Any]] = field(default_factory=list)
     etag: str | None = None
 
     def quarantined(self, now: dt.datetime) -> bool:
-        return self.quarantine_until is not None and self.quarantine_until > timeutil.iso(now)
+        return self.quarantine_until is not None and self.quarantine_until > now
 
     def to_entity(self) -> Entity:
         return Entity(_workers_partition(self.task_queue_id), _worker_key(self.worker_group, self.worker_id), {
             "taskQueueId": self.task_queue_id, "workerGroup": self.worker_group, "workerId": self.worker_id,
-            "firstClaim": self.first_claim, "expires": self.expires, "lastDateActive": self.last_date_active or "",
-            "quarantineUntil": self.quarantine_until or "", **pack_json("recentTasks", self.recent_tasks),
+            "firstClaim": timeutil.iso(self.first_claim), "expires": timeutil.iso(self.expires),
+            "lastDateActive": _text(self.last_date_active), "quarantineUntil": _text(self.quarantine_until),
+            **pack_json("recentTasks", self.recent_tasks),
             **pack_json("quarantineDetails", self.quarantine_details)}, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Worker:
         d = entity.data
-        return cls(d["taskQueueId"], d["workerGroup"], d["workerId"], d["firstClaim"], d["expires"],
-                   d.get("lastDateActive") or None, unpack_json("recentTasks", d), d.get("quarantineUntil") or None,
-                   unpack_json("quarantineDetails", d), entity.etag)
-
+        return cls(d["taskQueueId"], d["workerGroup"], d["workerId"], timeutil.parse(d["firstClaim"]),
+                   timeutil.parse(d["expires"]), _time(d.get("lastDateActive")), unpack_json("recentTasks", d),
+                   _time(d.get("quarantineUntil")), unpack_json("quarantineDetails", d), entity.etag)
 
 
 @dataclass(frozen=True)
@@ -106,14 +115,14 @@ class Provisioner:
     provisioner_id: str
     description: str
     stability: str
-    expires: str
-    last_date_active: str
+    expires: dt.datetime
+    last_date_active: dt.datetime
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Provisioner:
         d = entity.data
-        return cls(entity.row_key, d.get("description", ""), d.get("stability", "experimental"), d["expires"],
-                   d["lastDateActive"])
+        return cls(entity.row_key, d.get("description", ""), d.get("stability", "experimental"),
+                   timeutil.parse(d["expires"]), timeutil.parse(d["lastDateActive"]))
 
 
 @dataclass(frozen=True)
@@ -123,14 +132,14 @@ class TaskQueueInfo:
     task_queue_id: str
     description: str
     stability: str
-    expires: str
-    last_date_active: str
+    expires: dt.datetime
+    last_date_active: dt.datetime
 
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskQueueInfo:
         d = entity.data
-        return cls(d["taskQueueId"], d.get("description", ""), d.get("stability", "experimental"), d["expires"],
-                   d["lastDateActive"])
+        return cls(d["taskQueueId"], d.get("description", ""), d.get("stability", "experimental"),
+                   timeutil.parse(d["expires"]), timeutil.parse(d["lastDateActive"]))
 
 
 class WorkerInfo:
@@ -140,7 +149,7 @@ class WorkerInfo:
         self._active_written: dict[tuple[str, str], float] = {}  # (partition, row) -> monotonic time written
         self._buffered: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # claims not yet written
         self._worker_written: dict[tuple[str, str, str], float] = {}
-        self._quarantine: dict[tuple[str, str, str], tuple[float, str | None]] = {}
+        self._quarantine: dict[tuple[str, str, str], tuple[float, dt.datetime | None]] = {}
 
     # --- recording activity (from claims) ---------------------------------------------------------------------
 
@@ -189,7 +198,7 @@ class WorkerInfo:
 
     async def _write_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
                             claims: list[dict[str, Any]], now: dt.datetime) -> None:
-        stamp, expires = timeutil.iso(now), timeutil.iso(now + WORKER_EXPIRY)
+        stamp, expires = timeutil.to_ms(now), timeutil.to_ms(now + WORKER_EXPIRY)
         for _ in range(WRITE_ATTEMPTS):
             worker = await self._worker(task_queue_id, worker_group, worker_id)
             if worker is None:
@@ -209,7 +218,7 @@ class WorkerInfo:
                                        _worker_key(worker_group, worker_id))
         return Worker.from_entity(entity) if entity is not None else None
 
-    async def quarantined_until(self, task_queue_id: str, worker_group: str, worker_id: str) -> str | None:
+    async def quarantined_until(self, task_queue_id: str, worker_group: str, worker_id: str) -> dt.datetime | None:
         """When the worker's quarantine ends, if it is quarantined (read at most every few seconds per process)."""
         key = (task_queue_id, worker_group, worker_id)
         cached = self._quarantine.get(key)
@@ -218,12 +227,13 @@ class WorkerInfo:
             cached = (time.monotonic(), worker.quarantine_until if worker is not None else None)
             self._quarantine[key] = cached
         until = cached[1]
-        return until if until is not None and until > timeutil.iso(self.clock()) else None
+        return until if until is not None and until > self.clock() else None
 
     async def check_not_quarantined(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
         until = await self.quarantined_until(task_queue_id, worker_group, worker_id)
         if until is not None:
-            raise WorkerQuarantined(workerGroup=worker_group, workerId=worker_id, quarantineUntil=until)
+            raise WorkerQuarantined(workerGroup=worker_group, workerId=worker_id,
+                                    quarantineUntil=timeutil.iso(until))
 
     # --- the API ----------------------------------------------------------------------------------------------
 
@@ -289,7 +299,7 @@ class WorkerInfo:
             if worker is None:
                 if not create:
                     raise WorkerNotFound(workerGroup=worker_group, workerId=worker_id, taskQueueId=task_queue_id)
-                now = timeutil.iso(self.clock())
+                now = timeutil.to_ms(self.clock())
                 worker = Worker(task_queue_id, worker_group, worker_id, now, now)
                 change(worker)
                 if await self.tables.insert(WORKER_INFO_TABLE, worker.to_entity()) is not None:
@@ -300,7 +310,7 @@ class WorkerInfo:
                 return worker
         raise errors.InternalServerError("The worker's entry kept changing; try again")
 
-    async def quarantine(self, task_queue_id: str, worker_group: str, worker_id: str, until: str,
+    async def quarantine(self, task_queue_id: str, worker_group: str, worker_id: str, until: dt.datetime,
                          info: str, client_id: str) -> Worker:
         """quarantineWorker: no work until `until` (a time in the past lifts the quarantine)."""
         stamp = timeutil.iso(self.clock())
@@ -308,15 +318,16 @@ class WorkerInfo:
         def change(worker: Worker) -> None:
             worker.quarantine_until = until
             worker.quarantine_details = [*worker.quarantine_details, {
-                "clientId": client_id, "updatedAt": stamp, "quarantineUntil": until, "quarantineInfo": info}][-20:]
+                "clientId": client_id, "updatedAt": stamp, "quarantineUntil": timeutil.iso(until),
+                "quarantineInfo": info}][-20:]
 
         worker = await self._change_worker(task_queue_id, worker_group, worker_id, change, create=False)
         self._quarantine.pop((task_queue_id, worker_group, worker_id), None)
-        log.info("worker %s/%s quarantined until %s", worker_group, worker_id, until,
+        log.info("worker %s/%s quarantined until %s", worker_group, worker_id, timeutil.iso(until),
                  extra=fields(workerGroup=worker_group, workerId=worker_id))
         return worker
 
-    async def declare(self, task_queue_id: str, worker_group: str, worker_id: str, expires: str) -> Worker:
+    async def declare(self, task_queue_id: str, worker_group: str, worker_id: str, expires: dt.datetime) -> Worker:
         """declareWorker: create or update the worker's entry with this `expires`."""
         def change(worker: Worker) -> None:
             worker.expires = expires
@@ -325,14 +336,14 @@ class WorkerInfo:
 
     # --- the pending / claimed index --------------------------------------------------------------------------
 
-    async def run_pending(self, task_queue_id: str, task_id: str, run_id: int, since: str) -> None:
+    async def run_pending(self, task_queue_id: str, task_id: str, run_id: int, since: dt.datetime) -> None:
         await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
-            "state": "pending", "runId": run_id, "since": since}))
+            "state": "pending", "runId": run_id, "since": timeutil.iso(since)}))
 
     async def run_claimed(self, task_queue_id: str, task_id: str, run_id: int, worker_group: str,
-                          worker_id: str, since: str) -> None:
+                          worker_id: str, since: dt.datetime) -> None:
         await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
-            "state": "running", "runId": run_id, "since": since, "workerGroup": worker_group,
+            "state": "running", "runId": run_id, "since": timeutil.iso(since), "workerGroup": worker_group,
             "workerId": worker_id}))
 
     async def run_resolved(self, task_queue_id: str, task_id: str) -> None:
@@ -345,10 +356,11 @@ class WorkerInfo:
                                        continuation=continuation)
         return page.entities, page.continuation
 
-    async def runs_since(self, cutoff: str, *, limit: int,
+    async def runs_since(self, cutoff: dt.datetime, *, limit: int,
                          continuation: str | None) -> tuple[list[Entity], str | None]:
         """A page of index rows of every task queue written before `cutoff` (the reconciler's scan)."""
-        page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "since lt @cutoff", {"cutoff": cutoff}, limit=limit,
+        page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "since lt @cutoff", {"cutoff": timeutil.iso(cutoff)},
+                                       limit=limit,
                                        continuation=continuation)
         return page.entities, page.continuation
 
@@ -366,14 +378,15 @@ class WorkerInfo:
 
     # --- expiry -----------------------------------------------------------------------------------------------
 
-    async def expire(self, cutoff: str, *, budget_seconds: float = 60) -> int:
+    async def expire(self, cutoff: dt.datetime, *, budget_seconds: float = 60) -> int:
         """Delete entries whose `expires` is before `cutoff`; quarantined workers stay while quarantined."""
         give_up = time.monotonic() + budget_seconds
         deleted, continuation = 0, None
         while time.monotonic() < give_up:
-            page = await self.tables.query(WORKER_INFO_TABLE, "expires lt @cutoff", {"cutoff": cutoff}, limit=100,
+            page = await self.tables.query(WORKER_INFO_TABLE, "expires lt @cutoff", {"cutoff": timeutil.iso(cutoff)},
+                                           limit=100,
                                            continuation=continuation)
-            stale = [e for e in page.entities if (e.data.get("quarantineUntil") or "") <= cutoff]
+            stale = [e for e in page.entities if (e.data.get("quarantineUntil") or "") <= timeutil.iso(cutoff)]
             results = await asyncio.gather(*(self.tables.delete(WORKER_INFO_TABLE, e.partition_key, e.row_key,
                                                                 etag=e.etag) for e in stale))
             deleted += sum(results)

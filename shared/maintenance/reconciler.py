@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shared import timeutil
 from shared.domain.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.domain.messages import (
     CLAIM_QUEUE,
@@ -109,11 +108,11 @@ class Reconciler:
     async def run(self) -> Report:
         """One pass: poison queues, then unresolved tasks, then the run index, within QUEUE_RECONCILE_BUDGET."""
         await self.stores.ready()
-        now = self.stores.clock()
+        now = self.stores.now()
         give_up = time.monotonic() + self.settings.reconcile_budget
         report = Report()
         await self._poison(report, give_up)
-        cutoff = timeutil.iso(now - dt.timedelta(seconds=self.settings.reconcile_grace))
+        cutoff = now - dt.timedelta(seconds=self.settings.reconcile_grace)
         await self._scan(report, give_up, lambda token: self.stores.groups.active_since(
             cutoff, limit=PAGE, continuation=token), lambda item: self._active(report, *item))
         await self._scan(report, give_up, lambda token: self.stores.workers.runs_since(
@@ -153,29 +152,27 @@ class Reconciler:
         if task is None:
             # createTask joins the group before it writes the task, and died in between (or was refused
             # after): nothing will ever resolve it, and the group would never resolve.
-            now = self.stores.clock()
-            await self.resolution.resolve_group_member(ResolvedCheck(task_id, 0, task_group_id, None,
-                                                                   timeutil.iso(now)))
+            now = self.stores.now()
+            await self.resolution.resolve_group_member(ResolvedCheck(task_id, 0, task_group_id, None, now))
             self._repaired(report, "phantom-member", task_id, taskGroupId=task_group_id)
             return
         await self._reconcile(task, report)
 
     async def _reconcile(self, task: Task, report: Report) -> None:
         """Repair what is wrong with a task whose active row is older than the grace period."""
-        now = self.stores.clock()
+        now = self.stores.now()
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
         await self._events(task, report)
         if task.state in RESOLVED_STATES:
             # Resolved, yet still in its group's active set (the caller found the row): the resolution was lost.
             run = task.runs[-1]
-            if run.resolved and timeutil.parse(run.resolved) + grace <= now:
+            if run.resolved and run.resolved + grace <= now:
                 await self.resolution.resolve_dependencies(ResolvedCheck(task_id, task.last_run_id,
-                                                                 task.definition["taskGroupId"], None,
-                                                                 timeutil.iso(now)))
+                                                                         task.definition["taskGroupId"], None, now))
                 self._repaired(report, "resolution", task_id, runId=task.last_run_id)
             return
-        deadline_due = timeutil.parse(task.deadline) + dt.timedelta(seconds=self.settings.deadline_delay) + grace
+        deadline_due = task.deadline + dt.timedelta(seconds=self.settings.deadline_delay) + grace
         if deadline_due <= now:
             if await self.checks.check_deadline(DeadlineCheck(task_id, task.deadline)) == "exceeded":
                 self._repaired(report, "deadline-exceeded", task_id)
@@ -186,7 +183,7 @@ class Reconciler:
         run, run_id = task.runs[-1], task.last_run_id
         if run.state == "running":
             assert run.taken_until is not None
-            if timeutil.parse(run.taken_until) + grace <= now and await self.checks.check_claim(
+            if run.taken_until + grace <= now and await self.checks.check_claim(
                     ClaimCheck(task_id, run_id, run.taken_until)) == "expired":
                 self._repaired(report, "claim-expired", task_id, runId=run_id)
         elif run.state == "pending":
@@ -197,9 +194,9 @@ class Reconciler:
         proves it gone (Azure's approximate count is never below the real one, and counts hidden messages). A
         queue that is not empty may hide a lost hint behind others: after QUEUE_REHINT_AFTER, doubling with each
         hint, the run gets another, and keeps its first so it does not lose its place."""
-        now = self.stores.clock()
+        now = self.stores.now()
         run, run_id = task.runs[-1], task.last_run_id
-        waited = (now - timeutil.parse(run.scheduled)).total_seconds()
+        waited = (now - run.scheduled).total_seconds()
         if waited < self.settings.reconcile_grace:
             return
         queue = pending_queue(task.task_queue_id, task.priority)
@@ -216,7 +213,7 @@ class Reconciler:
     async def _blocked(self, task: Task, report: Report) -> None:
         """A task without runs waits for its dependencies. A dependency that resolved (as this task requires)
         more than the grace period ago should have released it: its resolution was lost, so do its part."""
-        stores, now = self.stores, self.stores.clock()
+        stores, now = self.stores, self.stores.now()
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
         waiting = [d for d in await stores.deps.requirements(task_id, limit=REQUIREMENTS_CHECKED) if d != task_id]
@@ -224,8 +221,8 @@ class Reconciler:
         if waiting:
             accepted = ("completed",) if task.definition["requires"] == "all-completed" else RESOLVED_STATES
             done = [t.task_id for t in await self.tasks.load_many(waiting)
-                    if t.state in accepted and t.runs[-1].resolved
-                    and timeutil.parse(t.runs[-1].resolved) + grace <= now]
+                    if t.state in accepted and (resolved := t.runs[-1].resolved) is not None
+                    and resolved + grace <= now]
             if not done:
                 return
             await stores.deps.satisfy(task_id, done)
@@ -244,7 +241,7 @@ class Reconciler:
             return
         stream = Stream(TASKS_TABLE, task.task_id)
         cursor = await events.cursor(stream)
-        if cursor.dispatched < task.event_seq and not cursor.leased(self.stores.clock()):
+        if cursor.dispatched < task.event_seq and not cursor.leased(self.stores.now()):
             await events.announce(stream, task.event_seq)
             self._repaired(report, "events", task.task_id)
 

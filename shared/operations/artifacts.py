@@ -166,9 +166,10 @@ class Artifacts:
             raise StorageTypeUnsupported(storageType=storage_type)
         if len(name) > MAX_NAME_CHARS:
             raise ArtifactNameInvalid(limit=MAX_NAME_CHARS)
-        expires = timeutil.normalize(body["expires"])
-        if timeutil.parse(expires) < now - EXPIRES_PAST:
-            raise ArtifactExpiresInvalid(expires=expires, problem="it must not be more than 15 minutes in the past")
+        expires = timeutil.to_ms(timeutil.parse(body["expires"]))
+        if expires < now - EXPIRES_PAST:
+            raise ArtifactExpiresInvalid(expires=timeutil.iso(expires),
+                                         problem="it must not be more than 15 minutes in the past")
         details: dict[str, Any]
         if storage_type == "azure":
             details = {"contentLength": body["contentLength"], "blob": blob_path(task_id, run_id, name),
@@ -182,15 +183,15 @@ class Artifacts:
         return Artifact(task_id, run_id, name, storage_type, body.get("contentType") or DEFAULT_CONTENT_TYPE,
                         expires, storage_type != "azure", details)
 
-    def _check_run(self, task: Task, run_id: int, expires: str, now: dt.datetime) -> None:
+    def _check_run(self, task: Task, run_id: int, expires: dt.datetime, now: dt.datetime) -> None:
         if run_id >= len(task.runs):
             raise ArtifactRunNotFound(taskId=task.task_id, runId=run_id)
         run = task.runs[run_id]
         if not run.worker_group:
             raise RunNeverClaimed(taskId=task.task_id, runId=run_id)
-        if expires > task.definition["expires"]:
-            raise ArtifactExpiresInvalid(expires=expires, problem=f"an artifact may not outlive its task, which "
-                                         f"expires {task.definition['expires']}")
+        if expires > task.expires:
+            raise ArtifactExpiresInvalid(expires=timeutil.iso(expires), problem=f"an artifact may not outlive its "
+                                         f"task, which expires {task.definition['expires']}")
         if not run_accepts_artifacts(run, now, self.settings.artifact_exception_window):
             raise RunNotAcceptingArtifacts(taskId=task.task_id, runId=run_id, state=run.state,
                                            window=f"{self.settings.artifact_exception_window:g}")
@@ -198,9 +199,9 @@ class Artifacts:
     async def create(self, task_id: str, run_id: int, name: str, body: dict[str, Any]) -> Created:
         """createArtifact: `body` has passed the create-artifact-request schema."""
         await self.stores.ready()
-        now = self.stores.clock()
+        now = self.stores.now()
         wanted = self._requested(task_id, run_id, name, body, now)
-        indexed: set[str] = set()
+        indexed: set[dt.datetime] = set()
         async with self._lock(task_id):
             while True:
                 task = await self.tasks.get(task_id)
@@ -236,8 +237,7 @@ class Artifacts:
         """For `azure`, where and until when to upload."""
         if artifact.storage_type != "azure":
             return Created(artifact)
-        url_expires = min(now + dt.timedelta(seconds=self.settings.artifact_upload_ttl),
-                          timeutil.parse(artifact.expires))
+        url_expires = min(now + dt.timedelta(seconds=self.settings.artifact_upload_ttl), artifact.expires)
         # Once finished, the data may not change: the URL can then only create the blob, which exists.
         put_url = await self.blobs.upload_url(self.container, artifact.details["blob"], url_expires,
                                               overwrite=not artifact.present)
@@ -314,7 +314,7 @@ class Artifacts:
         """The artifact a fetch of `name` serves, following links, and the names on the way (the caller needs
         `queue:get-artifact:<n>` for each). 404 missing or not uploaded, 410 expired, 400 a cycle."""
         run_id, first = await self._named(task_id, run_id, name)
-        now = timeutil.iso(self.stores.clock())
+        now = self.stores.now()
         chain = [name]
         while True:
             artifact = first if len(chain) == 1 else await self._row(task_id, run_id, chain[-1])
@@ -323,7 +323,8 @@ class Artifacts:
             if not artifact.present:
                 raise ArtifactNotUploaded(name=chain[-1], runId=run_id, taskId=task_id)
             if artifact.expires < now:
-                raise ArtifactExpired(name=chain[-1], runId=run_id, taskId=task_id, expires=artifact.expires)
+                raise ArtifactExpired(name=chain[-1], runId=run_id, taskId=task_id,
+                                      expires=timeutil.iso(artifact.expires))
             if artifact.storage_type != "link":
                 return chain, artifact
             target = artifact.details["artifact"]

@@ -14,7 +14,7 @@ from shared.domain.deadlines import DeadlineBucket
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
 from shared.domain.tasks import Run, Task
 from shared.logs import fields
-from shared.operations.lifecycle import add_retry, deadline_passed, resolve_run
+from shared.operations.lifecycle import add_retry, deadline_passed
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
@@ -28,9 +28,9 @@ class Checks:
         self.tasks = tasks
         self.stores = tasks.stores
 
-    async def _put_back_if_early(self, queue: str, body: bytes, due: str, now: dt.datetime) -> bool:
+    async def _put_back_if_early(self, queue: str, body: bytes, due: dt.datetime, now: dt.datetime) -> bool:
         """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back."""
-        early = timeutil.parse(due) - now
+        early = due - now
         if early <= dt.timedelta(0):
             return False
         await self.stores.queues.put(queue, body, visible_in=max(1, timeutil.ceil_seconds(early)))
@@ -57,7 +57,7 @@ class Checks:
             if deadline_passed(task, now):
                 outcome = "deadline"  # the deadline check resolves it, as deadline-exceeded
                 return UNCHANGED
-            resolve_run(run, "exception", "claim-expired", timeutil.iso(now))
+            run.resolve("exception", "claim-expired", now)
             task.taken_until = None
             task.emit("task-exception", check.runId)  # also when retried (modern Taskcluster), before task-pending
             await add_retry(task, "retry", guards, now)
@@ -86,7 +86,7 @@ class Checks:
         """A deadline check came due: resolve whatever is unresolved as deadline-exceeded."""
         await self.stores.ready()
         faults.point("check-deadline")
-        now = self.stores.clock()
+        now = self.stores.now()
         outcome: DeadlineCheckOutcome = "exceeded"
 
         async def exceed(task: Task) -> Unchanged | None:
@@ -97,12 +97,11 @@ class Checks:
             if await self._put_back_if_early(DEADLINE_QUEUE, check.encode(), check.deadline, now):
                 outcome = "early"
                 return UNCHANGED
-            stamp = timeutil.iso(now)
             if not task.runs:
-                task.runs.append(Run("exception", "exception", stamp, reason_resolved="deadline-exceeded",
-                                     resolved=stamp))
+                task.runs.append(Run("exception", "exception", now, reason_resolved="deadline-exceeded",
+                                     resolved=now))
             elif not task.runs[-1].resolved_state:
-                resolve_run(task.runs[-1], "exception", "deadline-exceeded", stamp)
+                task.runs[-1].resolve("exception", "deadline-exceeded", now)
             else:
                 outcome = "already-resolved"
                 return UNCHANGED

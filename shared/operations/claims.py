@@ -61,8 +61,8 @@ class Claims:
         claimTask does) gets the same claim back; anyone else gets CONFLICT."""
         stores = self.stores
         await stores.ready()
-        now = stores.clock()
-        taken_until = timeutil.iso(now + dt.timedelta(seconds=stores.settings.claim_timeout))
+        now = stores.now()
+        taken_until = timeutil.to_ms(now + dt.timedelta(seconds=stores.settings.claim_timeout))
         check: list[str] | None = None
         # As in TaskRepository.modify: a remembered row may start a claim; a refusal or a repeated claim made on
         # it stands only if the stored row is still the same.
@@ -88,11 +88,10 @@ class Claims:
                 # stale check, never a running run that nothing expires.
                 check, _ = await all_of(  # independent of each other; both before the claim is written
                     self.tasks.put_claim_check(task_id, run_id, taken_until, now),
-                    stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
-                                               timeutil.iso(now)))
+                    stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id, now))
             task.checks["claim"] = check
             run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
-            run.started, run.taken_until, run.hint_id = timeutil.iso(now), taken_until, hint_id
+            run.started, run.taken_until, run.hint_id = now, taken_until, hint_id
             task.taken_until = taken_until
             task.emit("task-running", run_id)
             if await self.tasks.write(task):
@@ -117,7 +116,7 @@ class Claims:
             raise errors.RunNotFound(taskId=task_id, runId=run_id)
         task = await self.tasks.load(task_id)
         if result is ClaimRefusal.DEADLINE_PASSED:
-            raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+            raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
         raise errors.RunAlreadyClaimed(taskId=task_id, runId=run_id)
 
     async def try_hint(self, queue: str, message: QueueMessage, worker_group: str, worker_id: str) -> Claim | None:
@@ -145,7 +144,7 @@ class Claims:
         if isinstance(result, Claim):
             await stores.queues.delete(queue, message)
             return result
-        young = stores.clock() - message.inserted < dt.timedelta(seconds=stores.settings.hint_grace)
+        young = stores.now() - message.inserted < dt.timedelta(seconds=stores.settings.hint_grace)
         if result in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) and young:
             # The hint is written before its run; the run may be about to appear.
             await stores.queues.release(queue, message, stores.settings.hint_retry_delay)
@@ -199,16 +198,16 @@ class Claims:
     async def reclaim_task(self, task_id: str, run_id: int) -> Claim:
         stores = self.stores
         await stores.ready()
-        now = stores.clock()
-        proposed = timeutil.iso(now + dt.timedelta(seconds=stores.settings.claim_timeout))
-        sent: dict[str, list[str]] = {}
+        now = stores.now()
+        proposed = timeutil.to_ms(now + dt.timedelta(seconds=stores.settings.claim_timeout))
+        sent: dict[dt.datetime, list[str]] = {}
         replaced: dict[str, list[str]] = {}
 
         async def reclaim(task: Task) -> Unchanged | None:
             replaced.clear()
             run = run_of(task, run_id)
             if deadline_passed(task, now):
-                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
             if run_id != task.last_run_id or run.state != "running":
                 raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
             assert run.taken_until is not None
@@ -233,14 +232,14 @@ class Claims:
         for its own run, and holds the task's scopes."""
         task, run_id, run = claim.task, claim.run_id, claim.run
         assert run.taken_until is not None and run.worker_group and run.worker_id
-        taken_until = timeutil.parse(run.taken_until)
+        taken_until = run.taken_until
         client_id = (f"task-client/{task.task_id}/{run_id}/on/{run.worker_group}/{run.worker_id}"
                      f"/until/{timeutil.js_seconds(taken_until)}")
         scopes = [f"queue:reclaim-task:{task.task_id}/{run_id}", f"queue:resolve-task:{task.task_id}/{run_id}",
                   f"queue:create-artifact:{task.task_id}/{run_id}", *task.definition["scopes"]]
         settings = self.stores.settings
         return credentials.issue(issuer=settings.root_client_id, issuer_access_token=settings.root_access_token,
-                                 client_id=client_id, scopes=scopes, start=self.stores.clock(), expiry=taken_until)
+                                 client_id=client_id, scopes=scopes, start=self.stores.now(), expiry=taken_until)
 
 
 def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: str, hint_id: str | None,

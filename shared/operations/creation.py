@@ -9,11 +9,19 @@ dependency).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 from shared import errors, timeutil
 from shared.domain.dependencies import POINT_READ_LIMIT
-from shared.domain.tasks import DEFINITION_FIELDS, MAX_DEFINITION_CHARS, RESOLVED_STATES, Run, Task, definition_size
+from shared.domain.tasks import (
+    DEFINITION_FIELDS,
+    MAX_DEFINITION_CHARS,
+    RESOLVED_STATES,
+    Run,
+    Task,
+    TaskDefinition,
+    definition_size,
+)
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import TaskRepository, all_of, nothing
 
@@ -31,10 +39,10 @@ class TaskCreation:
         """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
         stores = self.stores
         await stores.ready()
-        now = stores.clock()
+        now = stores.now()
         definition = normalize(task_id, body)
         check_definition(definition, now, stores.settings.max_task_deadline_days)
-        group_id, scheduler_id, expires = (definition[k] for k in ("taskGroupId", "schedulerId", "expires"))
+        group_id, scheduler_id = definition["taskGroupId"], definition["schedulerId"]
         group = await stores.groups.check_joinable(group_id, scheduler_id)
         dependencies = list(dict.fromkeys(definition["dependencies"]))
         satisfied: list[str] = []
@@ -43,7 +51,7 @@ class TaskCreation:
                        if len(dependencies) > POINT_READ_LIMIT else None)
             # Edges before the dependencies are read: a dependency that resolves meanwhile finds this task.
             await stores.deps.add(task_id, dependencies, "completed" if definition["requires"] == "all-completed"
-                                  else "resolved", expires)
+                                  else "resolved", timeutil.parse(definition["expires"]))
             try:
                 satisfied = await self._check_dependencies(task_id, definition, checked)
             except errors.InputError:
@@ -51,17 +59,17 @@ class TaskCreation:
                 found = {t.task_id for t in await self.tasks.load_many(dependencies)}
                 await stores.deps.unmark([d for d in dependencies if d not in found])
                 raise
+        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
         # What must precede the task's write, in any order among itself: so all at once (one round trip of
         # latency instead of four).
         _, hint_id, _, _ = await all_of(
-            stores.deadlines.add(task_id, definition["deadline"]),
-            self.tasks.put_pending_hint(task_id, 0, definition, now) if not dependencies else nothing(),
-            stores.groups.join(group_id, scheduler_id, task_id, expires, timeutil.iso(now), group),
-            stores.expiry.add(task_id, expires))
-        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
+            stores.deadlines.add(task_id, task.deadline),
+            self.tasks.put_pending_hint(task, 0, now) if not dependencies else nothing(),
+            stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group),
+            stores.expiry.add(task_id, task.expires))
         task.emit("task-defined")
         if not dependencies:
-            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            task.runs.append(Run("pending", "scheduled", now))
             task.runs[0].hint_id = hint_id
             task.emit("task-pending", 0)
         if not await self.tasks.write(task, insert=True):
@@ -78,7 +86,7 @@ class TaskCreation:
                 return await self.lifecycle.schedule_unblocked(task_id)
         return task
 
-    async def _check_dependencies(self, task_id: str, definition: dict[str, Any],
+    async def _check_dependencies(self, task_id: str, definition: TaskDefinition,
                                   checked: dict[str, Task] | None = None) -> list[str]:
         """Check the dependencies exist and outlive this task's deadline; the ones already satisfied. Those that
         were satisfied in `checked` (read before the edges were written) are not read again."""
@@ -89,7 +97,7 @@ class TaskCreation:
         _refuse_dependencies(wanted, found, definition)
         return [d for d, t in found.items() if t.state in accepted]
 
-    async def _precheck_dependencies(self, task_id: str, definition: dict[str, Any]) -> dict[str, Task]:
+    async def _precheck_dependencies(self, task_id: str, definition: TaskDefinition) -> dict[str, Task]:
         """Before any edge of a long dependency list is written: read the dependencies a batch at a time and
         refuse at the first batch with a missing or expiring one, so that a refused createTask costs a batch of
         reads rather than an edge, a marker and a read per dependency (10,000 dependencies took minutes)."""
@@ -103,7 +111,7 @@ class TaskCreation:
         return found
 
 
-def normalize(task_id: str, body: dict[str, Any]) -> dict[str, Any]:
+def normalize(task_id: str, body: dict[str, Any]) -> TaskDefinition:
     """The stored definition: schema defaults already applied; ids completed, dates re-serialised."""
     definition = dict(body)
     tq, prov, wt = (definition.get(k) for k in ("taskQueueId", "provisionerId", "workerType"))
@@ -125,10 +133,10 @@ def normalize(task_id: str, body: dict[str, Any]) -> dict[str, Any]:
         deadline = timeutil.parse(definition["deadline"])
         definition["expires"] = timeutil.iso(deadline + min(DEFAULT_EXPIRES, dt.datetime.max.replace(
             tzinfo=dt.UTC) - deadline))
-    return {key: definition[key] for key in DEFINITION_FIELDS}
+    return cast(TaskDefinition, {key: definition[key] for key in DEFINITION_FIELDS})
 
 
-def check_definition(definition: dict[str, Any], now: dt.datetime, max_deadline_days: float) -> None:
+def check_definition(definition: TaskDefinition, now: dt.datetime, max_deadline_days: float) -> None:
     created = timeutil.parse(definition["created"])
     deadline = timeutil.parse(definition["deadline"])
     expires = timeutil.parse(definition["expires"])
@@ -154,11 +162,12 @@ def check_definition(definition: dict[str, Any], now: dt.datetime, max_deadline_
         raise errors.TaskTooLarge(size=size, limit=MAX_DEFINITION_CHARS)
 
 
-def _refuse_dependencies(wanted: list[str], found: dict[str, Task], definition: dict[str, Any]) -> None:
+def _refuse_dependencies(wanted: list[str], found: dict[str, Task], definition: TaskDefinition) -> None:
     """400 when a wanted dependency was not found, or expires before the task's deadline."""
     missing = [d for d in wanted if d not in found]
     if missing:
         raise errors.InputError("Dependencies not found: {missing}", missing=", ".join(missing))
-    expiring = [d for d in wanted if found[d].definition["expires"] < definition["deadline"]]
+    deadline = timeutil.parse(definition["deadline"])
+    expiring = [d for d in wanted if found[d].expires < deadline]
     if expiring:
         raise errors.InputError("Dependencies expire before this task's deadline: {ids}", ids=", ".join(expiring))

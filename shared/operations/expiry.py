@@ -13,8 +13,8 @@ import asyncio
 import datetime as dt
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
-from shared import timeutil
 from shared.domain.artifacts import (
     ARTIFACT_ROW,
     ARTIFACT_ROW_END,
@@ -23,6 +23,7 @@ from shared.domain.artifacts import (
     row_key,
 )
 from shared.domain.eventlog import Stream
+from shared.domain.expiry import ExpiryIndex
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
 from shared.operations.repository import TaskRepository
@@ -36,41 +37,49 @@ class Expiry:
         self.tasks = tasks
         self.stores = tasks.stores
 
-    def _cutoff(self) -> str:
-        return timeutil.iso(self.stores.clock() - dt.timedelta(seconds=self.stores.settings.expiry_delay))
+    async def _drain(self, index: ExpiryIndex, batch: int, budget_seconds: float,
+                     expire: Callable[[str, str, dt.datetime], Awaitable[None]]) -> int:
+        """Hand each entry of `index` that is due to `expire(hour, key, cutoff)`, `batch` at a time (at most 16 at
+        once) until none is left or the time budget is spent; how many entries were handled."""
+        await self.stores.ready()
+        cutoff = self.stores.now() - dt.timedelta(seconds=self.stores.settings.expiry_delay)
+        give_up = time.monotonic() + budget_seconds
+        limit = asyncio.Semaphore(16)
+        handled = 0
+
+        async def one(hour: str, key: str) -> None:
+            async with limit:
+                await expire(hour, key, cutoff)
+
+        while time.monotonic() < give_up:
+            due = await index.due(cutoff, batch)
+            if not due:
+                break
+            await asyncio.gather(*(one(hour, key) for hour, key in due))
+            handled += len(due)
+        return handled
 
     async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
         """Delete expired tasks with their artifacts, events, dependency and deadline rows and group membership
         (and the group once it is empty and expired)."""
         stores = self.stores
-        await stores.ready()
-        cutoff = self._cutoff()
-        give_up = time.monotonic() + budget_seconds
-        limit = asyncio.Semaphore(16)
-        expired = 0
 
-        async def expire(hour: str, task_id: str) -> None:
-            async with limit:
-                task = await self.tasks.get(task_id)
-                self.tasks.known.forget(task_id)
-                if task is not None:
-                    await self.forget_artifacts(task_id)
-                    await stores.workers.run_resolved(task.task_queue_id, task_id)
-                    await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
-                    await stores.deps.forget_task(task_id)
-                    group_id = task.definition["taskGroupId"]
-                    await stores.groups.forget_member(group_id, task_id)
-                    await stores.deadlines.forget(task_id, task.deadline)
-                    await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id))
-                    await stores.groups.delete_if_empty(group_id, cutoff)
-                await stores.expiry.remove(hour, task_id)
+        async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
+            task = await self.tasks.get(task_id)
+            self.tasks.known.forget(task_id)
+            if task is not None:
+                await self.forget_artifacts(task_id)
+                await stores.workers.run_resolved(task.task_queue_id, task_id)
+                await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
+                await stores.deps.forget_task(task_id)
+                group_id = task.definition["taskGroupId"]
+                await stores.groups.forget_member(group_id, task_id)
+                await stores.deadlines.forget(task_id, task.deadline)
+                await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id))
+                await stores.groups.delete_if_empty(group_id, cutoff)
+            await stores.expiry.remove(hour, task_id)
 
-        while time.monotonic() < give_up:
-            due = await stores.expiry.due(cutoff, batch)
-            if not due:
-                break
-            await asyncio.gather(*(expire(hour, task_id) for hour, task_id in due))
-            expired += len(due)
+        expired = await self._drain(stores.expiry, batch, budget_seconds, expire)
         if expired:
             log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
         return expired
@@ -78,32 +87,23 @@ class Expiry:
     async def expire_artifacts(self, *, batch: int = 100, budget_seconds: float = 60) -> int:
         """Delete expired artifacts: the blob first, then the row (if unchanged since read)."""
         stores = self.stores
-        await stores.ready()
-        cutoff = self._cutoff()
-        give_up = time.monotonic() + budget_seconds
-        limit = asyncio.Semaphore(16)
         deleted = 0
 
-        async def expire(hour: str, key: str) -> None:
+        async def expire(hour: str, key: str, cutoff: dt.datetime) -> None:
             nonlocal deleted
             task_id, row = parse_index_key(key)
-            async with limit:
-                entity = await stores.tables.get(TASKS_TABLE, task_id, row)
-                artifact = Artifact.from_entity(entity) if entity is not None else None
-                # Gone already, or its expiry was extended since this entry (the later one is indexed too).
-                if artifact is not None and artifact.expires < cutoff:
-                    if not await self._delete_artifact(artifact):
-                        log.warning("artifact %s changed while expiring; kept", artifact.name,
-                                    extra=fields(taskId=task_id))
-                        return  # looked at again on the next run
-                    deleted += 1
-                await stores.artifact_expiry.remove(hour, key)
+            entity = await stores.tables.get(TASKS_TABLE, task_id, row)
+            artifact = Artifact.from_entity(entity) if entity is not None else None
+            # Gone already, or its expiry was extended since this entry (the later one is indexed too).
+            if artifact is not None and artifact.expires < cutoff:
+                if not await self._delete_artifact(artifact):
+                    log.warning("artifact %s changed while expiring; kept", artifact.name,
+                                extra=fields(taskId=task_id))
+                    return  # looked at again on the next run
+                deleted += 1
+            await stores.artifact_expiry.remove(hour, key)
 
-        while time.monotonic() < give_up:
-            due = await stores.artifact_expiry.due(cutoff, batch)
-            if not due:
-                break
-            await asyncio.gather(*(expire(hour, key) for hour, key in due))
+        await self._drain(stores.artifact_expiry, batch, budget_seconds, expire)
         if deleted:
             log.info("expired %d artifacts", deleted, extra=fields(event="artifacts-expired"))
         return deleted
@@ -139,7 +139,8 @@ class Expiry:
 
     async def expire_worker_info(self) -> int:
         await self.stores.ready()
-        deleted = await self.stores.workers.expire(self._cutoff())
+        cutoff = self.stores.now() - dt.timedelta(seconds=self.stores.settings.expiry_delay)
+        deleted = await self.stores.workers.expire(cutoff)
         if deleted:
             log.info("expired %d worker info entries", deleted, extra=fields(event="worker-info-expired"))
         return deleted

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from shared import errors, timeutil
+from shared import errors
 from shared.domain.eventlog import Stream
 from shared.domain.events import Event, group_event
 from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, group_changed
-from shared.domain.tasks import RESOLVED_STATES, Task
+from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle, deadline_passed
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 
@@ -53,8 +53,8 @@ class TaskGroups:
 
     async def seal(self, task_group_id: str) -> TaskGroup:
         await self.stores.ready()
-        now = self.stores.clock()
-        return await self.stores.groups.seal(task_group_id, timeutil.iso(now),
+        now = self.stores.now()
+        return await self.stores.groups.seal(task_group_id, now,
                                              lambda g: [group_changed("task-group-sealed", g, now)])
 
     async def cancel(self, task_group_id: str) -> GroupChange:
@@ -63,7 +63,7 @@ class TaskGroups:
         if not group.sealed:
             raise TaskGroupNotSealed(taskGroupId=task_group_id)
         ids = await self.stores.groups.all_members(task_group_id)
-        now = self.stores.clock()
+        now = self.stores.now()
         limit = asyncio.Semaphore(LOAD_CONCURRENCY)
 
         async def cancel(task: Task) -> str | None:
@@ -76,7 +76,7 @@ class TaskGroups:
         cancelled = [t for t in await asyncio.gather(*(cancel(t) for t in await self.tasks.load_many(ids))) if t]
         return GroupChange(group, len(ids), cancelled)
 
-    async def change_priority(self, task_group_id: str, new_priority: str) -> GroupChange:
+    async def change_priority(self, task_group_id: str, new_priority: Priority) -> GroupChange:
         group = await self.get(task_group_id)
         ids = await self.stores.groups.all_members(task_group_id)
         limit = asyncio.Semaphore(LOAD_CONCURRENCY)
@@ -90,7 +90,7 @@ class TaskGroups:
                 return task_id if changed else None
 
         changed = [t for t in await asyncio.gather(*(change(t) for t in ids)) if t]
-        now = self.stores.clock()
+        now = self.stores.now()
         await self.stores.groups.update(task_group_id, lambda g: g, lambda g: [group_event(
             "task-group-priority-changed", g.task_group_id, g.scheduler_id, now=now, newPriority=new_priority,
             tasksAffected=len(changed))])

@@ -8,14 +8,23 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from shared import errors, timeutil
-from shared.domain.tasks import MAX_RUNS, RESOLVED_STATES, Run, Task
+from shared import errors
+from shared.domain.tasks import (
+    MAX_RUNS,
+    RESOLVED_STATES,
+    Priority,
+    ReasonCreated,
+    ReasonResolved,
+    ResolvedState,
+    Run,
+    Task,
+)
 from shared.logs import fields
 from shared.operations.repository import UNCHANGED, Guards, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
 
-RETRY_REASONS = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
+RETRY_REASONS: dict[ReasonResolved, ReasonCreated] = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
 MAX_HINTS = 4  # hints a pending run accepts at once: its first, and the reconciler's latest
 
 
@@ -28,7 +37,7 @@ class TaskAlreadyResolved(errors.RequestConflict):
 
 
 def deadline_passed(task: Task, now: dt.datetime) -> bool:
-    return timeutil.parse(task.deadline) <= now
+    return task.deadline <= now
 
 
 def run_of(task: Task, run_id: int) -> Run:
@@ -38,16 +47,12 @@ def run_of(task: Task, run_id: int) -> Run:
     return task.runs[run_id]
 
 
-def resolve_run(run: Run, state: str, reason: str, stamp: str) -> None:
-    run.state, run.reason_resolved, run.resolved = state, reason, stamp
-
-
-async def add_retry(task: Task, reason_created: str | None, guards: Guards, now: dt.datetime) -> None:
+async def add_retry(task: Task, reason_created: ReasonCreated | None, guards: Guards, now: dt.datetime) -> None:
     """Add a retry run (hinted) when the reason allows one and retries are left."""
     if reason_created is None or task.retries_left <= 0:
         return
     task.retries_left -= 1
-    task.runs.append(Run("pending", reason_created, timeutil.iso(now)))
+    task.runs.append(Run("pending", reason_created, now))
     await guards.hint(task)
     task.emit("task-pending", task.last_run_id)
 
@@ -68,9 +73,9 @@ class Lifecycle:
                 return UNCHANGED
             if deadline_passed(task, now):
                 if refuse_late:
-                    raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+                    raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
                 return UNCHANGED
-            task.runs.append(Run("pending", "scheduled", timeutil.iso(now)))
+            task.runs.append(Run("pending", "scheduled", now))
             await guards.hint(task)
             task.emit("task-pending", 0)
             return None
@@ -91,7 +96,7 @@ class Lifecycle:
         async def rerun(task: Task) -> Unchanged | None:
             nonlocal deadline_indexed
             if deadline_passed(task, now):
-                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
             if task.runs and task.runs[-1].state in ("pending", "running"):
                 return UNCHANGED
             if len(task.runs) >= MAX_RUNS:
@@ -99,7 +104,7 @@ class Lifecycle:
             if not deadline_indexed:  # its row is there until the deadline, unless the task predates the index
                 await self.stores.deadlines.add(task_id, task.deadline)
                 deadline_indexed = True
-            task.runs.append(Run("pending", "rerun", timeutil.iso(now)))
+            task.runs.append(Run("pending", "rerun", now))
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
             task.taken_until = None
             await guards.hint(task)
@@ -110,7 +115,7 @@ class Lifecycle:
 
     async def cancel_task(self, task_id: str) -> Task:
         await self.stores.ready()
-        task, _ = await self.cancel(task_id, self.stores.clock())
+        task, _ = await self.cancel(task_id, self.stores.now())
         return task
 
     async def cancel(self, task_id: str, now: dt.datetime) -> tuple[Task, bool]:
@@ -120,12 +125,11 @@ class Lifecycle:
         async def cancel(task: Task) -> Unchanged | None:
             nonlocal changed
             if deadline_passed(task, now):
-                raise errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
-            stamp = timeutil.iso(now)
+                raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
             if not task.runs:
-                task.runs.append(Run("exception", "exception", stamp, reason_resolved="canceled", resolved=stamp))
+                task.runs.append(Run("exception", "exception", now, reason_resolved="canceled", resolved=now))
             elif task.runs[-1].state in ("pending", "running"):
-                resolve_run(task.runs[-1], "exception", "canceled", stamp)
+                task.runs[-1].resolve("exception", "canceled", now)
             else:
                 return UNCHANGED
             task.taken_until = None
@@ -136,7 +140,7 @@ class Lifecycle:
         task = await self.tasks.modify(task_id, cancel)
         return task, changed
 
-    async def resolve(self, task_id: str, run_id: int, state: str, reason: str) -> Task:
+    async def resolve(self, task_id: str, run_id: int, state: ResolvedState, reason: ReasonResolved) -> Task:
         """reportCompleted / reportFailed / reportException. A repeat with the same outcome is a no-op."""
         await self.stores.ready()
         guards = self.tasks.guards()
@@ -151,7 +155,7 @@ class Lifecycle:
                                                     reasonResolved=run.reason_resolved)
             if run_id != task.last_run_id or run.state != "running":
                 raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
-            resolve_run(run, state, reason, timeutil.iso(now))
+            run.resolve(state, reason, now)
             task.taken_until = None
             task.emit(f"task-{state}", run_id)
             if state == "exception":
@@ -188,7 +192,7 @@ class Lifecycle:
         await self.tasks.modify(task_id, again, guards)
         return hinted
 
-    async def change_priority(self, task_id: str, new_priority: str, *, strict: bool) -> Task | None:
+    async def change_priority(self, task_id: str, new_priority: Priority, *, strict: bool) -> Task | None:
         """Set a task's priority; pending work is hinted again in the new priority's queue (the old hint can no
         longer claim it). Not strict: skip tasks it does not apply to (group changes); None when skipped."""
         guards = self.tasks.guards()
@@ -199,7 +203,7 @@ class Lifecycle:
             nonlocal changed
             problem: errors.QueueError | None = None
             if deadline_passed(task, now):
-                problem = errors.DeadlinePassed(taskId=task_id, deadline=task.deadline)
+                problem = errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
             elif task.state in RESOLVED_STATES:
                 problem = TaskAlreadyResolved(taskId=task_id)
             elif task.priority == new_priority:
@@ -218,7 +222,7 @@ class Lifecycle:
         task = await self.tasks.modify(task_id, change, guards)
         return task if changed else None
 
-    async def change_task_priority(self, task_id: str, new_priority: str) -> Task:
+    async def change_task_priority(self, task_id: str, new_priority: Priority) -> Task:
         await self.stores.ready()
         task = await self.change_priority(task_id, new_priority, strict=True)
         assert task is not None  # strict: refused otherwise

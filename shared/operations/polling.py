@@ -94,7 +94,7 @@ class Polling:
         await stores.ready()
         names = pending_queues(task_queue_id)
         await stores.ensure_pending_queues(task_queue_id)  # polling a queue that does not exist answers 404
-        expires = stores.clock() + dt.timedelta(seconds=stores.settings.poll_url_ttl)
+        expires = stores.now() + dt.timedelta(seconds=stores.settings.poll_url_ttl)
         urls = []
         for name in names:
             base, sas = stores.queues.process_url(name, expires).split("?", 1)

@@ -79,15 +79,14 @@ class Guards:
         run_id = task.last_run_id
         key = (run_id, task.priority)
         if key not in self._hints:
-            hint_id = await self.tasks.put_pending_hint(task.task_id, run_id, task.definition, self.now)
+            hint_id = await self.tasks.put_pending_hint(task, run_id, self.now)
             self._hints[key] = hint_id or ""
         task.runs[-1].hint_id = self._hints[key] or None
 
     async def resolved(self, task: Task) -> None:
         run_id = task.last_run_id
         if run_id not in self._resolved:
-            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None,
-                                  timeutil.iso(self.now))
+            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             await self.tasks.stores.queues.put(RESOLVED_QUEUE, check.encode())
             self._resolved.add(run_id)
 
@@ -98,7 +97,7 @@ class TaskRepository:
         self.known = KnownTasks(KNOWN_TASKS)
 
     def guards(self) -> Guards:
-        return Guards(self, self.stores.clock())
+        return Guards(self, self.stores.now())
 
     # --- reading -------------------------------------------------------------------------------------------------
 
@@ -183,7 +182,7 @@ class TaskRepository:
         are written against the state that was read). False when the write lost a race (changed; exists)."""
         tables = self.stores.tables
         if task.emitted or extra or touch:
-            now = self.stores.clock()
+            now = self.stores.now()
             events = [task_event(task, exchange, run_id, now=now, **fields_)
                       for exchange, run_id, fields_ in task.emitted]
             first = task.event_seq + 1
@@ -227,26 +226,27 @@ class TaskRepository:
 
     # --- the messages changes put before they are written ------------------------------------------------------
 
-    async def put_pending_hint(self, task_id: str, run_id: int, definition: dict[str, Any],
-                               now: dt.datetime) -> str | None:
-        """Put a pending hint (and the run's index row); its hintId, which the run keeps (only that hint may
-        claim it). None when the deadline has passed: nothing may claim the run, the deadline check resolves it."""
-        ttl = timeutil.ceil_seconds(timeutil.parse(definition["deadline"]) - now)
+    async def put_pending_hint(self, task: Task, run_id: int, now: dt.datetime) -> str | None:
+        """Put a pending hint of run `run_id` (and the run's index row); its hintId, which the run keeps (only that
+        hint may claim it). None when the deadline has passed: nothing may claim the run, the deadline check
+        resolves it."""
+        ttl = timeutil.ceil_seconds(task.deadline - now)
         if ttl <= 0:
             return None
-        task_queue_id, priority = definition["taskQueueId"], definition["priority"]
+        task_id, task_queue_id, priority = task.task_id, task.task_queue_id, task.priority
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.stores.settings.hint_key,
                                                                                task_queue_id)
         queue = pending_queue(task_queue_id, priority)
         await all_of(  # both before the run is written; neither depends on the other
-            self.stores.workers.run_pending(task_queue_id, task_id, run_id, timeutil.iso(now)),
+            self.stores.workers.run_pending(task_queue_id, task_id, run_id, now),
             self.stores.queues.put(queue, hint.encode(), ttl=ttl))
         self.stores.empty_queues.filled(queue)
         return hint.hintId
 
-    async def put_claim_check(self, task_id: str, run_id: int, taken_until: str, now: dt.datetime) -> list[str]:
+    async def put_claim_check(self, task_id: str, run_id: int, taken_until: dt.datetime,
+                              now: dt.datetime) -> list[str]:
         """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
-        delay = timeutil.ceil_seconds(timeutil.parse(taken_until) - now)
+        delay = timeutil.ceil_seconds(taken_until - now)
         sent = await self.stores.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
                                             visible_in=delay)
         return [sent.id, sent.pop_receipt]
@@ -261,7 +261,7 @@ class TaskRepository:
         async def delete(kind: str, message_id: str, pop_receipt: str) -> None:
             try:
                 await self.stores.queues.delete(queues[kind], QueueMessage(message_id, pop_receipt, b"", 0,
-                                                                           self.stores.clock()))
+                                                                           self.stores.now()))
             except Exception:
                 log.warning("could not delete a spent %s check", kind, exc_info=True, extra=fields(taskId=task_id))
 

@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import replace
 from typing import Literal
 
-from shared import errors, faults, timeutil
+from shared import errors, faults
 from shared.domain.dependencies import Dependent
 from shared.domain.groups import TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
@@ -40,7 +40,7 @@ class Resolution:
         stores = self.stores
         await stores.ready()
         faults.point("resolve-dependencies")
-        now = stores.clock()
+        now = stores.now()
         resolution: str | None = None
         # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
         known = self.tasks.known.get(check.taskId)
@@ -55,7 +55,7 @@ class Resolution:
         if task is not None:
             if run is None or not run.resolved_state:
                 # Still not written: wait for it a while; once old, it was a write that lost a race.
-                if now - timeutil.parse(check.since) < dt.timedelta(seconds=stores.settings.hint_grace):
+                if now - check.since < dt.timedelta(seconds=stores.settings.hint_grace):
                     await stores.queues.put(RESOLVED_QUEUE, check.encode(), visible_in=stores.settings.hint_retry_delay)
                     return "not-yet"
                 return "stale"
@@ -103,7 +103,7 @@ class Resolution:
         Taskcluster, where a group can also resolve again after new tasks)."""
         groups = self.stores.groups
         if check.continuation is None and await groups.resolve_member(check.taskGroupId, check.taskId):
-            now = self.stores.clock()
+            now = self.stores.now()
             with contextlib.suppress(TaskGroupNotFound):
                 await groups.update(check.taskGroupId, lambda g: g,
                                     lambda g: [group_changed("task-group-resolved", g, now)])

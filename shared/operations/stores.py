@@ -85,6 +85,10 @@ class Stores:
                    DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock),
                    WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl))
 
+    def now(self) -> dt.datetime:
+        """The time, to the millisecond (what times are written with: a time kept equals the same time read)."""
+        return timeutil.to_ms(self.clock())
+
     async def ready(self) -> None:
         """Create the tables and fixed queues (once per process; cheap when they exist)."""
         if self._ready:

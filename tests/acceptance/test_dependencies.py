@@ -175,7 +175,7 @@ def test_duplicated_resolution_messages_change_nothing(queue, queue_host):
         try:
             group = queue.task(dep)["taskGroupId"]
             for _ in range(3):
-                await queues.put(RESOLVED_QUEUE, ResolvedCheck(dep, 0, group, None, timeutil.iso(timeutil.now()))
+                await queues.put(RESOLVED_QUEUE, ResolvedCheck(dep, 0, group, None, timeutil.now())
                                  .encode())
         finally:
             await queues.close()

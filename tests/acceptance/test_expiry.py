@@ -132,9 +132,10 @@ def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_
         queues = AzureQueues(fast_host.env["QUEUE_STORAGE"])
         try:
             for _ in range(3):
-                await queues.put(CLAIM_QUEUE, ClaimCheck(task_id, 0, claim["takenUntil"]).encode())
-                await queues.put(DEADLINE_QUEUE, DeadlineCheck(completed, done["deadline"]).encode())
-                await queues.put(CLAIM_QUEUE, ClaimCheck(slugid(), 0, claim["takenUntil"]).encode())
+                taken_until = timeutil.parse(claim["takenUntil"])
+                await queues.put(CLAIM_QUEUE, ClaimCheck(task_id, 0, taken_until).encode())
+                await queues.put(DEADLINE_QUEUE, DeadlineCheck(completed, timeutil.parse(done["deadline"])).encode())
+                await queues.put(CLAIM_QUEUE, ClaimCheck(slugid(), 0, taken_until).encode())
         finally:
             await queues.close()
 

@@ -90,7 +90,7 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
     assert chain == ["public/logs/live.log"] and artifact.present
     assert "sp=r&" in await service.artifacts.url_of(artifact)
     assert (await list_artifacts(service, task_id, None, limit=10, continuation=None))["artifacts"] == [
-        {"storageType": "azure", "name": "public/logs/live.log", "expires": artifact.expires,
+        {"storageType": "azure", "name": "public/logs/live.log", "expires": timeutil.iso(artifact.expires),
          "contentType": "text/plain", "contentLength": 5}]
     assert (await events_of(service, task_id)).count("artifact-created") == 1  # at finish, not at the repeat
 

@@ -50,7 +50,7 @@ async def test_tasks_sharing_a_deadline_share_one_message(service: Queue, clock:
     other, _ = await create(service, deadline=timeutil.iso(clock.now + dt.timedelta(seconds=60)))
     due = bucket_of(timeutil.parse(deadline) + dt.timedelta(seconds=2))  # deadline_delay
     assert sorted(m["bucket"] for m in queued(service)) == sorted([due, service.stores.deadlines.bucket(
-        timeutil.iso(clock.now + dt.timedelta(seconds=60)))])
+        clock.now + dt.timedelta(seconds=60))])
     assert sorted(await rows(service)) == sorted([*tasks, other])
     # None of them has a check of its own to delete when it resolves.
     for task_id in tasks:
@@ -119,7 +119,7 @@ async def test_a_failed_check_keeps_its_row_for_the_retry(service: Queue, clock:
 async def test_a_check_queued_per_task_before_buckets_still_works(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     clock.advance(3700)
-    old = DeadlineCheck(task_id, timeutil.normalize(definition["deadline"]))
+    old = DeadlineCheck(task_id, timeutil.parse(definition["deadline"]))
     assert await service.checks.check_deadlines(json.loads(old.encode())) == "exceeded"
 
 

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from shared import timeutil
 from shared.domain.eventlog import EventLog
 from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE, TaskGroupStore
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
 
-EXPIRES = "2030-01-01T00:00:00.000Z"
+EXPIRES = timeutil.parse("2030-01-01T00:00:00.000Z")
 
 
 class CountingTables(MemoryTables):

@@ -176,12 +176,12 @@ async def test_a_member_whose_task_was_never_written_leaves_the_group(service: Q
     task_id, definition = await create(service)
     group = definition.get("taskGroupId", task_id)
     ghost = slugid()  # createTask joined the group, then died before writing the task
-    expires = (await service.tasks.load(task_id)).definition["expires"]
-    await service.stores.groups.join(group, "-", ghost, expires, timeutil.iso(clock.now),
+    expires = (await service.tasks.load(task_id)).expires
+    await service.stores.groups.join(group, "-", ghost, expires, clock.now,
                               await service.stores.groups.check_joinable(group, "-"))
     await claim_all(service, definition["taskQueueId"])
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
-    await service.resolution.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, timeutil.iso(clock.now)))
+    await service.resolution.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, clock.now))
     events = [e.exchange for _, e in (await service.stores.events.list(Stream(TASK_GROUPS_TABLE, group), limit=10,
                                                                 continuation=None))[0]]
     assert "task-group-resolved" not in events  # the ghost keeps the group unresolved

@@ -103,7 +103,7 @@ def test_stale_and_duplicated_claim_checks_change_nothing(service, clock):
     assert run(service.queries.task(task_id)).status()["state"] == "running"
     clock.advance(60)
     until = run(service.queries.task(task_id)).status()["runs"][0]["takenUntil"]
-    check = ClaimCheck(task_id, 0, until)
+    check = ClaimCheck(task_id, 0, timeutil.parse(until))
     assert run(service.checks.check_claim(check)) == "expired"
     after = run(service.queries.task(task_id)).status()
     assert run(service.checks.check_claim(check)) == "stale"  # a duplicate of the same message
@@ -120,16 +120,16 @@ def test_early_claim_check_is_put_back(service, clock):
 
 
 def test_claim_check_for_a_missing_task_is_harmless(service):
-    assert run(service.checks.check_claim(ClaimCheck(slugid(), 0, timeutil.iso(timeutil.now())))) == "task-gone"
-    assert run(service.checks.check_deadline(DeadlineCheck(slugid(), timeutil.iso(timeutil.now())))) == "task-gone"
+    assert run(service.checks.check_claim(ClaimCheck(slugid(), 0, timeutil.now()))) == "task-gone"
+    assert run(service.checks.check_deadline(DeadlineCheck(slugid(), timeutil.now()))) == "task-gone"
 
 
 def test_deadline_check_for_another_deadline_is_stale(service, clock):
     task_id, definition = create(service)
     clock.advance(3700)
-    other = timeutil.iso(timeutil.parse(definition["deadline"]) - dt.timedelta(seconds=5))
+    other = timeutil.parse(definition["deadline"]) - dt.timedelta(seconds=5)
     assert run(service.checks.check_deadline(DeadlineCheck(task_id, other))) == "stale"
-    real = DeadlineCheck(task_id, timeutil.normalize(definition["deadline"]))
+    real = DeadlineCheck(task_id, timeutil.parse(definition["deadline"]))
     assert run(service.checks.check_deadline(real)) == "exceeded"
     assert run(service.checks.check_deadline(real)) == "already-resolved"
     # The task's deadline bucket is still queued; when it comes due it finds the task resolved already.

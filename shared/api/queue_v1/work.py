@@ -7,6 +7,7 @@ from typing import Any
 from shared import timeutil
 from shared.api import answers
 from shared.api.queue_v1.common import QueueCall, api
+from shared.domain.tasks import ReasonResolved, ResolvedState
 from shared.operations.claims import Claim
 
 
@@ -66,7 +67,7 @@ async def reclaim_task(call: QueueCall) -> dict[str, Any]:
     return _answer(call, claim, include_task=False)
 
 
-async def _resolve(call: QueueCall, state: str, reason: str) -> dict[str, Any]:
+async def _resolve(call: QueueCall, state: ResolvedState, reason: ReasonResolved) -> dict[str, Any]:
     await call.authorize()
     return answers.status(await call.context.lifecycle.resolve(call.params["taskId"], call.run_id(), state, reason))
 

@@ -113,7 +113,7 @@ async def quarantine_worker(call: QueueCall) -> dict[str, Any]:
     in the past lifts the quarantine. Takes effect within 5 seconds on every process."""
     return answers.worker(await (await _workers(call)).quarantine(
         _task_queue(call), call.params["workerGroup"], call.params["workerId"],
-        timeutil.normalize(call.body["quarantineUntil"]), call.body.get("quarantineInfo", ""),
+        timeutil.to_ms(timeutil.parse(call.body["quarantineUntil"])), call.body.get("quarantineInfo", ""),
         call.caller.client_id or "anonymous"))
 
 
@@ -124,7 +124,7 @@ async def quarantine_worker(call: QueueCall) -> dict[str, Any]:
 async def declare_worker(call: QueueCall) -> dict[str, Any]:
     return answers.worker(await (await _workers(call)).declare(_task_queue(call), call.params["workerGroup"],
                                                                call.params["workerId"],
-                                                               timeutil.normalize(call.body["expires"])))
+                                                               timeutil.to_ms(timeutil.parse(call.body["expires"]))))
 
 
 @api.route("GET", "/pending/<taskQueueId>", name="pendingTasks", title="Get Number of Pending Tasks",
