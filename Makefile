@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 AZURITE := .tools/node_modules/.bin/azurite
 AZURITE_VERSION := 3.37.0
 AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)
+# The official JavaScript client, which a test drives from a node script (tests/acceptance/js/).
+TC_CLIENT_VERSION := 87.1.3
+TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
 
 .PHONY: setup run test lint typecheck check clean
 
@@ -21,10 +24,15 @@ $(AZURITE_STAMP):  # a stamp per version, so a checkout with an older Azurite is
 	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
 	@touch $@
 
+$(TC_CLIENT_STAMP): $(AZURITE_STAMP)
+	npm install --prefix .tools --no-audit --no-fund --loglevel=error --engine-strict=false \
+		taskcluster-client@$(TC_CLIENT_VERSION)
+	@touch $@
+
 run: setup
 	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER))
 
-test: setup
+test: setup $(TC_CLIENT_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup

@@ -1,6 +1,6 @@
 """Queue-triggered checks that keep tasks moving (claim expiry, deadlines, dependency resolution), the
 reconciler that repairs what a lost or poisoned message left, and the timers that delete expired tasks,
-artifacts and worker information.
+artifacts, objects and worker information.
 
 The message bodies are hints ({taskId, ...}); the queue re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
@@ -61,6 +61,13 @@ async def expire_tasks(timer: func.TimerRequest) -> None:
 async def expire_artifacts(timer: func.TimerRequest) -> None:
     deleted = await get_queue().expiry.expire_artifacts()
     log.info("expiry: %d artifacts deleted", deleted)
+
+
+@bp.function_name("expire_objects")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_objects(timer: func.TimerRequest) -> None:
+    deleted = await get_queue().expiry.expire_objects()
+    log.info("expiry: %d objects deleted", deleted)
 
 
 @bp.function_name("expire_worker_info")

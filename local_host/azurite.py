@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from azure.storage.blob import BlobServiceClient, CorsRule
+
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_BIN_DIR = PROJECT / ".tools" / "node_modules" / ".bin"
 ACCOUNT = "devstoreaccount1"
@@ -115,6 +117,15 @@ def find_binary(name: str) -> str:
         f"{name} not found in {DEFAULT_BIN_DIR}: run `make setup` (it installs azurite@3.37.0 from npm)")
 
 
+def allow_browser_reads(azurite: Azurite) -> None:
+    """The blob service's CORS rule, as infra/app/storage.bicep sets it in Azure: a page of any origin may GET
+    the signed URLs the queue redirects artifact downloads to (the Taskcluster UI, the task inspector)."""
+    client = BlobServiceClient.from_connection_string(azurite.connection_string)
+    with client:
+        client.set_service_properties(cors=[CorsRule(["*"], ["GET", "HEAD"], allowed_headers=["*"],
+                                                     exposed_headers=["*"], max_age_in_seconds=3600)])
+
+
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
           startup_timeout: float = 30, ports: dict[str, int] | None = None,
           tls: tuple[Path, Path] | None = None, oauth: bool = False, key: str | None = None) -> Azurite:
@@ -172,6 +183,8 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
                 last_error = f"azurite ({exited[0]}) exited with code {processes[exited[0]].returncode}"
                 break
             if all(_listening(p) for p in ports.values()):
+                if tls is None:
+                    allow_browser_reads(azurite)
                 return azurite
             time.sleep(0.1)
         else:

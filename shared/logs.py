@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 FIELDS = ("event", "taskId", "taskGroupId", "runId", "taskQueueId", "workerGroup", "workerId", "reason", "queue",
-          "messageId", "dequeueCount", "durationMs")
+          "messageId", "dequeueCount", "durationMs", "object")
 
 
 def fields(**values: Any) -> dict[str, Any]:

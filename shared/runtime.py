@@ -15,6 +15,7 @@ from shared.auth.hawk import Authenticator
 from shared.bus import create_publisher
 from shared.domain.eventlog import Publisher
 from shared.maintenance.reconciler import Reconciler
+from shared.operations.artifact_reads import ArtifactReads
 from shared.operations.artifacts import Artifacts
 from shared.operations.checks import Checks
 from shared.operations.claims import Claims
@@ -22,6 +23,7 @@ from shared.operations.creation import TaskCreation
 from shared.operations.expiry import Expiry
 from shared.operations.groups import TaskGroups
 from shared.operations.lifecycle import Lifecycle
+from shared.operations.objects import Objects
 from shared.operations.polling import Polling
 from shared.operations.queries import Queries
 from shared.operations.repository import TaskRepository
@@ -47,6 +49,8 @@ class Queue:
     groups: TaskGroups
     queries: Queries
     artifacts: Artifacts
+    artifact_reads: ArtifactReads
+    objects: Objects
     polling: Polling
     expiry: Expiry
     reconciler: Reconciler
@@ -67,9 +71,11 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     claims = Claims(tasks)
     checks = Checks(tasks)
     resolution = Resolution(tasks, lifecycle)
+    objects = Objects(stores)
+    artifacts = Artifacts(tasks, objects)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
-                 TaskGroups(tasks, lifecycle), Queries(tasks), Artifacts(tasks), Polling(claims), Expiry(tasks),
-                 Reconciler(tasks, lifecycle, checks, resolution))
+                 TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts), objects,
+                 Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution))
 
 
 @functools.cache

@@ -24,7 +24,9 @@ from shared import timeutil
 
 SCHEMA_DIR = Path(__file__).parent / "schemas" / "queue"
 EXT_DIR = Path(__file__).parent / "schemas" / "ext"
-BASE = "https://tc-azure-queue.invalid/schemas/queue/v1/"
+OBJECT_DIR = Path(__file__).parent / "schemas" / "object" / "v1"
+ROOT = "https://tc-azure-queue.invalid/schemas/"  # served at <rootUrl>/schemas/ (shared/api/discovery.py)
+BASE = ROOT + "queue/v1/"
 MAX_REPORTED_ERRORS = 10
 
 
@@ -46,13 +48,17 @@ def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
     constants = yaml.safe_load((SCHEMA_DIR / "constants.yml").read_text())
     schemas: dict[str, dict[str, Any]] = {}
     registry: Registry = Registry()
-    # v1: the official schemas; ext: this service's own additions (outside Taskcluster's API).
-    for path in [*sorted((SCHEMA_DIR / "v1").glob("*.yml")), *sorted(EXT_DIR.glob("*.yml"))]:
+    # queue: the official schemas (v1) and this service's own additions (ext), by their names; the Object
+    # service's, written for this project, as `object/<name>`.
+    files = [*((p, p.stem, BASE) for p in sorted((SCHEMA_DIR / "v1").glob("*.yml"))),
+             *((p, p.stem, BASE) for p in sorted(EXT_DIR.glob("*.yml"))),
+             *((p, f"object/{p.stem}", ROOT + "object/v1/") for p in sorted(OBJECT_DIR.glob("*.yml")))]
+    for path, name, base in files:
         schema = _expand_consts(yaml.safe_load(path.read_text()), constants)
         schema.pop("$schema", None)  # a pointer to draft-06, which is what we validate with
-        uri = f"{BASE}{path.stem}.json"
+        uri = f"{base}{path.stem}.json"
         schema["$id"] = uri + "#"
-        schemas[path.stem] = schema
+        schemas[name] = schema
         registry = registry.with_resource(uri, Resource.from_contents(schema, default_specification=DRAFT6))
     return registry, schemas
 
@@ -95,6 +101,23 @@ def schema(name: str) -> dict[str, Any]:
 
 def schema_names() -> list[str]:
     return sorted(_registry()[1])
+
+
+METASCHEMA = "common/metaschema.json"
+
+
+@functools.cache
+def published() -> dict[str, dict[str, Any]]:
+    """Every schema by the path it is served at under `<rootUrl>/schemas/` (`queue/v1/task.json`, ...), as
+    Taskcluster serves them: `$id` (here under ROOT, which the server replaces with its own rootUrl) and
+    `$schema` the metaschema, served beside them."""
+    out: dict[str, dict[str, Any]] = {}
+    for found in _registry()[1].values():
+        path = found["$id"].removeprefix(ROOT).removesuffix("#")
+        out[path] = {"$schema": ROOT + METASCHEMA + "#", **found}
+    meta = yaml.safe_load((SCHEMA_DIR.parent / "common" / "metaschema.yml").read_text())
+    out[METASCHEMA] = {**meta, "$id": ROOT + METASCHEMA + "#"}
+    return out
 
 
 def _with_defaults(validator_class: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import answers
+from shared.domain.artifacts import Artifact
 from shared.runtime import Queue
 
 
@@ -34,10 +35,15 @@ async def group_events(queue: Queue, group_id: str, *, limit: int, continuation:
 
 async def list_artifacts(queue: Queue, task_id: str, run_id: int | None, *, limit: int,
                          continuation: str | None) -> dict[str, Any]:
-    found, token = await queue.artifacts.list(task_id, run_id, limit=limit, continuation=continuation)
+    found, token = await queue.artifact_reads.list(task_id, run_id, limit=limit, continuation=continuation)
     return answers.page("artifacts", [answers.artifact(a) for a in found], token)
 
 
 async def list_dependents(queue: Queue, task_id: str, *, limit: int, continuation: str | None) -> dict[str, Any]:
     tasks, token = await queue.queries.dependents(task_id, limit=limit, continuation=continuation)
     return answers.page("tasks", [answers.definition_and_status(t) for t in tasks], token, taskId=task_id)
+
+
+async def artifact_url(queue: Queue, artifact: Artifact) -> str | None:
+    """Where getArtifact redirects to."""
+    return (await queue.artifact_reads.location(artifact)).url

@@ -37,12 +37,6 @@ from worker.payload import MalformedPayload, Payload, parse
 
 LOG_ARTIFACT = "public/logs/live.log"
 LOG_CONTENT_TYPE = "text/plain; charset=utf-8"
-# pollTaskUrls is this queue's extension, not a method of the official client's Queue: a client class made from
-# its reference entry by the official client's own createApiClient.
-QueueExtensions = createApiClient("QueueExtensions", {"reference": {
-    "serviceName": "queue", "apiVersion": "v1", "entries": [
-        {"type": "function", "args": ["taskQueueId"], "method": "get", "name": "pollTaskUrls",
-         "route": "/poll-task-url/<taskQueueId>", "stability": "experimental", "query": []}]}})
 URL_REFRESH = dt.timedelta(minutes=5)  # ask for fresh polling URLs this long before they expire
 STEP = 0.2  # seconds between checks of a running command
 
@@ -250,7 +244,8 @@ class Worker:
         self.out = out or Output()
         client_options = {"rootUrl": options.root_url, "credentials": options.credentials, "maxRetries": 5}
         self.queue = taskcluster.Queue(client_options)
-        self.extensions = QueueExtensions(client_options)
+        self.client_options = client_options
+        self._served: Any = None
         self.http = httpx.Client(timeout=30)
         self.stopping = threading.Event()
         self.running: set[TaskRun] = set()
@@ -334,10 +329,20 @@ class Worker:
             return []
         return list(self.queue.claimWork(o.task_queue_id, {**body, "xmlMessage": polled})["tasks"])
 
+    @property
+    def served_queue(self) -> Any:
+        """pollTaskUrls is this queue's extension, not a method of the official client's Queue: the client class
+        the official client's createApiClient makes from the API reference the queue serves, fetched once."""
+        if self._served is None:
+            response = self.http.get(f"{self.options.root_url.rstrip('/')}/references/queue/v1/api.json")
+            response.raise_for_status()
+            self._served = createApiClient("ServedQueue", {"reference": response.json()})(self.client_options)
+        return self._served
+
     def _poll(self, count: int) -> str | None:
         """Poll the signed URLs, highest priority first; the first response that holds messages."""
         if self._urls is None or timeutil.parse(self._urls["expires"]) - timeutil.now() < URL_REFRESH:
-            self._urls = self.extensions.pollTaskUrls(self.options.task_queue_id)
+            self._urls = self.served_queue.pollTaskUrls(self.options.task_queue_id)
         assert self._urls is not None
         for entry in self._urls["queues"]:
             response = self.http.get(f"{entry['signedPollUrl']}&numofmessages={min(count, 32)}")

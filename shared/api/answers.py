@@ -1,5 +1,5 @@
-"""The shapes of the Queue API's answers, built from what the operations return (Taskcluster's response schemas,
-named beside each)."""
+"""The shapes of the Queue and Object APIs' answers, built from what the operations return (Taskcluster's
+response schemas, named beside each)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from shared import timeutil
 from shared.domain.artifacts import CONTENT_TYPE_HEADER, Artifact
 from shared.domain.events import Event, exchange_name
 from shared.domain.groups import TaskGroup
+from shared.domain.objects import StoredObject
 from shared.domain.tasks import DEFINITION_FIELDS, Task
 from shared.domain.workers import Provisioner, TaskQueueInfo, Worker
+from shared.operations.artifact_reads import Location
 from shared.operations.artifacts import Created
 from shared.operations.claims import Claim
+from shared.operations.objects import Download, Upload
 from shared.operations.queries import QueuedRun
 
 
@@ -92,19 +95,56 @@ def artifact(found: Artifact) -> dict[str, Any]:
 
 
 def created_artifact(created: Created) -> dict[str, Any]:
-    """create-artifact-response: for `azure`, where and how to upload."""
+    """create-artifact-response: where and how the data is uploaded."""
     made = created.artifact
+    if made.storage_type == "object" and created.credentials is not None:
+        return {"storageType": "object", "name": made.details["object"], "projectId": made.details["projectId"],
+                "uploadId": made.details["uploadId"], "expires": timeutil.iso(made.expires),
+                "credentials": created.credentials}
     if created.put_url is None or created.put_url_expires is None:
         return {"storageType": made.storage_type}
-    return {
-        "storageType": "azure",
-        "putUrl": created.put_url,
-        "expires": timeutil.iso(created.put_url_expires),
-        "contentType": made.content_type,
-        "uploadId": made.details["uploadId"],
+    out: dict[str, Any] = {"storageType": made.storage_type, "putUrl": created.put_url,
+           "expires": timeutil.iso(created.put_url_expires), "contentType": made.content_type}
+    if made.storage_type == "azure" and "uploadId" in made.details:  # this queue's form: a finish step
         # A single PUT sends both; a block upload sends the content type with its block list.
-        "headers": {"x-ms-blob-type": "BlockBlob", CONTENT_TYPE_HEADER: made.content_type},
-    }
+        out.update(uploadId=made.details["uploadId"],
+                   headers={"x-ms-blob-type": "BlockBlob", CONTENT_TYPE_HEADER: made.content_type})
+    return out
+
+
+def artifact_content(found: Artifact, location: Location | None) -> dict[str, Any]:
+    """artifact-content-response: where the data is fetched. A blob (`azure`, `s3`) is described as `s3`: a URL
+    to GET without credentials, which is what that branch means and what the official download helpers know."""
+    if found.storage_type == "error" or location is None:
+        return {"storageType": "error", "reason": found.details["reason"], "message": found.details["message"]}
+    if found.storage_type == "object":
+        return {"storageType": "object", "name": location.object_name, "credentials": location.credentials}
+    return {"storageType": "reference" if found.storage_type == "reference" else "s3", "url": location.url}
+
+
+def created_upload(upload: Upload) -> dict[str, Any]:
+    """object/create-upload-response"""
+    stored = upload.stored
+    method: dict[str, Any] = {}
+    if upload.method == "dataInline":
+        method = {"dataInline": True}
+    elif upload.method == "putUrl" and upload.put_url and upload.put_url_expires:
+        method = {"putUrl": {"url": upload.put_url, "expires": timeutil.iso(upload.put_url_expires),
+                             "headers": upload.headers or {}}}
+    return {"projectId": stored.project_id, "uploadId": stored.upload_id, "expires": timeutil.iso(stored.expires),
+            "uploadMethod": method}
+
+
+def download(found: Download) -> dict[str, Any]:
+    """object/download-object-response"""
+    if found.method == "simple":
+        return {"method": "simple", "url": found.url}
+    return {"method": "getUrl", "url": found.url, "expires": timeutil.iso(found.expires), "hashes": found.hashes}
+
+
+def stored_object(found: StoredObject) -> dict[str, Any]:
+    """object/get-object-response"""
+    return {"projectId": found.project_id, "expires": timeutil.iso(found.expires), "hashes": found.hashes}
 
 
 def provisioner(found: Provisioner) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The ASGI app serving every API route, for `func.AsgiFunctionApp` in Azure and uvicorn locally."""
+"""The ASGI app serving every API route (the Queue and the Object service) and the discovery documents, for
+`func.AsgiFunctionApp` in Azure and uvicorn locally."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ import os
 from typing import Any
 
 from shared import telemetry
+from shared.api.discovery import Discovery
 from shared.api.framework import ApiApp
+from shared.api.object_v1 import api as object_v1
 from shared.api.queue_v1 import api as queue_v1
 from shared.runtime import get_authenticator, get_queue
+from shared.settings import get_settings
+
+APIS = [queue_v1, object_v1]
 
 
 def create_asgi_app() -> Any:
@@ -16,4 +22,7 @@ def create_asgi_app() -> Any:
     import, so a missing setting shows as a clear error in the response and the logs rather than as a failed
     import."""
     validate = os.environ.get("QUEUE_VALIDATE_RESPONSES", "").lower() in ("1", "true", "yes")
-    return telemetry.instrument_asgi(ApiApp([queue_v1], get_queue, get_authenticator, validate_responses=validate))
+    discovery = Discovery(APIS, root_url=lambda: get_settings().root_url,
+                          namespace=lambda: get_settings().pulse_namespace)
+    return telemetry.instrument_asgi(ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate,
+                                            documents=discovery))

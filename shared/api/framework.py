@@ -27,6 +27,17 @@ log = logging.getLogger("queue.api")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # Taskcluster's body-parser limit
 
+# Taskcluster's API library answers every request so (and a preflight OPTIONS with 200): any origin may call the
+# API from a browser, with credentials in the Authorization header (Hawk), not cookies.
+CORS_HEADERS = {
+    "access-control-allow-origin": "*",
+    "access-control-max-age": "900",
+    "access-control-allow-methods": "OPTIONS,GET,HEAD,POST,PUT,DELETE,TRACE,CONNECT",
+    "access-control-request-method": "*",
+    "access-control-allow-headers": "X-Requested-With,Content-Type,Authorization,Accept,Origin,Cache-Control",
+}
+ALWAYS_ALLOWED_QUERY = frozenset({"bewit"})  # a signed URL's Hawk bewit, on any GET
+
 # Patterns of path parameters (reference section 0, modern identifiers of up to 38 characters).
 PARAM_PATTERNS: dict[str, str] = {
     "taskId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
@@ -134,6 +145,7 @@ class Route:
     input: str | None = None  # schema names, e.g. create-task-request
     output: str | None = None
     stability: str = "stable"
+    query: dict[str, str] = field(default_factory=dict)  # the query parameters it takes, and their patterns
     regex: re.Pattern[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -149,11 +161,20 @@ class Api:
         self.prefix = f"/api/{service_name}/{version}"
         self.routes: list[Route] = []
 
+    @property
+    def service_name(self) -> str:
+        return self.prefix.split("/")[2]
+
+    @property
+    def version(self) -> str:
+        return self.prefix.split("/")[3]
+
     def route(self, method: str, path: str, *, name: str, title: str, scopes: ScopeTemplate | None,
-              input: str | None = None, output: str | None = None,
-              stability: str = "stable") -> Callable[[Handler], Handler]:
+              input: str | None = None, output: str | None = None, stability: str = "stable",
+              query: dict[str, str] | None = None) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.routes.append(Route(name, method, path, handler, title, scopes, input, output, stability))
+            self.routes.append(Route(name, method, path, handler, title, scopes, input, output, stability,
+                                     dict(query or {})))
             return handler
         return register
 
@@ -174,6 +195,22 @@ def _check_params(params: dict[str, str]) -> None:
            if name in PARAM_PATTERNS and not validation.ecma_pattern(PARAM_PATTERNS[name]).search(value)]
     if "runId" in params and not bad and int(params["runId"]) > MAX_RUN_ID:
         bad.append(f"runId: {params['runId']} is larger than {MAX_RUN_ID}")
+    if bad:
+        raise errors.InvalidRequestArguments("Invalid request arguments:\n" + "\n".join(f"* {b}" for b in bad))
+
+
+def _check_query(route: Route, query: dict[str, str]) -> None:
+    """Only the query parameters a route declares, each matching its pattern (as Taskcluster's API library)."""
+    bad = []
+    for key, value in query.items():
+        if key in ALWAYS_ALLOWED_QUERY:
+            continue
+        pattern = route.query.get(key)
+        if pattern is None:
+            bad.append(f"Query-string parameter: {key} is not supported by {route.name}"
+                       + (f" (it takes {', '.join(sorted(route.query))})" if route.query else ""))
+        elif not validation.ecma_pattern(pattern).search(value):
+            bad.append(f"Query-string parameter: {key}={value!r} does not match {pattern}")
     if bad:
         raise errors.InvalidRequestArguments("Invalid request arguments:\n" + "\n".join(f"* {b}" for b in bad))
 
@@ -270,15 +307,21 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(strict_json.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
+Documents = Callable[[Request], Response | None]
+
+
 class ApiApp:
-    """The ASGI application serving one or more `Api` tables; `context` gives what handlers see as `call.context`."""
+    """The ASGI application serving one or more `Api` tables; `context` gives what handlers see as `call.context`,
+    and `documents` answers a GET that no route matches (the references and schemas), or None."""
 
     def __init__(self, apis: list[Api], context: Callable[[], Any],
-                 authenticator: Callable[[], Authenticator], *, validate_responses: bool = False) -> None:
+                 authenticator: Callable[[], Authenticator], *, validate_responses: bool = False,
+                 documents: Documents | None = None) -> None:
         self.apis = apis
         self.context = context
         self.authenticator = authenticator
         self.validate_responses = validate_responses
+        self.documents = documents
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -287,7 +330,8 @@ class ApiApp:
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
-        response = await self.handle(request)
+        response = Response(status_code=200) if request.method == "OPTIONS" else await self.handle(request)
+        response.headers.update(CORS_HEADERS)
         await response(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -306,12 +350,16 @@ class ApiApp:
         found = next(((api, match) for api in self.apis
                       if (match := api.match("GET" if method == "HEAD" else method, path))), None)
         if found is None:
+            document = self.documents(request) if self.documents and method in ("GET", "HEAD") else None
+            if document is not None:
+                return document
             return error_response(errors.UnknownRoute(method=method, path=path), method="unknown",
                                   params={}, payload=None)
         api, (route, params) = found
         body: Any = None
         try:
             _check_params(params)
+            _check_query(route, dict(request.query_params))
             raw = await _read_raw_body(request)
             caller = await _authenticate(self.authenticator(), request, raw, api, route, params)
             body = _parse_body(raw, route, request.headers.get("content-type", ""))

@@ -8,9 +8,8 @@ from __future__ import annotations
 import inspect
 import json
 
+from shared.api import monitoring, object_v1, queue_v1
 from shared.api.framework import Api, Route
-from shared.api.queue_v1 import ROUTE_MODULES
-from shared.api.queue_v1 import api as queue_v1
 
 HEADER = """# Queue API v1 reference
 
@@ -18,6 +17,13 @@ Generated from the route table by `python -m shared.api.reference > docs/api.md`
 is out of date. Routes are served under `<rootUrl>/api/queue/v1`. Bodies are checked against the official
 Taskcluster schemas named below (`shared/schemas/queue/v1/<name>.yml`, or `shared/schemas/ext/<name>.yml` for
 this queue's extensions, such as the `azure` artifact type), with schema defaults filled in first.
+
+Discovery as a Taskcluster deployment serves it: `<rootUrl>/references/manifest.json` lists the API references
+(`/references/queue/v1/api.json`, `/references/object/v1/api.json`, generated from the same route tables as this
+file, extension methods included) and the exchange reference (`/references/queue/v1/exchanges.json`); every
+schema is served at `<rootUrl>/schemas/<service>/v1/<name>.json`. Every answer carries Taskcluster's CORS headers
+(`Access-Control-Allow-Origin: *`, ...), and a preflight `OPTIONS` is answered `200`. A route takes only the query
+parameters listed with it (and `bewit`); any other is a `400 InvalidRequestArguments`.
 
 Every error has Taskcluster's body `{code, message, requestInfo: {method, params, payload, time}}`:
 
@@ -65,6 +71,17 @@ def _scopes(route: Route) -> str:
     return "\n\n```json\n" + json.dumps(route.scopes, indent=2) + "\n```\n"
 
 
+ROUTE_MODULES = (monitoring, *queue_v1.ROUTE_MODULES, *object_v1.ROUTE_MODULES)
+OBJECT_HEADER = """
+# Object service API v1
+
+Served under `<rootUrl>/api/object/v1` (Taskcluster's Object service, over the artifact container): the uploads
+and downloads of `object` artifacts, which the official clients' upload and download helpers call with the
+credentials `createArtifact` and `artifact` answer ([artifacts.md](artifacts.md)). Schemas:
+`shared/schemas/object/v1/<name>.yml`, served at `<rootUrl>/schemas/object/v1/<name>.json`.
+"""
+
+
 def _in_order(api: Api) -> list[Route]:
     """The routes by the module that declares them (tasks, work, groups, artifacts, workers), then as declared."""
     modules = [m.__name__ for m in ROUTE_MODULES]
@@ -75,6 +92,8 @@ def _in_order(api: Api) -> list[Route]:
 def render(apis: list[Api]) -> str:
     parts = [HEADER]
     for api in apis:
+        if api is object_v1.api:
+            parts.append(OBJECT_HEADER)
         routes = _in_order(api)
         parts.append("\n## Endpoints\n\n| name | method and route | input | output | stability |\n"
                      "|---|---|---|---|---|")
@@ -84,9 +103,11 @@ def render(apis: list[Api]) -> str:
         for r in routes:
             doc = inspect.getdoc(r.handler)
             parts.append(f"\n### {r.name}\n\n{r.title}. `{r.method} {api.prefix}{r.path}`\n\n"
-                         + (f"{doc}\n\n" if doc else "") + f"Scopes: {_scopes(r)}")
+                         + (f"{doc}\n\n" if doc else "")
+                         + (f"Query: {', '.join(f'`{q}`' for q in sorted(r.query))}\n\n" if r.query else "")
+                         + f"Scopes: {_scopes(r)}")
     return "\n".join(parts) + "\n"
 
 
 if __name__ == "__main__":
-    print(render([queue_v1]), end="")
+    print(render([queue_v1.api, object_v1.api]), end="")

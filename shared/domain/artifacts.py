@@ -11,9 +11,9 @@ import datetime as dt
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from shared import timeutil
+from shared import errors, timeutil
 from shared.domain.tasks import Run
 from shared.storage.base import Entity, ServedAs, encode_key, pack_json, unpack_json
 
@@ -35,12 +35,90 @@ INLINE_TYPES = frozenset({"text/plain", "text/csv", "application/json", "applica
 _PLAIN_BLOB_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
 
 
-def served_as(content_type: str) -> ServedAs:
-    """How a blob artifact's download answers: with its declared content type, and as an attachment (a download,
-    not a page) unless the type is one a browser only displays. An artifact declared `text/html` or
+class ArtifactNameInvalid(errors.InputError):
+    """Artifact name is too long: at most {limit} characters"""
+
+
+class ArtifactTooLarge(errors.InputError):
+    """Artifact `{name}` is declared {size} bytes: an `s3` artifact holds at most {limit} bytes (4000 MiB, the
+largest block Blob Storage takes in one PUT); upload larger data as an `object` or `azure` artifact"""
+
+
+class ArtifactExpiresInvalid(errors.InputError):
+    """Artifact expires {expires}: {problem}"""
+
+
+class ArtifactTaskNotFound(errors.InputError):
+    """Task `{taskId}` not found: artifacts can only be created for an existing task"""
+
+
+class ArtifactRunNotFound(errors.InputError):
+    """Run {runId} of task `{taskId}` not found"""
+
+
+class RunNeverClaimed(errors.InputError):
+    """Run {runId} of task `{taskId}` was never claimed: artifacts belong to a run a worker claimed"""
+
+
+class RunNotAcceptingArtifacts(errors.RequestConflict):
+    """Run {runId} of task `{taskId}` is {state}: artifacts can be created while a run is running, and for {window}
+seconds after it resolved as exception"""
+
+
+class ArtifactConflict(errors.RequestConflict):
+    """Artifact `{name}` of run {runId} of task `{taskId}` exists with different properties: {problems}"""
+
+
+class ArtifactNotFound(errors.ResourceNotFound):
+    """Artifact `{name}` of run {runId} of task `{taskId}` not found"""
+
+
+class ArtifactNotUploaded(errors.ResourceNotFound):
+    """Artifact `{name}` of run {runId} of task `{taskId}` is not available: its data was not uploaded (or, for
+`azure` and `object` artifacts, finishArtifact was not called)"""
+
+
+class ArtifactExpired(errors.ResourceExpired):
+    """Artifact `{name}` of run {runId} of task `{taskId}` expired at {expires}"""
+
+
+class TaskHasNoRuns(errors.ResourceNotFound):
+    """Task `{taskId}` has no runs, so it has no latest artifacts"""
+
+
+class ArtifactLinkInvalid(errors.InputError):
+    """Artifact `{name}` of run {runId} of task `{taskId}` is a link chain that {problem}: {chain}"""
+
+
+class NothingToFinish(errors.InputError):
+    """Artifact `{name}` is a `{storageType}` artifact: only `azure` (with contentLength) and `object` artifacts
+are finished"""
+
+
+class UploadIdMismatch(errors.InputError):
+    """uploadId `{given}` is not the uploadId createArtifact gave for artifact `{name}`"""
+
+
+class UploadIncomplete(errors.InputError):
+    """Artifact `{name}` cannot be finished: {problem}"""
+
+
+StorageType = Literal["azure", "s3", "object", "reference", "link", "error"]
+S3_MAX_BYTES = 4000 * 1024 * 1024  # Put Block's limit: an `s3` artifact's data is one block
+S3_BLOCK = "s3-artifact"  # the one block an `s3` artifact's putUrl uploads (Put Block), committed when first read
+
+
+def object_name(task_id: str, run_id: int, name: str) -> str:
+    """The Object service's name of an `object` artifact (Taskcluster's)."""
+    return f"t/{task_id}/{run_id}/{name}"
+
+
+def served_as(content_type: str, content_encoding: str | None = None) -> ServedAs:
+    """How a blob artifact's download answers: with its declared content type (and encoding), and as an attachment
+    (a download, not a page) unless the type is one a browser only displays. An artifact declared `text/html` or
     `image/svg+xml` could otherwise run script in the storage account's origin."""
     media = content_type.split(";", 1)[0].strip().lower()
-    return ServedAs(content_type, None if media in INLINE_TYPES else "attachment")
+    return ServedAs(content_type, None if media in INLINE_TYPES else "attachment", content_encoding)
 
 
 def row_key(run_id: int, name: str) -> str:
@@ -71,13 +149,26 @@ class Artifact:
     task_id: str
     run_id: int
     name: str
-    storage_type: str
+    storage_type: StorageType
     content_type: str
     expires: dt.datetime
     present: bool
-    # azure: contentLength, blob, uploadId; reference: url; link: artifact; error: reason, message
+    # azure: blob, uploadId and contentLength (this queue's form, finished by finishArtifact), or blob only (the
+    # Azure-era form, present at once); s3: blob, contentEncoding if given; the two lazily `sealed` (committed and
+    # snapshot) when first read; object: object, projectId, uploadId; reference: url; link: artifact; error:
+    # reason, message. A blob artifact's `snapshot` is what downloads read once it is finished or sealed.
     details: dict[str, Any] = field(default_factory=dict)
     etag: str | None = None
+
+    @property
+    def blob(self) -> str | None:
+        """The artifact's blob in the artifact container (azure, s3), if any."""
+        return self.details.get("blob")
+
+    @property
+    def sealed(self) -> bool:
+        """Whether downloads read a snapshot (or, for artifacts finished before snapshots, need none)."""
+        return "snapshot" in self.details or (self.storage_type == "azure" and "contentLength" in self.details)
 
     def to_event(self) -> dict[str, Any]:
         return {"storageType": self.storage_type, "name": self.name, "expires": timeutil.iso(self.expires),
@@ -111,8 +202,11 @@ def conflicts(old: Artifact, new: Artifact) -> list[str]:
     if old.content_type != new.content_type:
         problems.append(f"contentType is `{old.content_type}`")
     if old.storage_type == "azure":
-        if old.details["contentLength"] != new.details["contentLength"]:
-            problems.append(f"contentLength is {old.details['contentLength']}")
+        if old.details.get("contentLength") != new.details.get("contentLength"):
+            problems.append(f"contentLength is {old.details.get('contentLength', '(none)')}")
+    elif old.storage_type == "s3":
+        if old.details.get("contentEncoding") != new.details.get("contentEncoding"):
+            problems.append(f"contentEncoding is {old.details.get('contentEncoding') or '(none)'}")
     elif old.storage_type in ("link", "error"):
         for key, value in old.details.items():
             if new.details.get(key) != value:

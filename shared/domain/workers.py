@@ -368,10 +368,11 @@ class WorkerInfo:
         """Delete an index row that no longer matches its task, unless it changed since it was read."""
         return await self.tables.delete(TASK_QUEUE_RUNS_TABLE, row.partition_key, row.row_key, row.etag)
 
-    async def count_claimed(self, task_queue_id: str) -> int:
+    async def count_runs(self, task_queue_id: str, state: str) -> int:
+        """How many of the task queue's runs the index holds in `state` (`pending` or `running`)."""
         total, continuation = 0, None
         while True:
-            entities, continuation = await self.runs(task_queue_id, "running", limit=1000, continuation=continuation)
+            entities, continuation = await self.runs(task_queue_id, state, limit=1000, continuation=continuation)
             total += len(entities)
             if continuation is None:
                 return total

@@ -249,7 +249,7 @@ class Reconciler:
 
     async def _index_row(self, report: Report, row: Entity) -> None:
         """An index row is written before the change it describes and deleted after the resolution; a crash
-        between leaves one that listPendingTasks / listClaimedTasks and the claimed count would show."""
+        between leaves one that listPendingTasks / listClaimedTasks and the counts would show."""
         report.checked += 1
         task = await self.tasks.get(row.row_key)
         run_id, state = int(row.data["runId"]), str(row.data["state"])

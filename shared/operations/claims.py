@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from shared import credentials, errors, faults, timeutil
+from shared import errors, faults, timeutil
 from shared.domain.messages import PendingHint, pending_queues
 from shared.domain.tasks import Run, Task
 from shared.logs import fields
@@ -237,9 +237,7 @@ class Claims:
                      f"/until/{timeutil.js_seconds(taken_until)}")
         scopes = [f"queue:reclaim-task:{task.task_id}/{run_id}", f"queue:resolve-task:{task.task_id}/{run_id}",
                   f"queue:create-artifact:{task.task_id}/{run_id}", *task.definition["scopes"]]
-        settings = self.stores.settings
-        return credentials.issue(issuer=settings.root_client_id, issuer_access_token=settings.root_access_token,
-                                 client_id=client_id, scopes=scopes, start=self.stores.now(), expiry=taken_until)
+        return self.stores.credentials(client_id, scopes, taken_until)
 
 
 def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: str, hint_id: str | None,

@@ -1,10 +1,10 @@
-"""Expiry timers: tasks, artifacts and worker information whose `expires` is more than QUEUE_EXPIRY_DELAY ago are
-deleted, a batch at a time within a time budget.
+"""Expiry timers: tasks, artifacts, objects and worker information whose `expires` is more than QUEUE_EXPIRY_DELAY
+ago are deleted, a batch at a time within a time budget.
 
-Tasks and artifacts are found through their expiry indexes (shared/domain/expiry.py: an entry per thing, by the
+Tasks, artifacts and objects are found through their expiry indexes (shared/domain/expiry.py: an entry per thing, by the
 hour it expires), written before the thing itself; each entry is a hint, and the thing is re-read before it is
-deleted, so one whose expiry was extended, or that has not expired, is kept. An artifact's blob goes before its
-row, so a row never names a deleted blob.
+deleted, so one whose expiry was extended, or that has not expired, is kept. An artifact's or object's blob goes
+before its row, so a row never names a deleted blob.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from shared.domain.artifacts import (
 )
 from shared.domain.eventlog import Stream
 from shared.domain.expiry import ExpiryIndex
+from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
 from shared.operations.repository import TaskRepository
@@ -111,8 +112,8 @@ class Expiry:
     async def _delete_artifact(self, artifact: Artifact) -> bool:
         """The blob first, then the row (if unchanged since read): a row never points to a deleted blob unless its
         expiry was extended in between, which the ETag catches."""
-        if artifact.storage_type == "azure":
-            await self._blobs_delete(artifact.details["blob"])
+        if artifact.blob is not None:
+            await self._blobs_delete(artifact.blob)
         return await self.stores.tables.delete(TASKS_TABLE, artifact.task_id, row_key(artifact.run_id,
                                                                                         artifact.name),
                                                etag=artifact.etag)
@@ -126,8 +127,7 @@ class Expiry:
                                       {"pk": task_id, "lo": ARTIFACT_ROW, "hi": ARTIFACT_ROW_END},
                                       limit=100, continuation=continuation)
             artifacts = [Artifact.from_entity(e) for e in page.entities]
-            await asyncio.gather(*(self._blobs_delete(a.details["blob"])
-                                   for a in artifacts if a.storage_type == "azure"))
+            await asyncio.gather(*(self._blobs_delete(a.blob) for a in artifacts if a.blob is not None))
             await delete_all(tables, TASKS_TABLE, [(e.partition_key, e.row_key) for e in page.entities])
             continuation = page.continuation
             if continuation is None:
@@ -136,6 +136,30 @@ class Expiry:
     async def _blobs_delete(self, blob: str) -> None:
         if self.stores.blobs is not None:
             await self.stores.blobs.delete(self.stores.settings.artifact_container, blob)
+
+    async def expire_objects(self, *, batch: int = 100, budget_seconds: float = 60) -> int:
+        """Delete expired objects of the Object service: the blob (with its snapshots) first, then the row (if
+        unchanged since read). An `object` artifact's object expires when the artifact does."""
+        stores = self.stores
+        deleted = 0
+
+        async def expire(hour: str, key: str, cutoff: dt.datetime) -> None:
+            nonlocal deleted
+            entity = await stores.tables.get(OBJECTS_TABLE, key, OBJECT_ROW)
+            stored = StoredObject.from_entity(entity) if entity is not None else None
+            if stored is not None and stored.expires < cutoff:
+                await self._blobs_delete(stored.blob)
+                if not await stores.tables.delete(OBJECTS_TABLE, key, OBJECT_ROW, etag=stored.etag):
+                    log.warning("object %s changed while expiring; kept", stored.name,
+                                extra=fields(event="object-expiry", object=stored.name))
+                    return
+                deleted += 1
+            await stores.object_expiry.remove(hour, key)
+
+        await self._drain(stores.object_expiry, batch, budget_seconds, expire)
+        if deleted:
+            log.info("expired %d objects", deleted, extra=fields(event="objects-expired"))
+        return deleted
 
     async def expire_worker_info(self) -> int:
         await self.stores.ready()

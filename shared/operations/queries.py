@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 from shared.domain.eventlog import Stream
 from shared.domain.events import Event
-from shared.domain.messages import pending_queues
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.operations.repository import TaskRepository
 
@@ -18,7 +17,7 @@ MAX_PAGE = 1000
 
 
 class QueueCounts(NamedTuple):
-    pending: int  # approximate: the messages in the pending queues
+    pending: int  # runs pending, counted in the index
     claimed: int
 
 
@@ -77,9 +76,11 @@ class Queries:
         return out, token
 
     async def task_queue_counts(self, task_queue_id: str) -> QueueCounts:
-        """Pending: the messages in the pending queues (approximate, as Azure counts them, and
-        as Taskcluster counted); claimed: the task queue's claimed runs in the index."""
+        """The task queue's pending and claimed runs, counted in the index (shared/domain/workers.py), which every
+        change of a run's state updates: exact, unlike the pending queues' message counts (Azure's approximate
+        counts of hints, some of them stale). A row a crash left stale counts until the reconciler drops it."""
         await self.stores.ready()
-        queues = self.stores.queues
-        pending = sum(await asyncio.gather(*(queues.approximate_count(q) for q in pending_queues(task_queue_id))))
-        return QueueCounts(pending, await self.stores.workers.count_claimed(task_queue_id))
+        workers = self.stores.workers
+        pending, claimed = await asyncio.gather(workers.count_runs(task_queue_id, "pending"),
+                                                workers.count_runs(task_queue_id, "running"))
+        return QueueCounts(pending, claimed)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shared import timeutil
+from shared import credentials, timeutil
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
 from shared.domain.deadlines import DEADLINES_TABLE, DeadlineIndex
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore
@@ -21,13 +21,15 @@ from shared.domain.eventlog import DISPATCH_QUEUE, EventLog
 from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
 from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroupStore
 from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
+from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
 from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore
 
 TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
-          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE)
+          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE, OBJECTS_TABLE,
+          OBJECT_EXPIRY_TABLE)
 Clock = Callable[[], dt.datetime]
 
 
@@ -67,6 +69,7 @@ class Stores:
     deps: DependencyStore
     expiry: ExpiryIndex  # tasks
     artifact_expiry: ExpiryIndex
+    object_expiry: ExpiryIndex
     deadlines: DeadlineIndex
     workers: WorkerInfo
     empty_queues: EmptyPendingQueues
@@ -82,8 +85,15 @@ class Stores:
                           grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock)
         return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
                    DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
+                   ExpiryIndex(tables, OBJECT_EXPIRY_TABLE),
                    DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock),
                    WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl))
+
+    def credentials(self, client_id: str, scopes: list[str], expiry: dt.datetime) -> dict[str, str]:
+        """Named temporary credentials signed by the root client, from now until `expiry` (Taskcluster's)."""
+        return credentials.issue(issuer=self.settings.root_client_id,
+                                 issuer_access_token=self.settings.root_access_token, client_id=client_id,
+                                 scopes=scopes, start=self.clock(), expiry=expiry)
 
     def now(self) -> dt.datetime:
         """The time, to the millisecond (what times are written with: a time kept equals the same time read)."""

@@ -284,6 +284,21 @@ class BlobStore(Protocol):
         """Take a read-only snapshot of the blob as it is now; its size, content type and id (None: no such
         blob). No upload URL can change a snapshot, so data read from it stays as it was."""
 
+    async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
+        """A URL that a plain PUT (no Azure header) uploads one block of the blob to (Put Block), until
+        `expires`: what clients that know nothing of Azure can upload with."""
+
+    async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
+                           content_encoding: str | None = None) -> bool:
+        """Make the blob that one block (Put Block List), with these properties; False when no such block was
+        uploaded (a block already committed commits again)."""
+
+    async def write(self, container: str, blob: str, data: bytes, content_type: str) -> BlobInfo:
+        """Write a (small) blob from here; its properties."""
+
+    async def read(self, container: str, blob: str, *, snapshot: str | None = None) -> bytes | None:
+        """A blob's (or snapshot's) data; None if there is none. For small blobs: it is read whole."""
+
     async def delete(self, container: str, blob: str) -> bool:
         """Delete the blob; False if it did not exist."""
 

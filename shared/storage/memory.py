@@ -237,6 +237,7 @@ class MemoryBlobs:
         self.blobs: dict[tuple[str, str], tuple[bytes, str | None]] = {}
         self.containers: set[str] = set()
         self._snapshots = itertools.count(1)
+        self.blocks: dict[tuple[str, str, str], bytes] = {}
 
     async def ensure_container(self, container: str) -> None:
         self.containers.add(container)
@@ -254,6 +255,8 @@ class MemoryBlobs:
             url += f"&snapshot={snapshot}"
         if served_as is not None:
             url += f"&rsct={served_as.content_type}&rscd={served_as.content_disposition or ''}"
+            if served_as.content_encoding:
+                url += f"&rsce={served_as.content_encoding}"
         return url
 
     def put(self, container: str, blob: str, data: bytes, content_type: str | None = None) -> None:
@@ -275,11 +278,35 @@ class MemoryBlobs:
         self.blobs[(container, f"{blob}?snapshot={snapshot}")] = found
         return BlobInfo(len(found[0]), found[1], None, snapshot)
 
+    async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
+        return self._url(container, blob, "cw", expires) + f"&comp=block&blockid={block_id}"
+
+    def put_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
+        """What a PUT to block_upload_url does (tests)."""
+        self.blocks[(container, blob, block_id)] = data
+
+    async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
+                           content_encoding: str | None = None) -> bool:
+        data = self.blocks.get((container, blob, block_id))
+        if data is None:
+            return False
+        self.blobs[(container, blob)] = (data, content_type)
+        return True
+
+    async def write(self, container: str, blob: str, data: bytes, content_type: str) -> BlobInfo:
+        self.blobs[(container, blob)] = (data, content_type)
+        return BlobInfo(len(data), content_type, None)
+
+    async def read(self, container: str, blob: str, *, snapshot: str | None = None) -> bytes | None:
+        return self.get(container, f"{blob}?snapshot={snapshot}" if snapshot else blob)
+
     def get_snapshot(self, container: str, blob: str, snapshot: str) -> bytes | None:
         return self.get(container, f"{blob}?snapshot={snapshot}")
 
     async def delete(self, container: str, blob: str) -> bool:
-        """The blob and its snapshots."""
+        """The blob, its snapshots and its uncommitted blocks."""
+        for block in [k for k in self.blocks if k[:2] == (container, blob)]:
+            del self.blocks[block]
         for key in [k for k in self.blobs if k[0] == container and k[1].startswith(f"{blob}?snapshot=")]:
             del self.blobs[key]
         return self.blobs.pop((container, blob), None) is not None

@@ -159,16 +159,16 @@ def test_refusals(host, queue):
     ref = {"storageType": "reference", "expires": in_days(), "contentType": "text/plain",
            "url": "https://example.com/x"}
     body = expect_error(400, "InputError", queue.createArtifact, task_id, "0", "s", {
-        "storageType": "s3", "expires": in_days(), "contentType": "text/plain"})
-    assert "use `azure`" in body["message"]
+        "storageType": "s3", "expires": in_days(), "contentType": "text/plain", "contentLength": 2**40})
+    assert "at most 4194304000 bytes" in body["message"]
     expect_error(400, "InputError", queue.createArtifact, slugid(), "0", "x", ref)  # no such task: 400
     expect_error(400, "InputError", queue.createArtifact, task_id, "1", "x", ref)  # no such run
     expect_error(400, "InputError", queue.createArtifact, task_id, "0", "x", dict(ref, expires=in_days(400)))
     expect_error(400, "InputError", queue.createArtifact, task_id, "0", "x",
                  dict(ref, expires=timeutil.iso(timeutil.now() - dt.timedelta(minutes=20))))
     body = expect_error(400, "InputValidationError", queue.createArtifact, task_id, "0", "x",
-                        {"storageType": "azure", "expires": in_days(), "contentType": "text/plain"})
-    assert "contentLength" in body["message"] and "not valid under any" not in body["message"]
+                        {"storageType": "azure", "expires": in_days(), "contentLength": 4})
+    assert "contentType" in body["message"] and "not valid under any" not in body["message"]
     unclaimed = slugid()
     queue.createTask(unclaimed, task_definition())
     expect_error(400, "InputError", queue.createArtifact, unclaimed, "0", "x", ref)

@@ -28,6 +28,7 @@ from hypothesis_jsonschema import from_schema
 from local_host import azurite as azurite_mod
 from shared import timeutil, validation
 from shared.api.framework import Route
+from shared.api.object_v1 import api as object_api
 from shared.api.queue_v1 import api
 from tests.acceptance.test_faults import run_audit
 from tests.conftest import ROOT_ACCESS_TOKEN, slugid, task_definition
@@ -64,8 +65,8 @@ class Api:
         self.task_ids: list[str] = []
 
     def request(self, method: str, path: str, *, content: bytes = b"", content_type: str = "application/json",
-                headers: dict[str, str] | None = None, sign: bool = True) -> httpx.Response:
-        url = f"{self.root_url}/api/queue/v1{path}"
+                headers: dict[str, str] | None = None, sign: bool = True, service: str = "queue") -> httpx.Response:
+        url = f"{self.root_url}/api/{service}/v1{path}"
         sent = {"Content-Type": content_type, **(headers or {})}
         if sign:
             sender = mohawk.Sender({"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"}, url, method,
@@ -106,7 +107,8 @@ def _inline(node: Any, base: str, seen: tuple[str, ...] = ()) -> Any:
         return node
     if "$ref" in node:
         target, _, pointer = node["$ref"].partition("#")
-        name = target.removesuffix(".json") or base
+        folder = base.rpartition("/")[0]  # `object/...` schemas refer to their siblings by their file names
+        name = (f"{folder}/" if folder and target else "") + target.removesuffix(".json") if target else base
         resolved: Any = validation.schema(name)
         for part in [p for p in pointer.split("/") if p]:
             resolved = resolved[int(part)] if isinstance(resolved, list) else resolved[part]
@@ -192,6 +194,20 @@ def test_every_route_with_generated_parameters_bodies_and_queries(fuzz_api, data
             content = data.draw(RAW_BODIES)
     sign = data.draw(st.booleans() | st.just(True))
     fuzz_api.request(route.method, path, content=content, sign=sign)
+
+
+@FUZZ
+@given(data=st.data())
+def test_object_service_routes_with_generated_requests(fuzz_api, data):
+    route = data.draw(st.sampled_from(object_api.routes))
+    path = route_params(route, fuzz_api, data.draw)
+    content = b""
+    if route.input is not None:
+        if data.draw(st.booleans()):
+            content = json.dumps(data.draw(schema_strategy(route.input))).encode()
+        else:
+            content = data.draw(RAW_BODIES)
+    fuzz_api.request(route.method, path, content=content, service="object")
 
 
 @FUZZ

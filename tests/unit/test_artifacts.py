@@ -8,13 +8,13 @@ import datetime as dt
 import pytest
 
 from shared import errors, timeutil
+from shared.domain import artifacts as A
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
 from shared.domain.tasks import TASKS_TABLE
-from shared.operations import artifacts as A
 from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
-from tests.answers import create_artifact, list_artifacts, task_events
+from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import Clock, _defaults
 
@@ -31,11 +31,16 @@ def blobs():
     return MemoryBlobs()
 
 
-@pytest.fixture
-def service(clock, blobs):
+def artifact_queue(clock, blobs):
+    """A queue on the memory connector with short artifact and expiry settings."""
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=600, deadline_delay=0,
                              claim_work_wait=0, expiry_delay=0, artifact_exception_window=60)
     return build_queue(settings, MemoryTables(), MemoryQueues(), blobs, clock=clock)
+
+
+@pytest.fixture
+def service(clock, blobs):
+    return artifact_queue(clock, blobs)
 
 
 async def running_task(service, **overrides):
@@ -72,7 +77,7 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
     listed = await list_artifacts(service, task_id, 0, limit=10, continuation=None)
     assert listed["artifacts"] == []  # not uploaded yet
     with pytest.raises(A.ArtifactNotUploaded):
-        await service.artifacts.follow(task_id, 0, "public/logs/live.log")
+        await service.artifact_reads.follow(task_id, 0, "public/logs/live.log")
     with pytest.raises(A.UploadIncomplete, match="no blob"):
         await service.artifacts.finish(task_id, 0, "public/logs/live.log", created["uploadId"])
     blob = blob_path(task_id, 0, "public/logs/live.log")
@@ -86,9 +91,9 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
     await service.artifacts.finish(task_id, 0, "public/logs/live.log", created["uploadId"])  # a repeat
     again = await create_artifact(service, task_id, 0, "public/logs/live.log", azure(clock))
     assert "?sp=c&" in again["putUrl"]  # create-only: the finished blob can no longer be overwritten
-    chain, artifact = await service.artifacts.follow(task_id, 0, "public/logs/live.log")
+    chain, artifact = await service.artifact_reads.follow(task_id, 0, "public/logs/live.log")
     assert chain == ["public/logs/live.log"] and artifact.present
-    assert "sp=r&" in await service.artifacts.url_of(artifact)
+    assert "sp=r&" in await artifact_url(service, artifact)
     assert (await list_artifacts(service, task_id, None, limit=10, continuation=None))["artifacts"] == [
         {"storageType": "azure", "name": "public/logs/live.log", "expires": timeutil.iso(artifact.expires),
          "contentType": "text/plain", "contentLength": 5}]
@@ -118,12 +123,12 @@ async def test_reference_may_change_its_url_or_become_a_link_and_each_change_is_
     await create_artifact(service, task_id, 0, "r", reference(clock))
     await create_artifact(service, task_id, 0, "r", reference(clock))  # the same again: nothing new
     await create_artifact(service, task_id, 0, "r", reference(clock, url="https://example.com/b"))
-    _, artifact = await service.artifacts.follow(task_id, 0, "r")
-    assert await service.artifacts.url_of(artifact) == "https://example.com/b"
+    _, artifact = await service.artifact_reads.follow(task_id, 0, "r")
+    assert await artifact_url(service, artifact) == "https://example.com/b"
     await create_artifact(service, task_id, 0, "target", reference(clock))
     await create_artifact(service, task_id, 0, "r", {"storageType": "link", "expires": expires(clock),
                                                      "artifact": "target"})
-    chain, artifact = await service.artifacts.follow(task_id, 0, "r")
+    chain, artifact = await service.artifact_reads.follow(task_id, 0, "r")
     assert chain == ["r", "target"] and artifact.name == "target"
     assert (await events_of(service, task_id)).count("artifact-created") == 4
     with pytest.raises(A.ArtifactConflict, match="only a reference may become a link"):
@@ -136,9 +141,9 @@ async def test_link_cycles_and_missing_targets(service, clock):
         await create_artifact(service, task_id, 0, name, {"storageType": "link", "expires": expires(clock),
                                                           "artifact": target})
     with pytest.raises(A.ArtifactLinkInvalid, match="loops: a -> b -> c -> a"):
-        await service.artifacts.follow(task_id, 0, "a")
+        await service.artifact_reads.follow(task_id, 0, "a")
     with pytest.raises(A.ArtifactNotFound, match="`nowhere`"):
-        await service.artifacts.follow(task_id, 0, "d")
+        await service.artifact_reads.follow(task_id, 0, "d")
 
 
 async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exception(service, clock):
@@ -166,8 +171,8 @@ async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exceptio
 async def test_refusals_change_nothing(service, clock):
     task_id = await running_task(service)
     before = dict(service.stores.tables._tables[TASKS_TABLE])
-    s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "a"}
-    for body, error in [(s3, A.StorageTypeUnsupported),
+    s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "a", "contentLength": 4000 * 2**20 + 1}
+    for body, error in [(s3, A.ArtifactTooLarge),
                         (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))),
                          A.ArtifactExpiresInvalid)]:
         with pytest.raises(error):
@@ -203,7 +208,7 @@ async def test_expiry_deletes_the_blob_then_the_row_and_keeps_what_was_extended(
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "short")) is None
     assert await service.stores.tables.get(TASKS_TABLE, task_id, row_key(0, "short")) is None
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "extended")) == b"12345"
-    await service.artifacts.follow(task_id, 0, "extended")
+    await service.artifact_reads.follow(task_id, 0, "extended")
     assert service.stores.tables._tables[ARTIFACT_EXPIRY_TABLE] and await service.expiry.expire_artifacts() == 0
     assert len(service.stores.tables._tables[ARTIFACT_EXPIRY_TABLE]) == 1  # the later entry of `extended`
 
@@ -213,7 +218,7 @@ async def test_expired_artifacts_answer_410_before_they_are_deleted(service, clo
     await create_artifact(service, task_id, 0, "r", reference(clock))
     clock.advance(86400 + 1)
     with pytest.raises(A.ArtifactExpired):
-        await service.artifacts.follow(task_id, 0, "r")
+        await service.artifact_reads.follow(task_id, 0, "r")
 
 
 def test_blob_paths_are_readable_when_safe_and_hashed_otherwise():
@@ -227,7 +232,7 @@ async def test_error_artifacts_are_recorded_with_reason_and_message(service, clo
     task_id = await running_task(service)
     await create_artifact(service, task_id, 0, "e", {"storageType": "error", "expires": expires(clock),
                                                      "reason": "file-missing-on-worker", "message": "gone"})
-    _, artifact = await service.artifacts.follow(task_id, 0, "e")
+    _, artifact = await service.artifact_reads.follow(task_id, 0, "e")
     assert artifact.details == {"reason": "file-missing-on-worker", "message": "gone"}
     with pytest.raises(errors.RunNotFound):
         await list_artifacts(service, task_id, 3, limit=10, continuation=None)
@@ -242,4 +247,4 @@ async def test_names_too_long_for_a_table_key_are_keyed_by_their_hash(service, c
     listed = await list_artifacts(service, task_id, 0, limit=10, continuation=None)
     assert sorted(a["name"] for a in listed["artifacts"]) == sorted(names)
     for name in names:
-        assert (await service.artifacts.follow(task_id, 0, name))[1].name == name
+        assert (await service.artifact_reads.follow(task_id, 0, name))[1].name == name

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shared.api.framework import render_scopes
+from shared.api.object_v1 import api as object_api
 from shared.api.queue_v1 import api
 from shared.api.queue_v1.tasks import CREATE_TASK_SCOPES
 from shared.api.reference import render
@@ -13,13 +14,14 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_api_reference_is_current():
-    assert (PROJECT / "docs" / "api.md").read_text() == render([api]), \
+    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api]), \
         "docs/api.md is stale: run `python -m shared.api.reference > docs/api.md`"
 
 
 def test_every_route_declares_scopes_or_is_public_on_purpose():
     public = {r.name for r in api.routes if r.scopes is None}
     assert public == {"ping", "heartbeat"}
+    assert {r.name for r in object_api.routes if r.scopes is None} == {"ping", "heartbeat"}
 
 
 def test_create_task_scopes_render_like_taskclusters():

@@ -10,7 +10,7 @@ from typing import Any
 
 from shared.api import answers
 from shared.api.framework import Reply
-from shared.api.queue_v1.common import QueueCall, api, paging
+from shared.api.queue_v1.common import PAGING, QueueCall, api, paging
 from shared.domain.artifacts import Artifact
 
 STORAGE_TYPE_HEADER = "x-taskcluster-artifact-storage-type"
@@ -21,8 +21,12 @@ GET_SCOPES = {"AllOf": [{"for": "name", "in": "names", "each": "queue:get-artifa
            scopes="queue:create-artifact:<taskId>/<runId>", input="create-artifact-request",
            output="create-artifact-response")
 async def create_artifact(call: QueueCall) -> dict[str, Any]:
-    """Types `azure` (this queue's: answered with a `putUrl` that may only write the artifact's blob, and an
-    `uploadId` for finishArtifact), `reference`, `link` and `error`; `s3` and `object` are refused (400)."""
+    """Every storage type (docs/artifacts.md). `s3`: a `putUrl` that a plain PUT with the declared `Content-Type`
+    uploads to (up to 4000 MiB), present at once, as in Taskcluster. `object`: the object's name, `uploadId` and
+    temporary credentials for the Object service's createUpload/finishUpload; then finishArtifact. `azure` with
+    `contentLength` (this queue's form): a `putUrl` that may only write the artifact's blob, and an `uploadId` for
+    finishArtifact; without it (the Azure-era form): a `putUrl` for a PUT with `x-ms-blob-type: BlockBlob`, present
+    at once. `reference`, `link` and `error`: present at once."""
     await call.authorize()
     created = await call.context.artifacts.create(call.params["taskId"], call.run_id(), call.params["name"],
                                                   call.body)
@@ -32,7 +36,8 @@ async def create_artifact(call: QueueCall) -> dict[str, Any]:
 @api.route("PUT", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="finishArtifact", title="Finish Artifact",
            scopes="queue:create-artifact:<taskId>/<runId>", input="finish-artifact-request")
 async def finish_artifact(call: QueueCall) -> Reply:
-    """For `azure` artifacts: the blob must exist with the declared `contentLength`; then the artifact is
+    """For `azure` artifacts with `contentLength`: the blob must exist with the declared size; for `object`
+    artifacts: the object must be finished (object.finishUpload) with this `uploadId`. Then the artifact is
     available and `artifact-created` is published. 204."""
     await call.authorize()
     await call.context.artifacts.finish(call.params["taskId"], call.run_id(), call.params["name"],
@@ -43,7 +48,7 @@ async def finish_artifact(call: QueueCall) -> Reply:
 async def _follow(call: QueueCall, run_id: int | None) -> Artifact:
     name = call.params["name"]
     await call.authorize(names=[name])
-    chain, artifact = await call.context.artifacts.follow(call.params["taskId"], run_id, name)
+    chain, artifact = await call.context.artifact_reads.follow(call.params["taskId"], run_id, name)
     if len(chain) > 1:
         await call.authorize(names=chain)
     return artifact
@@ -51,17 +56,19 @@ async def _follow(call: QueueCall, run_id: int | None) -> Artifact:
 
 async def _redirect(call: QueueCall, run_id: int | None) -> Reply:
     artifact = await _follow(call, run_id)
-    headers = {STORAGE_TYPE_HEADER: artifact.storage_type}
+    headers: dict[str, str] = {STORAGE_TYPE_HEADER: artifact.storage_type}
     if artifact.storage_type == "error":
         return Reply({"reason": artifact.details["reason"], "message": artifact.details["message"]}, 424, headers)
-    url = await call.context.artifacts.url_of(artifact)
+    location = await call.context.artifact_reads.location(artifact)
+    url = str(location.url)
     return Reply({"storageType": artifact.storage_type, "url": url}, 303, {**headers, "location": url})
 
 
 @api.route("GET", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="getArtifact",
            title="Get Artifact Data from Run", scopes=GET_SCOPES, output="get-artifact-response")
 async def get_artifact(call: QueueCall) -> Reply:
-    """303 to the data (a short-lived read URL of its blob, or a reference's URL); 424 for an error artifact."""
+    """303 to the data (a short-lived read URL of its blob or object, or a reference's URL); 424 for an error
+    artifact."""
     return await _redirect(call, call.run_id())
 
 
@@ -74,19 +81,16 @@ async def get_latest_artifact(call: QueueCall) -> Reply:
 
 async def _content(call: QueueCall, run_id: int | None) -> dict[str, Any]:
     artifact = await _follow(call, run_id)
-    if artifact.storage_type == "error":
-        return {"storageType": "error", "reason": artifact.details["reason"], "message": artifact.details["message"]}
-    # A blob is described as `s3` here: a URL to GET without credentials, which is what that branch of the
-    # schema means and what the official clients' download helpers fetch (they know no other such type).
-    storage_type = "s3" if artifact.storage_type == "azure" else artifact.storage_type
-    return {"storageType": storage_type, "url": await call.context.artifacts.url_of(artifact)}
+    location = None if artifact.storage_type == "error" else await call.context.artifact_reads.location(artifact)
+    return answers.artifact_content(artifact, location)
 
 
 @api.route("GET", "/task/<taskId>/runs/<runId>/artifact-content/<name>", name="artifact",
            title="Get Artifact Content From Run", scopes=GET_SCOPES, output="artifact-content-response")
 async def artifact_content(call: QueueCall) -> dict[str, Any]:
-    """200 with where to fetch the data; an `azure` artifact is described as `s3` (a URL to GET without
-    credentials), which the official clients' download helpers understand."""
+    """200 with where to fetch the data: for a blob (`s3`, and `azure`, described as `s3`) a URL to GET without
+    credentials; for an `object`, its name and credentials that may download it from the Object service for an
+    hour; a reference's URL; an error's reason and message. The official download helpers understand each."""
     return await _content(call, call.run_id())
 
 
@@ -102,7 +106,7 @@ async def latest_artifact_content(call: QueueCall) -> dict[str, Any]:
 async def artifact_info(call: QueueCall) -> dict[str, Any]:
     """The artifact itself (a link is not followed); only available artifacts (an `azure` one once finished)."""
     await call.authorize()
-    return answers.artifact(await call.context.artifacts.info(call.params["taskId"], call.run_id(),
+    return answers.artifact(await call.context.artifact_reads.info(call.params["taskId"], call.run_id(),
                                                               call.params["name"]))
 
 
@@ -111,21 +115,21 @@ async def artifact_info(call: QueueCall) -> dict[str, Any]:
            output="artifact-info-response")
 async def latest_artifact_info(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
-    return answers.artifact(await call.context.artifacts.info(call.params["taskId"], None, call.params["name"]))
+    return answers.artifact(await call.context.artifact_reads.info(call.params["taskId"], None, call.params["name"]))
 
 
 @api.route("GET", "/task/<taskId>/runs/<runId>/artifacts", name="listArtifacts", title="Get Artifacts from Run",
-           scopes="queue:list-artifacts:<taskId>:<runId>", output="list-artifacts-info-response")
+           scopes="queue:list-artifacts:<taskId>:<runId>", output="list-artifacts-info-response", query=PAGING)
 async def list_artifacts(call: QueueCall) -> dict[str, Any]:
     """The run's available artifacts, paged (`limit`, `continuationToken`)."""
     await call.authorize()
-    artifacts, token = await call.context.artifacts.list(call.params["taskId"], call.run_id(), **paging(call))
+    artifacts, token = await call.context.artifact_reads.list(call.params["taskId"], call.run_id(), **paging(call))
     return answers.page("artifacts", [answers.artifact(a) for a in artifacts], token)
 
 
 @api.route("GET", "/task/<taskId>/artifacts", name="listLatestArtifacts", title="Get Artifacts from Latest Run",
-           scopes="queue:list-artifacts:<taskId>", output="list-artifacts-info-response")
+           scopes="queue:list-artifacts:<taskId>", output="list-artifacts-info-response", query=PAGING)
 async def list_latest_artifacts(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
-    artifacts, token = await call.context.artifacts.list(call.params["taskId"], None, **paging(call))
+    artifacts, token = await call.context.artifact_reads.list(call.params["taskId"], None, **paging(call))
     return answers.page("artifacts", [answers.artifact(a) for a in artifacts], token)

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from shared import errors
+from shared.api import monitoring
 from shared.api.framework import Api, Call
 from shared.runtime import Queue
 
 api = Api("queue", "v1")
+monitoring.register(api)
 QueueCall = Call[Queue]
+PAGING = {"continuationToken": "^.*$", "limit": "^[0-9]+$"}  # the query of every listing
 
 
 def paging(call: QueueCall) -> dict[str, Any]:

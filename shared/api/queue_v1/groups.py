@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import answers
-from shared.api.queue_v1.common import QueueCall, api, paging
+from shared.api.queue_v1.common import PAGING, QueueCall, api, paging
 
 
 async def _authorize_for_group(call: QueueCall) -> str:
@@ -17,7 +17,7 @@ async def _authorize_for_group(call: QueueCall) -> str:
 
 
 @api.route("GET", "/task-group/<taskGroupId>/list", name="listTaskGroup", title="List Task Group",
-           scopes="queue:list-task-group:<taskGroupId>", output="list-task-group-response")
+           scopes="queue:list-task-group:<taskGroupId>", output="list-task-group-response", query=PAGING)
 async def list_task_group(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
     group, tasks, token = await call.context.groups.members(call.params["taskGroupId"], **paging(call))
@@ -61,7 +61,8 @@ async def change_task_group_priority(call: QueueCall) -> dict[str, Any]:
 
 
 @api.route("GET", "/task-group/<taskGroupId>/events", name="listTaskGroupEvents", title="List Task Group Events",
-           scopes="queue:list-task-group:<taskGroupId>", output="list-events-response", stability="experimental")
+           scopes="queue:list-task-group:<taskGroupId>", output="list-events-response", stability="experimental",
+           query=PAGING)
 async def list_task_group_events(call: QueueCall) -> dict[str, Any]:
     """Not in Taskcluster: the task group's recorded events (sealed, resolved, priority changed) in order."""
     await call.authorize()

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from shared.api import answers
-from shared.api.queue_v1.common import QueueCall, api, authorize_for_task, paging, project_or_scheduler
+from shared.api.queue_v1.common import (
+    PAGING,
+    QueueCall,
+    api,
+    authorize_for_task,
+    paging,
+    project_or_scheduler,
+)
 from shared.domain.tasks import PRIORITIES
-
-STARTED = time.monotonic()
-
-
-@api.route("GET", "/ping", name="ping", title="Ping Server", scopes=None)
-async def ping(call: QueueCall) -> dict[str, Any]:
-    return {"alive": True, "uptime": round(time.monotonic() - STARTED, 3)}
-
-
-@api.route("GET", "/__heartbeat__", name="heartbeat", title="Heartbeat", scopes=None)
-async def heartbeat(call: QueueCall) -> dict[str, Any]:
-    return {}
 
 
 @api.route("GET", "/task/<taskId>", name="task", title="Get Task Definition",
@@ -97,7 +91,7 @@ async def cancel_task(call: QueueCall) -> dict[str, Any]:
 
 
 @api.route("GET", "/task/<taskId>/dependents", name="listDependentTasks", title="List Dependent Tasks",
-           scopes="queue:list-dependent-tasks:<taskId>", output="list-dependent-tasks-response")
+           scopes="queue:list-dependent-tasks:<taskId>", output="list-dependent-tasks-response", query=PAGING)
 async def list_dependent_tasks(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
     task_id = call.params["taskId"]
@@ -106,7 +100,7 @@ async def list_dependent_tasks(call: QueueCall) -> dict[str, Any]:
 
 
 @api.route("GET", "/task/<taskId>/events", name="listTaskEvents", title="List Task Events",
-           scopes="queue:status:<taskId>", output="list-events-response", stability="experimental")
+           scopes="queue:status:<taskId>", output="list-events-response", stability="experimental", query=PAGING)
 async def list_task_events(call: QueueCall) -> dict[str, Any]:
     """Not in Taskcluster: the task's recorded events in order, also when no event bus is configured."""
     await call.authorize()

@@ -10,9 +10,10 @@ from typing import Any
 
 from shared import errors, timeutil
 from shared.api import answers
-from shared.api.queue_v1.common import QueueCall, api, paging
+from shared.api.queue_v1.common import PAGING, QueueCall, api, paging
 from shared.domain.workers import WorkerInfo
 
+WORKER_QUERY = {**PAGING, "quarantined": "^(true|false)$"}
 WORKER = "/provisioners/<provisionerId>/worker-types/<workerType>/workers/<workerGroup>/<workerId>"
 
 
@@ -43,7 +44,8 @@ def _task_queue(call: QueueCall) -> str:
 
 
 @api.route("GET", "/provisioners", name="listProvisioners", title="Get a list of all active provisioners",
-           scopes="queue:list-provisioners", output="list-provisioners-response", stability="deprecated")
+           scopes="queue:list-provisioners", output="list-provisioners-response", stability="deprecated",
+           query=PAGING)
 async def list_provisioners(call: QueueCall) -> dict[str, Any]:
     provisioners, token = await (await _workers(call)).list_provisioners(**paging(call))
     return answers.page("provisioners", [answers.provisioner(p) for p in provisioners], token)
@@ -57,7 +59,7 @@ async def get_provisioner(call: QueueCall) -> dict[str, Any]:
 
 @api.route("GET", "/provisioners/<provisionerId>/worker-types", name="listWorkerTypes",
            title="Get a list of all active worker-types", scopes="queue:list-worker-types:<provisionerId>",
-           output="list-workertypes-response", stability="deprecated")
+           output="list-workertypes-response", stability="deprecated", query=PAGING)
 async def list_worker_types(call: QueueCall) -> dict[str, Any]:
     queues, token = await (await _workers(call)).list_worker_types(call.params["provisionerId"], **paging(call))
     return answers.page("workerTypes", [answers.worker_type(q) for q in queues], token)
@@ -71,7 +73,7 @@ async def get_worker_type(call: QueueCall) -> dict[str, Any]:
 
 
 @api.route("GET", "/task-queues", name="listTaskQueues", title="Get a list of all active task queues",
-           scopes="queue:list-task-queues", output="list-taskqueues-response")
+           scopes="queue:list-task-queues", output="list-taskqueues-response", query=PAGING)
 async def list_task_queues(call: QueueCall) -> dict[str, Any]:
     queues, token = await (await _workers(call)).list_task_queues(**paging(call))
     return answers.page("taskQueues", [answers.task_queue(q) for q in queues], token)
@@ -86,7 +88,7 @@ async def get_task_queue(call: QueueCall) -> dict[str, Any]:
 @api.route("GET", "/provisioners/<provisionerId>/worker-types/<workerType>/workers", name="listWorkers",
            title="Get a list of all active workers of a workerType",
            scopes="queue:list-workers:<provisionerId>/<workerType>", output="list-workers-response",
-           stability="deprecated")
+           stability="deprecated", query=WORKER_QUERY)
 async def list_workers(call: QueueCall) -> dict[str, Any]:
     """`?quarantined=true` lists only quarantined workers, `false` only the others."""
     raw = call.query.get("quarantined")
@@ -130,7 +132,7 @@ async def declare_worker(call: QueueCall) -> dict[str, Any]:
 @api.route("GET", "/pending/<taskQueueId>", name="pendingTasks", title="Get Number of Pending Tasks",
            scopes="queue:pending-count:<taskQueueId>", output="pending-tasks-response", stability="deprecated")
 async def pending_tasks(call: QueueCall) -> dict[str, Any]:
-    """Approximate: the messages in the task queue's pending queues, as Azure counts them."""
+    """The task queue's pending runs, counted exactly (the index every change of a run's state updates)."""
     await call.authorize()
     return {k: v for k, v in (await _counts(call)).items() if k != "claimedTasks"}
 
@@ -140,20 +142,20 @@ async def pending_tasks(call: QueueCall) -> dict[str, Any]:
            scopes={"AllOf": ["queue:pending-count:<taskQueueId>", "queue:claimed-count:<taskQueueId>"]},
            output="task-queue-counts-response")
 async def task_queue_counts(call: QueueCall) -> dict[str, Any]:
-    """`pendingTasks` is approximate (the pending queues' message counts); `claimedTasks` counts claimed runs."""
+    """The task queue's pending and claimed runs, counted exactly in the same index."""
     await call.authorize()
     return await _counts(call)
 
 
 @api.route("GET", "/task-queues/<taskQueueId>/pending", name="listPendingTasks", title="List Pending Tasks",
            scopes="queue:pending-list:<taskQueueId>", output="list-pending-tasks-response",
-           stability="experimental")
+           stability="experimental", query=PAGING)
 async def list_pending_tasks(call: QueueCall) -> dict[str, Any]:
     return await _runs(call, "pending")
 
 
 @api.route("GET", "/task-queues/<taskQueueId>/claimed", name="listClaimedTasks", title="List Claimed Tasks",
            scopes="queue:claimed-list:<taskQueueId>", output="list-claimed-tasks-response",
-           stability="experimental")
+           stability="experimental", query=PAGING)
 async def list_claimed_tasks(call: QueueCall) -> dict[str, Any]:
     return await _runs(call, "running")

@@ -3,13 +3,20 @@ or a user delegation key when the connection is a managed identity)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import urllib.parse
 from typing import Any
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobSasPermissions, UserDelegationKey, generate_blob_sas
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob import (
+    BlobBlock,
+    BlobSasPermissions,
+    ContentSettings,
+    UserDelegationKey,
+    generate_blob_sas,
+)
 from azure.storage.blob.aio import BlobServiceClient
 
 from shared.connections import StorageConnection
@@ -75,6 +82,39 @@ class AzureBlobs:
             return None
         props = await blobs.get_blob_client(blob, snapshot=made["snapshot"]).get_blob_properties()
         return BlobInfo(int(props.size), props.content_settings.content_type, props.etag, made["snapshot"])
+
+    async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
+        url = await self._signed(container, blob, BlobSasPermissions(create=True, write=True), expires)
+        base, sas = url.split("?", 1)
+        encoded = urllib.parse.quote(base64.b64encode(block_id.encode()).decode(), safe="")
+        return f"{base}?comp=block&blockid={encoded}&{sas}"
+
+    async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
+                           content_encoding: str | None = None) -> bool:
+        client = self._clients.get(container).get_blob_client(blob)
+        try:
+            # The SDK base64-encodes block ids itself.
+            await client.commit_block_list([BlobBlock(block_id=block_id)], content_settings=ContentSettings(
+                content_type=content_type, content_encoding=content_encoding))
+        except HttpResponseError as exc:
+            if getattr(exc, "error_code", None) == "InvalidBlockList" or exc.status_code == 404:
+                return False
+            raise
+        return True
+
+    async def write(self, container: str, blob: str, data: bytes, content_type: str) -> BlobInfo:
+        client = self._clients.get(container).get_blob_client(blob)
+        made = await client.upload_blob(data, overwrite=True, content_settings=ContentSettings(
+            content_type=content_type))
+        return BlobInfo(len(data), content_type, made.get("etag"))
+
+    async def read(self, container: str, blob: str, *, snapshot: str | None = None) -> bytes | None:
+        try:
+            stream = await self._clients.get(container).get_blob_client(blob, snapshot=snapshot).download_blob()
+            data: bytes = await stream.readall()
+        except ResourceNotFoundError:
+            return None
+        return data
 
     async def ensure_container(self, container: str) -> None:
         with contextlib.suppress(ResourceExistsError):

@@ -1,0 +1,171 @@
+"""Discovery, as a Taskcluster deployment serves it: `<rootUrl>/references/manifest.json`, each service's API
+reference (`/references/<service>/v1/api.json`, generated from the route tables like docs/api.md, so the
+extension methods are in it), the queue's exchange reference (`/references/queue/v1/exchanges.json`) and the
+schemas (`/schemas/<service>/v1/<name>.json`, and the metaschema they name).
+
+The official clients build a client class from an API reference (`createApiClient` in Python, `createClient` in
+JavaScript); tools such as the UI's documentation and `taskcluster-lib-references` read the manifest. Every id
+in these documents is under the rootUrl the request came to (or QUEUE_ROOT_URL when it is set).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from shared import validation
+from shared.api.framework import Api, Route
+from shared.domain.events import (
+    EXCHANGES,
+    GROUP_EXCHANGES,
+    GROUP_KEY_WORDS,
+    TASK_KEY_WORDS,
+)
+
+# Documents are built with URLs under this origin, and served with the deployment's rootUrl in its place (the
+# absolute form a Taskcluster deployment serves). The reference formats' own schemas are Taskcluster's and are not
+# served here.
+ORIGIN = validation.ROOT.removesuffix("schemas/")
+REFERENCE_SCHEMA = ORIGIN + "schemas/common/api-reference-v0.json#"
+EXCHANGES_SCHEMA = ORIGIN + "schemas/common/exchanges-reference-v0.json#"
+MANIFEST_SCHEMA = ORIGIN + "schemas/common/manifest-v3.json#"
+
+SERVICES = {
+    "queue": ("Queue", "The queue service is responsible for accepting tasks and tracking their state as they "
+              "are executed by workers, in order to ensure they are eventually resolved. This one runs on Azure "
+              "Functions over Azure Storage (the extension methods are marked in their descriptions)."),
+    "object": ("Object Service", "The object service provides HTTP-accessible storage for large blobs of data: "
+               "here, block blobs of the artifact container, uploaded once and then immutable."),
+}
+
+# What the words of the routing keys mean (Taskcluster's summaries, shortened).
+KEY_WORDS: dict[str, tuple[str, bool, bool]] = {  # name -> (summary, required, multipleWords)
+    "routingKeyKind": ("Identifier for the routing-key kind: always `primary` for the formalized routing key.",
+                       True, False),
+    "taskId": ("`taskId` for the task this message concerns", True, False),
+    "runId": ("`runId` of the latest run for the task, `_` if no run exists.", False, False),
+    "workerGroup": ("`workerGroup` of the latest run, `_` if not claimed.", False, False),
+    "workerId": ("`workerId` of the latest run, `_` if not claimed.", False, False),
+    "provisionerId": ("`provisionerId` this task is targeted at.", True, False),
+    "workerType": ("`workerType` this task must run on.", True, False),
+    "schedulerId": ("`schedulerId` this task was created by.", True, False),
+    "taskGroupId": ("`taskGroupId` this task was created in.", True, False),
+    "reserved": ("Space reserved for future routing-key entries; bind with `#` at the end.", False, True),
+}
+EXCHANGE_TITLES = {
+    "task-defined": "Task Defined Messages",
+    "task-pending": "Task Pending Messages",
+    "task-running": "Task Running Messages",
+    "artifact-created": "Artifact Creation Messages",
+    "task-completed": "Task Completed Messages",
+    "task-failed": "Task Failed Messages",
+    "task-exception": "Task Exception Messages",
+    "task-priority-changed": "Task Priority Changed Messages",
+    "task-group-resolved": "Task Group Resolved Messages",
+    "task-group-sealed": "Task Group Sealed Messages",
+    "task-group-priority-changed": "Task Group Priority Changed Messages",
+}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("-")
+    return head + "".join(word.title() for word in rest)
+
+
+def _schema_ref(service: str, name: str) -> str:
+    """A schema's id relative to the service's schemas (`v1/task.json#`), as references write it."""
+    path: str = validation.schema(name)["$id"]
+    return path.removeprefix(validation.ROOT).removeprefix(f"{service}/")
+
+
+def _entry(api: Api, route: Route) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": "function", "method": route.method.lower(), "route": route.path,
+        "args": [arg.strip("<>") for arg in route.path.split("/") if arg.startswith("<")],
+        "query": sorted(route.query), "name": route.name, "stability": route.stability, "title": route.title,
+        "description": inspect.getdoc(route.handler) or route.title,
+    }
+    if route.scopes is not None:
+        entry["scopes"] = route.scopes
+    if route.input:
+        entry["input"] = _schema_ref(api.service_name, route.input)
+    if route.output:
+        entry["output"] = _schema_ref(api.service_name, route.output)
+    return entry
+
+
+def api_reference(api: Api) -> dict[str, Any]:
+    """The API reference (api-reference-v0) of one route table."""
+    title, description = SERVICES[api.service_name]
+    return {"$schema": REFERENCE_SCHEMA, "apiVersion": api.version, "serviceName": api.service_name,
+            "title": f"{title} API", "description": description,
+            "entries": [_entry(api, route) for route in api.routes]}
+
+
+def exchanges_reference(namespace: str) -> dict[str, Any]:
+    """The queue's exchange reference (exchanges-reference-v0): what the dispatcher publishes."""
+    entries = []
+    for exchange, schema in EXCHANGES.items():
+        words = GROUP_KEY_WORDS if exchange in GROUP_EXCHANGES else TASK_KEY_WORDS
+        key = []
+        for word in words:
+            summary, required, multiple = KEY_WORDS[word]
+            if exchange in GROUP_EXCHANGES and word == "taskGroupId":
+                summary = "`taskGroupId` of the group this message concerns"
+            item: dict[str, Any] = {"name": word, "summary": summary, "required": required,
+                                    "multipleWords": multiple}
+            if word == "routingKeyKind":
+                item["constant"] = "primary"
+            key.append(item)
+        entries.append({"type": "topic-exchange", "exchange": exchange, "name": _camel(exchange),
+                        "title": EXCHANGE_TITLES[exchange],
+                        "description": f"Published on `{exchange}` (docs/events.md); the payload follows the "
+                                       f"schema named.", "routingKey": key, "schema": _schema_ref("queue", schema)})
+    return {"$schema": EXCHANGES_SCHEMA, "apiVersion": "v1", "serviceName": "queue",
+            "title": "Queue AMQP Exchanges", "description": "The exchanges the queue publishes its messages on "
+            "(AMQP topic exchanges, and Service Bus topics of the same names).",
+            "exchangePrefix": f"exchange/{namespace}/v1/", "entries": entries}
+
+
+class Discovery:
+    """Answers GETs of the manifest, the references and the schemas (`documents` of the ApiApp)."""
+
+    def __init__(self, apis: list[Api], *, root_url: Callable[[], str | None],
+                 namespace: Callable[[], str]) -> None:
+        self.apis = apis
+        self.root_url = root_url
+        self.namespace = namespace
+
+    @functools.cached_property
+    def _documents(self) -> dict[str, dict[str, Any]]:
+        """Each document by its path, with ids relative to the rootUrl (made absolute per request)."""
+        docs: dict[str, dict[str, Any]] = {}
+        for api in self.apis:
+            docs[f"/references/{api.service_name}/{api.version}/api.json"] = api_reference(api)
+        docs["/references/queue/v1/exchanges.json"] = exchanges_reference(self.namespace())
+        docs["/references/manifest.json"] = {"$schema": MANIFEST_SCHEMA,
+                                             "references": [ORIGIN + path[1:] for path in sorted(docs)]}
+        for path, schema in validation.published().items():
+            docs[f"/schemas/{path}"] = schema
+        return docs
+
+    def _root(self, request: Request) -> str:
+        configured = self.root_url()
+        if configured:
+            return configured.rstrip("/")
+        scheme = request.headers.get("x-forwarded-proto", request.url.scheme).split(",")[0].strip()
+        return f"{scheme}://{request.headers.get('host') or request.url.netloc}"
+
+    def __call__(self, request: Request) -> Response | None:
+        found = self._documents.get(request.scope["path"])
+        if found is None:
+            return None
+        root = self._root(request)
+        text = json.dumps(found, indent=2).replace(ORIGIN, f"{root}/")
+        return Response(text, media_type="application/json", headers={"cache-control": "max-age=300"})
