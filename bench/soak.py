@@ -3,6 +3,7 @@
 
     .venv/bin/python -m bench.soak                       # 2,000 tasks, 3 hosts, 8 workers (a few minutes)
     .venv/bin/python -m bench.soak --tasks 5000 --hosts 4 --kill-every 5 --azurite-every 45
+    .venv/bin/python -m bench.soak --faults 0.05          # and 5 % of the hosts' storage calls fail (fault proxy)
 
 Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
 tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)
@@ -11,7 +12,9 @@ either is not 0 or the audit (shared/maintenance/invariants.py) finds a violatio
 
 Workers are threads of this process using the official client: each claims with claimWork from a random live
 host, and for a share of its claims (`--abandon`) acts as a worker that died: it never reports, so the claim
-expires and the task is retried. Hosts run with short timings (claims of `--claim-timeout` seconds, the
+expires and the task is retried. With `--faults RATE` the hosts reach Azurite through the fault proxy
+(local_host/fault_proxy.py), which fails that share of their table and queue calls (busy, 500 after applying,
+resets before and after, delays). Hosts run with short timings (claims of `--claim-timeout` seconds, the
 reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s).
 """
 
@@ -114,8 +117,16 @@ class Soak:
         self.args, self.data_dir = args, data_dir
         self.rng = random.Random(args.seed)
         self.store = azurite.start(data_dir / "azurite")
-        self.hosts = [Host(i, self.store.connection_string, data_dir, args.claim_timeout, args.grace)
-                      for i in range(args.hosts)]
+        self.proxy: subprocess.Popen[bytes] | None = None
+        storage = self.store.connection_string
+        if args.faults:
+            # On Azurite's ports, which a restart keeps: the proxy outlives every restart.
+            self.proxy = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
+                                           "--rate", str(args.faults), "--delay", "0.5", "--seed", str(args.seed)],
+                                          cwd=PROJECT, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            assert self.proxy.stdout is not None
+            storage = self.proxy.stdout.readline().decode().removeprefix("CONNECTION ").strip()
+        self.hosts = [Host(i, storage, data_dir, args.claim_timeout, args.grace) for i in range(args.hosts)]
         self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
         self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
@@ -356,6 +367,9 @@ class Soak:
     def close(self) -> None:
         for host in self.hosts:
             host.stop()
+        if self.proxy is not None:
+            self.proxy.send_signal(signal.SIGTERM)  # it prints what it injected
+            self.proxy.wait(10)
         self.store.stop()
 
 
@@ -372,6 +386,8 @@ def main() -> int:
     parser.add_argument("--grace", type=float, default=5, help="the hosts' QUEUE_RECONCILE_GRACE: a short one "
                         "also repairs what is only late under load (harmless; it counts as a repair)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every task")
+    parser.add_argument("--faults", type=float, default=0.0, help="share of the hosts' storage calls that fail "
+                        "(through the fault proxy; 0: none)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the data folder (Azurite's data, host logs)")
     args = parser.parse_args()

@@ -4,49 +4,74 @@ artifacts, objects and worker information.
 
 The message bodies are hints ({taskId, ...}); the queue re-reads the task and acts only if the hint still
 matches its state, so stale and duplicated messages are harmless. An exception here makes the host retry the
-message, and after `maxDequeueCount` attempts move it to `<queue>-poison`.
+message, and after `maxDequeueCount` attempts move it to `<queue>-poison`; storage that stays busy is not such
+an exception (`later_if_busy`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import azure.functions as func
 
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
 from shared.runtime import get_queue
+from shared.storage.retry import StorageUnavailable
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
 CONNECTION = "QUEUE_STORAGE"
+BUSY_DELAY = 15  # seconds a message waits when storage stayed busy through a whole retry budget
+
+
+async def later_if_busy(queue: str, msg: func.QueueMessage, handle: Callable[[], Awaitable[None]]) -> None:
+    """Run `handle`; when storage stays busy beyond its retry budget, put the message back as a new one (a hint:
+    the copy is as good) after BUSY_DELAY and finish, so that throttling alone does not use up the message's
+    dequeue count and end it in the poison queue. If even that put fails, the host retries the message."""
+    try:
+        await handle()
+    except StorageUnavailable as exc:
+        log.warning("storage busy (%s): message put back for %d s", exc.message, BUSY_DELAY,
+                    extra=fields(event="busy-later", queue=queue, messageId=msg.id, dequeueCount=msg.dequeue_count))
+        await get_queue().stores.queues.put(queue, msg.get_body(), visible_in=BUSY_DELAY)
 
 
 @bp.function_name("claim_expiry")
 @bp.queue_trigger(arg_name="msg", queue_name=CLAIM_QUEUE, connection=CONNECTION)
 async def claim_expiry(msg: func.QueueMessage) -> None:
     check = ClaimCheck.decode(msg.get_json())
-    outcome = await get_queue().checks.check_claim(check)
-    log.debug("claim check: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
-                                                        queue=CLAIM_QUEUE, messageId=msg.id))
+
+    async def handle() -> None:
+        outcome = await get_queue().checks.check_claim(check)
+        log.debug("claim check: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
+                                                            queue=CLAIM_QUEUE, messageId=msg.id))
+    await later_if_busy(CLAIM_QUEUE, msg, handle)
 
 
 @bp.function_name("task_deadline")
 @bp.queue_trigger(arg_name="msg", queue_name=DEADLINE_QUEUE, connection=CONNECTION)
 async def task_deadline(msg: func.QueueMessage) -> None:
     body = msg.get_json()  # {bucket, continuation} (shared/domain/deadlines.py), or {taskId, deadline} queued before
-    outcome = await get_queue().checks.check_deadlines(body)
-    log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
-              extra=fields(taskId=body.get("taskId"), queue=DEADLINE_QUEUE, messageId=msg.id))
+
+    async def handle() -> None:
+        outcome = await get_queue().checks.check_deadlines(body)
+        log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
+                  extra=fields(taskId=body.get("taskId"), queue=DEADLINE_QUEUE, messageId=msg.id))
+    await later_if_busy(DEADLINE_QUEUE, msg, handle)
 
 
 @bp.function_name("task_resolved")
 @bp.queue_trigger(arg_name="msg", queue_name=RESOLVED_QUEUE, connection=CONNECTION)
 async def task_resolved(msg: func.QueueMessage) -> None:
     check = ResolvedCheck.decode(msg.get_json())
-    outcome = await get_queue().resolution.resolve_dependencies(check)
-    log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
-                                                       queue=RESOLVED_QUEUE, messageId=msg.id))
+
+    async def handle() -> None:
+        outcome = await get_queue().resolution.resolve_dependencies(check)
+        log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
+                                                           queue=RESOLVED_QUEUE, messageId=msg.id))
+    await later_if_busy(RESOLVED_QUEUE, msg, handle)
 
 
 @bp.function_name("expire_tasks")

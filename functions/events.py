@@ -18,6 +18,7 @@ from functions.checks import CONNECTION
 from shared.domain.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.logs import fields
 from shared.runtime import get_publisher, get_queue
+from shared.storage.retry import StorageUnavailable
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
@@ -43,11 +44,12 @@ async def event_dispatch(msg: func.QueueMessage) -> None:
     outcomes = await asyncio.gather(*(dispatch(r) for r in requests), return_exceptions=True)
     failed = [(r, o) for r, o in zip(requests, outcomes, strict=True) if isinstance(o, BaseException)]
     if failed:
-        if (msg.dequeue_count or 0) < REQUEUE_AFTER:
+        busy = all(isinstance(error, StorageUnavailable) for _, error in failed)
+        if (msg.dequeue_count or 0) < REQUEUE_AFTER and not busy:
             raise failed[0][1]  # the host offers it again after host.json's visibilityTimeout
         for request, error in failed:
             # Rather than let the host move it to the poison queue (its events would wait for a later change of
-            # the same stream): a new message, after a growing delay.
+            # the same stream), or use up its attempts on busy storage: a new message, after a growing delay.
             log.error("dispatch keeps failing; put back for later", exc_info=error,
                       extra=fields(taskId=request.key, queue=DISPATCH_QUEUE))
             await events.retry_later(request)

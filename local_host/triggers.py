@@ -37,9 +37,11 @@ from shared.storage.base import QueueMessage, QueueStore
 log = logging.getLogger("local_host.triggers")
 
 MIN_POLLING_INTERVAL = 0.1
-# The host hides a message it is running for 10 minutes, as the Functions host does: a message whose process
-# died reappears after this. Tests of such crashes shorten it (QUEUE_LOCAL_HOST_MESSAGE_LEASE, seconds).
-RECEIVE_VISIBILITY = int(os.environ.get("QUEUE_LOCAL_HOST_MESSAGE_LEASE", "600"))
+# The host hides a message it is running for a lease, renewed every half lease while its function runs (the
+# Functions host does the same with a 10-minute lease): a message whose process died reappears after at most a
+# lease, and so do the messages of a receive whose answer was lost (Azure hid them; nobody knows their pop
+# receipts). Tests of such crashes and of storage faults shorten it (QUEUE_LOCAL_HOST_MESSAGE_LEASE, seconds).
+RECEIVE_VISIBILITY = int(os.environ.get("QUEUE_LOCAL_HOST_MESSAGE_LEASE", "30"))
 
 
 def parse_timespan(value: str | int | float) -> float:
@@ -155,6 +157,7 @@ class QueueTriggerRunner:
                     await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 self._woken.clear()  # before the receive: a put during it still wakes the wait below
+                messages: list[QueueMessage]
                 try:
                     messages = await self.store.receive(self.queue, self.options.batch_size, RECEIVE_VISIBILITY)
                 except Exception:
@@ -185,13 +188,16 @@ class QueueTriggerRunner:
                 waiting.cancel()
         return self._woken.is_set() and not stop.is_set()
 
-    async def _process(self, message: QueueMessage) -> None:
-        if message.dequeue_count > self.options.max_dequeue_count:
-            await self._poison(message)
+    async def _process(self, received: QueueMessage) -> None:
+        if received.dequeue_count > self.options.max_dequeue_count:
+            await self._poison(received)
             return
+        lease = Lease(self.store, self.queue, received)
         try:
-            await _invoke(self.name, self.function, self.arg_name, LocalQueueMessage(message))
+            async with lease:
+                await _invoke(self.name, self.function, self.arg_name, LocalQueueMessage(received))
         except Exception:
+            message = lease.message
             self.failed += 1
             log.exception("function %s failed (attempt %d of %d)", self.name, message.dequeue_count,
                           self.options.max_dequeue_count,
@@ -202,7 +208,7 @@ class QueueTriggerRunner:
                 await self.store.release(self.queue, message, round(self.options.visibility_timeout))
             return
         self.processed += 1
-        await self.store.delete(self.queue, message)
+        await self.store.delete(self.queue, lease.message)
 
     async def _poison(self, message: QueueMessage) -> None:
         self.poisoned += 1
@@ -210,6 +216,41 @@ class QueueTriggerRunner:
                   extra=fields(queue=self.queue, messageId=message.id, dequeueCount=message.dequeue_count))
         await self.store.put(self.poison_queue, message.content)
         await self.store.delete(self.queue, message)
+
+
+class Lease:
+    """Keeps a received message hidden while its function runs: every half lease its visibility is renewed for a
+    lease (each renewal gives the message a new pop receipt: `message` is the current one). Leaving waits for a
+    renewal in flight, so the receipt the caller then deletes or releases with is the message's last."""
+
+    def __init__(self, store: QueueStore, queue: str, message: QueueMessage) -> None:
+        self.store, self.queue, self.message = store, queue, message
+        self._done = asyncio.Event()
+        self._renewing: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Lease:
+        self._renewing = asyncio.create_task(self._renew())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._renewing is not None:
+            await self._renewing
+
+    async def _renew(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._done.wait(), RECEIVE_VISIBILITY / 2)
+                return
+            try:
+                renewed = await self.store.release(self.queue, self.message, RECEIVE_VISIBILITY)
+            except Exception:
+                log.warning("renewing a message lease failed; it may run twice", exc_info=True,
+                            extra=fields(queue=self.queue, messageId=self.message.id))
+                continue
+            if renewed is None:
+                return  # gone (or renewed by a lost answer: the message comes back after the lease)
+            self.message = renewed
 
 
 class TimerTriggerRunner:

@@ -98,6 +98,17 @@ class InternalServerError(QueueError):
     """Internal server error"""
 
 
+class ServiceUnavailable(QueueError):
+    """The service is busy; retry in a few seconds"""
+
+    code, status = "ServiceUnavailable", 503
+
+    @property
+    def retry_after(self) -> int:
+        """Seconds a client should wait before retrying (the `Retry-After` header)."""
+        return int(self.details.get("retry_after", 5))
+
+
 # --- Specific errors, named for what happened. --------------------------------------------------------------
 
 class SettingsError(InternalServerError):

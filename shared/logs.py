@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 FIELDS = ("event", "taskId", "taskGroupId", "runId", "taskQueueId", "workerGroup", "workerId", "reason", "queue",
-          "messageId", "dequeueCount", "durationMs", "object")
+          "messageId", "dequeueCount", "durationMs", "object", "operation", "requestId")
 
 
 def fields(**values: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from shared.settings import Settings, get_settings
 from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs
 from shared.storage.base import BlobStore, QueueStore, TableStore
+from shared.storage.retry import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,17 @@ def get_queue() -> Queue:
     a clear error in a response and the logs rather than as a failed import)."""
     settings = get_settings()
     faults.arm(settings.faults)
-    connection, client = settings.storage_connection, settings.storage_client
-    return build_queue(settings, table_store(connection, client), queue_store(connection, client),
-                       AzureBlobs(settings.artifact_connection))
+    connection, client, policy = settings.storage_connection, settings.storage_client, retry_policy(settings)
+    return build_queue(settings, table_store(connection, client, policy), queue_store(connection, client,
+                                                                                      policy=policy),
+                       AzureBlobs(settings.artifact_connection, policy))
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    """How storage calls are retried and timed out (shared/storage/retry.py)."""
+    return RetryPolicy(budget=settings.storage_retry_budget, backoff=settings.storage_retry_backoff,
+                       max_backoff=settings.storage_retry_max_backoff, timeout=settings.storage_timeout,
+                       connect_timeout=settings.storage_connect_timeout)
 
 
 @functools.cache

@@ -62,6 +62,16 @@ class Settings(BaseSettings):
         default="rest", description="How tables and queues are called: `rest` (signed HTTP requests on one "
         "keep-alive session, `shared/storage/rest/`: several times less CPU per call) or `sdk` (the Azure "
         "SDKs, `shared/storage/azure.py`). Blobs always go through the SDK.")
+    storage_retry_budget: float = Field(
+        default=20.0, gt=0, description="Seconds a storage call may take, retries included, before it fails "
+        "(an API request then answers 503 with Retry-After; docs/architecture.md#storage-calls).")
+    storage_retry_backoff: float = Field(default=0.2, gt=0, description="Seconds before the second retry of a "
+                                         "storage call; doubled for each retry after, with jitter.")
+    storage_retry_max_backoff: float = Field(default=4.0, gt=0, description="Longest wait between two attempts "
+                                             "of a storage call.")
+    storage_timeout: float = Field(default=10.0, gt=0, description="Seconds one attempt of a storage call may "
+                                   "take, from connecting to the last byte of its answer.")
+    storage_connect_timeout: float = Field(default=3.0, gt=0, description="Seconds to connect to storage.")
     port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
     root_url: str | None = Field(
         default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>."

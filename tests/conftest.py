@@ -28,6 +28,36 @@ ROOT_ACCESS_TOKEN = secrets.token_urlsafe(33)
 TOKEN_SECRET = secrets.token_urlsafe(33)
 
 
+# QUEUE_TEST_STORAGE_FAULTS=0.05: every test host calls storage through a fault proxy (local_host/fault_proxy.py)
+# that fails that fraction of its table and queue calls, each fault kind as likely: the suite must pass anyway.
+STORAGE_FAULTS = float(os.environ.get("QUEUE_TEST_STORAGE_FAULTS") or 0)
+_FAULT_PROXIES: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+
+
+def through_fault_proxy(storage: str) -> str:
+    """The connection string hosts use: `storage` itself, or a fault proxy's in front of it (one per storage)."""
+    if not STORAGE_FAULTS or "TableEndpoint=" not in storage:
+        return storage
+    if storage not in _FAULT_PROXIES:
+        process = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
+                                    "--rate", str(STORAGE_FAULTS), "--delay", "0.3"], cwd=PROJECT,
+                                   stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert process.stdout is not None
+        line = process.stdout.readline().decode()
+        if not line.startswith("CONNECTION "):
+            stop_process(process, 5)
+            raise RuntimeError(f"the fault proxy did not start: {line!r}")
+        _FAULT_PROXIES[storage] = (process, line.split(" ", 1)[1].strip())
+    return _FAULT_PROXIES[storage][1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_fault_proxies() -> Iterator[None]:
+    yield
+    for process, _ in _FAULT_PROXIES.values():
+        stop_process(process, 5)
+
+
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azurite_mod.Azurite]:
     instance = azurite_mod.start(tmp_path_factory.mktemp("azurite"), in_memory=True)
@@ -101,10 +131,14 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
                host_json: Path | None = None, extra_args: list[str] | None = None,
                extra_env: dict[str, str] | None = None, **settings: Any) -> HostProcess:
     """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves."""
+    storage = through_fault_proxy(storage)
     port = azurite_mod.free_port()
     env = base_env(storage)
     env["QUEUE_PORT"] = str(port)
     env.update({f"QUEUE_{k.upper()}": str(v) for k, v in settings.items()})
+    if STORAGE_FAULTS:
+        # Messages that a receive with a lost answer hid come back after a lease: within the tests' waits.
+        env["QUEUE_LOCAL_HOST_MESSAGE_LEASE"] = "4"
     env.update(extra_env or {})
     log_path = log_dir / f"host-{port}.log"
     args = [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "--app", app]

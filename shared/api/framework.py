@@ -299,6 +299,8 @@ def error_body(exc: errors.QueueError, *, method: str, params: dict[str, str], p
 
 def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
     headers = {"www-authenticate": "hawk"} if exc.status == 401 else None
+    if isinstance(exc, errors.ServiceUnavailable):
+        headers = {"retry-after": str(exc.retry_after)}
     return json_response(error_body(exc, method=method, params=params, payload=payload), exc.status, headers)
 
 

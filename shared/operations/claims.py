@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -56,9 +57,11 @@ class Claims:
         self.stores = tasks.stores
 
     async def claim(self, task_id: str, run_id: int, worker_group: str, worker_id: str,
-                    hint_id: str | None = None) -> Claim | ClaimRefusal:
-        """Claim run `run_id` for a worker. The same worker claiming again with the same hint (or none, as
-        claimTask does) gets the same claim back; anyone else gets CONFLICT."""
+                    hint_id: str | None = None, token: str | None = None) -> Claim | ClaimRefusal:
+        """Claim run `run_id` for a worker, through hint `hint_id` if given. The run keeps `token` (by default the
+        hint id): the same worker claiming again with the same token (or none, as claimTask does) gets the same
+        claim back; anyone else gets CONFLICT."""
+        token = token or hint_id
         stores = self.stores
         await stores.ready()
         now = stores.now()
@@ -71,7 +74,7 @@ class Claims:
         while True:
             if read:
                 task, fresh, read = await self.tasks.get(task_id), True, False
-            outcome = claim_outcome(task, run_id, worker_group, worker_id, hint_id, now)
+            outcome = claim_outcome(task, run_id, worker_group, worker_id, hint_id, token, now)
             if outcome is not None:
                 if fresh:
                     return outcome
@@ -91,7 +94,7 @@ class Claims:
                     stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id, now))
             task.checks["claim"] = check
             run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
-            run.started, run.taken_until, run.hint_id = now, taken_until, hint_id
+            run.started, run.taken_until, run.hint_id = now, taken_until, token
             task.taken_until = taken_until
             task.emit("task-running", run_id)
             if await self.tasks.write(task):
@@ -133,7 +136,11 @@ class Claims:
             return None
         try:
             for pause in (*SETTLE_PAUSES, None):
-                result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId)
+                # The message's id in the token: the same message received again (its claimWork answer was
+                # lost before the message was deleted) gives the worker its claim again; a second copy of the
+                # hint (a put retried after a lost answer) does not.
+                result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId,
+                                          f"{hint.hintId}@{message.id}")
                 if result not in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) or pause is None:
                     break
                 await asyncio.sleep(pause)  # the hint is written just ahead of its run
@@ -173,17 +180,26 @@ class Claims:
         await stores.workers.active(task_queue_id, worker_group, worker_id)
         while True:
             claims: list[Claim] = []
+            lost = False
             for queue in pending_queues(task_queue_id):
                 wanted = count - len(claims)
                 if wanted <= 0:
                     break
+                lost = lost or stores.empty_queues.hides(queue)
                 if stores.empty_queues.skipped(queue):
                     continue
                 messages = await stores.queues.receive(queue, wanted, settings.pending_hint_visibility)
-                stores.empty_queues.received(queue, len(messages))
+                if messages.lost:  # says nothing of whether the queue is empty
+                    stores.empty_queues.lost(queue, settings.pending_hint_visibility)
+                    lost = True
+                else:
+                    stores.empty_queues.received(queue, len(messages))
                 results = await asyncio.gather(
                     *(self.try_hint(queue, m, worker_group, worker_id) for m in messages))
                 claims.extend(r for r in results if r is not None)
+            if lost and len(claims) < count:
+                claims.extend(await self.claim_from_index(task_queue_id, count - len(claims), worker_group,
+                                                          worker_id))
             if claims:
                 faults.point("claimed-before-response")
                 # Nothing after the claims may fail the request: they are saved, and a worker that never hears
@@ -194,6 +210,32 @@ class Claims:
             if remaining <= 0 or (gone is not None and await gone()):
                 return []
             await asyncio.sleep(min(settings.claim_work_poll_interval, remaining))
+
+    async def claim_from_index(self, task_queue_id: str, count: int, worker_group: str,
+                               worker_id: str) -> list[Claim]:
+        """Claim up to `count` pending runs that the task queue's index lists, oldest first, without a hint.
+
+        Used while hints that a receive with a lost answer took stay hidden (until their visibility ends,
+        QUEUE_PENDING_HINT_VISIBILITY, 5 minutes), so the runs they name do not wait that long. Their hints,
+        when they come back, find the runs claimed and are dropped. Priority is not known here: in this rare
+        case the oldest pending runs go first."""
+        rows, _ = await self.stores.workers.runs(task_queue_id, "pending", limit=min(100, 4 * count),
+                                                 continuation=None)
+        if not rows:
+            self.stores.empty_queues.none_hidden(pending_queues(task_queue_id))
+        rows.sort(key=lambda row: str(row.data.get("since") or ""))
+        claims: list[Claim] = []
+        for row in rows:
+            if len(claims) >= count:
+                break
+            result = await self.claim(row.row_key, int(row.data["runId"]), worker_group, worker_id,
+                                      token=f"index@{uuid.uuid4().hex}")  # never the same claim again
+            if isinstance(result, Claim):
+                claims.append(result)
+        if claims:
+            log.info("claimed %d pending runs from the index after a lost receive", len(claims),
+                     extra=fields(event="claimed-from-index", taskQueueId=task_queue_id))
+        return claims
 
     async def reclaim_task(self, task_id: str, run_id: int) -> Claim:
         stores = self.stores
@@ -241,7 +283,7 @@ class Claims:
 
 
 def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: str, hint_id: str | None,
-                  now: dt.datetime) -> Claim | ClaimRefusal | None:
+                  token: str | None, now: dt.datetime) -> Claim | ClaimRefusal | None:
     """What a claim of `task` as read comes to without writing: a refusal, the worker's own claim again, or None
     (the run is pending: claim it)."""
     if task is None:
@@ -252,7 +294,7 @@ def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: 
     if deadline_passed(task, now):
         return ClaimRefusal.DEADLINE_PASSED
     if (run.state == "running" and run.worker_group == worker_group and run.worker_id == worker_id
-            and (hint_id is None or run.hint_id == hint_id)):
+            and (token is None or run.hint_id == token)):
         return Claim(task, run_id)
     if run_id != task.last_run_id or run.state != "pending":
         return ClaimRefusal.CONFLICT

@@ -94,7 +94,8 @@ class Polling:
         await stores.ready()
         names = pending_queues(task_queue_id)
         await stores.ensure_pending_queues(task_queue_id)  # polling a queue that does not exist answers 404
-        expires = stores.now() + dt.timedelta(seconds=stores.settings.poll_url_ttl)
+        # To the second: a SAS's expiry is written in whole seconds, and the answer must not promise more.
+        expires = (stores.now() + dt.timedelta(seconds=stores.settings.poll_url_ttl)).replace(microsecond=0)
         urls = []
         for name in names:
             base, sas = stores.queues.process_url(name, expires).split("?", 1)

@@ -42,6 +42,25 @@ class EmptyPendingQueues:
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._until: dict[str, float] = {}
+        self._hidden: dict[str, float] = {}  # queue -> until when hints a lost receive took stay hidden
+
+    def lost(self, queue: str, hidden_for: float) -> None:
+        """A receive from `queue` lost its answer: the hints it took are hidden for `hidden_for` s, and claimWork
+        looks for their runs in the task queue's index meanwhile."""
+        self._hidden[queue] = time.monotonic() + hidden_for
+        self._until.pop(queue, None)
+
+    def hides(self, queue: str) -> bool:
+        until = self._hidden.get(queue)
+        if until is not None and until <= time.monotonic():
+            del self._hidden[queue]
+            return False
+        return until is not None
+
+    def none_hidden(self, queues: list[str]) -> None:
+        """The index has no pending run left for these queues: nothing they hide is still wanted."""
+        for queue in queues:
+            self._hidden.pop(queue, None)
 
     def skipped(self, queue: str) -> bool:
         return self._until.get(queue, 0.0) > time.monotonic()

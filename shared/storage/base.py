@@ -10,7 +10,7 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -186,6 +186,19 @@ class QueueMessage:
         return json.loads(self.content)
 
 
+class Received(list[QueueMessage]):
+    """The messages one receive returned. `lost`: an attempt before the one that answered may have received
+    messages whose answer never came (a dropped connection, a timeout); Azure then keeps those hidden until
+    their visibility timeout ends, and nobody can get them back sooner. Callers that cannot wait that long look
+    for the work by other means (claimWork reads the task queue's index)."""
+
+    lost: bool = False
+
+    def __init__(self, messages: Iterable[QueueMessage] = (), *, lost: bool = False) -> None:
+        super().__init__(messages)
+        self.lost = lost
+
+
 # Told of each message this process puts that is visible at once (the queue's name). The local host listens, so that
 # a queue trigger of the same process polls at once instead of after its back-off (up to maxPollingInterval); on
 # Azure nothing listens and the Functions host polls on its own schedule.
@@ -205,9 +218,9 @@ class QueueStore(Protocol):
         """Add a message (creating the queue when missing), invisible for `visible_in` seconds; the message as
         stored, whose id and pop receipt delete it until someone receives it."""
 
-    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
         """Up to `max_messages` (≤ 32) visible messages, hidden for `visibility_timeout` s (Azure: ≥ 1);
-        [] if there is no such queue."""
+        none if there is no such queue."""
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
         """Delete a received message; a message already gone is not an error."""

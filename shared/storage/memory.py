@@ -21,6 +21,7 @@ from shared.storage.base import (
     Op,
     Page,
     QueueMessage,
+    Received,
     ServedAs,
     announce_put,
     decode_continuation,
@@ -172,9 +173,9 @@ class MemoryQueues:
         announce_put(queue, visible_in)
         return QueueMessage(stored.id, stored.pop_receipt, content, 0, now, expires, stored.visible_at)
 
-    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
         now = dt.datetime.now(dt.UTC)
-        out: list[QueueMessage] = []
+        out = Received()
         async with self._lock:
             stored = self._queues.get(queue, [])
             stored[:] = [m for m in stored if m.expires is None or m.expires > now]

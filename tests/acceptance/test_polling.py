@@ -13,10 +13,11 @@ import httpx
 import pytest
 
 from shared.domain.messages import PendingHint
-from tests.conftest import expect_error, slugid, task_definition, task_queue_id
+from tests.conftest import STORAGE_FAULTS, expect_error, slugid, task_definition, task_queue_id
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
-POLL_URL_TTL = 3
+# Under injected storage faults (QUEUE_TEST_STORAGE_FAULTS) a call may take seconds of retries: longer URLs.
+POLL_URL_TTL = 10 if STORAGE_FAULTS else 3
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,
     ROOT_CLIENT_ID,
+    STORAGE_FAULTS,
     slugid,
     stop_process,
     task_definition,
@@ -30,7 +31,10 @@ PY = sys.executable
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(claim_timeout=3, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
+    # The worker reclaims with a third of its claim left: under injected storage faults (QUEUE_TEST_STORAGE_FAULTS)
+    # a reclaim can take more than the 1 s a 3 s claim leaves it.
+    return host_factory(claim_timeout=6 if STORAGE_FAULTS else 3, worker_info_interval=0, claim_work_wait=1,
+                        claim_work_poll_interval=0.2)
 
 
 class WorkerProcess:

@@ -71,5 +71,6 @@ def test_no_span_is_made_without_a_tracer_provider():
     http = rest.Http(traced=True)
     http._session = _Session()  # type: ignore[assignment]
     http.tracer = _Tracer()  # type: ignore[assignment]
-    assert asyncio.run(http.send("GET", "http://127.0.0.1:1/x", name="x", data=None, headers={}))[2] == b"ok"
+    assert asyncio.run(http.send("GET", "http://127.0.0.1:1/x", name="x", data=None, headers={},
+                                 operation="table.get")).body == b"ok"
     assert http.tracer.spans == []  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Dead
 from shared.operations.claims import Claim, ClaimRefusal
 from shared.runtime import build_queue
 from shared.settings import load_settings
+from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work
 from tests.conftest import slugid, task_definition
@@ -259,3 +260,67 @@ def test_claim_work_answers_with_its_claims_even_when_recording_the_worker_fails
     [claim] = run(claim_work(service, definition["taskQueueId"], "wg", "w", 1))
     assert claim["status"]["taskId"] == task_id and len(calls) == 2
     assert run(service.queries.task(task_id)).status()["state"] == "running"
+
+
+class LosingReceives(MemoryQueues):
+    """A queue store whose next `losing` receives that find messages take them and lose the answer (as a dropped
+    connection does after Azure applied the receive): the messages stay hidden, the caller gets none."""
+
+    losing = 1
+
+    async def receive(self, queue, max_messages, visibility_timeout):
+        taken = await super().receive(queue, max_messages, visibility_timeout)
+        if self.losing and taken:
+            self.losing -= 1
+            return Received(lost=True)
+        return taken
+
+
+def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
+                             hint_grace=60, claim_work_wait=0, pending_hint_visibility=2)
+    queues = LosingReceives()
+    service = build_queue(settings, MemoryTables(), queues, clock=clock)
+    older, definition = create(service, priority="lowest")
+    tq = definition["taskQueueId"]
+    clock.advance(1)
+    newer, _ = create(service, taskQueueId=tq, priority="high")
+    # The receive from the high queue takes `newer`'s hint and loses it; the index gives the oldest run instead.
+    [first] = run(claim_work(service, tq, "g", "w", 1))
+    assert first["status"]["taskId"] == older
+    assert first["status"]["runs"][0]["state"] == "running"
+    # `newer`'s hint is still hidden, and `older`'s is stale now: the index is looked at again while it hides.
+    [second] = run(claim_work(service, tq, "g", "w", 1))
+    assert second["status"]["taskId"] == newer
+    time.sleep(2.1)  # the hidden hint comes back
+    assert run(claim_work(service, tq, "g", "w2", 2)) == []  # its run is claimed: dropped, nothing doubled
+    assert run(service.stores.queues.approximate_count(pending_queue(tq, "high"))) == 0
+
+
+def test_a_duplicated_hint_does_not_give_the_same_worker_its_claim_twice(service):
+    # A put retried after a lost answer leaves two copies of a hint (Azure Queue has no idempotency key).
+    task_id, definition = create(service)
+    tq = definition["taskQueueId"]
+    queue = pending_queue(tq, "lowest")
+    [hint] = run(service.stores.queues.receive(queue, 32, 1))
+    run(service.stores.queues.put(queue, hint.content))
+    time.sleep(1.1)  # the original is visible again
+    [claim] = run(claim_work(service, tq, "g", "w", 1))
+    assert claim["status"]["taskId"] == task_id
+    assert run(claim_work(service, tq, "g", "w", 1)) == []  # the copy is dropped, not answered again
+    assert run(service.stores.queues.approximate_count(queue)) == 0
+
+
+def test_the_same_hint_received_again_gives_the_worker_its_claim_again(service):
+    # The claimWork answer was lost before the hint was deleted: the same message comes back to the same worker,
+    # which gets its claim again; a copy of the hint (another message) does not.
+    task_id, definition = create(service)
+    queue = pending_queue(definition["taskQueueId"], "lowest")
+    [message] = run(service.stores.queues.receive(queue, 32, 1))
+    hint = PendingHint.decode(message.json())
+    first = run(service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@{message.id}"))
+    again = run(service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@{message.id}"))
+    assert isinstance(first, Claim) and isinstance(again, Claim)
+    assert again.run.taken_until == first.run.taken_until
+    copy = run(service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@another-message"))
+    assert copy is ClaimRefusal.CONFLICT

@@ -17,11 +17,12 @@ from azure.storage.blob import (
     UserDelegationKey,
     generate_blob_sas,
 )
-from azure.storage.blob.aio import BlobServiceClient
+from azure.storage.blob.aio import BlobServiceClient, ExponentialRetry  # the async client's own
 
 from shared.connections import StorageConnection
 from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, Signer, as_connection
 from shared.storage.base import BlobInfo, ServedAs
+from shared.storage.retry import RetryPolicy
 
 
 class AzureBlobs:
@@ -31,9 +32,14 @@ class AzureBlobs:
     DELEGATION_KEY_LIFETIME = dt.timedelta(days=6)
     DELEGATION_KEY_RENEW = dt.timedelta(days=1)
 
-    def __init__(self, connection: str | StorageConnection) -> None:
+    def __init__(self, connection: str | StorageConnection, policy: RetryPolicy | None = None) -> None:
         connection = as_connection(connection)
-        self._clients = Clients(connection, "blob", BlobServiceClient, "get_container_client")
+        policy = policy or RetryPolicy()
+        # Blob calls keep the SDK's storage retry policy (every one of them is safe to repeat: overwriting
+        # writes, snapshots, commits of the same block), with delays that fit the same budget as the others.
+        self._clients = Clients(connection, "blob", BlobServiceClient, "get_container_client", policy,
+                                retry_policy=ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=4,
+                                                              random_jitter_range=1))
         from azure.storage.blob import BlobServiceClient as SyncBlobServiceClient
         self._signer = Signer(connection, "blob", SyncBlobServiceClient)
         self._by_identity = connection.uses_identity

@@ -3,8 +3,8 @@ out (pollTaskUrls)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -12,8 +12,18 @@ from azure.storage.queue import QueueSasPermissions, generate_queue_sas
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from shared.connections import StorageConnection
-from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, Signer, SigningKeyMissing, as_connection
-from shared.storage.base import QueueMessage, announce_put, decode_message, encode_message
+from shared.storage.azure.common import (
+    SAS_CLOCK_SKEW,
+    Clients,
+    Refused,
+    Signer,
+    SigningKeyMissing,
+    as_connection,
+    retried,
+    with_keywords,
+)
+from shared.storage.base import QueueMessage, Received, announce_put, decode_message, encode_message
+from shared.storage.retry import RetryPolicy
 
 # Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
 MAX_VISIBILITY = 7 * 24 * 3600
@@ -46,11 +56,15 @@ def queue_process_url(account: str, key: str | None, endpoint: str, queue: str, 
 
 
 class AzureQueues:
-    def __init__(self, connection: str | StorageConnection, *, traced: bool = True) -> None:
+    def __init__(self, connection: str | StorageConnection, *, traced: bool = True,
+                 policy: RetryPolicy | None = None) -> None:
         connection = as_connection(connection)
+        self._policy = policy or RetryPolicy()
         # azure-core traces every call when telemetry is on; `traced=False` leaves this store's calls out.
         self._options: dict[str, Any] = {} if traced else {"tracing_options": {"enabled": False}}
-        self._clients = Clients(connection, "queue", QueueServiceClient, "get_queue_client")
+        # The SDK's own retries are off: each call is retried here (shared/storage/retry.py).
+        self._clients = Clients(connection, "queue", QueueServiceClient, "get_queue_client", self._policy,
+                                retry_total=0)
         from azure.storage.queue import QueueServiceClient as SyncQueueServiceClient
         self._signer = Signer(connection, "queue", SyncQueueServiceClient)
 
@@ -58,10 +72,18 @@ class AzureQueues:
         client: QueueClient = self._clients.get(queue)
         return client
 
+    async def _call(self, operation: str, call: Callable[[dict[str, Any]], Awaitable[Any]],
+                    **options: Any) -> Any:
+        def with_options(request: dict[str, Any]) -> Awaitable[Any]:
+            return call({**request, **self._options})
+        value, _ = await retried(self._policy, operation, "client_request_id", with_options, **options)
+        return value
+
     async def ensure_queues(self, names: list[str]) -> None:
         for name in names:
-            with contextlib.suppress(ResourceExistsError):
-                await self._client(name).create_queue(**self._options)
+            # The SDK raises ResourceExistsError for an existing queue even when storage answered 204.
+            await self._call("queue.create", with_keywords(self._client(name).create_queue),
+                             refusal=lambda exc: isinstance(exc, ResourceExistsError))
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
         client = self._client(queue)
@@ -70,53 +92,51 @@ class AzureQueues:
                                   "time_to_live": ttl if ttl is not None else -1}
         if ttl is not None and ttl <= visible_in:
             kwargs["time_to_live"] = visible_in + 60
-        try:
-            sent = await client.send_message(encode_message(content), **kwargs, **self._options)
-        except ResourceNotFoundError:
+        # A put whose answer was lost and that is then retried leaves two messages: hints, handled idempotently.
+        sent = await self._call("queue.put", lambda o: client.send_message(encode_message(content), **kwargs, **o))
+        if isinstance(sent, Refused):
             # Queues are created on first use (pending queues exist per task queue and priority).
             await self.ensure_queues([queue])
-            sent = await client.send_message(encode_message(content), **kwargs, **self._options)
+            sent = await self._call("queue.put", lambda o: client.send_message(encode_message(content), **kwargs,
+                                                                               **o), refusals=())
         announce_put(queue, visible_in)
         return QueueMessage(sent.id, sent.pop_receipt or "", content, 0, sent.inserted_on or dt.datetime.now(dt.UTC),
                             sent.expires_on, sent.next_visible_on)
 
-    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
         count = max(1, min(max_messages, 32))
-        try:
+
+        async def first_page(options: dict[str, Any]) -> list[QueueMessage]:
             # messages_per_page: otherwise the SDK makes one request per message.
             pages = self._client(queue).receive_messages(
                 messages_per_page=count, max_messages=count,
-                visibility_timeout=max(1, visibility_timeout), **self._options).by_page()  # Azure's minimum: 1 s
+                visibility_timeout=max(1, visibility_timeout), **options).by_page()  # Azure's minimum: 1 s
             async for page in pages:
                 return [_message(raw) async for raw in page]
-        except ResourceNotFoundError:
             return []
-        return []
+
+        def with_options(request: dict[str, Any]) -> Awaitable[Any]:
+            return first_page({**request, **self._options})
+        received, lost = await retried(self._policy, "queue.receive", "client_request_id", with_options)
+        return Received(() if isinstance(received, Refused) else received, lost=lost)
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
-        try:
-            await self._client(queue).delete_message(message.id, message.pop_receipt, **self._options)
-        except HttpResponseError as exc:
-            if not _message_gone(exc):
-                raise
+        # Gone (deleted already, or after a lost answer by our first attempt) is as good as deleted.
+        await self._call("queue.delete", lambda o: self._client(queue).delete_message(
+            message.id, message.pop_receipt, **o), refusal=_message_gone)
 
     async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
-        try:
-            raw = await self._client(queue).update_message(
-                message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in), **self._options)
-        except HttpResponseError as exc:
-            if _message_gone(exc):
-                return None
-            raise
+        raw = await self._call("queue.update", lambda o: self._client(queue).update_message(
+            message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in), **o),
+            refusal=_message_gone)
+        if isinstance(raw, Refused):
+            return None
         return QueueMessage(message.id, raw.pop_receipt or message.pop_receipt, message.content, message.dequeue_count,
                             message.inserted, message.expires, raw.next_visible_on)
 
     async def approximate_count(self, queue: str) -> int:
-        try:
-            props = await self._client(queue).get_queue_properties()
-        except ResourceNotFoundError:
-            return 0
-        return int(props.approximate_message_count or 0)
+        props = await self._call("queue.count", lambda o: self._client(queue).get_queue_properties(**o))
+        return 0 if isinstance(props, Refused) else int(props.approximate_message_count or 0)
 
     def process_url(self, queue: str, expires: dt.datetime) -> str:
         return queue_process_url(self._signer.account, self._signer.key, self._signer.endpoint, queue, expires)

@@ -3,17 +3,19 @@ implementation the lean REST store (shared/storage/rest/) is checked against."""
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from azure.core import MatchConditions
-from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError
 from azure.data.tables import TableTransactionError, UpdateMode
 from azure.data.tables.aio import TableClient, TableServiceClient
 
 from shared.connections import StorageConnection
-from shared.storage.azure.common import Clients, as_connection
+from shared.storage.azure.common import Clients, Refused, as_connection, retried, with_keywords
 from shared.storage.base import Entity, Op, Page, decode_continuation, encode_continuation, transaction_is_empty
+from shared.storage.lost_responses import transaction_applied, written_by_us
+from shared.storage.retry import RetryPolicy
 
 _KEYS = ("PartitionKey", "RowKey")
 
@@ -32,63 +34,67 @@ def _etag_of(response: Any) -> str | None:
 
 
 class AzureTables:
-    def __init__(self, connection: str | StorageConnection) -> None:
-        self._clients = Clients(as_connection(connection), "table", TableServiceClient, "get_table_client")
+    def __init__(self, connection: str | StorageConnection, policy: RetryPolicy | None = None) -> None:
+        self._policy = policy or RetryPolicy()
+        # The SDK's own retries are off: each call is retried here (shared/storage/retry.py).
+        self._clients = Clients(as_connection(connection), "table", TableServiceClient, "get_table_client",
+                                self._policy, retry_total=0)
 
     def _client(self, table: str) -> TableClient:
         client: TableClient = self._clients.get(table)
         return client
 
+    async def _call(self, operation: str, call: Callable[[dict[str, Any]], Awaitable[Any]],
+                    **options: Any) -> tuple[Any, bool]:
+        return await retried(self._policy, operation, "request_id", call, **options)
+
     async def ensure_tables(self, names: list[str]) -> None:
         for name in names:
-            with contextlib.suppress(ResourceExistsError):
-                await self._client(name).create_table()
+            await self._call("table.create", with_keywords(self._client(name).create_table))
 
     async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
-        try:
-            return _entity(await self._client(table).get_entity(partition_key, row_key))
-        except ResourceNotFoundError:
-            return None
+        found, _ = await self._call("table.get", lambda o: self._client(table).get_entity(partition_key, row_key,
+                                                                                           **o))
+        return None if isinstance(found, Refused) else _entity(found)
+
+    async def _written(self, table: str, entity: Entity, response: Any, ambiguous: bool) -> Entity | None:
+        if isinstance(response, Refused):
+            # After a lost answer, the refusal may be of our own first attempt (shared/storage/lost_responses.py).
+            return await written_by_us(self.get, table, entity) if ambiguous else None
+        return entity.with_etag(_etag_of(response))
 
     async def insert(self, table: str, entity: Entity) -> Entity | None:
-        try:
-            response = await self._client(table).create_entity(_row(entity))
-        except ResourceExistsError:
-            return None
-        return entity.with_etag(_etag_of(response))
+        response, ambiguous = await self._call("table.insert",
+                                               lambda o: self._client(table).create_entity(_row(entity), **o))
+        return await self._written(table, entity, response, ambiguous)
 
     async def replace(self, table: str, entity: Entity) -> Entity | None:
-        try:
-            if entity.etag is None:
-                response = await self._client(table).update_entity(_row(entity), mode=UpdateMode.REPLACE)
-            else:
-                response = await self._client(table).update_entity(
-                    _row(entity), mode=UpdateMode.REPLACE, etag=entity.etag,
-                    match_condition=MatchConditions.IfNotModified)
-        except (ResourceModifiedError, ResourceNotFoundError):
-            return None
-        return entity.with_etag(_etag_of(response))
+        condition: dict[str, Any] = ({"etag": entity.etag, "match_condition": MatchConditions.IfNotModified}
+                                     if entity.etag is not None else {})
+        response, ambiguous = await self._call("table.replace", lambda o: self._client(table).update_entity(
+            _row(entity), mode=UpdateMode.REPLACE, **condition, **o))
+        return await self._written(table, entity, response, ambiguous)
 
     async def upsert(self, table: str, entity: Entity) -> Entity:
-        response = await self._client(table).upsert_entity(_row(entity), mode=UpdateMode.REPLACE)
+        response, _ = await self._call("table.upsert", lambda o: self._client(table).upsert_entity(
+            _row(entity), mode=UpdateMode.REPLACE, **o), refusals=())
         return entity.with_etag(_etag_of(response))
 
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
         client = self._client(table)
-        try:
-            if etag == "*":  # unconditional, and no answer needed: the SDK ignores a missing entity
-                await client.delete_entity(partition_key, row_key)
-                return True
-            if etag is None:
-                # delete_entity ignores a missing entity; read first so the caller learns whether it existed.
-                if await self.get(table, partition_key, row_key) is None:
-                    return False
-                await client.delete_entity(partition_key, row_key)
-            else:
-                await client.delete_entity(partition_key, row_key, etag=etag,
-                                           match_condition=MatchConditions.IfNotModified)
-        except (ResourceModifiedError, ResourceNotFoundError):
-            return False
+        if etag == "*":  # unconditional, and no answer needed: the SDK ignores a missing entity
+            await self._call("table.delete", lambda o: client.delete_entity(partition_key, row_key, **o))
+            return True
+        if etag is None:
+            # delete_entity ignores a missing entity; read first so the caller learns whether it existed.
+            if await self.get(table, partition_key, row_key) is None:
+                return False
+            await self._call("table.delete", lambda o: client.delete_entity(partition_key, row_key, **o))
+            return True
+        answer, ambiguous = await self._call("table.delete", lambda o: client.delete_entity(
+            partition_key, row_key, etag=etag, match_condition=MatchConditions.IfNotModified, **o))
+        if isinstance(answer, Refused):
+            return answer.status == 404 and ambiguous  # gone after a lost answer: our first attempt deleted it
         return True
 
     async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
@@ -97,15 +103,22 @@ class AzureTables:
         if continuation:
             next_pk, next_rk = decode_continuation(continuation)
             token = {"PartitionKey": next_pk, "RowKey": next_rk}
-        pages = self._client(table).query_entities(
-            filter, parameters=parameters, results_per_page=limit or 1000).by_page(continuation_token=token)
-        entities: list[Entity] = []
-        async for page in pages:
-            entities.extend([_entity(raw) async for raw in page])
-            break
-        next_token = pages.continuation_token  # type: ignore[attr-defined]
-        encoded = encode_continuation(next_token["PartitionKey"], next_token.get("RowKey")) if next_token else None
-        return Page(entities, encoded)
+
+        async def first_page(options: dict[str, Any]) -> Page:
+            pages = self._client(table).query_entities(
+                filter, parameters=parameters, results_per_page=limit or 1000, **options).by_page(
+                continuation_token=token)
+            entities: list[Entity] = []
+            async for page in pages:
+                entities.extend([_entity(raw) async for raw in page])
+                break
+            next_token = pages.continuation_token  # type: ignore[attr-defined]
+            encoded = (encode_continuation(next_token["PartitionKey"], next_token.get("RowKey"))
+                       if next_token else None)
+            return Page(entities, encoded)
+
+        page, _ = await self._call("table.query", first_page, refusals=())
+        return page  # type: ignore[no-any-return]
 
     async def transact(self, table: str, ops: list[Op]) -> bool:
         return await self.commit(table, ops) is not None
@@ -130,17 +143,18 @@ class AzureTables:
                 operations.append(("delete", row, condition))
             else:
                 raise ValueError(f"unknown operation {op.kind}")
-        try:
-            results = await self._client(table).submit_transaction(operations)
-        except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
-            return None
-        except TableTransactionError as exc:
-            # A condition that failed (exists, changed, absent) is an answer; anything else is an error.
-            if getattr(exc, "status_code", None) in (404, 409, 412) or getattr(exc, "error_code", None) in (
-                    "EntityAlreadyExists", "UpdateConditionNotSatisfied", "ResourceNotFound"):
-                return None
-            raise
+        results, ambiguous = await self._call(
+            "table.batch", lambda o: self._client(table).submit_transaction(operations, **o),
+            refusal=_condition_failed)
+        if isinstance(results, Refused):
+            return await transaction_applied(self.get, table, ops) if ambiguous else None
         return [None if op.kind == "delete" else result.get("etag") for op, result in zip(ops, results, strict=True)]
 
     async def close(self) -> None:
         await self._clients.close()
+
+
+def _condition_failed(exc: HttpResponseError) -> bool:
+    """A transaction whose condition failed (exists, changed, absent): an answer; anything else is an error."""
+    return isinstance(exc, TableTransactionError) and getattr(exc, "error_code", None) in (
+        "EntityAlreadyExists", "UpdateConditionNotSatisfied", "ResourceNotFound")

@@ -1,6 +1,7 @@
 """The lean storage client's HTTP: the account's endpoint and credentials (Shared Key signing, or a managed
-identity's bearer token), one keep-alive aiohttp session per store with a span per request, and the dates requests
-and responses carry. Used by the table and queue stores of this package."""
+identity's bearer token), one keep-alive aiohttp session per store with a span per request, retries with backoff
+and timeouts (shared/storage/retry.py), and the dates requests and responses carry. Used by the table and queue
+stores of this package."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import hashlib
 import hmac
 import time
 import urllib.parse
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 from multidict import CIMultiDict
@@ -21,6 +22,15 @@ from opentelemetry import trace
 from yarl import URL
 
 from shared.connections import STORAGE_SCOPE, Service, StorageConnection, async_credential
+from shared.storage.retry import (
+    USER_AGENT,
+    RetryPolicy,
+    Verdict,
+    error_verdict,
+    status_verdict,
+    with_retries,
+    without_silent_resend,
+)
 
 CONDITION_FAILED = (404, 409, 412)  # absent, exists, changed: answers, not errors
 
@@ -91,27 +101,57 @@ class Account:
 KEEPALIVE_SECONDS = 4.0
 
 
+class Answer(NamedTuple):
+    status: int
+    headers: CIMultiDict[str]
+    body: bytes
+    ambiguous: bool = False  # an attempt before this answer may have been applied (its answer was lost)
+
+
+def _judge(answer: Answer | None, failure: BaseException | None) -> Verdict:
+    if failure is None:
+        assert answer is not None
+        return status_verdict(answer.status, answer.headers.get("x-ms-error-code"), answer.headers.get("Retry-After"))
+    if isinstance(failure, aiohttp.ClientConnectorError):
+        return error_verdict(failure, sent=False)  # no connection: the request never left
+    if isinstance(failure, aiohttp.ClientError | asyncio.TimeoutError | OSError):
+        return error_verdict(failure)
+    return Verdict(retry=False)
+
+
 class Http:
     """One aiohttp session per store, made inside the running event loop on first use; a client span per request
-    (a dependency in Application Insights) when `traced` and telemetry is configured (a no-op otherwise)."""
+    (a dependency in Application Insights) when `traced` and telemetry is configured (a no-op otherwise). Every
+    call is retried by `policy`, each attempt within its timeouts, with the same `x-ms-client-request-id`."""
 
-    def __init__(self, traced: bool = True) -> None:
+    def __init__(self, traced: bool = True, policy: RetryPolicy | None = None) -> None:
         self._session: aiohttp.ClientSession | None = None
         self.tracer = trace.get_tracer("queue.storage") if traced else None
+        self.policy = policy or RetryPolicy()
+        self._timeout = aiohttp.ClientTimeout(total=self.policy.timeout, sock_connect=self.policy.connect_timeout)
 
     async def send(self, method: str, url: str, *, name: str, data: bytes | str | None,
-                   headers: dict[str, str]) -> tuple[int, CIMultiDict[str], bytes]:
+                   headers: dict[str, str], operation: str, request_id: str | None = None) -> Answer:
+        """`headers` carry `x-ms-client-request-id` when they are signed with it (`request_id`, then)."""
         target = URL(url, encoded=True)
-        # Without a configured tracer provider a span is a no-op that still costs ~5 % of a request's CPU.
-        if self.tracer is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-            async with self.session.request(method, target, data=data, headers=headers) as response:
-                return response.status, CIMultiDict(response.headers), await response.read()
-        with self.tracer.start_as_current_span(f"{method} {name}", kind=trace.SpanKind.CLIENT, attributes={
-                "http.method": method, "http.url": url.split("?", 1)[0], "net.peer.name": target.host or "",
-                "net.peer.port": target.port or 0}) as span:
-            async with self.session.request(method, target, data=data, headers=headers) as response:
-                span.set_attribute("http.status_code", response.status)
-                return response.status, CIMultiDict(response.headers), await response.read()
+
+        async def attempt(request_id: str) -> Answer:
+            sent = {**headers, "x-ms-client-request-id": request_id, "User-Agent": USER_AGENT}
+            # Without a configured tracer provider a span is a no-op that still costs ~5 % of a request's CPU.
+            if self.tracer is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+                async with self.session.request(method, target, data=data, headers=sent,
+                                                timeout=self._timeout) as response:
+                    return Answer(response.status, CIMultiDict(response.headers), await response.read())
+            with self.tracer.start_as_current_span(f"{method} {name}", kind=trace.SpanKind.CLIENT, attributes={
+                    "http.method": method, "http.url": url.split("?", 1)[0], "net.peer.name": target.host or "",
+                    "net.peer.port": target.port or 0}) as span:
+                async with self.session.request(method, target, data=data, headers=sent,
+                                                timeout=self._timeout) as response:
+                    span.set_attribute("http.status_code", response.status)
+                    return Answer(response.status, CIMultiDict(response.headers), await response.read())
+
+        done = await with_retries(self.policy, operation, attempt, _judge, request_id)
+        return done.value._replace(ambiguous=done.ambiguous) if done.ambiguous else done.value
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -120,8 +160,8 @@ class Http:
             # are dropped after 4 s, before Azurite's server closes them (5 s): a request sent on a connection
             # the server is closing fails with "connection reset" (seen under the benchmark).
             connector = aiohttp.TCPConnector(limit=200, keepalive_timeout=KEEPALIVE_SECONDS)
-            self._session = aiohttp.ClientSession(trust_env=False, connector=connector,
-                                                  skip_auto_headers=("User-Agent", "Content-Type"))
+            self._session = without_silent_resend(aiohttp.ClientSession(
+                trust_env=False, connector=connector, skip_auto_headers=("User-Agent", "Content-Type")))
         return self._session
 
     async def close(self) -> None:

@@ -13,30 +13,33 @@ from multidict import CIMultiDict
 
 from shared.connections import StorageConnection
 from shared.storage.azure import queue_process_url
-from shared.storage.base import QueueMessage, announce_put, decode_message, encode_message
-from shared.storage.rest.http import Account, Http, StorageError, http_date, rfc1123
+from shared.storage.base import QueueMessage, Received, announce_put, decode_message, encode_message
+from shared.storage.rest.http import Account, Answer, Http, StorageError, http_date, rfc1123
+from shared.storage.retry import RetryPolicy, new_request_id
 
 QUEUE_VERSION = "2021-12-02"
 MAX_VISIBILITY = 7 * 24 * 3600
 
 
 class RestQueues:
-    def __init__(self, connection: str | StorageConnection, *, traced: bool = True) -> None:
+    def __init__(self, connection: str | StorageConnection, *, traced: bool = True,
+                 policy: RetryPolicy | None = None) -> None:
         connection = StorageConnection(connection_string=connection) if isinstance(connection, str) else connection
         self._account = Account(connection, "queue")
-        self._http = Http(traced)
+        self._http = Http(traced, policy)
         self._connection = connection
 
-    async def _request(self, method: str, path: str, query: dict[str, str] | None = None, *,
-                       body: bytes = b"") -> tuple[int, CIMultiDict[str], bytes]:
+    async def _request(self, method: str, path: str, operation: str, query: dict[str, str] | None = None, *,
+                       body: bytes = b"") -> Answer:
         account = self._account
         full_path = f"{account.base_path}/{path}"
-        date = http_date()
-        headers = {"x-ms-date": date, "x-ms-version": QUEUE_VERSION}
+        date, request_id = http_date(), new_request_id()
+        headers = {"x-ms-client-request-id": request_id, "x-ms-date": date, "x-ms-version": QUEUE_VERSION}
         if body:
             headers["Content-Type"] = "application/xml"
-        if account.key is not None:
-            canonical_headers = f"x-ms-date:{date}\nx-ms-version:{QUEUE_VERSION}\n"
+        if account.key is not None:  # Shared Key signs every x-ms- header, the request id too
+            canonical_headers = (f"x-ms-client-request-id:{request_id}\nx-ms-date:{date}\n"
+                                 f"x-ms-version:{QUEUE_VERSION}\n")
             resource = f"/{account.account}{full_path}" + "".join(
                 f"\n{name.lower()}:{value}" for name, value in sorted((query or {}).items()))
             to_sign = "\n".join([method, "", "", str(len(body)) if body else "", "",
@@ -46,11 +49,11 @@ class RestQueues:
         else:
             headers["Authorization"] = await account.bearer()
         return await self._http.send(method, account.url(full_path, query), name=path.split("/", 1)[0],
-                                     data=body or None, headers=headers)
+                                     data=body or None, headers=headers, operation=operation, request_id=request_id)
 
     async def ensure_queues(self, names: list[str]) -> None:
         for name in names:
-            status, headers, payload = await self._request("PUT", name)
+            status, headers, payload, _ = await self._request("PUT", name, "queue.create")
             if status not in (201, 204, 409):
                 raise StorageError("PUT", name, status, headers.get("x-ms-error-code"), payload.decode())
 
@@ -64,11 +67,14 @@ class RestQueues:
             query["visibilitytimeout"] = str(visible_in)
         body = (f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
                 f"{escape(encode_message(content))}</MessageText></QueueMessage>").encode()
-        status, headers, payload = await self._request("POST", f"{queue}/messages", query, body=body)
+        # A put whose answer was lost and that is then retried leaves two messages: hints, handled idempotently.
+        status, headers, payload, _ = await self._request("POST", f"{queue}/messages", "queue.put", query,
+                                                          body=body)
         if status == 404:
             # Queues are created on first use (pending queues exist per task queue and priority).
             await self.ensure_queues([queue])
-            status, headers, payload = await self._request("POST", f"{queue}/messages", query, body=body)
+            status, headers, payload, _ = await self._request("POST", f"{queue}/messages", "queue.put", query,
+                                                              body=body)
         if status != 201:
             raise StorageError("POST", f"{queue}/messages", status, headers.get("x-ms-error-code"),
                                payload.decode())
@@ -76,15 +82,15 @@ class RestQueues:
         announce_put(queue, visible_in)
         return sent
 
-    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> list[QueueMessage]:
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
         query = {"numofmessages": str(max(1, min(max_messages, 32))),
                  "visibilitytimeout": str(max(1, visibility_timeout))}  # Azure's minimum is 1 s
-        status, headers, payload = await self._request("GET", f"{queue}/messages", query)
+        status, headers, payload, lost = await self._request("GET", f"{queue}/messages", "queue.receive", query)
         if status == 404:
-            return []
+            return Received(lost=lost)
         if status != 200:
             raise StorageError("GET", f"{queue}/messages", status, headers.get("x-ms-error-code"), payload.decode())
-        return self._messages(payload)
+        return Received(self._messages(payload), lost=lost)
 
     @staticmethod
     def _messages(payload: bytes, content: bytes | None = None) -> list[QueueMessage]:
@@ -108,14 +114,16 @@ class RestQueues:
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
         path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
-        status, headers, payload = await self._request("DELETE", path, {"popreceipt": message.pop_receipt})
+        status, headers, payload, _ = await self._request("DELETE", path, "queue.delete",
+                                                          {"popreceipt": message.pop_receipt})
         if status != 204 and not self._gone(status, headers):
             raise StorageError("DELETE", path, status, headers.get("x-ms-error-code"), payload.decode())
 
     async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
         path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
-        status, headers, payload = await self._request(
-            "PUT", path, {"popreceipt": message.pop_receipt, "visibilitytimeout": str(max(0, visible_in))})
+        status, headers, payload, _ = await self._request(
+            "PUT", path, "queue.update", {"popreceipt": message.pop_receipt,
+                                          "visibilitytimeout": str(max(0, visible_in))})
         if status == 204:
             return QueueMessage(message.id, headers.get("x-ms-popreceipt") or message.pop_receipt, message.content,
                                 message.dequeue_count, message.inserted, message.expires,
@@ -125,7 +133,7 @@ class RestQueues:
         raise StorageError("PUT", path, status, headers.get("x-ms-error-code"), payload.decode())
 
     async def approximate_count(self, queue: str) -> int:
-        status, headers, payload = await self._request("GET", queue, {"comp": "metadata"})
+        status, headers, payload, _ = await self._request("GET", queue, "queue.count", {"comp": "metadata"})
         if status == 404:
             return 0
         if status != 200:

@@ -21,7 +21,9 @@ from shared.storage.base import (
     encode_continuation,
     transaction_is_empty,
 )
-from shared.storage.rest.http import CONDITION_FAILED, Account, Http, StorageError, http_date
+from shared.storage.lost_responses import transaction_applied, written_by_us
+from shared.storage.rest.http import CONDITION_FAILED, Account, Answer, Http, StorageError, http_date
+from shared.storage.retry import RetryPolicy
 
 TABLE_VERSION = "2019-02-02"
 JSON_MINIMAL = "application/json;odata=minimalmetadata"
@@ -98,14 +100,13 @@ def _substitute(filter: str, parameters: dict[str, Any]) -> str:
 
 
 class RestTables:
-    def __init__(self, connection: str | StorageConnection) -> None:
+    def __init__(self, connection: str | StorageConnection, policy: RetryPolicy | None = None) -> None:
         connection = StorageConnection(connection_string=connection) if isinstance(connection, str) else connection
         self._account = Account(connection, "table")
-        self._http = Http()
+        self._http = Http(policy=policy)
 
-    async def _request(self, method: str, path: str, *, query: dict[str, str] | None = None,
-                       body: str | bytes | None = None, headers: dict[str, str] | None = None
-                       ) -> tuple[int, CIMultiDict[str], bytes]:
+    async def _request(self, method: str, path: str, operation: str, *, query: dict[str, str] | None = None,
+                       body: str | bytes | None = None, headers: dict[str, str] | None = None) -> Answer:
         """`path` is already URL-encoded, relative to the account (`Tasks(PartitionKey='a',RowKey='b')`)."""
         account = self._account
         full_path = f"{account.base_path}/{path}"
@@ -118,7 +119,7 @@ class RestTables:
         else:
             sent["Authorization"] = await account.bearer()
         return await self._http.send(method, account.url(full_path, query), name=path.split("(", 1)[0], data=body,
-                                     headers=sent)
+                                     headers=sent, operation=operation)
 
     @staticmethod
     def _fail(method: str, path: str, status: int, headers: CIMultiDict[str], payload: bytes) -> StorageError:
@@ -126,8 +127,8 @@ class RestTables:
 
     async def ensure_tables(self, names: list[str]) -> None:
         for name in names:
-            status, headers, payload = await self._request(
-                "POST", "Tables", body=json.dumps({"TableName": name}),
+            status, headers, payload, _ = await self._request(
+                "POST", "Tables", "table.create", body=json.dumps({"TableName": name}),
                 headers={"Content-Type": "application/json", "Prefer": "return-no-content"})
             if status not in (201, 204, 409):
                 raise self._fail("POST", "Tables", status, headers, payload)
@@ -138,7 +139,7 @@ class RestTables:
 
     async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
         path = self._entity_path(table, partition_key, row_key)
-        status, headers, payload = await self._request("GET", path)
+        status, headers, payload, _ = await self._request("GET", path, "table.get")
         if status == 404:
             return None
         if status != 200:
@@ -147,37 +148,39 @@ class RestTables:
         return Entity(partition_key, row_key, data, headers.get("ETag") or etag)
 
     async def _write(self, method: str, table: str, entity: Entity, if_match: str | None,
-                     answers: tuple[int, ...]) -> Entity | None:
+                     answers: tuple[int, ...], operation: str) -> Entity | None:
         path = table if method == "POST" else self._entity_path(table, entity.partition_key, entity.row_key)
         headers = {"Content-Type": "application/json", "Prefer": "return-no-content"}
         if if_match is not None:
             headers["If-Match"] = if_match
-        status, response_headers, payload = await self._request(method, path, body=_entity_json(entity),
-                                                                headers=headers)
+        status, response_headers, payload, ambiguous = await self._request(
+            method, path, operation, body=_entity_json(entity), headers=headers)
         if status in (201, 204):
             return entity.with_etag(response_headers.get("ETag"))
         if status in answers:
-            return None
+            # After a lost answer, the refusal may be of our own first attempt (shared/storage/lost_responses.py).
+            return await written_by_us(self.get, table, entity) if ambiguous else None
         raise self._fail(method, path, status, response_headers, payload)
 
     async def insert(self, table: str, entity: Entity) -> Entity | None:
-        return await self._write("POST", table, entity, None, (409,))
+        return await self._write("POST", table, entity, None, (409,), "table.insert")
 
     async def replace(self, table: str, entity: Entity) -> Entity | None:
-        return await self._write("PUT", table, entity, entity.etag or "*", (404, 412))
+        return await self._write("PUT", table, entity, entity.etag or "*", (404, 412), "table.replace")
 
     async def upsert(self, table: str, entity: Entity) -> Entity:
-        written = await self._write("PUT", table, entity, None, ())
+        written = await self._write("PUT", table, entity, None, (), "table.upsert")
         assert written is not None
         return written
 
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
         path = self._entity_path(table, partition_key, row_key)
-        status, headers, payload = await self._request("DELETE", path, headers={"If-Match": etag or "*"})
+        status, headers, payload, ambiguous = await self._request("DELETE", path, "table.delete",
+                                                                  headers={"If-Match": etag or "*"})
         if status == 204:
             return True
         if status == 404:
-            return etag == "*"  # unconditional: gone is as good as deleted
+            return etag == "*" or ambiguous  # unconditional: gone is as good as deleted; ambiguous: we deleted it
         if status == 412:
             return False
         raise self._fail("DELETE", path, status, headers, payload)
@@ -191,7 +194,7 @@ class RestTables:
             if next_rk:
                 query["NextRowKey"] = next_rk
         path = f"{table}()"
-        status, headers, payload = await self._request("GET", path, query=query)
+        status, headers, payload, _ = await self._request("GET", path, "table.query", query=query)
         if status != 200:
             raise self._fail("GET", path, status, headers, payload)
         entities = []
@@ -233,8 +236,8 @@ class RestTables:
         body = (f"--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
                 + "".join(f"--{changeset}\r\n{part}\r\n" for part in parts)
                 + f"--{changeset}--\r\n--{batch}--\r\n")
-        status, headers, payload = await self._request(
-            "POST", "$batch", body=body.encode(),
+        status, headers, payload, ambiguous = await self._request(
+            "POST", "$batch", "table.batch", body=body.encode(),
             headers={"Content-Type": f"multipart/mixed; boundary={batch}"})
         if status != 202:
             raise self._fail("POST", "$batch", status, headers, payload)
@@ -251,7 +254,7 @@ class RestTables:
         if not failed:
             return etags
         if failed[0] in CONDITION_FAILED:
-            return None
+            return await transaction_applied(self.get, table, ops) if ambiguous else None
         raise StorageError("POST", f"$batch ({table})", failed[0], None, text)
 
     async def close(self) -> None:

@@ -1,0 +1,298 @@
+"""A fault-injecting HTTP proxy between the queue and Azurite, on 127.0.0.1 (tests, the soak).
+
+It forwards the table and queue services (blobs stay direct) and injects, on the queue's own calls (requests
+with an Authorization header: Shared Key or bearer; SAS requests of workers pass untouched), what Azure does:
+
+| kind | what the caller sees | applied by storage? |
+|---|---|---|
+| `busy` | `503 ServerBusy`, Azure's error body | no |
+| `timeout` | `500 OperationTimedOut`, Azure's error body | yes (forwarded first) |
+| `reset-before` | the connection reset before the request reached storage | no |
+| `reset-after` | the connection reset after storage answered (the lost response) | yes |
+| `delay` | the answer, `delay` seconds late | yes |
+
+at a random `rate` per request, or exactly when a test asks (`inject`), per operation kind (`table.insert`,
+`queue.put`, ...: `operation()`). Run in-process (`async with FaultProxy(...)`) or as a process:
+
+    python -m local_host.fault_proxy --storage "<Azurite connection string>" --rate 0.05 [--kinds busy,timeout]
+
+which prints the connection string to use instead (a line `CONNECTION <string>`) and serves until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import json
+import random
+import signal
+import socket
+import struct
+import sys
+import urllib.parse
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+KINDS = ("busy", "timeout", "reset-before", "reset-after", "delay")
+SERVICES = ("queue", "table")
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
+              "content-length", "host"}
+MAX_HEAD = 64 * 1024
+
+
+def operation(service: str, method: str, path: str, query: dict[str, str], headers: dict[str, str]) -> str:
+    """The kind of a storage request, as the adapters name theirs (shared/storage/retry.py's `operation`)."""
+    parts = [p for p in urllib.parse.unquote(path).split("/") if p][1:]  # after the account
+    if service == "table":
+        if not parts or parts[0] == "Tables":
+            return "table.create"
+        if parts[0] == "$batch":
+            return "table.batch"
+        entity = "(" in parts[0] and not parts[0].endswith("()")
+        if method == "GET":
+            return "table.get" if entity else "table.query"
+        if method == "POST":
+            return "table.insert"
+        if method == "PUT":
+            return "table.replace" if "if-match" in headers else "table.upsert"
+        return {"MERGE": "table.merge", "DELETE": "table.delete"}.get(method, f"table.{method.lower()}")
+    if len(parts) == 1:
+        return "queue.count" if query.get("comp") == "metadata" else "queue.create"
+    if len(parts) == 2:
+        return {"POST": "queue.put", "GET": "queue.receive", "DELETE": "queue.clear"}.get(method, "queue.other")
+    return {"DELETE": "queue.delete", "PUT": "queue.update"}.get(method, "queue.other")
+
+
+def error_body(service: str, code: str, message: str) -> tuple[bytes, str]:
+    """Azure's error body for `code`: OData JSON from the table service, XML from the others."""
+    detail = f"{message}\nRequestId:{uuid.uuid4()}\nTime:{dt.datetime.now(dt.UTC).isoformat()}"
+    if service == "table":
+        body = json.dumps({"odata.error": {"code": code, "message": {"lang": "en-US", "value": detail}}})
+        return body.encode(), "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"
+    return (f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{detail}</Message>'
+            f"</Error>").encode(), "application/xml"
+
+
+@dataclass
+class Faults:
+    """What to inject: at `rate` per eligible request, one of `kinds`, on `operations` (None: all)."""
+
+    rate: float = 0.0
+    kinds: tuple[str, ...] = KINDS
+    operations: frozenset[str] | None = None
+    delay: float = 1.0
+    seed: int | None = None
+    forced: list[tuple[str, str]] = field(default_factory=list)  # (kind, operation): the next such request
+
+    def choose(self, op: str, rng: random.Random) -> str | None:
+        for i, (kind, wanted) in enumerate(self.forced):
+            if wanted == op:
+                del self.forced[i]
+                return kind
+        if self.rate and (self.operations is None or op in self.operations) and rng.random() < self.rate:
+            return rng.choice(self.kinds)
+        return None
+
+
+class Request:
+    def __init__(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.method, self.target, self.headers, self.body = method, target, headers, body
+        self.lower = {k.lower(): v for k, v in headers}
+        split = urllib.parse.urlsplit(target)
+        self.path = split.path
+        self.query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+
+
+async def read_request(reader: asyncio.StreamReader) -> Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers = [(k.strip(), v.strip()) for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)]
+    lower = {k.lower(): v for k, v in headers}
+    if lower.get("transfer-encoding", "").lower() == "chunked":
+        body = b""
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                await reader.readline()
+                break
+            body += await reader.readexactly(size)
+            await reader.readline()
+    else:
+        body = await reader.readexactly(int(lower.get("content-length", "0") or 0))
+    return Request(method, target, headers, body)
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a dropped connection looks to the client."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+class FaultProxy:
+    """The proxy for the queue and table services of `storage` (a connection string with their endpoints)."""
+
+    def __init__(self, storage: str, faults: Faults | None = None) -> None:
+        self.upstream = dict(item.split("=", 1) for item in storage.split(";") if "=" in item)
+        self.faults = faults or Faults()
+        self.rng = random.Random(self.faults.seed)
+        self.injected: Counter[tuple[str, str]] = Counter()  # (kind, operation) -> times
+        self.seen: Counter[str] = Counter()  # operation -> requests
+        self.last_headers: dict[str, dict[str, str]] = {}  # operation -> the last request's headers (lower case)
+        self.ports: dict[str, int] = {}
+        self._servers: list[asyncio.Server] = []
+        self._session: aiohttp.ClientSession | None = None
+
+    def inject(self, kind: str, op: str, times: int = 1) -> None:
+        """The next `times` requests of operation `op` get fault `kind`."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown fault kind {kind}")
+        self.faults.forced.extend([(kind, op)] * times)
+
+    @property
+    def connection_string(self) -> str:
+        """The storage connection string with the table and queue endpoints through this proxy."""
+        values = dict(self.upstream)
+        for service in SERVICES:
+            path = urllib.parse.urlsplit(self.upstream[f"{service.capitalize()}Endpoint"]).path
+            values[f"{service.capitalize()}Endpoint"] = f"http://127.0.0.1:{self.ports[service]}{path}"
+        return ";".join(f"{k}={v}" for k, v in values.items()) + ";"
+
+    async def start(self) -> FaultProxy:
+        self._session = aiohttp.ClientSession(auto_decompress=False, trust_env=False,
+                                              skip_auto_headers=("User-Agent", "Content-Type", "Accept-Encoding"),
+                                              timeout=aiohttp.ClientTimeout(total=60))
+        for service in SERVICES:
+            server = await asyncio.start_server(functools.partial(self._serve, service), "127.0.0.1", 0,
+                                                limit=MAX_HEAD)
+            self.ports[service] = server.sockets[0].getsockname()[1]
+            self._servers.append(server)
+        return self
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
+        if self._session is not None:
+            await self._session.close()
+
+    async def __aenter__(self) -> FaultProxy:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    async def _serve(self, service: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await read_request(reader)
+                if request is None:
+                    break
+                if not await self._one(service, request, writer):
+                    return  # reset
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if not writer.is_closing():
+                writer.close()
+
+    async def _one(self, service: str, request: Request, writer: asyncio.StreamWriter) -> bool:
+        """Answer one request (or reset the connection: False)."""
+        op = operation(service, request.method, request.path, request.query, request.lower)
+        self.seen[op] += 1
+        self.last_headers[op] = request.lower
+        kind = self.faults.choose(op, self.rng) if "authorization" in request.lower else None
+        if kind is not None:
+            self.injected[(kind, op)] += 1
+        if kind == "reset-before":
+            _reset(writer)
+            return False
+        if kind == "busy":
+            body, content_type = error_body(service, "ServerBusy", "The server is busy.")
+            await self._write(writer, 503, "Server Busy", [("Content-Type", content_type),
+                                                            ("x-ms-error-code", "ServerBusy")], body)
+            return True
+        if kind == "delay":
+            await asyncio.sleep(self.faults.delay)
+        status, reason, headers, body = await self._forward(service, request)
+        if kind == "reset-after":
+            _reset(writer)
+            return False
+        if kind == "timeout":
+            body, content_type = error_body(service, "OperationTimedOut",
+                                            "Operation could not be completed within the specified time.")
+            await self._write(writer, 500, "Operation Timed Out", [("Content-Type", content_type),
+                                                                    ("x-ms-error-code", "OperationTimedOut")], body)
+            return True
+        await self._write(writer, status, reason, headers, body)
+        return True
+
+    async def _forward(self, service: str, request: Request) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        assert self._session is not None
+        base = urllib.parse.urlsplit(self.upstream[f"{service.capitalize()}Endpoint"])
+        url = f"{base.scheme}://{base.netloc}{request.target}"
+        headers = [(k, v) for k, v in request.headers if k.lower() not in HOP_BY_HOP]
+        async with self._session.request(request.method, URL(url, encoded=True), headers=headers,
+                                         data=request.body if request.body else None) as response:
+            body = await response.read()
+            return (response.status, response.reason or "", [(k, v) for k, v in response.headers.items()
+                                                              if k.lower() not in HOP_BY_HOP], body)
+
+    @staticmethod
+    async def _write(writer: asyncio.StreamWriter, status: int, reason: str, headers: list[tuple[str, str]],
+                     body: bytes) -> None:
+        head = [f"HTTP/1.1 {status} {reason}", *(f"{k}: {v}" for k, v in headers), f"Content-Length: {len(body)}",
+                "", ""]
+        writer.write("\r\n".join(head).encode("latin-1") + body)
+        await writer.drain()
+
+
+async def _main(args: argparse.Namespace) -> None:
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise SystemExit(f"unknown fault kinds: {', '.join(sorted(unknown))}")
+    operations = frozenset(o.strip() for o in args.operations.split(",")) if args.operations else None
+    proxy = await FaultProxy(args.storage, Faults(args.rate, kinds, operations, args.delay, args.seed)).start()
+    print(f"CONNECTION {proxy.connection_string}", flush=True)
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopped.set)
+    await stopped.wait()
+    injected = ", ".join(f"{kind} {op}: {n}" for (kind, op), n in sorted(proxy.injected.items()))
+    print(f"requests {sum(proxy.seen.values())}, faults {sum(proxy.injected.values())}: {injected}",
+          file=sys.stderr, flush=True)
+    await proxy.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m local_host.fault_proxy", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--storage", required=True, help="connection string of the storage to proxy (Azurite)")
+    parser.add_argument("--rate", type=float, default=0.05, help="fraction of the queue's calls that get a fault")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
+    parser.add_argument("--operations", default="", help="comma-separated operation kinds (default: all)")
+    parser.add_argument("--delay", type=float, default=1.0, help="seconds of a `delay` fault")
+    parser.add_argument("--seed", type=int, default=None)
+    asyncio.run(_main(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
