@@ -76,6 +76,7 @@ def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
         "",
         f"Taskcluster queue listening on {root_url}",
         f"  rootUrl:      {root_url}",
+        f"  inspector:    {root_url}/inspector/  (task groups, tasks, logs and task queues in the browser)",
         f"  clientId:     {client_id}",
         f"  accessToken:  {token}{note}",
         "  for the taskcluster clients:",

@@ -3,7 +3,8 @@
 For each claimed run: parse the payload (exception/malformed-payload when it cannot run), run the command in a
 folder of its own with its output captured, reclaim ahead of `takenUntil`, stop it when reclaim answers 409 (the
 task was cancelled, or the claim expired: the run is no longer ours, so nothing is reported), enforce
-`maxRunTime`, upload the artifacts and the log (`public/logs/live.log`) straight to Blob Storage, and report:
+`maxRunTime`, append its output to the live log (`public/logs/live.log`, worker/live_log.py) as it runs, upload
+the artifacts straight to Blob Storage, and report:
 completed on exit 0, failed otherwise, exception/internal-error when the worker itself failed, and
 exception/worker-shutdown for runs still going when the worker is told to stop (SIGTERM / SIGINT).
 
@@ -32,11 +33,13 @@ from taskcluster.client import createApiClient
 from taskcluster.exceptions import TaskclusterRestFailure
 
 from shared import timeutil
+from worker import live_log
 from worker.artifact_upload import upload
+from worker.live_log import LiveLog
 from worker.payload import MalformedPayload, Payload, parse
 
-LOG_ARTIFACT = "public/logs/live.log"
-LOG_CONTENT_TYPE = "text/plain; charset=utf-8"
+LOG_ARTIFACT = live_log.NAME
+LOG_CONTENT_TYPE = live_log.CONTENT_TYPE
 URL_REFRESH = dt.timedelta(minutes=5)  # ask for fresh polling URLs this long before they expire
 STEP = 0.2  # seconds between checks of a running command
 
@@ -80,6 +83,8 @@ class TaskRun(threading.Thread):
         self.log_path = worker.options.work_dir / f"{self.task_id}-{self.run_id}.log"
         self.shutdown = threading.Event()
         self.outcome = ""
+        self.live: LiveLog | None = None
+        self.live_started = False
 
     def _client(self, credentials: dict[str, str]) -> taskcluster.Queue:
         return taskcluster.Queue({"rootUrl": self.worker.options.root_url, "credentials": credentials,
@@ -94,11 +99,16 @@ class TaskRun(threading.Thread):
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "ab") as log:
+                self.live = LiveLog(lambda: self.queue, self.task_id, self.run_id, self.log_path,
+                                    self.claim["task"]["expires"], lambda line: self.worker.out(line, self.label))
+                self.live_started = self.live.start()
                 self.outcome = self._run(log)
         except Exception as exc:  # the worker's own failure: the task is not to blame
             self.worker.out(f"worker error: {exc!r}; reporting exception/internal-error", self.label)
             self.outcome = self._report("exception", "internal-error")
         finally:
+            if self.live is not None and self.live_started:
+                self.live.close()  # a run abandoned (cancelled, claim lost) still gets its last lines
             shutil.rmtree(self.folder, ignore_errors=True)
             self.log_path.unlink(missing_ok=True)
             self.worker.finished(self)
@@ -216,7 +226,11 @@ class TaskRun(threading.Thread):
         return size
 
     def _upload_log(self, log: Any, task: dict[str, Any]) -> None:
+        """The rest of the live log appended; or, when it could not be started, the whole log uploaded."""
         log.flush()
+        if self.live is not None and self.live_started:
+            self.live.close()
+            return
         try:
             self._put(LOG_ARTIFACT, self.log_path, LOG_CONTENT_TYPE, task["expires"])
         except TaskclusterRestFailure as exc:

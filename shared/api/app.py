@@ -1,4 +1,5 @@
-"""The ASGI app serving every API route (the Queue and the Object service) and the discovery documents, for
+"""The ASGI app serving every API route (the Queue, the Object service, the Auth service's currentScopes), the
+discovery documents and the web inspector, for
 `func.AsgiFunctionApp` in Azure and uvicorn locally."""
 
 from __future__ import annotations
@@ -6,15 +7,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
+
 from shared import telemetry
+from shared.api.auth_v1 import api as auth_v1
 from shared.api.discovery import Discovery
 from shared.api.framework import ApiApp
+from shared.api.inspector import Inspector
 from shared.api.object_v1 import api as object_v1
 from shared.api.queue_v1 import api as queue_v1
 from shared.runtime import get_authenticator, get_queue
 from shared.settings import get_settings
 
-APIS = [queue_v1, object_v1]
+APIS = [queue_v1, object_v1, auth_v1]
 
 
 def create_asgi_app() -> Any:
@@ -24,5 +30,10 @@ def create_asgi_app() -> Any:
     validate = os.environ.get("QUEUE_VALIDATE_RESPONSES", "").lower() in ("1", "true", "yes")
     discovery = Discovery(APIS, root_url=lambda: get_settings().root_url,
                           namespace=lambda: get_settings().pulse_namespace)
+    inspector = Inspector()
+
+    def documents(request: Request) -> Response | None:
+        return discovery(request) or inspector(request)
+
     return telemetry.instrument_asgi(ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate,
-                                            documents=discovery))
+                                            documents=documents))

@@ -42,6 +42,8 @@ SERVICES = {
               "Functions over Azure Storage (the extension methods are marked in their descriptions)."),
     "object": ("Object Service", "The object service provides HTTP-accessible storage for large blobs of data: "
                "here, block blobs of the artifact container, uploaded once and then immutable."),
+    "auth": ("Authentication", "What a deployment's callers ask about their own credentials. This queue "
+             "authenticates in process; of Taskcluster's auth service it serves `currentScopes`."),
 }
 
 # What the words of the routing keys mean (Taskcluster's summaries, shortened).

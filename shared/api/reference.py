@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 
-from shared.api import monitoring, object_v1, queue_v1
+from shared.api import auth_v1, monitoring, object_v1, queue_v1
 from shared.api.framework import Api, Route
 
 HEADER = """# Queue API v1 reference
@@ -71,7 +71,7 @@ def _scopes(route: Route) -> str:
     return "\n\n```json\n" + json.dumps(route.scopes, indent=2) + "\n```\n"
 
 
-ROUTE_MODULES = (monitoring, *queue_v1.ROUTE_MODULES, *object_v1.ROUTE_MODULES)
+ROUTE_MODULES = (monitoring, *queue_v1.ROUTE_MODULES, *object_v1.ROUTE_MODULES, *auth_v1.ROUTE_MODULES)
 OBJECT_HEADER = """
 # Object service API v1
 
@@ -79,6 +79,13 @@ Served under `<rootUrl>/api/object/v1` (Taskcluster's Object service, over the a
 and downloads of `object` artifacts, which the official clients' upload and download helpers call with the
 credentials `createArtifact` and `artifact` answer ([artifacts.md](artifacts.md)). Schemas:
 `shared/schemas/object/v1/<name>.yml`, served at `<rootUrl>/schemas/object/v1/<name>.json`.
+"""
+
+AUTH_HEADER = """
+# Auth service API v1
+
+Served under `<rootUrl>/api/auth/v1`, so the official clients' `Auth` class reaches it: of Taskcluster's auth
+service, what callers ask about their own credentials (the queue authenticates in process, [auth.md](auth.md)).
 """
 
 
@@ -94,6 +101,8 @@ def render(apis: list[Api]) -> str:
     for api in apis:
         if api is object_v1.api:
             parts.append(OBJECT_HEADER)
+        if api is auth_v1.api:
+            parts.append(AUTH_HEADER)
         routes = _in_order(api)
         parts.append("\n## Endpoints\n\n| name | method and route | input | output | stability |\n"
                      "|---|---|---|---|---|")
@@ -110,4 +119,4 @@ def render(apis: list[Api]) -> str:
 
 
 if __name__ == "__main__":
-    print(render([queue_v1.api, object_v1.api]), end="")
+    print(render([queue_v1.api, object_v1.api, auth_v1.api]), end="")

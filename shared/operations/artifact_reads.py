@@ -5,6 +5,9 @@ An `s3` artifact, and an `azure` one created without `contentLength` (the Azure-
 creation, and its worker calls nothing after uploading. Its data is sealed when the artifact is first read: an `s3`
 artifact's one uploaded block is committed with the declared content type and encoding, a snapshot is taken, and
 downloads read that snapshot from then on. An artifact whose data has not been uploaded yet answers 404.
+An Azure-era `azure` artifact of a run still pending or running is not sealed: reads go to its blob as it is, so a
+log the worker appends to (worker/live_log.py) is read as it grows; the first read after the run is resolved
+seals it.
 """
 
 from __future__ import annotations
@@ -109,15 +112,25 @@ class ArtifactReads:
             return Location(url, artifact.details["object"], self._download_credentials(artifact))
         if artifact.blob is None:
             return Location(str(artifact.details["url"]))
+        snapshot: str | None = None
         if not artifact.sealed:
-            artifact = await self._seal(artifact)
-        blob = str(artifact.blob)
+            if artifact.storage_type == "azure" and await self._run_going(artifact):
+                snapshot = None  # a live log: its worker still appends, the reader sees the growing blob
+            else:
+                snapshot = (await self._seal(artifact)).details["snapshot"]
+        else:
+            # Artifacts finished before snapshots were taken have none: their blob itself is read.
+            snapshot = artifact.details.get("snapshot")
         expires = self.stores.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
-        # Artifacts finished before snapshots were taken have none: their blob itself is read.
         url = await self.artifacts.blobs.download_url(
-            self.artifacts.container, blob, expires, snapshot=artifact.details.get("snapshot"),
+            self.artifacts.container, str(artifact.blob), expires, snapshot=snapshot,
             served_as=served_as(artifact.content_type, artifact.details.get("contentEncoding")))
         return Location(url)
+
+    async def _run_going(self, artifact: Artifact) -> bool:
+        """Whether the artifact's run is still pending or running (its worker may still write its data)."""
+        task = await self.tasks.load(artifact.task_id)
+        return artifact.run_id < len(task.runs) and task.runs[artifact.run_id].state in ("pending", "running")
 
     async def _seal(self, artifact: Artifact) -> Artifact:
         """Commit and snapshot the data of an artifact that has no finish step, once; 404 while there is none.

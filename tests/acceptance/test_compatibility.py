@@ -249,7 +249,8 @@ def test_manifest_references_and_schemas_are_served_under_the_root_url(host):
     manifest = httpx.get(f"{root}/references/manifest.json").json()
     assert set(manifest["references"]) == {f"{root}/references/queue/v1/api.json",
                                            f"{root}/references/queue/v1/exchanges.json",
-                                           f"{root}/references/object/v1/api.json"}
+                                           f"{root}/references/object/v1/api.json",
+                                           f"{root}/references/auth/v1/api.json"}
     for url in manifest["references"]:
         reference = httpx.get(url).json()
         assert reference["$schema"].startswith(f"{root}/schemas/common/")

@@ -116,6 +116,29 @@ def test_commands_run_end_to_end(host, tq, worker):
     assert f"{ok}/0  resolved completed" in out and f"{malformed}/0  resolved exception/malformed-payload" in out
 
 
+def test_the_live_log_is_readable_while_the_task_runs_and_whole_once_resolved(host, tq, worker):
+    queue = host.client()
+    task_id = submit(queue, tq, {"command": [PY, "-u", "-c", "import time\nfor i in range(10):\n"
+                                                            "    print('tick', i)\n    time.sleep(0.4)"]})
+    wait_for(lambda: "tick 2" in _text_or_empty(host, task_id), timeout=30, interval=0.3)
+    early = artifact_text(host, task_id, "public/logs/live.log")
+    assert queue.status(task_id)["status"]["state"] == "running" and "exit code" not in early
+    # A range read of the growing blob gives what came after.
+    url = taskcluster.Queue({"rootUrl": host.root_url}).buildUrl("getArtifact", task_id, "0", "public/logs/live.log")
+    rest = httpx.get(url, follow_redirects=True, headers={"Range": f"bytes={len(early.encode())}-"})
+    assert rest.status_code in (206, 416)
+    assert resolved(queue, task_id)["state"] == "completed"
+    final = artifact_text(host, task_id, "public/logs/live.log")
+    assert final.startswith(early) and "tick 9" in final and "exit code 0" in final
+    assert artifact_text(host, task_id, "public/logs/live.log") == final  # sealed once the run is resolved
+
+
+def _text_or_empty(host, task_id: str) -> str:
+    url = taskcluster.Queue({"rootUrl": host.root_url}).buildUrl("getArtifact", task_id, "0", "public/logs/live.log")
+    response = httpx.get(url, follow_redirects=True)
+    return response.text if response.status_code == 200 else ""
+
+
 def test_a_task_cancelled_mid_run_is_stopped_and_the_worker_goes_on(host, tq, worker, tmp_path):
     queue = host.client()
     marker = tmp_path / "still-running"

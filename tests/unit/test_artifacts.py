@@ -248,3 +248,23 @@ async def test_names_too_long_for_a_table_key_are_keyed_by_their_hash(service, c
     assert sorted(a["name"] for a in listed["artifacts"]) == sorted(names)
     for name in names:
         assert (await service.artifact_reads.follow(task_id, 0, name))[1].name == name
+
+
+async def test_an_azure_era_artifact_is_read_live_while_its_run_runs_and_sealed_once_resolved(service, clock, blobs):
+    """The worker's live log (worker/live_log.py): no snapshot while the worker may still append."""
+    task_id = await running_task(service)
+    name = "public/logs/live.log"
+    await create_artifact(service, task_id, 0, name, {"storageType": "azure", "expires": expires(clock),
+                                                      "contentType": "text/plain"})
+    blobs.put(CONTAINER, blob_path(task_id, 0, name), b"line 1\n")
+    _, artifact = await service.artifact_reads.follow(task_id, 0, name)
+    live = await artifact_url(service, artifact)
+    assert live is not None and "snapshot=" not in live  # the growing blob itself
+    blobs.put(CONTAINER, blob_path(task_id, 0, name), b"line 1\nline 2\n")
+    assert "snapshot=" not in (await artifact_url(service, artifact) or "")
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    _, artifact = await service.artifact_reads.follow(task_id, 0, name)
+    sealed = await artifact_url(service, artifact)
+    assert sealed is not None and "snapshot=" in sealed
+    _, again = await service.artifact_reads.follow(task_id, 0, name)
+    assert again.sealed and await artifact_url(service, again) == sealed  # the same snapshot from then on

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shared.api.auth_v1 import api as auth_api
 from shared.api.framework import render_scopes
 from shared.api.object_v1 import api as object_api
 from shared.api.queue_v1 import api
@@ -14,7 +15,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_api_reference_is_current():
-    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api]), \
+    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api, auth_api]), \
         "docs/api.md is stale: run `python -m shared.api.reference > docs/api.md`"
 
 
@@ -22,6 +23,8 @@ def test_every_route_declares_scopes_or_is_public_on_purpose():
     public = {r.name for r in api.routes if r.scopes is None}
     assert public == {"ping", "heartbeat"}
     assert {r.name for r in object_api.routes if r.scopes is None} == {"ping", "heartbeat"}
+    # What a caller asks about its own credentials needs none (as in Taskcluster's auth service).
+    assert {r.name for r in auth_api.routes if r.scopes is None} == {"ping", "heartbeat", "currentScopes"}
 
 
 def test_create_task_scopes_render_like_taskclusters():

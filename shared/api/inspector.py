@@ -1,0 +1,59 @@
+"""The web inspector's files: `<rootUrl>/inspector/` (and `<rootUrl>/`, which leads there) serves a page that
+shows task groups, tasks, runs, artifacts, live logs and task queues by calling this same API from the browser
+(shared/api/static/inspector/: plain HTML, CSS and JavaScript modules, no build step).
+
+The page signs its requests with Hawk itself (WebCrypto), so it needs nothing but the API; its headers keep it
+from being framed or from loading code from anywhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+STATIC = Path(__file__).parent / "static" / "inspector"
+PREFIX = "/inspector/"
+MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+               ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+SECURITY_HEADERS = {
+    # Code and styles only from here; API calls to here, and artifact reads (logs) to Blob Storage anywhere.
+    "content-security-policy": "default-src 'self'; connect-src 'self' https: http:; img-src 'self' data:; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+@functools.cache
+def _file(name: str) -> tuple[bytes, str] | None:
+    """A file of the inspector and its ETag, read once; None if there is no such file."""
+    path = STATIC / name
+    if "/" in name or name.startswith(".") or path.suffix not in MEDIA_TYPES or not path.is_file():
+        return None
+    data = path.read_bytes()
+    return data, '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+
+
+class Inspector:
+    """Answers GETs of the inspector's files (`documents` of the ApiApp, after the discovery documents), or
+    None for any other path."""
+
+    def __call__(self, request: Request) -> Response | None:
+        path = request.scope["path"]
+        if path in ("/", PREFIX.rstrip("/")):
+            return RedirectResponse(PREFIX, status_code=302)
+        if not path.startswith(PREFIX):
+            return None
+        name = path[len(PREFIX):] or "index.html"
+        found = _file(name)
+        if found is None:
+            return None
+        data, etag = found
+        headers = {"etag": etag, "cache-control": "no-cache", **SECURITY_HEADERS}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        return Response(data, media_type=MEDIA_TYPES[Path(name).suffix], headers=headers)

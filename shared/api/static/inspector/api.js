@@ -1,0 +1,121 @@
+// The API as the inspector calls it: the queue (and the auth service's currentScopes) under the rootUrl this page
+// is served from, signed with the credentials of the sign-in (kept in this tab's sessionStorage only).
+import * as hawk from "./hawk.js";
+
+// The page is <rootUrl>/inspector/: the rootUrl is its parent.
+export const rootUrl = new URL("../", window.location.href).href.replace(/\/$/, "");
+const STORAGE_KEY = "tc-inspector-credentials";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+  // The first paragraph of Taskcluster's error message (the rest is request details).
+  get summary() {
+    return `${this.code || this.status}: ${this.message.split("\n\n---")[0]}`;
+  }
+}
+
+export function credentials() {
+  const stored = sessionStorage.getItem(STORAGE_KEY);
+  return stored ? JSON.parse(stored) : null;
+}
+
+export function signOut() {
+  sessionStorage.removeItem(STORAGE_KEY);
+}
+
+let held = null; // scopes of the current credentials (or the anonymous ones), from currentScopes
+
+export function url(service, path, query) {
+  const qs = query ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== null))
+    .toString() : "";
+  return `${rootUrl}/api/${service}/v1${path}${qs ? `?${qs}` : ""}`;
+}
+
+export async function request(method, service, path, { query, body, creds = credentials() } = {}) {
+  const target = url(service, path, query);
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (creds) headers.Authorization = await hawk.header(creds, method, target);
+  let response;
+  try {
+    response = await fetch(target, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (error) {
+    throw new ApiError(0, "NetworkError", `The queue at ${rootUrl} could not be reached (${error.message})`);
+  }
+  const text = await response.text();
+  let answer = null;
+  try {
+    answer = text ? JSON.parse(text) : null;
+  } catch {
+    answer = null;
+  }
+  if (!response.ok) {
+    throw new ApiError(response.status, answer && answer.code, (answer && answer.message) || text || response.statusText);
+  }
+  return answer;
+}
+
+export const get = (path, query) => request("GET", "queue", path, { query });
+export const post = (path, body = {}) => request("POST", "queue", path, { body });
+
+// Every page of a listing (`key` holds the items), calling `onPage` with each page's items as it comes.
+export async function all(path, key, { limit = 1000, onPage } = {}) {
+  const items = [];
+  let token;
+  do {
+    const page = await get(path, { limit, continuationToken: token });
+    items.push(...page[key]);
+    if (onPage) onPage(page);
+    token = page.continuationToken;
+  } while (token);
+  return items;
+}
+
+// Check credentials by asking the auth service which scopes they hold; a wrong clientId or accessToken answers
+// 401 here, and nothing is kept.
+export async function signIn(clientId, accessToken, certificate) {
+  const creds = { clientId, accessToken };
+  if (certificate) creds.certificate = certificate;
+  const answer = await request("GET", "auth", "/scopes/current", { creds });
+  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(creds));
+  held = answer.scopes;
+  return answer.scopes;
+}
+
+export async function scopes() {
+  if (held === null) {
+    try {
+      held = (await request("GET", "auth", "/scopes/current")).scopes;
+    } catch {
+      held = [];
+    }
+  }
+  return held;
+}
+
+export function forgetScopes() {
+  held = null;
+}
+
+// Taskcluster's scope satisfaction: a held scope ending in `*` covers every scope it is a prefix of.
+export function satisfied(heldScopes, expression) {
+  if (typeof expression === "string") {
+    return heldScopes.some((h) => h === expression || (h.endsWith("*") && expression.startsWith(h.slice(0, -1))));
+  }
+  if (expression.AnyOf) return expression.AnyOf.some((e) => satisfied(heldScopes, e));
+  if (expression.AllOf) return expression.AllOf.every((e) => satisfied(heldScopes, e));
+  return false;
+}
+
+// Where a browser reads an artifact: the queue's getArtifact URL, signed when the anonymous scopes do not cover
+// it (names outside public/) and the user is signed in.
+export async function artifactUrl(taskId, runId, name) {
+  const target = url("queue", `/task/${taskId}/runs/${runId}/artifacts/${encodeURIComponent(name)}`);
+  const creds = credentials();
+  if (name.startsWith("public/") || !creds) return target;
+  return hawk.signedUrl(creds, target);
+}

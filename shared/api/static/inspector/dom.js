@@ -1,0 +1,68 @@
+// Small DOM helpers. Everything a task's author wrote (names, descriptions, payloads) is set as text, never as
+// HTML, so a task cannot put markup or script on the page.
+
+export function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else if (key === "style") node.style.cssText = value; // through CSSOM: the page's CSP refuses style attributes
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  append(node, children);
+  return node;
+}
+
+export function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function replace(node, ...children) {
+  node.replaceChildren();
+  return append(node, children);
+}
+
+// Only http(s) URLs become links (a task's `source` could be `javascript:`).
+export function safeLink(href, text) {
+  try {
+    const parsed = new URL(href);
+    if (parsed.protocol === "https:" || parsed.protocol === "http:") return h("a", { href: parsed.href }, text ?? href);
+  } catch {
+    // not a URL: shown as text
+  }
+  return text ?? href;
+}
+
+// Dates in the user's own time zone; the ISO time on hover.
+export function when(iso) {
+  if (!iso) return "–";
+  const date = new Date(iso);
+  return h("time", { datetime: iso, title: iso }, date.toLocaleString());
+}
+
+export function duration(fromIso, toIso) {
+  if (!fromIso) return "–";
+  const ms = (toIso ? new Date(toIso) : new Date()) - new Date(fromIso);
+  if (ms < 0) return "–";
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+export const STATES = ["unscheduled", "pending", "running", "completed", "failed", "exception"];
+export const RESOLVED = new Set(["completed", "failed", "exception"]);
+
+export function badge(state) {
+  return h("span", { class: `state state-${state}`, dataset: { state } }, state);
+}
+
+export function message(kind, text) {
+  return h("div", { class: `message message-${kind}`, role: kind === "error" ? "alert" : "status" }, text);
+}

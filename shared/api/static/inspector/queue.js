@@ -1,0 +1,134 @@
+// The task queue view (counts, pending and claimed tasks, workers) and the worker view (its recent tasks and
+// quarantine). These listings need scopes the anonymous ones do not hold: each section says which when refused.
+import * as api from "./api.js";
+import { badge, h, message, replace, when } from "./dom.js";
+import { poll } from "./live.js";
+
+function refused(error, what) {
+  return h("p", { class: "quiet" }, error.status === 403
+    ? `Sign in with credentials that may see ${what} (${error.message.split("\n\n")[0].split(". Missing: ")[1] || "scopes missing"}).`
+    : `${what} could not be read: ${error.summary || error.message}`);
+}
+
+async function section(node, heading, what, build) {
+  try {
+    replace(node, h("h2", {}, heading), await build());
+  } catch (error) {
+    replace(node, h("h2", {}, heading), refused(error, what));
+  }
+}
+
+function taskLink(taskId, task) {
+  return h("a", { href: `#/tasks/${taskId}` }, (task && task.metadata && task.metadata.name) || taskId);
+}
+
+export function queueView(target, taskQueueId) {
+  const [provisionerId, workerType] = taskQueueId.split("/");
+  const info = h("section", { id: "queue-info" });
+  const pending = h("section", { id: "pending" });
+  const claimed = h("section", { id: "claimed" });
+  const workers = h("section", { id: "workers" });
+  replace(target, h("h1", {}, "Task queue ", h("code", {}, taskQueueId)), info, pending, claimed, workers);
+  const q = encodeURIComponent(taskQueueId).replace("%2F", "/");
+
+  async function refresh() {
+    await Promise.all([
+      section(info, "Counts", "this task queue", async () => {
+        const counts = await api.get(`/task-queues/${q}/counts`);
+        let about = null;
+        try {
+          about = await api.get(`/task-queues/${q}`);
+        } catch {
+          about = null;
+        }
+        return h("dl", { class: "facts" },
+          h("dt", {}, "pending"), h("dd", { id: "pending-count" }, counts.pendingTasks),
+          h("dt", {}, "claimed"), h("dd", { id: "claimed-count" }, counts.claimedTasks),
+          about ? [h("dt", {}, "last active"), h("dd", {}, when(about.lastDateActive)),
+            h("dt", {}, "stability"), h("dd", {}, about.stability),
+            h("dt", {}, "description"), h("dd", {}, about.description || "–")] : null);
+      }),
+      section(pending, "Pending tasks", "its pending tasks", async () => {
+        const items = await api.all(`/task-queues/${q}/pending`, "tasks");
+        return items.length === 0 ? h("p", { class: "quiet" }, "None.") : h("table", { class: "tasks" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Task"), h("th", {}, "Run"), h("th", {}, "Pending since"))),
+          h("tbody", {}, items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
+            h("td", { class: "num" }, t.runId), h("td", {}, when(t.inserted))))));
+      }),
+      section(claimed, "Claimed tasks", "its claimed tasks", async () => {
+        const items = await api.all(`/task-queues/${q}/claimed`, "tasks");
+        return items.length === 0 ? h("p", { class: "quiet" }, "None.") : h("table", { class: "tasks" },
+          h("thead", {}, h("tr", {}, ["Task", "Run", "Worker", "Claimed"].map((c) => h("th", {}, c)))),
+          h("tbody", {}, items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
+            h("td", { class: "num" }, t.runId),
+            h("td", {}, h("a", { href: `#/workers/${provisionerId}/${workerType}/${t.workerGroup}/${t.workerId}` },
+              `${t.workerGroup}/${t.workerId}`)),
+            h("td", {}, when(t.claimed))))));
+      }),
+      section(workers, "Workers", "its workers", async () => {
+        const items = await api.all(`/provisioners/${provisionerId}/worker-types/${workerType}/workers`, "workers");
+        return items.length === 0 ? h("p", { class: "quiet" }, "No worker has claimed work here yet.")
+          : h("table", { class: "workers" },
+            h("thead", {}, h("tr", {}, ["Worker", "Latest task", "First claim", "Last active", "Quarantine"]
+              .map((c) => h("th", {}, c)))),
+            h("tbody", {}, items.map((w) => h("tr", {},
+              h("td", {}, h("a", { href: `#/workers/${provisionerId}/${workerType}/${w.workerGroup}/${w.workerId}` },
+                `${w.workerGroup}/${w.workerId}`)),
+              h("td", {}, w.latestTask ? taskLink(w.latestTask.taskId) : "–"),
+              h("td", {}, when(w.firstClaim)), h("td", {}, when(w.lastDateActive)),
+              h("td", {}, w.quarantineUntil && new Date(w.quarantineUntil) > new Date()
+                ? ["until ", when(w.quarantineUntil)] : "no")))));
+      }),
+    ]);
+  }
+
+  return poll(refresh, () => 3000);
+}
+
+export function workerView(target, taskQueueId, workerGroup, workerId) {
+  const [provisionerId, workerType] = taskQueueId.split("/");
+  const body = h("section", { id: "worker" }, "Loading…");
+  replace(target, h("h1", {}, "Worker ", h("code", {}, `${workerGroup}/${workerId}`)),
+    h("p", {}, "of task queue ", h("a", { href: `#/queues/${taskQueueId}` }, taskQueueId)), body);
+
+  async function refresh() {
+    let worker;
+    try {
+      worker = await api.get(`/provisioners/${provisionerId}/worker-types/${workerType}/workers/${workerGroup}/${workerId}`);
+    } catch (error) {
+      replace(body, error.status === 404 ? message("error", "No such worker has claimed work here.")
+        : refused(error, "this worker"));
+      return;
+    }
+    const recent = [...worker.recentTasks].reverse();
+    let states = {};
+    if (recent.length) {
+      try {
+        const found = await api.post("/tasks/status", { taskIds: [...new Set(recent.map((t) => t.taskId))] });
+        states = Object.fromEntries(found.statuses.map((s) => [s.taskId, s.status]));
+      } catch {
+        states = {};
+      }
+    }
+    const quarantined = worker.quarantineUntil && new Date(worker.quarantineUntil) > new Date();
+    replace(body,
+      h("dl", { class: "facts" },
+        h("dt", {}, "quarantine"), h("dd", { id: "quarantine" }, quarantined ? ["until ", when(worker.quarantineUntil)] : "no"),
+        h("dt", {}, "first claim"), h("dd", {}, when(worker.firstClaim)),
+        h("dt", {}, "last active"), h("dd", {}, when(worker.lastDateActive)),
+        h("dt", {}, "expires"), h("dd", {}, when(worker.expires))),
+      worker.quarantineDetails && worker.quarantineDetails.length ? [h("h2", {}, "Quarantine history"),
+        h("ul", { class: "plain" }, worker.quarantineDetails.map((d) => h("li", {}, when(d.updatedAt), " ",
+          d.clientId, ": until ", when(d.quarantineUntil), d.quarantineInfo ? ` – ${d.quarantineInfo}` : "")))] : null,
+      h("h2", {}, "Recent tasks"),
+      recent.length === 0 ? h("p", { class: "quiet" }, "None.") : h("table", { class: "tasks" },
+        h("thead", {}, h("tr", {}, ["Task", "Run", "State"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, recent.map((t) => {
+          const run = states[t.taskId] && states[t.taskId].runs[t.runId];
+          return h("tr", {}, h("td", {}, taskLink(t.taskId)), h("td", { class: "num" }, t.runId),
+            h("td", {}, run ? badge(run.state) : "–"));
+        }))));
+  }
+
+  return poll(refresh, () => 3000);
+}

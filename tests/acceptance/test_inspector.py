@@ -1,0 +1,273 @@
+"""The web inspector in a real browser (Debian's Chromium driven by Playwright) against a local host on Azurite,
+with tasks run by the reference worker: a group goes from pending to completed on the page without a reload, a
+task's page shows its runs and artifacts and its download link returns the bytes, a running task's live log grows
+on the page, a failed task is shown failed, and a sign-in with wrong credentials shows a clear error.
+
+The screenshots in docs/inspector/ are taken here when QUEUE_TEST_SCREENSHOTS=1 (so a test run leaves the docs as
+they are): `QUEUE_TEST_SCREENSHOTS=1 make test PYTEST_ARGS=tests/acceptance/test_inspector.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.acceptance.test_worker import WorkerProcess, submit
+from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+PY = sys.executable
+CHROMIUM = os.environ.get("QUEUE_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+# Skipped without Chromium on a developer's machine; `.ci/run` installs Debian's and sets QUEUE_TEST_REQUIRE_BROWSER.
+pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("QUEUE_TEST_REQUIRE_BROWSER"),
+                                reason="no Chromium (apt-get install chromium)")
+SHOTS = PROJECT / "docs" / "inspector"
+TAKE_SHOTS = os.environ.get("QUEUE_TEST_SCREENSHOTS") == "1"
+WAIT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(claim_timeout=6, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    assert CHROMIUM, "Chromium is required: apt-get install chromium"
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser, host):
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, timezone_id="Europe/Berlin")
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert not errors, f"script errors on the page: {errors}"
+
+
+def shot(page, name: str) -> None:
+    if TAKE_SHOTS:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def wait_js(page, expression: str, timeout: int = WAIT_MS) -> None:
+    """Wait until `expression` is true on the page (Playwright's wait_for_function evaluates its predicate with
+    `eval`, which the inspector's Content-Security-Policy refuses, rightly)."""
+    wait_for(lambda: page.evaluate(expression), timeout=timeout / 1000, interval=0.2)
+
+
+def sign_in(page, client_id: str = ROOT_CLIENT_ID, token: str = ROOT_ACCESS_TOKEN) -> None:
+    page.fill("#client-id", client_id)
+    page.fill("#access-token", token)
+    page.click("#sign-in button[type=submit]")
+
+
+def group_task(queue, tq: str, group: str, name: str, command: str, **extra) -> str:
+    task_id = slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq, taskGroupId=group, payload={"command": command, **extra},
+                                              metadata={"name": name, "description": "inspector test",
+                                                        "owner": "tests@example.com",
+                                                        "source": "https://example.com/tests"}))
+    return task_id
+
+
+def test_a_group_goes_from_pending_to_completed_on_the_page_without_a_reload(host, page, tmp_path):
+    queue = host.client()
+    tq, group = task_queue_id(), slugid()
+    ids = [group_task(queue, tq, group, f"build {i}", f"echo building {i}; sleep 1") for i in range(5)]
+    failing = group_task(queue, tq, group, "lint", "echo 'lint: 2 problems'; exit 2")
+    page.goto(f"{host.root_url}/")  # the rootUrl leads to the inspector
+    assert page.url.startswith(f"{host.root_url}/inspector/")
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector("#count-pending[data-count='6']", timeout=WAIT_MS)
+    page.evaluate("window.__notReloaded = true")
+    worker = WorkerProcess(host, tq, tmp_path, "--capacity", "3")
+    try:
+        page.wait_for_selector("#count-running:not([data-count='0'])", timeout=WAIT_MS)
+        shot(page, "group-running")
+        page.wait_for_selector("#count-completed[data-count='5']", timeout=WAIT_MS)
+        page.wait_for_selector("#count-failed[data-count='1']", timeout=WAIT_MS)
+    finally:
+        worker.stop()
+    assert page.evaluate("window.__notReloaded") is True  # updated live, not by a reload
+    assert page.get_attribute(f"tr[data-task-id='{failing}']", "data-state") == "failed"
+    assert page.inner_text(f"tr[data-task-id='{failing}'] .state").lower() == "failed"
+    for task_id in ids:
+        assert page.get_attribute(f"tr[data-task-id='{task_id}']", "data-state") == "completed"
+    shot(page, "group")
+    page.click("#count-failed")  # the state filter
+    wait_js(page, "document.querySelectorAll('#group-tasks tbody tr').length === 1", timeout=WAIT_MS)
+    assert page.get_attribute("#group-tasks tbody tr", "data-task-id") == failing
+
+
+def test_large_groups_are_paged(host, page):
+    queue = host.client()
+    tq, group = task_queue_id(), slugid()
+    for i in range(105):
+        group_task(queue, tq, group, f"shard {i:03}", "true")
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector("#count-pending[data-count='105']", timeout=WAIT_MS)
+    assert page.locator("#group-tasks tbody tr").count() == 100
+    assert "page 1 of 2" in page.inner_text("#page-of")
+    page.click("a[rel=next]")
+    wait_js(page, "document.querySelectorAll('#group-tasks tbody tr').length === 5", timeout=WAIT_MS)
+    assert "shard 104" in page.inner_text("#group-tasks")
+
+
+def test_a_tasks_page_shows_runs_dependencies_and_artifacts_whose_links_download_the_bytes(host, page, tmp_path):
+    queue = host.client()
+    tq, group = task_queue_id(), slugid()
+    first = group_task(queue, tq, group, "prepare", "echo prepared")
+    task_id = slugid()
+    queue.createTask(task_id, task_definition(
+        taskQueueId=tq, taskGroupId=group, dependencies=[first],
+        payload={"command": [PY, "-c", "open('report.txt', 'w').write('report: all good\\n')"],
+                 "artifacts": [{"name": "public/report.txt", "path": "report.txt", "contentType": "text/plain"}]},
+        metadata={"name": "report", "description": "writes a report", "owner": "tests@example.com",
+                  "source": "https://example.com/tests"}))
+    worker = WorkerProcess(host, tq, tmp_path)
+    try:
+        wait_for(lambda: queue.status(task_id)["status"]["state"] == "completed", timeout=30)
+    finally:
+        worker.stop()
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    page.wait_for_selector("article.run[data-state='completed'] li[data-artifact='public/report.txt']",
+                           timeout=WAIT_MS)
+    run = page.inner_text("article.run[data-run-id='0']")
+    assert "scheduled" in run and "completed" in run and "wg/ref-1" in run  # the reasons and the worker
+    assert page.locator("li[data-artifact='public/logs/live.log'] a.view-log").count() == 1
+    assert "prepare" in page.inner_text("#depends-on")
+    href = page.get_attribute("li[data-artifact='public/report.txt'] a.download", "href")
+    # Followed by the browser itself (the queue's redirect to Blob Storage, across origins).
+    assert page.evaluate("href => fetch(href).then(r => r.text())", href) == "report: all good\n"
+    assert httpx.get(href, follow_redirects=True).text == "report: all good\n"
+    shot(page, "task")
+    page.goto(f"{host.root_url}/inspector/#/tasks/{first}")
+    page.wait_for_selector(f"#dependents a[href='#/tasks/{task_id}']", timeout=WAIT_MS)
+
+
+def test_a_running_tasks_live_log_grows_on_the_page(host, page, tmp_path):
+    queue = host.client()
+    tq = task_queue_id()
+    task_id = submit(queue, tq, {"command": [PY, "-u", "-c",
+                                             "import time\nfor i in range(16):\n    print('step', i)\n"
+                                             "    time.sleep(0.5)"]})
+    worker = WorkerProcess(host, tq, tmp_path)
+    try:
+        wait_for(lambda: queue.status(task_id)["status"]["state"] == "running", timeout=30)
+        page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}/runs/0/logs/public%2Flogs%2Flive.log")
+        wait_js(page, "document.querySelector('#log').textContent.includes('step 3')", timeout=WAIT_MS)
+        early = page.inner_text("#log")
+        assert "step 15" not in early  # seen while the command was still printing
+        assert page.inner_text("#run-state").lower() == "running"
+        page.evaluate("window.__notReloaded = true")
+        shot(page, "live-log")
+        wait_js(page, "document.querySelector('#log').textContent.includes('exit code 0')", timeout=WAIT_MS)
+    finally:
+        worker.stop()
+    final = page.inner_text("#log")
+    assert final.startswith(early.rstrip("\n").rsplit("\n", 1)[0])  # appended to, not replaced
+    assert "step 15" in final and page.evaluate("window.__notReloaded") is True
+    wait_js(page, "document.querySelector('#log-status').textContent.includes('the whole log')",
+                           timeout=WAIT_MS)
+
+
+def test_sign_in_with_wrong_credentials_shows_a_clear_error_and_right_ones_enable_the_buttons(host, page):
+    queue = host.client()
+    task_id = submit(queue, task_queue_id(), {"command": "true"})
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    page.wait_for_selector("#cancel-task", timeout=WAIT_MS)
+    assert page.is_disabled("#cancel-task")  # the anonymous scopes may not cancel
+    sign_in(page, token="not-the-token")
+    page.wait_for_selector("#sign-in-error:not(:empty)", timeout=WAIT_MS)
+    error = page.inner_text("#sign-in-error")
+    assert "Sign-in failed" in error and "accessToken" in error
+    assert page.locator("#signed-in-as").count() == 0
+    shot(page, "sign-in-error")
+    sign_in(page)
+    page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
+    assert page.inner_text("#signed-in-as") == ROOT_CLIENT_ID
+    page.wait_for_selector("#cancel-task:not([disabled])", timeout=WAIT_MS)
+    page.click("#cancel-task")
+    page.wait_for_selector("#action-feedback .message-ok", timeout=WAIT_MS)
+    assert queue.status(task_id)["status"]["state"] == "exception"
+    page.wait_for_selector("#rerun-task:not([disabled])", timeout=WAIT_MS)
+    page.click("#rerun-task")
+    wait_for(lambda: queue.status(task_id)["status"]["state"] == "pending", timeout=10)
+
+
+def test_the_task_queue_view_shows_pending_and_claimed_tasks_and_workers(host, page, tmp_path):
+    queue = host.client()
+    tq = task_queue_id()
+    running = submit(queue, tq, {"command": ["sleep", "20"]})
+    worker = WorkerProcess(host, tq, tmp_path, "--capacity", "1")
+    try:
+        wait_for(lambda: queue.status(running)["status"]["state"] == "running", timeout=30)
+        waiting = submit(queue, tq, {"command": "true"})
+        page.goto(f"{host.root_url}/inspector/#/queues/{tq}")
+        page.wait_for_selector("#pending .quiet, #pending table", timeout=WAIT_MS)
+        assert "Sign in" in page.inner_text("#pending")  # the anonymous scopes may not list them
+        sign_in(page)
+        page.wait_for_selector(f"#pending a[href='#/tasks/{waiting}']", timeout=WAIT_MS)
+        page.wait_for_selector(f"#claimed a[href='#/tasks/{running}']", timeout=WAIT_MS)
+        page.wait_for_selector("#workers a[href*='/wg/ref-1']", timeout=WAIT_MS)
+        assert page.inner_text("#pending-count") == "1" and page.inner_text("#claimed-count") == "1"
+        shot(page, "task-queue")
+        page.click("#workers a[href*='/wg/ref-1']")
+        page.wait_for_selector(f"#worker a[href='#/tasks/{running}']", timeout=WAIT_MS)
+        assert page.inner_text("#quarantine") == "no"
+        shot(page, "worker")
+    finally:
+        worker.stop()
+
+
+def test_task_content_is_shown_as_text_never_as_markup(host, page):
+    queue = host.client()
+    group = slugid()
+    task_id = group_task(queue, task_queue_id(), group, "<img src=x onerror=window.__owned=1>", "true")
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector(f"tr[data-task-id='{task_id}']", timeout=WAIT_MS)
+    assert "<img src=x" in page.inner_text(f"tr[data-task-id='{task_id}']")
+    assert page.evaluate("window.__owned") is None
+    assert page.locator("#group-tasks img").count() == 0
+
+
+def test_the_inspector_files_are_served_with_a_content_security_policy(host):
+    index = httpx.get(f"{host.root_url}/inspector/")
+    assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in index.headers["content-security-policy"]
+    again = httpx.get(f"{host.root_url}/inspector/", headers={"if-none-match": index.headers["etag"]})
+    assert again.status_code == 304
+    script = httpx.get(f"{host.root_url}/inspector/inspector.js")
+    assert script.headers["content-type"].startswith("text/javascript")
+    missing = httpx.get(f"{host.root_url}/inspector/../shared/settings.py")
+    assert missing.status_code == 404 and missing.json()["code"] == "ResourceNotFound"
+    assert httpx.get(f"{host.root_url}/", follow_redirects=False).headers["location"] == "/inspector/"
+
+
+def test_current_scopes_answers_the_official_auth_client(host):
+    import taskcluster
+    auth = taskcluster.Auth({"rootUrl": host.root_url,
+                             "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}})
+    assert "*" in auth.currentScopes()["scopes"]
+    anonymous = taskcluster.Auth({"rootUrl": host.root_url}).currentScopes()["scopes"]
+    assert "queue:get-task:*" in anonymous and "*" not in anonymous
+    wrong = taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0,
+                              "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": "wrong"}})
+    with pytest.raises(taskcluster.exceptions.TaskclusterAuthFailure):
+        wrong.currentScopes()
