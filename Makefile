@@ -14,10 +14,10 @@ TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
 
 setup: $(VENV)/.installed $(AZURITE_STAMP)
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # the tc-queue-worker command
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # the tc-queue-worker and tc-queue-admin commands
 	@touch $@
 
 $(AZURITE_STAMP):  # a stamp per version, so a checkout with an older Azurite is upgraded
@@ -39,7 +39,7 @@ lint: setup
 	$(PY) -m ruff check .
 
 typecheck: setup
-	$(PY) -m mypy shared functions local_host worker function_app.py
+	$(PY) -m mypy shared functions local_host worker queue_admin function_app.py
 
 check: lint typecheck test
 

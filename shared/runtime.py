@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from shared import faults, timeutil
 from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
+from shared.auth.roles import RoleStore
 from shared.bus import create_publisher
 from shared.domain.eventlog import Publisher
 from shared.maintenance.reconciler import Reconciler
@@ -110,4 +111,6 @@ def get_authenticator() -> Authenticator:
     clients = ClientStore(get_queue().stores.tables, token_secret=settings.token_secret,
                           root_client_id=settings.root_client_id, root_access_token=settings.root_access_token,
                           cache_seconds=settings.client_cache_seconds)
-    return Authenticator(clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew)
+    roles = RoleStore(get_queue().stores.tables, cache_seconds=settings.client_cache_seconds)
+    return Authenticator(clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew,
+                         roles=roles)

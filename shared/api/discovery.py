@@ -42,8 +42,8 @@ SERVICES = {
               "Functions over Azure Storage (the extension methods are marked in their descriptions)."),
     "object": ("Object Service", "The object service provides HTTP-accessible storage for large blobs of data: "
                "here, block blobs of the artifact container, uploaded once and then immutable."),
-    "auth": ("Authentication", "What a deployment's callers ask about their own credentials. This queue "
-             "authenticates in process; of Taskcluster's auth service it serves `currentScopes`."),
+    "auth": ("Authentication", "Clients, roles and scope expansion, in the shapes of Taskcluster's auth service. "
+             "This queue authenticates in process, with the clients and roles these routes manage."),
 }
 
 # What the words of the routing keys mean (Taskcluster's summaries, shortened).

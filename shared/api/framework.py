@@ -49,8 +49,10 @@ PARAM_PATTERNS: dict[str, str] = {
     "workerId": r"^[a-zA-Z0-9-_]{1,38}$",
     "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
     "name": r"^[\x20-\x7e]+$",  # artifact names: printable ASCII
+    "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",  # the auth service's
+    "roleId": r"^[\x20-\x7e]+$",
 }
-_SEGMENT = {"taskQueueId": r"[^/]+/[^/]+", "name": r".+"}  # artifact names hold `/`
+_SEGMENT = {"taskQueueId": r"[^/]+/[^/]+", "name": r".+", "clientId": r".+", "roleId": r".+"}  # these hold `/`
 MAX_RUN_ID = 1000
 
 # A scope template: scope strings with `<param>` placeholders, AllOf/AnyOf, `{for, in, each}` expanding a
@@ -151,6 +153,8 @@ class Route:
     def __post_init__(self) -> None:
         pattern = re.sub(r"<([a-zA-Z]+)>", lambda m: f"(?P<{m.group(1)}>{_SEGMENT.get(m.group(1), '[^/]+')})",
                          self.path)
+        if pattern.endswith("/") and len(pattern) > 1:
+            pattern = pattern[:-1] + "/?"  # `/roles/` is also asked as `/roles` (the official clients do)
         self.regex = re.compile(f"^{pattern}\\Z", re.DOTALL)  # any character reaches the parameter checks
 
 

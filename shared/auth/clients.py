@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, TableStore, decode_key, encode_key
+from shared.storage.base import Entity, TableStore, decode_key, encode_key, query_all
 
 CLIENTS_TABLE = "Clients"
 CLIENT_ROW = "client"
@@ -33,6 +33,9 @@ class Client:
     expires: dt.datetime | None = None
     disabled: bool = False
     description: str = ""
+    created: dt.datetime | None = None
+    last_modified: dt.datetime | None = None
+    last_rotated: dt.datetime | None = None
 
     def usable(self, now: dt.datetime) -> str | None:
         """Why the client cannot authenticate now, or None."""
@@ -77,9 +80,13 @@ class ClientStore:
         data = entity.data
         expires = timeutil.parse(data["expires"]) if data.get("expires") else None
         client_id = decode_key(entity.partition_key)
+        def when(key: str) -> dt.datetime | None:
+            return timeutil.parse(data[key]) if data.get(key) else None
+
         return Client(client_id, self._derive(client_id, data["nonce"]),
                       tuple(json.loads(data["scopes"])), expires, bool(data.get("disabled")),
-                      data.get("description", ""))
+                      data.get("description", ""), when("created"), when("lastModified") or when("created"),
+                      when("lastRotated") or when("created"))
 
     async def get(self, client_id: str) -> Client | None:
         if client_id == self._root.client_id:
@@ -95,15 +102,24 @@ class ClientStore:
         self._cache[client_id] = (time.monotonic() + self.cache_seconds, client)
         return client
 
+    async def must_get(self, client_id: str) -> Client:
+        """The client as stored now (not from the cache); 404 ClientNotFound."""
+        self._cache.pop(client_id, None)
+        client = await self.get(client_id)
+        if client is None:
+            raise ClientNotFound(clientId=client_id)
+        return client
+
     async def create(self, client_id: str, scopes: list[str], *, expires: dt.datetime | None = None,
                      description: str = "") -> Client:
         if not CLIENT_ID_PATTERN.match(client_id) or client_id == self._root.client_id:
             raise errors.InputError("Invalid clientId `{clientId}`", clientId=client_id)
         await self._ensure()
         nonce = secrets.token_urlsafe(24)
+        now = timeutil.iso(timeutil.now())
         data = {"nonce": nonce, "scopes": json.dumps(sorted(set(scopes))), "description": description,
                 "expires": timeutil.iso(expires) if expires else "", "disabled": False,
-                "created": timeutil.iso(timeutil.now())}
+                "created": now, "lastModified": now, "lastRotated": now}
         stored = await self.tables.insert(CLIENTS_TABLE, Entity(encode_key(client_id), CLIENT_ROW, data))
         if stored is None:
             raise ClientExists(clientId=client_id)
@@ -116,6 +132,7 @@ class ClientStore:
             entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
             if entity is None:
                 raise ClientNotFound(clientId=client_id)
+            changes.setdefault("lastModified", timeutil.iso(timeutil.now()))
             updated = Entity(entity.partition_key, CLIENT_ROW, {**entity.data, **changes}, entity.etag)
             stored = await self.tables.replace(CLIENTS_TABLE, updated)
             if stored is not None:
@@ -124,7 +141,16 @@ class ClientStore:
 
     async def reset(self, client_id: str) -> Client:
         """A new access token; the old one stops working (within `cache_seconds` in other processes)."""
-        return await self._modify(client_id, nonce=secrets.token_urlsafe(24))
+        return await self._modify(client_id, nonce=secrets.token_urlsafe(24), lastRotated=timeutil.iso(timeutil.now()))
+
+    async def update(self, client_id: str, *, scopes: list[str], description: str,
+                     expires: dt.datetime | None) -> Client:
+        """New scopes, description and expiry (Taskcluster's updateClient)."""
+        if client_id == self._root.client_id:
+            raise errors.InputError("The root client `{clientId}` is set by QUEUE_ROOT_CLIENT_ID and cannot be "
+                                    "changed here", clientId=client_id)
+        return await self._modify(client_id, scopes=json.dumps(sorted(set(scopes))), description=description,
+                                  expires=timeutil.iso(expires) if expires else "")
 
     async def set_disabled(self, client_id: str, disabled: bool) -> Client:
         return await self._modify(client_id, disabled=disabled)
@@ -136,12 +162,5 @@ class ClientStore:
 
     async def list(self) -> list[Client]:
         await self._ensure()
-        clients: list[Client] = []
-        token: str | None = None
-        while True:
-            page = await self.tables.query(CLIENTS_TABLE, "RowKey eq @rk", {"rk": CLIENT_ROW}, limit=1000,
-                                           continuation=token)
-            clients.extend(self._from_entity(e) for e in page.entities)
-            token = page.continuation
-            if token is None:
-                return sorted(clients, key=lambda c: c.client_id)
+        found = await query_all(self.tables, CLIENTS_TABLE, "RowKey eq @rk", {"rk": CLIENT_ROW})
+        return sorted((self._from_entity(e) for e in found), key=lambda c: c.client_id)

@@ -26,6 +26,7 @@ from mohawk.util import calculate_mac, parse_authorization_header
 
 from shared import credentials, errors, strict_json, timeutil
 from shared.auth.clients import Client, ClientStore
+from shared.auth.roles import RoleStore
 from shared.scopes import satisfies, scope_satisfied
 
 HAWK_SKEW_SECONDS = 15 * 60
@@ -81,13 +82,20 @@ def _check_scopes_list(value: Any, what: str) -> list[str]:
 
 class Authenticator:
     def __init__(self, clients: ClientStore, anonymous_scopes: Sequence[str], *,
-                 certificate_skew_seconds: float = 300) -> None:
+                 certificate_skew_seconds: float = 300, roles: RoleStore | None = None) -> None:
         self.clients = clients
+        self.roles = roles
         self.anonymous_scopes = tuple(anonymous_scopes)
         self.certificate_skew = dt.timedelta(seconds=certificate_skew_seconds)
 
     def anonymous(self) -> Caller:
         return Caller(None, self.anonymous_scopes)
+
+    async def expand(self, scopes: Sequence[str]) -> tuple[str, ...]:
+        """The scopes with what the roles they assume give (shared/auth/roles.py); as they are without roles."""
+        if self.roles is None:
+            return tuple(scopes)
+        return await self.roles.expand(tuple(scopes))
 
     async def authenticate(self, request: Request) -> Caller:
         if request.authorization:
@@ -97,7 +105,9 @@ class Authenticator:
         bewit = _bewit_of(request.url)
         if bewit is not None:
             return await self._bewit(request, bewit)
-        return self.anonymous()
+        if self.roles is None:
+            return self.anonymous()
+        return Caller(None, await self.expand(self.anonymous_scopes))
 
     async def _client(self, client_id: str, now: dt.datetime) -> Client:
         client = await self.clients.get(client_id)
@@ -114,7 +124,7 @@ class Authenticator:
         certificate = ext.get("certificate")
         if certificate is None:
             client = await self._client(client_id, now)
-            return client.access_token, client.scopes, client.expires
+            return client.access_token, await self.expand(client.scopes), client.expires
         if isinstance(certificate, str):
             try:
                 certificate = strict_json.loads(certificate)
@@ -153,9 +163,10 @@ class Authenticator:
         else:
             issuer_id, named = client_id, None
         issuer = await self._client(issuer_id, now)
-        if named is not None and not scope_satisfied(issuer.scopes, f"auth:create-client:{named}"):
+        issuer_scopes = await self.expand(issuer.scopes)
+        if named is not None and not scope_satisfied(issuer_scopes, f"auth:create-client:{named}"):
             raise AuthFailure(reason=f"issuer `{issuer_id}` may not create client `{named}`")
-        if not satisfies(issuer.scopes, {"AllOf": list(scopes)}):
+        if not satisfies(issuer_scopes, {"AllOf": list(scopes)}):
             raise AuthFailure(reason=f"issuer `{issuer_id}` does not have every scope of the certificate")
         expected = credentials.signature(issuer.access_token, client_id=named, issuer=issuer_id if named else None,
                                          seed=seed, start=int(start), expiry=int(expiry), scopes=scopes)
@@ -165,17 +176,17 @@ class Authenticator:
         expires = min(cert_expiry, issuer.expires) if issuer.expires else cert_expiry
         return credentials.derive_access_token(issuer.access_token, seed), tuple(scopes), expires
 
-    def _caller(self, client_id: str, scopes: tuple[str, ...], expires: dt.datetime | None,
-                ext: Mapping[str, Any]) -> Caller:
+    async def _caller(self, client_id: str, scopes: tuple[str, ...], expires: dt.datetime | None,
+                      ext: Mapping[str, Any]) -> Caller:
         """Every client also holds the anonymous scopes, as in Taskcluster; `authorizedScopes`, which that
-        set must satisfy, then replaces it: narrowing, never widening."""
-        held = tuple(dict.fromkeys(scopes + self.anonymous_scopes))
+        set must satisfy, then replaces it: narrowing, never widening. Roles are expanded in both."""
+        held = await self.expand(tuple(dict.fromkeys(scopes + self.anonymous_scopes)))
         if "authorizedScopes" not in ext:
             return Caller(client_id, held, expires)
         authorized = _check_scopes_list(ext["authorizedScopes"], "authorizedScopes")
         if not satisfies(held, {"AllOf": list(authorized)}):
             raise AuthFailure(reason="authorizedScopes must be satisfied by the credentials' own scopes")
-        return Caller(client_id, tuple(authorized), expires)
+        return Caller(client_id, await self.expand(tuple(authorized)), expires)
 
     async def _hawk_header(self, request: Request) -> Caller:
         now = timeutil.now()
@@ -199,7 +210,7 @@ class Authenticator:
         except (ValueError, TypeError, UnicodeError):  # an unusable Host header or URL, a non-numeric ts...
             raise AuthFailure(reason="the request cannot be checked: its Host header, URL or Hawk fields are "
                               "malformed") from None
-        return self._caller(client_id, scopes, expires, ext)
+        return await self._caller(client_id, scopes, expires, ext)
 
     async def _bewit(self, request: Request, bewit: str) -> Caller:
         if request.method not in ("GET", "HEAD"):
@@ -223,7 +234,7 @@ class Authenticator:
         expected = calculate_mac("bewit", resource, None)
         if not hmac.compare_digest(expected.decode("ascii") if isinstance(expected, bytes) else expected, mac):
             raise AuthFailure(reason="bewit MAC mismatch")
-        return self._caller(client_id, scopes, expires, ext)
+        return await self._caller(client_id, scopes, expires, ext)
 
 
 def _hawk_failure(exc: mohawk.exc.HawkFail) -> str:

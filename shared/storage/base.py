@@ -134,6 +134,18 @@ async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> 
                 raise RuntimeError(f"an upsert transaction on {table} did not apply")  # upserts have no condition
 
 
+async def query_all(tables: TableStore, table: str, filter: str, parameters: dict[str, Any]) -> list[Entity]:
+    """Every entity the query matches, page after page (for small tables read whole: clients, roles)."""
+    found: list[Entity] = []
+    token: str | None = None
+    while True:
+        page = await tables.query(table, filter, parameters, limit=1000, continuation=token)
+        found.extend(page.entities)
+        token = page.continuation
+        if token is None:
+            return found
+
+
 async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]) -> None:
     """Delete many entities that may or may not exist (a batch where it can, one by one where it cannot)."""
     by_partition: dict[str, list[str]] = {}

@@ -1,24 +1,204 @@
-"""Auth service API v1 routes: currentScopes.
+"""Auth service API v1 routes, in Taskcluster's shapes: clients (list, get, create, update, reset the access
+token, enable, disable, delete), roles (list, get, create, update, delete), expandScopes and currentScopes.
 
-The web inspector asks it to check a sign-in (wrong credentials answer 401 AuthenticationFailed) and to tell
-which buttons the signed-in credentials may use; the official clients' `Auth` class calls it as it would call
-Taskcluster's auth service.
+Scopes are Taskcluster's (`auth:create-client:<clientId>`, ...). Whoever creates or updates a client or a role
+must hold every scope it gives, so no one can hand out more than they hold. Clients are kept by
+shared/auth/clients.py (access tokens derived, never stored), roles by shared/auth/roles.py; both are read by the
+authentication of every process within QUEUE_CLIENT_CACHE_SECONDS.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from shared import timeutil
 from shared.api import monitoring
-from shared.api.framework import Api, Call
+from shared.api.framework import Api, Call, Reply
+from shared.auth.clients import Client
+from shared.auth.hawk import Authenticator
+from shared.auth.roles import Role
+from shared.runtime import get_authenticator
 
 api = Api("auth", "v1")
 monitoring.register(api)
+GRANTING = {"for": "scope", "in": "scopes", "each": "<scope>"}  # the caller must hold what it gives
 
 
-@api.route("GET", "/scopes/current", name="currentScopes", title="Get Current Scopes", scopes=None)
+def _auth() -> Authenticator:
+    return get_authenticator()
+
+
+def _iso(value: Any) -> str | None:
+    return timeutil.iso(value) if value is not None else None
+
+
+async def _client(client: Client, *, with_token: bool = False) -> dict[str, Any]:
+    """get-client-response (create-client-response with the accessToken)."""
+    never = "3000-01-01T00:00:00.000Z"
+    created = _iso(client.created) or never
+    out: dict[str, Any] = {
+        "clientId": client.client_id, "description": client.description,
+        "expires": _iso(client.expires) or never, "created": created,
+        "lastModified": _iso(client.last_modified) or created, "lastDateUsed": created,
+        "lastRotated": _iso(client.last_rotated) or created, "deleteOnExpiration": False,
+        "disabled": client.disabled, "scopes": list(client.scopes),
+        "expandedScopes": list(await _auth().expand(client.scopes))}
+    if with_token:
+        out["accessToken"] = client.access_token
+    return out
+
+
+async def _role(role: Role) -> dict[str, Any]:
+    return {"roleId": role.role_id, "description": role.description, "scopes": list(role.scopes),
+            "created": timeutil.iso(role.created), "lastModified": timeutil.iso(role.last_modified),
+            "expandedScopes": list(await _auth().expand((f"assume:{role.role_id}",)))}
+
+
+def _roles() -> Any:
+    roles = _auth().roles
+    assert roles is not None, "the app's authenticator has a role store"
+    return roles
+
+
+# --- clients ------------------------------------------------------------------------------------------------
+
+@api.route("GET", "/clients/", name="listClients", title="List Clients", scopes="auth:list-clients",
+           query={"prefix": "^[A-Za-z0-9!@/:.+|_-]*$"})
+async def list_clients(call: Call[Any]) -> dict[str, Any]:
+    """Every stored client (not the root client of the settings), in clientId order; `prefix` narrows the list.
+    All in one answer: no `continuationToken`."""
+    await call.authorize()
+    prefix = call.query.get("prefix", "")
+    clients = [c for c in await _auth().clients.list() if c.client_id.startswith(prefix)]
+    return {"clients": [await _client(c) for c in clients]}
+
+
+@api.route("GET", "/clients/<clientId>", name="client", title="Get Client", scopes="auth:get-client:<clientId>")
+async def get_client(call: Call[Any]) -> dict[str, Any]:
+    """A client, with its scopes and their expansion through roles."""
+    await call.authorize()
+    return await _client(await _auth().clients.must_get(call.params["clientId"]))
+
+
+@api.route("PUT", "/clients/<clientId>", name="createClient", title="Create Client",
+           scopes={"AllOf": ["auth:create-client:<clientId>", GRANTING]}, input="auth/create-client-request")
+async def create_client(call: Call[Any]) -> dict[str, Any]:
+    """Create a client and answer its accessToken, this once (`resetAccessToken` gives a new one). The caller
+    must hold every scope the client is given."""
+    await call.authorize(scopes=call.body["scopes"])
+    client = await _auth().clients.create(call.params["clientId"], call.body["scopes"],
+                                          expires=timeutil.parse(call.body["expires"]),
+                                          description=call.body["description"])
+    return await _client(client, with_token=True)
+
+
+@api.route("POST", "/clients/<clientId>/reset", name="resetAccessToken", title="Reset `accessToken`",
+           scopes="auth:reset-access-token:<clientId>")
+async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
+    """A new accessToken for the client, answered this once; the old one stops working (in every process within
+    QUEUE_CLIENT_CACHE_SECONDS)."""
+    await call.authorize()
+    return await _client(await _auth().clients.reset(call.params["clientId"]), with_token=True)
+
+
+@api.route("POST", "/clients/<clientId>/enable", name="enableClient", title="Enable Client",
+           scopes="auth:enable-client:<clientId>")
+async def enable_client(call: Call[Any]) -> dict[str, Any]:
+    await call.authorize()
+    return await _client(await _auth().clients.set_disabled(call.params["clientId"], False))
+
+
+@api.route("POST", "/clients/<clientId>/disable", name="disableClient", title="Disable Client",
+           scopes="auth:disable-client:<clientId>")
+async def disable_client(call: Call[Any]) -> dict[str, Any]:
+    """The client stops authenticating (within QUEUE_CLIENT_CACHE_SECONDS); `enableClient` undoes it."""
+    await call.authorize()
+    return await _client(await _auth().clients.set_disabled(call.params["clientId"], True))
+
+
+# After reset, enable and disable: a clientId may hold `/`, so `/clients/<clientId>` also matches theirs.
+@api.route("POST", "/clients/<clientId>", name="updateClient", title="Update Client",
+           scopes={"AllOf": ["auth:update-client:<clientId>", GRANTING]}, input="auth/create-client-request")
+async def update_client(call: Call[Any]) -> dict[str, Any]:
+    """Replace a client's scopes, description and expiry. The caller must hold every scope it is given."""
+    await call.authorize(scopes=call.body["scopes"])
+    client = await _auth().clients.update(call.params["clientId"], scopes=call.body["scopes"],
+                                          description=call.body["description"],
+                                          expires=timeutil.parse(call.body["expires"]))
+    return await _client(client)
+
+
+@api.route("DELETE", "/clients/<clientId>", name="deleteClient", title="Delete Client",
+           scopes="auth:delete-client:<clientId>")
+async def delete_client(call: Call[Any]) -> Reply:
+    """Delete a client; deleting one that does not exist is not an error."""
+    await call.authorize()
+    await _auth().clients.delete(call.params["clientId"])
+    return Reply(None)
+
+
+# --- roles --------------------------------------------------------------------------------------------------
+
+@api.route("GET", "/roles/", name="listRoles", title="List Roles", scopes="auth:list-roles")
+async def list_roles(call: Call[Any]) -> Reply:
+    """Every role, in roleId order (a JSON array, as Taskcluster's listRoles answers)."""
+    await call.authorize()
+    return Reply([await _role(r) for r in await _roles().list()])
+
+
+@api.route("GET", "/roleids/", name="listRoleIds", title="List Role IDs", scopes="auth:list-roles")
+async def list_role_ids(call: Call[Any]) -> dict[str, Any]:
+    await call.authorize()
+    return {"roleIds": [r.role_id for r in await _roles().list()]}
+
+
+@api.route("GET", "/roles/<roleId>", name="role", title="Get Role", scopes="auth:get-role:<roleId>")
+async def get_role(call: Call[Any]) -> dict[str, Any]:
+    """A role, with the scopes `assume:<roleId>` expands to."""
+    await call.authorize()
+    return await _role(await _roles().get(call.params["roleId"]))
+
+
+@api.route("PUT", "/roles/<roleId>", name="createRole", title="Create Role",
+           scopes={"AllOf": ["auth:create-role:<roleId>", GRANTING]}, input="auth/create-role-request")
+async def create_role(call: Call[Any]) -> dict[str, Any]:
+    """Create a role (the same request again answers it as it is; other scopes or description: 409). The caller
+    must hold every scope the role gives. A role that would close a cycle of roles is refused (400)."""
+    await call.authorize(scopes=call.body["scopes"])
+    return await _role(await _roles().create(call.params["roleId"], call.body["scopes"], call.body["description"]))
+
+
+@api.route("POST", "/roles/<roleId>", name="updateRole", title="Update Role",
+           scopes={"AllOf": ["auth:update-role:<roleId>", GRANTING]}, input="auth/create-role-request")
+async def update_role(call: Call[Any]) -> dict[str, Any]:
+    """Replace a role's scopes and description; the caller must hold every scope it gives."""
+    await call.authorize(scopes=call.body["scopes"])
+    return await _role(await _roles().update(call.params["roleId"], call.body["scopes"], call.body["description"]))
+
+
+@api.route("DELETE", "/roles/<roleId>", name="deleteRole", title="Delete Role", scopes="auth:delete-role:<roleId>")
+async def delete_role(call: Call[Any]) -> Reply:
+    """Delete a role; deleting one that does not exist is not an error."""
+    await call.authorize()
+    await _roles().delete(call.params["roleId"])
+    return Reply(None)
+
+
+# --- scopes -------------------------------------------------------------------------------------------------
+
+@api.route("POST", "/scopes/expand", name="expandScopes", title="Expand Scopes", scopes="auth:expand-scopes",
+           input="auth/scopeset", output="auth/scopeset")
+async def expand_scopes(call: Call[Any]) -> dict[str, Any]:
+    """The scopes with every scope the roles they assume give, transitively, normalized (Taskcluster's role
+    expansion: trailing-`*` roles, `<..>` parameters, `assume:` scopes ending in `*`)."""
+    await call.authorize()
+    return {"scopes": list(await _auth().expand(call.body["scopes"]))}
+
+
+@api.route("GET", "/scopes/current", name="currentScopes", title="Get Current Scopes", scopes=None,
+           output="auth/scopeset")
 async def current_scopes(call: Call[Any]) -> dict[str, Any]:
     """The scopes the credentials of this request hold, as the queue authenticates them: the client's scopes
-    (or a certificate's, narrowed by `authorizedScopes`) with the anonymous scopes every caller holds. Anonymous
-    callers get the anonymous scopes. Answers Taskcluster's scopeset: `{"scopes": [...]}`."""
+    (or a certificate's, narrowed by `authorizedScopes`) with the anonymous scopes every caller holds, roles
+    expanded. Anonymous callers get the anonymous scopes. Answers Taskcluster's scopeset: `{"scopes": [...]}`."""
     return {"scopes": sorted(call.caller.scopes)}
