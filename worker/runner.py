@@ -42,6 +42,7 @@ LOG_ARTIFACT = live_log.NAME
 LOG_CONTENT_TYPE = live_log.CONTENT_TYPE
 URL_REFRESH = dt.timedelta(minutes=5)  # ask for fresh polling URLs this long before they expire
 STEP = 0.2  # seconds between checks of a running command
+CLAIM_IN_FLIGHT = 30.0  # at most this long a shutdown report waits for a claim in flight (claimWork polls 20 s)
 
 
 @dataclass
@@ -128,6 +129,9 @@ class TaskRun(threading.Thread):
         self._upload_artifacts(payload, task, log)
         self._upload_log(log, task)
         if result == "shutdown":
+            # Not before this worker's last claim has returned: a claim still in flight would take the very
+            # retry this report makes pending, and run and report it worker-shutdown in turn.
+            self.worker.done_claiming.wait(CLAIM_IN_FLIGHT)
             return self._report("exception", "worker-shutdown")
         return self._report("completed" if result == "exit 0" else "failed", "")
 
@@ -262,6 +266,7 @@ class Worker:
         self._served: Any = None
         self.http = httpx.Client(timeout=30)
         self.stopping = threading.Event()
+        self.done_claiming = threading.Event()  # set once the claim loop has ended (no claim in flight)
         self.running: set[TaskRun] = set()
         self.changed = threading.Condition()
         self.started_runs = 0
@@ -315,6 +320,7 @@ class Worker:
             idle = 0.5
             for claim in claims:
                 self._start(claim)
+        self.done_claiming.set()
         with self.changed:
             while self.running:
                 self.changed.wait(1.0)
