@@ -1,9 +1,11 @@
-"""Telemetry: logs and traces to Application Insights through OpenTelemetry, when it is configured.
+"""Telemetry: logs, traces and metrics to Application Insights through OpenTelemetry, when it is configured.
 
 `APPLICATIONINSIGHTS_CONNECTION_STRING` turns it on (the deployment sets it); without it nothing is configured
-and nothing leaves the machine. Logs keep their fixed fields (`shared/logs.py`: taskId, runId, ...) as custom
-dimensions; traces are a server span per API request (the ASGI middleware) with the Azure SDK's storage and
-Service Bus calls as its dependencies. With `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` =
+and nothing leaves the machine, except that `OTEL_METRICS_EXPORTER=console` prints the queue's metrics
+(shared/metrics.py) every `OTEL_METRIC_EXPORT_INTERVAL` ms (default 60,000), to read them locally. Logs keep
+their fixed fields (`shared/logs.py`: taskId, runId, ...) as custom dimensions; metrics go to customMetrics;
+traces are a server span per API request (the ASGI middleware) with the Azure SDK's storage and Service Bus
+calls as its dependencies. With `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` =
 `Authorization=AAD;ClientId=<id>` the exporter authenticates with that managed identity (the Application
 Insights resource then has local authentication off, as Microsoft's templates make it).
 """
@@ -40,6 +42,8 @@ def configure() -> bool:
     environ = os.environ
     connection_string = environ.get(CONNECTION_SETTING)
     if not connection_string:
+        if environ.get("OTEL_METRICS_EXPORTER", "").lower() == "console":
+            _console_metrics(int(environ.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000))
         return False
     # The distro's default sampler keeps 5 *spans* a second, which drops the storage calls of a request (a
     # createTask makes several) while keeping the request. Sample whole traces instead: all of a request or
@@ -64,6 +68,17 @@ def configure() -> bool:
     )
     log.info("telemetry: exporting logs and traces to Application Insights")
     return True
+
+
+def _console_metrics(interval_ms: int) -> None:
+    """The queue's metrics (shared/metrics.py) printed as JSON every `interval_ms`, to read them locally."""
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+
+    reader = PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=interval_ms)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    log.info("telemetry: printing metrics every %d ms (OTEL_METRICS_EXPORTER=console)", interval_ms)
 
 
 def instrument_asgi(app: Any) -> Any:

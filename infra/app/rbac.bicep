@@ -1,6 +1,8 @@
 // Least privilege for the app's identity: data-plane roles on exactly the resources it uses.
 param identityPrincipalId string
 param userPrincipalId string
+@allowed(['User', 'ServicePrincipal', 'Group'])
+param userPrincipalType string = 'User'
 param runtimeStorageName string
 param dataStorageName string
 param serviceBusName string
@@ -13,7 +15,7 @@ var roles = {
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
   serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2552ae39'
-  serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+  serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
   keyVaultSecretsUser: '4633458b-17de-408a-b874-0445c86b69e6'
 }
@@ -95,18 +97,20 @@ resource userData 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for ro
   scope: data
   properties: {
     principalId: userPrincipalId
-    principalType: 'User'
+    principalType: userPrincipalType
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
   }
 }]
 
+// Data Owner, not only Receiver: a listener creates its subscription and rules from Pulse-style bindings with
+// its identity (docs/events.md), which needs the management rights of the data plane.
 resource userListen 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
-  name: guid(bus.id, userPrincipalId, roles.serviceBusDataReceiver)
+  name: guid(bus.id, userPrincipalId, roles.serviceBusDataOwner)
   scope: bus
   properties: {
     principalId: userPrincipalId
-    principalType: 'User'
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalType: userPrincipalType
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
   }
 }
 
@@ -115,7 +119,7 @@ resource userSecrets 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (
   scope: vault
   properties: {
     principalId: userPrincipalId
-    principalType: 'User'
+    principalType: userPrincipalType
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.keyVaultSecretsUser)
   }
 }

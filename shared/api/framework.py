@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from shared import errors, strict_json, timeutil, validation
+from shared import errors, metrics, strict_json, timeutil, validation
 from shared.auth.hawk import Authenticator, Caller
 from shared.auth.hawk import Request as AuthRequest
 from shared.scopes import ScopeExpr, describe, unsatisfied
@@ -350,6 +350,12 @@ class ApiApp:
                 return
 
     async def handle(self, request: Request) -> Response:
+        response = await self._handle(request)
+        metrics.API_REQUESTS.add(1, {"method": request.scope.get("queue.route", "unknown"),
+                                     "status": response.status_code})
+        return response
+
+    async def _handle(self, request: Request) -> Response:
         started = dt.datetime.now(dt.UTC)
         # The decoded path as the server gave it (request.url.path re-quotes `#` and `?` within a segment).
         method, path = request.method, request.scope["path"]
@@ -362,6 +368,7 @@ class ApiApp:
             return error_response(errors.UnknownRoute(method=method, path=path), method="unknown",
                                   params={}, payload=None)
         api, (route, params) = found
+        request.scope["queue.route"] = f"{api.service_name}.{route.name}"
         body: Any = None
         try:
             _check_params(params)

@@ -1,1 +1,1 @@
-"""Authentication (Hawk, temporary credentials) and the client store."""
+"""Authentication (Hawk, temporary credentials), the client and role stores, and role expansion."""

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol
 
-from shared import faults, timeutil
+from shared import faults, metrics, timeutil
 from shared.domain.events import Event
 from shared.logs import fields
 from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, pack_json, put_json, unpack_json
@@ -251,8 +251,12 @@ class EventLog:
                 if row is None:  # cannot happen: rows are written in one transaction with contiguous numbers
                     raise RuntimeError(f"event {done + 1} of {stream.label} is missing")
                 faults.point("dispatch-before-publish")
-                await publisher.publish(event_of(stream.table, row))
+                event = event_of(stream.table, row)
+                await publisher.publish(event)
                 faults.point("dispatch-after-publish")
+                if event.time:
+                    lag = (timeutil.now() - timeutil.parse(event.time)).total_seconds()
+                    metrics.DISPATCH_LAG.record(max(0.0, lag), {"exchange": event.exchange})
                 done += 1
         except PublishError as exc:
             failure = exc

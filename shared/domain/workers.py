@@ -29,7 +29,7 @@ from typing import Any
 from shared import errors, timeutil
 from shared.logs import fields
 from shared.settings import Settings
-from shared.storage.base import Entity, Page, TableStore, encode_key, pack_json, unpack_json
+from shared.storage.base import Entity, Page, TableStore, decode_key, encode_key, pack_json, unpack_json
 from shared.storage.grouped import GroupedUpserts
 
 log = logging.getLogger("queue.workers")
@@ -376,6 +376,23 @@ class WorkerInfo:
             total += len(entities)
             if continuation is None:
                 return total
+
+    async def pending_census(self) -> dict[str, tuple[int, dt.datetime | None]]:
+        """Pending runs per task queue in the index, and when the oldest of each became pending (the metrics'
+        census: every pending row is read, a page of 1,000 at a time)."""
+        census: dict[str, tuple[int, dt.datetime | None]] = {}
+        continuation: str | None = None
+        while True:
+            page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "state eq @state", {"state": "pending"},
+                                           limit=1000, continuation=continuation)
+            for row in page.entities:
+                queue = decode_key(row.partition_key)
+                count, oldest = census.get(queue, (0, None))
+                since = timeutil.parse(str(row.data["since"])) if row.data.get("since") else None
+                census[queue] = (count + 1, min(oldest, since) if oldest and since else oldest or since)
+            continuation = page.continuation
+            if continuation is None:
+                return census
 
     # --- expiry -----------------------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shared import metrics
 from shared.domain.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.domain.messages import (
     CLAIM_QUEUE,
@@ -103,6 +104,9 @@ class Reconciler:
 
     def _repaired(self, report: Report, kind: str, task_id: str | None, **extra: Any) -> None:
         report.repairs[kind] += 1
+        metrics.REPAIRS.add(1, {"reason": kind})
+        if kind == "poison":
+            metrics.POISON_MESSAGES.add(1, {"queue": str(extra.get("queue", ""))})
         log.warning("repair: %s", REPAIRS[kind], extra=fields(event="repair", reason=kind, taskId=task_id, **extra))
 
     async def run(self) -> Report:
@@ -117,6 +121,8 @@ class Reconciler:
             cutoff, limit=PAGE, continuation=token), lambda item: self._active(report, *item))
         await self._scan(report, give_up, lambda token: self.stores.workers.runs_since(
             cutoff, limit=PAGE, continuation=token), lambda row: self._index_row(report, row))
+        if time.monotonic() < give_up:
+            metrics.CENSUS.record(await self.stores.workers.pending_census())
         level = logging.WARNING if report.repairs or report.failures or report.poison else logging.INFO
         log.log(level, "reconciler pass: %s", report.summary(), extra=fields(event="reconciled"))
         return report

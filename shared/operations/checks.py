@@ -9,7 +9,7 @@ import datetime as dt
 import logging
 from typing import Any, Literal
 
-from shared import errors, faults, timeutil
+from shared import errors, faults, metrics, timeutil
 from shared.domain.deadlines import DeadlineBucket
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
 from shared.domain.tasks import Run, Task
@@ -69,6 +69,8 @@ class Checks:
         except errors.TaskNotFound:
             return "task-gone"
         if outcome == "expired":
+            metrics.CLAIM_EXPIRIES.add(1)
+            metrics.resolved("exception", "claim-expired")
             log.info("claim expired", extra=fields(event="claim-expired", taskId=check.taskId, runId=check.runId))
         return outcome
 
@@ -115,5 +117,7 @@ class Checks:
         except errors.TaskNotFound:
             return "task-gone"
         if outcome == "exceeded":
+            metrics.DEADLINE_EXPIRIES.add(1)
+            metrics.resolved("exception", "deadline-exceeded")
             log.info("deadline exceeded", extra=fields(event="deadline-exceeded", taskId=check.taskId))
         return outcome

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from shared import errors, faults, timeutil
+from shared import errors, faults, metrics, timeutil
 from shared.domain.messages import PendingHint, pending_queues
 from shared.domain.tasks import Run, Task
 from shared.logs import fields
@@ -99,6 +99,7 @@ class Claims:
             task.emit("task-running", run_id)
             if await self.tasks.write(task):
                 stores.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
+                metrics.CLAIMS.add(1, {"taskQueueId": task.task_queue_id})
                 return Claim(task, run_id)
             read = True  # lost a race
 

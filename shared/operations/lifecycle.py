@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from shared import errors
+from shared import errors, metrics
 from shared.domain.tasks import (
     MAX_RUNS,
     RESOLVED_STATES,
@@ -124,6 +124,7 @@ class Lifecycle:
 
         async def cancel(task: Task) -> Unchanged | None:
             nonlocal changed
+            changed = False
             if deadline_passed(task, now):
                 raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
             if not task.runs:
@@ -138,6 +139,8 @@ class Lifecycle:
             return None
 
         task = await self.tasks.modify(task_id, cancel)
+        if changed:
+            metrics.resolved("exception", "canceled")
         return task, changed
 
     async def resolve(self, task_id: str, run_id: int, state: ResolvedState, reason: ReasonResolved) -> Task:
@@ -146,8 +149,12 @@ class Lifecycle:
         guards = self.tasks.guards()
         now = guards.now
 
+        changed = False
+
         async def report(task: Task) -> Unchanged | None:
+            nonlocal changed
             run = run_of(task, run_id)
+            changed = False
             if run.state == state and run.reason_resolved == reason:
                 return UNCHANGED
             if run.resolved_state:
@@ -158,11 +165,14 @@ class Lifecycle:
             run.resolve(state, reason, now)
             task.taken_until = None
             task.emit(f"task-{state}", run_id)
+            changed = True
             if state == "exception":
                 await add_retry(task, RETRY_REASONS.get(reason), guards, now)
             return None
 
         task = await self.tasks.modify(task_id, report, guards)
+        if changed:  # not a repeat
+            metrics.resolved(state, reason)
         log.info("run resolved %s/%s", state, reason,
                  extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason))
         return task

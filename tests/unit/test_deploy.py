@@ -208,3 +208,41 @@ def test_requirements_hold_what_the_deployed_code_imports():
 def test_every_module_main_bicep_names_exists(module):
     assert f"'app/{module}.bicep'" in (PROJECT / "infra" / "main.bicep").read_text()
     assert (PROJECT / "infra" / "app" / f"{module}.bicep").exists()
+
+
+def test_every_parameter_of_main_bicep_is_mapped_with_its_default():
+    """main.parameters.json names every parameter, from a variable of the azd environment, with the template's
+    own default (`${NAME=default}`), so `azd env set` reaches each one and an unset one changes nothing."""
+    main = (PROJECT / "infra" / "main.bicep").read_text()
+    declared = {name: default for name, default in re.findall(r"^param (\w+) \w+(?: = (.+))?$", main, re.M)}
+    mapped = json.loads((PROJECT / "infra" / "main.parameters.json").read_text())["parameters"]
+    assert set(mapped) == set(declared)
+    for name, default in declared.items():
+        found = re.fullmatch(r"\$\{(\w+)(?:=([^}]*))?\}", mapped[name]["value"])
+        assert found, (name, mapped[name])
+        if default and default.strip("'"):
+            assert found.group(2) == default.strip("'"), (name, found.group(2), default)
+    # principalType is a parameter the role assignments of the person running azd use.
+    rbac = (PROJECT / "infra" / "app" / "rbac.bicep").read_text()
+    assert "principalType: 'User'" not in rbac and "principalType: userPrincipalType" in rbac
+    assert "userPrincipalType: principalType" in main
+
+
+def test_local_settings_example_holds_what_func_start_needs(monkeypatch):
+    """With Core Tools, `func start` reads local.settings.json: the example (copied to it) names every binding
+    expression and trigger connection of the functions, and every setting the code requires."""
+    values = json.loads((PROJECT / "local.settings.example.json").read_text())["Values"]
+    assert values["FUNCTIONS_WORKER_RUNTIME"] == "python" and values["AzureWebJobsStorage"]
+    for _name, _kind, binds, connection in registered_functions():
+        for expression in re.findall(r"%([^%]+)%", binds):
+            assert expression in values, expression
+        if connection:
+            assert connection in values, connection
+    for name, required in settings_fields().items():
+        if required:
+            assert name in values, name
+    for name, value in values.items():
+        if name.startswith("QUEUE_"):
+            monkeypatch.setenv(name, value)
+    settings = Settings()  # valid as they stand (token lengths, schedules, the storage connection string)
+    assert settings.storage_connection is not None
