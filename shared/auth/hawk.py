@@ -105,8 +105,6 @@ class Authenticator:
         bewit = _bewit_of(request.url)
         if bewit is not None:
             return await self._bewit(request, bewit)
-        if self.roles is None:
-            return self.anonymous()
         return Caller(None, await self.expand(self.anonymous_scopes))
 
     async def _client(self, client_id: str, now: dt.datetime) -> Client:
@@ -124,7 +122,7 @@ class Authenticator:
         certificate = ext.get("certificate")
         if certificate is None:
             client = await self._client(client_id, now)
-            return client.access_token, await self.expand(client.scopes), client.expires
+            return client.access_token, client.scopes, client.expires  # expanded once, in _caller
         if isinstance(certificate, str):
             try:
                 certificate = strict_json.loads(certificate)

@@ -29,7 +29,16 @@ from typing import Any
 from shared import errors, timeutil
 from shared.logs import fields
 from shared.settings import Settings
-from shared.storage.base import Entity, Page, TableStore, decode_key, encode_key, pack_json, unpack_json
+from shared.storage.base import (
+    Entity,
+    Page,
+    TableStore,
+    decode_key,
+    each_entity,
+    encode_key,
+    pack_json,
+    unpack_json,
+)
 from shared.storage.grouped import GroupedUpserts
 
 log = logging.getLogger("queue.workers")
@@ -370,29 +379,20 @@ class WorkerInfo:
 
     async def count_runs(self, task_queue_id: str, state: str) -> int:
         """How many of the task queue's runs the index holds in `state` (`pending` or `running`)."""
-        total, continuation = 0, None
-        while True:
-            entities, continuation = await self.runs(task_queue_id, state, limit=1000, continuation=continuation)
-            total += len(entities)
-            if continuation is None:
-                return total
+        rows = each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
+                           {"pk": encode_key(task_queue_id), "state": state})
+        return sum([1 async for _ in rows])
 
     async def pending_census(self) -> dict[str, tuple[int, dt.datetime | None]]:
         """Pending runs per task queue in the index, and when the oldest of each became pending (the metrics'
         census: every pending row is read, a page of 1,000 at a time)."""
         census: dict[str, tuple[int, dt.datetime | None]] = {}
-        continuation: str | None = None
-        while True:
-            page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "state eq @state", {"state": "pending"},
-                                           limit=1000, continuation=continuation)
-            for row in page.entities:
-                queue = decode_key(row.partition_key)
-                count, oldest = census.get(queue, (0, None))
-                since = timeutil.parse(str(row.data["since"])) if row.data.get("since") else None
-                census[queue] = (count + 1, min(oldest, since) if oldest and since else oldest or since)
-            continuation = page.continuation
-            if continuation is None:
-                return census
+        async for row in each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "state eq @state", {"state": "pending"}):
+            queue = decode_key(row.partition_key)
+            count, oldest = census.get(queue, (0, None))
+            since = timeutil.parse(str(row.data["since"])) if row.data.get("since") else None
+            census[queue] = (count + 1, min(oldest, since) if oldest and since else oldest or since)
+        return census
 
     # --- expiry -----------------------------------------------------------------------------------------------
 

@@ -112,15 +112,14 @@ class ArtifactReads:
             return Location(url, artifact.details["object"], self._download_credentials(artifact))
         if artifact.blob is None:
             return Location(str(artifact.details["url"]))
-        snapshot: str | None = None
-        if not artifact.sealed:
-            if artifact.storage_type == "azure" and await self._run_going(artifact):
-                snapshot = None  # a live log: its worker still appends, the reader sees the growing blob
-            else:
-                snapshot = (await self._seal(artifact)).details["snapshot"]
-        else:
+        snapshot: str | None
+        if artifact.sealed:
             # Artifacts finished before snapshots were taken have none: their blob itself is read.
             snapshot = artifact.details.get("snapshot")
+        elif artifact.storage_type == "azure" and await self._run_going(artifact):
+            snapshot = None  # a live log: its worker still appends, the reader sees the growing blob
+        else:
+            snapshot = (await self._seal(artifact)).details["snapshot"]
         expires = self.stores.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
         url = await self.artifacts.blobs.download_url(
             self.artifacts.container, str(artifact.blob), expires, snapshot=snapshot,

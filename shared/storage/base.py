@@ -10,7 +10,7 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -134,16 +134,22 @@ async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> 
                 raise RuntimeError(f"an upsert transaction on {table} did not apply")  # upserts have no condition
 
 
-async def query_all(tables: TableStore, table: str, filter: str, parameters: dict[str, Any]) -> list[Entity]:
-    """Every entity the query matches, page after page (for small tables read whole: clients, roles)."""
-    found: list[Entity] = []
+async def each_entity(tables: TableStore, table: str, filter: str,
+                      parameters: dict[str, Any]) -> AsyncIterator[Entity]:
+    """Every entity the query matches, page after page of 1,000."""
     token: str | None = None
     while True:
         page = await tables.query(table, filter, parameters, limit=1000, continuation=token)
-        found.extend(page.entities)
+        for entity in page.entities:
+            yield entity
         token = page.continuation
         if token is None:
-            return found
+            return
+
+
+async def query_all(tables: TableStore, table: str, filter: str, parameters: dict[str, Any]) -> list[Entity]:
+    """Every entity the query matches, in a list (for small tables read whole: clients, roles)."""
+    return [entity async for entity in each_entity(tables, table, filter, parameters)]
 
 
 async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]) -> None:

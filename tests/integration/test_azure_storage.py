@@ -269,3 +269,40 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
         run(scenario())
     finally:
         azurite.stop()
+
+
+def test_the_pending_census_and_role_store_on_azurite(azurite):
+    """The metrics' census of pending runs (a query across every task queue's partition) and the role store
+    (insert, ETag replace, whole-table read) against Azurite itself."""
+    from shared.auth.roles import RoleStore
+    from shared.runtime import build_queue
+    from shared.settings import load_settings
+    from shared.storage.azure import AzureBlobs
+    from tests.conftest import slugid, task_definition
+    from tests.unit.test_service import Clock, _defaults
+
+    cs = azurite.connection_string
+    settings = load_settings(storage=cs, root_access_token="x" * 30, claim_work_wait=0)
+
+    async def scenario():
+        service = build_queue(settings, AzureTables(cs), AzureQueues(cs), AzureBlobs(cs), clock=Clock())
+        try:
+            queues = [f"census/q{slugid()[:6].lower().replace('_', 'a').replace('-', 'b')}" for _ in range(2)]
+            for tq, count in zip(queues, (3, 1), strict=True):
+                for _ in range(count):
+                    task_id, definition = slugid(), task_definition(taskQueueId=tq)
+                    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            census = await service.stores.workers.pending_census()
+            assert [census[tq][0] for tq in queues] == [3, 1] and all(census[tq][1] for tq in queues)
+            roles = RoleStore(service.stores.tables, cache_seconds=0)
+            role_id = f"census-role-{slugid()}"
+            await roles.create(role_id, ["queue:status:*"], "r")
+            await roles.update(role_id, ["queue:get-task:*"], "r2")
+            assert "queue:get-task:*" in await roles.expand((f"assume:{role_id}",))
+            assert role_id in [r.role_id for r in await roles.list()]
+            await roles.delete(role_id)
+            assert await roles.expand((f"assume:{role_id}",)) == (f"assume:{role_id}",)
+        finally:
+            await service.close()
+
+    run(scenario())

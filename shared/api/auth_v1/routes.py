@@ -16,7 +16,7 @@ from shared.api import monitoring
 from shared.api.framework import Api, Call, Reply
 from shared.auth.clients import Client
 from shared.auth.hawk import Authenticator
-from shared.auth.roles import Role
+from shared.auth.roles import Role, RoleStore
 from shared.runtime import get_authenticator
 
 api = Api("auth", "v1")
@@ -54,7 +54,7 @@ async def _role(role: Role) -> dict[str, Any]:
             "expandedScopes": list(await _auth().expand((f"assume:{role.role_id}",)))}
 
 
-def _roles() -> Any:
+def _roles() -> RoleStore:
     roles = _auth().roles
     assert roles is not None, "the app's authenticator has a role store"
     return roles
