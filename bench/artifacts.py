@@ -127,7 +127,7 @@ def main() -> int:
     processes: list[Any] = []
     folder = Path(tempfile.mkdtemp(prefix="bench-artifacts-"))
     try:
-        root_url, credentials = start_embedded(processes, in_memory=False)
+        root_url, credentials, _ = start_embedded(processes, in_memory=False)
         queue = taskcluster.Queue({"rootUrl": root_url, "credentials": credentials, "maxRetries": 0})
         if args.small:
             small_artifacts(queue, args.small)

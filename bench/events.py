@@ -101,7 +101,7 @@ def main() -> int:
                        "QUEUE_PULSE_NAMESPACE": namespace, "QUEUE_EVENT_RETRY_MAX_DELAY": "1"})
     counter = Counter(namespace)
     try:
-        root_url, creds = start_embedded(processes)
+        root_url, creds, _ = start_embedded(processes)
         tq = f"bench/events-{uuid.uuid4().hex[:8]}"
         answered: dict[str, float] = {}
         lock = threading.Lock()

@@ -34,7 +34,7 @@ def main() -> int:
     processes: list[Any] = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        root_url, creds = start_embedded(processes, in_memory=True)
+        root_url, creds, _ = start_embedded(processes, in_memory=True)
         queue = taskcluster.Queue({"rootUrl": root_url, "credentials": creds})
         group, tq = timeutil.slugid(), f"bench/inspector-{uuid.uuid4().hex[:8]}"
         per_thread = args.tasks // args.threads

@@ -13,8 +13,11 @@ graph run to completion), `expiry<N>` (N claims left to expire: how long after t
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
+import json
 import os
+import queue as threadqueue
 import secrets
 import signal
 import statistics
@@ -111,6 +114,67 @@ class Workers:
             thread.join()
 
 
+class DelayProxy:
+    """local_host.fault_proxy in a thread of this process, between the host and Azurite, adding a fixed delay to
+    every storage call of the host while `delay(seconds)` says so: what a far storage service does to latency."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.proxy: Any = None
+
+    def start(self, storage: str) -> str:
+        from local_host.fault_proxy import FaultProxy, Faults
+
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.proxy = asyncio.run_coroutine_threadsafe(FaultProxy(storage, Faults(kinds=("delay",))).start(),
+                                                      self.loop).result(10)
+        return str(self.proxy.connection_string)
+
+    def delay(self, seconds: float) -> None:
+        def apply() -> None:
+            self.proxy.faults.rate, self.proxy.faults.delay = (1.0 if seconds else 0.0), seconds
+        self.loop.call_soon_threadsafe(apply)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def scenario_roundtrips(client: Callable[..., taskcluster.Queue], tasks: int, proxy: DelayProxy,
+                        delay: float) -> str:
+    """One task at a time (create, claimWork for 1, reportCompleted), `tasks` times with no added delay and
+    `tasks` times with `delay` seconds added to every storage call: the growth of each call's median, in
+    delays, is the number of storage round trips one after another on its path (what latency to a far
+    storage service multiplies)."""
+    tq = f"bench/rt-{uuid.uuid4().hex[:8]}"
+    queue = client()
+    medians: dict[float, dict[str, float]] = {}
+    for added in (0.0, delay, 0.0, delay):  # alternated: the machine drifts
+        proxy.delay(added)
+        time.sleep(0.5)
+        timer = Timer()
+        for _ in range(tasks):
+            task_id = timeutil.slugid()
+            timer.call("createTask", queue.createTask, task_id, definition(tq))
+            claims: list[Any] = []
+            while not claims:
+                claims = timer.call("claimWork", queue.claimWork, tq, {"workerGroup": "bench", "workerId": "rt",
+                                                                      "tasks": 1})["tasks"]
+            [claim] = claims
+            timer.call("reportCompleted", client(claim["credentials"]).reportCompleted, task_id,
+                       str(claim["runId"]))
+        for name, values in timer.samples.items():
+            medians.setdefault(added, {}).setdefault(name, 0.0)
+            medians[added][name] += statistics.median(values) / 2
+    proxy.delay(0)
+    parts = []
+    for name in ("createTask", "claimWork", "reportCompleted"):
+        plain, slow = medians[0.0][name], medians[delay][name]
+        parts.append(f"{name} {(slow - plain) / (delay * 1000):.1f} ({plain:.0f} -> {slow:.0f} ms)")
+    return (f"roundtrips: storage round trips one after another per call, with {delay * 1000:.0f} ms added to each "
+            f"storage call (p50 growth / delay, {tasks} tasks twice each way): " + ", ".join(parts))
+
+
 def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
     timer = Timer()
     tq = f"bench/create-{uuid.uuid4().hex[:8]}"
@@ -125,7 +189,8 @@ def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads
             f"{timer.p50('createTask'):.0f} ms, p95 {percentile(timer.samples['createTask'], 0.95):.0f} ms")
 
 
-def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
+def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, threads: int,
+                       mark: Callable[[], None] = lambda: None) -> str:
     timer = Timer()
     tq = f"bench/life-{uuid.uuid4().hex[:8]}"
 
@@ -139,6 +204,7 @@ def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, thre
     run_threads(threads, creator)
     workers.done.wait()
     elapsed = time.perf_counter() - started
+    mark()  # the calls and CPU of the lifecycles, not of the workers' idle long-polls until they stop
     workers.join()
     return (f"lifecycle: {tasks} tasks created, claimed and completed in {elapsed:.1f} s = "
             f"{tasks / elapsed:.0f} tasks/s; p50 createTask {timer.p50('createTask'):.0f} ms, claimWork "
@@ -294,7 +360,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scenarios", default="create,lifecycle,fanout300,fanout1000",
-                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>, expiry<N>")
+                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>, expiry<N>, roundtrips<N>")
+    parser.add_argument("--storage-delay", type=float, default=20.0,
+                        help="milliseconds the roundtrips scenario adds to each storage call")
     parser.add_argument("--claim-timeout", type=float, default=None,
                         help="QUEUE_CLAIM_TIMEOUT of the embedded host (the expiry scenario waits this long)")
     parser.add_argument("--in-memory", action="store_true",
@@ -304,6 +372,7 @@ def main() -> int:
     args = parser.parse_args()
 
     processes: list[Any] = []
+    proxy: DelayProxy | None = None
     watched: dict[str, list[int]] = {}  # CPU use of the processes this started, per scenario
     # SIGTERM (timeout, kill) unwinds like Ctrl-C, so the `finally` below stops what this started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -312,36 +381,80 @@ def main() -> int:
             creds = {"clientId": os.environ["TASKCLUSTER_CLIENT_ID"],
                      "accessToken": os.environ["TASKCLUSTER_ACCESS_TOKEN"]}
             root_url = args.root_url
+            storage_calls: Callable[[], dict[str, int]] = dict
         else:
             if args.claim_timeout is not None:
                 os.environ["QUEUE_CLAIM_TIMEOUT"] = str(args.claim_timeout)
-            root_url, creds = start_embedded(processes, watched, in_memory=args.in_memory)
+            if "roundtrips" in args.scenarios:
+                proxy = DelayProxy()
+            root_url, creds, storage_calls = start_embedded(processes, watched, in_memory=args.in_memory,
+                                                            proxy=proxy)
 
         def client(credentials: dict[str, str] | None = None) -> taskcluster.Queue:
             return taskcluster.Queue({"rootUrl": root_url, "credentials": credentials or creds})
 
         print(f"benchmark against {root_url}: {args.tasks} tasks, {args.threads} threads", flush=True)
         for scenario in args.scenarios.split(","):
-            before = cpu_seconds(watched)
+            before, calls_before = cpu_seconds(watched), storage_calls()
+            tasks = args.tasks
+            marked: list[tuple[dict[str, int], dict[str, float]]] = []
+
+            def mark(marked: list[tuple[dict[str, int], dict[str, float]]] = marked,
+                     calls_before: dict[str, int] = calls_before) -> None:
+                """The scenario's own work is done (its calls are counted, and CPU read, once triggers settle)."""
+                marked.append((settled_calls(storage_calls, calls_before), cpu_seconds(watched)))
             if scenario == "create":
                 line = scenario_create(client, args.tasks, args.threads)
             elif scenario == "lifecycle":
-                line = scenario_lifecycle(client, args.tasks, args.threads)
+                line = scenario_lifecycle(client, args.tasks, args.threads, mark)
             elif scenario.startswith("graph"):
-                line = scenario_graph(client, int(scenario[5:] or 10000), args.threads)
+                tasks = int(scenario[5:] or 10000)
+                line = scenario_graph(client, tasks, args.threads)
             elif scenario.startswith("fanout"):
-                line = scenario_fanout(client, int(scenario[6:] or 300), args.threads, lambda: cpu_seconds(watched))
+                tasks = int(scenario[6:] or 300) + 1
+                line = scenario_fanout(client, tasks - 1, args.threads, lambda: cpu_seconds(watched))
             elif scenario.startswith("expiry"):
-                line = scenario_expiry(client, int(scenario[6:] or 100), args.threads)
+                tasks = int(scenario[6:] or 100)
+                line = scenario_expiry(client, tasks, args.threads)
+            elif scenario.startswith("roundtrips"):
+                if proxy is None:
+                    parser.error("the roundtrips scenario needs the embedded host (no --root-url)")
+                tasks = int(scenario[10:] or 20)
+                line = scenario_roundtrips(client, tasks, proxy, args.storage_delay / 1000)
+                tasks *= 4  # each way twice
             else:
                 parser.error(f"unknown scenario {scenario}")
-            used = {name: cpu_seconds({name: pids})[name] - before[name] for name, pids in watched.items()}
+            if not marked:
+                mark()
+            calls, after = marked[0]
+            used = {name: after[name] - before[name] for name in watched}
             if used:
                 line += "; CPU s: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.items())
+                line += "; CPU ms per task: " + ", ".join(f"{name} {seconds * 1000 / tasks:.1f}"
+                                                          for name, seconds in used.items())
+            if calls:
+                line += (f"; storage calls per task {sum(calls.values()) / tasks:.1f} ("
+                         + ", ".join(f"{op} {n / tasks:.2f}" for op, n in sorted(calls.items())) + ")")
             print(line, flush=True)
     finally:
         stop_all(processes)
     return 0
+
+
+def settled_calls(storage_calls: Callable[[], dict[str, int]], before: dict[str, int]) -> dict[str, int]:
+    """The storage calls made since `before`, once the triggers' work that a scenario set off has ended (no new
+    call for half a second, at most 15 s): resolutions and event dispatches that follow the last API call."""
+    after = storage_calls()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        again = storage_calls()
+        # The triggers' idle polling (receives that find nothing) goes on: settled when nothing else changed.
+        if {k: v for k, v in again.items() if k != "queue.receive"} == {
+                k: v for k, v in after.items() if k != "queue.receive"}:
+            break
+        after = again
+    return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0) > 0}
 
 
 def stop_all(stops: list[Callable[[], Any]]) -> None:
@@ -376,8 +489,11 @@ def cpu_seconds(watched: dict[str, list[int]]) -> dict[str, float]:
 
 
 def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = None, *,
-                   in_memory: bool = False) -> tuple[str, dict[str, str]]:
-    """Azurite (data in memory, or on disk in a temporary folder deleted afterwards) and a local host."""
+                   in_memory: bool = False, proxy: DelayProxy | None = None
+                   ) -> tuple[str, dict[str, str], Callable[[], dict[str, int]]]:
+    """Azurite (data in memory, or on disk in a temporary folder deleted afterwards) and a local host (its
+    storage through `proxy` when given); the rootUrl, the root credentials, and a function that reads the host's
+    storage calls so far (by operation)."""
     import shutil
     import subprocess
     import tempfile
@@ -388,7 +504,11 @@ def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = 
     processes.append(store.stop)
     port = azurite.free_port()
     token = secrets.token_urlsafe(33)
-    env = {**os.environ, "QUEUE_STORAGE": store.connection_string, "QUEUE_PORT": str(port),
+    storage = store.connection_string
+    if proxy is not None:
+        storage = proxy.start(storage)
+        processes.append(proxy.stop)
+    env = {**os.environ, "QUEUE_STORAGE": storage, "QUEUE_PORT": str(port),
            "QUEUE_ROOT_ACCESS_TOKEN": token, "QUEUE_LOG_LEVEL": "WARNING"}
     host = subprocess.Popen([sys.executable, "-m", "local_host", "serve"], cwd=PROJECT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -405,12 +525,24 @@ def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = 
     for line in host.stdout:
         if "local host ready" in line:
             break
-    threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
+    counts: threadqueue.Queue[dict[str, int]] = threadqueue.Queue()
+
+    def read_host() -> None:
+        for line in host.stdout:  # type: ignore[union-attr]
+            if line.startswith("storage-calls "):
+                counts.put(json.loads(line.split(" ", 1)[1]))
+
+    threading.Thread(target=read_host, daemon=True).start()
+
+    def storage_calls() -> dict[str, int]:
+        host.send_signal(signal.SIGUSR1)
+        return counts.get(timeout=10)
+
     print(f"embedded Azurite (pids {store.pids}) and local host (pid {host.pid}) on port {port}", flush=True)
     if watched is not None:
         watched.update({f"azurite-{name}": [process.pid] for name, process in store.processes.items()})
         watched.update({"host": [host.pid], "bench": [os.getpid()]})
-    return f"http://127.0.0.1:{port}", {"clientId": "root", "accessToken": token}
+    return f"http://127.0.0.1:{port}", {"clientId": "root", "accessToken": token}, storage_calls
 
 
 if __name__ == "__main__":

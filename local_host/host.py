@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import json
 import logging
 import signal
 import sys
@@ -25,6 +26,7 @@ from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
 from shared import errors, strict_json
 from shared.api.framework import error_body
 from shared.storage.base import PUT_LISTENERS
+from shared.storage.retry import ATTEMPTS
 
 log = logging.getLogger("local_host")
 PROJECT = Path(__file__).resolve().parent.parent
@@ -40,6 +42,12 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def print_storage_calls() -> None:
+    """On SIGUSR1: a line `storage-calls {"<operation>": <attempts so far>, ...}` on stdout (bench.lifecycle reads
+    it before and after each scenario to print storage calls per task)."""
+    print("storage-calls " + json.dumps(dict(sorted(ATTEMPTS.items()))), flush=True)
 
 
 def load_app(reference: str) -> Any:
@@ -111,6 +119,7 @@ async def serve(app_reference: str = "function_app:app", host_json: Path = PROJE
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, request_stop)
+    loop.add_signal_handler(signal.SIGUSR1, print_storage_calls)
 
     # A message this process puts on a queue it has a trigger for wakes that trigger (see PUT_LISTENERS).
     by_queue: dict[str, list[QueueTriggerRunner]] = {}
