@@ -36,6 +36,7 @@ _END = {MEMBER: "m;", ACTIVE: "a;"}
 GROUP_CACHE_SECONDS = 1.0  # how long a process trusts a group row it read (sealing shows within this)
 SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
 PROBES = 3  # point reads tried before the range query
+KNOWN_GROUPS = 10_000  # group rows remembered per process
 
 
 def group_row(task_group_id: str) -> str:
@@ -87,7 +88,9 @@ def group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
 class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
-        self._cache: dict[str, tuple[float, TaskGroup]] = {}
+        # Group rows this process read or wrote lately, with when it stops trusting them for check_joinable; an
+        # update starts from one whatever its age (its write is conditional on the row's ETag).
+        self._cache: OrderedDict[str, tuple[float, TaskGroup]] = OrderedDict()
         # Per group, members this process saw unresolved lately (newest last): candidates for `_probe_active`.
         self._seen: OrderedDict[str, deque[str]] = OrderedDict()
 
@@ -101,6 +104,12 @@ class TaskGroupStore:
             self._seen.move_to_end(task_group_id)
         seen.extend(t for t in task_ids if t not in seen)
 
+    def _remember(self, group: TaskGroup) -> None:
+        self._cache[group.task_group_id] = (time.monotonic() + GROUP_CACHE_SECONDS, group)
+        self._cache.move_to_end(group.task_group_id)
+        while len(self._cache) > KNOWN_GROUPS:
+            self._cache.popitem(last=False)
+
     async def get(self, task_group_id: str, *, cached: bool = False) -> TaskGroup | None:
         if cached:
             hit = self._cache.get(task_group_id)
@@ -109,11 +118,16 @@ class TaskGroupStore:
         entity = await self.tables.get(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id))
         group = TaskGroup.from_entity(entity) if entity is not None else None
         if group is not None:
-            self._cache[task_group_id] = (time.monotonic() + GROUP_CACHE_SECONDS, group)
+            self._remember(group)
         return group
 
-    async def check_joinable(self, task_group_id: str, scheduler_id: str) -> TaskGroup | None:
-        """Refuse a task that may not join: another scheduler's group, or a sealed one."""
+    async def check_joinable(self, task_group_id: str, scheduler_id: str, *,
+                             likely_new: bool = False) -> TaskGroup | None:
+        """Refuse a task that may not join: another scheduler's group, or a sealed one. `likely_new`: the group
+        is probably not there yet (a task that is its own group, as most are): unless this process knows the group,
+        nothing is read, and `join` inserts it, finding out then (and checking) if it existed."""
+        if likely_new and task_group_id not in self._cache:
+            return None
         group = await self.get(task_group_id, cached=True)
         if group is not None:
             if group.scheduler_id != scheduler_id:
@@ -135,16 +149,21 @@ class TaskGroupStore:
                                                                        "since": timeutil.iso(since)}))]
         while True:
             extra: list[Op] = []
+            written: TaskGroup | None
             if group is None:
-                head = Op("insert", TaskGroup(task_group_id, scheduler_id, expires, None).to_entity())
+                written = TaskGroup(task_group_id, scheduler_id, expires, None)
+                head = Op("insert", written.to_entity())
                 # A fresh dispatch cursor: one left by an expired group of the same id must not skip events.
                 extra = [Op("upsert", cursor_entity(Stream(TASK_GROUPS_TABLE, task_group_id), 0))]
             elif group.expires < expires:
-                head = Op("replace", replace(group, expires=expires).to_entity())
+                written = replace(group, expires=expires)
+                head = Op("replace", written.to_entity())
             else:
-                head = None
-            if await self.tables.transact(TASK_GROUPS_TABLE, [*([head] if head else []), *extra, *rows]):
-                self._cache.pop(task_group_id, None)
+                written, head = None, None
+            etags = await self.tables.commit(TASK_GROUPS_TABLE, [*([head] if head else []), *extra, *rows])
+            if etags is not None:
+                if written is not None:  # what this process wrote is the group now: the next join reads nothing
+                    self._remember(replace(written, etag=etags[0]))
                 self._saw_active(task_group_id, [task_id])
                 return
             group = await self.get(task_group_id)  # created, raised or sealed meanwhile: decide again
@@ -156,8 +175,10 @@ class TaskGroupStore:
         """Read-modify-write the group row (conditional on its ETag, retried on a lost race), together with the
         events `announce` builds from the changed group, in one transaction. `change` returns None for no change."""
         stream = Stream(TASK_GROUPS_TABLE, task_group_id)
+        known = self._cache.get(task_group_id)
         while True:
-            group = await self.get(task_group_id)
+            group = known[1] if known is not None else await self.get(task_group_id)
+            known = None  # a lost race reads the row again
             if group is None:
                 raise TaskGroupNotFound(taskGroupId=task_group_id)
             changed = change(group)
@@ -168,8 +189,9 @@ class TaskGroupStore:
             if events:
                 await self.events.announce(stream, changed.event_seq)
             ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events)]
-            if await self.tables.transact(TASK_GROUPS_TABLE, ops):
-                self._cache.pop(task_group_id, None)
+            etags = await self.tables.commit(TASK_GROUPS_TABLE, ops)
+            if etags is not None:
+                self._remember(replace(changed, etag=etags[0]))
                 return replace(changed, etag=None)
 
     async def seal(self, task_group_id: str, stamp: dt.datetime,
@@ -246,5 +268,6 @@ class TaskGroupStore:
             return False
         if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
             return False  # a task joined meanwhile
+        self._cache.pop(task_group_id, None)
         await self.events.forget(Stream(TASK_GROUPS_TABLE, task_group_id), group.event_seq)
         return True

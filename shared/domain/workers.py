@@ -356,7 +356,7 @@ class WorkerInfo:
             "workerId": worker_id}))
 
     async def run_resolved(self, task_queue_id: str, task_id: str) -> None:
-        await self.tables.delete(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id), task_id, etag="*")
+        await self._index_rows.delete(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id), task_id)
 
     async def runs(self, task_queue_id: str, state: str, *, limit: int,
                    continuation: str | None) -> tuple[list[Entity], str | None]:

@@ -150,7 +150,7 @@ class Claims:
             await stores.queues.release(queue, message, 0)
             return None
         if isinstance(result, Claim):
-            await stores.queues.delete(queue, message)
+            stores.afterwards(self._consumed(queue, message))
             return result
         young = stores.now() - message.inserted < dt.timedelta(seconds=stores.settings.hint_grace)
         if result in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) and young:
@@ -159,6 +159,15 @@ class Claims:
             return None
         await stores.queues.delete(queue, message)  # stale: the run moved on, or never will exist
         return None
+
+    async def _consumed(self, queue: str, message: QueueMessage) -> None:
+        """Delete the hint a claim consumed, once the claim is written (not awaited by the request: if it fails the
+        hint reappears after its visibility timeout, finds its run claimed and is deleted then)."""
+        try:
+            await self.stores.queues.delete(queue, message)
+        except Exception:
+            log.warning("could not delete a consumed pending hint", exc_info=True,
+                        extra=fields(queue=queue, messageId=message.id))
 
     async def claim_work(self, task_queue_id: str, worker_group: str, worker_id: str, count: int,
                          gone: Callable[[], Awaitable[bool]] | None = None) -> list[Claim]:
@@ -189,7 +198,7 @@ class Claims:
                 lost = lost or stores.empty_queues.hides(queue)
                 if stores.empty_queues.skipped(queue):
                     continue
-                messages = await stores.queues.receive(queue, wanted, settings.pending_hint_visibility)
+                messages = await stores.receives.receive(queue, wanted, settings.pending_hint_visibility)
                 if messages.lost:  # says nothing of whether the queue is empty
                     stores.empty_queues.lost(queue, settings.pending_hint_visibility)
                     lost = True
@@ -210,7 +219,10 @@ class Claims:
             remaining = give_up - time.monotonic()
             if remaining <= 0 or (gone is not None and await gone()):
                 return []
-            await asyncio.sleep(min(settings.claim_work_poll_interval, remaining))
+            # Until the next poll, or until this process puts a hint for the task queue: the callers waiting
+            # then share the receive that follows (SharedReceives).
+            await stores.empty_queues.wakeups.wait(pending_queues(task_queue_id),
+                                                   min(settings.claim_work_poll_interval, remaining))
 
     async def claim_from_index(self, task_queue_id: str, count: int, worker_group: str,
                                worker_id: str) -> list[Claim]:

@@ -43,7 +43,7 @@ class TaskCreation:
         definition = normalize(task_id, body)
         check_definition(definition, now, stores.settings.max_task_deadline_days)
         group_id, scheduler_id = definition["taskGroupId"], definition["schedulerId"]
-        group = await stores.groups.check_joinable(group_id, scheduler_id)
+        group = await stores.groups.check_joinable(group_id, scheduler_id, likely_new=group_id == task_id)
         dependencies = list(dict.fromkeys(definition["dependencies"]))
         satisfied: list[str] = []
         if dependencies:

@@ -168,8 +168,7 @@ class TaskRepository:
                 spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
             if await self.write(task):
                 if resolving:
-                    await asyncio.gather(self.stores.workers.run_resolved(task.task_queue_id, task_id),
-                                         self.delete_checks(task_id, spent))
+                    self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
@@ -222,6 +221,9 @@ class TaskRepository:
             task.etag = stored.etag
             self.known.put(entity.with_etag(task.etag))
         faults.point("after-state-write")
+        if task.runs and task.runs[-1].state == "pending" and task.runs[-1].hint_id:
+            # Its hint went out before this write; the claimWork calls waiting here may claim it now.
+            self.stores.empty_queues.wakeups.filled(pending_queue(task.task_queue_id, task.priority))
         return True
 
     # --- the messages changes put before they are written ------------------------------------------------------
@@ -250,6 +252,14 @@ class TaskRepository:
         sent = await self.stores.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
                                             visible_in=delay)
         return [sent.id, sent.pop_receipt]
+
+    async def _tidy_resolved(self, task_queue_id: str, task_id: str, spent: dict[str, list[str]]) -> None:
+        """After a resolution is written: the run leaves the task queue's index; its spent checks go."""
+        try:
+            await asyncio.gather(self.stores.workers.run_resolved(task_queue_id, task_id),
+                                 self.delete_checks(task_id, spent))
+        except Exception:
+            log.warning("could not tidy up after a resolution", exc_info=True, extra=fields(taskId=task_id))
 
     async def delete_checks(self, task_id: str, spent: dict[str, list[str]]) -> None:
         """Delete checks a change made pointless (the task resolved; a claim was renewed). Best effort: a check

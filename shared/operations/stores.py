@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared import credentials, timeutil
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
@@ -24,6 +25,7 @@ from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
+from shared.operations.receiving import PendingWakeups, SharedReceives
 from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore
 
@@ -41,6 +43,7 @@ class EmptyPendingQueues:
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
+        self.wakeups = PendingWakeups()  # claimWork calls waiting for a run this process makes pending
         self._until: dict[str, float] = {}
         self._hidden: dict[str, float] = {}  # queue -> until when hints a lost receive took stay hidden
 
@@ -92,9 +95,11 @@ class Stores:
     deadlines: DeadlineIndex
     workers: WorkerInfo
     empty_queues: EmptyPendingQueues
+    receives: SharedReceives
     _ready: bool = field(default=False, init=False)
     _ready_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _pending_queues_ready: set[str] = field(default_factory=set, init=False)
+    _afterwards: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     @classmethod
     def create(cls, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
@@ -106,7 +111,8 @@ class Stores:
                    DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
                    ExpiryIndex(tables, OBJECT_EXPIRY_TABLE),
                    DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock),
-                   WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl))
+                   WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl),
+                   SharedReceives(queues))
 
     def credentials(self, client_id: str, scopes: list[str], expiry: dt.datetime) -> dict[str, str]:
         """Named temporary credentials signed by the root client, from now until `expiry` (Taskcluster's)."""
@@ -136,7 +142,22 @@ class Stores:
             await self.queues.ensure_queues(pending_queues(task_queue_id))
             self._pending_queues_ready.add(task_queue_id)
 
+    def afterwards(self, cleanup: Coroutine[Any, Any, None]) -> None:
+        """Run a best-effort cleanup of a change already written (a consumed hint's or a spent check's delete, an
+        index row's) without making the request wait for it: the answer goes out a storage round trip sooner.
+        What it would have tidied is harmless if it never runs (a stale message's handler finds nothing to do;
+        the reconciler drops index rows that no longer match their task)."""
+        task = asyncio.get_running_loop().create_task(cleanup)
+        self._afterwards.add(task)
+        task.add_done_callback(self._afterwards.discard)
+
+    async def settled(self) -> None:
+        """Wait for the cleanups started so far (tests; a process about to stop)."""
+        while self._afterwards:
+            await asyncio.gather(*self._afterwards, return_exceptions=True)
+
     async def close(self) -> None:
+        await self.settled()
         await self.tables.close()
         await self.queues.close()
         if self.blobs is not None:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from shared.storage.base import BATCH_LIMIT, Entity, TableStore, upsert_all
+from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore
 
 Item = TypeVar("Item")
 Key = TypeVar("Key", bound=Hashable)
@@ -77,17 +77,31 @@ class GroupCommit(Generic[Key, Item]):
 
 
 class GroupedUpserts:
+    """Upserts and deletes of index rows, a transaction per partition for the ones that arrive together."""
+
     def __init__(self, tables: TableStore) -> None:
         self.tables = tables
 
-        async def write(key: tuple[str, str], entities: list[Entity]) -> None:
-            await upsert_all(self.tables, key[0], entities)
+        async def write(key: tuple[str, str], ops: list[Op]) -> None:
+            table = key[0]
+            if len(ops) == 1 or not await tables.transact(table, ops):
+                # Alone, or a batch in which a row to delete was gone already (a delete fails the transaction
+                # then; upserts have no condition): one call per row.
+                for op in ops:
+                    if op.kind == "delete":
+                        await tables.delete(table, op.entity.partition_key, op.entity.row_key, etag="*")
+                    else:
+                        await tables.upsert(table, op.entity)
 
-        self._commit: GroupCommit[tuple[str, str], Entity] = GroupCommit(write, _distinct_rows)
+        self._commit: GroupCommit[tuple[str, str], Op] = GroupCommit(write, _distinct_rows)
 
     async def upsert(self, table: str, entity: Entity) -> None:
         """Upsert `entity`; returns once it is stored (with whatever rows of its partition went along)."""
-        await self._commit.add((table, entity.partition_key), entity)
+        await self._commit.add((table, entity.partition_key), Op("upsert", entity))
+
+    async def delete(self, table: str, partition_key: str, row_key: str) -> None:
+        """Delete a row if it exists; returns once it is gone."""
+        await self._commit.add((table, partition_key), Op("delete", Entity(partition_key, row_key, {})))
 
 
 def _settle(callers: list[tuple[Item, asyncio.Future[None]]], error: Exception | None) -> None:
@@ -104,12 +118,12 @@ def _retrieved(done: asyncio.Future[None]) -> None:
         done.exception()
 
 
-def _distinct_rows(waiting: list[Entity]) -> int:
+def _distinct_rows(waiting: list[Op]) -> int:
     """How many of `waiting` one transaction takes: the longest prefix of at most 100 rows, no row twice (rows of
     the same key keep their order across batches)."""
     rows: set[str] = set()
-    for count, entity in enumerate(waiting):
-        if count == BATCH_LIMIT or entity.row_key in rows:
+    for count, op in enumerate(waiting):
+        if count == BATCH_LIMIT or op.entity.row_key in rows:
             return count
-        rows.add(entity.row_key)
+        rows.add(op.entity.row_key)
     return len(waiting)

@@ -1,12 +1,16 @@
-"""This session's storage savings on Azurite, through the lean REST client: remembered task rows (KnownTasks),
-group commit of index rows, createTask's single read of a new group, and the put announcement the local host
-wakes its triggers by. Each test fails without its feature."""
+"""Storage savings on Azurite, through the lean REST client: remembered task rows (KnownTasks), group commit of
+index rows, createTask's group reads (none for a task that is its own group), receives shared by claimWork calls,
+and the put announcement the local host wakes its triggers by. Each test fails without its feature."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 
-from shared.domain.groups import TASK_GROUPS_TABLE
+import pytest
+
+from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroupSchedulerConflict
+from shared.domain.messages import pending_queue
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim, ClaimRefusal
 from shared.runtime import Queue, build_queue
@@ -78,12 +82,33 @@ def test_remembered_rows_save_reads_and_never_decide_alone(azurite):
     asyncio.run(go())
 
 
-def test_create_task_reads_a_new_groups_row_once(azurite):
+async def create_in(service: Queue, group: str, task_id: str | None = None, scheduler: str = "-") -> str:
+    task_id = task_id or slugid()
+    definition = task_definition(taskGroupId=group, schedulerId=scheduler)
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    return task_id
+
+
+def test_create_task_reads_a_group_row_only_when_it_must(azurite):
     async def go():
         one, other, tables = services(azurite.connection_string)
         try:
-            await create(one)
+            # A task that is its own group (the default) inserts its group without reading it first.
+            task_id = await create(one)
+            assert tables.reads.get(TASK_GROUPS_TABLE, 0) == 0
+            assert (await one.stores.groups.get(task_id)) is not None
+            tables.reads.clear()
+            # A group another process made is read once; this process's next task in it reads nothing.
+            group = await create(other)
+            await create_in(one, group)
+            await create_in(one, group)
             assert tables.reads.get(TASK_GROUPS_TABLE, 0) == 1
+            # A task named like a group that exists already (another scheduler's) finds out when its insert
+            # fails: it is refused, as before.
+            taken = slugid()
+            await create_in(other, taken, scheduler="other-scheduler")
+            with pytest.raises(TaskGroupSchedulerConflict):
+                await create_in(one, taken, task_id=taken)
         finally:
             await asyncio.gather(one.close(), other.close())
     asyncio.run(go())
@@ -104,6 +129,36 @@ def test_index_rows_arriving_together_go_in_one_transaction(azurite):
         finally:
             await tables.close()
     asyncio.run(go())
+
+
+def test_claim_work_calls_waiting_together_share_their_receives(azurite):
+    async def go():
+        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
+        queues = CountingQueues(azurite.connection_string)
+        service = build_queue(settings, RestTables(azurite.connection_string), queues)
+        try:
+            definition = task_definition()
+            tq = definition["taskQueueId"]
+            ids = [slugid() for _ in range(8)]
+            for task_id in ids:
+                await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            queues.receives.clear()
+            claims = await asyncio.gather(*(service.claims.claim_work(tq, "g", f"w{i}", 1) for i in range(8)))
+            assert sorted(c.task.task_id for found in claims for c in found) == sorted(ids)  # each claimed once
+            assert queues.receives[pending_queue(tq, "lowest")] < 8  # eight workers, fewer receives
+        finally:
+            await service.close()
+    asyncio.run(go())
+
+
+class CountingQueues(RestQueues):
+    def __init__(self, connection: str) -> None:
+        super().__init__(connection)
+        self.receives: collections.Counter[str] = collections.Counter()
+
+    async def receive(self, queue, max_messages, visibility_timeout):
+        self.receives[queue] += 1
+        return await super().receive(queue, max_messages, visibility_timeout)
 
 
 def test_a_put_visible_at_once_is_announced_to_the_local_host(azurite):

@@ -196,6 +196,7 @@ async def test_a_stale_index_row_is_deleted(service: Queue, clock: Clock) -> Non
     tq = definition["taskQueueId"]
     await claim_all(service, tq)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    await service.stores.settled()  # the index row's deletion, which the request does not wait for
     # A crash after the resolution's write, before the index row's deletion:
     await service.stores.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(tq), task_id, {
         "state": "running", "runId": 0, "since": timeutil.iso(clock.now)}))

@@ -110,4 +110,5 @@ async def test_the_run_index_follows_a_task_through_its_runs(service, monotonic)
     assert await row() == ("pending", 1)
     await claim_work(service, tq, "g", "w", 1)
     await service.lifecycle.resolve(task_id, 1, "completed", "completed")
+    await service.stores.settled()  # the row's deletion follows the resolution's write, unawaited
     assert await row() is None

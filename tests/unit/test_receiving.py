@@ -1,0 +1,148 @@
+"""Receives shared by the claimWork calls of one process, their wake-up on a new pending run, and index rows
+deleted a partition at a time (shared.operations.receiving, shared.storage.grouped)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from shared.operations.receiving import SharedReceives
+from shared.runtime import build_queue
+from shared.settings import load_settings
+from shared.storage.base import Entity, Received
+from shared.storage.grouped import GroupedUpserts
+from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.conftest import slugid, task_definition, task_queue_id
+from tests.unit.test_service import _defaults
+
+
+class SlowQueues(MemoryQueues):
+    """Receives take a moment (as over a network) and are counted; `failing` makes them raise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.receives: list[int] = []  # how many messages each receive asked for
+        self.released = 0
+        self.failing = False
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
+        self.receives.append(max_messages)
+        await asyncio.sleep(0.01)
+        if self.failing:
+            raise ConnectionError("storage unreachable")
+        return await super().receive(queue, max_messages, visibility_timeout)
+
+    async def release(self, queue, message, visible_in):
+        self.released += 1
+        return await super().release(queue, message, visible_in)
+
+
+async def _fill(queues: MemoryQueues, count: int) -> None:
+    for i in range(count):
+        await queues.put("q", str(i).encode())
+
+
+def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one():
+    async def go():
+        queues = SlowQueues()
+        await _fill(queues, 20)
+        shared = SharedReceives(queues)
+        answers = await asyncio.gather(*(shared.receive("q", 4, 30) for _ in range(8)))
+        got = [m.content for answer in answers for m in answer]
+        assert sorted(got) == sorted(str(i).encode() for i in range(20))  # each message once
+        assert all(len(answer) <= 4 for answer in answers)
+        assert queues.receives == [32]  # eight callers at once: one receive for all of them
+        # Callers that come while a receive is in flight wait for the next one, together.
+        first = asyncio.ensure_future(shared.receive("q", 1, 30))
+        await asyncio.sleep(0.001)  # its receive is in flight
+        await asyncio.gather(first, *(shared.receive("q", 2, 30) for _ in range(3)))
+        assert queues.receives == [32, 1, 6]
+    asyncio.run(go())
+
+
+def test_a_receive_asks_for_at_most_32_messages():
+    async def go():
+        queues = SlowQueues()
+        shared = SharedReceives(queues)
+        await asyncio.gather(*(shared.receive("q", 10, 30) for _ in range(8)))
+        assert max(queues.receives) <= 32 and len(queues.receives) < 8
+    asyncio.run(go())
+
+
+def test_a_failed_receive_fails_every_caller_that_shared_it():
+    async def go():
+        queues = SlowQueues()
+        queues.failing = True
+        shared = SharedReceives(queues)
+        results = await asyncio.gather(*(shared.receive("q", 1, 30) for _ in range(3)), return_exceptions=True)
+        assert all(isinstance(r, ConnectionError) for r in results)
+        queues.failing = False  # and the next callers are served again
+        await _fill(queues, 1)
+        assert len(await shared.receive("q", 1, 30)) == 1
+    asyncio.run(go())
+
+
+def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
+    async def go():
+        queues = SlowQueues()
+        await _fill(queues, 2)
+        shared = SharedReceives(queues)
+        first = asyncio.ensure_future(shared.receive("q", 1, 30))
+        gone = asyncio.ensure_future(shared.receive("q", 1, 30))
+        await asyncio.sleep(0)
+        gone.cancel()
+        assert len(await first) == 1
+        await asyncio.sleep(0.05)
+        assert queues.released <= 1
+        # Whatever the cancelled caller's receive took is visible again: the second message is still there.
+        assert len(await shared.receive("q", 1, 30)) == 1
+    asyncio.run(go())
+
+
+def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
+    async def go():
+        settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=60,
+                                 claim_work_poll_interval=30, pending_empty_ttl=0)
+        service = build_queue(settings, MemoryTables(), MemoryQueues())
+        tq = task_queue_id()
+        waiting = asyncio.ensure_future(service.claims.claim_work(tq, "g", "w", 1))
+        await asyncio.sleep(0.1)  # it found nothing and waits (its next poll is 30 s away)
+        definition = task_definition(taskQueueId=tq)
+        task_id = slugid()
+        await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+        claims = await asyncio.wait_for(waiting, 5)  # woken by the write, not by the poll
+        assert [c.task.task_id for c in claims] == [task_id]
+    asyncio.run(go())
+
+
+def test_index_rows_deleted_together_go_in_one_transaction_and_a_missing_one_does_not_fail_it():
+    async def go():
+        tables = MemoryTables()
+        await tables.ensure_tables(["Index"])
+        grouped = GroupedUpserts(tables)
+        transactions: list[int] = []
+        transact = tables.transact
+
+        async def counted(table, ops):
+            transactions.append(len(ops))
+            return await transact(table, ops)
+        tables.transact = counted  # type: ignore[method-assign]
+        await asyncio.gather(*(grouped.upsert("Index", Entity("p", f"r{i}", {"n": i})) for i in range(5)))
+        await asyncio.gather(grouped.delete("Index", "p", "r0"), grouped.delete("Index", "p", "r1"),
+                             grouped.delete("Index", "p", "gone"), grouped.upsert("Index", Entity("p", "r9", {})))
+        rows = sorted(e.row_key for e in (await tables.query("Index", "PartitionKey eq @pk", {"pk": "p"},
+                                                             limit=100)).entities)
+        assert rows == ["r2", "r3", "r4", "r9"]
+        assert transactions and max(transactions) > 1
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("wanted", [0, 1, 32, 40])
+def test_each_caller_gets_at_most_what_it_asked_for(wanted):
+    async def go():
+        queues = SlowQueues()
+        await _fill(queues, 50)
+        got = await SharedReceives(queues).receive("q", wanted, 30)
+        assert len(got) == max(1, min(wanted, 32))
+    asyncio.run(go())
