@@ -386,6 +386,9 @@ def main() -> int:
             if args.claim_timeout is not None:
                 os.environ["QUEUE_CLAIM_TIMEOUT"] = str(args.claim_timeout)
             if "roundtrips" in args.scenarios:
+                if args.scenarios.count(",") > 0:
+                    parser.error("run the roundtrips scenario alone: its proxy carries every storage call of the "
+                                 "host, which costs the benchmark's process CPU and adds latency to the others")
                 proxy = DelayProxy()
             root_url, creds, storage_calls = start_embedded(processes, watched, in_memory=args.in_memory,
                                                             proxy=proxy)

@@ -41,9 +41,12 @@ def ceil_seconds(delta: dt.timedelta) -> int:
 
 def iso(value: dt.datetime) -> str:
     """`2026-11-22T12:00:00.000Z`: sortable as text, and what the official clients produce."""
-    value = value.astimezone(UTC)
-    # The year by hand: strftime's %Y writes year 999 as `999`, which no longer sorts or parses as a date.
-    return f"{value.year:04d}" + value.strftime("-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    # Field by field (the year as four digits: strftime's %Y writes year 999 as `999`, which no longer sorts or
+    # parses as a date); about three times faster than strftime, and called for every time written.
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}:"
+            f"{value.second:02d}.{value.microsecond // 1000:03d}Z")
 
 
 def normalize(value: str) -> str:

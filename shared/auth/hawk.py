@@ -13,6 +13,8 @@ import base64
 import binascii
 import datetime as dt
 import hmac
+import logging
+import pprint
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -20,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mohawk
+import mohawk.base
 import mohawk.exc
+import mohawk.util
 from mohawk.base import Resource
 from mohawk.util import calculate_mac, parse_authorization_header
 
@@ -28,6 +32,21 @@ from shared import credentials, errors, strict_json, timeutil
 from shared.auth.clients import Client, ClientStore
 from shared.auth.roles import RoleStore
 from shared.scopes import satisfies, scope_satisfied
+
+_mohawk_log = logging.getLogger("mohawk")
+
+
+class _DebugOnlyPprint:
+    """mohawk formats its debug messages before it logs them (`pprint.pformat` of every parsed header, URL and
+    payload hash: about 3 % of the host's CPU under load), also when its debug log is off. Its modules get this
+    `pprint` instead, which formats only when that log is on."""
+
+    @staticmethod
+    def pformat(value: object, *args: Any, **kwargs: Any) -> str:
+        return pprint.pformat(value, *args, **kwargs) if _mohawk_log.isEnabledFor(logging.DEBUG) else "(not logged)"
+
+
+mohawk.util.pprint = mohawk.base.pprint = _DebugOnlyPprint
 
 HAWK_SKEW_SECONDS = 15 * 60
 MAX_CERTIFICATE_LIFETIME_MS = 31 * 24 * 3600 * 1000

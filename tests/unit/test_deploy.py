@@ -185,7 +185,7 @@ def test_requirements_hold_what_the_deployed_code_imports():
     wanted = {"azure": None, "pydantic": "pydantic", "pydantic_settings": "pydantic-settings", "aiohttp": "aiohttp",
               "starlette": "starlette", "jsonschema": "jsonschema", "yaml": "PyYAML", "mohawk": "mohawk",
               "aio_pika": "aio-pika", "opentelemetry": "opentelemetry-api", "multidict": "multidict", "yarl": "yarl",
-              "referencing": "referencing"}
+              "referencing": "referencing", "fastjsonschema": "fastjsonschema"}
     requirements = (PROJECT / "requirements.txt").read_text()
     imported = set()
     for path in DEPLOYED_CODE:
