@@ -17,7 +17,7 @@ import datetime as dt
 from typing import Any
 
 from shared import timeutil
-from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -76,7 +76,9 @@ async def main() -> None:
         await service.stores.settled()  # the index row's delete, likewise
         steps["reportCompleted"], counts = counts, collections.Counter()
         tables.counts = queues.counts = counts
-        [message] = await queues.inner.receive(RESOLVED_QUEUE, 1, 30)
+        # The resolution message: the run's claim check turned into it (or, had that failed, one of its own).
+        [message] = (await queues.inner.receive(CLAIM_QUEUE, 1, 30)) or await queues.inner.receive(
+            RESOLVED_QUEUE, 1, 30)
         await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
         steps["resolution (trigger)"], counts = counts, collections.Counter()
         tables.counts = queues.counts = counts

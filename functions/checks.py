@@ -41,7 +41,11 @@ async def later_if_busy(queue: str, msg: func.QueueMessage, handle: Callable[[],
 @bp.function_name("claim_expiry")
 @bp.queue_trigger(arg_name="msg", queue_name=CLAIM_QUEUE, connection=CONNECTION)
 async def claim_expiry(msg: func.QueueMessage) -> None:
-    check = ClaimCheck.decode(msg.get_json())
+    body = msg.get_json()
+    if ResolvedCheck.carried_by(body):  # a claim check that its run's resolution turned into its message
+        await _resolution(CLAIM_QUEUE, msg, ResolvedCheck.decode(body))
+        return
+    check = ClaimCheck.decode(body)
 
     async def handle() -> None:
         outcome = await get_queue().checks.check_claim(check)
@@ -65,13 +69,15 @@ async def task_deadline(msg: func.QueueMessage) -> None:
 @bp.function_name("task_resolved")
 @bp.queue_trigger(arg_name="msg", queue_name=RESOLVED_QUEUE, connection=CONNECTION)
 async def task_resolved(msg: func.QueueMessage) -> None:
-    check = ResolvedCheck.decode(msg.get_json())
+    await _resolution(RESOLVED_QUEUE, msg, ResolvedCheck.decode(msg.get_json()))
 
+
+async def _resolution(queue: str, msg: func.QueueMessage, check: ResolvedCheck) -> None:
     async def handle() -> None:
         outcome = await get_queue().resolution.resolve_dependencies(check)
         log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
-                                                           queue=RESOLVED_QUEUE, messageId=msg.id))
-    await later_if_busy(RESOLVED_QUEUE, msg, handle)
+                                                           queue=queue, messageId=msg.id))
+    await later_if_busy(queue, msg, handle)
 
 
 @bp.function_name("expire_tasks")

@@ -7,7 +7,9 @@ from typing import Any
 
 from shared.api import answers
 from shared.domain.artifacts import Artifact
+from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.runtime import Queue
+from shared.storage.base import QueueMessage
 
 
 async def claim_work(queue: Queue, task_queue_id: str, worker_group: str, worker_id: str, count: int,
@@ -47,3 +49,16 @@ async def list_dependents(queue: Queue, task_id: str, *, limit: int, continuatio
 async def artifact_url(queue: Queue, artifact: Artifact) -> str | None:
     """Where getArtifact redirects to."""
     return (await queue.artifact_reads.location(artifact)).url
+
+
+async def resolution_messages(queue: Queue, visibility: int = 30) -> list[tuple[str, QueueMessage]]:
+    """The resolution messages waiting, with their queue: in `task-resolved`, and in the claim queue the claim
+    checks that a resolution turned into its message (the triggers' work, for tests that run it by hand)."""
+    found: list[tuple[str, QueueMessage]] = []
+    for name in (RESOLVED_QUEUE, CLAIM_QUEUE):
+        for message in await queue.stores.queues.receive(name, 32, visibility):
+            if ResolvedCheck.carried_by(message.json()):
+                found.append((name, message))
+            else:
+                await queue.stores.queues.release(name, message, 0)
+    return found

@@ -129,6 +129,11 @@ class ResolvedCheck:
         return put_json({"taskId": self.taskId, "runId": self.runId, "taskGroupId": self.taskGroupId,
                          "continuation": self.continuation, "since": timeutil.iso(self.since)})
 
+    @staticmethod
+    def carried_by(body: Any) -> bool:
+        """Whether a message of the claim queue is a resolution message (a claim check has no `taskGroupId`)."""
+        return isinstance(body, dict) and "taskGroupId" in body
+
     @classmethod
     def decode(cls, body: Any) -> ResolvedCheck:
         return cls(str(body["taskId"]), int(body["runId"]), str(body["taskGroupId"]), body.get("continuation"),

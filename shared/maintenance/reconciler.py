@@ -296,12 +296,12 @@ class Reconciler:
                                dequeueCount=message.dequeue_count))
         queues = self.stores.queues
         try:
-            if queue == CLAIM_QUEUE:
+            if queue == RESOLVED_QUEUE or (queue == CLAIM_QUEUE and ResolvedCheck.carried_by(body)):
+                await self.resolution.resolve_dependencies(ResolvedCheck.decode(body))
+            elif queue == CLAIM_QUEUE:
                 await self.checks.check_claim(ClaimCheck.decode(body))
             elif queue == DEADLINE_QUEUE:
                 await self.checks.check_deadlines(body)
-            elif queue == RESOLVED_QUEUE:
-                await self.resolution.resolve_dependencies(ResolvedCheck.decode(body))
             else:  # the dispatcher needs the bus: hand the requests back to it, their attempts counted afresh
                 requests = [replace(r, attempt=0) for r in decode_requests(body)]
                 await queues.put(DISPATCH_QUEUE, encode_requests(requests))

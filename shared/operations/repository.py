@@ -73,6 +73,7 @@ class Guards:
         self.tasks, self.now = tasks, now
         self._hints: dict[tuple[int, str], str] = {}
         self._resolved: set[int] = set()
+        self._converted: set[int] = set()  # runs whose claim check became their resolution message
 
     async def hint(self, task: Task) -> None:
         """Hint the task's last (pending) run at the task's current priority; the run remembers the hint."""
@@ -84,11 +85,25 @@ class Guards:
         task.runs[-1].hint_id = self._hints[key] or None
 
     async def resolved(self, task: Task) -> None:
+        """The resolution message. A run that was running has a claim check waiting in the claim queue, which
+        the resolution makes pointless: the check becomes the resolution message (Update Message: new content,
+        visible now, with the pop receipt its put returned), one queue call instead of a put and, after the
+        write, the check's delete. The claim queue's handler tells the two kinds apart. A check received
+        meanwhile can no longer be updated: then a message of its own, as for a run that was not running."""
         run_id = task.last_run_id
+        queues = self.tasks.stores.queues
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
-            await self.tasks.stores.queues.put(RESOLVED_QUEUE, check.encode())
+            claim = task.checks.get("claim")
+            if claim is not None and await queues.release(
+                    CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, self.now), 0,
+                    content=check.encode()) is not None:
+                self._converted.add(run_id)
+            else:
+                await queues.put(RESOLVED_QUEUE, check.encode())
             self._resolved.add(run_id)
+        if run_id in self._converted:
+            task.checks.pop("claim", None)  # it is the resolution message now: not to be deleted
 
 
 class TaskRepository:

@@ -58,6 +58,10 @@ class Resolution:
                 if now - check.since < dt.timedelta(seconds=stores.settings.hint_grace):
                     await stores.queues.put(RESOLVED_QUEUE, check.encode(), visible_in=stores.settings.hint_retry_delay)
                     return "not-yet"
+                if run is not None and run.state == "running" and run.taken_until is not None:
+                    # This may have been the run's claim check, turned into a resolution that was never written
+                    # (Guards.resolved): the claim must still expire.
+                    await self.tasks.put_claim_check(task.task_id, check.runId, run.taken_until, now)
                 return "stale"
             resolution = run.state
         group_step = asyncio.create_task(self.resolve_group_member(check))

@@ -243,8 +243,11 @@ class QueueStore(Protocol):
     async def delete(self, queue: str, message: QueueMessage) -> None:
         """Delete a received message; a message already gone is not an error."""
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
-        """Make a received message visible again after `visible_in` s; None if it is gone."""
+    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
+                      content: bytes | None = None) -> QueueMessage | None:
+        """Make a message visible again after `visible_in` s (Update Message), with new `content` if given; None
+        if it is gone (deleted, or received by someone else since its pop receipt was issued). A message not yet
+        received may be updated with the pop receipt its put returned."""
 
     async def approximate_count(self, queue: str) -> int: ...
 

@@ -201,12 +201,16 @@ class MemoryQueues:
         if found is not None:
             self._queues[queue].remove(found)
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
+                      content: bytes | None = None) -> QueueMessage | None:
         found = self._find(queue, message)
         if found is None:
             return None
         found.pop_receipt = uuid.uuid4().hex
         found.visible_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=visible_in)
+        if content is not None:
+            found.content = content
+        announce_put(queue, visible_in)
         return QueueMessage(found.id, found.pop_receipt, found.content, found.dequeue_count, found.inserted,
                             found.expires, found.visible_at)
 

@@ -22,7 +22,7 @@ from azure.storage.queue import QueueClient
 from local_host import azurite as azurite_mod
 from shared import timeutil
 from shared.domain.events import EXCHANGES
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, pending_queue, poison_queue
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, pending_queue, poison_queue
 from shared.faults import EXIT_STATUS
 from shared.maintenance.invariants import audit
 from shared.runtime import build_queue
@@ -267,7 +267,9 @@ def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..
     queue.createTask(dependent, task_definition(taskQueueId=tq, dependencies=[root]))
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     queue.reportCompleted(root, claim["runId"])
-    wait_for(lambda: f"moved to {poison_queue(RESOLVED_QUEUE)}" in broken.log(), timeout=30)
+    # The root's resolution message is its claim check, turned into it: it is poisoned in the claim queue's poison.
+    poisoned = poison_queue(CLAIM_QUEUE)
+    wait_for(lambda: f"moved to {poisoned}" in broken.log(), timeout=30)
     wait_for(lambda: "poison message still fails" in broken.log(), timeout=30)  # its reconciler tried, reported
     assert queue.status(dependent)["status"]["state"] == "unscheduled"
     broken.stop()
@@ -275,9 +277,8 @@ def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..
     fixed = own_hosts(**settings_of(), host_json=host_json)
     workers = Workers(fixed.client(), tq)
     workers.complete([dependent], timeout=60)
-    assert f"poison message in {poison_queue(RESOLVED_QUEUE)}" in fixed.log()
+    assert f"poison message in {poisoned}" in fixed.log()
     assert repairs(fixed)["poison"] == 1
-    with QueueClient.from_connection_string(own_azurite.connection_string,
-                                            poison_queue(RESOLVED_QUEUE)) as client:
+    with QueueClient.from_connection_string(own_azurite.connection_string, poisoned) as client:
         assert client.get_queue_properties().approximate_message_count == 0
     assert run_audit(own_azurite) == []

@@ -8,12 +8,12 @@ import pytest
 
 from shared import errors
 from shared.domain.dependencies import DEPENDENCIES_TABLE, MARK, REQUIREMENTS_TABLE
-from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
+from shared.domain.messages import ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.runtime import Queue
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryTables
-from tests.answers import list_dependents
+from tests.answers import list_dependents, resolution_messages
 from tests.conftest import slugid
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import create
@@ -44,9 +44,9 @@ async def complete(service: Queue, task_id: str) -> list[str]:
     await service.claims.claim(task_id, 0, "g", "w")
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     outcomes = []
-    for message in await service.stores.queues.receive(RESOLVED_QUEUE, 32, 30):
+    for queue, message in await resolution_messages(service):
         outcomes.append(await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())))
-        await service.stores.queues.delete(RESOLVED_QUEUE, message)
+        await service.stores.queues.delete(queue, message)
     return outcomes
 
 

@@ -27,7 +27,7 @@ from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.validation import errors_of
-from tests.answers import group_events, task_events
+from tests.answers import group_events, resolution_messages, task_events
 from tests.conftest import slugid
 from tests.conftest import task_definition as bare_definition
 from tests.unit.test_service import Clock, _defaults
@@ -168,8 +168,8 @@ async def test_group_events_sealed_resolved_priority(service: Queue) -> None:
     await service.groups.seal(group)  # sealing again keeps the first and records nothing
     await claim(service, task_id)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
-    from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-    for message in await service.stores.queues.receive(RESOLVED_QUEUE, 32, 30):
+    from shared.domain.messages import ResolvedCheck
+    for _, message in await resolution_messages(service):
         await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
     events = (await group_events(service, group, limit=100, continuation=None))["events"]
     assert [e["exchange"].rsplit("/", 1)[1] for e in events] == [

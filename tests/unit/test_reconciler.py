@@ -25,7 +25,7 @@ from shared.operations.claims import ClaimRefusal
 from shared.runtime import Queue
 from shared.storage.base import Entity, encode_key
 from shared.storage.memory import MemoryQueues
-from tests.answers import claim_work
+from tests.answers import claim_work, resolution_messages
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
 from tests.unit.test_service import Clock, _defaults
@@ -132,7 +132,8 @@ async def test_a_lost_resolution_is_run_again(service: Queue, clock: Clock) -> N
                   for _ in range(3)]
     await claim_all(service, tq)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
-    assert memory_queues(service).clear(RESOLVED_QUEUE) == 1
+    # Lost: the resolution message (the root's claim check, turned into it).
+    assert memory_queues(service).clear(RESOLVED_QUEUE) + memory_queues(service).clear(CLAIM_QUEUE) == 1
     clock.advance(GRACE + 1)
     report = await reconcile(service)
     assert report.repairs["resolution"] == 1
@@ -151,6 +152,7 @@ async def test_a_resolution_lost_after_its_group_step_releases_dependents(servic
     await claim_all(service, tq)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     memory_queues(service).clear(RESOLVED_QUEUE)
+    memory_queues(service).clear(CLAIM_QUEUE)
     await service.stores.groups.resolve_member(root, root)
     clock.advance(GRACE + 1)
     report = await reconcile(service)
@@ -166,6 +168,7 @@ async def test_all_completed_dependent_of_a_failure_is_not_released(service: Que
     await claim_all(service, tq)
     await service.lifecycle.resolve(root, 0, "failed", "failed")
     memory_queues(service).clear(RESOLVED_QUEUE)
+    memory_queues(service).clear(CLAIM_QUEUE)
     await service.stores.groups.resolve_member(root, root)
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs == {}
@@ -213,10 +216,10 @@ async def test_poison_messages_are_reported_and_run_again(service: Queue, clock:
     dependent, _ = await create(service, taskQueueId=tq, dependencies=[root])
     await claim_all(service, tq)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
-    [message] = await service.stores.queues.receive(RESOLVED_QUEUE, 32, 0)
-    poison = poison_queue(RESOLVED_QUEUE)
+    [(queue, message)] = await resolution_messages(service, 0)
+    poison = poison_queue(queue)
     await service.stores.queues.put(poison, message.content)  # what the host does after maxDequeueCount failures
-    await service.stores.queues.delete(RESOLVED_QUEUE, message)
+    await service.stores.queues.delete(queue, message)
     await service.stores.queues.put(poison_queue(CLAIM_QUEUE), b"not json")
 
     faults.arm("resolve-dependencies:raise")  # the bug is still there: the message stays, reported again
@@ -226,7 +229,7 @@ async def test_poison_messages_are_reported_and_run_again(service: Queue, clock:
         faults.arm("")
     assert report.poison == 2 and report.failures == 1 and report.repairs == {"poison": 1}  # the malformed one
     assert await service.stores.queues.approximate_count(poison) == 1
-    assert "poison message in task-resolved-poison" in caplog.text
+    assert f"poison message in {poison}" in caplog.text  # the claim queue's: a claim check turned resolution
 
     clock.advance(GRACE + 1)
     memory_queues(service)._queues[poison][0].visible_at = timeutil.now()  # its hiding time is over

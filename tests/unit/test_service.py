@@ -16,7 +16,7 @@ from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
-from tests.answers import claim_work
+from tests.answers import claim_work, resolution_messages
 from tests.conftest import slugid, task_definition
 
 
@@ -181,7 +181,7 @@ def test_keys_are_encoded_for_azure():
 def test_dependency_resolving_while_its_dependent_is_being_created(service):
     """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent: the
     resolution finds no task to schedule, the dependent's own check must then find the requirement gone."""
-    from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
+    from shared.domain.messages import ResolvedCheck
 
     root, definition = create(service)
     tq = definition["taskQueueId"]
@@ -190,7 +190,7 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service):
 
     async def join_while_root_resolves(*args, **kwargs):
         await service.lifecycle.resolve(root, 0, "completed", "completed")
-        [message] = await service.stores.queues.receive(RESOLVED_QUEUE, 1, 0)
+        [(_, message)] = await resolution_messages(service, 0)
         assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
         await join(*args, **kwargs)
 

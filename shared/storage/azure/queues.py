@@ -125,13 +125,17 @@ class AzureQueues:
         await self._call("queue.delete", lambda o: self._client(queue).delete_message(
             message.id, message.pop_receipt, **o), refusal=_message_gone)
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
+                      content: bytes | None = None) -> QueueMessage | None:
+        text = None if content is None else encode_message(content)
         raw = await self._call("queue.update", lambda o: self._client(queue).update_message(
-            message.id, pop_receipt=message.pop_receipt, visibility_timeout=max(0, visible_in), **o),
+            message.id, pop_receipt=message.pop_receipt, content=text, visibility_timeout=max(0, visible_in), **o),
             refusal=_message_gone)
         if isinstance(raw, Refused):
             return None
-        return QueueMessage(message.id, raw.pop_receipt or message.pop_receipt, message.content, message.dequeue_count,
+        announce_put(queue, visible_in)
+        return QueueMessage(message.id, raw.pop_receipt or message.pop_receipt,
+                            message.content if content is None else content, message.dequeue_count,
                             message.inserted, message.expires, raw.next_visible_on)
 
     async def approximate_count(self, queue: str) -> int:

@@ -119,13 +119,19 @@ class RestQueues:
         if status != 204 and not self._gone(status, headers):
             raise StorageError("DELETE", path, status, headers.get("x-ms-error-code"), payload.decode())
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int) -> QueueMessage | None:
+    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
+                      content: bytes | None = None) -> QueueMessage | None:
         path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
+        body = b"" if content is None else (
+            f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
+            f"{escape(encode_message(content))}</MessageText></QueueMessage>").encode()
         status, headers, payload, _ = await self._request(
             "PUT", path, "queue.update", {"popreceipt": message.pop_receipt,
-                                          "visibilitytimeout": str(max(0, visible_in))})
+                                          "visibilitytimeout": str(max(0, visible_in))}, body=body)
         if status == 204:
-            return QueueMessage(message.id, headers.get("x-ms-popreceipt") or message.pop_receipt, message.content,
+            announce_put(queue, visible_in)
+            return QueueMessage(message.id, headers.get("x-ms-popreceipt") or message.pop_receipt,
+                                message.content if content is None else content,
                                 message.dequeue_count, message.inserted, message.expires,
                                 rfc1123(headers.get("x-ms-time-next-visible")))
         if self._gone(status, headers):

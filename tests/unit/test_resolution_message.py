@@ -1,0 +1,70 @@
+"""A running run's resolution turns its claim check into the resolution message (one queue call where a put and
+a delete were two), falls back to a message of its own, and never leaves a claim without a check."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
+from shared.runtime import Queue
+from shared.storage.base import QueueMessage
+from tests.answers import resolution_messages
+from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
+from tests.unit.test_service import Clock
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(clock: Clock) -> Queue:
+    from tests.unit.conftest import memory_service
+    return memory_service(clock=clock, reconcile_grace=GRACE)
+
+
+def contents(service: Queue, queue: str) -> list[bytes]:
+    return memory_queues(service).contents(queue)
+
+
+async def test_the_claim_check_becomes_the_resolution_message(service: Queue) -> None:
+    task_id, definition = await create(service)
+    await claim_all(service, definition["taskQueueId"])
+    assert len(contents(service, CLAIM_QUEUE)) == 1
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    await service.stores.settled()
+    assert contents(service, RESOLVED_QUEUE) == []
+    [(queue, message)] = await resolution_messages(service)
+    assert queue == CLAIM_QUEUE and len(contents(service, CLAIM_QUEUE)) == 1  # the check itself, not a second one
+    assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
+
+
+async def test_a_check_received_meanwhile_leaves_the_resolution_to_a_message_of_its_own(service: Queue) -> None:
+    task_id, definition = await create(service)
+    await claim_all(service, definition["taskQueueId"])
+    [message_id, pop_receipt] = (await service.tasks.load(task_id)).checks["claim"]
+    # Its handler took it (its takenUntil came): the pop receipt the task kept no longer fits.
+    assert await service.stores.queues.release(CLAIM_QUEUE, QueueMessage(message_id, pop_receipt, b"", 0,
+                                                                         service.stores.now()), 600) is not None
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    [(queue, _)] = await resolution_messages(service)
+    assert queue == RESOLVED_QUEUE
+
+
+async def test_a_resolution_that_was_never_written_leaves_the_claim_a_check(service: Queue, clock: Clock) -> None:
+    """A crash between the check's update and the resolution's write: the message finds the run still running;
+    once it is dropped as stale, a claim check is put again, so the claim still expires."""
+    task_id, definition = await create(service)
+    await claim_all(service, definition["taskQueueId"])
+    task = await service.tasks.load(task_id)
+    guards = service.tasks.guards()
+    task.runs[0].resolve("completed", "completed", guards.now)
+    await guards.resolved(task)  # the update, and then no write
+    [(_, message)] = await resolution_messages(service, 0)
+    clock.advance(GRACE + 1)
+    assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "stale"
+    await service.stores.queues.delete(CLAIM_QUEUE, message)
+    checks = [m for m in contents(service, CLAIM_QUEUE) if not ResolvedCheck.carried_by(QueueMessage(
+        "", "", m, 0, clock.now).json())]
+    assert len(checks) == 1  # the running claim has its check again
