@@ -23,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from shared import faults, metrics, timeutil
 from shared.domain.events import Event
@@ -155,6 +156,19 @@ class Cursor:
         return bool(self.lease_until) and timeutil.parse(self.lease_until) > now
 
 
+REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
+REMEMBERED_CURSORS = 10_000
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(memory: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > limit:
+        memory.popitem(last=False)
+
+
 class EventLog:
     def __init__(self, tables: TableStore, queues: QueueStore, *, dispatching: bool, lease_seconds: float = 30,
                  retry_delay: int = 1, grace_seconds: float = 60, max_backoff: int = 60,
@@ -166,6 +180,27 @@ class EventLog:
         self.clock = clock
         self._announced: GroupCommit[str, DispatchRequest] = GroupCommit(
             self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH))
+        # What this process wrote lately, so that its dispatcher need not read it back: event rows (immutable
+        # once written) and the cursors it moved, with their ETags. A cursor remembered is only a starting point:
+        # the lease is written conditionally on its ETag (a cursor moved elsewhere fails it, and is read), and
+        # "already published" is never decided on it.
+        self._events: OrderedDict[tuple[str, str, int], Entity] = OrderedDict()
+        self._cursors: OrderedDict[Stream, Cursor] = OrderedDict()
+
+    def recorded(self, stream: Stream, ops: list[Op], etags: list[str | None]) -> None:
+        """A transaction that held these rows of the stream is written, and left these ETags: its event rows are
+        remembered, and a cursor it reset (a new entity's) with its ETag."""
+        cursor_key = cursor_row_key(stream)
+        for op, etag in zip(ops, etags, strict=False):
+            if op.entity.row_key.startswith(EVENT_ROW) and op.entity.row_key[len(EVENT_ROW) + 8:] == ":" + stream.key:
+                _remember(self._events, (stream.table, stream.key, seq_of(op.entity)), op.entity, REMEMBERED_EVENTS)
+            elif op.entity.row_key == cursor_key:
+                if etag is None:
+                    self._cursors.pop(stream, None)
+                else:
+                    _remember(self._cursors, stream, Cursor(int(op.entity.data["dispatched"]),
+                                                            str(op.entity.data.get("leaseUntil", "")), etag),
+                              REMEMBERED_CURSORS)
 
     # --- recording -----------------------------------------------------------------------------------------
 
@@ -189,6 +224,9 @@ class EventLog:
 
     async def forget(self, stream: Stream, last_seq: int) -> None:
         """Delete a stream's events and cursor (its entity is expiring)."""
+        self._cursors.pop(stream, None)
+        for seq in range(1, last_seq + 1):
+            self._events.pop((stream.table, stream.key, seq), None)
         keys = [(stream.key, event_row_key(stream, s)) for s in range(1, last_seq + 1)]
         await delete_all(self.tables, stream.table, [*keys, (stream.key, cursor_row_key(stream))])
 
@@ -205,21 +243,36 @@ class EventLog:
         """Write the cursor conditionally (insert when new); its new ETag, or None when someone else moved it."""
         entity = cursor_entity(stream, dispatched, lease_until, etag)
         stored = await (self.tables.replace if etag else self.tables.insert)(stream.table, entity)
-        return stored.etag if stored is not None else None
+        if stored is None:
+            self._cursors.pop(stream, None)
+            return None
+        _remember(self._cursors, stream, Cursor(dispatched, lease_until, stored.etag), REMEMBERED_CURSORS)
+        return stored.etag
+
+    async def _event_row(self, stream: Stream, seq: int) -> Entity | None:
+        known = self._events.get((stream.table, stream.key, seq))
+        if known is not None:
+            return known
+        return await self.tables.get(stream.table, stream.key, event_row_key(stream, seq))
 
     async def dispatch(self, request: DispatchRequest, publisher: Publisher) -> DispatchOutcome:
         """Publish the stream's events up to `request.seq` that are not published yet; an outcome word."""
         stream = request.stream
         waiting: DispatchOutcome = "busy"
         now = self.clock()
+        remembered = self._cursors.get(stream)
         for pause in (*SETTLE_PAUSES, None):
             now = self.clock()
-            cursor = await self.cursor(stream)
+            if remembered is not None and remembered.dispatched < request.seq and not remembered.leased(now):
+                cursor = remembered  # this process moved it last; its lease write below checks that it still is
+            else:
+                cursor = await self.cursor(stream)
+            remembered = None
             if cursor.dispatched >= request.seq:
                 return "done"
             if cursor.leased(now):
                 waiting = "busy"  # another dispatcher is publishing this stream; it may publish ours too
-            elif (last := await self.tables.get(stream.table, stream.key, event_row_key(stream, request.seq))) is None:
+            elif (last := await self._event_row(stream, request.seq)) is None:
                 waiting = "not-written"  # the change is about to be written, or never will be
             else:
                 lease_until = timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))
@@ -241,8 +294,7 @@ class EventLog:
                        publisher: Publisher) -> DispatchOutcome:
         """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order."""
         stream = request.stream
-        earlier = await asyncio.gather(*(self.tables.get(stream.table, stream.key, event_row_key(stream, s))
-                                         for s in range(dispatched + 1, request.seq)))
+        earlier = await asyncio.gather(*(self._event_row(stream, s) for s in range(dispatched + 1, request.seq)))
         rows = [*earlier, last]
         done = dispatched
         failure: Exception | None = None

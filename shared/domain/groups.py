@@ -160,8 +160,11 @@ class TaskGroupStore:
                 head = Op("replace", written.to_entity())
             else:
                 written, head = None, None
-            etags = await self.tables.commit(TASK_GROUPS_TABLE, [*([head] if head else []), *extra, *rows])
+            ops = [*([head] if head else []), *extra, *rows]
+            etags = await self.tables.commit(TASK_GROUPS_TABLE, ops)
             if etags is not None:
+                if extra:
+                    self.events.recorded(Stream(TASK_GROUPS_TABLE, task_group_id), ops, etags)
                 if written is not None:  # what this process wrote is the group now: the next join reads nothing
                     self._remember(replace(written, etag=etags[0]))
                 self._saw_active(task_group_id, [task_id])
@@ -191,6 +194,7 @@ class TaskGroupStore:
             ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events)]
             etags = await self.tables.commit(TASK_GROUPS_TABLE, ops)
             if etags is not None:
+                self.events.recorded(stream, ops, etags)
                 self._remember(replace(changed, etag=etags[0]))
                 return replace(changed, etag=None)
 

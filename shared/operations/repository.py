@@ -218,6 +218,7 @@ class TaskRepository:
                 task.event_seq -= len(events)
                 self.known.forget(task.task_id)
                 return False
+            self.stores.events.recorded(stream, ops, etags)  # its dispatcher need not read them back
             task.etag = etags[0]
             if touch:
                 self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns

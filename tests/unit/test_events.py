@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from shared.domain.eventlog import (
     DISPATCH_BATCH,
     DISPATCH_QUEUE,
     DispatchRequest,
+    EventLog,
     PublishError,
     Stream,
     cursor_row_key,
@@ -396,3 +398,39 @@ async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: Queue, clo
     await asyncio.sleep(1.1)  # 2 ** attempt
     [again] = [decode_requests(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert again == [DispatchRequest(TASKS_TABLE, bad, 2, since, attempt=1)]
+
+
+async def test_the_dispatcher_reads_back_nothing_this_process_wrote(service: Queue) -> None:
+    """Event rows this process wrote, and the cursor it last moved, are not read again: a dispatch is its lease
+    and its cursor's move."""
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    tables = service.stores.tables
+    reads: list[str] = []
+    get = tables.get
+
+    async def counted(table: str, partition_key: str, row_key: str):  # type: ignore[no-untyped-def]
+        reads.append(row_key)
+        return await get(table, partition_key, row_key)
+
+    tables.get = counted  # type: ignore[method-assign]
+    request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(timeutil.now()))
+    assert await service.stores.events.dispatch(request, publisher) == "published"
+    await claim(service, task_id)
+    assert await service.stores.events.dispatch(replace(request, seq=3), publisher) == "published"
+    assert reads == [] and [e.exchange for e in publisher.published] == ["task-defined", "task-pending",
+                                                                         "task-running"]
+
+
+async def test_a_cursor_moved_by_another_process_is_read_again(service: Queue) -> None:
+    """The remembered cursor is only a starting point: another process's dispatcher moved it (and published),
+    so this one's lease write fails, it reads the cursor, and publishes nothing twice."""
+    publisher = RecordingPublisher()
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    other = EventLog(service.stores.tables, service.stores.queues, dispatching=True)  # nothing remembered
+    request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(timeutil.now()))
+    assert await other.dispatch(request, publisher) == "published"
+    assert await service.stores.events.dispatch(request, publisher) == "done"
+    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending"]
