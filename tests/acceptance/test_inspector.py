@@ -89,7 +89,9 @@ def group_task(queue, tq: str, group: str, name: str, command: str, **extra) -> 
 def test_a_group_goes_from_pending_to_completed_on_the_page_without_a_reload(host, page, tmp_path):
     queue = host.client()
     tq, group = task_queue_id(), slugid()
-    ids = [group_task(queue, tq, group, f"build {i}", f"echo building {i}; sleep 1") for i in range(5)]
+    # Each build runs 3 s, so the tasks are running for longer than the page's refresh period (2 s after each
+    # refresh's end): with 1 s builds the whole running stretch (about 2.2 s) could fall between two refreshes.
+    ids = [group_task(queue, tq, group, f"build {i}", f"echo building {i}; sleep 3") for i in range(5)]
     failing = group_task(queue, tq, group, "lint", "echo 'lint: 2 problems'; exit 2")
     page.goto(f"{host.root_url}/")  # the rootUrl leads to the inspector
     assert page.url.startswith(f"{host.root_url}/inspector/")

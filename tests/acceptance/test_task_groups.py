@@ -153,16 +153,18 @@ def expiring_host(host_factory):
 
 def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     queue = expiring_host.client()
+    # The host's first createTask is slow (cold start); on a busy machine it took more than the 2 s deadline
+    # below, and the dependent task was refused for a deadline in the past. So the keeper goes first.
+    keeper = slugid()
+    queue.createTask(keeper, task_definition())
     now = timeutil.now()
-    short = {"created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(seconds=2)),
-             "expires": timeutil.iso(now + dt.timedelta(seconds=3))}
+    short = {"created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(seconds=3)),
+             "expires": timeutil.iso(now + dt.timedelta(seconds=4))}
     group = slugid()
     dep = slugid()
     queue.createTask(dep, task_definition(taskGroupId=group, **short))
     waiting = slugid()
     queue.createTask(waiting, task_definition(taskGroupId=group, dependencies=[dep], **short))
-    keeper = slugid()
-    queue.createTask(keeper, task_definition())
     storage = expiring_host.env["QUEUE_STORAGE"]
     # its events are recorded
     assert {f"task:{dep}", f"events:{dep}", f"event:00000001:{dep}"} <= _row_keys(storage, "Tasks", dep)

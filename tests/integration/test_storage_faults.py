@@ -21,7 +21,9 @@ from shared.storage.rest import RestQueues, RestTables
 from shared.storage.retry import RetryPolicy, StorageUnavailable
 
 ADAPTERS = {"rest": (RestTables, RestQueues), "sdk": (AzureTables, AzureQueues)}
-POLICY = RetryPolicy(budget=5, backoff=0.05, max_backoff=0.2, timeout=3, connect_timeout=1)
+# Room for Azurite's own stalls (in memory, it stops for seconds now and then under a full test run): a fault
+# here is one injected answer, and what is proven is that the call then ends as without it, not how fast.
+POLICY = RetryPolicy(budget=20, backoff=0.05, max_backoff=0.2, timeout=10, connect_timeout=2)
 Scenario = Callable[[Any, Any, str], Awaitable[Any]]
 
 
