@@ -15,7 +15,7 @@ import logging
 import azure.functions as func
 
 from functions.checks import CONNECTION
-from shared.domain.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests
+from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.logs import fields
 from shared.runtime import get_publisher, get_queue
 from shared.storage.retry import StorageUnavailable

@@ -14,7 +14,7 @@ from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
 from shared.auth.roles import RoleStore
 from shared.bus import create_publisher
-from shared.domain.eventlog import Publisher
+from shared.domain.eventrows import Publisher
 from shared.maintenance.reconciler import Reconciler
 from shared.operations.artifact_reads import ArtifactReads
 from shared.operations.artifacts import Artifacts
@@ -87,9 +87,11 @@ def get_queue() -> Queue:
     settings = get_settings()
     faults.arm(settings.faults)
     connection, client, policy = settings.storage_connection, settings.storage_client, retry_policy(settings)
-    return build_queue(settings, table_store(connection, client, policy), queue_store(connection, client,
-                                                                                      policy=policy),
-                       AzureBlobs(settings.artifact_connection, policy))
+    queue = build_queue(settings, table_store(connection, client, policy), queue_store(connection, client,
+                                                                                       policy=policy),
+                        AzureBlobs(settings.artifact_connection, policy))
+    queue.stores.events.publisher = get_publisher()  # a change's writer publishes its own events
+    return queue
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:

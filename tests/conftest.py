@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import secrets
@@ -58,13 +59,20 @@ def _stop_fault_proxies() -> Iterator[None]:
         stop_process(process, 5)
 
 
-@pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azurite_mod.Azurite]:
-    instance = azurite_mod.start(tmp_path_factory.mktemp("azurite"), in_memory=True)
+@contextlib.contextmanager
+def azurite_of_its_own(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[azurite_mod.Azurite]:
+    """An in-memory Azurite, stopped on leaving: the session's, or a module's that must not share it."""
+    instance = azurite_mod.start(tmp_path_factory.mktemp(name), in_memory=True)
     try:
         yield instance
     finally:
         instance.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azurite_mod.Azurite]:
+    with azurite_of_its_own(tmp_path_factory, "azurite") as instance:
+        yield instance
 
 
 def stop_process(process: subprocess.Popen[bytes], wait: float) -> int:

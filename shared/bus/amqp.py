@@ -12,7 +12,7 @@ import logging
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from shared.domain.eventlog import PublishError
+from shared.domain.eventrows import PublishError
 from shared.domain.events import Event, exchange_name
 
 log = logging.getLogger("queue.events.amqp")

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.bus.bindings import ROUTES_PROPERTY, routes_property, rule_name, subscription_filter
-from shared.domain.eventlog import PublishError
+from shared.domain.eventrows import PublishError
 from shared.domain.events import Event, exchange_name
 
 

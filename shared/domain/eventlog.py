@@ -9,7 +9,8 @@ the rows `event:<seq>` (seq from 1, contiguous), and `events` is the dispatch cu
 Dispatching (when an event bus is configured): before a change is written, a message naming the stream and the
 sequence number the change will reach is put on the `event-dispatch` queue. The queue-triggered dispatcher
 takes a short lease on the stream's cursor, publishes the events after the cursor up to that number in order,
-and moves the cursor. Hence:
+and moves the cursor. Usually the change's writer got there first: its transaction took the lease (`hold`), and
+it published right after the write, so the message finds nothing left to do. Hence:
 - at least once: a crash after the write leaves the message, which is delivered again; a broker that is down
   makes the dispatcher put the message back with a growing delay (never to the poison queue);
 - in order per stream: one dispatcher at a time per stream (the lease), in sequence order;
@@ -24,136 +25,39 @@ import asyncio
 import datetime as dt
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Protocol, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
 from shared import faults, metrics, timeutil
+from shared.domain.eventrows import (
+    DISPATCH_QUEUE,
+    EVENT_ROW,
+    EVENT_ROW_END,
+    Cursor,
+    DispatchRequest,
+    Publisher,
+    PublishError,
+    Stream,
+    cursor_entity,
+    cursor_row_key,
+    encode_requests,
+    event_of,
+    event_row_key,
+    seq_of,
+)
 from shared.domain.events import Event
+from shared.domain.inflight import Background, InFlight
 from shared.logs import fields
-from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all, pack_json, put_json, unpack_json
+from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all
 from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue.events")
 
-DISPATCH_QUEUE = "event-dispatch"
-EVENT_ROW = "event:"
-EVENT_ROW_END = "event;"  # ";" sorts right after ":"
-CURSOR_ROW = "events:"
-# Row keys end with the stream's key (its PartitionKey) so that no two partitions share a RowKey: Azurite finds an
-# entity through its RowKey index first and then scans the matches for the PartitionKey, so a RowKey that every
-# partition has (`event:00000001`, `events`) made each read and write O(streams) locally (docs/performance.md).
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 
-
-class PublishError(Exception):
-    """The event bus did not take a message (unreachable, refused, or no confirmation)."""
-
-
-class Publisher(Protocol):
-    """An event bus adapter. `publish` returns once the bus has the message durably, or raises PublishError."""
-
-    async def publish(self, event: Event) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Stream:
-    table: str
-    key: str  # the PartitionKey: a taskId or a taskGroupId
-
-    @property
-    def label(self) -> str:
-        return f"{self.table}/{self.key}"
-
-
-def event_row_key(stream: Stream, seq: int) -> str:
-    return f"{EVENT_ROW}{seq:08d}:{stream.key}"
-
-
-def cursor_row_key(stream: Stream) -> str:
-    return CURSOR_ROW + stream.key
-
-
-def event_entity(stream: Stream, seq: int, event: Event) -> Entity:
-    return Entity(stream.key, event_row_key(stream, seq), {
-        "exchange": event.exchange, "routingKey": event.routing_key, "time": event.time,
-        **pack_json("payload", event.payload), **pack_json("cc", event.cc)})
-
-
-def event_of(table: str, entity: Entity) -> Event:
-    data = entity.data
-    return Event(data["exchange"], data["routingKey"], unpack_json("payload", data), unpack_json("cc", data),
-                 data.get("time", ""), f"{table}/{entity.partition_key}/{seq_of(entity)}")
-
-
-def seq_of(entity: Entity) -> int:
-    return int(entity.row_key[len(EVENT_ROW):len(EVENT_ROW) + 8])
-
-
-def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[Op]:
-    """The inserts that record `events` as `first_seq`, `first_seq + 1`, ... (part of the change's transaction)."""
-    # Upserts: rows left behind by a deleted entity of the same key (a crash while expiring it) are overwritten.
-    return [Op("upsert", event_entity(stream, first_seq + i, e)) for i, e in enumerate(events)]
-
-
-def cursor_entity(stream: Stream, dispatched: int, lease_until: str = "", etag: str | None = None) -> Entity:
-    return Entity(stream.key, cursor_row_key(stream), {"dispatched": dispatched, "leaseUntil": lease_until}, etag)
-
-
-@dataclass(frozen=True)
-class DispatchRequest:
-    """The `event-dispatch` message: publish `table`/`key`'s events up to `seq`."""
-
-    table: str
-    key: str
-    seq: int
-    since: str  # when the change was about to be written
-    attempt: int = 0  # publish failures so far (the put-back delay grows with it)
-
-    @property
-    def stream(self) -> Stream:
-        return Stream(self.table, self.key)
-
-    def encode(self) -> bytes:
-        return put_json(asdict(self))
-
-    @classmethod
-    def decode(cls, body: Any) -> DispatchRequest:
-        try:
-            return cls(str(body["table"]), str(body["key"]), int(body["seq"]), str(body["since"]),
-                       int(body.get("attempt", 0)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"malformed dispatch request: {body!r}") from exc
-
-
-def encode_requests(requests: list[DispatchRequest]) -> bytes:
-    """One `event-dispatch` message: a request alone, or several as `{"batch": [...]}`."""
-    if len(requests) == 1:
-        return requests[0].encode()
-    return put_json({"batch": [asdict(r) for r in requests]})
-
-
-def decode_requests(body: Any) -> list[DispatchRequest]:
-    """The requests of an `event-dispatch` message (either form); ValueError when malformed."""
-    if isinstance(body, dict) and "batch" in body:
-        if not isinstance(body["batch"], list) or not body["batch"]:
-            raise ValueError(f"malformed dispatch batch: {body!r}")
-        return [DispatchRequest.decode(item) for item in body["batch"]]
-    return [DispatchRequest.decode(body)]
-
-
-@dataclass(frozen=True)
-class Cursor:
-    dispatched: int
-    lease_until: str
-    etag: str | None
-
-    def leased(self, now: dt.datetime) -> bool:
-        return bool(self.lease_until) and timeutil.parse(self.lease_until) > now
 
 
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
@@ -169,10 +73,28 @@ def _remember(memory: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
         memory.popitem(last=False)
 
 
+class _StreamLock:
+    """One dispatch of a stream at a time in this process; dropped when no dispatch holds or awaits it."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
+@dataclass
+class Held:
+    """A change's hold on its stream (EventLog.hold): the lease row to write with it, and the lock here."""
+
+    stream: Stream
+    lock: _StreamLock
+    op: Op
+    dispatched: int
+
+
 class EventLog:
     def __init__(self, tables: TableStore, queues: QueueStore, *, dispatching: bool, lease_seconds: float = 30,
                  retry_delay: int = 1, grace_seconds: float = 60, max_backoff: int = 60,
-                 clock: Any = timeutil.now) -> None:
+                 clock: Any = timeutil.now, background: Background | None = None) -> None:
         self.tables, self.queues = tables, queues
         self.dispatching = dispatching
         self.lease_seconds, self.retry_delay = lease_seconds, retry_delay
@@ -181,11 +103,16 @@ class EventLog:
         self._announced: GroupCommit[str, DispatchRequest] = GroupCommit(
             self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH))
         # What this process wrote lately, so that its dispatcher need not read it back: event rows (immutable
-        # once written) and the cursors it moved, with their ETags. A cursor remembered is only a starting point:
-        # the lease is written conditionally on its ETag (a cursor moved elsewhere fails it, and is read), and
-        # "already published" is never decided on it.
+        # once written) and the cursors it wrote, with their ETags. A cursor remembered is a starting point: the
+        # lease is written conditionally on its ETag (a cursor moved elsewhere fails it, and is read); and since a
+        # cursor only moves forward, the events up to where this process moved it are published, whoever moved
+        # it since.
         self._events: OrderedDict[tuple[str, str, int], Entity] = OrderedDict()
         self._cursors: OrderedDict[Stream, Cursor] = OrderedDict()
+        self._locks: dict[Stream, _StreamLock] = {}  # streams being dispatched in this process
+        self.in_flight = InFlight()  # changes announced here and being written (their writers register)
+        self.publisher: Publisher | None = None  # when set (a bus is configured), a change's writer publishes
+        self.background = background or Background()  # where the writer's publishing runs
 
     def recorded(self, stream: Stream, ops: list[Op], etags: list[str | None]) -> None:
         """A transaction that held these rows of the stream is written, and left these ETags: its event rows are
@@ -256,18 +183,52 @@ class EventLog:
         return await self.tables.get(stream.table, stream.key, event_row_key(stream, seq))
 
     async def dispatch(self, request: DispatchRequest, publisher: Publisher) -> DispatchOutcome:
-        """Publish the stream's events up to `request.seq` that are not published yet; an outcome word."""
+        """Publish the stream's events up to `request.seq` that are not published yet; an outcome word.
+
+        Dispatches of one stream in this process go one after another: the second finds the cursor the first
+        moved (remembered, not read) and, as the first publishes every event after its own that this process
+        wrote, usually finds its own published already."""
+        stream = request.stream
+        if (stream.table, stream.key, request.seq) not in self._events:
+            # Announced here and being written? Its writer may hold the stream and publish: wait for it first.
+            await self.in_flight.settled(stream.table, stream.key)
+        lock = self._enter(stream)
+        try:
+            async with lock.lock:
+                return await self._dispatch(request, publisher)
+        finally:
+            self._leave(stream, lock)
+
+    def _enter(self, stream: Stream) -> _StreamLock:
+        """The stream's lock here, counted as used until `_leave`."""
+        lock = self._locks.get(stream)
+        if lock is None:
+            lock = self._locks[stream] = _StreamLock()
+        lock.users += 1
+        return lock
+
+    def _leave(self, stream: Stream, lock: _StreamLock) -> None:
+        lock.users -= 1
+        if not lock.users and self._locks.get(stream) is lock:
+            del self._locks[stream]
+
+    async def _dispatch(self, request: DispatchRequest, publisher: Publisher) -> DispatchOutcome:
         stream = request.stream
         waiting: DispatchOutcome = "busy"
         now = self.clock()
-        remembered = self._cursors.get(stream)
         for pause in (*SETTLE_PAUSES, None):
+            if (stream.table, stream.key, request.seq) not in self._events:
+                # Announced here and being written? Then wait for the write, which leaves its rows in memory.
+                await self.in_flight.settled(stream.table, stream.key)
             now = self.clock()
-            if remembered is not None and remembered.dispatched < request.seq and not remembered.leased(now):
-                cursor = remembered  # this process moved it last; its lease write below checks that it still is
+            remembered = self._cursors.get(stream)
+            if remembered is not None and not remembered.leased(now):
+                # This process wrote it last: where a dispatch of its own moved it, the events before are
+                # published (a cursor only moves forward); otherwise the lease write below checks that it is
+                # still the stored one.
+                cursor = remembered
             else:
                 cursor = await self.cursor(stream)
-            remembered = None
             if cursor.dispatched >= request.seq:
                 return "done"
             if cursor.leased(now):
@@ -292,24 +253,40 @@ class EventLog:
 
     async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, last: Entity,
                        publisher: Publisher) -> DispatchOutcome:
-        """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order."""
+        """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order, and
+        those after it that this process wrote (their own requests then find them published)."""
         stream = request.stream
         earlier = await asyncio.gather(*(self._event_row(stream, s) for s in range(dispatched + 1, request.seq)))
-        rows = [*earlier, last]
+        failure = await self._publish_rows(stream, dispatched, lease, [*earlier, last], publisher)
+        if failure is None:
+            return "published"
+        delay = await self.retry_later(request)
+        log.warning("event bus refused an event (%s); retrying in %d s", failure, delay,
+                    extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
+        return "bus-failed"
+
+    async def _publish_rows(self, stream: Stream, dispatched: int, lease: str, rows: Sequence[Entity | None],
+                            publisher: Publisher) -> PublishError | None:
+        """Publish `rows` (events `dispatched + 1` ...) and then the later ones this process wrote, in order, those
+        written while it published too (their changes found the stream held), holding the lease (ETag `lease`);
+        move the cursor past what was published, giving up the lease. The bus's refusal, if it refused."""
         done = dispatched
-        failure: Exception | None = None
+        failure: PublishError | None = None
+        batch: Sequence[Entity | None] = [*rows, *self._written_after(stream, dispatched + len(rows))]
         try:
-            for row in rows:
-                if row is None:  # cannot happen: rows are written in one transaction with contiguous numbers
-                    raise RuntimeError(f"event {done + 1} of {stream.label} is missing")
-                faults.point("dispatch-before-publish")
-                event = event_of(stream.table, row)
-                await publisher.publish(event)
-                faults.point("dispatch-after-publish")
-                if event.time:
-                    lag = (timeutil.now() - timeutil.parse(event.time)).total_seconds()
-                    metrics.DISPATCH_LAG.record(max(0.0, lag), {"exchange": event.exchange})
-                done += 1
+            while batch:
+                for row in batch:
+                    if row is None:  # cannot happen: rows are written in one transaction with contiguous numbers
+                        raise RuntimeError(f"event {done + 1} of {stream.label} is missing")
+                    faults.point("dispatch-before-publish")
+                    event = event_of(stream.table, row)
+                    await publisher.publish(event)
+                    faults.point("dispatch-after-publish")
+                    if event.time:
+                        lag = (timeutil.now() - timeutil.parse(event.time)).total_seconds()
+                        metrics.DISPATCH_LAG.record(max(0.0, lag), {"exchange": event.exchange})
+                    done += 1
+                batch = self._written_after(stream, done)
         except PublishError as exc:
             failure = exc
         finally:
@@ -317,12 +294,98 @@ class EventLog:
             if await self._write_cursor(stream, done, "", lease) is None:
                 log.warning("dispatch lease of %s lost while publishing", stream.label,
                             extra=fields(taskId=stream.key))
-        if failure is None:
-            return "published"
-        delay = await self.retry_later(request)
-        log.warning("event bus refused an event (%s); retrying in %d s", failure, delay,
-                    extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
-        return "bus-failed"
+        return failure
+
+    def _written_after(self, stream: Stream, seq: int) -> Sequence[Entity | None]:
+        """The stream's events after `seq` that this process wrote, as far as they follow on without a gap."""
+        rows: list[Entity | None] = []
+        while (row := self._events.get((stream.table, stream.key, seq + len(rows) + 1))) is not None:
+            rows.append(row)
+        return rows
+
+    # --- publishing by the writer --------------------------------------------------------------------------
+
+    async def hold(self, stream: Stream, *, new: bool = False) -> Held | None:
+        """Before this process writes a change of `stream` with events: when it can publish them itself right
+        after (a publisher, the stream's cursor known here, not leased, no dispatch of it under way here), the
+        stream's lease as one more row of the change's transaction (the cursor is in the same partition), and
+        the stream's lock here. `new`: the change creates the entity (its cursor is written fresh, leased).
+        `commit_change` ends the hold (written, or `not_written`). None: the dispatch request's handler
+        publishes, as without a hold."""
+        if self.publisher is None or not self.dispatching or stream in self._locks:
+            return None
+        now = self.clock()
+        cursor = Cursor(0, "", None) if new else self._cursors.get(stream)
+        if cursor is None or cursor.leased(now) or not (new or cursor.etag):
+            return None
+        lock = self._enter(stream)
+        await lock.lock.acquire()  # a new lock: acquired at once
+        lease_until = timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))
+        entity = cursor_entity(stream, cursor.dispatched, lease_until, cursor.etag)
+        return Held(stream, lock, Op("upsert" if new else "replace", entity), cursor.dispatched)
+
+    async def commit_change(self, table: str, stream: Stream, ops: Sequence[Op], *, publish: bool,
+                            new: bool = False) -> Sequence[str | None] | None:
+        """Commit a change's transaction (`ops`, rows of the stream's partition, its events among them): with the
+        stream's lease when this process can publish the events itself (`hold`; then it does, right after), and a
+        fresh dispatch cursor when the change creates the entity (`new`). What was written is remembered
+        (`recorded`). The ETags of the ops (then of the cursor's), or None when the transaction lost a race."""
+        held = await self.hold(stream, new=new) if publish else None
+        written = [*ops]
+        if new:  # a fresh cursor, whatever an expired entity of the same key left behind
+            written.append(held.op if held is not None else Op("upsert", cursor_entity(stream, 0)))
+        elif held is not None:
+            written.append(held.op)
+        try:
+            etags = await self.tables.commit(table, written)
+            if etags is None and held is not None and not new:
+                # The lease's condition may be what failed (the cursor moved elsewhere): once more without it.
+                self.not_written(held)
+                held = None
+                written.pop()
+                etags = await self.tables.commit(table, written)
+        except BaseException:
+            if held is not None:
+                self.not_written(held)
+            raise
+        if etags is None:
+            if held is not None:
+                self.not_written(held)
+            return None
+        self.recorded(stream, written, etags)
+        if held is not None:
+            self._publish_held(held, etags[-1])  # the lease is the transaction's last row
+        return etags
+
+    def not_written(self, held: Held) -> None:
+        """The change (and so the lease) was not written: a lost race, or the cursor moved elsewhere (then it
+        is read again next time)."""
+        self._cursors.pop(held.stream, None)
+        self._release(held)
+
+    def _publish_held(self, held: Held, lease: str | None) -> None:
+        """The change and the lease (ETag `lease`) are written (`recorded` has seen them): publish its events now,
+        in the background (the dispatch request finds them published; if this process dies first, the lease runs
+        out and the request's handler publishes them)."""
+        publisher = self.publisher
+        if lease is None or publisher is None:
+            self.not_written(held)
+            return
+
+        async def publish() -> None:
+            try:
+                await self._publish_rows(held.stream, held.dispatched, lease, [], publisher)
+            except Exception:
+                log.warning("publishing %s after its write failed; its dispatch request will", held.stream.label,
+                            exc_info=True, extra=fields(taskId=held.stream.key))
+            finally:
+                self._release(held)
+
+        self.background.start(publish())
+
+    def _release(self, held: Held) -> None:
+        held.lock.lock.release()
+        self._leave(held.stream, held.lock)
 
     async def retry_later(self, request: DispatchRequest) -> int:
         """Put the request back as a new message after a delay that doubles with each attempt (up to

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from shared import errors, timeutil
-from shared.domain.eventlog import EventLog, Stream, cursor_entity, event_ops
+from shared.domain.eventlog import EventLog
+from shared.domain.eventrows import Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
 from shared.storage.base import Entity, Op, TableStore, delete_all
 
@@ -189,14 +190,14 @@ class TaskGroupStore:
                 return group
             events = announce(changed)
             changed = replace(changed, event_seq=group.event_seq + len(events))
-            if events:
-                await self.events.announce(stream, changed.event_seq)
             ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events)]
-            etags = await self.tables.commit(TASK_GROUPS_TABLE, ops)
-            if etags is not None:
-                self.events.recorded(stream, ops, etags)
-                self._remember(replace(changed, etag=etags[0]))
-                return replace(changed, etag=None)
+            with self.events.in_flight.writing(TASK_GROUPS_TABLE, task_group_id):
+                if events:
+                    await self.events.announce(stream, changed.event_seq)
+                etags = await self.events.commit_change(TASK_GROUPS_TABLE, stream, ops, publish=bool(events))
+                if etags is not None:
+                    self._remember(replace(changed, etag=etags[0]))
+                    return replace(changed, etag=None)
 
     async def seal(self, task_group_id: str, stamp: dt.datetime,
                    announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:

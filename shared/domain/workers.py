@@ -355,8 +355,10 @@ class WorkerInfo:
             "state": "running", "runId": run_id, "since": timeutil.iso(since), "workerGroup": worker_group,
             "workerId": worker_id}))
 
-    async def run_resolved(self, task_queue_id: str, task_id: str) -> None:
-        await self._index_rows.delete(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id), task_id)
+    async def run_resolved(self, task_queue_id: str, task_id: str, *, linger: float = 0.0) -> None:
+        """The run leaves the index. `linger`: when nobody waits for it, how long the delete may wait for another
+        row of the task queue's partition to go with (GroupCommit.add)."""
+        await self._index_rows.delete(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id), task_id, linger=linger)
 
     async def runs(self, task_queue_id: str, state: str, *, limit: int,
                    continuation: str | None) -> tuple[list[Entity], str | None]:
@@ -374,11 +376,15 @@ class WorkerInfo:
         return page.entities, page.continuation
 
     async def drop_run(self, row: Entity) -> bool:
-        """Delete an index row that no longer matches its task, unless it changed since it was read."""
+        """Delete an index row that no longer matches its task, unless it changed since it was read; False when
+        it did, or is gone (also when this process's own tidying, a lingering delete, was about to delete it)."""
+        await self._index_rows.flush(TASK_QUEUE_RUNS_TABLE, row.partition_key)
         return await self.tables.delete(TASK_QUEUE_RUNS_TABLE, row.partition_key, row.row_key, row.etag)
 
     async def count_runs(self, task_queue_id: str, state: str) -> int:
-        """How many of the task queue's runs the index holds in `state` (`pending` or `running`)."""
+        """How many of the task queue's runs the index holds in `state` (`pending` or `running`), after the index
+        rows this process is still writing there (a resolution's lingering delete) are written."""
+        await self._index_rows.flush(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id))
         rows = each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
                            {"pk": encode_key(task_queue_id), "state": state})
         return sum([1 async for _ in rows])

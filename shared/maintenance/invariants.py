@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
-from shared.domain.eventlog import Stream
+from shared.domain.eventrows import Stream
 from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE

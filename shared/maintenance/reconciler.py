@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared import metrics
-from shared.domain.eventlog import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
+from shared.domain.eventrows import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,

@@ -19,7 +19,7 @@ from enum import Enum
 
 from shared import errors, faults, metrics, timeutil
 from shared.domain.messages import PendingHint, pending_queues
-from shared.domain.tasks import Run, Task
+from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import deadline_passed, run_of
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged, all_of
@@ -70,6 +70,9 @@ class Claims:
         # As in TaskRepository.modify: a remembered row may start a claim; a refusal or a repeated claim made on
         # it stands only if the stored row is still the same.
         task: Task | None = self.tasks.known.get(task_id)
+        if (task is None or run_id >= len(task.runs)) and await stores.events.in_flight.settled(
+                TASKS_TABLE, task_id):
+            task = self.tasks.known.get(task_id)  # its hint was put here just before its write: now it is known
         fresh = read = task is None
         while True:
             if read:
@@ -86,18 +89,23 @@ class Claims:
                 continue
             assert task is not None
             run = task.runs[run_id]
-            if check is None:
-                # The claim check goes out before the claim is written: a crash in between leaves only a
-                # stale check, never a running run that nothing expires.
-                check, _ = await all_of(  # independent of each other; both before the claim is written
-                    self.tasks.put_claim_check(task_id, run_id, taken_until, now),
-                    stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id, now))
-            task.checks["claim"] = check
-            run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
-            run.started, run.taken_until, run.hint_id = now, taken_until, token
-            task.taken_until = taken_until
             task.emit("task-running", run_id)
-            if await self.tasks.write(task):
+            announced: int | None = None
+            with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its dispatch request's handler waits
+                if check is None:
+                    # The claim check goes out before the claim is written: a crash in between leaves only a
+                    # stale check, never a running run that nothing expires.
+                    check, _, announced = await all_of(  # independent of each other; all before the write
+                        self.tasks.put_claim_check(task_id, run_id, taken_until, now),
+                        stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
+                                                   now),
+                        self.tasks.announce(task))
+                task.checks["claim"] = check
+                run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
+                run.started, run.taken_until, run.hint_id = now, taken_until, token
+                task.taken_until = taken_until
+                written = await self.tasks.write(task, announced=announced)
+            if written:
                 stores.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 metrics.CLAIMS.add(1, {"taskQueueId": task.task_queue_id})
                 return Claim(task, run_id)

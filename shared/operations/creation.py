@@ -17,6 +17,7 @@ from shared.domain.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
     RESOLVED_STATES,
+    TASKS_TABLE,
     Run,
     Task,
     TaskDefinition,
@@ -60,19 +61,23 @@ class TaskCreation:
                 await stores.deps.unmark([d for d in dependencies if d not in found])
                 raise
         task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
-        # What must precede the task's write, in any order among itself: so all at once (one round trip of
-        # latency instead of four).
-        _, hint_id, _, _ = await all_of(
-            stores.deadlines.add(task_id, task.deadline),
-            self.tasks.put_pending_hint(task, 0, now) if not dependencies else nothing(),
-            stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group),
-            stores.expiry.add(task_id, task.expires))
-        task.emit("task-defined")
-        if not dependencies:
-            task.runs.append(Run("pending", "scheduled", now))
-            task.runs[0].hint_id = hint_id
-            task.emit("task-pending", 0)
-        if not await self.tasks.write(task, insert=True):
+        with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
+            task.emit("task-defined")
+            if not dependencies:
+                task.emit("task-pending", 0)
+            # What must precede the task's write, in any order among itself: so all at once (one round trip of
+            # latency instead of five).
+            _, hint_id, _, _, announced = await all_of(
+                stores.deadlines.add(task_id, task.deadline),
+                self.tasks.put_pending_hint(task, 0, now) if not dependencies else nothing(),
+                stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group),
+                stores.expiry.add(task_id, task.expires),
+                self.tasks.announce(task))
+            if not dependencies:
+                task.runs.append(Run("pending", "scheduled", now))
+                task.runs[0].hint_id = hint_id
+            written = await self.tasks.write(task, insert=True, announced=announced)
+        if not written:
             existing = await self.tasks.load(task_id)
             if existing.definition != definition:
                 raise errors.TaskIdConflict(taskId=task_id)

@@ -22,7 +22,7 @@ from shared.domain.artifacts import (
     parse_index_key,
     row_key,
 )
-from shared.domain.eventlog import Stream
+from shared.domain.eventrows import Stream
 from shared.domain.expiry import ExpiryIndex
 from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row

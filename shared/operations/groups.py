@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 
 from shared import errors
-from shared.domain.eventlog import Stream
+from shared.domain.eventrows import Stream
 from shared.domain.events import Event, group_event
 from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task

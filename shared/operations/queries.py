@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from shared.domain.eventlog import Stream
+from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.operations.repository import TaskRepository

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from shared import errors, faults, timeutil
-from shared.domain.eventlog import Stream, cursor_entity, event_ops
+from shared.domain.eventrows import Stream, event_ops
 from shared.domain.events import task_event
 from shared.domain.messages import (
     CLAIM_QUEUE,
@@ -41,6 +41,9 @@ log = logging.getLogger("queue")
 
 LOAD_CONCURRENCY = 32
 KNOWN_TASKS = 10_000  # task rows remembered with their ETags: about 30 MB at most
+# A resolved run's index-row delete, tidied after the answer, waits this long for another row of its task queue to
+# go with, rather than be a write of its own that the next createTask's or claim's index row would wait behind.
+INDEX_TIDY_LINGER = 0.2
 
 
 class Unchanged:
@@ -178,18 +181,35 @@ class TaskRepository:
                 return task
             resolving = task.state in RESOLVED_STATES and not was_resolved
             spent: dict[str, list[str]] = {}
-            if resolving:
-                await guards.resolved(task)
-                spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-            if await self.write(task):
+            with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its resolution message's reader waits
+                announced: int | None = None
+                if resolving:  # the resolution message and the dispatch request: both before the write
+                    _, announced = await all_of(guards.resolved(task), self.announce(task))
+                    spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
+                written = await self.write(task, announced=announced)
+            if written:
                 if resolving:
                     self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
 
+    async def announce(self, task: Task) -> int:
+        """Ask for the dispatch of the events the task's change emitted so far, ahead of `write` (which then
+        need not): to put the request together with the change's other guard messages, not after them. The
+        sequence number announced, for `write`."""
+        seq = task.event_seq + len(task.emitted)
+        if task.emitted:
+            await self.stores.events.announce(Stream(TASKS_TABLE, task.task_id), seq)
+        return seq
+
     async def write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
-                    touch: bool = False) -> bool:
+                    touch: bool = False, announced: int | None = None) -> bool:
+        with self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id):
+            return await self._write(task, insert=insert, extra=extra, touch=touch, announced=announced)
+
+    async def _write(self, task: Task, *, insert: bool, extra: Sequence[Op], touch: bool,
+                     announced: int | None) -> bool:
         """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
         announces and `extra` rows of its partition (artifacts), in one transaction. `touch`: the task itself
         did not change, only its event count is written (still conditional on the ETag, so that the extra rows
@@ -202,8 +222,8 @@ class TaskRepository:
             first = task.event_seq + 1
             task.event_seq += len(events)
             stream = Stream(TASKS_TABLE, task.task_id)
-            if events:
-                await self.stores.events.announce(stream, task.event_seq)  # before the write, as every guard is
+            if events and announced != task.event_seq:  # the change's events are announced before it is written
+                await self.stores.events.announce(stream, task.event_seq)
             faults.point("before-state-write")
             if touch:
                 task_op = Op("merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq},
@@ -211,14 +231,12 @@ class TaskRepository:
             else:
                 task_op = Op("insert" if insert else "replace", task.to_entity())
             ops = [task_op, *extra, *event_ops(stream, first, events)]
-            if insert:  # a fresh dispatch cursor, whatever an expired task of the same id left behind
-                ops.append(Op("upsert", cursor_entity(stream, 0)))
-            etags = await tables.commit(TASKS_TABLE, ops)
+            etags = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, publish=bool(events),
+                                                           new=insert)
             if etags is None:
                 task.event_seq -= len(events)
                 self.known.forget(task.task_id)
                 return False
-            self.stores.events.recorded(stream, ops, etags)  # its dispatcher need not read them back
             task.etag = etags[0]
             if touch:
                 self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns
@@ -272,7 +290,7 @@ class TaskRepository:
     async def _tidy_resolved(self, task_queue_id: str, task_id: str, spent: dict[str, list[str]]) -> None:
         """After a resolution is written: the run leaves the task queue's index; its spent checks go."""
         try:
-            await asyncio.gather(self.stores.workers.run_resolved(task_queue_id, task_id),
+            await asyncio.gather(self.stores.workers.run_resolved(task_queue_id, task_id, linger=INDEX_TIDY_LINGER),
                                  self.delete_checks(task_id, spent))
         except Exception:
             log.warning("could not tidy up after a resolution", exc_info=True, extra=fields(taskId=task_id))

@@ -15,7 +15,7 @@ from shared import errors, faults
 from shared.domain.dependencies import Dependent
 from shared.domain.groups import TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-from shared.domain.tasks import Task
+from shared.domain.tasks import TASKS_TABLE, Task
 from shared.operations.claims import SETTLE_PAUSES
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
@@ -44,6 +44,9 @@ class Resolution:
         resolution: str | None = None
         # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
         known = self.tasks.known.get(check.taskId)
+        if (known is None or not resolved_run(known, check.runId)) and await stores.events.in_flight.settled(
+                TASKS_TABLE, check.taskId):
+            known = self.tasks.known.get(check.taskId)  # the resolution was being written here: now it is known
         for pause in (*SETTLE_PAUSES, None):
             task = known if known is not None and resolved_run(known, check.runId) else await self.tasks.get(
                 check.taskId)

@@ -18,9 +18,11 @@ from shared import credentials, timeutil
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
 from shared.domain.deadlines import DEADLINES_TABLE, DeadlineIndex
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore
-from shared.domain.eventlog import DISPATCH_QUEUE, EventLog
+from shared.domain.eventlog import EventLog
+from shared.domain.eventrows import DISPATCH_QUEUE
 from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
 from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroupStore
+from shared.domain.inflight import Background
 from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
 from shared.domain.tasks import TASKS_TABLE
@@ -96,23 +98,25 @@ class Stores:
     workers: WorkerInfo
     empty_queues: EmptyPendingQueues
     receives: SharedReceives
+    background: Background  # work after an answer: cleanups, the writer's publishing
     _ready: bool = field(default=False, init=False)
     _ready_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _pending_queues_ready: set[str] = field(default_factory=set, init=False)
-    _afterwards: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     @classmethod
     def create(cls, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
                clock: Clock = timeutil.now) -> Stores:
+        background = Background()
         events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
                           lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
-                          grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock)
+                          grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock,
+                          background=background)
         return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
                    DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
                    ExpiryIndex(tables, OBJECT_EXPIRY_TABLE),
                    DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock),
                    WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl),
-                   SharedReceives(queues))
+                   SharedReceives(queues), background)
 
     def credentials(self, client_id: str, scopes: list[str], expiry: dt.datetime) -> dict[str, str]:
         """Named temporary credentials signed by the root client, from now until `expiry` (Taskcluster's)."""
@@ -147,14 +151,11 @@ class Stores:
         index row's) without making the request wait for it: the answer goes out a storage round trip sooner.
         What it would have tidied is harmless if it never runs (a stale message's handler finds nothing to do;
         the reconciler drops index rows that no longer match their task)."""
-        task = asyncio.get_running_loop().create_task(cleanup)
-        self._afterwards.add(task)
-        task.add_done_callback(self._afterwards.discard)
+        self.background.start(cleanup)
 
     async def settled(self) -> None:
-        """Wait for the cleanups started so far (tests; a process about to stop)."""
-        while self._afterwards:
-            await asyncio.gather(*self._afterwards, return_exceptions=True)
+        """Wait for the work started after answers so far (tests; a process about to stop)."""
+        await self.background.settled()
 
     async def close(self) -> None:
         await self.settled()

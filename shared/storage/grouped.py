@@ -8,6 +8,12 @@ waits (the first row is written at once, as a plain upsert); under load the call
 concurrency (eight creators: about one transaction for eight rows). Upserts have no condition, so a batch only
 fails as a whole (storage unreachable), and then every caller in it gets the error.
 
+Work nobody waits for (the index row a resolution leaves behind, deleted after the answer) may *linger*: it is
+not written at once but waits up to `linger` seconds for another row of its partition, and goes with it. So it
+is seldom a write of its own, and, more to the point, seldom in flight when a request's row comes (a createTask's
+pending-index row used to wait a round trip behind the previous task's index delete). A row that does not linger
+takes the lingering ones along at once.
+
 Event-dispatch requests go the same way (`GroupCommit` with a queue put as the write): the requests announced
 while a put is in flight go in the next message together (shared/domain/eventlog.py).
 """
@@ -15,6 +21,7 @@ while a put is in flight go in the next message together (shared/domain/eventlog
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -31,6 +38,7 @@ class _Group(Generic[Item]):
     waiting: list[tuple[Item, asyncio.Future[None]]] = field(default_factory=list)
     writing: list[tuple[Item, asyncio.Future[None]]] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
+    hurry: asyncio.Event = field(default_factory=asyncio.Event)  # set: a lingering writer goes now
 
 
 class GroupCommit(Generic[Key, Item]):
@@ -43,7 +51,9 @@ class GroupCommit(Generic[Key, Item]):
         self._write_items, self._take = write, take
         self._groups: dict[Key, _Group[Item]] = {}
 
-    async def add(self, key: Key, item: Item) -> None:
+    async def add(self, key: Key, item: Item, *, linger: float = 0.0) -> None:
+        """Returns once `item` is written. `linger`: when no write of `key` is under way, wait up to that long
+        for another item to go with (one that does not linger ends the wait)."""
         loop = asyncio.get_running_loop()
         group = self._groups.get(key)
         if group is None or group.loop is not loop:
@@ -53,11 +63,26 @@ class GroupCommit(Generic[Key, Item]):
         group.waiting.append((item, done))
         if group.writer is None:
             # A task of its own, so that a caller that gives up (its request cancelled) strands no other.
-            group.writer = loop.create_task(self._write(key, group))
+            group.writer = loop.create_task(self._write(key, group, linger))
+        elif not linger:
+            group.hurry.set()
         await asyncio.shield(done)
 
-    async def _write(self, key: Key, group: _Group[Item]) -> None:
+    async def flush(self, key: Key) -> None:
+        """Returns once the items of `key` added so far are written (or failed): lingering ones go now."""
+        group = self._groups.get(key)
+        if group is None or group.loop is not asyncio.get_running_loop():
+            return
+        pending = [done for _, done in (*group.writing, *group.waiting)]
+        group.hurry.set()
+        if pending:
+            await asyncio.wait(pending)
+
+    async def _write(self, key: Key, group: _Group[Item], linger: float) -> None:
         try:
+            if linger:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(group.hurry.wait(), linger)
             while group.waiting:
                 count = max(1, self._take([item for item, _ in group.waiting]))
                 group.writing, group.waiting = group.waiting[:count], group.waiting[count:]
@@ -99,9 +124,15 @@ class GroupedUpserts:
         """Upsert `entity`; returns once it is stored (with whatever rows of its partition went along)."""
         await self._commit.add((table, entity.partition_key), Op("upsert", entity))
 
-    async def delete(self, table: str, partition_key: str, row_key: str) -> None:
-        """Delete a row if it exists; returns once it is gone."""
-        await self._commit.add((table, partition_key), Op("delete", Entity(partition_key, row_key, {})))
+    async def flush(self, table: str, partition_key: str) -> None:
+        """Returns once the rows of the partition added here so far are written (lingering deletes go now): for
+        a reader that must see them, such as a count."""
+        await self._commit.flush((table, partition_key))
+
+    async def delete(self, table: str, partition_key: str, row_key: str, *, linger: float = 0.0) -> None:
+        """Delete a row if it exists; returns once it is gone. `linger`: see GroupCommit.add."""
+        await self._commit.add((table, partition_key), Op("delete", Entity(partition_key, row_key, {})),
+                               linger=linger)
 
 
 def _settle(callers: list[tuple[Item, asyncio.Future[None]]], error: Exception | None) -> None:

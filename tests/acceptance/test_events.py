@@ -20,7 +20,7 @@ from shared.domain.events import EXCHANGES, GROUP_EXCHANGES, TASK_EXCHANGES
 from shared.faults import EXIT_STATUS
 from shared.validation import errors_of
 from tests.amqp import Listener, Received, TcpProxy, broker_reachable, delete_exchanges
-from tests.conftest import HostProcess, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import HostProcess, azurite_of_its_own, slugid, task_definition, task_queue_id, wait_for
 
 # Skipped without a broker on a developer's machine; `.ci/run` starts one and sets QUEUE_TEST_REQUIRE_BROKER.
 pytestmark = pytest.mark.skipif(not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
@@ -40,11 +40,8 @@ def _drop_exchanges() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def bus_azurite(tmp_path_factory) -> Iterator[azurite_mod.Azurite]:
-    instance = azurite_mod.start(tmp_path_factory.mktemp("bus-azurite"), in_memory=True)
-    try:
+    with azurite_of_its_own(tmp_path_factory, "bus-azurite") as instance:
         yield instance
-    finally:
-        instance.stop()
 
 
 @pytest.fixture(scope="module")
@@ -337,7 +334,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     task-pending event reaches RabbitMQ."""
     import asyncio
 
-    from shared.domain.eventlog import DISPATCH_QUEUE
+    from shared.domain.eventrows import DISPATCH_QUEUE
     from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.rest import RestQueues, RestTables

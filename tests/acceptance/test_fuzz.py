@@ -31,7 +31,7 @@ from shared.api.framework import Route
 from shared.api.object_v1 import api as object_api
 from shared.api.queue_v1 import api
 from tests.acceptance.test_faults import run_audit
-from tests.conftest import ROOT_ACCESS_TOKEN, slugid, task_definition
+from tests.conftest import ROOT_ACCESS_TOKEN, azurite_of_its_own, slugid, task_definition
 
 EXAMPLES = int(os.environ.get("QUEUE_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -45,9 +45,8 @@ WORKER = {"workerGroup": "fuzz-wg", "workerId": "fuzz-w"}
 @pytest.fixture(scope="module")
 def fuzz_azurite(tmp_path_factory) -> Iterator[azurite_mod.Azurite]:
     """An Azurite of the module's own: the audit looks at what the fuzzing left, and nothing else."""
-    instance = azurite_mod.start(tmp_path_factory.mktemp("azurite-fuzz"), in_memory=True)
-    yield instance
-    instance.stop()
+    with azurite_of_its_own(tmp_path_factory, "azurite-fuzz") as instance:
+        yield instance
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,10 @@ from dataclasses import replace
 import pytest
 
 from shared import timeutil
-from shared.domain.eventlog import (
-    DISPATCH_BATCH,
+from shared.domain.eventlog import DISPATCH_BATCH, EventLog
+from shared.domain.eventrows import (
     DISPATCH_QUEUE,
     DispatchRequest,
-    EventLog,
     PublishError,
     Stream,
     cursor_row_key,

@@ -72,3 +72,43 @@ async def test_a_failed_batch_fails_its_callers_and_the_next_batch_is_written(ta
     await grouped.upsert("Index", Entity("q", "r2", {}))  # the writer carries on
     assert await tables.get("Index", "q", "r2") is not None
     assert await tables.get("Index", "q", "r1") is None
+
+
+async def test_a_lingering_delete_goes_with_the_next_row_of_its_partition(tables):
+    grouped = GroupedUpserts(tables)
+    await tables.upsert("Index", Entity("q", "done", {}))
+    tables.calls.clear()
+    loop = asyncio.get_running_loop()
+    tidy = asyncio.create_task(grouped.delete("Index", "q", "done", linger=5))
+    await asyncio.sleep(0.01)
+    assert tables.calls == []  # not written alone: it waits for company
+    started = loop.time()
+    await grouped.upsert("Index", Entity("q", "new", {}))  # a request's row: written at once, the delete along
+    assert loop.time() - started < 1
+    await tidy
+    assert tables.calls == [("transact", ["done", "new"])]
+    assert await tables.get("Index", "q", "done") is None
+
+
+async def test_a_lingering_delete_alone_is_written_once_its_time_is_up(tables):
+    grouped = GroupedUpserts(tables)
+    await tables.upsert("Index", Entity("q", "done", {}))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await grouped.delete("Index", "q", "done", linger=0.05)
+    assert loop.time() - started >= 0.05
+    assert await tables.get("Index", "q", "done") is None
+
+
+async def test_a_flush_writes_the_lingering_rows_now(tables):
+    grouped = GroupedUpserts(tables)
+    await tables.upsert("Index", Entity("q", "done", {}))
+    loop = asyncio.get_running_loop()
+    tidy = asyncio.create_task(grouped.delete("Index", "q", "done", linger=5))
+    await asyncio.sleep(0.01)
+    started = loop.time()
+    await grouped.flush("Index", "q")  # a count must see the delete
+    assert loop.time() - started < 1
+    assert await tables.get("Index", "q", "done") is None
+    await tidy
+    await grouped.flush("Index", "other")  # nothing there: returns at once

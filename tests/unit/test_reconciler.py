@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from shared import faults, timeutil
-from shared.domain.eventlog import Stream
+from shared.domain.eventrows import Stream
 from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
 from shared.domain.messages import (
     CLAIM_QUEUE,
@@ -254,7 +254,7 @@ async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: Qu
 
 async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_counted_afresh(
         service: Queue, clock: Clock) -> None:
-    from shared.domain.eventlog import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
+    from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
     from shared.domain.tasks import TASKS_TABLE
 
     since = timeutil.iso(clock.now)

@@ -3,6 +3,8 @@ and how many expansions it remembers (shared/auth/roles.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from shared.auth import roles as roles_mod
@@ -13,7 +15,8 @@ from shared.storage.memory import MemoryTables
 @pytest.fixture
 def clock(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr(roles_mod.time, "monotonic", lambda: now[0])
+    # The module's own `time` only: the event loop's clock (time.monotonic) must keep running.
+    monkeypatch.setattr(roles_mod, "time", SimpleNamespace(monotonic=lambda: now[0]))
     return now
 
 

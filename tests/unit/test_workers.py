@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from shared.api import answers
@@ -49,7 +51,9 @@ class FakeMonotonic:
 @pytest.fixture
 def monotonic(monkeypatch):
     fake = FakeMonotonic()
-    monkeypatch.setattr(workers_module.time, "monotonic", fake)
+    # The module's own `time` only: the event loop's clock (time.monotonic) must keep running (a resolution's
+    # index delete lingers on it).
+    monkeypatch.setattr(workers_module, "time", SimpleNamespace(monotonic=fake))
     return fake
 
 
