@@ -177,11 +177,10 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
     raise RuntimeError(f"local host did not start:\n{host.log()}")
 
 
-@pytest.fixture(scope="session")
-def host_factory(azurite: azurite_mod.Azurite,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HostProcess]]:
+@contextlib.contextmanager
+def hosts_stopped_after(azurite: azurite_mod.Azurite, log_dir: Path) -> Iterator[Callable[..., HostProcess]]:
+    """A factory of hosts (on the session's Azurite unless told otherwise), each stopped on leaving."""
     started: list[HostProcess] = []
-    log_dir = tmp_path_factory.mktemp("hosts")
 
     def factory(**kwargs: Any) -> HostProcess:
         kwargs.setdefault("storage", azurite.connection_string)
@@ -196,16 +195,33 @@ def host_factory(azurite: azurite_mod.Azurite,
             host.stop()
 
 
-@pytest.fixture(scope="session")
-def queue_host(host_factory: Callable[..., HostProcess]) -> HostProcess:
-    """The default host: production timings, except a short claimWork long-poll."""
-    return host_factory(claim_work_wait=2, claim_work_poll_interval=0.2)
+@pytest.fixture(scope="module")
+def host_factory(azurite: azurite_mod.Azurite,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HostProcess]]:
+    """Hosts for one module, stopped when it ends: a host left running polls its queues for the rest of the
+    session (twenty of them kept a core and Azurite's queue service busy, and the later tests' timings slipped),
+    and one whose module's own Azurite has stopped retries against nothing."""
+    with hosts_stopped_after(azurite, tmp_path_factory.mktemp("hosts")) as factory:
+        yield factory
 
 
 @pytest.fixture(scope="session")
-def fast_host(host_factory: Callable[..., HostProcess]) -> HostProcess:
-    """A host with 1-second claims and no deadline delay, for expiry tests."""
-    return host_factory(claim_timeout=1, deadline_delay=0, claim_work_wait=2, claim_work_poll_interval=0.2)
+def _session_hosts(azurite: azurite_mod.Azurite,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HostProcess]]:
+    with hosts_stopped_after(azurite, tmp_path_factory.mktemp("session-hosts")) as factory:
+        yield factory
+
+
+@pytest.fixture(scope="session")
+def queue_host(_session_hosts: Callable[..., HostProcess]) -> HostProcess:
+    """The default host, shared by the session: production timings, except a short claimWork long-poll."""
+    return _session_hosts(claim_work_wait=2, claim_work_poll_interval=0.2)
+
+
+@pytest.fixture(scope="session")
+def fast_host(_session_hosts: Callable[..., HostProcess]) -> HostProcess:
+    """A host with 1-second claims and no deadline delay, for expiry tests (shared by the session)."""
+    return _session_hosts(claim_timeout=1, deadline_delay=0, claim_work_wait=2, claim_work_poll_interval=0.2)
 
 
 @pytest.fixture
