@@ -1,7 +1,8 @@
 """Task groups in one table partition per group: the group, its members and its unresolved ("active") set.
 
 PartitionKey = taskGroupId, and RowKey
-- `group:<taskGroupId>`: schedulerId, expires, sealed
+- `group:<taskGroupId>`: schedulerId, expires, sealed, and `sole`: the one task that has joined, while only one
+  has (most tasks are their own group, alone in it)
 - `m:<taskId>`: a member (for listing), with its expires
 - `a:<taskId>`: a member that has not resolved yet; the group is resolved when no such row is left
 - `event:<seq>:<taskGroupId>`, `events:<taskGroupId>`: the group's events and their dispatch cursor
@@ -13,6 +14,10 @@ process saw lately (members it added or the query returned): in a large group on
 there, and on Azurite, whose queries scan and sort the whole table, that query was the costliest call of a
 graph's run (docs/performance.md). Both answer the same question after the task's own row is deleted, so two
 last members resolving together still see each other's deletes, as before.
+
+A group's only member needs neither: its active row's delete and the group's resolution are one transaction,
+conditional on the group row's ETag (`resolve_sole`). A second task's join clears `sole` in the join's own
+transaction, conditional likewise, so one of two racing writes fails and its writer decides again.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from shared import errors, timeutil
@@ -65,18 +70,20 @@ class TaskGroup:
     sealed: dt.datetime | None
     etag: str | None = None
     event_seq: int = 0  # the group's last recorded event
+    sole: str = ""  # the only task that has joined; "" once another has (or in a row older than this field)
 
     def to_entity(self) -> Entity:
         return Entity(self.task_group_id, group_row(self.task_group_id), {
             "schedulerId": self.scheduler_id, "expires": timeutil.iso(self.expires),
             "sealed": timeutil.iso(self.sealed) if self.sealed else "",
-            "eventSeq": self.event_seq}, self.etag)
+            "eventSeq": self.event_seq, "sole": self.sole}, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskGroup:
         sealed = entity.data.get("sealed")
         return cls(entity.partition_key, entity.data["schedulerId"], timeutil.parse(entity.data["expires"]),
-                   timeutil.parse(sealed) if sealed else None, entity.etag, int(entity.data.get("eventSeq", 0)))
+                   timeutil.parse(sealed) if sealed else None, entity.etag, int(entity.data.get("eventSeq", 0)),
+                   str(entity.data.get("sole") or ""))
 
 
 def group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
@@ -140,8 +147,9 @@ class TaskGroupStore:
 
     async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime, since: dt.datetime,
                    group: TaskGroup | None) -> None:
-        """Add a task to its group (member and active rows, and the group row when new or its expiry must
-        grow), in one transaction; re-checked and retried when the group changed meanwhile. The active row's
+        """Add a task to its group (member and active rows, and the group row when new, when its expiry must
+        grow or when this task is not its only member), in one transaction; re-checked and retried when the group
+        changed meanwhile. The active row's
         `since` lets the reconciler find the unresolved tasks it has not looked at for a while. `group`: what
         the caller's check_joinable just answered (a new group's row is not read twice)."""
         stored = timeutil.iso(expires)
@@ -152,12 +160,14 @@ class TaskGroupStore:
             extra: list[Op] = []
             written: TaskGroup | None
             if group is None:
-                written = TaskGroup(task_group_id, scheduler_id, expires, None)
+                written = TaskGroup(task_group_id, scheduler_id, expires, None, sole=task_id)
                 head = Op("insert", written.to_entity())
                 # A fresh dispatch cursor: one left by an expired group of the same id must not skip events.
                 extra = [Op("upsert", cursor_entity(Stream(TASK_GROUPS_TABLE, task_group_id), 0))]
-            elif group.expires < expires:
-                written = replace(group, expires=expires)
+            elif group.expires < expires or group.sole not in ("", task_id):
+                # Conditional on the ETag: a sole member's resolution (resolve_sole) and this join race safely.
+                written = replace(group, expires=max(group.expires, expires),
+                                  sole=group.sole if group.sole == task_id else "")
                 head = Op("replace", written.to_entity())
             else:
                 written, head = None, None
@@ -178,7 +188,6 @@ class TaskGroupStore:
                      announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
         """Read-modify-write the group row (conditional on its ETag, retried on a lost race), together with the
         events `announce` builds from the changed group, in one transaction. `change` returns None for no change."""
-        stream = Stream(TASK_GROUPS_TABLE, task_group_id)
         known = self._cache.get(task_group_id)
         while True:
             group = known[1] if known is not None else await self.get(task_group_id)
@@ -189,20 +198,49 @@ class TaskGroupStore:
             if changed is None:
                 return group
             events = announce(changed)
-            changed = replace(changed, event_seq=group.event_seq + len(events))
-            ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events)]
-            with self.events.in_flight.writing(TASK_GROUPS_TABLE, task_group_id):
-                if events:
-                    await self.events.announce(stream, changed.event_seq)
-                etags = await self.events.commit_change(TASK_GROUPS_TABLE, stream, ops, publish=bool(events))
-                if etags is not None:
-                    self._remember(replace(changed, etag=etags[0]))
-                    return replace(changed, etag=None)
+            written = await self._write(group, changed, events)
+            if written is not None:
+                return written
+
+    async def _write(self, group: TaskGroup, changed: TaskGroup, events: list[Event],
+                     more: Sequence[Op] = ()) -> TaskGroup | None:
+        """Replace the group row `group` (conditional on its ETag) by `changed`, with `events` and `more` rows of
+        the partition, in one transaction; the group written, or None when the transaction failed."""
+        task_group_id = group.task_group_id
+        stream = Stream(TASK_GROUPS_TABLE, task_group_id)
+        changed = replace(changed, event_seq=group.event_seq + len(events))
+        ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
+        with self.events.in_flight.writing(TASK_GROUPS_TABLE, task_group_id):
+            if events:
+                await self.events.announce(stream, changed.event_seq)
+            etags = await self.events.commit_change(TASK_GROUPS_TABLE, stream, ops, publish=bool(events))
+        if etags is None:
+            return None
+        self._remember(replace(changed, etag=etags[0]))
+        return replace(changed, etag=None)
 
     async def seal(self, task_group_id: str, stamp: dt.datetime,
                    announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
         """Seal once, announcing it; sealing again keeps the first time and announces nothing."""
         return await self.update(task_group_id, lambda g: None if g.sealed else replace(g, sealed=stamp), announce)
+
+    async def resolve_sole(self, task_group_id: str, task_id: str,
+                           announce: Callable[[TaskGroup], list[Event]]) -> bool:
+        """A resolved task that is its group's only member: delete its active row and record the group's
+        resolution (`announce`) in one transaction, instead of a delete, a look at the active set and then the
+        group's update. False, having written nothing, when it is not the only member (any more), or its active
+        row is already gone (a repeated resolution message): then `resolve_member` decides."""
+        known = self._cache.get(task_group_id)
+        group = known[1] if known is not None else await self.get(task_group_id)
+        if group is None or group.sole != task_id:
+            return False
+        active = Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
+        if await self._write(group, group, announce(group), [active]) is None:
+            return False
+        seen = self._seen.get(task_group_id)
+        if seen is not None and task_id in seen:
+            seen.remove(task_id)  # not a candidate for `_probe_active` any more
+        return True
 
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
         """Take a resolved task out of the active set; True when the group has no unresolved task left."""

@@ -13,7 +13,8 @@ from typing import Literal
 
 from shared import errors, faults
 from shared.domain.dependencies import Dependent
-from shared.domain.groups import TaskGroupNotFound, group_changed
+from shared.domain.events import Event
+from shared.domain.groups import TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.operations.claims import SETTLE_PAUSES
@@ -109,8 +110,15 @@ class Resolution:
         none is left (announced at least once: two last members resolving together may both announce it, as in
         Taskcluster, where a group can also resolve again after new tasks)."""
         groups = self.stores.groups
-        if check.continuation is None and await groups.resolve_member(check.taskGroupId, check.taskId):
-            now = self.stores.now()
+        if check.continuation is not None:
+            return
+        now = self.stores.now()
+
+        def resolved(group: TaskGroup) -> list[Event]:
+            return [group_changed("task-group-resolved", group, now)]
+
+        if await groups.resolve_sole(check.taskGroupId, check.taskId, resolved):
+            return  # it was the group's only member: resolved in one transaction
+        if await groups.resolve_member(check.taskGroupId, check.taskId):
             with contextlib.suppress(TaskGroupNotFound):
-                await groups.update(check.taskGroupId, lambda g: g,
-                                    lambda g: [group_changed("task-group-resolved", g, now)])
+                await groups.update(check.taskGroupId, lambda g: g, resolved)

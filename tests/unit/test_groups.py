@@ -80,3 +80,55 @@ async def test_the_last_members_resolving_together_resolve_the_group(size: int) 
         process._saw_active(group, list(tasks))
     answers = await asyncio.gather(*(p.resolve_member(group, t) for p, t in zip(processes, tasks, strict=True)))
     assert any(answers)
+
+
+def resolved_event(group: Any) -> list[Any]:
+    from shared.domain.groups import group_changed
+    return [group_changed("task-group-resolved", group, timeutil.now())]
+
+
+async def test_a_groups_only_member_resolves_it_in_one_transaction() -> None:
+    tables = CountingTables()
+    groups, group = store(tables), slugid()
+    (only,) = await joined(groups, group, 1)
+    assert (await groups.get(group)).sole == only
+    assert await groups.resolve_sole(group, only, resolved_event) is True
+    assert tables.queries == 0
+    assert await tables.get(TASK_GROUPS_TABLE, group, ACTIVE + only) is None
+    assert (await groups.get(group)).event_seq == 1  # task-group-resolved recorded
+    # A repeated resolution message finds the active row gone: nothing is written; resolve_member decides.
+    assert await groups.resolve_sole(group, only, resolved_event) is False
+    assert (await groups.get(group)).event_seq == 1
+
+
+async def test_a_second_member_ends_the_sole_path() -> None:
+    tables = MemoryTables()
+    groups, group = store(tables), slugid()
+    first, _ = await joined(groups, group, 2)
+    assert (await groups.get(group)).sole == ""
+    assert await groups.resolve_sole(group, first, resolved_event) is False
+    assert await tables.get(TASK_GROUPS_TABLE, group, ACTIVE + first) is not None  # nothing written
+
+
+async def test_a_join_racing_the_only_members_resolution_is_seen_by_one_side() -> None:
+    """The resolving process's group row is stale (the join happened elsewhere): its transaction fails on the
+    ETag, and the active set then shows the new member. The other order: the join's check fails and it clears
+    `sole` on the re-read row."""
+    tables = MemoryTables()
+    group = slugid()
+    resolver, other = store(tables), store(tables)
+    (only,) = await joined(resolver, group, 1)  # the resolver remembers the row with sole = only
+    (late,) = await joined(other, group, 1)
+    assert await resolver.resolve_sole(group, only, resolved_event) is False
+    assert await resolver.resolve_member(group, only) is False
+    assert await tables.get(TASK_GROUPS_TABLE, group, ACTIVE + late) is not None  # the group waits for it
+
+    group2 = slugid()
+    (only2,) = await joined(resolver, group2, 1)
+    stale = await other.check_joinable(group2, "-")  # read before the resolution
+    assert stale is not None and stale.sole == only2
+    assert await resolver.resolve_sole(group2, only2, resolved_event) is True
+    late2 = slugid()
+    await other.join(group2, "-", late2, EXPIRES, EXPIRES, stale)
+    assert (await other.get(group2)).sole == ""
+    assert await tables.get(TASK_GROUPS_TABLE, group2, ACTIVE + late2) is not None
