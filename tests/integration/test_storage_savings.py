@@ -175,3 +175,46 @@ def test_a_put_visible_at_once_is_announced_to_the_local_host(azurite):
             PUT_LISTENERS.remove(heard.append)
             await queues.close()
     asyncio.run(go())
+
+
+def test_a_groups_only_member_resolves_it_without_the_active_set_query(azurite):
+    """On Azurite: the sole member's resolution is one transaction (no query of the group's active set), records
+    task-group-resolved; a member that joined through another process makes that transaction fail on the group
+    row's ETag, writing nothing, and the general path then finds the new member active."""
+    from shared.domain.groups import ACTIVE, group_changed
+    from shared.timeutil import now
+
+    def resolved(group):
+        return [group_changed("task-group-resolved", group, now())]
+
+    class QueryCounting(CountingTables):
+        queries = 0
+
+        async def query(self, *args, **kwargs):
+            self.queries += 1
+            return await super().query(*args, **kwargs)
+
+    async def go():
+        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
+        tables = QueryCounting(azurite.connection_string)
+        one = build_queue(settings, tables, RestQueues(azurite.connection_string))
+        spare, other, _ = services(azurite.connection_string)
+        try:
+            alone = await create(one)  # its own group, alone in it
+            groups = one.stores.groups
+            before = tables.transactions
+            assert await groups.resolve_sole(alone, alone, resolved) is True
+            assert (tables.transactions - before, tables.queries) == (1, 0)
+            assert await tables.get(TASK_GROUPS_TABLE, alone, ACTIVE + alone) is None
+            assert (await other.stores.groups.get(alone)).event_seq == 1
+
+            first = await create(one)
+            late = await create_in(other, first)  # joins through another process: `one` has a stale group row
+            assert (await other.stores.groups.get(first)).sole == ""
+            assert await groups.resolve_sole(first, first, resolved) is False
+            assert await tables.get(TASK_GROUPS_TABLE, first, ACTIVE + first) is not None  # nothing written
+            assert await groups.resolve_member(first, first) is False  # `late` is active
+            assert await tables.get(TASK_GROUPS_TABLE, first, ACTIVE + late) is not None
+        finally:
+            await asyncio.gather(one.close(), other.close(), spare.close())
+    asyncio.run(go())
