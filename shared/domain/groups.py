@@ -129,6 +129,12 @@ class TaskGroupStore:
             self._remember(group)
         return group
 
+    async def _latest(self, task_group_id: str) -> TaskGroup | None:
+        """The group row this process last knew, whatever its age, else read: a start for a write conditional on
+        its ETag (a stale one fails that write, and the writer reads again)."""
+        known = self._cache.get(task_group_id)
+        return known[1] if known is not None else await self.get(task_group_id)
+
     async def check_joinable(self, task_group_id: str, scheduler_id: str, *,
                              likely_new: bool = False) -> TaskGroup | None:
         """Refuse a task that may not join: another scheduler's group, or a sealed one. `likely_new`: the group
@@ -188,10 +194,8 @@ class TaskGroupStore:
                      announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
         """Read-modify-write the group row (conditional on its ETag, retried on a lost race), together with the
         events `announce` builds from the changed group, in one transaction. `change` returns None for no change."""
-        known = self._cache.get(task_group_id)
+        group = await self._latest(task_group_id)
         while True:
-            group = known[1] if known is not None else await self.get(task_group_id)
-            known = None  # a lost race reads the row again
             if group is None:
                 raise TaskGroupNotFound(taskGroupId=task_group_id)
             changed = change(group)
@@ -201,6 +205,7 @@ class TaskGroupStore:
             written = await self._write(group, changed, events)
             if written is not None:
                 return written
+            group = await self.get(task_group_id)  # a lost race reads the row again
 
     async def _write(self, group: TaskGroup, changed: TaskGroup, events: list[Event],
                      more: Sequence[Op] = ()) -> TaskGroup | None:
@@ -230,8 +235,7 @@ class TaskGroupStore:
         resolution (`announce`) in one transaction, instead of a delete, a look at the active set and then the
         group's update. False, having written nothing, when it is not the only member (any more), or its active
         row is already gone (a repeated resolution message): then `resolve_member` decides."""
-        known = self._cache.get(task_group_id)
-        group = known[1] if known is not None else await self.get(task_group_id)
+        group = await self._latest(task_group_id)
         if group is None or group.sole != task_id:
             return False
         active = Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
