@@ -73,6 +73,7 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     claims = Claims(tasks)
     checks = Checks(tasks)
     resolution = Resolution(tasks, lifecycle)
+    tasks.resolver = resolution.resolve_dependencies  # a task's resolver resolves its dependents after answering
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,

@@ -103,6 +103,11 @@ class Settings(BaseSettings):
                                         "are buffered, so a busy fleet does not write on every claim.")
     hint_grace: float = Field(default=60, ge=0, description="Seconds a hint whose run is not yet written is "
                               "kept (and retried) rather than dropped.")
+    resolution_grace: int = Field(default=10, ge=0, description="Seconds a task's resolution message stays "
+                                  "hidden while the process that resolved the task unblocks its dependents and "
+                                  "resolves its group itself, right after its answer; the message is deleted "
+                                  "once that is done, and its handler runs only when it was not (the process "
+                                  "died, or took longer). 0: the resolution trigger always does it.")
     hint_retry_delay: int = Field(default=1, ge=1, description="Seconds before a hint for a run not yet "
                                   "written is offered again.")
     token_secret: str | None = Field(

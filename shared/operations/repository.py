@@ -75,7 +75,7 @@ class Guards:
     def __init__(self, tasks: TaskRepository, now: dt.datetime) -> None:
         self.tasks, self.now = tasks, now
         self._hints: dict[tuple[int, str], str] = {}
-        self._resolved: set[int] = set()
+        self._resolved: dict[int, tuple[str, QueueMessage, ResolvedCheck]] = {}  # run -> its resolution message
         self._converted: set[int] = set()  # runs whose claim check became their resolution message
 
     async def hint(self, task: Task) -> None:
@@ -90,29 +90,41 @@ class Guards:
     async def resolved(self, task: Task) -> None:
         """The resolution message. A run that was running has a claim check waiting in the claim queue, which
         the resolution makes pointless: the check becomes the resolution message (Update Message: new content,
-        visible now, with the pop receipt its put returned), one queue call instead of a put and, after the
-        write, the check's delete. The claim queue's handler tells the two kinds apart. A check received
-        meanwhile can no longer be updated: then a message of its own, as for a run that was not running."""
+        with the pop receipt its put returned), one queue call instead of a put and, after the write, the check's
+        delete. The claim queue's handler tells the two kinds apart. A check received meanwhile can no longer be
+        updated: then a message of its own, as for a run that was not running. The message stays hidden for
+        `resolution_grace` seconds: this process resolves the task itself after its answer (`resolve_here`),
+        and the message's handler runs only if it did not."""
         run_id = task.last_run_id
         queues = self.tasks.stores.queues
+        grace = self.tasks.stores.settings.resolution_grace if self.tasks.resolver is not None else 0
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             claim = task.checks.get("claim")
-            if claim is not None and await queues.release(
-                    CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, self.now), 0,
-                    content=check.encode()) is not None:
+            converted = None if claim is None else await queues.release(
+                CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, self.now), grace, content=check.encode())
+            if converted is not None:
                 self._converted.add(run_id)
+                self._resolved[run_id] = (CLAIM_QUEUE, converted, check)
             else:
-                await queues.put(RESOLVED_QUEUE, check.encode())
-            self._resolved.add(run_id)
+                self._resolved[run_id] = (RESOLVED_QUEUE, await queues.put(RESOLVED_QUEUE, check.encode(),
+                                                                           visible_in=grace), check)
         if run_id in self._converted:
             task.checks.pop("claim", None)  # it is the resolution message now: not to be deleted
+
+    def resolution_message(self, run_id: int) -> tuple[str, QueueMessage, ResolvedCheck] | None:
+        """The resolution message put (or converted) for `run_id`: its queue, the message, and what it says."""
+        return self._resolved.get(run_id)
 
 
 class TaskRepository:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
         self.known = KnownTasks(KNOWN_TASKS)
+        # Resolves a task's dependents and group (operations/resolution.py, set where the queue is wired): when
+        # set, the process that resolves a task does that itself after its answer, and the resolution message
+        # is the fallback (Guards.resolved).
+        self.resolver: Callable[[ResolvedCheck], Awaitable[object]] | None = None
 
     def guards(self) -> Guards:
         return Guards(self, self.stores.now())
@@ -190,6 +202,9 @@ class TaskRepository:
             if written:
                 if resolving:
                     self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
+                    message = guards.resolution_message(task.last_run_id)
+                    if message is not None and self.resolver is not None and self.stores.settings.resolution_grace:
+                        self.stores.afterwards(self.resolve_here(*message))
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
@@ -294,6 +309,25 @@ class TaskRepository:
                                  self.delete_checks(task_id, spent))
         except Exception:
             log.warning("could not tidy up after a resolution", exc_info=True, extra=fields(taskId=task_id))
+
+    async def resolve_here(self, queue: str, message: QueueMessage, check: ResolvedCheck) -> None:
+        """After a resolution is written and answered: resolve the task's dependents and group here, then delete
+        its resolution message (hidden meanwhile), so that no trigger need receive it: one queue call less per
+        task, and dependents pending without a trigger's poll between. If this fails or the process dies, the
+        message shows after `resolution_grace` and its handler does it (every step is idempotent, so a
+        handler that starts while this still runs does no harm either)."""
+        assert self.resolver is not None
+        try:
+            await self.resolver(check)
+        except Exception:
+            log.warning("resolving here failed; its resolution message will", exc_info=True,
+                        extra=fields(taskId=check.taskId, runId=check.runId))
+            return
+        try:
+            await self.stores.queues.delete(queue, message)
+        except Exception:  # its handler will find the work done
+            log.info("could not delete a resolution message done here", exc_info=True,
+                     extra=fields(taskId=check.taskId, runId=check.runId))
 
     async def delete_checks(self, task_id: str, spent: dict[str, list[str]]) -> None:
         """Delete checks a change made pointless (the task resolved; a claim was renewed). Best effort: a check

@@ -259,7 +259,9 @@ def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..
     host_json = tmp_path / "host.json"
     host_json.write_text(json.dumps({"version": "2.0", "extensions": {"queues": {
         "maxPollingInterval": "00:00:00.200", "visibilityTimeout": "00:00:00", "maxDequeueCount": 2}}}))
-    broken = own_hosts(**settings_of(faults="resolve-dependencies:raise"), host_json=host_json)
+    # Resolutions go straight to their messages: no grace in which the resolver's own process tries first, which
+    # would delay the poisoning past the reconciler's grace (it would unblock the dependent itself).
+    broken = own_hosts(**settings_of(faults="resolve-dependencies:raise", resolution_grace=0), host_json=host_json)
     queue = broken.client()
     tq = task_queue_id()
     root, dependent = slugid(), slugid()

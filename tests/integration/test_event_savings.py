@@ -76,7 +76,7 @@ def listener() -> Iterator[Listener]:
 
 def service(connection: str) -> tuple[Queue, CountingTables]:
     settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0, event_bus="amqp",
-                             pulse_namespace=NAMESPACE)
+                             pulse_namespace=NAMESPACE, resolution_grace=0)  # resolution messages run by hand
     tables = CountingTables(connection)
     return build_queue(settings, tables, RestQueues(connection)), tables
 

@@ -218,3 +218,37 @@ def test_a_groups_only_member_resolves_it_without_the_active_set_query(azurite):
         finally:
             await asyncio.gather(one.close(), other.close(), spare.close())
     asyncio.run(go())
+
+
+def test_the_resolving_process_unblocks_dependents_and_deletes_the_hidden_resolution_message(azurite):
+    """On Azurite: a completed task's resolution message (its claim check, updated) stays hidden while the
+    process that resolved the task unblocks the dependent itself; then the message is deleted, unreceived. With
+    no grace, the message is visible at once and nothing unblocks the dependent until a handler runs it."""
+    from azure.storage.queue import QueueClient
+
+    from shared.domain.messages import CLAIM_QUEUE
+
+    def claim_queue_count() -> int:
+        with QueueClient.from_connection_string(azurite.connection_string, CLAIM_QUEUE) as client:
+            return client.get_queue_properties().approximate_message_count  # hidden messages too
+
+    async def go(grace: int) -> tuple[str, int]:
+        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30,
+                                 claim_work_wait=0, resolution_grace=grace)
+        queue = build_queue(settings, RestTables(azurite.connection_string), RestQueues(azurite.connection_string))
+        try:
+            root = await create(queue)
+            definition = task_definition(dependencies=[root])
+            dependent = slugid()
+            await queue.creation.create_task(dependent, dict(definition, **_defaults(definition)))
+            assert isinstance(await queue.claims.claim(root, 0, "g", "w"), Claim)
+            await queue.stores.settled()
+            checks = claim_queue_count()
+            await queue.lifecycle.resolve(root, 0, "completed", "completed")
+            await queue.stores.settled()
+            return (await queue.queries.task(dependent)).status()["state"], claim_queue_count() - checks
+        finally:
+            await queue.close()
+
+    assert asyncio.run(go(10)) == ("pending", -1)  # unblocked here; the claim check (then message) deleted
+    assert asyncio.run(go(0)) == ("unscheduled", 0)  # the message waits for its handler

@@ -62,7 +62,8 @@ def clock() -> Clock:
 
 def make_service(clock: Clock, bus: str = "amqp") -> Queue:
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, event_bus=bus, event_lease=5)
+                             hint_grace=60, claim_work_wait=0, event_bus=bus, event_lease=5,
+                             resolution_grace=0)  # resolutions left to their messages, run by hand
     return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 

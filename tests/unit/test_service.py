@@ -39,7 +39,7 @@ def clock():
 @pytest.fixture
 def service(clock):
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0)
+                             hint_grace=60, claim_work_wait=0, resolution_grace=0)
     return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 
