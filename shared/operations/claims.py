@@ -211,7 +211,7 @@ class Claims:
                     stores.empty_queues.lost(queue, settings.pending_hint_visibility)
                     lost = True
                 else:
-                    stores.empty_queues.received(queue, len(messages))
+                    stores.empty_queues.received(queue, len(messages), messages.sent_at)
                 results = await asyncio.gather(
                     *(self.try_hint(queue, m, worker_group, worker_id) for m in messages))
                 claims.extend(r for r in results if r is not None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -76,6 +77,7 @@ class SharedReceives:
                     waiter = state.waiting.pop(0)
                     batch.append(waiter)
                     total += waiter.wanted
+                sent_at = time.monotonic()
                 try:
                     received = await self.queues.receive(queue, total, visibility)
                 except Exception as exc:
@@ -90,9 +92,19 @@ class SharedReceives:
                     if waiter.answer.done():  # cancelled meanwhile: its share goes back to the queue
                         messages = mine + messages
                         continue
-                    waiter.answer.set_result(Received(mine, lost=received.lost))
+                    waiter.answer.set_result(Received(mine, lost=received.lost, sent_at=sent_at))
                 for message in messages:  # only when a caller gave up while its receive was in flight
                     await self._give_back(queue, message)
+                if len(received) < total and not received.lost:
+                    # The queue had no more when this receive answered: the callers that came while it was in
+                    # flight get that answer too rather than a receive of their own (an idle task queue's
+                    # pollers would receive each empty queue twice per round). A hint put meanwhile wakes them
+                    # (PendingWakeups), and its queue is not skipped for having been found empty before it
+                    # (EmptyPendingQueues.received).
+                    answered, state.waiting = state.waiting, []
+                    for waiter in answered:
+                        if not waiter.answer.done():
+                            waiter.answer.set_result(Received([], lost=False, sent_at=sent_at))
         finally:
             for waiter in state.waiting:
                 if not waiter.answer.done():

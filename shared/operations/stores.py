@@ -31,6 +31,7 @@ from shared.operations.receiving import PendingWakeups, SharedReceives
 from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore
 
+FILLED_REMEMBERED = 10_000  # pending queues whose last hint put here is remembered
 TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
           ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE, OBJECTS_TABLE,
           OBJECT_EXPIRY_TABLE)
@@ -48,6 +49,7 @@ class EmptyPendingQueues:
         self.wakeups = PendingWakeups()  # claimWork calls waiting for a run this process makes pending
         self._until: dict[str, float] = {}
         self._hidden: dict[str, float] = {}  # queue -> until when hints a lost receive took stay hidden
+        self._filled: dict[str, float] = {}  # queue -> when this process last put a hint on it
 
     def lost(self, queue: str, hidden_for: float) -> None:
         """A receive from `queue` lost its answer: the hints it took are hidden for `hidden_for` s, and claimWork
@@ -70,15 +72,22 @@ class EmptyPendingQueues:
     def skipped(self, queue: str) -> bool:
         return self._until.get(queue, 0.0) > time.monotonic()
 
-    def received(self, queue: str, count: int) -> None:
+    def received(self, queue: str, count: int, sent_at: float | None = None) -> None:
+        """A receive sent at `sent_at` (monotonic; now if not known) got `count` messages. Found empty, the queue
+        is skipped for the TTL, unless this process put a hint on it since that receive was sent."""
+        now = time.monotonic()
         if count:
             self._until.pop(queue, None)
-        elif self.ttl > 0:
-            self._until[queue] = time.monotonic() + self.ttl
+        elif self.ttl > 0 and self._filled.get(queue, -1.0) < (now if sent_at is None else sent_at):
+            self._until[queue] = now + self.ttl
 
     def filled(self, queue: str) -> None:
         """This process put a hint on `queue`: it is not empty any more, as far as this process knows."""
         self._until.pop(queue, None)
+        self._filled.pop(queue, None)  # to the end: the oldest is dropped first
+        self._filled[queue] = time.monotonic()
+        if len(self._filled) > FILLED_REMEMBERED:
+            self._filled.pop(next(iter(self._filled)))
 
 
 @dataclass

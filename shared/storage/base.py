@@ -211,10 +211,12 @@ class Received(list[QueueMessage]):
     for the work by other means (claimWork reads the task queue's index)."""
 
     lost: bool = False
+    sent_at: float | None = None  # when the receive that answered was sent (time.monotonic), if known
 
-    def __init__(self, messages: Iterable[QueueMessage] = (), *, lost: bool = False) -> None:
+    def __init__(self, messages: Iterable[QueueMessage] = (), *, lost: bool = False,
+                 sent_at: float | None = None) -> None:
         super().__init__(messages)
-        self.lost = lost
+        self.lost, self.sent_at = lost, sent_at
 
 
 # Told of each message this process puts that is visible at once (the queue's name). The local host listens, so that

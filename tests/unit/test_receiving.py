@@ -4,10 +4,12 @@ deleted a partition at a time (shared.operations.receiving, shared.storage.group
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from shared.operations.receiving import SharedReceives
+from shared.operations.stores import EmptyPendingQueues
 from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.base import Entity, Received
@@ -54,10 +56,24 @@ def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one()
         assert all(len(answer) <= 4 for answer in answers)
         assert queues.receives == [32]  # eight callers at once: one receive for all of them
         # Callers that come while a receive is in flight wait for the next one, together.
+        await _fill(queues, 7)
         first = asyncio.ensure_future(shared.receive("q", 1, 30))
         await asyncio.sleep(0.001)  # its receive is in flight
-        await asyncio.gather(first, *(shared.receive("q", 2, 30) for _ in range(3)))
-        assert queues.receives == [32, 1, 6]
+        later = await asyncio.gather(first, *(shared.receive("q", 2, 30) for _ in range(3)))
+        assert queues.receives == [32, 1, 6] and [len(answer) for answer in later] == [1, 2, 2, 2]
+    asyncio.run(go())
+
+
+def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_answer():
+    async def go():
+        queues = SlowQueues()
+        shared = SharedReceives(queues)
+        first = asyncio.ensure_future(shared.receive("q", 1, 30))
+        await asyncio.sleep(0.001)  # its receive is in flight
+        answers = await asyncio.gather(first, *(shared.receive("q", 2, 30) for _ in range(3)))
+        assert queues.receives == [1]  # one receive: it found nothing, so the others are told the same
+        assert [list(answer) for answer in answers] == [[]] * 4
+        assert len({answer.sent_at for answer in answers}) == 1  # when that receive was sent, for each caller
     asyncio.run(go())
 
 
@@ -146,3 +162,13 @@ def test_each_caller_gets_at_most_what_it_asked_for(wanted):
         got = await SharedReceives(queues).receive("q", wanted, 30)
         assert len(got) == max(1, min(wanted, 32))
     asyncio.run(go())
+
+
+def test_an_empty_receive_sent_before_a_hint_was_put_here_does_not_skip_the_queue():
+    empty = EmptyPendingQueues(ttl=60)
+    sent_at = time.monotonic()
+    empty.filled("q")  # a hint put while that receive was in flight
+    empty.received("q", 0, sent_at)
+    assert not empty.skipped("q")  # the hint may be there: the next poll receives
+    empty.received("q", 0, time.monotonic())
+    assert empty.skipped("q")  # a receive sent after the put found it empty: skipped for the TTL
