@@ -9,10 +9,15 @@
   at most POINT_READ_LIMIT dependencies the row also lists the dependent's `others`, whose requirement rows are
   then checked by point reads: a partition query costs a scan of the whole table on Azurite.
 
+- The required task's own row says whether it has dependents (`hasDependents`, Task.has_dependents): a
+  dependent's createTask sets it after writing its edge, conditional on the ETag it read
+  (TaskRepository.note_dependent), so a resolution either sees the flag or failed the flag's write (and the
+  dependent sees the resolution). A resolution of a row whose flag is false skips the dependents lookup: most
+  tasks have no dependents, and on Azurite that query scans the whole table.
 - TaskDependency also holds, in the required task's partition, a marker row (RowKey `~<taskId>`, after every
-  taskId) written in one transaction with its first edge: a resolution that finds no marker skips the partition
-  query (most tasks of a graph have no dependents, and on Azurite that query scans the whole table). Only for
-  tasks created with the `dependentsMarked` flag: an older task's dependents may have no marker.
+  taskId) written in one transaction with its first edge: what a resolution reads instead for rows written
+  before the flag existed. Only for tasks created with the `dependentsMarked` flag: an older task's dependents
+  may have no marker.
 
 Deleting a requirement is idempotent, so duplicated or re-delivered resolution messages are harmless.
 """

@@ -160,6 +160,10 @@ class Task:
     checks: dict[str, list[str]] = field(default_factory=dict)
     # Created when dependents mark themselves (shared/domain/dependencies.py): no marker row means no dependents.
     dependents_marked: bool = False
+    # Whether a task may depend on this one, flagged on this row by such a task's createTask (conditional on the
+    # ETag it read, after its edge is written): False means none, and its resolution skips the dependents
+    # lookup. None: a row written before the flag existed (its marker row tells).
+    has_dependents: bool | None = None
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
 
@@ -225,6 +229,7 @@ class Task:
             "eventSeq": self.event_seq,
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             "dependentsMarked": self.dependents_marked,
+            **({} if self.has_dependents is None else {"hasDependents": self.has_dependents}),
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
@@ -243,6 +248,7 @@ class Task:
             event_seq=int(data.get("eventSeq", 0)),
             checks=json.loads(data.get("checks") or "{}"),
             dependents_marked=bool(data.get("dependentsMarked", False)),
+            has_dependents=None if data.get("hasDependents") is None else bool(data["hasDependents"]),
         )
 
 

@@ -8,6 +8,7 @@ dependency).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any, cast
 
@@ -24,7 +25,7 @@ from shared.domain.tasks import (
     definition_size,
 )
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import TaskRepository, all_of, nothing
+from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, all_of, nothing
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
 DEFAULT_EXPIRES = dt.timedelta(days=365)
@@ -60,7 +61,8 @@ class TaskCreation:
                 found = {t.task_id for t in await self.tasks.load_many(dependencies)}
                 await stores.deps.unmark([d for d in dependencies if d not in found])
                 raise
-        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True)
+        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True,
+                    has_dependents=False)
         with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
             task.emit("task-defined")
             if not dependencies:
@@ -100,6 +102,20 @@ class TaskCreation:
         found = {d: t for d, t in (checked or {}).items() if t.state in accepted}
         found.update((t.task_id, t) for t in await self.tasks.load_many(d for d in wanted if d not in found))
         _refuse_dependencies(wanted, found, definition)
+        # Each dependency this task still waits for learns that it has a dependent (its resolution then looks
+        # for them): after the edges are written, and conditional on the row read (a resolution written
+        # meanwhile fails it, and the dependency is read again).
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def note(dependency: Task) -> None:
+            async with limit:
+                noted = await self.tasks.note_dependent(dependency, lambda t: t.state in accepted)
+            if noted is None:
+                raise errors.InputError("Dependencies not found: {missing}", missing=dependency.task_id)
+            found[dependency.task_id] = noted
+
+        await asyncio.gather(*(note(t) for t in list(found.values())
+                               if t.state not in accepted and t.has_dependents is False))
         return [d for d, t in found.items() if t.state in accepted]
 
     async def _precheck_dependencies(self, task_id: str, definition: TaskDefinition) -> dict[str, Task]:

@@ -157,6 +157,24 @@ class TaskRepository:
         found = await asyncio.gather(*(one(t) for t in dict.fromkeys(task_ids)))
         return [t for t in found if t is not None]
 
+    async def note_dependent(self, task: Task, satisfies: Callable[[Task], bool]) -> Task | None:
+        """A task being created waits for `task` (its edge is written): flag `task`'s row as having dependents,
+        conditional on the ETag read, unless a fresh read shows it `satisfies` the dependent already (resolved
+        as required: the dependent need not wait) or flagged by another. The row as it now stands; None when
+        it is gone. A resolution written before the flag fails the flag's condition; one written after it sees
+        the flag and looks for the dependents (shared/operations/resolution.py)."""
+        current: Task | None = task
+        while current is not None and current.has_dependents is False and not satisfies(current):
+            flag = Op("merge", Entity(current.task_id, task_row(current.task_id), {"hasDependents": True},
+                                      current.etag))
+            written = await self.stores.tables.commit(TASKS_TABLE, [flag])
+            self.known.forget(current.task_id)  # a merge: whatever is remembered is stale
+            if written is not None:
+                current.has_dependents, current.etag = True, written[0]
+                return current
+            current = await self.get(current.task_id)
+        return current
+
     async def recheck(self, task_id: str, etag: str | None) -> tuple[bool, Task | None]:
         """After a decision made on a remembered row that wrote nothing (a refusal, nothing to do): whether the
         stored row is still the one decided on (the decision stands), and the stored task (None: gone)."""

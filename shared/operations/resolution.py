@@ -72,10 +72,11 @@ class Resolution:
         if resolution is None:
             await group_step
             return "task-gone"
-        if (check.continuation is None and task is not None and task.dependents_marked
-                and not await stores.deps.has_dependents(check.taskId)):
+        if check.continuation is None and task is not None and (task.has_dependents is False or (
+                task.has_dependents is None and task.dependents_marked
+                and not await stores.deps.has_dependents(check.taskId))):
             await group_step
-            return "resolved"  # nothing depends on it: no partition query
+            return "resolved"  # nothing depends on it (its row says so, or no marker): no partition query
         dependents, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
                                                          continuation=check.continuation)
         if token is not None:

@@ -1,4 +1,6 @@
-"""The marker that lets a resolution skip the dependents query of a task nothing depends on (memory connector)."""
+"""What lets a resolution skip the dependents lookup of a task nothing depends on (memory connector): the task
+row's `hasDependents` flag, which a dependent's createTask sets; for rows written before the flag, the marker
+row."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from shared.domain.messages import ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.runtime import Queue
 from shared.storage.base import Entity
-from shared.storage.memory import MemoryTables
+from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import list_dependents, resolution_messages
 from tests.conftest import slugid
 from tests.unit.conftest import memory_service
@@ -23,10 +25,15 @@ class CountingTables(MemoryTables):
     def __init__(self) -> None:
         super().__init__()
         self.dependents_queries = 0
+        self.dependents_reads = 0
 
     async def query(self, table: str, *args: Any, **kwargs: Any) -> Any:
         self.dependents_queries += table == DEPENDENCIES_TABLE
         return await super().query(table, *args, **kwargs)
+
+    async def get(self, table: str, *args: Any, **kwargs: Any) -> Any:
+        self.dependents_reads += table == DEPENDENCIES_TABLE
+        return await super().get(table, *args, **kwargs)
 
 
 @pytest.fixture
@@ -41,8 +48,12 @@ def service(tables: CountingTables) -> Queue:
 
 async def complete(service: Queue, task_id: str) -> list[str]:
     """Claim and complete run 0, then run the resolution messages queued; their outcomes."""
-    await service.claims.claim(task_id, 0, "g", "w")
-    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    return await complete_run(service, task_id, 0)
+
+
+async def complete_run(service: Queue, task_id: str, run_id: int) -> list[str]:
+    await service.claims.claim(task_id, run_id, "g", "w")
+    await service.lifecycle.resolve(task_id, run_id, "completed", "completed")
     outcomes = []
     for queue, message in await resolution_messages(service):
         outcomes.append(await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())))
@@ -54,7 +65,18 @@ async def test_a_task_nothing_depends_on_resolves_without_the_dependents_query(
         service: Queue, tables: CountingTables) -> None:
     leaf, _ = await create(service)
     assert await complete(service, leaf) == ["resolved"]
-    assert tables.dependents_queries == 0
+    assert (tables.dependents_queries, tables.dependents_reads) == (0, 0)  # its row says: no dependents
+
+
+async def test_a_row_written_before_the_flag_is_told_by_its_marker(service: Queue, tables: CountingTables) -> None:
+    leaf, _ = await create(service)
+    entity = await service.stores.tables.get(TASKS_TABLE, leaf, task_row(leaf))
+    assert entity is not None and entity.data["hasDependents"] is False
+    await service.stores.tables.replace(TASKS_TABLE, Entity(
+        leaf, task_row(leaf), {k: v for k, v in entity.data.items() if k != "hasDependents"}, entity.etag))
+    service.tasks.known.forget(leaf)
+    assert await complete(service, leaf) == ["resolved"]
+    assert (tables.dependents_queries, tables.dependents_reads) == (0, 1)  # the marker's read, no query
 
 
 async def test_a_task_with_dependents_unblocks_them(service: Queue, tables: CountingTables) -> None:
@@ -62,8 +84,10 @@ async def test_a_task_with_dependents_unblocks_them(service: Queue, tables: Coun
     dependents = [(await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root]))[0]
                   for _ in range(3)]
     assert await service.stores.tables.get(DEPENDENCIES_TABLE, root, MARK + root) is not None
+    assert (await service.tasks.load(root)).has_dependents is True
+    tables.dependents_reads = 0  # the marker's read just above
     assert await complete(service, root) == ["resolved"]
-    assert tables.dependents_queries == 1
+    assert (tables.dependents_queries, tables.dependents_reads) == (1, 0)
     assert [(await service.queries.task(d)).status()["state"] for d in dependents] == ["pending"] * 3
     listed = await list_dependents(service, root, limit=10, continuation=None)
     assert sorted(t["status"]["taskId"] for t in listed["tasks"]) == sorted(dependents)  # not the marker
@@ -74,9 +98,10 @@ async def test_a_task_created_before_markers_still_has_its_dependents_found(serv
     root, definition = await create(service)
     entity = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
     assert entity is not None and entity.data["dependentsMarked"] is True
-    await service.stores.tables.replace(TASKS_TABLE, Entity(root, task_row(root),
-                                                            {**entity.data, "dependentsMarked": False},
-                                                     entity.etag))
+    old = {k: v for k, v in entity.data.items() if k != "hasDependents"}
+    await service.stores.tables.replace(TASKS_TABLE, Entity(root, task_row(root), {**old, "dependentsMarked": False},
+                                                            entity.etag))
+    service.tasks.known.forget(root)
     dependent, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
     await service.stores.tables.delete(DEPENDENCIES_TABLE, root, MARK + root)
     assert await complete(service, root) == ["resolved"]
@@ -93,3 +118,49 @@ async def test_a_refused_create_task_leaves_no_marker_or_edge(service: Queue) ->
         left = [(e.partition_key, e.row_key) for e in page.entities]
         # The existing task keeps its marker (harmless: it only costs a query); nothing names the missing one.
         assert left == ([(existing, MARK + existing)] if table == DEPENDENCIES_TABLE else []), (table, left)
+
+
+async def test_a_flag_set_after_the_resolver_read_the_row_makes_its_write_read_again(tables: CountingTables) -> None:
+    """Two processes: the one resolving the root starts from the row it remembers (no flag); the other creates a
+    dependent meanwhile, flagging the root. The resolution's write fails on the ETag, is decided again on the
+    flagged row, and its resolution finds the dependent."""
+    queues = MemoryQueues()
+    one = memory_service(tables=tables, queues=queues)
+    other = memory_service(tables=tables, queues=queues)
+    root, definition = await create(one)
+    await one.claims.claim(root, 0, "g", "w")
+    assert one.tasks.known.get(root) is not None and one.tasks.known.get(root).has_dependents is False
+    dependent, _ = await create(other, taskQueueId=definition["taskQueueId"], dependencies=[root])
+    await one.lifecycle.resolve(root, 0, "completed", "completed")
+    [(_, message)] = await resolution_messages(one)
+    assert await one.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
+    assert tables.dependents_queries == 1
+    assert (await other.tasks.load(dependent)).state == "pending"
+
+
+async def test_a_resolution_written_before_the_flag_fails_it_and_the_dependent_sees_it(service: Queue) -> None:
+    """The dependent read the root unresolved; the root resolved before the flag was written: the flag's write
+    fails on the ETag, the root is read again, and the dependent is satisfied by it (not flagged, not waiting)."""
+    root, _ = await create(service)
+    stale = await service.tasks.load(root)
+    await service.claims.claim(root, 0, "g", "w")
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    noted = await service.tasks.note_dependent(stale, lambda t: t.state == "completed")
+    assert noted is not None and noted.state == "completed" and noted.has_dependents is False
+
+
+async def test_a_dependency_that_failed_is_flagged_so_its_rerun_unblocks_the_dependent(service: Queue) -> None:
+    """all-completed on a failed task: the dependent waits (the failure does not satisfy it), so the failed task
+    is flagged too; rerun and completed, its resolution finds the dependent."""
+    root, definition = await create(service)
+    await service.claims.claim(root, 0, "g", "w")
+    await service.lifecycle.resolve(root, 0, "failed", "failed")
+    for queue, message in await resolution_messages(service):
+        await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
+        await service.stores.queues.delete(queue, message)
+    dependent, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
+    assert (await service.tasks.load(root)).has_dependents is True
+    assert (await service.tasks.load(dependent)).state == "unscheduled"
+    await service.lifecycle.rerun_task(root)
+    assert await complete_run(service, root, 1) == ["resolved"]
+    assert (await service.tasks.load(dependent)).state == "pending"
