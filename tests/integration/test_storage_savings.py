@@ -151,6 +151,27 @@ def test_claim_work_calls_waiting_together_share_their_receives(azurite):
     asyncio.run(go())
 
 
+def test_callers_that_come_while_a_receive_finds_a_queue_empty_take_its_answer(azurite):
+    """On Azurite: an empty queue, one receive in flight, three more callers: one receive in all, each told
+    the queue is empty, and told when that receive was sent (claimWork skips the queue only if no hint was put
+    here since)."""
+    from shared.operations.receiving import SharedReceives
+
+    async def go():
+        queues = CountingQueues(azurite.connection_string)
+        try:
+            await queues.ensure_queues(["shared-empty"])
+            shared = SharedReceives(queues)
+            first = asyncio.ensure_future(shared.receive("shared-empty", 1, 30))
+            await asyncio.sleep(0)  # its receive is in flight
+            answers = await asyncio.gather(first, *(shared.receive("shared-empty", 2, 30) for _ in range(3)))
+            assert queues.receives["shared-empty"] == 1
+            assert [list(a) for a in answers] == [[]] * 4 and len({a.sent_at for a in answers}) == 1
+        finally:
+            await queues.close()
+    asyncio.run(go())
+
+
 class CountingQueues(RestQueues):
     def __init__(self, connection: str) -> None:
         super().__init__(connection)
