@@ -97,7 +97,7 @@ class Guards:
         and the message's handler runs only if it did not."""
         run_id = task.last_run_id
         queues = self.tasks.stores.queues
-        grace = self.tasks.stores.settings.resolution_grace if self.tasks.resolver is not None else 0
+        grace = self.tasks.resolution_grace
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             claim = task.checks.get("claim")
@@ -125,6 +125,12 @@ class TaskRepository:
         # set, the process that resolves a task does that itself after its answer, and the resolution message
         # is the fallback (Guards.resolved).
         self.resolver: Callable[[ResolvedCheck], Awaitable[object]] | None = None
+
+    @property
+    def resolution_grace(self) -> int:
+        """Seconds a resolution message stays hidden while this process resolves the task itself; 0 when it
+        does not (no resolver wired in, or the setting is 0): then the message's handler does, at once."""
+        return self.stores.settings.resolution_grace if self.resolver is not None else 0
 
     def guards(self) -> Guards:
         return Guards(self, self.stores.now())
@@ -221,7 +227,7 @@ class TaskRepository:
                 if resolving:
                     self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
                     message = guards.resolution_message(task.last_run_id)
-                    if message is not None and self.resolver is not None and self.stores.settings.resolution_grace:
+                    if message is not None and self.resolution_grace:
                         self.stores.afterwards(self.resolve_here(*message))
                 return task
             task = None

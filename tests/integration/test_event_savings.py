@@ -9,7 +9,6 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -25,6 +24,7 @@ from shared.settings import load_settings
 from shared.storage.rest import RestQueues, RestTables
 from tests.amqp import Listener, broker_reachable, delete_exchanges
 from tests.conftest import azurite_of_its_own, slugid, task_definition
+from tests.unit.test_events import drain
 from tests.unit.test_service import _defaults
 
 pytestmark = pytest.mark.skipif(not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
@@ -86,15 +86,6 @@ async def create(queue: Queue) -> str:
     definition = task_definition()
     await queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     return task_id
-
-
-async def drain(queue: Queue, publisher: Any) -> list[str]:
-    outcomes = []
-    for message in await queue.stores.queues.receive(DISPATCH_QUEUE, 32, 30):
-        for request in decode_requests(message.json()):
-            outcomes.append(await queue.stores.events.dispatch(request, publisher))
-        await queue.stores.queues.delete(DISPATCH_QUEUE, message)
-    return outcomes
 
 
 def test_the_writer_publishes_before_any_dispatch_request_is_handled(azurite, listener):

@@ -14,6 +14,7 @@ from shared.domain.eventlog import DISPATCH_BATCH, EventLog
 from shared.domain.eventrows import (
     DISPATCH_QUEUE,
     DispatchRequest,
+    Publisher,
     PublishError,
     Stream,
     cursor_row_key,
@@ -191,7 +192,7 @@ async def test_no_bus_records_events_but_asks_no_dispatch(clock: Clock) -> None:
     assert await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30) == []
 
 
-async def drain(service: Queue, publisher: RecordingPublisher) -> list[str]:
+async def drain(service: Queue, publisher: Publisher) -> list[str]:
     """Run the dispatcher over every visible dispatch request; the outcomes."""
     outcomes = []
     for message in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30):
