@@ -165,6 +165,10 @@ class Settings(BaseSettings):
                                "publishing; one that dies is replaced after this.")
     event_publish_timeout: float = Field(default=10, gt=0, description="Seconds to wait for the bus to "
                                          "confirm one message (keep it well under `event_lease`).")
+    event_mark_interval: float = Field(default=0.2, ge=0, description="Seconds between writes of a process's "
+                                       "publication mark, which tells other processes that the events its writers "
+                                       "published are published (shared/domain/publishmarks.py); another "
+                                       "process's dispatch of the same stream waits about this long.")
     event_retry_max_delay: int = Field(default=60, ge=1, description="Longest wait before dispatching again "
                                        "after the bus refused (the wait doubles from 1 s).")
     faults: str = Field(default="", description="Tests only: fault-injection points at which the process "

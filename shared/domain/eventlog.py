@@ -10,7 +10,8 @@ Dispatching (when an event bus is configured): before a change is written, a mes
 sequence number the change will reach is put on the `event-dispatch` queue. The queue-triggered dispatcher
 takes a short lease on the stream's cursor, publishes the events after the cursor up to that number in order,
 and moves the cursor. Usually the change's writer got there first: its transaction took the lease (`hold`), and
-it published right after the write, so the message finds nothing left to do. Hence:
+it published right after the write, so the message finds nothing left to do; its process's publication mark
+(shared/domain/publishmarks.py), not a cursor move, then says so. Hence:
 - at least once: a crash after the write leaves the message, which is delivered again; a broker that is down
   makes the dispatcher put the message back with a growing delay (never to the poison queue);
 - in order per stream: one dispatcher at a time per stream (the lease), in sequence order;
@@ -48,6 +49,7 @@ from shared.domain.eventrows import (
 )
 from shared.domain.events import Event
 from shared.domain.inflight import Background, InFlight
+from shared.domain.publishmarks import Hold, PublicationMarks
 from shared.logs import fields
 from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all
 from shared.storage.grouped import GroupCommit
@@ -55,6 +57,7 @@ from shared.storage.grouped import GroupCommit
 log = logging.getLogger("queue.events")
 
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
+MARK_PATIENCE = 2.0  # seconds beyond its interval that a dispatch waits for this process's mark to be stored
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 
@@ -83,18 +86,22 @@ class _StreamLock:
 
 @dataclass
 class Held:
-    """A change's hold on its stream (EventLog.hold): the lease row to write with it, and the lock here."""
+    """A change's hold on its stream (EventLog.hold): the lease row to write with it, and the lock here; the
+    lease names `hold`, which this process's publication mark certifies once events up to `seq` are published."""
 
     stream: Stream
     lock: _StreamLock
     op: Op
     dispatched: int
+    hold: Hold
+    seq: int
 
 
 class EventLog:
     def __init__(self, tables: TableStore, queues: QueueStore, *, dispatching: bool, lease_seconds: float = 30,
                  retry_delay: int = 1, grace_seconds: float = 60, max_backoff: int = 60,
-                 clock: Any = timeutil.now, background: Background | None = None) -> None:
+                 clock: Any = timeutil.now, background: Background | None = None,
+                 mark_interval: float = 0.2) -> None:
         self.tables, self.queues = tables, queues
         self.dispatching = dispatching
         self.lease_seconds, self.retry_delay = lease_seconds, retry_delay
@@ -113,6 +120,7 @@ class EventLog:
         self.in_flight = InFlight()  # changes announced here and being written (their writers register)
         self.publisher: Publisher | None = None  # when set (a bus is configured), a change's writer publishes
         self.background = background or Background()  # where the writer's publishing runs
+        self.marks = PublicationMarks(tables, interval=mark_interval, background=self.background)
 
     def recorded(self, stream: Stream, ops: list[Op], etags: list[str | None]) -> None:
         """A transaction that held these rows of the stream is written, and left these ETags: its event rows are
@@ -125,9 +133,7 @@ class EventLog:
                 if etag is None:
                     self._cursors.pop(stream, None)
                 else:
-                    _remember(self._cursors, stream, Cursor(int(op.entity.data["dispatched"]),
-                                                            str(op.entity.data.get("leaseUntil", "")), etag),
-                              REMEMBERED_CURSORS)
+                    _remember(self._cursors, stream, replace(Cursor.of(op.entity), etag=etag), REMEMBERED_CURSORS)
 
     # --- recording -----------------------------------------------------------------------------------------
 
@@ -160,10 +166,11 @@ class EventLog:
     # --- dispatching ---------------------------------------------------------------------------------------
 
     async def cursor(self, stream: Stream) -> Cursor:
-        entity = await self.tables.get(stream.table, stream.key, cursor_row_key(stream))
-        if entity is None:
-            return Cursor(0, "", None)
-        return Cursor(int(entity.data["dispatched"]), entity.data.get("leaseUntil", ""), entity.etag)
+        """The stream's cursor as stored, or as its writer's publication mark certifies it."""
+        cursor = Cursor.of(await self.tables.get(stream.table, stream.key, cursor_row_key(stream)))
+        if cursor.hold is not None and await self.marks.covers(cursor.hold):
+            return cursor.certified()
+        return cursor
 
     async def _write_cursor(self, stream: Stream, dispatched: int, lease_until: str,
                             etag: str | None) -> str | None:
@@ -192,12 +199,30 @@ class EventLog:
         if (stream.table, stream.key, request.seq) not in self._events:
             # Announced here and being written? Its writer may hold the stream and publish: wait for it first.
             await self.in_flight.settled(stream.table, stream.key)
+        if stream in self._locks:  # a writer here publishing the stream (or another dispatch of it): let it end
+            lock = self._enter(stream)
+            try:
+                async with lock.lock:
+                    pass
+            finally:
+                self._leave(stream, lock)
+        if await self._certified_here(request):
+            return "done"
         lock = self._enter(stream)
         try:
             async with lock.lock:
                 return await self._dispatch(request, publisher)
         finally:
             self._leave(stream, lock)
+
+    async def _certified_here(self, request: DispatchRequest) -> bool:
+        """Whether a writer here published the request's events, and this process's stored mark certifies them
+        (waited for, without the stream's lock, which the next change's writer may want). Until the mark is
+        stored, the request is what repairs this process's death: it is not done before."""
+        cursor = self._cursors.get(request.stream)
+        if cursor is None or cursor.hold is None or cursor.dispatched < request.seq or cursor.leased(self.clock()):
+            return False
+        return await self.marks.stored(cursor.hold, wait=self.marks.interval + MARK_PATIENCE)
 
     def _enter(self, stream: Stream) -> _StreamLock:
         """The stream's lock here, counted as used until `_leave`."""
@@ -222,10 +247,11 @@ class EventLog:
                 await self.in_flight.settled(stream.table, stream.key)
             now = self.clock()
             remembered = self._cursors.get(stream)
-            if remembered is not None and not remembered.leased(now):
-                # This process wrote it last: where a dispatch of its own moved it, the events before are
-                # published (a cursor only moves forward); otherwise the lease write below checks that it is
-                # still the stored one.
+            if remembered is not None and not remembered.leased(now) and (
+                    remembered.hold is None or self.marks.covers_here(remembered.hold)):
+                # This process wrote it last: where a dispatch of its own moved it, or a writer's publishing that
+                # this process's stored mark certifies, the events before are published (a cursor only moves
+                # forward); otherwise the lease write below checks that it is still the stored one.
                 cursor = remembered
             else:
                 cursor = await self.cursor(stream)
@@ -266,10 +292,13 @@ class EventLog:
         return "bus-failed"
 
     async def _publish_rows(self, stream: Stream, dispatched: int, lease: str, rows: Sequence[Entity | None],
-                            publisher: Publisher) -> PublishError | None:
+                            publisher: Publisher, held: Held | None = None) -> PublishError | None:
         """Publish `rows` (events `dispatched + 1` ...) and then the later ones this process wrote, in order, those
         written while it published too (their changes found the stream held), holding the lease (ETag `lease`);
-        move the cursor past what was published, giving up the lease. The bus's refusal, if it refused."""
+        move the cursor past what was published, giving up the lease. The bus's refusal, if it refused.
+
+        A writer's lease (`held`) published exactly up to its `seq` is not moved: the publication mark certifies
+        it (shared/domain/publishmarks.py), one write a moment for all of this process's streams."""
         done = dispatched
         failure: PublishError | None = None
         batch: Sequence[Entity | None] = [*rows, *self._written_after(stream, dispatched + len(rows))]
@@ -290,11 +319,25 @@ class EventLog:
         except PublishError as exc:
             failure = exc
         finally:
-            # Move the cursor past what was published and give up the lease (unless it ran out and was taken).
-            if await self._write_cursor(stream, done, "", lease) is None:
-                log.warning("dispatch lease of %s lost while publishing", stream.label,
-                            extra=fields(taskId=stream.key))
+            if failure is None and held is not None and done == held.seq and self.marks.may_cover(held.hold):
+                _remember(self._cursors, stream, Cursor(done, "", lease, held.hold, done), REMEMBERED_CURSORS)
+                self.marks.finished(held.hold)
+            else:
+                await self._move_cursor(stream, done, lease, held)
         return failure
+
+    async def _move_cursor(self, stream: Stream, done: int, lease: str, held: Held | None) -> None:
+        """Move the cursor past what was published and give up the lease (unless it ran out and was taken)."""
+        try:
+            moved = await self._write_cursor(stream, done, "", lease)
+        except BaseException:
+            if held is not None:  # the row may still name the hold, which must then stay uncovered
+                self.marks.unknown(held.hold)
+            raise
+        if held is not None:
+            self.marks.finished(held.hold)  # no row names it any more
+        if moved is None:
+            log.warning("dispatch lease of %s lost while publishing", stream.label, extra=fields(taskId=stream.key))
 
     def _written_after(self, stream: Stream, seq: int) -> Sequence[Entity | None]:
         """The stream's events after `seq` that this process wrote, as far as they follow on without a gap."""
@@ -305,11 +348,12 @@ class EventLog:
 
     # --- publishing by the writer --------------------------------------------------------------------------
 
-    async def hold(self, stream: Stream, *, new: bool = False) -> Held | None:
+    async def hold(self, stream: Stream, *, new: bool = False, seq: int | None = None) -> Held | None:
         """Before this process writes a change of `stream` with events: when it can publish them itself right
         after (a publisher, the stream's cursor known here, not leased, no dispatch of it under way here), the
         stream's lease as one more row of the change's transaction (the cursor is in the same partition), and
-        the stream's lock here. `new`: the change creates the entity (its cursor is written fresh, leased).
+        the stream's lock here. `new`: the change creates the entity (its cursor is written fresh, leased);
+        `seq`: the last event the change records (the cursor's, when None).
         `commit_change` ends the hold (written, or `not_written`). None: the dispatch request's handler
         publishes, as without a hold."""
         if self.publisher is None or not self.dispatching or stream in self._locks:
@@ -321,8 +365,9 @@ class EventLog:
         lock = self._enter(stream)
         await lock.lock.acquire()  # a new lock: acquired at once
         lease_until = timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))
-        entity = cursor_entity(stream, cursor.dispatched, lease_until, cursor.etag)
-        return Held(stream, lock, Op("upsert" if new else "replace", entity), cursor.dispatched)
+        hold, last = self.marks.take(), cursor.dispatched if seq is None else seq
+        entity = cursor_entity(stream, cursor.dispatched, lease_until, cursor.etag, hold=hold, hold_seq=last)
+        return Held(stream, lock, Op("upsert" if new else "replace", entity), cursor.dispatched, hold, last)
 
     async def commit_change(self, table: str, stream: Stream, ops: Sequence[Op], *, publish: bool,
                             new: bool = False) -> Sequence[str | None] | None:
@@ -330,7 +375,8 @@ class EventLog:
         stream's lease when this process can publish the events itself (`hold`; then it does, right after), and a
         fresh dispatch cursor when the change creates the entity (`new`). What was written is remembered
         (`recorded`). The ETags of the ops (then of the cursor's), or None when the transaction lost a race."""
-        held = await self.hold(stream, new=new) if publish else None
+        seqs = [seq_of(op.entity) for op in ops if op.entity.row_key.startswith(EVENT_ROW)]
+        held = await self.hold(stream, new=new, seq=max(seqs, default=None)) if publish else None
         written = [*ops]
         if new:  # a fresh cursor, whatever an expired entity of the same key left behind
             written.append(held.op if held is not None else Op("upsert", cursor_entity(stream, 0)))
@@ -345,8 +391,10 @@ class EventLog:
                 written.pop()
                 etags = await self.tables.commit(table, written)
         except BaseException:
-            if held is not None:
-                self.not_written(held)
+            if held is not None:  # the transaction may be stored, lease and all: its mark must never cover it
+                self.marks.unknown(held.hold)
+                self._cursors.pop(held.stream, None)
+                self._release(held)
             raise
         if etags is None:
             if held is not None:
@@ -361,6 +409,7 @@ class EventLog:
         """The change (and so the lease) was not written: a lost race, or the cursor moved elsewhere (then it
         is read again next time)."""
         self._cursors.pop(held.stream, None)
+        self.marks.finished(held.hold)
         self._release(held)
 
     def _publish_held(self, held: Held, lease: str | None) -> None:
@@ -368,13 +417,15 @@ class EventLog:
         in the background (the dispatch request finds them published; if this process dies first, the lease runs
         out and the request's handler publishes them)."""
         publisher = self.publisher
-        if lease is None or publisher is None:
-            self.not_written(held)
+        if lease is None or publisher is None:  # cannot happen: a transaction's rows all have ETags
+            self.marks.unknown(held.hold)
+            self._cursors.pop(held.stream, None)
+            self._release(held)
             return
 
         async def publish() -> None:
             try:
-                await self._publish_rows(held.stream, held.dispatched, lease, [], publisher)
+                await self._publish_rows(held.stream, held.dispatched, lease, [], publisher, held)
             except Exception:
                 log.warning("publishing %s after its write failed; its dispatch request will", held.stream.label,
                             exc_info=True, extra=fields(taskId=held.stream.key))

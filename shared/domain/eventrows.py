@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from shared import timeutil
 from shared.domain.events import Event
+from shared.domain.publishmarks import Hold
 from shared.storage.base import Entity, Op, pack_json, put_json, unpack_json
 
 DISPATCH_QUEUE = "event-dispatch"
@@ -78,8 +79,14 @@ def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[O
     return [Op("upsert", event_entity(stream, first_seq + i, e)) for i, e in enumerate(events)]
 
 
-def cursor_entity(stream: Stream, dispatched: int, lease_until: str = "", etag: str | None = None) -> Entity:
-    return Entity(stream.key, cursor_row_key(stream), {"dispatched": dispatched, "leaseUntil": lease_until}, etag)
+def cursor_entity(stream: Stream, dispatched: int, lease_until: str = "", etag: str | None = None, *,
+                  hold: Hold | None = None, hold_seq: int = 0) -> Entity:
+    """The cursor row; with `hold`, a writer's lease that its publication mark may certify up to `hold_seq`
+    (shared/domain/publishmarks.py)."""
+    data: dict[str, Any] = {"dispatched": dispatched, "leaseUntil": lease_until}
+    if hold is not None:
+        data.update(holder=hold.holder, holdNo=hold.number, holdSeq=hold_seq)
+    return Entity(stream.key, cursor_row_key(stream), data, etag)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,23 @@ class Cursor:
     dispatched: int
     lease_until: str
     etag: str | None
+    hold: Hold | None = None  # a writer's lease, which its mark may certify up to `hold_seq`
+    hold_seq: int = 0
 
     def leased(self, now: dt.datetime) -> bool:
         return bool(self.lease_until) and timeutil.parse(self.lease_until) > now
+
+    @classmethod
+    def of(cls, entity: Entity | None) -> Cursor:
+        """The cursor row as stored (before asking whether a mark certifies its hold); a stream without one has
+        published nothing."""
+        if entity is None:
+            return cls(0, "", None)
+        data = entity.data
+        holder = str(data.get("holder") or "")
+        return cls(int(data["dispatched"]), str(data.get("leaseUntil") or ""), entity.etag,
+                   Hold(holder, int(data.get("holdNo", 0))) if holder else None, int(data.get("holdSeq", 0)))
+
+    def certified(self) -> Cursor:
+        """The cursor once its hold's mark covers it: published up to `hold_seq`, the lease given up."""
+        return Cursor(max(self.dispatched, self.hold_seq), "", self.etag)

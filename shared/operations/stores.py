@@ -25,6 +25,7 @@ from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroupStore
 from shared.domain.inflight import Background
 from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
+from shared.domain.publishmarks import MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
 from shared.operations.receiving import PendingWakeups, SharedReceives
@@ -34,7 +35,7 @@ from shared.storage.base import BlobStore, QueueStore, TableStore
 FILLED_REMEMBERED = 10_000  # pending queues whose last hint put here is remembered
 TABLES = (TASKS_TABLE, TASK_GROUPS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
           ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE, OBJECTS_TABLE,
-          OBJECT_EXPIRY_TABLE)
+          OBJECT_EXPIRY_TABLE, MARKS_TABLE)
 Clock = Callable[[], dt.datetime]
 
 
@@ -119,7 +120,7 @@ class Stores:
         events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
                           lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
                           grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock,
-                          background=background)
+                          background=background, mark_interval=settings.event_mark_interval)
         return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
                    DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
                    ExpiryIndex(tables, OBJECT_EXPIRY_TABLE),

@@ -14,6 +14,7 @@ import pytest
 
 from local_host import azurite as azurite_mod
 from shared.bus import create_publisher
+from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import DISPATCH_QUEUE, Stream, cursor_row_key, decode_requests
 from shared.domain.events import EXCHANGES, TASK_EXCHANGES
 from shared.domain.messages import CLAIM_QUEUE, ResolvedCheck, pending_queue
@@ -107,9 +108,13 @@ def test_the_writer_publishes_before_any_dispatch_request_is_handled(azurite, li
             await queue.stores.settled()
             await queue.lifecycle.resolve(task_id, 0, "completed", "completed")
             await queue.stores.settled()
-            # Published by the writers, with no dispatch request handled; the cursor moved, its lease given up.
-            cursor = await tables.get(TASKS_TABLE, task_id, cursor_row_key(Stream(TASKS_TABLE, task_id)))
-            assert cursor is not None and cursor.data["dispatched"] == 4 and not cursor.data["leaseUntil"]
+            # Published by the writers, with no dispatch request handled and no cursor moved: the last lease is
+            # stored, and the process's publication mark, stored too, certifies it to a process that knows nothing.
+            stream = Stream(TASKS_TABLE, task_id)
+            cursor = await tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))
+            assert cursor is not None and cursor.data["dispatched"] == 3 and cursor.data["holdSeq"] == 4
+            other = EventLog(tables, queue.stores.queues, dispatching=True)
+            assert (await other.cursor(stream)).dispatched == 4
             tables.reads.clear()
             assert set(await drain(queue, publisher)) == {"done"}  # the requests, the fallback: nothing left
             assert tables.reads == []

@@ -1,5 +1,6 @@
 """A change's writer publishes its own events right after its write, with the stream's lease written in the
-change's own transaction; the dispatch request it put before the write stays the fallback."""
+change's own transaction; the dispatch request it put before the write stays the fallback. What it published
+the process's publication mark certifies (shared/domain/publishmarks.py): no cursor write per change."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 
 from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import Stream, cursor_row_key
+from shared.domain.publishmarks import MARK_ROW, MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.runtime import Queue
+from shared.storage.base import TableStore
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, claim, drain, make_service, task_definition
 from tests.unit.test_service import Clock
@@ -23,10 +26,21 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def service(publisher: RecordingPublisher) -> Queue:
-    queue = make_service(Clock())
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(publisher: RecordingPublisher, clock: Clock) -> Queue:
+    queue = make_service(clock)
     queue.stores.events.publisher = publisher
     return queue
+
+
+def another_process(service: Queue) -> EventLog:
+    """An event log on the same storage that remembers nothing (another process's)."""
+    return EventLog(service.stores.tables, service.stores.queues, dispatching=True, lease_seconds=5,
+                    clock=service.stores.events.clock)
 
 
 class CursorWrites:
@@ -36,11 +50,17 @@ class CursorWrites:
         tables = service.stores.tables
         self.writes: list[str] = []
         self.reads: list[str] = []
-        replace, get = tables.replace, tables.get
+        self.marks: list[int] = []
+        replace, get, upsert = tables.replace, tables.get, tables.upsert
 
         async def counted_replace(table: str, entity: Any) -> Any:
             self.writes.append(entity.row_key)
             return await replace(table, entity)
+
+        async def counted_upsert(table: str, entity: Any) -> Any:
+            if table == MARKS_TABLE:
+                self.marks.append(entity.data["upTo"])
+            return await upsert(table, entity)
 
         async def counted_get(table: str, partition_key: str, row_key: str) -> Any:
             self.reads.append(row_key)
@@ -48,9 +68,10 @@ class CursorWrites:
 
         tables.replace = counted_replace  # type: ignore[method-assign]
         tables.get = counted_get  # type: ignore[method-assign]
+        tables.upsert = counted_upsert  # type: ignore[method-assign]
 
 
-async def test_each_change_is_published_by_its_writer_with_one_cursor_write(
+async def test_each_change_is_published_by_its_writer_and_certified_by_the_mark_without_a_cursor_write(
         service: Queue, publisher: RecordingPublisher) -> None:
     counted = CursorWrites(service)
     task_id = slugid()
@@ -60,12 +81,80 @@ async def test_each_change_is_published_by_its_writer_with_one_cursor_write(
     await service.stores.settled()
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
                                                          "task-completed"]
-    # The lease went with each change's transaction; after publishing, one write moves the cursor.
-    cursor = cursor_row_key(Stream(TASKS_TABLE, task_id))
-    assert counted.writes == [cursor, cursor, cursor]
+    # The lease went with each change's transaction; no write moved the cursor after publishing: the mark
+    # (written at most once per interval, here for the three holds of the task and the group's) certifies it.
+    assert counted.writes == [] and counted.marks and counted.marks[-1] >= 3
     # The dispatch requests, the fallback, find everything published without reading anything.
     assert set(await drain(service, publisher)) == {"done"}
     assert counted.reads == [] and len(publisher.published) == 4
+    # Another process reads the cursor as the mark certifies it: all four published, no lease.
+    cursor = await another_process(service).cursor(Stream(TASKS_TABLE, task_id))
+    assert (cursor.dispatched, cursor.lease_until) == (4, "")
+    stored = await service.stores.tables.get(TASKS_TABLE, task_id, cursor_row_key(Stream(TASKS_TABLE, task_id)))
+    assert stored is not None and stored.data["dispatched"] == 3 and stored.data["holdSeq"] == 4
+
+
+async def mark_of(tables: TableStore, holder: str) -> int:
+    entity = await tables.get(MARKS_TABLE, holder, MARK_ROW)
+    return int(entity.data["upTo"]) if entity is not None else 0
+
+
+async def test_until_the_mark_is_written_another_process_waits_for_the_lease(
+        service: Queue, publisher: RecordingPublisher) -> None:
+    events = service.stores.events
+    events.marks.interval = 0.3  # the second hold's mark waits for the first's write plus this
+    first, second = slugid(), slugid()
+    await service.creation.create_task(first, task_definition())
+    await asyncio.sleep(0.05)  # the first mark's write
+    await service.creation.create_task(second, task_definition())
+    await asyncio.sleep(0.05)  # published, not yet certified in storage
+    assert len(publisher.published) == 4
+    other = another_process(service)
+    cursor = await other.cursor(Stream(TASKS_TABLE, second))
+    assert cursor.dispatched == 0 and cursor.lease_until  # a lease like any other: its dispatch would wait
+    await service.stores.settled()  # the mark's next write
+    cursor = await other.cursor(Stream(TASKS_TABLE, second))
+    assert (cursor.dispatched, cursor.lease_until) == (2, "")
+    assert set(await drain(service, publisher)) == {"done"} and len(publisher.published) == 4
+
+
+async def test_a_hold_whose_transaction_lost_its_answer_is_never_certified(
+        service: Queue, publisher: RecordingPublisher, clock: Clock) -> None:
+    """The claim's transaction is stored but its answer lost: its lease may name a hold whose events were not
+    published. The mark must never cover it: later holds take a new marks id, and the old mark stops below."""
+    events, tables = service.stores.events, service.stores.tables
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.settled()
+    holder = events.marks.holder
+    commit = tables.commit
+
+    async def lost_answer(table: str, ops: Any) -> Any:
+        await commit(table, ops)
+        raise ConnectionResetError("the answer was lost")
+
+    tables.commit = lost_answer  # type: ignore[method-assign]
+    with pytest.raises(ConnectionResetError):
+        await claim(service, task_id)
+    tables.commit = commit  # type: ignore[method-assign]
+    stream = Stream(TASKS_TABLE, task_id)
+    stored = await tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))
+    assert stored is not None and stored.data["holder"] == holder and stored.data["holdSeq"] == 3
+    # Later holds finish (another task's lifecycle); they are named by a new id, and the old mark stays below.
+    later = slugid()
+    await service.creation.create_task(later, task_definition())
+    await service.stores.settled()
+    assert events.marks.holder != holder
+    assert await mark_of(tables, holder) < stored.data["holdNo"]
+    other = another_process(service)
+    assert (await other.cursor(stream)).leased(clock())  # waits for the lease to run out
+    clock.advance(6)
+    cursor = await other.cursor(stream)
+    assert cursor.dispatched == 2 and not cursor.leased(clock())
+    # The claim's dispatch request (put before its transaction) publishes task-running once the lease ran out.
+    assert "published" in await drain(service, publisher)
+    assert [e.exchange for e in publisher.published if e.routing_key.find(task_id) >= 0] == [
+        "task-defined", "task-pending", "task-running"]
 
 
 async def test_a_cursor_moved_by_another_process_fails_the_lease_not_the_change(
@@ -135,3 +224,31 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
                                                          "task-completed"]
     assert counted.writes == [cursor_row_key(Stream(TASKS_TABLE, task_id))]  # one lease, one move for all four
     assert set(await drain(service, publisher)) == {"done"}
+
+
+async def test_a_request_is_done_only_once_the_mark_that_certifies_its_events_is_stored(
+        service: Queue, publisher: RecordingPublisher) -> None:
+    """The writer published, but until its mark is stored only this process knows: the request, which would
+    bring another process to publish again after the lease if this one died, stays until then."""
+    events, tables = service.stores.events, service.stores.tables
+    events.marks.interval = 0.3
+    await service.creation.create_task(slugid(), task_definition())
+    await asyncio.sleep(0.05)  # the first mark's write
+    upsert = tables.upsert
+
+    async def failing_marks(table: str, entity: Any) -> Any:
+        if table == MARKS_TABLE:
+            raise ConnectionResetError("storage is down")
+        return await upsert(table, entity)
+
+    tables.upsert = failing_marks  # type: ignore[method-assign]
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    outcomes = await drain(service, publisher)
+    assert outcomes.count("busy") == 1 and outcomes.count("done") == 1  # the second's request is put back
+    tables.upsert = upsert  # type: ignore[method-assign]
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())  # its mark's write stores both
+    await asyncio.sleep(0)
+    assert set(await drain(service, publisher)) == {"done"}  # each waited for the mark, then was done
+    assert await mark_of(tables, events.marks.holder) == 3
