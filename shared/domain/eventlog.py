@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -51,7 +52,7 @@ from shared.domain.events import Event
 from shared.domain.inflight import Background, InFlight
 from shared.domain.publishmarks import Hold, PublicationMarks
 from shared.logs import fields
-from shared.storage.base import Entity, Op, QueueStore, TableStore, delete_all
+from shared.storage.base import Entity, Op, QueueMessage, QueueStore, TableStore, delete_all
 from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue.events")
@@ -65,6 +66,7 @@ DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-writte
 
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
 REMEMBERED_CURSORS = 10_000
+REMEMBERED_REQUESTS = 10_000  # streams with fallback requests not settled yet
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -82,6 +84,14 @@ class _StreamLock:
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.users = 0
+
+
+@dataclass
+class _Requested:
+    """A dispatch message put to show only later, and how many of its requests are not settled yet."""
+
+    message: QueueMessage
+    open: int
 
 
 @dataclass
@@ -107,8 +117,10 @@ class EventLog:
         self.lease_seconds, self.retry_delay = lease_seconds, retry_delay
         self.grace_seconds, self.max_backoff = grace_seconds, max_backoff
         self.clock = clock
-        self._announced: GroupCommit[str, DispatchRequest] = GroupCommit(
+        self._announced: GroupCommit[tuple[str, bool], DispatchRequest] = GroupCommit(
             self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH))
+        # Requests put to show only later (their changes' writers publish here), per stream: (seq, its message).
+        self._requested: dict[Stream, list[tuple[int, _Requested]]] = {}
         # What this process wrote lately, so that its dispatcher need not read it back: event rows (immutable
         # once written) and the cursors it wrote, with their ETags. A cursor remembered is a starting point: the
         # lease is written conditionally on its ETag (a cursor moved elsewhere fails it, and is read); and since a
@@ -137,16 +149,55 @@ class EventLog:
 
     # --- recording -----------------------------------------------------------------------------------------
 
-    async def announce(self, stream: Stream, seq: int) -> None:
+    async def announce(self, stream: Stream, seq: int, *, now: bool = False) -> None:
         """Before a change that records events up to `seq` is written: ask for their dispatch. Returns once the
         request is on the queue; requests announced while another put is in flight share the next message (a
-        fan-out's thousand changes: tens of messages, not a thousand, to put, receive and delete)."""
-        if self.dispatching:
-            await self._announced.add(DISPATCH_QUEUE, DispatchRequest(stream.table, stream.key, seq,
-                                                                      timeutil.iso(self.clock())))
+        fan-out's thousand changes: tens of messages, not a thousand, to put, receive and delete).
 
-    async def _put_requests(self, queue: str, requests: list[DispatchRequest]) -> None:
-        await self.queues.put(queue, encode_requests(requests))
+        Where this process publishes (a publisher is set), the change's events are dispatched here right after
+        its write (by its writer, or `_dispatch_here`), so the request is only the fallback should this process
+        die first: it shows after `fallback_delay`, and this process deletes its message once each of its
+        requests is settled (`_settled`); no dispatcher receives it. `now`: show it at once (the reconciler)."""
+        if self.dispatching:
+            later = self.publisher is not None and not now
+            await self._announced.add((DISPATCH_QUEUE, later), DispatchRequest(stream.table, stream.key, seq,
+                                                                               timeutil.iso(self.clock())))
+
+    @property
+    def fallback_delay(self) -> int:
+        """Seconds before a request put as a fallback shows: after the lease of a writer that died ran out."""
+        return math.ceil(self.lease_seconds + self.marks.interval + MARK_PATIENCE)
+
+    async def _put_requests(self, key: tuple[str, bool], requests: list[DispatchRequest]) -> None:
+        queue, later = key
+        if not later:
+            await self.queues.put(queue, encode_requests(requests))
+            return
+        message = _Requested(await self.queues.put(queue, encode_requests(requests), visible_in=self.fallback_delay),
+                             len(requests))
+        for request in requests:
+            self._requested.setdefault(request.stream, []).append((request.seq, message))
+        while len(self._requested) > REMEMBERED_REQUESTS:  # forgotten: its message shows, and is handled then
+            del self._requested[next(iter(self._requested))]
+
+    def _settled(self, stream: Stream, up_to: int) -> None:
+        """The stream's events up to `up_to` are published, and the cursor or this process's stored mark says so
+        (or a request of its own was put back for them): the fallback requests for them are not needed, and a
+        message whose requests all are not is deleted."""
+        for seq, message in self._requested.get(stream, ()):
+            if seq <= up_to:
+                message.open -= 1
+                if message.open == 0:
+                    self.background.start(self._delete_request(message.message))
+        left = [(seq, message) for seq, message in self._requested.pop(stream, ()) if seq > up_to]
+        if left:
+            self._requested[stream] = left
+
+    async def _delete_request(self, message: QueueMessage) -> None:
+        try:
+            await self.queues.delete(DISPATCH_QUEUE, message)
+        except Exception:  # it shows after its delay, and its dispatch finds its events published
+            log.info("deleting a settled dispatch request failed", exc_info=True)
 
     async def list(self, stream: Stream, *, limit: int, continuation: str | None) -> tuple[list[tuple[int, Event]],
                                                                                            str | None]:
@@ -269,8 +320,10 @@ class EventLog:
                 waiting = "busy"
             if pause is not None:
                 await asyncio.sleep(pause)
+        # A change not written this long after its request was put never will be: a write gives up sooner than
+        # the fallback delay (after which a request shows that a publishing process put), or than the grace.
         if waiting == "not-written" and now - timeutil.parse(request.since) > dt.timedelta(
-                seconds=self.grace_seconds):
+                seconds=min(self.grace_seconds, self.fallback_delay - 1)):
             log.warning("dropping a dispatch request whose change was never written",
                         extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
             return "stale"
@@ -403,7 +456,25 @@ class EventLog:
         self.recorded(stream, written, etags)
         if held is not None:
             self._publish_held(held, etags[-1])  # the lease is the transaction's last row
+        elif publish and self.publisher is not None and self.dispatching and seqs:
+            self.background.start(self._dispatch_here(stream, max(seqs)))
         return etags
+
+    async def _dispatch_here(self, stream: Stream, seq: int) -> None:
+        """A change written without the lease (another process moved the cursor last, or the stream is being
+        published here): dispatch its events here at once, as its request's handler would."""
+        request = DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock()))
+        publisher = self.publisher
+        if publisher is None:
+            return
+        try:
+            await self.dispatch(request, publisher)
+        except Exception:
+            log.warning("dispatching %s after its write failed; its dispatch request will", stream.label,
+                        exc_info=True, extra=fields(taskId=stream.key))
+            return
+        # Published, found published, or put back as a request of its own (busy, refused): settled either way.
+        self._settled(stream, seq)
 
     def not_written(self, held: Held) -> None:
         """The change (and so the lease) was not written: a lost race, or the cursor moved elsewhere (then it
@@ -425,14 +496,30 @@ class EventLog:
 
         async def publish() -> None:
             try:
-                await self._publish_rows(held.stream, held.dispatched, lease, [], publisher, held)
+                failure = await self._publish_rows(held.stream, held.dispatched, lease, [], publisher, held)
             except Exception:
                 log.warning("publishing %s after its write failed; its dispatch request will", held.stream.label,
                             exc_info=True, extra=fields(taskId=held.stream.key))
+                return
             finally:
                 self._release(held)
+            await self._after_publishing(held, failure)
 
         self.background.start(publish())
+
+    async def _after_publishing(self, held: Held, failure: PublishError | None) -> None:
+        """Settle the fallback requests of what the writer published, once the cursor or the stored mark says so;
+        what the bus refused is put back as requests of their own, retried after a growing delay."""
+        stream = held.stream
+        cursor = self._cursors.get(stream)
+        if cursor is None or cursor.leased(self.clock()):
+            return  # not known here, or a later change holds it: its own publishing settles these too
+        if cursor.hold is None or await self.marks.stored(cursor.hold, wait=self.marks.interval + MARK_PATIENCE):
+            self._settled(stream, cursor.dispatched)
+        if failure is not None:
+            for seq, _ in list(self._requested.get(stream, ())):
+                await self.retry_later(DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock())))
+                self._settled(stream, seq)
 
     def _release(self, held: Held) -> None:
         held.lock.lock.release()

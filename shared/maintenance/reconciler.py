@@ -248,7 +248,7 @@ class Reconciler:
         stream = Stream(TASKS_TABLE, task.task_id)
         cursor = await events.cursor(stream)
         if cursor.dispatched < task.event_seq and not cursor.leased(self.stores.now()):
-            await events.announce(stream, task.event_seq)
+            await events.announce(stream, task.event_seq, now=True)
             self._repaired(report, "events", task.task_id)
 
     # --- the run index ---------------------------------------------------------------------------------------

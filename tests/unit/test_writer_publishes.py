@@ -1,22 +1,27 @@
 """A change's writer publishes its own events right after its write, with the stream's lease written in the
-change's own transaction; the dispatch request it put before the write stays the fallback. What it published
-the process's publication mark certifies (shared/domain/publishmarks.py): no cursor write per change."""
+change's own transaction; the dispatch request it put before the write stays the fallback, shown only after the
+lease would have run out, and deleted by the writer once it is not needed. What it published the process's
+publication mark certifies (shared/domain/publishmarks.py): no cursor write per change."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 from typing import Any
 
 import pytest
 
+from shared import timeutil
 from shared.domain.eventlog import EventLog
-from shared.domain.eventrows import Stream, cursor_row_key
+from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, Stream, cursor_row_key, decode_requests
 from shared.domain.publishmarks import MARK_ROW, MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.runtime import Queue
 from shared.storage.base import TableStore
+from shared.storage.memory import MemoryQueues
 from tests.conftest import slugid
-from tests.unit.test_events import RecordingPublisher, claim, drain, make_service, task_definition
+from tests.unit.test_events import RecordingPublisher, claim, make_service, task_definition
 from tests.unit.test_service import Clock
 
 
@@ -35,6 +40,22 @@ def service(publisher: RecordingPublisher, clock: Clock) -> Queue:
     queue = make_service(clock)
     queue.stores.events.publisher = publisher
     return queue
+
+
+def requests_left(service: Queue) -> list[DispatchRequest]:
+    """The dispatch requests on the queue, shown or not."""
+    queues = service.stores.queues
+    assert isinstance(queues, MemoryQueues)
+    return [r for body in queues.contents(DISPATCH_QUEUE) for r in decode_requests(json.loads(body))]
+
+
+async def fallback(service: Queue, publisher: RecordingPublisher) -> list[str]:
+    """What the requests left on the queue do once they show (after the process that put them died): each
+    dispatched by another process; the outcomes."""
+    other = another_process(service)
+    outcomes = [await other.dispatch(request, publisher) for request in requests_left(service)]
+    service.stores.queues.clear(DISPATCH_QUEUE)  # type: ignore[attr-defined]
+    return outcomes
 
 
 def another_process(service: Queue) -> EventLog:
@@ -84,8 +105,8 @@ async def test_each_change_is_published_by_its_writer_and_certified_by_the_mark_
     # The lease went with each change's transaction; no write moved the cursor after publishing: the mark
     # (written at most once per interval, here for the three holds of the task and the group's) certifies it.
     assert counted.writes == [] and counted.marks and counted.marks[-1] >= 3
-    # The dispatch requests, the fallback, find everything published without reading anything.
-    assert set(await drain(service, publisher)) == {"done"}
+    # The dispatch requests, the fallback, were deleted by the writer once the mark was stored; none was read.
+    assert requests_left(service) == []
     assert counted.reads == [] and len(publisher.published) == 4
     # Another process reads the cursor as the mark certifies it: all four published, no lease.
     cursor = await another_process(service).cursor(Stream(TASKS_TABLE, task_id))
@@ -115,7 +136,7 @@ async def test_until_the_mark_is_written_another_process_waits_for_the_lease(
     await service.stores.settled()  # the mark's next write
     cursor = await other.cursor(Stream(TASKS_TABLE, second))
     assert (cursor.dispatched, cursor.lease_until) == (2, "")
-    assert set(await drain(service, publisher)) == {"done"} and len(publisher.published) == 4
+    assert requests_left(service) == [] and len(publisher.published) == 4
 
 
 async def test_a_hold_whose_transaction_lost_its_answer_is_never_certified(
@@ -151,8 +172,10 @@ async def test_a_hold_whose_transaction_lost_its_answer_is_never_certified(
     clock.advance(6)
     cursor = await other.cursor(stream)
     assert cursor.dispatched == 2 and not cursor.leased(clock())
-    # The claim's dispatch request (put before its transaction) publishes task-running once the lease ran out.
-    assert "published" in await drain(service, publisher)
+    # The claim's dispatch request (put before its transaction, left on the queue) publishes task-running once
+    # it shows, after the lease ran out.
+    assert [r.seq for r in requests_left(service)] == [3]
+    assert await fallback(service, publisher) == ["published"]
     assert [e.exchange for e in publisher.published if e.routing_key.find(task_id) >= 0] == [
         "task-defined", "task-pending", "task-running"]
 
@@ -170,9 +193,9 @@ async def test_a_cursor_moved_by_another_process_fails_the_lease_not_the_change(
     claimed = await claim(service, task_id)  # the lease's condition fails: written again without it
     assert claimed.run.state == "running"
     await service.stores.settled()
-    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending"]
-    assert "published" in await drain(service, publisher)  # the fallback publishes task-running
+    # Written without a lease, its events are dispatched here at once (a lease and a cursor move).
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running"]
+    assert requests_left(service) == []
 
 
 async def test_a_bus_refusing_the_writer_leaves_the_events_to_the_dispatch_request(
@@ -183,7 +206,10 @@ async def test_a_bus_refusing_the_writer_leaves_the_events_to_the_dispatch_reque
     await service.stores.settled()
     assert publisher.published == []
     publisher.fail = False
-    assert "published" in await drain(service, publisher)  # the lease was given up
+    # The lease was given up, and the request put back as one of its own, shown after a growing delay.
+    [request] = requests_left(service)
+    assert request.attempt == 1 and request.seq == 2
+    assert await fallback(service, publisher) == ["published"]
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending"]
 
 
@@ -223,17 +249,18 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
                                                          "task-completed"]
     assert counted.writes == [cursor_row_key(Stream(TASKS_TABLE, task_id))]  # one lease, one move for all four
-    assert set(await drain(service, publisher)) == {"done"}
+    assert requests_left(service) == []
 
 
-async def test_a_request_is_done_only_once_the_mark_that_certifies_its_events_is_stored(
+async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events_is_stored(
         service: Queue, publisher: RecordingPublisher) -> None:
     """The writer published, but until its mark is stored only this process knows: the request, which would
     bring another process to publish again after the lease if this one died, stays until then."""
     events, tables = service.stores.events, service.stores.tables
     events.marks.interval = 0.3
     await service.creation.create_task(slugid(), task_definition())
-    await asyncio.sleep(0.05)  # the first mark's write
+    await service.stores.settled()
+    assert requests_left(service) == []
     upsert = tables.upsert
 
     async def failing_marks(table: str, entity: Any) -> Any:
@@ -244,11 +271,26 @@ async def test_a_request_is_done_only_once_the_mark_that_certifies_its_events_is
     tables.upsert = failing_marks  # type: ignore[method-assign]
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
-    outcomes = await drain(service, publisher)
-    assert outcomes.count("busy") == 1 and outcomes.count("done") == 1  # the second's request is put back
+    await service.stores.settled()
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]  # kept: the mark is not stored
     tables.upsert = upsert  # type: ignore[method-assign]
-    task_id = slugid()
-    await service.creation.create_task(task_id, task_definition())  # its mark's write stores both
-    await asyncio.sleep(0)
-    assert set(await drain(service, publisher)) == {"done"}  # each waited for the mark, then was done
+    await service.creation.create_task(slugid(), task_definition())  # its mark's write stores both
+    await service.stores.settled()
     assert await mark_of(tables, events.marks.holder) == 3
+    # The request left shows later and finds its events published, as the stored mark now says.
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]
+    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 6
+
+
+async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when_it_shows(
+        service: Queue, publisher: RecordingPublisher, clock: Clock) -> None:
+    """A request put to show only after the fallback delay, whose change lost its race and was never written: a
+    write gives up sooner, so it is dropped at once rather than put back until QUEUE_HINT_GRACE."""
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.settled()
+    events = service.stores.events
+    since = clock() - dt.timedelta(seconds=events.fallback_delay)
+    ahead = DispatchRequest(TASKS_TABLE, task_id, 5, timeutil.iso(since))
+    assert await another_process(service).dispatch(ahead, publisher) == "stale"
+    assert requests_left(service) == []
