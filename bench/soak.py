@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.soak                       # 2,000 tasks, 3 hosts, 8 workers (a few minutes)
     .venv/bin/python -m bench.soak --tasks 5000 --hosts 4 --kill-every 5 --azurite-every 45
     .venv/bin/python -m bench.soak --faults 0.05          # and 5 % of the hosts' storage calls fail (fault proxy)
+    .venv/bin/python -m bench.soak --events               # and the hosts publish to the local RabbitMQ
 
 Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
 tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)
@@ -14,7 +15,9 @@ Workers are threads of this process using the official client: each claims with 
 host, and for a share of its claims (`--abandon`) acts as a worker that died: it never reports, so the claim
 expires and the task is retried. With `--faults RATE` the hosts reach Azurite through the fault proxy
 (local_host/fault_proxy.py), which fails that share of their table and queue calls (busy, 500 after applying,
-resets before and after, delays). Hosts run with short timings (claims of `--claim-timeout` seconds, the
+resets before and after, delays). With `--events` the hosts publish their events to the local RabbitMQ (a namespace
+of the run's own, 3-second dispatch leases) and the audit also checks that every event recorded was dispatched,
+whoever was killed while holding a stream. Hosts run with short timings (claims of `--claim-timeout` seconds, the
 reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s).
 """
 
@@ -59,7 +62,8 @@ def create_task(queue: taskcluster.Queue, task_id: str, body: dict[str, Any]) ->
 class Host:
     """One `python -m local_host serve` process on a fixed port, restartable."""
 
-    def __init__(self, index: int, storage: str, log_dir: Path, claim_timeout: float, grace: float) -> None:
+    def __init__(self, index: int, storage: str, log_dir: Path, claim_timeout: float, grace: float,
+                 extra_env: dict[str, str]) -> None:
         self.index, self.port = index, azurite.free_port()
         self.root_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"host-{index}.log"
@@ -69,7 +73,7 @@ class Host:
                     "QUEUE_CLAIM_WORK_WAIT": "2", "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
                     "QUEUE_PENDING_HINT_VISIBILITY": "5", "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",
                     "QUEUE_RECONCILE_GRACE": str(grace), "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
-                    "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *", "PYTHONUNBUFFERED": "1"}
+                    "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *", "PYTHONUNBUFFERED": "1", **extra_env}
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
 
@@ -126,7 +130,11 @@ class Soak:
                                           cwd=PROJECT, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
             assert self.proxy.stdout is not None
             storage = self.proxy.stdout.readline().decode().removeprefix("CONNECTION ").strip()
-        self.hosts = [Host(i, storage, data_dir, args.claim_timeout, args.grace) for i in range(args.hosts)]
+        self.namespace = f"soak-{secrets.token_hex(4)}"
+        self.events = ({"QUEUE_EVENT_BUS": "amqp", "QUEUE_PULSE_NAMESPACE": self.namespace, "QUEUE_EVENT_LEASE": "3",
+                        "QUEUE_EVENT_RETRY_MAX_DELAY": "2"} if args.events else {})
+        self.hosts = [Host(i, storage, data_dir, args.claim_timeout, args.grace, self.events)
+                      for i in range(args.hosts)]
         self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
         self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
@@ -339,7 +347,8 @@ class Soak:
         from shared.storage.azure import AzureQueues, AzureTables
 
         async def run_audit() -> Any:
-            settings = load_settings(storage=self.store.connection_string, root_access_token=TOKEN)
+            bus = {"event_bus": "amqp", "pulse_namespace": self.namespace, "event_lease": 3} if self.events else {}
+            settings = load_settings(storage=self.store.connection_string, root_access_token=TOKEN, **bus)
             service = build_queue(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
             try:
                 return await audit(service.stores)
@@ -347,6 +356,12 @@ class Soak:
                 await service.close()
 
         result = asyncio.run(run_audit())
+        give_up = time.monotonic() + 30
+        while self.events and result.violations and time.monotonic() < give_up and all(
+                v.invariant == "events-dispatched" for v in result.violations):
+            # Events a killed host held: its lease runs out and its dispatch requests show (a few seconds).
+            time.sleep(2)
+            result = asyncio.run(run_audit())
         repairs: collections.Counter[str] = collections.Counter()
         for host in self.hosts:
             repairs.update(host.repairs())
@@ -371,6 +386,10 @@ class Soak:
             self.proxy.send_signal(signal.SIGTERM)  # it prints what it injected
             self.proxy.wait(10)
         self.store.stop()
+        if self.events:
+            from shared.domain.events import EXCHANGES
+            from tests.amqp import delete_exchanges
+            delete_exchanges(self.namespace, list(EXCHANGES))
 
 
 def main() -> int:
@@ -389,6 +408,8 @@ def main() -> int:
     parser.add_argument("--faults", type=float, default=0.0, help="share of the hosts' storage calls that fail "
                         "(through the fault proxy; 0: none)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--events", action="store_true", help="the hosts publish to the local RabbitMQ, and the "
+                        "audit checks every event was dispatched")
     parser.add_argument("--keep", action="store_true", help="keep the data folder (Azurite's data, host logs)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
