@@ -23,11 +23,12 @@ got written (the write lost a race, or the process died) is dropped once old.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
@@ -58,7 +59,6 @@ from shared.storage.grouped import GroupCommit
 log = logging.getLogger("queue.events")
 
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
-MARK_PATIENCE = 2.0  # seconds beyond its interval that a dispatch waits for this process's mark to be stored
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 
@@ -166,7 +166,7 @@ class EventLog:
     @property
     def fallback_delay(self) -> int:
         """Seconds before a request put as a fallback shows: after the lease of a writer that died ran out."""
-        return math.ceil(self.lease_seconds + self.marks.interval + MARK_PATIENCE)
+        return math.ceil(self.lease_seconds + self.marks.longest_wait)
 
     async def _put_requests(self, key: tuple[str, bool], requests: list[DispatchRequest]) -> None:
         queue, later = key
@@ -251,18 +251,20 @@ class EventLog:
             # Announced here and being written? Its writer may hold the stream and publish: wait for it first.
             await self.in_flight.settled(stream.table, stream.key)
         if stream in self._locks:  # a writer here publishing the stream (or another dispatch of it): let it end
-            lock = self._enter(stream)
-            try:
-                async with lock.lock:
-                    pass
-            finally:
-                self._leave(stream, lock)
+            async with self._locked(stream):
+                pass
         if await self._certified_here(request):
             return "done"
+        async with self._locked(stream):
+            return await self._dispatch(request, publisher)
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, stream: Stream) -> AsyncIterator[None]:
+        """The stream's lock here, held."""
         lock = self._enter(stream)
         try:
             async with lock.lock:
-                return await self._dispatch(request, publisher)
+                yield
         finally:
             self._leave(stream, lock)
 
@@ -273,7 +275,7 @@ class EventLog:
         cursor = self._cursors.get(request.stream)
         if cursor is None or cursor.hold is None or cursor.dispatched < request.seq or cursor.leased(self.clock()):
             return False
-        return await self.marks.stored(cursor.hold, wait=self.marks.interval + MARK_PATIENCE)
+        return await self.marks.stored(cursor.hold)
 
     def _enter(self, stream: Stream) -> _StreamLock:
         """The stream's lock here, counted as used until `_leave`."""
@@ -445,9 +447,7 @@ class EventLog:
                 etags = await self.tables.commit(table, written)
         except BaseException:
             if held is not None:  # the transaction may be stored, lease and all: its mark must never cover it
-                self.marks.unknown(held.hold)
-                self._cursors.pop(held.stream, None)
-                self._release(held)
+                self._unknown(held)
             raise
         if etags is None:
             if held is not None:
@@ -483,15 +483,20 @@ class EventLog:
         self.marks.finished(held.hold)
         self._release(held)
 
+    def _unknown(self, held: Held) -> None:
+        """Whether the change (and so the lease) was written is not known: its hold is never to be certified,
+        and the cursor is read again next time."""
+        self._cursors.pop(held.stream, None)
+        self.marks.unknown(held.hold)
+        self._release(held)
+
     def _publish_held(self, held: Held, lease: str | None) -> None:
         """The change and the lease (ETag `lease`) are written (`recorded` has seen them): publish its events now,
         in the background (the dispatch request finds them published; if this process dies first, the lease runs
         out and the request's handler publishes them)."""
         publisher = self.publisher
         if lease is None or publisher is None:  # cannot happen: a transaction's rows all have ETags
-            self.marks.unknown(held.hold)
-            self._cursors.pop(held.stream, None)
-            self._release(held)
+            self._unknown(held)
             return
 
         async def publish() -> None:
@@ -514,7 +519,7 @@ class EventLog:
         cursor = self._cursors.get(stream)
         if cursor is None or cursor.leased(self.clock()):
             return  # not known here, or a later change holds it: its own publishing settles these too
-        if cursor.hold is None or await self.marks.stored(cursor.hold, wait=self.marks.interval + MARK_PATIENCE):
+        if cursor.hold is None or await self.marks.stored(cursor.hold):
             self._settled(stream, cursor.dispatched)
         if failure is not None:
             for seq, _ in list(self._requested.get(stream, ())):

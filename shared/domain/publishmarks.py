@@ -36,6 +36,7 @@ MARKS_TABLE = "EventPublishers"
 MARK_ROW = "mark"
 READ_AGAIN_SECONDS = 0.05  # another process's mark that did not cover a hold is read again after this long
 KNOWN_MARKS = 1_000
+PATIENCE = 2.0  # seconds beyond the interval that a caller of `stored` waits (storage may be slow)
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,15 @@ class PublicationMarks:
             return None
         return marks.written >= hold.number
 
-    async def stored(self, hold: Hold, *, wait: float) -> bool:
+    @property
+    def longest_wait(self) -> float:
+        """How long `stored` waits for the mark: its interval, and some patience."""
+        return self.interval + PATIENCE
+
+    async def stored(self, hold: Hold) -> bool:
         """Wait until this process's stored mark covers its hold (its next write once the holds before it have
-        finished: within `interval`, unless storage or the bus is failing); False when it does not within `wait`
-        seconds, or the hold is not this process's."""
+        finished: within `interval`, unless storage or the bus is failing); False when it does not within
+        `longest_wait`, or the hold is not this process's."""
         marks = self._marks_of(hold)
         if marks is None or not self.may_cover(hold):
             return False
@@ -145,7 +151,7 @@ class PublicationMarks:
         written = asyncio.get_running_loop().create_future()
         marks.waiting.append((hold.number, written))
         try:
-            async with asyncio.timeout(wait):
+            async with asyncio.timeout(self.longest_wait):
                 await written
             return True
         except TimeoutError:
