@@ -2,9 +2,11 @@
 
 Recording: an event is a row in the same table partition as the entity whose change it describes, written in
 the same transaction as that change, so a change is never stored without its events or the other way round.
-A *stream* is such a partition: a task's (Tasks table, PartitionKey = taskId) or a task group's (TaskGroups,
-PartitionKey = taskGroupId). The entity keeps the stream's last sequence number (`eventSeq`); its events are
-the rows `event:<seq>` (seq from 1, contiguous), and `events` is the dispatch cursor.
+A *stream* is such a partition's log: a task's (Tasks table, PartitionKey = taskId) or a task group's (its rows
+are in the Tasks table too, PartitionKey = taskGroupId, tagged `group-`: a group named after its task shares that
+task's partition, and a transaction may then hold both streams' rows). The entity keeps the stream's last
+sequence number (`eventSeq`); its events are the rows `event:<seq>:<key>` (seq from 1, contiguous), and
+`events:<key>` is the dispatch cursor.
 
 Dispatching (when an event bus is configured): before a change is written, a message naming the stream and the
 sequence number the change will reach is put on the `event-dispatch` queue. The queue-triggered dispatcher
@@ -35,8 +37,6 @@ from typing import Any, Literal, TypeVar
 from shared import faults, metrics, timeutil
 from shared.domain.eventrows import (
     DISPATCH_QUEUE,
-    EVENT_ROW,
-    EVENT_ROW_END,
     Cursor,
     DispatchRequest,
     Publisher,
@@ -139,7 +139,7 @@ class EventLog:
         remembered, and a cursor it reset (a new entity's) with its ETag."""
         cursor_key = cursor_row_key(stream)
         for op, etag in zip(ops, etags, strict=False):
-            if op.entity.row_key.startswith(EVENT_ROW) and op.entity.row_key[len(EVENT_ROW) + 8:] == ":" + stream.key:
+            if stream.holds(op.entity):
                 _remember(self._events, (stream.table, stream.key, seq_of(op.entity)), op.entity, REMEMBERED_EVENTS)
             elif op.entity.row_key == cursor_key:
                 if etag is None:
@@ -201,8 +201,9 @@ class EventLog:
 
     async def list(self, stream: Stream, *, limit: int, continuation: str | None) -> tuple[list[tuple[int, Event]],
                                                                                            str | None]:
-        page = await self.tables.query(stream.table, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                       {"pk": stream.key, "lo": EVENT_ROW, "hi": EVENT_ROW_END}, limit=limit,
+        prefix = stream.event_prefix  # ";" sorts right after its last ":"
+        page = await self.tables.query(stream.storage, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                                       {"pk": stream.key, "lo": prefix, "hi": prefix[:-1] + ";"}, limit=limit,
                                        continuation=continuation)
         return [(seq_of(e), event_of(stream.table, e)) for e in page.entities], page.continuation
 
@@ -212,13 +213,13 @@ class EventLog:
         for seq in range(1, last_seq + 1):
             self._events.pop((stream.table, stream.key, seq), None)
         keys = [(stream.key, event_row_key(stream, s)) for s in range(1, last_seq + 1)]
-        await delete_all(self.tables, stream.table, [*keys, (stream.key, cursor_row_key(stream))])
+        await delete_all(self.tables, stream.storage, [*keys, (stream.key, cursor_row_key(stream))])
 
     # --- dispatching ---------------------------------------------------------------------------------------
 
     async def cursor(self, stream: Stream) -> Cursor:
         """The stream's cursor as stored, or as its writer's publication mark certifies it."""
-        cursor = Cursor.of(await self.tables.get(stream.table, stream.key, cursor_row_key(stream)))
+        cursor = Cursor.of(await self.tables.get(stream.storage, stream.key, cursor_row_key(stream)))
         if cursor.hold is not None and await self.marks.covers(cursor.hold):
             return cursor.certified()
         return cursor
@@ -227,7 +228,7 @@ class EventLog:
                             etag: str | None) -> str | None:
         """Write the cursor conditionally (insert when new); its new ETag, or None when someone else moved it."""
         entity = cursor_entity(stream, dispatched, lease_until, etag)
-        stored = await (self.tables.replace if etag else self.tables.insert)(stream.table, entity)
+        stored = await (self.tables.replace if etag else self.tables.insert)(stream.storage, entity)
         if stored is None:
             self._cursors.pop(stream, None)
             return None
@@ -238,7 +239,7 @@ class EventLog:
         known = self._events.get((stream.table, stream.key, seq))
         if known is not None:
             return known
-        return await self.tables.get(stream.table, stream.key, event_row_key(stream, seq))
+        return await self.tables.get(stream.storage, stream.key, event_row_key(stream, seq))
 
     async def dispatch(self, request: DispatchRequest, publisher: Publisher) -> DispatchOutcome:
         """Publish the stream's events up to `request.seq` that are not published yet; an outcome word.
@@ -425,39 +426,50 @@ class EventLog:
         return Held(stream, lock, Op("upsert" if new else "replace", entity), cursor.dispatched, hold, last)
 
     async def commit_change(self, table: str, stream: Stream, ops: Sequence[Op], *, publish: bool,
-                            new: bool = False) -> Sequence[str | None] | None:
+                            new: bool = False, also: Sequence[Stream] = ()) -> Sequence[str | None] | None:
         """Commit a change's transaction (`ops`, rows of the stream's partition, its events among them): with the
         stream's lease when this process can publish the events itself (`hold`; then it does, right after), and a
-        fresh dispatch cursor when the change creates the entity (`new`). What was written is remembered
-        (`recorded`). The ETags of the ops (then of the cursor's), or None when the transaction lost a race."""
-        seqs = [seq_of(op.entity) for op in ops if op.entity.row_key.startswith(EVENT_ROW)]
-        held = await self.hold(stream, new=new, seq=max(seqs, default=None)) if publish else None
-        written = [*ops]
-        if new:  # a fresh cursor, whatever an expired entity of the same key left behind
-            written.append(held.op if held is not None else Op("upsert", cursor_entity(stream, 0)))
-        elif held is not None:
-            written.append(held.op)
+        fresh dispatch cursor when the change creates the entity (`new`). `also`: other streams of the same
+        partition (a group's beside its task's, shared/domain/groups.py) whose rows are among `ops` (their events,
+        held and published the same way; a fresh cursor the caller wrote). What was written is remembered
+        (`recorded`). The ETags of the ops (then of the cursors'), or None when the transaction lost a race."""
+        streams = [stream, *also]
+        seqs = {s: [seq_of(op.entity) for op in ops if s.holds(op.entity)] for s in streams}
+        helds: list[Held] = []
+        if publish:
+            for s in streams:
+                if seqs[s]:
+                    held = await self.hold(s, new=new and s == stream, seq=max(seqs[s]))
+                    if held is not None:
+                        helds.append(held)
+        fresh = [] if not new or any(h.stream == stream for h in helds) else [Op("upsert", cursor_entity(stream, 0))]
+        written = [*ops, *fresh, *(h.op for h in helds)]
         try:
             etags = await self.tables.commit(table, written)
-            if etags is None and held is not None and not new:
-                # The lease's condition may be what failed (the cursor moved elsewhere): once more without it.
-                self.not_written(held)
-                held = None
-                written.pop()
+            if etags is None and helds and not new:
+                # A lease's condition may be what failed (the cursor moved elsewhere): once more without them.
+                for held in helds:
+                    self.not_written(held)
+                helds = []
+                written = [*ops, *fresh]
                 etags = await self.tables.commit(table, written)
         except BaseException:
-            if held is not None:  # the transaction may be stored, lease and all: its mark must never cover it
+            for held in helds:  # the transaction may be stored, lease and all: its mark must never cover it
                 self._unknown(held)
             raise
         if etags is None:
-            if held is not None:
+            for held in helds:
                 self.not_written(held)
             return None
-        self.recorded(stream, written, etags)
-        if held is not None:
-            self._publish_held(held, etags[-1])  # the lease is the transaction's last row
-        elif publish and self.publisher is not None and self.dispatching and seqs:
-            self.background.start(self._dispatch_here(stream, max(seqs)))
+        for s in streams:
+            self.recorded(s, written, etags)
+        for held, lease in zip(helds, etags[len(ops) + len(fresh):], strict=True):  # the leases are the last rows
+            # Another stream's events (the group's resolution) go out after the change's own (its task's).
+            self._publish_held(held, lease, after=stream if held.stream != stream and seqs[stream] else None)
+        if publish and self.publisher is not None and self.dispatching:
+            for s in streams:
+                if seqs[s] and not any(h.stream == s for h in helds):
+                    self.background.start(self._dispatch_here(s, max(seqs[s])))
         return etags
 
     async def _dispatch_here(self, stream: Stream, seq: int) -> None:
@@ -490,10 +502,11 @@ class EventLog:
         self.marks.unknown(held.hold)
         self._release(held)
 
-    def _publish_held(self, held: Held, lease: str | None) -> None:
+    def _publish_held(self, held: Held, lease: str | None, *, after: Stream | None = None) -> None:
         """The change and the lease (ETag `lease`) are written (`recorded` has seen them): publish its events now,
         in the background (the dispatch request finds them published; if this process dies first, the lease runs
-        out and the request's handler publishes them)."""
+        out and the request's handler publishes them). `after`: once the publishing of that stream here (which
+        takes the events the same change wrote there) has ended."""
         publisher = self.publisher
         if lease is None or publisher is None:  # cannot happen: a transaction's rows all have ETags
             self._unknown(held)
@@ -501,6 +514,9 @@ class EventLog:
 
         async def publish() -> None:
             try:
+                if after is not None:
+                    async with self._locked(after):
+                        pass
                 failure = await self._publish_rows(held.stream, held.dispatched, lease, [], publisher, held)
             except Exception:
                 log.warning("publishing %s after its write failed; its dispatch request will", held.stream.label,

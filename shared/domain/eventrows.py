@@ -20,7 +20,6 @@ from shared.storage.base import Entity, Op, pack_json, put_json, unpack_json
 
 DISPATCH_QUEUE = "event-dispatch"
 EVENT_ROW = "event:"
-EVENT_ROW_END = "event;"  # ";" sorts right after ":"
 CURSOR_ROW = "events:"
 # Row keys end with the stream's key (its PartitionKey) so that no two partitions share a RowKey: Azurite finds an
 # entity through its RowKey index first and then scans the matches for the PartitionKey, so a RowKey that every
@@ -39,22 +38,44 @@ class Publisher(Protocol):
     async def close(self) -> None: ...
 
 
+# Streams whose rows are kept in another family's table, and the tag their row keys start with there: a task
+# group's partition is in the Tasks table (shared/domain/groups.py), so that a group whose id is its task's shares
+# that task's partition (and transactions), where the tag keeps the two streams' rows apart.
+STORED_WITH: dict[str, tuple[str, str]] = {"TaskGroups": ("Tasks", "group-")}
+
+
 @dataclass(frozen=True)
 class Stream:
-    table: str
+    table: str  # the family: "Tasks" or "TaskGroups" (named in dispatch requests and event ids)
     key: str  # the PartitionKey: a taskId or a taskGroupId
 
     @property
     def label(self) -> str:
         return f"{self.table}/{self.key}"
 
+    @property
+    def storage(self) -> str:
+        """The table the stream's rows are in."""
+        return STORED_WITH.get(self.table, (self.table, ""))[0]
+
+    @property
+    def event_prefix(self) -> str:
+        """What its event rows' keys start with; the end of their range is this with ";" for its last ":"."""
+        return STORED_WITH.get(self.table, ("", ""))[1] + EVENT_ROW
+
+    def holds(self, entity: Entity) -> bool:
+        """Whether `entity` is one of this stream's event rows."""
+        key = entity.row_key
+        prefix = self.event_prefix
+        return key.startswith(prefix) and key[len(prefix) + 8:] == ":" + self.key
+
 
 def event_row_key(stream: Stream, seq: int) -> str:
-    return f"{EVENT_ROW}{seq:08d}:{stream.key}"
+    return f"{stream.event_prefix}{seq:08d}:{stream.key}"
 
 
 def cursor_row_key(stream: Stream) -> str:
-    return CURSOR_ROW + stream.key
+    return STORED_WITH.get(stream.table, ("", ""))[1] + CURSOR_ROW + stream.key
 
 
 def event_entity(stream: Stream, seq: int, event: Event) -> Entity:
@@ -70,7 +91,9 @@ def event_of(table: str, entity: Entity) -> Event:
 
 
 def seq_of(entity: Entity) -> int:
-    return int(entity.row_key[len(EVENT_ROW):len(EVENT_ROW) + 8])
+    """The number of an event row (`[tag]event:<seq>:<key>`)."""
+    start = entity.row_key.index(":") + 1
+    return int(entity.row_key[start:start + 8])
 
 
 def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[Op]:

@@ -1,12 +1,15 @@
 """Task groups in one table partition per group: the group, its members and its unresolved ("active") set.
 
+The partitions are in the Tasks table, so that a group whose id is a task's (a task that is its own group, as
+most are: taskGroupId defaults to taskId) shares that task's partition: its creation is written in the task's
+own transaction (`new_sole`), and so is its resolution when nothing else waits for the task (`resolve_sole_ops`).
 PartitionKey = taskGroupId, and RowKey
 - `group:<taskGroupId>`: schedulerId, expires, sealed, and `sole`: the one task that has joined, while only one
   has (most tasks are their own group, alone in it)
 - `m:<taskId>`: a member (for listing), with its expires
 - `a:<taskId>`: a member that has not resolved yet; the group is resolved when no such row is left
-- `event:<seq>:<taskGroupId>`, `events:<taskGroupId>`: the group's events and their dispatch cursor
-  (shared/domain/eventlog.py)
+- `group-event:<seq>:<taskGroupId>`, `group-events:<taskGroupId>`: the group's events and their dispatch cursor
+  (shared/domain/eventlog.py; tagged apart from its task's `event:` rows)
 
 All three live in one partition, so joining a group is one transaction, and "is anything unresolved?" is a
 range query that reads at most a few rows. Before that query, a resolution tries point reads of active rows this
@@ -32,9 +35,11 @@ from shared import errors, timeutil
 from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
+from shared.domain.tasks import TASKS_TABLE
 from shared.storage.base import Entity, Op, TableStore, delete_all
 
-TASK_GROUPS_TABLE = "TaskGroups"
+GROUP_STREAMS = "TaskGroups"  # the family of the groups' event streams (shared/domain/eventrows.py STORED_WITH)
+GROUPS_TABLE = TASKS_TABLE  # where the groups' rows are
 GROUP_ROW = "group:"
 MEMBER, ACTIVE = "m:", "a:"
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
@@ -93,6 +98,33 @@ def group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
                        **({"sealed": timeutil.iso(group.sealed)} if group.sealed else {}))
 
 
+@dataclass(frozen=True)
+class GroupRows:
+    """A group's rows to write in its task's transaction (the group's id is the task's: the same partition)."""
+
+    stream: Stream
+    ops: list[Op]
+    announce: int | None  # the group's last event among them, to announce before the write; None: no events
+    done: Callable[[Sequence[str | None] | None], None]  # called with the ops' ETags once written; None: not
+
+
+def _new_group(task_group_id: str, scheduler_id: str, task_id: str,
+               expires: dt.datetime) -> tuple[TaskGroup, list[Op]]:
+    """A new group's row, `task_id` its only member, and a fresh dispatch cursor (one left by an expired group of
+    the same id must not skip events)."""
+    group = TaskGroup(task_group_id, scheduler_id, expires, None, sole=task_id)
+    return group, [Op("insert", group.to_entity()),
+                   Op("upsert", cursor_entity(Stream(GROUP_STREAMS, task_group_id), 0))]
+
+
+def _member_rows(task_group_id: str, task_id: str, expires: dt.datetime, since: dt.datetime) -> list[Op]:
+    """The member and active rows of a task joining (the active row's `since` lets the reconciler find the
+    unresolved tasks it has not looked at for a while)."""
+    stored = timeutil.iso(expires)
+    return [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": stored})),
+            Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored, "since": timeutil.iso(since)}))]
+
+
 class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
@@ -123,7 +155,7 @@ class TaskGroupStore:
             hit = self._cache.get(task_group_id)
             if hit is not None and hit[0] > time.monotonic():
                 return hit[1]
-        entity = await self.tables.get(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id))
+        entity = await self.tables.get(GROUPS_TABLE, task_group_id, group_row(task_group_id))
         group = TaskGroup.from_entity(entity) if entity is not None else None
         if group is not None:
             self._remember(group)
@@ -155,40 +187,71 @@ class TaskGroupStore:
                    group: TaskGroup | None) -> None:
         """Add a task to its group (member and active rows, and the group row when new, when its expiry must
         grow or when this task is not its only member), in one transaction; re-checked and retried when the group
-        changed meanwhile. The active row's
-        `since` lets the reconciler find the unresolved tasks it has not looked at for a while. `group`: what
-        the caller's check_joinable just answered (a new group's row is not read twice)."""
-        stored = timeutil.iso(expires)
-        rows = [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": stored})),
-                Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored,
-                                                                       "since": timeutil.iso(since)}))]
+        changed meanwhile. `group`: what the caller's check_joinable just answered (a new group's row is not read
+        twice)."""
+        rows = _member_rows(task_group_id, task_id, expires, since)
         while True:
-            extra: list[Op] = []
             written: TaskGroup | None
             if group is None:
-                written = TaskGroup(task_group_id, scheduler_id, expires, None, sole=task_id)
-                head = Op("insert", written.to_entity())
-                # A fresh dispatch cursor: one left by an expired group of the same id must not skip events.
-                extra = [Op("upsert", cursor_entity(Stream(TASK_GROUPS_TABLE, task_group_id), 0))]
+                written, ops = _new_group(task_group_id, scheduler_id, task_id, expires)
             elif group.expires < expires or group.sole not in ("", task_id):
                 # Conditional on the ETag: a sole member's resolution (resolve_sole) and this join race safely.
                 written = replace(group, expires=max(group.expires, expires),
                                   sole=group.sole if group.sole == task_id else "")
-                head = Op("replace", written.to_entity())
+                ops = [Op("replace", written.to_entity())]
             else:
-                written, head = None, None
-            ops = [*([head] if head else []), *extra, *rows]
-            etags = await self.tables.commit(TASK_GROUPS_TABLE, ops)
+                written, ops = None, []
+            ops += rows
+            etags = await self.tables.commit(GROUPS_TABLE, ops)
             if etags is not None:
-                if extra:
-                    self.events.recorded(Stream(TASK_GROUPS_TABLE, task_group_id), ops, etags)
-                if written is not None:  # what this process wrote is the group now: the next join reads nothing
-                    self._remember(replace(written, etag=etags[0]))
-                self._saw_active(task_group_id, [task_id])
+                if group is None:
+                    self.events.recorded(Stream(GROUP_STREAMS, task_group_id), ops, etags)
+                self._joined(task_group_id, task_id, written, etags[0])
                 return
             group = await self.get(task_group_id)  # created, raised or sealed meanwhile: decide again
             if group is not None:
                 await self.check_joinable(task_group_id, scheduler_id)
+
+    def _joined(self, task_group_id: str, task_id: str, written: TaskGroup | None, etag: str | None) -> None:
+        if written is not None:  # what this process wrote is the group now: the next join reads nothing
+            self._remember(replace(written, etag=etag))
+        self._saw_active(task_group_id, [task_id])
+
+    def new_sole(self, task_id: str, scheduler_id: str, expires: dt.datetime, since: dt.datetime) -> GroupRows:
+        """A new group whose id is `task_id`'s, that task its only member: the rows to write in the task's own
+        transaction (the same partition: the group row's insert fails that transaction if the group exists, and
+        then its writer joins as usual)."""
+        written, ops = _new_group(task_id, scheduler_id, task_id, expires)
+        ops += _member_rows(task_id, task_id, expires, since)
+
+        def done(etags: Sequence[str | None] | None) -> None:
+            if etags is not None:
+                self._joined(task_id, task_id, written, etags[0])
+
+        return GroupRows(Stream(GROUP_STREAMS, task_id), ops, None, done)
+
+    async def resolve_sole_ops(self, task_id: str, announce: Callable[[TaskGroup], list[Event]]) -> GroupRows | None:
+        """A task resolving that is the only member of the group named after it: the rows that resolve the group
+        in the task's own transaction (the group row, conditional on its ETag, so that a second member's join
+        fails it; the group's events; the active row's delete). None when the group is not (known to be) that:
+        then the resolution's handler resolves the group (`resolve_sole`, `resolve_member`)."""
+        group = await self._latest(task_id)
+        if group is None or group.sole != task_id or group.etag is None:
+            return None
+        events = announce(group)
+        changed = replace(group, event_seq=group.event_seq + len(events))
+        stream = Stream(GROUP_STREAMS, task_id)
+        ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events),
+               Op("delete", Entity(task_id, ACTIVE + task_id, {}))]
+
+        def done(etags: Sequence[str | None] | None) -> None:
+            if etags is None:
+                self._cache.pop(task_id, None)  # the group row may be what failed: read it next time
+                return
+            self._remember(replace(changed, etag=etags[0]))
+            self._unsee(task_id, task_id)
+
+        return GroupRows(stream, ops, changed.event_seq if events else None, done)
 
     async def update(self, task_group_id: str, change: Callable[[TaskGroup], TaskGroup | None],
                      announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
@@ -212,13 +275,13 @@ class TaskGroupStore:
         """Replace the group row `group` (conditional on its ETag) by `changed`, with `events` and `more` rows of
         the partition, in one transaction; the group written, or None when the transaction failed."""
         task_group_id = group.task_group_id
-        stream = Stream(TASK_GROUPS_TABLE, task_group_id)
+        stream = Stream(GROUP_STREAMS, task_group_id)
         changed = replace(changed, event_seq=group.event_seq + len(events))
         ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
-        with self.events.in_flight.writing(TASK_GROUPS_TABLE, task_group_id):
+        with self.events.in_flight.writing(GROUP_STREAMS, task_group_id):
             if events:
                 await self.events.announce(stream, changed.event_seq)
-            etags = await self.events.commit_change(TASK_GROUPS_TABLE, stream, ops, publish=bool(events))
+            etags = await self.events.commit_change(GROUPS_TABLE, stream, ops, publish=bool(events))
         if etags is None:
             return None
         self._remember(replace(changed, etag=etags[0]))
@@ -241,14 +304,18 @@ class TaskGroupStore:
         active = Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
         if await self._write(group, group, announce(group), [active]) is None:
             return False
+        self._unsee(task_group_id, task_id)
+        return True
+
+    def _unsee(self, task_group_id: str, task_id: str) -> None:
+        """A member resolved here: not a candidate for `_probe_active` any more."""
         seen = self._seen.get(task_group_id)
         if seen is not None and task_id in seen:
-            seen.remove(task_id)  # not a candidate for `_probe_active` any more
-        return True
+            seen.remove(task_id)
 
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
         """Take a resolved task out of the active set; True when the group has no unresolved task left."""
-        await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, ACTIVE + task_id)
+        await self.tables.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id)
         if await self._probe_active(task_group_id, task_id):
             return False
         active = await self._first(task_group_id, ACTIVE, PROBES)
@@ -265,7 +332,7 @@ class TaskGroupStore:
             if not seen:
                 return False
             candidate = seen[-1]
-            if await self.tables.get(TASK_GROUPS_TABLE, task_group_id, ACTIVE + candidate) is not None:
+            if await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + candidate) is not None:
                 return True
             if candidate in seen:  # another resolution may have dropped it meanwhile
                 seen.remove(candidate)
@@ -275,7 +342,7 @@ class TaskGroupStore:
                            continuation: str | None) -> tuple[list[tuple[str, str]], str | None]:
         """A page of (taskGroupId, taskId) of unresolved tasks whose active row is older than `cutoff`, across
         every group (a scan of the table on the server's side: the reconciler's, a few times an hour)."""
-        page = await self.tables.query(TASK_GROUPS_TABLE, "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
+        page = await self.tables.query(GROUPS_TABLE, "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
                                        {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": timeutil.iso(cutoff)},
                                        limit=limit,
                                        continuation=continuation)
@@ -283,7 +350,7 @@ class TaskGroupStore:
 
     async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
         """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""
-        page = await self.tables.query(TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+        page = await self.tables.query(GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
                                        {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]}, limit=limit)
         return [e.row_key[len(prefix):] for e in page.entities]
 
@@ -291,7 +358,7 @@ class TaskGroupStore:
                       continuation: str | None) -> tuple[list[str], str | None]:
         """A page of member taskIds, in taskId order."""
         page = await self.tables.query(
-            TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
             {"pk": task_group_id, "lo": MEMBER, "hi": _END[MEMBER]}, limit=limit, continuation=continuation)
         return [e.row_key[len(MEMBER):] for e in page.entities], page.continuation
 
@@ -305,7 +372,7 @@ class TaskGroupStore:
                 return ids
 
     async def forget_member(self, task_group_id: str, task_id: str) -> None:
-        await delete_all(self.tables, TASK_GROUPS_TABLE,
+        await delete_all(self.tables, GROUPS_TABLE,
                          [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)])
 
     async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> bool:
@@ -313,8 +380,8 @@ class TaskGroupStore:
         group = await self.get(task_group_id)
         if group is None or group.expires > cutoff or await self._first(task_group_id, MEMBER, 1):
             return False
-        if not await self.tables.delete(TASK_GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
+        if not await self.tables.delete(GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
             return False  # a task joined meanwhile
         self._cache.pop(task_group_id, None)
-        await self.events.forget(Stream(TASK_GROUPS_TABLE, task_group_id), group.event_seq)
+        await self.events.forget(Stream(GROUP_STREAMS, task_group_id), group.event_seq)
         return True

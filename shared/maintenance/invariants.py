@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
 from shared.domain.eventrows import Stream
-from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
+from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.reconciler import Reconciler
@@ -112,7 +112,7 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settle
             violated("events-dispatched", f"{cursor.dispatched} of {task.event_seq} events dispatched")
 
     group_id = task.definition["taskGroupId"]
-    active = await stores.tables.get(TASK_GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
+    active = await stores.tables.get(GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
     index = await stores.tables.get(TASK_QUEUE_RUNS_TABLE, encode_key(task.task_queue_id), task_id)
     resolved = task.state in RESOLVED_STATES
     if not resolved and not active:
@@ -157,13 +157,13 @@ async def _check_groups(stores: Stores, by_id: dict[str, Task], settled: bool) -
         groups.setdefault(task.definition["taskGroupId"], []).append(task)
     for group_id, members in groups.items():
         active = [e.row_key[len(ACTIVE):] async for e in _all(
-            stores, TASK_GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            stores, GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
             {"pk": group_id, "lo": ACTIVE, "hi": "a;"})]
         phantoms = [t for t in active if t not in by_id]
         if phantoms and settled:
             found.append(Violation("group-active", group_id, f"active rows of tasks that do not exist: {phantoms}"))
         if settled and not active and all(t.state in RESOLVED_STATES for t in members):
-            events, _ = await stores.events.list(Stream(TASK_GROUPS_TABLE, group_id), limit=1000,
+            events, _ = await stores.events.list(Stream(GROUP_STREAMS, group_id), limit=1000,
                                                   continuation=None)
             if not any(e.exchange == "task-group-resolved" for _, e in events):
                 found.append(Violation("group-resolved", group_id, "every task resolved, but no task-group-resolved"))

@@ -1,7 +1,8 @@
 """createTask: a definition checked, normalized and written with everything that must precede it.
 
 Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, dependencies), then the
-deadline check, the edges, the group membership and the expiry index, then the task; a task whose dependencies are
+deadline check, the edges, the group membership and the expiry index, then the task (with a new group named
+after it, in the task's transaction: shared/domain/groups.py); a task whose dependencies are
 all satisfied is scheduled last, by whoever sees it unblocked first (this request, or the resolution of its last
 dependency).
 """
@@ -67,18 +68,27 @@ class TaskCreation:
             task.emit("task-defined")
             if not dependencies:
                 task.emit("task-pending", 0)
+            # A new group named after the task (the default) is written in the task's own transaction.
+            sole = stores.groups.new_sole(task_id, scheduler_id, task.expires, now) if (
+                group_id == task_id and group is None) else None
             # What must precede the task's write, in any order among itself: so all at once (one round trip of
             # latency instead of five).
             _, hint_id, _, _, announced = await all_of(
                 stores.deadlines.add(task_id, task.deadline),
                 self.tasks.put_pending_hint(task, 0, now) if not dependencies else nothing(),
-                stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group),
+                stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group) if sole is None
+                else nothing(),
                 stores.expiry.add(task_id, task.expires),
                 self.tasks.announce(task))
             if not dependencies:
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
-            written = await self.tasks.write(task, insert=True, announced=announced)
+            written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
+            if not written and sole is not None and await self.tasks.get(task_id) is None:
+                # Not the task that exists: the group does (another task named it first). Join it as any member.
+                group = await stores.groups.check_joinable(group_id, scheduler_id)
+                await stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
+                written = await self.tasks.write(task, insert=True, announced=announced)
         if not written:
             existing = await self.tasks.load(task_id)
             if existing.definition != definition:

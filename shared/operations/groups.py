@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from shared import errors
 from shared.domain.eventrows import Stream
 from shared.domain.events import Event, group_event
-from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroup, TaskGroupNotFound, group_changed
+from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle, deadline_passed
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
@@ -100,5 +100,5 @@ class TaskGroups:
                      continuation: str | None) -> tuple[list[tuple[int, Event]], str | None]:
         """The group's recorded events (sealed, resolved, priority changed), in order."""
         await self.get(task_group_id)
-        return await self.stores.events.list(Stream(TASK_GROUPS_TABLE, task_group_id), limit=min(limit, MAX_PAGE),
+        return await self.stores.events.list(Stream(GROUP_STREAMS, task_group_id), limit=min(limit, MAX_PAGE),
                                              continuation=continuation)

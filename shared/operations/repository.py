@@ -15,6 +15,7 @@ Rules every change follows:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 from shared import errors, faults, timeutil
 from shared.domain.eventrows import Stream, event_ops
 from shared.domain.events import task_event
+from shared.domain.groups import GroupRows, group_changed
 from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
@@ -77,6 +79,7 @@ class Guards:
         self._hints: dict[tuple[int, str], str] = {}
         self._resolved: dict[int, tuple[str, QueueMessage, ResolvedCheck]] = {}  # run -> its resolution message
         self._converted: set[int] = set()  # runs whose claim check became their resolution message
+        self.group_failed = False  # a try that resolved the task's group with it was not written
 
     async def hint(self, task: Task) -> None:
         """Hint the task's last (pending) run at the task's current priority; the run remembers the hint."""
@@ -219,10 +222,18 @@ class TaskRepository:
             spent: dict[str, list[str]] = {}
             with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its resolution message's reader waits
                 announced: int | None = None
-                if resolving:  # the resolution message and the dispatch request: both before the write
+                group = await self._sole_group_resolution(task, guards) if resolving else None
+                if group is not None:  # nothing is left to follow the resolution: no resolution message
+                    assert group.announce is not None
+                    _, announced = await all_of(self.stores.events.announce(group.stream, group.announce),
+                                                self.announce(task))
+                elif resolving:  # the resolution message and the dispatch request: both before the write
                     _, announced = await all_of(guards.resolved(task), self.announce(task))
+                if resolving:
                     spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-                written = await self.write(task, announced=announced)
+                written = await self.write(task, announced=announced, group=group)
+            if group is not None and not written:
+                guards.group_failed = True  # the task changed, or the group did: decide again without it
             if written:
                 if resolving:
                     self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
@@ -232,6 +243,19 @@ class TaskRepository:
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    async def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
+        """A resolving task that nothing depends on and that is alone in the group named after it: the group's
+        resolution, to be written in the task's own transaction, which then leaves nothing for a resolution
+        message to do (its dependents and its group are what that resolves). None otherwise, or when an earlier
+        try of this change already put that message (its handler would resolve the group a second time)."""
+        if (task.has_dependents is not False or task.definition["taskGroupId"] != task.task_id or guards.group_failed
+                or guards.resolution_message(task.last_run_id) is not None
+                or any(run.reason_created == "rerun" for run in task.runs)):  # it left the group's active set before
+            return None
+        now = self.stores.now()
+        return await self.stores.groups.resolve_sole_ops(
+            task.task_id, lambda g: [group_changed("task-group-resolved", g, now)])
 
     async def announce(self, task: Task) -> int:
         """Ask for the dispatch of the events the task's change emitted so far, ahead of `write` (which then
@@ -243,16 +267,26 @@ class TaskRepository:
         return seq
 
     async def write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
-                    touch: bool = False, announced: int | None = None) -> bool:
-        with self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id):
-            return await self._write(task, insert=insert, extra=extra, touch=touch, announced=announced)
-
-    async def _write(self, task: Task, *, insert: bool, extra: Sequence[Op], touch: bool,
-                     announced: int | None) -> bool:
+                    touch: bool = False, announced: int | None = None, group: GroupRows | None = None) -> bool:
         """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
         announces and `extra` rows of its partition (artifacts), in one transaction. `touch`: the task itself
         did not change, only its event count is written (still conditional on the ETag, so that the extra rows
-        are written against the state that was read). False when the write lost a race (changed; exists)."""
+        are written against the state that was read). `group`: its group's rows, written with it (the group is
+        named after the task: shared/domain/groups.py), told the outcome. False when the write lost a race
+        (changed; exists)."""
+        with contextlib.ExitStack() as writing:
+            writing.enter_context(self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id))
+            if group is not None and group.announce is not None:
+                writing.enter_context(self.stores.events.in_flight.writing(group.stream.table, group.stream.key))
+            etags = await self._write(task, insert=insert, extra=[*extra, *(group.ops if group else ())],
+                                      touch=touch, announced=announced, also=[group.stream] if group else [])
+        if group is not None:
+            group.done(None if etags is None else etags[1 + len(extra):1 + len(extra) + len(group.ops)])
+        return etags is not None
+
+    async def _write(self, task: Task, *, insert: bool, extra: Sequence[Op], touch: bool,
+                     announced: int | None, also: Sequence[Stream]) -> Sequence[str | None] | None:
+        """`write`: the transaction's ETags (the task's first, then `extra`'s), or None when it lost a race."""
         tables = self.stores.tables
         if task.emitted or extra or touch:
             now = self.stores.now()
@@ -270,12 +304,13 @@ class TaskRepository:
             else:
                 task_op = Op("insert" if insert else "replace", task.to_entity())
             ops = [task_op, *extra, *event_ops(stream, first, events)]
-            etags = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, publish=bool(events),
-                                                           new=insert)
-            if etags is None:
+            written = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, publish=bool(
+                events or any(s.holds(op.entity) for s in also for op in extra)), new=insert, also=also)
+            if written is None:
                 task.event_seq -= len(events)
                 self.known.forget(task.task_id)
-                return False
+                return None
+            etags = written
             task.etag = etags[0]
             if touch:
                 self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns
@@ -290,14 +325,15 @@ class TaskRepository:
             stored = await (tables.insert if insert else tables.replace)(TASKS_TABLE, entity)
             if stored is None:
                 self.known.forget(task.task_id)
-                return False
+                return None
             task.etag = stored.etag
+            etags = [stored.etag]
             self.known.put(entity.with_etag(task.etag))
         faults.point("after-state-write")
         if task.runs and task.runs[-1].state == "pending" and task.runs[-1].hint_id:
             # Its hint went out before this write; the claimWork calls waiting here may claim it now.
             self.stores.empty_queues.wakeups.filled(pending_queue(task.task_queue_id, task.priority))
-        return True
+        return etags
 
     # --- the messages changes put before they are written ------------------------------------------------------
 

@@ -175,7 +175,7 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     # Their events and dispatch cursors went with them, the group's too.
     def left() -> set[str]:
         return _row_keys(storage, "Tasks", dep) | _row_keys(storage, "Tasks", waiting) | _row_keys(
-            storage, "TaskGroups", group)
+            storage, "Tasks", group)
 
     try:
         wait_for(lambda: not left(), timeout=20, interval=0.5)

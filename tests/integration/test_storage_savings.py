@@ -9,7 +9,7 @@ import collections
 
 import pytest
 
-from shared.domain.groups import TASK_GROUPS_TABLE, TaskGroupSchedulerConflict
+from shared.domain.groups import GROUPS_TABLE, TaskGroupSchedulerConflict
 from shared.domain.messages import pending_queue
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim, ClaimRefusal
@@ -95,14 +95,14 @@ def test_create_task_reads_a_group_row_only_when_it_must(azurite):
         try:
             # A task that is its own group (the default) inserts its group without reading it first.
             task_id = await create(one)
-            assert tables.reads.get(TASK_GROUPS_TABLE, 0) == 0
+            assert tables.reads.get(GROUPS_TABLE, 0) == 0
             assert (await one.stores.groups.get(task_id)) is not None
             tables.reads.clear()
             # A group another process made is read once; this process's next task in it reads nothing.
             group = await create(other)
             await create_in(one, group)
             await create_in(one, group)
-            assert tables.reads.get(TASK_GROUPS_TABLE, 0) == 1
+            assert tables.reads.get(GROUPS_TABLE, 0) == 1
             # A task named like a group that exists already (another scheduler's) finds out when its insert
             # fails: it is refused, as before.
             taken = slugid()
@@ -226,18 +226,64 @@ def test_a_groups_only_member_resolves_it_without_the_active_set_query(azurite):
             before = tables.transactions
             assert await groups.resolve_sole(alone, alone, resolved) is True
             assert (tables.transactions - before, tables.queries) == (1, 0)
-            assert await tables.get(TASK_GROUPS_TABLE, alone, ACTIVE + alone) is None
+            assert await tables.get(GROUPS_TABLE, alone, ACTIVE + alone) is None
             assert (await other.stores.groups.get(alone)).event_seq == 1
 
             first = await create(one)
             late = await create_in(other, first)  # joins through another process: `one` has a stale group row
             assert (await other.stores.groups.get(first)).sole == ""
             assert await groups.resolve_sole(first, first, resolved) is False
-            assert await tables.get(TASK_GROUPS_TABLE, first, ACTIVE + first) is not None  # nothing written
+            assert await tables.get(GROUPS_TABLE, first, ACTIVE + first) is not None  # nothing written
             assert await groups.resolve_member(first, first) is False  # `late` is active
-            assert await tables.get(TASK_GROUPS_TABLE, first, ACTIVE + late) is not None
+            assert await tables.get(GROUPS_TABLE, first, ACTIVE + late) is not None
         finally:
             await asyncio.gather(one.close(), other.close(), spare.close())
+    asyncio.run(go())
+
+
+def test_a_task_alone_in_its_group_writes_the_group_in_its_own_transactions(azurite):
+    """On Azurite: a task whose group is named after it (the default) is created in one transaction with its group,
+    and its resolution (nothing depends on it) resolves the group in the same transaction, with no resolution
+    message (the claim check is deleted); a member that joined through another process makes the group row's
+    condition fail that transaction, and the resolution is written again without the group, which stays open."""
+    from shared.domain.groups import ACTIVE
+    from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE
+
+    async def go():
+        one, other, tables = services(azurite.connection_string)
+        try:
+            before = tables.transactions
+            alone = await create(one)
+            assert tables.transactions - before == 1
+            assert isinstance(await one.claims.claim(alone, 0, "g", "w"), Claim)
+            await one.stores.settled()
+            claim_check = (await one.tasks.load(alone)).checks["claim"]
+            before = tables.transactions
+            await one.lifecycle.resolve(alone, 0, "completed", "completed")
+            await one.stores.settled()
+            assert tables.transactions - before == 1
+            assert await tables.get(GROUPS_TABLE, alone, ACTIVE + alone) is None
+            events, _ = await other.groups.events(alone, limit=10, continuation=None)
+            assert [e.exchange for _, e in events] == ["task-group-resolved"]
+            mine = [m for name in (CLAIM_QUEUE, RESOLVED_QUEUE) for m in await one.stores.queues.receive(
+                name, 32, 1) if m.id == claim_check[0] or m.json().get("taskId") == alone]
+            assert mine == []  # the claim check deleted, no resolution message put
+
+            first = await create(one)
+            late = await create_in(other, first)  # `one` still has the group row from before this join
+            assert isinstance(await one.claims.claim(first, 0, "g", "w"), Claim)
+            before = tables.transactions
+            await one.lifecycle.resolve(first, 0, "completed", "completed")
+            assert tables.transactions - before == 2  # with the group (failed), then without it
+            assert (await other.queries.task(first)).status()["state"] == "completed"
+            assert await tables.get(GROUPS_TABLE, first, ACTIVE + first) is not None  # left to the resolution
+            await one.stores.settled()  # which this process does after the answer, as its message would
+            assert await tables.get(GROUPS_TABLE, first, ACTIVE + first) is None
+            assert await tables.get(GROUPS_TABLE, first, ACTIVE + late) is not None  # the group waits for it
+            events, _ = await other.groups.events(first, limit=10, continuation=None)
+            assert events == []
+        finally:
+            await asyncio.gather(one.close(), other.close())
     asyncio.run(go())
 
 

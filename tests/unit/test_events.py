@@ -22,7 +22,6 @@ from shared.domain.eventrows import (
     encode_requests,
 )
 from shared.domain.events import Event
-from shared.domain.groups import TASK_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim
 from shared.runtime import Queue, build_queue
@@ -211,9 +210,11 @@ async def test_dispatch_publishes_each_event_once_in_order(service: Queue) -> No
     outcomes = await drain(service, publisher)
     # The first request publishes everything up to its own seq; later ones find theirs done or go on from there.
     assert outcomes[0] == "published"
+    # The group named after the task resolved in the task's last transaction: its event comes after the task's.
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed"]
-    assert [e.message_id for e in publisher.published] == [f"Tasks/{task_id}/{n}" for n in (1, 2, 3, 4)]
+                                                         "task-completed", "task-group-resolved"]
+    assert [e.message_id for e in publisher.published] == [*(f"Tasks/{task_id}/{n}" for n in (1, 2, 3, 4)),
+                                                           f"TaskGroups/{task_id}/1"]
     assert await drain(service, publisher) == []
 
 
@@ -298,9 +299,8 @@ async def test_expiry_forgets_events(service: Queue, clock: Clock) -> None:
     await service.groups.seal(task_id)
     clock.advance(3600)
     assert await service.expiry.expire_tasks() == 1
-    for table in (TASKS_TABLE, TASK_GROUPS_TABLE):
-        page = await service.stores.tables.query(table, "PartitionKey eq @pk", {"pk": task_id})
-        assert page.entities == [], table
+    page = await service.stores.tables.query(TASKS_TABLE, "PartitionKey eq @pk", {"pk": task_id})
+    assert page.entities == []  # the task's rows, and its group's (the same partition)
 
 
 class HostMessage:

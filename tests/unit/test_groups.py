@@ -10,7 +10,7 @@ import pytest
 
 from shared import timeutil
 from shared.domain.eventlog import EventLog
-from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE, TaskGroupStore
+from shared.domain.groups import ACTIVE, GROUPS_TABLE, TaskGroupStore
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
 
@@ -64,7 +64,7 @@ async def test_a_probe_that_finds_a_member_resolved_forgets_it() -> None:
     tables = CountingTables()
     groups, group = store(tables), slugid()
     first, second = await joined(groups, group, 2)
-    await tables.delete(TASK_GROUPS_TABLE, group, ACTIVE + second)  # resolved by another process
+    await tables.delete(GROUPS_TABLE, group, ACTIVE + second)  # resolved by another process
     assert await groups.resolve_member(group, first) is True
     assert second not in groups._seen[group]
 
@@ -94,7 +94,7 @@ async def test_a_groups_only_member_resolves_it_in_one_transaction() -> None:
     assert (await groups.get(group)).sole == only
     assert await groups.resolve_sole(group, only, resolved_event) is True
     assert tables.queries == 0
-    assert await tables.get(TASK_GROUPS_TABLE, group, ACTIVE + only) is None
+    assert await tables.get(GROUPS_TABLE, group, ACTIVE + only) is None
     assert (await groups.get(group)).event_seq == 1  # task-group-resolved recorded
     # A repeated resolution message finds the active row gone: nothing is written; resolve_member decides.
     assert await groups.resolve_sole(group, only, resolved_event) is False
@@ -107,7 +107,7 @@ async def test_a_second_member_ends_the_sole_path() -> None:
     first, _ = await joined(groups, group, 2)
     assert (await groups.get(group)).sole == ""
     assert await groups.resolve_sole(group, first, resolved_event) is False
-    assert await tables.get(TASK_GROUPS_TABLE, group, ACTIVE + first) is not None  # nothing written
+    assert await tables.get(GROUPS_TABLE, group, ACTIVE + first) is not None  # nothing written
 
 
 async def test_a_join_racing_the_only_members_resolution_is_seen_by_one_side() -> None:
@@ -121,7 +121,7 @@ async def test_a_join_racing_the_only_members_resolution_is_seen_by_one_side() -
     (late,) = await joined(other, group, 1)
     assert await resolver.resolve_sole(group, only, resolved_event) is False
     assert await resolver.resolve_member(group, only) is False
-    assert await tables.get(TASK_GROUPS_TABLE, group, ACTIVE + late) is not None  # the group waits for it
+    assert await tables.get(GROUPS_TABLE, group, ACTIVE + late) is not None  # the group waits for it
 
     group2 = slugid()
     (only2,) = await joined(resolver, group2, 1)
@@ -131,4 +131,4 @@ async def test_a_join_racing_the_only_members_resolution_is_seen_by_one_side() -
     late2 = slugid()
     await other.join(group2, "-", late2, EXPIRES, EXPIRES, stale)
     assert (await other.get(group2)).sole == ""
-    assert await tables.get(TASK_GROUPS_TABLE, group2, ACTIVE + late2) is not None
+    assert await tables.get(GROUPS_TABLE, group2, ACTIVE + late2) is not None

@@ -10,6 +10,7 @@ import pytest
 
 from shared import timeutil
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
+from shared.domain.groups import GROUP_STREAMS
 from shared.domain.inflight import InFlight
 from shared.domain.messages import CLAIM_QUEUE, ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, task_row
@@ -118,7 +119,8 @@ async def test_dispatches_of_one_stream_in_one_process_share_one_lease(service: 
 
 async def test_a_resolution_message_read_before_its_write_waits_for_it(service: Queue) -> None:
     task_id = slugid()
-    await service.creation.create_task(task_id, task_definition())
+    # In a group not named after it (alone in that one, the resolution would need no message).
+    await service.creation.create_task(task_id, task_definition(taskGroupId=slugid()))
     claimed = await claim(service, task_id)
     assert isinstance(claimed, Claim)
     storage = Storage(service)
@@ -161,4 +163,7 @@ async def test_the_dispatch_request_goes_out_with_the_other_guards_not_after_the
     await claim(service, task_id)
     requested.clear()
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
-    assert [r.seq for r in await dispatch_requests(service)] == [2, 3, 4]
+    # The task's three changes; its resolution also resolves its group (the group's first event, in the same
+    # transaction, announced at once with the task's).
+    assert sorted((r.table, r.seq) for r in await dispatch_requests(service)) == [
+        (GROUP_STREAMS, 1), (TASKS_TABLE, 2), (TASKS_TABLE, 3), (TASKS_TABLE, 4)]

@@ -9,7 +9,7 @@ import pytest
 
 from shared import faults, timeutil
 from shared.domain.eventrows import Stream
-from shared.domain.groups import ACTIVE, TASK_GROUPS_TABLE
+from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
@@ -138,7 +138,7 @@ async def test_a_lost_resolution_is_run_again(service: Queue, clock: Clock) -> N
     report = await reconcile(service)
     assert report.repairs["resolution"] == 1
     assert sorted(t for t, _ in await claim_all(service, tq)) == sorted(dependents)
-    assert await service.stores.tables.get(TASK_GROUPS_TABLE, root, ACTIVE + root) is None
+    assert await service.stores.tables.get(GROUPS_TABLE, root, ACTIVE + root) is None
 
 
 async def test_a_resolution_lost_after_its_group_step_releases_dependents(service: Queue,
@@ -185,12 +185,12 @@ async def test_a_member_whose_task_was_never_written_leaves_the_group(service: Q
     await claim_all(service, definition["taskQueueId"])
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     await service.resolution.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, clock.now))
-    events = [e.exchange for _, e in (await service.stores.events.list(Stream(TASK_GROUPS_TABLE, group), limit=10,
+    events = [e.exchange for _, e in (await service.stores.events.list(Stream(GROUP_STREAMS, group), limit=10,
                                                                 continuation=None))[0]]
     assert "task-group-resolved" not in events  # the ghost keeps the group unresolved
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs == {"phantom-member": 1}
-    assert await service.stores.tables.get(TASK_GROUPS_TABLE, group, ACTIVE + ghost) is None
+    assert await service.stores.tables.get(GROUPS_TABLE, group, ACTIVE + ghost) is None
     assert (await audit(service.stores)).violations == []
 
 

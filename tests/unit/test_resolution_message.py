@@ -12,6 +12,7 @@ from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.runtime import Queue
 from shared.storage.base import QueueMessage
 from tests.answers import resolution_messages
+from tests.conftest import slugid
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
 from tests.unit.test_service import Clock
@@ -32,7 +33,7 @@ def contents(service: Queue, queue: str) -> list[bytes]:
 
 
 async def test_the_claim_check_becomes_the_resolution_message(service: Queue) -> None:
-    task_id, definition = await create(service)
+    task_id, definition = await create(service, taskGroupId=slugid())  # not alone in a group of its id
     await claim_all(service, definition["taskQueueId"])
     assert len(contents(service, CLAIM_QUEUE)) == 1
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
@@ -44,7 +45,7 @@ async def test_the_claim_check_becomes_the_resolution_message(service: Queue) ->
 
 
 async def test_a_check_received_meanwhile_leaves_the_resolution_to_a_message_of_its_own(service: Queue) -> None:
-    task_id, definition = await create(service)
+    task_id, definition = await create(service, taskGroupId=slugid())  # not alone in a group of its id
     await claim_all(service, definition["taskQueueId"])
     [message_id, pop_receipt] = (await service.tasks.load(task_id)).checks["claim"]
     # Its handler took it (its takenUntil came): the pop receipt the task kept no longer fits.

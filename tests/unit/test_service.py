@@ -186,15 +186,15 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service):
     root, definition = create(service)
     tq = definition["taskQueueId"]
     run(claim_work(service, tq, "g", "w", 1))
-    join = service.stores.groups.join
+    add_expiry = service.stores.expiry.add
 
-    async def join_while_root_resolves(*args, **kwargs):
+    async def expiry_while_root_resolves(*args, **kwargs):
         await service.lifecycle.resolve(root, 0, "completed", "completed")
         [(_, message)] = await resolution_messages(service, 0)
         assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
-        await join(*args, **kwargs)
+        await add_expiry(*args, **kwargs)
 
-    service.stores.groups.join = join_while_root_resolves
+    service.stores.expiry.add = expiry_while_root_resolves
     dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
     assert run(service.queries.task(dependent)).status()["state"] == "pending"
 

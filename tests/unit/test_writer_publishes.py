@@ -101,13 +101,13 @@ async def test_each_change_is_published_by_its_writer_and_certified_by_the_mark_
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     await service.stores.settled()
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed"]
+                                                         "task-completed", "task-group-resolved"]
     # The lease went with each change's transaction; no write moved the cursor after publishing: the mark
     # (written at most once per interval, here for the three holds of the task and the group's) certifies it.
-    assert counted.writes == [] and counted.marks and counted.marks[-1] >= 3
+    assert counted.writes == [] and counted.marks and counted.marks[-1] >= 4
     # The dispatch requests, the fallback, were deleted by the writer once the mark was stored; none was read.
     assert requests_left(service) == []
-    assert counted.reads == [] and len(publisher.published) == 4
+    assert counted.reads == [] and len(publisher.published) == 5
     # Another process reads the cursor as the mark certifies it: all four published, no lease.
     cursor = await another_process(service).cursor(Stream(TASKS_TABLE, task_id))
     assert (cursor.dispatched, cursor.lease_until) == (4, "")
@@ -246,8 +246,9 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     gate.set()
     await service.stores.settled()
+    # The group's resolution (written with the task's) waited for the task's publishing to end.
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed"]
+                                                         "task-completed", "task-group-resolved"]
     assert counted.writes == [cursor_row_key(Stream(TASKS_TABLE, task_id))]  # one lease, one move for all four
     assert requests_left(service) == []
 
