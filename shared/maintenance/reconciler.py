@@ -101,6 +101,9 @@ class Reconciler:
         self.stores = tasks.stores
         self.settings = self.stores.settings
         self._poison_ready = False
+        # Where a scan that ran out of time stopped (its next page): the next pass here goes on from there, so a
+        # table too large for one pass's budget is still walked whole, over several.
+        self._resume: dict[str, str] = {}
 
     def _repaired(self, report: Report, kind: str, task_id: str | None, **extra: Any) -> None:
         report.repairs[kind] += 1
@@ -117,9 +120,9 @@ class Reconciler:
         report = Report()
         await self._poison(report, give_up)
         cutoff = now - dt.timedelta(seconds=self.settings.reconcile_grace)
-        await self._scan(report, give_up, lambda token: self.stores.groups.active_since(
+        await self._scan("active", report, give_up, lambda token: self.stores.groups.active_since(
             cutoff, limit=PAGE, continuation=token), lambda item: self._active(report, *item))
-        await self._scan(report, give_up, lambda token: self.stores.workers.runs_since(
+        await self._scan("runs", report, give_up, lambda token: self.stores.workers.runs_since(
             cutoff, limit=PAGE, continuation=token), lambda row: self._index_row(report, row))
         if time.monotonic() < give_up:
             metrics.CENSUS.record(await self.stores.workers.pending_census())
@@ -127,9 +130,10 @@ class Reconciler:
         log.log(level, "reconciler pass: %s", report.summary(), extra=fields(event="reconciled"))
         return report
 
-    async def _scan(self, report: Report, give_up: float,
+    async def _scan(self, name: str, report: Report, give_up: float,
                     page: Callable[[str | None], Awaitable[tuple[list[Any], str | None]]],
                     check: Callable[[Any], Awaitable[None]]) -> None:
+        """Check each item of the pages, from where this scan last ran out of time, until done or `give_up`."""
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def one(item: Any) -> None:
@@ -140,10 +144,12 @@ class Reconciler:
                     report.failures += 1
                     log.exception("reconciler: a check failed", extra=fields(event="repair-failed"))
 
-        token: str | None = None
+        token: str | None = self._resume.pop(name, None)
         while True:
             if time.monotonic() > give_up:
                 report.complete = False
+                if token is not None:
+                    self._resume[name] = token
                 return
             items, token = await page(token)
             await asyncio.gather(*(one(item) for item in items))

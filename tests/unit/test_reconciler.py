@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -265,3 +266,33 @@ async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_count
     assert report.repairs == {"poison": 1}
     [message] = await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
     assert decode_requests(message.json()) == [DispatchRequest(r.table, r.key, r.seq, r.since) for r in batch]
+
+
+async def test_a_scan_that_runs_out_of_time_goes_on_where_it_stopped(service: Queue, clock: Clock,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table too large for one pass's budget is still walked whole, over several passes: the next pass starts
+    at the page where the last one stopped, not at the first again."""
+    from shared.maintenance import reconciler as module
+    created = [(await create(service, taskGroupId=slugid()))[0] for _ in range(5)]
+    clock.advance(GRACE + 1)
+    monkeypatch.setattr(module, "PAGE", 2)
+    # Each page of the active rows takes a second; the budget lets a pass read two pages (4 of the 5 rows).
+    now = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    active_since = service.stores.groups.active_since
+
+    seen: list[str] = []
+
+    async def slow_page(*args: Any, **kwargs: Any) -> Any:
+        now[0] += 1
+        items, token = await active_since(*args, **kwargs)
+        seen.extend(task_id for _, task_id in items)
+        return items, token
+
+    monkeypatch.setattr(service.stores.groups, "active_since", slow_page)
+    service.reconciler.settings = service.reconciler.settings.model_copy(update={"reconcile_budget": 1.5})
+    first = await reconcile(service)
+    assert (len(seen), first.complete) == (4, False)
+    second = await reconcile(service)
+    assert second.complete and len(seen) == 5  # the fifth; from the first page again, it would read 4 more
+    assert sorted(seen) == sorted(created)
