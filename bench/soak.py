@@ -196,7 +196,8 @@ class Soak:
 
     def create_graph(self) -> None:
         """Layers growing 4x (fan-out) up to 200 wide; each task waits for 1-3 tasks of the layer before it
-        (fan-in); a layer is created once the one before it exists. Four task groups."""
+        (fan-in); a layer is created once the one before it exists. Four task groups, and every fifth task its
+        own group (taskGroupId its taskId: the group written in the task's own transactions)."""
         widths, total = [1], 1
         while total < self.args.tasks:
             widths.append(min(self.args.tasks - total, widths[-1] * 4, 200))
@@ -205,9 +206,8 @@ class Soak:
         previous: list[str] = []
         for width in widths:
             layer = [timeutil.slugid() for _ in range(width)]
-            plan = [(t, groups[i % 4], sorted(set(self.rng.sample(previous, min(len(previous),
-                                                                                self.rng.randint(1, 3))))))
-                    for i, t in enumerate(layer)]
+            plan = [(t, t if i % 5 == 4 else groups[i % 4], sorted(set(self.rng.sample(
+                previous, min(len(previous), self.rng.randint(1, 3)))))) for i, t in enumerate(layer)]
             self._create_layer(plan)
             self.task_ids.extend(layer)
             previous = layer

@@ -167,6 +167,12 @@ async def _check_groups(stores: Stores, by_id: dict[str, Task], settled: bool) -
                                                   continuation=None)
             if not any(e.exchange == "task-group-resolved" for _, e in events):
                 found.append(Violation("group-resolved", group_id, "every task resolved, but no task-group-resolved"))
+        group = await stores.groups.get(group_id)
+        if settled and stores.events.dispatching and group is not None:
+            cursor = await stores.events.cursor(Stream(GROUP_STREAMS, group_id))
+            if cursor.dispatched != group.event_seq:
+                found.append(Violation("events-dispatched", group_id,
+                                       f"{cursor.dispatched} of the group's {group.event_seq} events dispatched"))
     return found
 
 
