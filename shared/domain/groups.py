@@ -2,7 +2,8 @@
 
 The partitions are in the Tasks table, so that a group whose id is a task's (a task that is its own group, as
 most are: taskGroupId defaults to taskId) shares that task's partition: its creation is written in the task's
-own transaction (`new_sole`), and so is its resolution when nothing else waits for the task (`resolve_sole_ops`).
+own transaction (`new_sole`), and so is its resolution when nothing else waits for the task and this process
+knows the group row (`resolve_sole_ops`).
 PartitionKey = taskGroupId, and RowKey
 - `group:<taskGroupId>`: schedulerId, expires, sealed, and `sole`: the one task that has joined, while only one
   has (most tasks are their own group, alone in it)
@@ -230,12 +231,15 @@ class TaskGroupStore:
 
         return GroupRows(Stream(GROUP_STREAMS, task_id), ops, None, done)
 
-    async def resolve_sole_ops(self, task_id: str, announce: Callable[[TaskGroup], list[Event]]) -> GroupRows | None:
+    def resolve_sole_ops(self, task_id: str, announce: Callable[[TaskGroup], list[Event]]) -> GroupRows | None:
         """A task resolving that is the only member of the group named after it: the rows that resolve the group
         in the task's own transaction (the group row, conditional on its ETag, so that a second member's join
-        fails it; the group's events; the active row's delete). None when the group is not (known to be) that:
-        then the resolution's handler resolves the group (`resolve_sole`, `resolve_member`)."""
-        group = await self._latest(task_id)
+        fails it; the group's events; the active row's delete). None when the group is not known here to be
+        that (a row this process read or wrote, whatever its age: the condition catches a stale one): then the
+        resolution's handler resolves the group (`resolve_sole`, `resolve_member`). Not read when unknown: the
+        read would be one more round trip before the resolution's write (the handler reads it after the answer)."""
+        known = self._cache.get(task_id)
+        group = known[1] if known is not None else None
         if group is None or group.sole != task_id or group.etag is None:
             return None
         events = announce(group)

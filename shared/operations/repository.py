@@ -222,7 +222,7 @@ class TaskRepository:
             spent: dict[str, list[str]] = {}
             with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its resolution message's reader waits
                 announced: int | None = None
-                group = await self._sole_group_resolution(task, guards) if resolving else None
+                group = self._sole_group_resolution(task, guards) if resolving else None
                 if group is not None:  # nothing is left to follow the resolution: no resolution message
                     assert group.announce is not None
                     _, announced = await all_of(self.stores.events.announce(group.stream, group.announce),
@@ -244,8 +244,9 @@ class TaskRepository:
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
 
-    async def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
-        """A resolving task that nothing depends on and that is alone in the group named after it: the group's
+    def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
+        """A resolving task that nothing depends on and that is alone in the group named after it (as this process
+        knows its group): the group's
         resolution, to be written in the task's own transaction, which then leaves nothing for a resolution
         message to do (its dependents and its group are what that resolves). None otherwise, or when an earlier
         try of this change already put that message (its handler would resolve the group a second time)."""
@@ -254,8 +255,8 @@ class TaskRepository:
                 or any(run.reason_created == "rerun" for run in task.runs)):  # it left the group's active set before
             return None
         now = self.stores.now()
-        return await self.stores.groups.resolve_sole_ops(
-            task.task_id, lambda g: [group_changed("task-group-resolved", g, now)])
+        return self.stores.groups.resolve_sole_ops(task.task_id,
+                                                   lambda g: [group_changed("task-group-resolved", g, now)])
 
     async def announce(self, task: Task) -> int:
         """Ask for the dispatch of the events the task's change emitted so far, ahead of `write` (which then

@@ -172,3 +172,20 @@ async def test_a_try_with_the_group_that_fails_is_not_repeated(service: Queue, t
     assert (await service.tasks.load(task_id)).state == "completed"
     assert ["replace group" in rows for _, _, rows in tables.commits] == [True, False]
     assert len(await resolution_messages(service, 0)) == 1
+
+
+async def test_a_process_that_does_not_know_the_group_leaves_it_to_the_resolution_message(
+        tables: CountingTables, queues: CountingQueues) -> None:
+    """Reading the group row first would put one more round trip before the resolution's write: a process that
+    has not read or written the group resolves the task alone, and the message's handler resolves the group."""
+    service = memory_service(tables=tables, queues=queues)
+    other = memory_service(tables=tables, queues=queues)
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await claim(other, task_id)
+    tables.commits.clear()
+    await other.lifecycle.resolve(task_id, 0, "completed", "completed")
+    assert [rows for _, _, rows in tables.commits if "replace group" in rows] == []
+    [(_, message)] = await resolution_messages(other, 0)
+    assert await other.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
+    assert await group_events(other, task_id) == ["task-group-resolved"]
