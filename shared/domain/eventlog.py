@@ -425,8 +425,8 @@ class EventLog:
         entity = cursor_entity(stream, cursor.dispatched, lease_until, cursor.etag, hold=hold, hold_seq=last)
         return Held(stream, lock, Op("upsert" if new else "replace", entity), cursor.dispatched, hold, last)
 
-    async def commit_change(self, table: str, stream: Stream, ops: Sequence[Op], *, publish: bool,
-                            new: bool = False, also: Sequence[Stream] = ()) -> Sequence[str | None] | None:
+    async def commit_change(self, table: str, stream: Stream, ops: Sequence[Op], *, new: bool = False,
+                            also: Sequence[Stream] = ()) -> Sequence[str | None] | None:
         """Commit a change's transaction (`ops`, rows of the stream's partition, its events among them): with the
         stream's lease when this process can publish the events itself (`hold`; then it does, right after), and a
         fresh dispatch cursor when the change creates the entity (`new`). `also`: other streams of the same
@@ -436,12 +436,11 @@ class EventLog:
         streams = [stream, *also]
         seqs = {s: [seq_of(op.entity) for op in ops if s.holds(op.entity)] for s in streams}
         helds: list[Held] = []
-        if publish:
-            for s in streams:
-                if seqs[s]:
-                    held = await self.hold(s, new=new and s == stream, seq=max(seqs[s]))
-                    if held is not None:
-                        helds.append(held)
+        for s in streams:  # each stream whose events the change records
+            if seqs[s]:
+                held = await self.hold(s, new=new and s == stream, seq=max(seqs[s]))
+                if held is not None:
+                    helds.append(held)
         fresh = [] if not new or any(h.stream == stream for h in helds) else [Op("upsert", cursor_entity(stream, 0))]
         written = [*ops, *fresh, *(h.op for h in helds)]
         try:
@@ -466,7 +465,7 @@ class EventLog:
         for held, lease in zip(helds, etags[len(ops) + len(fresh):], strict=True):  # the leases are the last rows
             # Another stream's events (the group's resolution) go out after the change's own (its task's).
             self._publish_held(held, lease, after=stream if held.stream != stream and seqs[stream] else None)
-        if publish and self.publisher is not None and self.dispatching:
+        if self.publisher is not None and self.dispatching:
             for s in streams:
                 if seqs[s] and not any(h.stream == s for h in helds):
                     self.background.start(self._dispatch_here(s, max(seqs[s])))

@@ -126,6 +126,20 @@ def _member_rows(task_group_id: str, task_id: str, expires: dt.datetime, since: 
             Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored, "since": timeutil.iso(since)}))]
 
 
+def _change_ops(group: TaskGroup, changed: TaskGroup, events: list[Event],
+                more: Sequence[Op]) -> tuple[TaskGroup, list[Op]]:
+    """The group row `group` replaced by `changed` (conditional on its ETag), counting `events`, with the events'
+    rows and `more` rows of the partition: the group as written, and the transaction's ops."""
+    changed = replace(changed, event_seq=group.event_seq + len(events))
+    stream = Stream(GROUP_STREAMS, group.task_group_id)
+    return changed, [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
+
+
+def _active_delete(task_group_id: str, task_id: str) -> Op:
+    """The delete of a member's active row (fails its transaction when the row is gone)."""
+    return Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
+
+
 class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
@@ -243,10 +257,7 @@ class TaskGroupStore:
         if group is None or group.sole != task_id or group.etag is None:
             return None
         events = announce(group)
-        changed = replace(group, event_seq=group.event_seq + len(events))
-        stream = Stream(GROUP_STREAMS, task_id)
-        ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events),
-               Op("delete", Entity(task_id, ACTIVE + task_id, {}))]
+        changed, ops = _change_ops(group, group, events, [_active_delete(task_id, task_id)])
 
         def done(etags: Sequence[str | None] | None) -> None:
             if etags is None:
@@ -255,7 +266,7 @@ class TaskGroupStore:
             self._remember(replace(changed, etag=etags[0]))
             self._unsee(task_id, task_id)
 
-        return GroupRows(stream, ops, changed.event_seq if events else None, done)
+        return GroupRows(Stream(GROUP_STREAMS, task_id), ops, changed.event_seq if events else None, done)
 
     async def update(self, task_group_id: str, change: Callable[[TaskGroup], TaskGroup | None],
                      announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
@@ -280,12 +291,11 @@ class TaskGroupStore:
         the partition, in one transaction; the group written, or None when the transaction failed."""
         task_group_id = group.task_group_id
         stream = Stream(GROUP_STREAMS, task_group_id)
-        changed = replace(changed, event_seq=group.event_seq + len(events))
-        ops = [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
+        changed, ops = _change_ops(group, changed, events, more)
         with self.events.in_flight.writing(GROUP_STREAMS, task_group_id):
             if events:
                 await self.events.announce(stream, changed.event_seq)
-            etags = await self.events.commit_change(GROUPS_TABLE, stream, ops, publish=bool(events))
+            etags = await self.events.commit_change(GROUPS_TABLE, stream, ops)
         if etags is None:
             return None
         self._remember(replace(changed, etag=etags[0]))
@@ -305,8 +315,7 @@ class TaskGroupStore:
         group = await self._latest(task_group_id)
         if group is None or group.sole != task_id:
             return False
-        active = Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
-        if await self._write(group, group, announce(group), [active]) is None:
+        if await self._write(group, group, announce(group), [_active_delete(task_group_id, task_id)]) is None:
             return False
         self._unsee(task_group_id, task_id)
         return True

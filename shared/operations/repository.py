@@ -305,8 +305,7 @@ class TaskRepository:
             else:
                 task_op = Op("insert" if insert else "replace", task.to_entity())
             ops = [task_op, *extra, *event_ops(stream, first, events)]
-            written = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, publish=bool(
-                events or any(s.holds(op.entity) for s in also for op in extra)), new=insert, also=also)
+            written = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, new=insert, also=also)
             if written is None:
                 task.event_seq -= len(events)
                 self.known.forget(task.task_id)
