@@ -435,13 +435,34 @@ def main() -> int:
                 line += "; CPU s: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.items())
                 line += "; CPU ms per task: " + ", ".join(f"{name} {seconds * 1000 / tasks:.1f}"
                                                           for name, seconds in used.items())
+            trips = {k: n for k, n in calls.items() if k.startswith(ROUND_TRIPS)}
+            calls = {k: n for k, n in calls.items() if k not in trips}
             if calls:
                 line += (f"; storage calls per task {sum(calls.values()) / tasks:.1f} ("
                          + ", ".join(f"{op} {n / tasks:.2f}" for op, n in sorted(calls.items())) + ")")
+            if trips:
+                line += "; " + round_trips_line(trips)
             print(line, flush=True)
     finally:
         stop_all(processes)
     return 0
+
+
+ROUND_TRIPS = "roundtrips:"  # the keys of storage_calls() that count API requests by their storage round trips
+SHOWN_METHODS = ("queue.createTask", "queue.claimWork", "queue.reportCompleted")
+
+
+def round_trips_line(trips: dict[str, int]) -> str:
+    """The storage round trips one after another that the host counted per request (shared/roundtrips.py), for
+    createTask, claimWork and reportCompleted: p50, p95 and the most, and how many requests."""
+    by_method: dict[str, list[int]] = {}
+    for key, count in trips.items():
+        method, n = key[len(ROUND_TRIPS):].rsplit(":", 1)
+        by_method.setdefault(method, []).extend([int(n)] * count)
+    parts = [f"{method.split('.')[-1]} {percentile(values, 0.5):.0f} / {percentile(values, 0.95):.0f} / "
+             f"{max(values)} ({len(values)})" for method in SHOWN_METHODS if (values := by_method.get(method))]
+    return "storage round trips one after another, counted by the host, p50 / p95 / most (requests): " + ", ".join(
+        parts)
 
 
 def settled_calls(storage_calls: Callable[[], dict[str, int]], before: dict[str, int]) -> dict[str, int]:
@@ -453,8 +474,8 @@ def settled_calls(storage_calls: Callable[[], dict[str, int]], before: dict[str,
         time.sleep(0.5)
         again = storage_calls()
         # The triggers' idle polling (receives that find nothing) goes on: settled when nothing else changed.
-        if {k: v for k, v in again.items() if k != "queue.receive"} == {
-                k: v for k, v in after.items() if k != "queue.receive"}:
+        if {k: v for k, v in again.items() if k != "queue.receive" and not k.startswith(ROUND_TRIPS)} == {
+                k: v for k, v in after.items() if k != "queue.receive" and not k.startswith(ROUND_TRIPS)}:
             break
         after = again
     return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0) > 0}
@@ -528,7 +549,7 @@ def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = 
     for line in host.stdout:
         if "local host ready" in line:
             break
-    counts: threadqueue.Queue[dict[str, int]] = threadqueue.Queue()
+    counts: threadqueue.Queue[dict[str, Any]] = threadqueue.Queue()
 
     def read_host() -> None:
         for line in host.stdout:  # type: ignore[union-attr]
@@ -538,8 +559,13 @@ def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = 
     threading.Thread(target=read_host, daemon=True).start()
 
     def storage_calls() -> dict[str, int]:
+        """The host's storage calls so far by operation, and (as `roundtrips:<method>:<n>`) how many requests of each
+        API method waited through n storage round trips one after another."""
         host.send_signal(signal.SIGUSR1)
-        return counts.get(timeout=10)
+        dump = counts.get(timeout=10)
+        trips = {f"{ROUND_TRIPS}{method}:{n}": count for method, tally in dump["roundTrips"].items()
+                 for n, count in tally.items()}
+        return {**dump["calls"], **trips}
 
     print(f"embedded Azurite (pids {store.pids}) and local host (pid {host.pid}) on port {port}", flush=True)
     if watched is not None:

@@ -23,7 +23,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
-from shared import errors, strict_json
+from shared import errors, roundtrips, strict_json
 from shared.api.framework import error_body
 from shared.storage.base import PUT_LISTENERS
 from shared.storage.retry import ATTEMPTS
@@ -45,9 +45,14 @@ def tune_gc() -> None:
 
 
 def print_storage_calls() -> None:
-    """On SIGUSR1: a line `storage-calls {"<operation>": <attempts so far>, ...}` on stdout (bench.lifecycle reads
-    it before and after each scenario to print storage calls per task)."""
-    print("storage-calls " + json.dumps(dict(sorted(ATTEMPTS.items()))), flush=True)
+    """On SIGUSR1: a line `storage-calls {"calls": {"<operation>": <attempts so far>, ...}, "roundTrips":
+    {"<API method>": {"<storage round trips one after another>": <requests so far>, ...}, ...}}` on stdout
+    (bench.lifecycle reads it before and after each scenario to print storage calls per task and round trips
+    per API call)."""
+    print("storage-calls " + json.dumps({
+        "calls": dict(sorted(ATTEMPTS.items())),
+        "roundTrips": {method: {str(n): count for n, count in sorted(tally.items())}
+                       for method, tally in sorted(roundtrips.TALLY.items())}}), flush=True)
 
 
 def load_app(reference: str) -> Any:

@@ -21,6 +21,9 @@ _meter = metrics.get_meter("queue")
 
 API_REQUESTS = _meter.create_counter(
     "queue.api.requests", description="API requests answered, by method (the route's name) and status code")
+STORAGE_ROUND_TRIPS = _meter.create_histogram(
+    "queue.api.storage_round_trips", description="storage calls an API request waited for one after another (its "
+    "critical path, which storage latency multiplies), by method")
 CLAIMS = _meter.create_counter("queue.claims", description="runs claimed, by task queue")
 RESOLUTIONS = _meter.create_counter(
     "queue.resolutions", description="runs resolved, by state and reasonResolved (reported, cancelled, expired)")

@@ -9,6 +9,7 @@ import contextlib
 import datetime as dt
 import logging
 import re
+import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from shared import errors, metrics, strict_json, timeutil, validation
+from shared import errors, metrics, roundtrips, strict_json, timeutil, validation
 from shared.auth.hawk import Authenticator, Caller
 from shared.auth.hawk import Request as AuthRequest
 from shared.scopes import ScopeExpr, describe, unsatisfied
@@ -350,9 +351,14 @@ class ApiApp:
                 return
 
     async def handle(self, request: Request) -> Response:
-        response = await self._handle(request)
-        metrics.API_REQUESTS.add(1, {"method": request.scope.get("queue.route", "unknown"),
-                                     "status": response.status_code})
+        with roundtrips.traced() as spans:
+            response = await self._handle(request)
+        answered = time.monotonic()  # work after the answer (tidying) is not on the request's path
+        method = request.scope.get("queue.route", "unknown")
+        metrics.API_REQUESTS.add(1, {"method": method, "status": response.status_code})
+        sequential = roundtrips.sequential(spans, answered)
+        metrics.STORAGE_ROUND_TRIPS.record(sequential, {"method": method})
+        roundtrips.TALLY[method][sequential] += 1
         return response
 
     async def _handle(self, request: Request) -> Response:

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Coroutine, Iterator
 from typing import Any
+
+from shared import roundtrips
 
 WAIT_SECONDS = 2.0  # longer than a write takes unless storage is failing; then the reader reads storage
 
@@ -62,7 +65,10 @@ class Background:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+        # Not on the path of the request that started it: its storage calls are not that request's round trips.
+        context = contextvars.copy_context()
+        context.run(roundtrips.untraced)
+        task = asyncio.get_running_loop().create_task(work, context=context)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from shared import roundtrips
 from shared.storage.base import QueueMessage, QueueStore, Received
 
 MAX_RECEIVE = 32  # Azure's most messages per receive
@@ -27,6 +28,8 @@ MAX_RECEIVE = 32  # Azure's most messages per receive
 class _Waiter:
     wanted: int
     answer: asyncio.Future[Received]
+    arrived: float = field(default_factory=time.monotonic)
+    spans: list[roundtrips.Span] | None = field(default_factory=roundtrips.current)  # its traced round trips
 
 
 @dataclass
@@ -79,13 +82,19 @@ class SharedReceives:
                     total += waiter.wanted
                 sent_at = time.monotonic()
                 try:
-                    received = await self.queues.receive(queue, total, visibility)
+                    # This task began in one caller's context: the receive is told to each caller that waits for it.
+                    with roundtrips.traced() as spans:
+                        received = await self.queues.receive(queue, total, visibility)
                 except Exception as exc:
                     for waiter in batch:
                         if not waiter.answer.done():
                             waiter.answer.set_exception(exc)
                             waiter.answer.exception()  # retrieved: the caller re-raises it
                     continue
+                for waiter in (*batch, *state.waiting):
+                    for started, ended in spans:
+                        if ended > waiter.arrived:
+                            roundtrips.record(max(started, waiter.arrived), ended, into=waiter.spans)
                 messages = list(received)
                 for waiter in batch:
                     mine, messages = messages[:waiter.wanted], messages[waiter.wanted:]

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from shared import roundtrips
 from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore
 
 Item = TypeVar("Item")
@@ -33,10 +35,18 @@ Key = TypeVar("Key", bound=Hashable)
 
 
 @dataclass
+class _Caller(Generic[Item]):
+    item: Item
+    done: asyncio.Future[None]
+    arrived: float  # time.monotonic()
+    spans: list[roundtrips.Span] | None  # the caller's traced round trips, which the writes it waits for join
+
+
+@dataclass
 class _Group(Generic[Item]):
     loop: asyncio.AbstractEventLoop
-    waiting: list[tuple[Item, asyncio.Future[None]]] = field(default_factory=list)
-    writing: list[tuple[Item, asyncio.Future[None]]] = field(default_factory=list)
+    waiting: list[_Caller[Item]] = field(default_factory=list)
+    writing: list[_Caller[Item]] = field(default_factory=list)
     writer: asyncio.Task[None] | None = None
     hurry: asyncio.Event = field(default_factory=asyncio.Event)  # set: a lingering writer goes now
 
@@ -60,7 +70,7 @@ class GroupCommit(Generic[Key, Item]):
             group = self._groups[key] = _Group(loop)
         done: asyncio.Future[None] = loop.create_future()
         done.add_done_callback(_retrieved)  # a caller that gave up leaves no "exception never retrieved"
-        group.waiting.append((item, done))
+        group.waiting.append(_Caller(item, done, time.monotonic(), roundtrips.current()))
         if group.writer is None:
             # A task of its own, so that a caller that gives up (its request cancelled) strands no other.
             group.writer = loop.create_task(self._write(key, group, linger))
@@ -73,7 +83,7 @@ class GroupCommit(Generic[Key, Item]):
         group = self._groups.get(key)
         if group is None or group.loop is not asyncio.get_running_loop():
             return
-        pending = [done for _, done in (*group.writing, *group.waiting)]
+        pending = [caller.done for caller in (*group.writing, *group.waiting)]
         group.hurry.set()
         if pending:
             await asyncio.wait(pending)
@@ -84,14 +94,21 @@ class GroupCommit(Generic[Key, Item]):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(group.hurry.wait(), linger)
             while group.waiting:
-                count = max(1, self._take([item for item, _ in group.waiting]))
+                count = max(1, self._take([caller.item for caller in group.waiting]))
                 group.writing, group.waiting = group.waiting[:count], group.waiting[count:]
-                try:
-                    await self._write_items(key, [item for item, _ in group.writing])
-                except Exception as exc:  # every caller of this batch gets the error; the next batch tries again
-                    _settle(group.writing, exc)
-                else:
-                    _settle(group.writing, None)
+                # This task began in one caller's context: its calls are told to each caller that waits for them
+                # (those still waiting wait behind this write too), from when the caller came.
+                with roundtrips.traced() as spans:
+                    try:
+                        await self._write_items(key, [caller.item for caller in group.writing])
+                    except Exception as exc:  # every caller of this batch gets the error; the next batch tries again
+                        _settle(group.writing, exc)
+                    else:
+                        _settle(group.writing, None)
+                for caller in (*group.writing, *group.waiting):
+                    for started, ended in spans:
+                        if ended > caller.arrived:
+                            roundtrips.record(max(started, caller.arrived), ended, into=caller.spans)
                 group.writing = []
         finally:
             # Cancelled (the loop is closing) with items unwritten: fail them rather than leave their callers waiting.
@@ -135,13 +152,13 @@ class GroupedUpserts:
                                linger=linger)
 
 
-def _settle(callers: list[tuple[Item, asyncio.Future[None]]], error: Exception | None) -> None:
-    for _, done in callers:
-        if not done.done():
+def _settle(callers: list[_Caller[Item]], error: Exception | None) -> None:
+    for caller in callers:
+        if not caller.done.done():
             if error is None:
-                done.set_result(None)
+                caller.done.set_result(None)
             else:
-                done.set_exception(error)
+                caller.done.set_exception(error)
 
 
 def _retrieved(done: asyncio.Future[None]) -> None:

@@ -31,7 +31,7 @@ import aiohttp
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from shared import __version__, errors
+from shared import __version__, errors, roundtrips
 from shared.logs import fields
 
 log = logging.getLogger("queue.storage")
@@ -141,10 +141,12 @@ async def with_retries(policy: RetryPolicy, operation: str, attempt: Callable[[s
         result: T | None = None
         failure: BaseException | None = None
         ATTEMPTS[operation] += 1
+        sent = time.monotonic()
         try:
             result = await attempt(request_id)
         except Exception as exc:  # transport errors (judged below), or a bug (not retried)
             failure = exc
+        roundtrips.record(sent, time.monotonic())
         verdict = judge(result, failure)
         if not verdict.retry:
             if failure is not None:
