@@ -33,6 +33,7 @@ from shared.storage.base import (
     Entity,
     Page,
     TableStore,
+    all_at_once,
     decode_key,
     each_entity,
     encode_key,
@@ -169,22 +170,28 @@ class WorkerInfo:
         del buffered[:-RECENT_TASKS]
 
     async def active(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
-        """The worker asked for work: record it (and its buffered claims) where the throttles allow."""
+        """The worker asked for work: record it (and its buffered claims), and its provisioner and task queue, where
+        the throttles allow; the three rows at once."""
         now = self.clock()
         stamp = timeutil.iso(now)
         provisioner_id, worker_type = task_queue_id.split("/", 1)
         queue_expires = timeutil.iso(now + QUEUE_EXPIRY)
-        for partition, row, data in (
-                (PROVISIONERS, provisioner_id, {}),
-                (TASK_QUEUES, encode_key(task_queue_id), {"taskQueueId": task_queue_id,
-                                                          "provisionerId": provisioner_id,
-                                                          "workerType": worker_type})):
+
+        async def seen(partition: str, row: str, data: dict[str, Any]) -> None:
             written = self._active_written.get((partition, row))
             if written is None or time.monotonic() - written > ACTIVE_INTERVAL.total_seconds():
                 await self.tables.upsert(WORKER_INFO_TABLE, Entity(partition, row, {
                     **data, "description": "", "stability": "experimental", "expires": queue_expires,
                     "lastDateActive": stamp}))
                 self._active_written[(partition, row)] = time.monotonic()
+
+        await all_at_once([
+            seen(PROVISIONERS, provisioner_id, {}),
+            seen(TASK_QUEUES, encode_key(task_queue_id), {"taskQueueId": task_queue_id,
+                                                          "provisionerId": provisioner_id, "workerType": worker_type}),
+            self._worker_seen(task_queue_id, worker_group, worker_id, now)])
+
+    async def _worker_seen(self, task_queue_id: str, worker_group: str, worker_id: str, now: dt.datetime) -> None:
         key = (task_queue_id, worker_group, worker_id)
         written = self._worker_written.get(key)
         if written is not None and time.monotonic() - written < self.settings.worker_info_interval:

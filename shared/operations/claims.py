@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 from shared import errors, faults, metrics, timeutil
 from shared.domain.messages import PendingHint, pending_queues
@@ -23,13 +24,14 @@ from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import deadline_passed, run_of
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged, all_of
-from shared.storage.base import QueueMessage
+from shared.storage.base import QueueMessage, Received
 
 log = logging.getLogger("queue")
 
 # A message written just before the write it announces usually finds that write done within milliseconds:
 # re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
+T = TypeVar("T")
 
 
 class ClaimRefusal(Enum):
@@ -182,55 +184,152 @@ class Claims:
         """claimWork: claim up to `count` pending runs, highest priority first, FIFO within a priority.
 
         Returns as soon as a polling round claimed something; otherwise polls until `claim_work_wait`
-        has passed (or the caller is `gone`) and returns nothing.
+        has passed (or the caller is `gone`) and returns nothing. A quarantined worker waits as long and gets
+        nothing, as in Taskcluster.
+
+        Whether the worker is quarantined (read every few seconds per process) is found out alongside the first
+        receive, and the worker is recorded as active (a write a minute) alongside the claims: neither is a
+        storage round trip before them.
         """
         stores = self.stores
         await stores.ready()
         settings = stores.settings
         give_up = time.monotonic() + settings.claim_work_wait
-        if await stores.workers.quarantined_until(task_queue_id, worker_group, worker_id):
-            # As Taskcluster: a quarantined worker waits the whole long-poll and gets nothing.
-            while (remaining := give_up - time.monotonic()) > 0:
-                if gone is not None and await gone():
-                    break
-                await asyncio.sleep(min(1.0, remaining))
-            return []
-        await stores.workers.active(task_queue_id, worker_group, worker_id)
-        while True:
-            claims: list[Claim] = []
-            lost = False
-            for queue in pending_queues(task_queue_id):
-                wanted = count - len(claims)
-                if wanted <= 0:
-                    break
-                lost = lost or stores.empty_queues.hides(queue)
-                if stores.empty_queues.skipped(queue):
-                    continue
-                messages = await stores.receives.receive(queue, wanted, settings.pending_hint_visibility)
-                if messages.lost:  # says nothing of whether the queue is empty
-                    stores.empty_queues.lost(queue, settings.pending_hint_visibility)
-                    lost = True
-                else:
-                    stores.empty_queues.received(queue, len(messages), messages.sent_at)
-                results = await asyncio.gather(
-                    *(self.try_hint(queue, m, worker_group, worker_id) for m in messages))
-                claims.extend(r for r in results if r is not None)
-            if lost and len(claims) < count:
-                claims.extend(await self.claim_from_index(task_queue_id, count - len(claims), worker_group,
-                                                          worker_id))
-            if claims:
-                faults.point("claimed-before-response")
-                # Nothing after the claims may fail the request: they are saved, and a worker that never hears
-                # of them would leave them to expire.
-                await stores.workers.active_best_effort(task_queue_id, worker_group, worker_id)
-                return claims
-            remaining = give_up - time.monotonic()
-            if remaining <= 0 or (gone is not None and await gone()):
-                return []
-            # Until the next poll, or until this process puts a hint for the task queue: the callers waiting
-            # then share the receive that follows (SharedReceives).
-            await stores.empty_queues.wakeups.wait(pending_queues(task_queue_id),
-                                                   min(settings.claim_work_poll_interval, remaining))
+        quarantine: asyncio.Future[dt.datetime | None] | None = asyncio.ensure_future(
+            stores.workers.quarantined_until(task_queue_id, worker_group, worker_id))
+        seen: asyncio.Future[None] | None = None
+        try:
+            while True:
+                claims: list[Claim] = []
+                lost = False
+                queues = pending_queues(task_queue_id)
+                while queues and len(claims) < count:
+                    together, hidden = self._next_receives(queues)
+                    lost = lost or hidden
+                    received = await self._receive_all(together, count - len(claims))
+                    if quarantine is not None:
+                        until = await self._unless_refused(quarantine, received)
+                        quarantine = None
+                        if until is not None:
+                            return await self._quarantined(give_up, gone, received)
+                        seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker_group, worker_id))
+                    got, lost_now = await self._claim_in_order(received, worker_group, worker_id,
+                                                               count - len(claims))
+                    claims.extend(got)
+                    lost = lost or lost_now
+                if quarantine is not None:  # every queue was skipped (found empty a moment ago): nothing received
+                    until, quarantine = await quarantine, None
+                    if until is not None:
+                        return await self._quarantined(give_up, gone, [])
+                    seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker_group, worker_id))
+                if lost and len(claims) < count:
+                    claims.extend(await self.claim_from_index(task_queue_id, count - len(claims), worker_group,
+                                                              worker_id))
+                if claims:
+                    faults.point("claimed-before-response")
+                    # Nothing after the claims may fail the request: they are saved, and a worker that never hears
+                    # of them would leave them to expire.
+                    if seen is not None:
+                        await asyncio.wait([seen])  # its failure is logged below (the record is tried again)
+                    await stores.workers.active_best_effort(task_queue_id, worker_group, worker_id)
+                    return claims
+                if seen is not None:
+                    await seen  # a worker that cannot be recorded fails its claimWork, as long as nothing is claimed
+                remaining = give_up - time.monotonic()
+                if remaining <= 0 or (gone is not None and await gone()):
+                    return []
+                # Until the next poll, or until this process puts a hint for the task queue: the callers waiting
+                # then share the receive that follows (SharedReceives).
+                await stores.empty_queues.wakeups.wait(pending_queues(task_queue_id),
+                                                       min(settings.claim_work_poll_interval, remaining))
+        finally:
+            for pending in (quarantine, seen):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+                if pending is not None and pending.done() and not pending.cancelled():
+                    pending.exception()  # retrieved: raised above, or logged by active_best_effort
+
+    def _next_receives(self, queues: list[str]) -> tuple[list[str], bool]:
+        """Take from `queues` (highest priority first) the next ones to receive from at once: those that are
+        probably empty (EmptyPendingQueues.may_hold_hints: found so, or never received here; most task queues use
+        one or two of the seven priorities) with the first that may hold hints, skipping those found empty a
+        moment ago; and whether one of them hides hints a lost receive took."""
+        empty = self.stores.empty_queues
+        together: list[str] = []
+        hidden = False
+        while queues and (not together or not empty.may_hold_hints(together[-1])):
+            queue = queues.pop(0)
+            hidden = hidden or empty.hides(queue)
+            if not empty.skipped(queue):
+                together.append(queue)
+        return together, hidden
+
+    async def _receive_all(self, queues: list[str], wanted: int) -> list[tuple[str, Received]]:
+        """Up to `wanted` hints from each of `queues`, received at once (one round trip where one queue after
+        another took up to seven). If one receive fails, what the others got goes back and the failure is raised."""
+        stores = self.stores
+        got = await asyncio.gather(*(stores.receives.receive(q, wanted, stores.settings.pending_hint_visibility)
+                                     for q in queues), return_exceptions=True)
+        received = [(q, r) for q, r in zip(queues, got, strict=True) if not isinstance(r, BaseException)]
+        failed = next((r for r in got if isinstance(r, BaseException)), None)
+        if failed is not None:
+            self._give_back_all(received)
+            raise failed
+        return received
+
+    async def _unless_refused(self, check: Awaitable[T], received: list[tuple[str, Received]]) -> T:
+        """`check`'s result; if it fails, the received hints go back first."""
+        try:
+            return await check
+        except BaseException:
+            self._give_back_all(received)
+            raise
+
+    async def _claim_in_order(self, received: list[tuple[str, Received]], worker_group: str, worker_id: str,
+                              wanted: int) -> tuple[list[Claim], bool]:
+        """Claim from what `received` got, queue by queue, highest priority first: what a higher queue claimed is
+        not taken from a lower one, whose extra hints go back at once. The claims, and whether a receive lost its
+        answer."""
+        stores = self.stores
+        claims: list[Claim] = []
+        lost = False
+        for queue, messages in received:
+            if messages.lost:  # says nothing of whether the queue is empty
+                stores.empty_queues.lost(queue, stores.settings.pending_hint_visibility)
+                lost = True
+            else:
+                stores.empty_queues.received(queue, len(messages), messages.sent_at)
+            mine = list(messages)
+            take = max(0, wanted - len(claims))
+            self._give_back_all([(queue, Received(mine[take:], lost=False))])
+            results = await asyncio.gather(*(self.try_hint(queue, m, worker_group, worker_id) for m in mine[:take]))
+            claims.extend(r for r in results if r is not None)
+        return claims, lost
+
+    async def _quarantined(self, give_up: float, gone: Callable[[], Awaitable[bool]] | None,
+                           received: list[tuple[str, Received]]) -> list[Claim]:
+        """As Taskcluster: a quarantined worker waits the whole long-poll and gets nothing (what was received for
+        it goes back)."""
+        self._give_back_all(received)
+        while (remaining := give_up - time.monotonic()) > 0:
+            if gone is not None and await gone():
+                break
+            await asyncio.sleep(min(1.0, remaining))
+        return []
+
+    def _give_back_all(self, received: list[tuple[str, Received]]) -> None:
+        """Hints received and not wanted after all: visible again at once, after the answer."""
+        for queue, messages in received:
+            for message in messages:
+                self.stores.afterwards(self._give_back(queue, message))
+
+    async def _give_back(self, queue: str, message: QueueMessage) -> None:
+        """A received hint not needed after all: visible again at once (if this fails, after its visibility)."""
+        try:
+            await self.stores.queues.release(queue, message, 0)
+        except Exception:
+            log.info("could not give back a pending hint", exc_info=True, extra=fields(queue=queue,
+                                                                                        messageId=message.id))
 
     async def claim_from_index(self, task_queue_id: str, count: int, worker_group: str,
                                worker_id: str) -> list[Claim]:

@@ -30,7 +30,7 @@ from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
 from shared.operations.receiving import PendingWakeups, SharedReceives
 from shared.settings import Settings
-from shared.storage.base import BlobStore, QueueStore, TableStore
+from shared.storage.base import BlobStore, QueueStore, TableStore, all_at_once
 
 FILLED_REMEMBERED = 10_000  # pending queues whose last hint put here is remembered
 TABLES = (TASKS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
@@ -49,6 +49,7 @@ class EmptyPendingQueues:
         self.ttl = ttl
         self.wakeups = PendingWakeups()  # claimWork calls waiting for a run this process makes pending
         self._until: dict[str, float] = {}
+        self._hinted: dict[str, None] = {}  # queues whose last receive here got hints, or this process put one on
         self._hidden: dict[str, float] = {}  # queue -> until when hints a lost receive took stay hidden
         self._filled: dict[str, float] = {}  # queue -> when this process last put a hint on it
 
@@ -73,10 +74,24 @@ class EmptyPendingQueues:
     def skipped(self, queue: str) -> bool:
         return self._until.get(queue, 0.0) > time.monotonic()
 
+    def may_hold_hints(self, queue: str) -> bool:
+        """Whether the last receive of `queue` here got hints, or this process put one on it since. claimWork
+        receives the queues that are probably empty (found so, or never received here: most task queues use one
+        or two of the seven priorities) together with the next one, in one round trip."""
+        return queue in self._hinted
+
+    def _hints_seen(self, queue: str, seen: bool) -> None:
+        self._hinted.pop(queue, None)  # to the end when seen: the oldest is dropped first
+        if seen:
+            self._hinted[queue] = None
+            if len(self._hinted) > FILLED_REMEMBERED:
+                self._hinted.pop(next(iter(self._hinted)))
+
     def received(self, queue: str, count: int, sent_at: float | None = None) -> None:
         """A receive sent at `sent_at` (monotonic; now if not known) got `count` messages. Found empty, the queue
         is skipped for the TTL, unless this process put a hint on it since that receive was sent."""
         now = time.monotonic()
+        self._hints_seen(queue, count > 0 or self._filled.get(queue, -1.0) >= (now if sent_at is None else sent_at))
         if count:
             self._until.pop(queue, None)
         elif self.ttl > 0 and self._filled.get(queue, -1.0) < (now if sent_at is None else sent_at):
@@ -85,6 +100,7 @@ class EmptyPendingQueues:
     def filled(self, queue: str) -> None:
         """This process put a hint on `queue`: it is not empty any more, as far as this process knows."""
         self._until.pop(queue, None)
+        self._hints_seen(queue, True)
         self._filled.pop(queue, None)  # to the end: the oldest is dropped first
         self._filled[queue] = time.monotonic()
         if len(self._filled) > FILLED_REMEMBERED:
@@ -110,7 +126,7 @@ class Stores:
     receives: SharedReceives
     background: Background  # work after an answer: cleanups, the writer's publishing
     _ready: bool = field(default=False, init=False)
-    _ready_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _readying: asyncio.Future[None] | None = field(default=None, init=False)
     _pending_queues_ready: set[str] = field(default_factory=set, init=False)
 
     @classmethod
@@ -139,16 +155,26 @@ class Stores:
         return timeutil.to_ms(self.clock())
 
     async def ready(self) -> None:
-        """Create the tables and fixed queues (once per process; cheap when they exist)."""
+        """Create the tables and fixed queues, all at once (once per process; cheap when they exist). Callers that
+        come meanwhile wait for the same work and go on together."""
         if self._ready:
             return
-        async with self._ready_lock:
-            if not self._ready:
-                await self.tables.ensure_tables(list(TABLES))
-                await self.queues.ensure_queues([*FIXED_QUEUES, DISPATCH_QUEUE])
-                if self.blobs is not None:
-                    await self.blobs.ensure_container(self.settings.artifact_container)
-                self._ready = True
+        if self._readying is None:
+            self._readying = asyncio.ensure_future(self._make_ready())
+        readying = self._readying
+        try:
+            await asyncio.shield(readying)
+        except BaseException:
+            if readying.done() and self._readying is readying:
+                self._readying = None  # failed: the next caller tries again
+            raise
+
+    async def _make_ready(self) -> None:
+        await all_at_once([self.tables.ensure_tables(list(TABLES)),
+                           self.queues.ensure_queues([*FIXED_QUEUES, DISPATCH_QUEUE]),
+                           *([self.blobs.ensure_container(self.settings.artifact_container)]
+                             if self.blobs is not None else [])])
+        self._ready = True
 
     async def ensure_pending_queues(self, task_queue_id: str) -> None:
         """Create the task queue's pending queues (once per process), for workers that poll them directly."""

@@ -6,11 +6,12 @@ changed is a normal outcome the caller re-reads and retries.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -118,6 +119,15 @@ def transaction_is_empty(ops: list[Op]) -> bool:
     if len(ops) > BATCH_LIMIT or len({op.entity.partition_key for op in ops}) > 1:
         raise ValueError("a transaction is at most 100 operations on one partition")
     return not ops
+
+
+async def all_at_once(calls: Iterable[Awaitable[Any]]) -> None:
+    """Run independent storage calls at once (one round trip where one after another took one each) and wait for
+    every one, none left running on its own; the first failure is raised once all have ended."""
+    done = await asyncio.gather(*calls, return_exceptions=True)
+    failed = next((r for r in done if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
 
 
 async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> None:

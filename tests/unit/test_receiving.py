@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from shared.domain.messages import pending_queue
 from shared.operations.receiving import SharedReceives
 from shared.operations.stores import EmptyPendingQueues
 from shared.runtime import build_queue
@@ -172,3 +173,80 @@ def test_an_empty_receive_sent_before_a_hint_was_put_here_does_not_skip_the_queu
     assert not empty.skipped("q")  # the hint may be there: the next poll receives
     empty.received("q", 0, time.monotonic())
     assert empty.skipped("q")  # a receive sent after the put found it empty: skipped for the TTL
+
+
+class TimedQueues(SlowQueues):
+    """SlowQueues that also note when each receive began and ended, and of which queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spans: list[tuple[str, float, float]] = []
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
+        started = time.monotonic()
+        try:
+            return await super().receive(queue, max_messages, visibility_timeout)
+        finally:
+            self.spans.append((queue, started, time.monotonic()))
+
+
+async def _create(service, task_queue, priority):
+    definition = task_definition(taskQueueId=task_queue, priority=priority)
+    task_id = slugid()
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    return task_id
+
+
+def _pollers(queues: TimedQueues, tables: MemoryTables):
+    """Two processes on the same storage: `worker` claims, `other` creates (so that `worker` does not know of the
+    hints it puts), both finding a queue empty skipped for 50 ms only."""
+    def process():
+        return build_queue(load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
+                                         pending_empty_ttl=0.05), tables, queues)
+    return process(), process()
+
+
+def _at_once(spans: list[tuple[str, float, float]]) -> bool:
+    first_end = min(end for _, _, end in spans)
+    return all(start < first_end for _, start, _ in spans)  # every receive began before one ended
+
+
+def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_the_next():
+    """The seven priority queues, never received here or found empty before, are received at once (one round
+    trip), not one after another; fails if they are received in turn."""
+    async def go():
+        queues, tables = TimedQueues(), MemoryTables()
+        worker, other = _pollers(queues, tables)
+        tq = task_queue_id()
+        assert await worker.claims.claim_work(tq, "g", "w", 1) == []  # finds all seven empty
+        assert len(queues.spans) == 7 and _at_once(queues.spans)
+        await asyncio.sleep(0.06)  # they are no longer skipped
+        task_id = await _create(other, tq, "lowest")
+        queues.spans.clear()
+        [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
+        assert claim.task.task_id == task_id
+        assert len(queues.spans) == 7 and _at_once(queues.spans)
+        # The lowest queue got a hint: the next call receives it first, alone (the others are skipped a while).
+        await _create(other, tq, "lowest")
+        queues.spans.clear()
+        assert len(await worker.claims.claim_work(tq, "g", "w", 1)) == 1
+        assert [queue for queue, _, _ in queues.spans] == [pending_queue(tq, "lowest")]
+    asyncio.run(go())
+
+
+def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_go_back():
+    async def go():
+        queues, tables = TimedQueues(), MemoryTables()
+        worker, other = _pollers(queues, tables)
+        tq = task_queue_id()
+        assert await worker.claims.claim_work(tq, "g", "w", 1) == []
+        await asyncio.sleep(0.06)
+        low = await _create(other, tq, "lowest")
+        high = await _create(other, tq, "high")
+        [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
+        assert claim.task.task_id == high  # highest priority first, as when received in turn
+        await worker.stores.settled()  # the lower hint, received along, was given back at once
+        assert queues.released == 1
+        [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
+        assert claim.task.task_id == low  # not hidden for the hint visibility: claimed at the next call
+    asyncio.run(go())

@@ -22,7 +22,14 @@ from shared.storage.azure.common import (
     retried,
     with_keywords,
 )
-from shared.storage.base import QueueMessage, Received, announce_put, decode_message, encode_message
+from shared.storage.base import (
+    QueueMessage,
+    Received,
+    all_at_once,
+    announce_put,
+    decode_message,
+    encode_message,
+)
 from shared.storage.retry import RetryPolicy
 
 # Azure's limit for a message's time to live is "never" (-1) or seconds; visibility may not exceed 7 days.
@@ -80,10 +87,9 @@ class AzureQueues:
         return value
 
     async def ensure_queues(self, names: list[str]) -> None:
-        for name in names:
-            # The SDK raises ResourceExistsError for an existing queue even when storage answered 204.
-            await self._call("queue.create", with_keywords(self._client(name).create_queue),
-                             refusal=lambda exc: isinstance(exc, ResourceExistsError))
+        # The SDK raises ResourceExistsError for an existing queue even when storage answered 204.
+        await all_at_once(self._call("queue.create", with_keywords(self._client(name).create_queue),
+                                     refusal=lambda exc: isinstance(exc, ResourceExistsError)) for name in names)
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
         client = self._client(queue)

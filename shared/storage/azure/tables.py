@@ -13,7 +13,15 @@ from azure.data.tables.aio import TableClient, TableServiceClient
 
 from shared.connections import StorageConnection
 from shared.storage.azure.common import Clients, Refused, as_connection, retried, with_keywords
-from shared.storage.base import Entity, Op, Page, decode_continuation, encode_continuation, transaction_is_empty
+from shared.storage.base import (
+    Entity,
+    Op,
+    Page,
+    all_at_once,
+    decode_continuation,
+    encode_continuation,
+    transaction_is_empty,
+)
 from shared.storage.lost_responses import transaction_applied, written_by_us
 from shared.storage.retry import RetryPolicy
 
@@ -49,8 +57,8 @@ class AzureTables:
         return await retried(self._policy, operation, "request_id", call, **options)
 
     async def ensure_tables(self, names: list[str]) -> None:
-        for name in names:
-            await self._call("table.create", with_keywords(self._client(name).create_table))
+        await all_at_once(self._call("table.create", with_keywords(self._client(name).create_table))
+                          for name in names)
 
     async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
         found, _ = await self._call("table.get", lambda o: self._client(table).get_entity(partition_key, row_key,

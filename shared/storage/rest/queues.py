@@ -13,7 +13,14 @@ from multidict import CIMultiDict
 
 from shared.connections import StorageConnection
 from shared.storage.azure import queue_process_url
-from shared.storage.base import QueueMessage, Received, announce_put, decode_message, encode_message
+from shared.storage.base import (
+    QueueMessage,
+    Received,
+    all_at_once,
+    announce_put,
+    decode_message,
+    encode_message,
+)
 from shared.storage.rest.http import Account, Answer, Http, StorageError, http_date, rfc1123
 from shared.storage.retry import RetryPolicy, new_request_id
 
@@ -52,10 +59,11 @@ class RestQueues:
                                      data=body or None, headers=headers, operation=operation, request_id=request_id)
 
     async def ensure_queues(self, names: list[str]) -> None:
-        for name in names:
+        async def create(name: str) -> None:
             status, headers, payload, _ = await self._request("PUT", name, "queue.create")
             if status not in (201, 204, 409):
                 raise StorageError("PUT", name, status, headers.get("x-ms-error-code"), payload.decode())
+        await all_at_once(create(name) for name in names)
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
         visible_in = max(0, min(visible_in, MAX_VISIBILITY))

@@ -17,6 +17,7 @@ from shared.storage.base import (
     Entity,
     Op,
     Page,
+    all_at_once,
     decode_continuation,
     encode_continuation,
     transaction_is_empty,
@@ -126,12 +127,13 @@ class RestTables:
         return StorageError(method, path, status, headers.get("x-ms-error-code"), payload.decode(errors="replace"))
 
     async def ensure_tables(self, names: list[str]) -> None:
-        for name in names:
+        async def create(name: str) -> None:
             status, headers, payload, _ = await self._request(
                 "POST", "Tables", "table.create", body=json.dumps({"TableName": name}),
                 headers={"Content-Type": "application/json", "Prefer": "return-no-content"})
             if status not in (201, 204, 409):
                 raise self._fail("POST", "Tables", status, headers, payload)
+        await all_at_once(create(name) for name in names)
 
     @staticmethod
     def _entity_path(table: str, partition_key: str, row_key: str) -> str:

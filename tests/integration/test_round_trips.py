@@ -1,0 +1,103 @@
+"""Storage round trips one after another on the API's paths, on Azurite through the lean REST client
+(shared/roundtrips.py counts them as the API does for each request): what latency to a far storage service
+multiplies. Each test fails if a call on its path goes one after another where it went at once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from shared import roundtrips
+from shared.bus import create_publisher
+from shared.domain.events import EXCHANGES
+from shared.runtime import Queue, build_queue
+from shared.settings import load_settings
+from shared.storage.rest import RestQueues, RestTables
+from tests.amqp import broker_reachable, delete_exchanges
+from tests.conftest import slugid, task_definition, task_queue_id
+from tests.unit.test_service import _defaults
+
+NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
+
+
+def service(connection: str, *, bus: bool = False) -> Queue:
+    """A queue on Azurite; `bus`: publishing to the local RabbitMQ, as the benchmark's host does."""
+    values = {"storage": connection, "root_access_token": "x" * 30, "claim_work_wait": 0,
+              **({"event_bus": "amqp", "pulse_namespace": NAMESPACE} if bus else {})}
+    queue = build_queue(load_settings(**values), RestTables(connection), RestQueues(connection))
+    if bus:
+        queue.stores.events.publisher = create_publisher(queue.stores.settings)
+    return queue
+
+
+async def close(queue: Queue) -> None:
+    await queue.stores.close()
+    if queue.stores.events.publisher is not None:
+        await queue.stores.events.publisher.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_exchanges() -> Iterator[None]:
+    yield
+    if broker_reachable():
+        delete_exchanges(NAMESPACE, list(EXCHANGES))
+
+
+async def counted(work):
+    """Run `work()` traced: its result and its storage round trips one after another."""
+    with roundtrips.traced() as spans:
+        result = await work()
+    return result, roundtrips.sequential(spans)
+
+
+@pytest.mark.parametrize("bus", [False, True], ids=["no-bus", "amqp"])
+def test_create_claim_and_report_round_trips(azurite, bus: bool):
+    if bus and not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"):
+        pytest.skip("no AMQP broker on 127.0.0.1:5672")
+
+    async def go():
+        queue = service(azurite.connection_string, bus=bus)
+        try:
+            tq = task_queue_id()
+            warm_up = slugid()  # the first task of a process and task queue creates queues on the way
+            definition = task_definition(taskQueueId=tq)
+            await queue.creation.create_task(warm_up, dict(definition, **_defaults(definition)))
+            await queue.claims.claim_work(tq, "g", "w", 1)
+            await queue.stores.settled()
+            task_id = slugid()
+            _, creating = await counted(lambda: queue.creation.create_task(task_id,
+                                                                           dict(definition, **_defaults(definition))))
+            assert creating == 2  # the guards at once (hint, index and deadline rows, dispatch request); the task
+            claims, claiming = await counted(lambda: queue.claims.claim_work(tq, "g", "w", 1))
+            assert [c.task.task_id for c in claims] == [task_id]
+            assert claiming == 3  # the receive; the claim check and index row at once; the claim
+            _, reporting = await counted(lambda: queue.lifecycle.resolve(task_id, 0, "completed", "completed"))
+            assert reporting == (2 if bus else 1)  # the dispatch request; the resolution
+        finally:
+            await close(queue)
+    asyncio.run(go())
+
+
+def test_a_first_claim_work_receives_the_seven_priority_queues_in_one_round_trip(azurite):
+    """A worker's first claimWork in a process, for a task another process created: the seven pending queues at
+    once, the worker's quarantine read beside them and its record written beside the claim; the task's row is
+    read (it is not remembered here)."""
+    async def go():
+        queue = service(azurite.connection_string)
+        other = service(azurite.connection_string)
+        try:
+            await queue.stores.ready()  # once per process: its tables and queues, at once
+            tq = task_queue_id()
+            definition = task_definition(taskQueueId=tq, priority="low")  # the sixth of seven queues
+            task_id = slugid()
+            await other.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            claims, claiming = await counted(lambda: queue.claims.claim_work(tq, "g", "w", 1))
+            assert [c.task.task_id for c in claims] == [task_id]
+            assert claiming == 4  # the receives; the task's row; the claim check and index row; the claim
+        finally:
+            await asyncio.gather(close(queue), close(other))
+    asyncio.run(go())
