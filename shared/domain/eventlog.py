@@ -59,6 +59,7 @@ from shared.storage.grouped import GroupCommit
 log = logging.getLogger("queue.events")
 
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
+HOLD_WAIT = 0.25  # seconds a change waits for the stream's publishing here to end, so as to hold the stream itself
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 
@@ -259,6 +260,11 @@ class EventLog:
         async with self._locked(stream):
             return await self._dispatch(request, publisher)
 
+    async def _quiet(self, stream: Stream) -> None:
+        """Returns once no dispatch or publishing of the stream holds its lock here (at that moment)."""
+        async with self._locked(stream):
+            pass
+
     @contextlib.asynccontextmanager
     async def _locked(self, stream: Stream) -> AsyncIterator[None]:
         """The stream's lock here, held."""
@@ -412,8 +418,16 @@ class EventLog:
         `seq`: the last event the change records (the cursor's, when None).
         `commit_change` ends the hold (written, or `not_written`). None: the dispatch request's handler
         publishes, as without a hold."""
-        if self.publisher is None or not self.dispatching or stream in self._locks:
+        if self.publisher is None or not self.dispatching:
             return None
+        if stream in self._locks:
+            # The stream is being published here, by the writer of the change before this one as a rule (a worker
+            # reporting right after its claim): wait a moment for that to end rather than write without the lease,
+            # which has that publishing take this change's events too and then write the cursor.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._quiet(stream), HOLD_WAIT)
+            if stream in self._locks:
+                return None
         now = self.clock()
         cursor = Cursor(0, "", None) if new else self._cursors.get(stream)
         if cursor is None or cursor.leased(now) or not (new or cursor.etag):

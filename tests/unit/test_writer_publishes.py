@@ -295,3 +295,28 @@ async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when
     ahead = DispatchRequest(TASKS_TABLE, task_id, 5, timeutil.iso(since))
     assert await another_process(service).dispatch(ahead, publisher) == "stale"
     assert requests_left(service) == []
+
+
+async def test_a_change_waits_a_moment_for_the_publishing_of_the_one_before_and_holds_the_stream_itself(
+        service: Queue, publisher: RecordingPublisher) -> None:
+    """A worker reporting right after its claim: the claim's publishing is still under way here. The resolution
+    waits for it (a moment) and writes its own lease, instead of leaving its events to that publishing, which
+    would then write the cursor: no cursor write at all. Fails without the wait (`HOLD_WAIT`)."""
+    publish = publisher.publish
+
+    async def slow_publish(event: Any) -> None:
+        await asyncio.sleep(0.05)
+        await publish(event)
+
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.settled()
+    publisher.publish = slow_publish  # type: ignore[method-assign]
+    counted = CursorWrites(service)
+    await claim(service, task_id)  # its task-running is being published for 50 ms
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    await service.stores.settled()
+    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
+                                                         "task-completed", "task-group-resolved"]
+    assert counted.writes == []
+    assert requests_left(service) == []
