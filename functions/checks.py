@@ -74,7 +74,7 @@ async def task_resolved(msg: func.QueueMessage) -> None:
 
 async def _resolution(queue: str, msg: func.QueueMessage, check: ResolvedCheck) -> None:
     async def handle() -> None:
-        outcome = await get_queue().resolution.resolve_dependencies(check)
+        outcome = await get_queue().resolution.follow_up(check)
         log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
                                                            queue=queue, messageId=msg.id))
     await later_if_busy(queue, msg, handle)

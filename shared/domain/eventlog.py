@@ -88,11 +88,15 @@ class _StreamLock:
 
 
 @dataclass
-class _Requested:
-    """A dispatch message put to show only later, and how many of its requests are not settled yet."""
+class Fallback:
+    """A message that stands in for this process should it die before it publishes some streams' events: a
+    dispatch message put to show only later, or a message put before a change for other reasons that is also its
+    events' fallback (`EventLog.guarded_by`: a claim check, a resolution message). Deleted once none of its parts
+    is open: each stream's events published and settled here, and whatever else it waits for (`done_with`)."""
 
     message: QueueMessage
     open: int
+    queue: str = DISPATCH_QUEUE
 
 
 @dataclass
@@ -121,7 +125,7 @@ class EventLog:
         self._announced: GroupCommit[tuple[str, bool], DispatchRequest] = GroupCommit(
             self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH))
         # Requests put to show only later (their changes' writers publish here), per stream: (seq, its message).
-        self._requested: dict[Stream, list[tuple[int, _Requested]]] = {}
+        self._requested: dict[Stream, list[tuple[int, Fallback]]] = {}
         # What this process wrote lately, so that its dispatcher need not read it back: event rows (immutable
         # once written) and the cursors it wrote, with their ETags. A cursor remembered is a starting point: the
         # lease is written conditionally on its ETag (a cursor moved elsewhere fails it, and is read); and since a
@@ -174,12 +178,11 @@ class EventLog:
         if not later:
             await self.queues.put(queue, encode_requests(requests))
             return
-        message = _Requested(await self.queues.put(queue, encode_requests(requests), visible_in=self.fallback_delay),
+        message = Fallback(await self.queues.put(queue, encode_requests(requests), visible_in=self.fallback_delay),
                              len(requests))
         for request in requests:
             self._requested.setdefault(request.stream, []).append((request.seq, message))
-        while len(self._requested) > REMEMBERED_REQUESTS:  # forgotten: its message shows, and is handled then
-            del self._requested[next(iter(self._requested))]
+        self._forget_requests()
 
     def _settled(self, stream: Stream, up_to: int) -> None:
         """The stream's events up to `up_to` are published, and the cursor or this process's stored mark says so
@@ -187,18 +190,60 @@ class EventLog:
         message whose requests all are not is deleted."""
         for seq, message in self._requested.get(stream, ()):
             if seq <= up_to:
-                message.open -= 1
-                if message.open == 0:
-                    self.background.start(self._delete_request(message.message))
+                self.done_with(message)
         left = [(seq, message) for seq, message in self._requested.pop(stream, ()) if seq > up_to]
         if left:
             self._requested[stream] = left
 
-    async def _delete_request(self, message: QueueMessage) -> None:
+    def done_with(self, fallback: Fallback) -> None:
+        """One part of `fallback` is done; the message is deleted once none is open."""
+        fallback.open -= 1
+        if fallback.open == 0:
+            self.background.start(self._delete_request(fallback))
+
+    async def _delete_request(self, fallback: Fallback) -> None:
         try:
-            await self.queues.delete(DISPATCH_QUEUE, message)
-        except Exception:  # it shows after its delay, and its dispatch finds its events published
-            log.info("deleting a settled dispatch request failed", exc_info=True)
+            await self.queues.delete(fallback.queue, fallback.message)
+        except Exception:  # it shows after its delay, and its handler finds its work done
+            log.info("deleting a settled fallback message failed", exc_info=True, extra=fields(queue=fallback.queue))
+
+    @property
+    def published_by_writers(self) -> bool:
+        """Whether the events of the changes this process writes are published by it (a publisher here), or not at
+        all (no bus)."""
+        return not self.dispatching or self.publisher is not None
+
+    def guarded_by(self, queue: str, message: QueueMessage, streams: Sequence[tuple[Stream, int]], *,
+                   also: int = 0) -> Fallback:
+        """A change was written whose events, up to the given sequence numbers of `streams`, a message put before
+        it stands in for, should this process die before publishing them (its claim check, or the resolution
+        message that check became): no dispatch request was put for them. The message is deleted once this process
+        has published and settled them, and `also` more parts are `done_with`. Its handler, if it comes to it,
+        asks for their dispatch (`ensure_dispatched`)."""
+        if not self.dispatching:
+            streams = []  # no bus: no events to wait for
+        fallback = Fallback(message, len(streams) + also + 1, queue)
+        for stream, seq in streams:
+            self._requested.setdefault(stream, []).append((seq, fallback))
+        self._forget_requests()
+        self.done_with(fallback)  # the registration's own part: deleted now if nothing is open
+        return fallback
+
+    def _forget_requests(self) -> None:
+        while len(self._requested) > REMEMBERED_REQUESTS:  # forgotten: its message shows, and is handled then
+            del self._requested[next(iter(self._requested))]
+
+    async def ensure_dispatched(self, stream: Stream, seq: int) -> None:
+        """The handler of a message that stood in for a process's publishing (`guarded_by`): the stream's events up
+        to `seq` are published, here when this process publishes (a lease a dead writer left is waited out through
+        a request put back), by a dispatch request otherwise."""
+        if seq <= 0:
+            return
+        publisher = self.publisher
+        if publisher is None or not self.dispatching:
+            await self.announce(stream, seq, now=True)
+            return
+        await self.dispatch(DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock())), publisher)
 
     async def list(self, stream: Stream, *, limit: int, continuation: str | None) -> tuple[list[tuple[int, Event]],
                                                                                            str | None]:

@@ -326,6 +326,10 @@ class TaskGroupStore:
         if seen is not None and task_id in seen:
             seen.remove(task_id)
 
+    async def is_active(self, task_group_id: str, task_id: str) -> bool:
+        """Whether the task is still in its group's active set (its resolution has not left it)."""
+        return await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
+
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
         """Take a resolved task out of the active set; True when the group has no unresolved task left."""
         await self.tables.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id)

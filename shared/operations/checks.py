@@ -11,15 +11,17 @@ from typing import Any, Literal
 
 from shared import errors, faults, metrics, timeutil
 from shared.domain.deadlines import DeadlineBucket
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
-from shared.domain.tasks import Run, Task
+from shared.domain.eventrows import Stream
+from shared.domain.groups import GROUP_STREAMS
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, DeadlineCheck, ResolvedCheck
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import add_retry, deadline_passed
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
 
-ClaimCheckOutcome = Literal["expired", "stale", "early", "deadline", "task-gone"]
+ClaimCheckOutcome = Literal["expired", "stale", "early", "deadline", "task-gone", "followed-up"]
 DeadlineCheckOutcome = Literal["exceeded", "stale", "early", "already-resolved", "task-gone"]
 
 
@@ -37,7 +39,9 @@ class Checks:
         return True
 
     async def check_claim(self, check: ClaimCheck) -> ClaimCheckOutcome:
-        """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved."""
+        """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved. A run that
+        resolved: the check stood in for its resolution's process, which died or failed before publishing its
+        events and deleting the check (shared/operations/repository.py): follow the resolution up."""
         await self.stores.ready()
         faults.point("check-claim")
         guards = self.tasks.guards()
@@ -47,6 +51,9 @@ class Checks:
         async def expire(task: Task) -> Unchanged | None:
             nonlocal outcome
             run = task.runs[check.runId] if check.runId < len(task.runs) else None
+            if run is not None and run.resolved_state:
+                outcome = "followed-up"
+                return UNCHANGED
             if (run is None or run.state != "running" or run.taken_until != check.takenUntil
                     or task.taken_until != check.takenUntil):
                 outcome = "stale"
@@ -65,14 +72,43 @@ class Checks:
             return None
 
         try:
-            await self.tasks.modify(check.taskId, expire, guards)
+            task = await self.tasks.modify(check.taskId, expire, guards)
         except errors.TaskNotFound:
             return "task-gone"
+        if outcome == "followed-up":
+            await self.follow_up(task, check.runId)
         if outcome == "expired":
             metrics.CLAIM_EXPIRIES.add(1)
             metrics.resolved("exception", "claim-expired")
             log.info("claim expired", extra=fields(event="claim-expired", taskId=check.taskId, runId=check.runId))
         return outcome
+
+    async def follow_up(self, task: Task, run_id: int) -> None:
+        """What a resolved run's claim check does when its resolution's process did not get to it: the task's
+        events (and those of the group named after it, which a sole member's resolution records) dispatched, and,
+        when the run resolved the task, its dependents and group resolved. A sole member's resolution, which left
+        the active set and recorded the group's resolution in its own transaction, has nothing more to follow
+        when nothing depends on it (resolving the group again would announce it twice)."""
+        stores = self.stores
+        await stores.events.ensure_dispatched(Stream(TASKS_TABLE, task.task_id), task.event_seq)
+        if task.state not in RESOLVED_STATES or run_id != task.last_run_id:
+            return  # retried: the task goes on, nothing follows yet
+        group_id = task.definition["taskGroupId"]
+        if group_id == task.task_id:
+            group = await stores.groups.get(group_id)
+            if group is not None:
+                await stores.events.ensure_dispatched(Stream(GROUP_STREAMS, group_id), group.event_seq)
+                if (group.sole == task.task_id and task.has_dependents is False
+                        and not await stores.groups.is_active(group_id, task.task_id)):
+                    return
+        resolved = task.runs[run_id].resolved or stores.now()
+        check = ResolvedCheck(task.task_id, run_id, group_id, None, resolved)
+        if self.tasks.resolver is not None:
+            await self.tasks.resolver(check)
+        else:
+            await stores.queues.put(RESOLVED_QUEUE, check.encode())
+        log.info("resolution followed up by its claim check", extra=fields(event="resolution-followed-up",
+                                                                           taskId=task.task_id, runId=run_id))
 
     async def check_deadlines(self, body: Any) -> str:
         """A `task-deadlines` message came due: a bucket of deadlines (shared/domain/deadlines.py), or one task's

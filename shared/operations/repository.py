@@ -10,6 +10,13 @@ Rules every change follows:
 - A queue message that guards a change (pending hint, claim check, resolution message) is written *before* the
   entity change it guards (`Guards`), so a crash between the two leaves at most a harmless stale message, never a
   task that nothing will move. Readers of a message re-check state, so stale and duplicated messages do nothing.
+- The resolution of a running run is guarded by the run's claim check, written before the claim: where this
+  process publishes its events and resolves what follows a resolution itself, nothing is put before that write
+  (one storage round trip, not two). The check stays until the events are published (and, where more follows, it
+  becomes the resolution message beside the write, deleted once that is resolved too); should the process die
+  first, the check comes due (at `takenUntil`, or after `QUEUE_RESOLUTION_GRACE` as the resolution message), and
+  its handler finds the run resolved, asks for the dispatch of its events and follows the resolution up
+  (shared/operations/checks.py).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from shared import errors, faults, timeutil
+from shared.domain.eventlog import Fallback
 from shared.domain.eventrows import Stream, event_ops
 from shared.domain.events import task_event
 from shared.domain.groups import GroupRows, group_changed
@@ -115,6 +123,33 @@ class Guards:
         if run_id in self._converted:
             task.checks.pop("claim", None)  # it is the resolution message now: not to be deleted
 
+    async def converted(self, task: Task, claim: list[str]) -> QueueMessage | None:
+        """A guarded resolution (TaskRepository.modify) that leaves more to follow it (dependents, a group with
+        other members): its run's claim check becomes its resolution message, beside the write rather than before
+        it. The converted message, or None when the check was received meanwhile (its handler finds the run
+        resolved and follows the resolution up; `message_after` puts one of its own too)."""
+        run_id = task.last_run_id
+        if run_id not in self._resolved:
+            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
+            converted = await self.tasks.stores.queues.release(
+                CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, self.now), self.tasks.resolution_grace,
+                content=check.encode())
+            if converted is None:
+                return None
+            self._converted.add(run_id)
+            self._resolved[run_id] = (CLAIM_QUEUE, converted, check)
+        return self._resolved[run_id][1]
+
+    async def message_after(self, task: Task) -> None:
+        """After a guarded resolution's write whose claim check could not be converted: a resolution message of
+        its own (the check's handler follows the resolution up too; either is harmless twice)."""
+        run_id = task.last_run_id
+        if run_id not in self._resolved:
+            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
+            put = await self.tasks.stores.queues.put(RESOLVED_QUEUE, check.encode(),
+                                                     visible_in=self.tasks.resolution_grace)
+            self._resolved[run_id] = (RESOLVED_QUEUE, put, check)
+
     def resolution_message(self, run_id: int) -> tuple[str, QueueMessage, ResolvedCheck] | None:
         """The resolution message put (or converted) for `run_id`: its queue, the message, and what it says."""
         return self._resolved.get(run_id)
@@ -194,7 +229,8 @@ class TaskRepository:
 
     async def modify(self, task_id: str, mutate: Mutation, guards: Guards | None = None) -> Task:
         """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide. A change
-        that resolves the task puts its resolution message first (dependents and its group follow it)."""
+        that resolves the task puts its resolution message first (dependents and its group follow it), unless
+        its run's claim check guards it (`_guarded`)."""
         guards = guards or self.guards()
         task: Task | None = self.known.get(task_id)
         fresh = task is None  # whether `task` was read from storage rather than remembered (KnownTasks)
@@ -202,6 +238,7 @@ class TaskRepository:
             if task is None:
                 task, fresh = await self.load(task_id), True
             was_resolved, etag = task.state in RESOLVED_STATES, task.etag
+            was_running = bool(task.runs) and task.runs[-1].state == "running"
             refusal: errors.QueueError | None = None
             try:
                 unchanged = await mutate(task) is UNCHANGED
@@ -219,30 +256,68 @@ class TaskRepository:
                     raise refusal
                 return task
             resolving = task.state in RESOLVED_STATES and not was_resolved
+            claim = task.checks.get("claim") if resolving and was_running and self._guarded() else None
             spent: dict[str, list[str]] = {}
             with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its resolution message's reader waits
                 announced: int | None = None
                 group = self._sole_group_resolution(task, guards) if resolving else None
-                if group is not None:  # nothing is left to follow the resolution: no resolution message
+                # Guarded (a claim check): the check, put before the claim, stands in for what follows (the module
+                # docstring), so nothing is put before the write; a sole resolution leaves only its events to
+                # follow, any other turns the check into its resolution message beside the write.
+                if claim is None and group is not None:  # nothing is left to follow: no resolution message
                     assert group.announce is not None
                     _, announced = await all_of(self.stores.events.announce(group.stream, group.announce),
                                                 self.announce(task))
-                elif resolving:  # the resolution message and the dispatch request: both before the write
+                elif claim is None and resolving:  # the resolution message and the dispatch request: both first
                     _, announced = await all_of(guards.resolved(task), self.announce(task))
                 if resolving:
                     spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-                written = await self.write(task, announced=announced, group=group)
+                written, converted = await all_of(
+                    self.write(task, announced=announced, group=group, guarded=claim is not None),
+                    guards.converted(task, claim) if claim is not None and group is None else nothing())
             if group is not None and not written:
                 guards.group_failed = True  # the task changed, or the group did: decide again without it
             if written:
                 if resolving:
+                    fallback = None
+                    if claim is not None:
+                        fallback = await self._guarded_by(task, guards, spent.pop("claim", claim), converted, group)
                     self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
                     message = guards.resolution_message(task.last_run_id)
                     if message is not None and self.resolution_grace:
-                        self.stores.afterwards(self.resolve_here(*message))
+                        self.stores.afterwards(self.resolve_here(*message, fallback))
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    def _guarded(self) -> bool:
+        """Whether this process's resolutions of running runs are guarded by their claim checks: it publishes
+        its changes' events itself (or there is no bus) and resolves what follows a resolution itself (the check
+        stands in for both should it die first)."""
+        return self.stores.events.published_by_writers and self.resolution_grace > 0
+
+    async def _guarded_by(self, task: Task, guards: Guards, claim: list[str], converted: QueueMessage | None,
+                          group: GroupRows | None) -> Fallback | None:
+        """A guarded resolution is written: what stands in for this process until its events are published (and
+        what follows it resolved): the claim check as it is (a sole resolution), the resolution message it became,
+        or, when it could not become one (received meanwhile), a resolution message put now (if that fails, the
+        check's handler is left: it finds the run resolved)."""
+        events = self.stores.events
+        streams = [(Stream(TASKS_TABLE, task.task_id), task.event_seq)]
+        if group is not None:
+            if group.announce is not None:
+                streams.append((group.stream, group.announce))
+            return events.guarded_by(CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
+        if converted is None:
+            try:
+                await guards.message_after(task)
+            except Exception:
+                log.warning("could not put a resolution message; the claim check's handler follows the resolution "
+                            "up", exc_info=True, extra=fields(taskId=task.task_id))
+                return None
+        resolution = guards.resolution_message(task.last_run_id)
+        assert resolution is not None
+        return events.guarded_by(resolution[0], resolution[1], streams, also=1)  # and once resolve_here is done
 
     def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
         """A resolving task that nothing depends on and that is alone in the group named after it (as this process
@@ -268,19 +343,22 @@ class TaskRepository:
         return seq
 
     async def write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
-                    touch: bool = False, announced: int | None = None, group: GroupRows | None = None) -> bool:
+                    touch: bool = False, announced: int | None = None, group: GroupRows | None = None,
+                    guarded: bool = False) -> bool:
         """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
         announces and `extra` rows of its partition (artifacts), in one transaction. `touch`: the task itself
         did not change, only its event count is written (still conditional on the ETag, so that the extra rows
         are written against the state that was read). `group`: its group's rows, written with it (the group is
-        named after the task: shared/domain/groups.py), told the outcome. False when the write lost a race
+        named after the task: shared/domain/groups.py), told the outcome. `guarded`: a message put before stands
+        in for the dispatch of its events (modify): no dispatch request. False when the write lost a race
         (changed; exists)."""
         with contextlib.ExitStack() as writing:
             writing.enter_context(self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id))
             if group is not None and group.announce is not None:
                 writing.enter_context(self.stores.events.in_flight.writing(group.stream.table, group.stream.key))
             etags = await self._write(task, insert=insert, extra=[*extra, *(group.ops if group else ())],
-                                      touch=touch, announced=announced, also=[group.stream] if group else [])
+                                      touch=touch, announced=task.event_seq + len(task.emitted) if guarded
+                                      else announced, also=[group.stream] if group else [])
         if group is not None:
             group.done(None if etags is None else etags[1 + len(extra):1 + len(extra) + len(group.ops)])
         return etags is not None
@@ -370,18 +448,23 @@ class TaskRepository:
         except Exception:
             log.warning("could not tidy up after a resolution", exc_info=True, extra=fields(taskId=task_id))
 
-    async def resolve_here(self, queue: str, message: QueueMessage, check: ResolvedCheck) -> None:
+    async def resolve_here(self, queue: str, message: QueueMessage, check: ResolvedCheck,
+                           fallback: Fallback | None = None) -> None:
         """After a resolution is written and answered: resolve the task's dependents and group here, then delete
         its resolution message (hidden meanwhile), so that no trigger need receive it: one queue call less per
         task, and dependents pending without a trigger's poll between. If this fails or the process dies, the
         message shows after `resolution_grace` and its handler does it (every step is idempotent, so a
-        handler that starts while this still runs does no harm either)."""
+        handler that starts while this still runs does no harm either). `fallback`: the message also stands in for
+        the resolution's events (a guarded resolution): deleted once they are published too."""
         assert self.resolver is not None
         try:
             await self.resolver(check)
         except Exception:
             log.warning("resolving here failed; its resolution message will", exc_info=True,
                         extra=fields(taskId=check.taskId, runId=check.runId))
+            return
+        if fallback is not None:
+            self.stores.events.done_with(fallback)
             return
         try:
             await self.stores.queues.delete(queue, message)

@@ -13,6 +13,7 @@ from typing import Literal
 
 from shared import errors, faults
 from shared.domain.dependencies import Dependent
+from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.groups import TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
@@ -105,6 +106,16 @@ class Resolution:
 
         await asyncio.gather(group_step, *(unblock(d) for d in dependents))
         return "resolved"
+
+    async def follow_up(self, check: ResolvedCheck) -> ResolutionOutcome:
+        """A resolution message's handler: on its first page, the task's events dispatched, for the message may
+        also stand in for a resolving process that died or failed before it published them (a guarded resolution:
+        shared/operations/repository.py); then `resolve_dependencies` (its group's events come after the task's)."""
+        if check.continuation is None:
+            task = self.tasks.known.get(check.taskId) or await self.tasks.get(check.taskId)
+            if task is not None and resolved_run(task, check.runId):
+                await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, check.taskId), task.event_seq)
+        return await self.resolve_dependencies(check)
 
     async def resolve_group_member(self, check: ResolvedCheck) -> None:
         """On the first page of a resolution: the task leaves its group's active set; the group is resolved when

@@ -291,6 +291,46 @@ def test_a_process_killed_between_change_and_publish_loses_no_event(
         assert [m.seq for m in got][:3] == [1, 1, 2]  # the one published before the crash, again
 
 
+@pytest.mark.parametrize("dependent", [False, True], ids=["alone", "with-a-dependent"])
+def test_a_resolution_killed_before_publishing_is_followed_up_by_its_claim_check(
+        dependent: bool, own_hosts: Callable[..., HostProcess], listen: Callable[..., Listener]) -> None:
+    """reportCompleted wrote the resolution, with nothing put before it (its run's claim check stands in), and its
+    process died before publishing: the check (or the resolution message it became, where a dependent waits)
+    comes due in another host, which publishes the task's events, its group's, and releases the dependent."""
+    tq = task_queue_id()
+    prov, wt = tq.split("/")
+    listener = listen(on_all(f"primary.*.*.*.*.{prov}.{wt}.#"))
+    group_listener = listen(on_all("primary.#", GROUP_EXCHANGES))
+    survivor = own_hosts(**BUS, claim_timeout=8, resolution_grace=2)
+    queue = survivor.client()
+    task_id = slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq))
+    follower = slugid()
+    if dependent:
+        queue.createTask(follower, task_definition(taskQueueId=tq, dependencies=[task_id]))
+    [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    assert claim["status"]["taskId"] == task_id
+    listener.wait_for(3, of_task(task_id))  # defined, pending, running: published by the survivor
+    doomed = own_hosts(**BUS, claim_timeout=8, resolution_grace=2, faults="after-state-write")
+    with contextlib.suppress(Exception):
+        doomed.client().reportCompleted(task_id, "0")  # the root client may resolve any run
+    assert wait_for(lambda: doomed.process.poll() is not None, timeout=20)
+    assert doomed.process.returncode == EXIT_STATUS, doomed.log()
+    assert queue.status(task_id)["status"]["state"] == "completed"  # the write was stored
+    got = wait_for(lambda: (m := listener.messages(of_task(task_id))) and m[-1].exchange == "task-completed" and m,
+                   timeout=30)
+    assert [m.exchange for m in sorted({m.seq: m for m in got}.values(), key=lambda m: m.seq)] == [
+        "task-defined", "task-pending", "task-running", "task-completed"]
+    assert_in_order(got)
+    resolved = wait_for(lambda: [m for m in group_listener.messages()
+                                 if m.routing_key.split(".")[1] == task_id], timeout=30)
+    assert [m.exchange for m in resolved] == ["task-group-resolved"]
+    if dependent:
+        wait_for(lambda: queue.status(follower)["status"]["state"] == "pending", timeout=30)
+    time.sleep(1)  # nothing more comes: the group was not announced twice
+    assert len([m for m in group_listener.messages() if m.routing_key.split(".")[1] == task_id]) == 1
+
+
 def test_broker_down_for_a_while_loses_no_event(own_hosts: Callable[..., HostProcess],
                                                 listen: Callable[..., Listener]) -> None:
     proxy = TcpProxy()
