@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ def definition(task_queue: str) -> dict[str, Any]:
                          "source": "https://example.com/bench"}}
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -87,6 +87,7 @@ class Workers:
                  per_claim: int, timer: Timer | None = None) -> None:
         self.client, self.tq, self.target, self.per_claim, self.timer = client, tq, target, per_claim, timer
         self.completed = 0
+        self.claims: list[int] = []  # tasks each claimWork returned until the target was reached
         self.lock = threading.Lock()
         self.done = threading.Event()
         self.threads = [threading.Thread(target=self._work, args=(i,)) for i in range(threads)]
@@ -101,6 +102,9 @@ class Workers:
         while not self.done.is_set():
             claims = self._call("claimWork", queue.claimWork, self.tq,
                                 {"workerGroup": "bench", "workerId": f"w{i}", "tasks": self.per_claim})["tasks"]
+            with self.lock:
+                if not self.done.is_set():
+                    self.claims.append(len(claims))
             for claim in claims:
                 self._call("reportCompleted", self.client(claim["credentials"]).reportCompleted,
                            claim["status"]["taskId"], str(claim["runId"]))
@@ -208,7 +212,16 @@ def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, thre
     workers.join()
     return (f"lifecycle: {tasks} tasks created, claimed and completed in {elapsed:.1f} s = "
             f"{tasks / elapsed:.0f} tasks/s; p50 createTask {timer.p50('createTask'):.0f} ms, claimWork "
-            f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms")
+            f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms; "
+            f"{claimed_line(workers.claims, workers.per_claim)}")
+
+
+def claimed_line(claims: list[int], per_claim: int) -> str:
+    """How full the workers' claimWork answers were: a claimWork that waited for tasks to be created (its
+    long-poll) returns fewer, so its latency is the creators' pace as much as the queue's."""
+    empty = sum(1 for count in claims if count == 0)
+    return (f"claimWork returned {sum(claims) / max(len(claims), 1):.1f} tasks on average of {per_claim}, "
+            f"{empty} of {len(claims)} none")
 
 
 def scenario_fanout(client: Callable[[], taskcluster.Queue], dependents: int, threads: int,
