@@ -123,14 +123,20 @@ async def test_a_process_dying_after_a_sole_resolution_leaves_it_to_the_claim_ch
     assert group is not None and group.event_seq == 1
 
 
-async def test_a_resolution_with_dependents_turns_the_check_into_its_message_beside_the_write(
-        service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
-    _, queues = storage
+async def claimed_root_with_dependent(service: Queue) -> tuple[str, str]:
+    """A root task claimed, with a dependent waiting on it: its resolution leaves something to follow."""
     root, dependent = slugid(), slugid()
     await service.creation.create_task(root, task_definition())
     await service.creation.create_task(dependent, task_definition(dependencies=[root]))
     await claim(service, root)
     await service.stores.settled()
+    return root, dependent
+
+
+async def test_a_resolution_with_dependents_turns_the_check_into_its_message_beside_the_write(
+        service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
+    _, queues = storage
+    root, dependent = await claimed_root_with_dependent(service)
     puts = Puts(queues)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     assert puts.calls == [("release", CLAIM_QUEUE)]  # the check became the resolution message; nothing else
@@ -147,11 +153,7 @@ async def test_a_process_dying_after_a_resolution_with_dependents_leaves_it_to_t
         service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
         publisher: RecordingPublisher) -> None:
     _, queues = storage
-    root, dependent = slugid(), slugid()
-    await service.creation.create_task(root, task_definition())
-    await service.creation.create_task(dependent, task_definition(dependencies=[root]))
-    await claim(service, root)
-    await service.stores.settled()
+    root, dependent = await claimed_root_with_dependent(service)
     dies_after_answering(service)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     [message] = bodies(queues, CLAIM_QUEUE)
