@@ -112,7 +112,8 @@ class Resolution:
         also stand in for a resolving process that died or failed before it published them (a guarded resolution:
         shared/operations/repository.py); then `resolve_dependencies` (its group's events come after the task's)."""
         if check.continuation is None:
-            task = self.tasks.known.get(check.taskId) or await self.tasks.get(check.taskId)
+            # Read, not remembered: a row this process remembers may predate the resolution another wrote.
+            task = await self.tasks.get(check.taskId)
             if task is not None and resolved_run(task, check.runId):
                 await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, check.taskId), task.event_seq)
         return await self.resolve_dependencies(check)

@@ -185,3 +185,23 @@ async def test_a_check_received_meanwhile_gets_a_resolution_message_of_its_own_a
     await service.stores.settled()
     assert bodies(queues, RESOLVED_QUEUE) == []  # resolved here, published: deleted
     assert (await service.queries.task(dependent)).status()["state"] == "pending"
+
+
+async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_remembered_one(
+        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> None:
+    """The process that handles the resolution message remembers the task running (it read it before the
+    resolution, as a host that served the claim does): its events are dispatched all the same. Fails when the
+    handler decides on the remembered row (the soak's `events-dispatched` violation)."""
+    _, queues = storage
+    root, _ = await claimed_root_with_dependent(service)
+    other_publisher = RecordingPublisher()
+    other = process(clock, *storage, other_publisher)
+    remembered = await other.tasks.get(root)
+    assert remembered is not None and remembered.state == "running"
+    dies_after_answering(service)
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    [message] = bodies(queues, CLAIM_QUEUE)
+    clock.advance(10)  # its grace, and the dead writer's lease
+    assert await other.resolution.follow_up(ResolvedCheck.decode(message)) == "resolved"
+    await other.stores.settled()
+    assert "task-completed" in [e.exchange for e in other_publisher.published if root in e.routing_key]
