@@ -5,7 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 AZURITE := .tools/node_modules/.bin/azurite
 AZURITE_VERSION := 3.37.0
-AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)
+# Azurite is patched after install (local_host/azurite-patches/README.md says why); the stamp names the patches.
+AZURITE_PATCHES := $(wildcard local_host/azurite-patches/*.patch)
+AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)-patched-1
+PATCH_PACKAGE_VERSION := 8.0.1
 # The official JavaScript client, which a test drives from a node script (tests/acceptance/js/).
 TC_CLIENT_VERSION := 87.1.3
 TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
@@ -20,8 +23,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .  # the tc-queue-worker and tc-queue-admin commands
 	@touch $@
 
-$(AZURITE_STAMP):  # a stamp per version, so a checkout with an older Azurite is upgraded
-	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+$(AZURITE_STAMP): $(AZURITE_PATCHES)  # a stamp per version and patch set, so an older checkout is upgraded
+	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION) \
+		patch-package@$(PATCH_PACKAGE_VERSION)
+	cd .tools && node_modules/.bin/patch-package --error-on-fail --patch-dir ../local_host/azurite-patches
 	@touch $@
 
 $(TC_CLIENT_STAMP): $(AZURITE_STAMP)
