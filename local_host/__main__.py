@@ -26,7 +26,7 @@ from local_host.host import PROJECT, serve
 from shared import logs
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
-from shared.settings import load_settings
+from shared.settings import Settings, load_settings
 
 
 def load_local_settings(path: Path) -> None:
@@ -90,7 +90,6 @@ def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
 
 def _binding_defaults() -> None:
     """App settings the function bindings name (`%QUEUE_EXPIRY_SCHEDULE%`) get the settings' defaults."""
-    from shared.settings import Settings
     for name in ("expiry_schedule", "reconcile_schedule"):
         os.environ.setdefault(f"QUEUE_{name.upper()}", str(Settings.model_fields[name].default))
 
@@ -103,7 +102,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     runtime = data_dir / "runtime.json"
     if own_storage:
         key = json.loads((data_dir / "secrets.json").read_text())[AZURITE_KEY]
-        embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory, key=key)
+        # Not on the host's port, which is free until the host binds it after Azurite has started.
+        host_port = int(os.environ.get("QUEUE_PORT") or Settings.model_fields["port"].default)
+        embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory, key=key,
+                                 avoid=frozenset({host_port}))
         os.environ["QUEUE_STORAGE"] = embedded.connection_string
         pids = ", ".join(map(str, embedded.pids))
         print(f"Azurite (pids {pids}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "

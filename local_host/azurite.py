@@ -128,7 +128,8 @@ def allow_browser_reads(azurite: Azurite) -> None:
 
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
           startup_timeout: float = 30, ports: dict[str, int] | None = None,
-          tls: tuple[Path, Path] | None = None, oauth: bool = False, key: str | None = None) -> Azurite:
+          tls: tuple[Path, Path] | None = None, oauth: bool = False, key: str | None = None,
+          avoid: frozenset[int] = frozenset()) -> Azurite:
     """Start Azurite's services on free loopback ports (or on `ports`, to restart one on its data); data in
     `data_dir` (or in memory), which only its owner may read. Retries if a port was taken meanwhile. `key`: the
     account key (default: a new one; DEVELOPMENT_KEY only where a caller asks for it). `tls` (certificate, key:
@@ -144,8 +145,11 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
     split = os.environ.get("QUEUE_AZURITE_SPLIT", "1") == "1"
     access_log = os.environ.get("QUEUE_AZURITE_ACCESS_LOG", "0") == "1"
     for _ in range(attempts):
-        ports = dict(ports) if ports else {service: free_port() for service in SERVICES}
-        if len(set(ports.values())) < len(SERVICES):
+        # Given ports are tried again each time (a restart on its data); free ones are chosen afresh.
+        chosen = dict(ports) if ports else {service: free_port() for service in SERVICES}
+        # `avoid`: ports someone means to bind next (the host's), free now, so free_port may offer them.
+        if len(set(chosen.values())) < len(SERVICES) or set(chosen.values()) & avoid:
+            last_error = f"ports {sorted(chosen.values())} repeat, or take one of {sorted(avoid)}"
             continue
         log_path = None
         if data_dir is not None:
@@ -160,7 +164,7 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             if not access_log:
                 args.append("--silent")
             for service in services:
-                args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(ports[service])]
+                args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(chosen[service])]
             if tls is not None:
                 args += ["--cert", str(tls[0]), "--key", str(tls[1])]
             if oauth:
@@ -175,14 +179,14 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             processes["+".join(services)] = subprocess.Popen(
                 args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env=environment, umask=0o077)  # what it writes is readable by its owner only
-        azurite = Azurite(processes, ports, log_path, key, "https" if tls else "http")
+        azurite = Azurite(processes, chosen, log_path, key, "https" if tls else "http")
         give_up = time.monotonic() + startup_timeout
         while time.monotonic() < give_up:
             exited = [s for s, p in processes.items() if p.poll() is not None]
             if exited:
                 last_error = f"azurite ({exited[0]}) exited with code {processes[exited[0]].returncode}"
                 break
-            if all(_listening(p) for p in ports.values()):
+            if all(_listening(p) for p in chosen.values()):
                 if tls is None:
                     allow_browser_reads(azurite)
                 return azurite

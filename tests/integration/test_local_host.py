@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
+import socket
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -153,3 +155,23 @@ def test_azurite_access_log_is_off_unless_asked_for(access_log, tmp_path, monkey
     requests = [line for line in (tmp_path / "azurite" / "azurite.log").read_text().splitlines()
                 if "/devstoreaccount1/" in line and "HTTP/1.1" in line]
     assert bool(requests) is access_log
+
+
+def test_azurite_leaves_the_port_the_host_will_bind(tmp_path, monkeypatch):
+    """`make run` picks the host's port first and binds it after Azurite started: Azurite's free ports must not
+    be that one (two runs side by side once failed so, the host's bind refused)."""
+    from local_host import azurite as azurite_mod
+
+    with contextlib.ExitStack() as held:  # held open while taken, so that the six are distinct
+        sockets = [held.enter_context(socket.socket()) for _ in range(6)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        fresh = [sock.getsockname()[1] for sock in sockets]
+    host_port = fresh[0]
+    offered = iter(fresh)  # the first attempt is offered the host's port, the second three others
+    monkeypatch.setattr(azurite_mod, "free_port", lambda: next(offered))
+    instance = azurite_mod.start(tmp_path / "azurite", in_memory=True, avoid=frozenset({host_port}))
+    try:
+        assert set(instance.ports.values()) == set(fresh[3:])
+    finally:
+        instance.stop()
