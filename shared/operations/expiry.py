@@ -4,7 +4,8 @@ ago are deleted, a batch at a time within a time budget.
 Tasks, artifacts and objects are found through their expiry indexes (shared/domain/expiry.py: an entry per thing, by the
 hour it expires), written before the thing itself; each entry is a hint, and the thing is re-read before it is
 deleted, so one whose expiry was extended, or that has not expired, is kept. An artifact's or object's blob goes
-before its row, so a row never names a deleted blob.
+before its row, so a row never names a deleted blob. A task's row goes last and only as it was read: a change
+written meanwhile (a deadline resolved late) has it read again, and the event rows that change added go too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from shared.operations.repository import TaskRepository
 from shared.storage.base import delete_all
 
 log = logging.getLogger("queue")
+
+EXPIRE_ATTEMPTS = 3  # reads of a task that keeps changing while it is deleted, before it is left for the next run
 
 
 class Expiry:
@@ -66,9 +69,11 @@ class Expiry:
         stores = self.stores
 
         async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
-            task = await self.tasks.get(task_id)
-            self.tasks.known.forget(task_id)
-            if task is not None:
+            for _ in range(EXPIRE_ATTEMPTS):
+                task = await self.tasks.get(task_id)
+                self.tasks.known.forget(task_id)
+                if task is None:
+                    break
                 await self.forget_artifacts(task_id)
                 await stores.workers.run_resolved(task.task_queue_id, task_id)
                 await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
@@ -76,8 +81,14 @@ class Expiry:
                 group_id = task.definition["taskGroupId"]
                 await stores.groups.forget_member(group_id, task_id)
                 await stores.deadlines.forget(task_id, task.deadline)
-                await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id))
-                await stores.groups.delete_if_empty(group_id, cutoff)
+                # The row as read: a change written meanwhile (a deadline resolved late) wrote an event row after
+                # those just deleted, which would outlive the task; the task is read again and its rows go too.
+                if await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id), etag=task.etag):
+                    await stores.groups.delete_if_empty(group_id, cutoff)
+                    break
+            else:
+                log.warning("task changed while expiring; kept for the next run", extra=fields(taskId=task_id))
+                return  # its index entry stays
             await stores.expiry.remove(hour, task_id)
 
         expired = await self._drain(stores.expiry, batch, budget_seconds, expire)

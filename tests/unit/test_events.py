@@ -22,6 +22,7 @@ from shared.domain.eventrows import (
     encode_requests,
 )
 from shared.domain.events import Event
+from shared.domain.messages import DeadlineCheck
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim
 from shared.runtime import Queue, build_queue
@@ -151,7 +152,6 @@ async def test_cancel_deadline_rerun_failed_and_priority(service: Queue, clock: 
     await service.creation.create_task(late, task_definition(
         deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5))))
     clock.advance(10)
-    from shared.domain.messages import DeadlineCheck
     task = await service.tasks.load(late)
     assert await service.checks.check_deadline(DeadlineCheck(late, task.deadline)) == "exceeded"
     events = await recorded(service, late)
@@ -301,6 +301,35 @@ async def test_expiry_forgets_events(service: Queue, clock: Clock) -> None:
     assert await service.expiry.expire_tasks() == 1
     page = await service.stores.tables.query(TASKS_TABLE, "PartitionKey eq @pk", {"pk": task_id})
     assert page.entities == []  # the task's rows, and its group's (the same partition)
+
+
+async def test_expiry_deletes_the_events_of_a_change_written_while_it_expires(service: Queue, clock: Clock,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change written between expiry's read of the task and its delete (its deadline resolved late) adds an
+    event row after the ones expiry deleted: the task's delete, conditional on the row it read, fails, and the
+    task is read and deleted again with that row (it outlived the task once, in CI)."""
+    task_id = slugid()
+    now = clock.now
+    await service.creation.create_task(task_id, task_definition(
+        created=timeutil.iso(now), deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
+        expires=timeutil.iso(now + dt.timedelta(seconds=20))))
+    await service.groups.seal(task_id)
+    clock.advance(3600)
+    deadlines = service.stores.deadlines
+    forget = deadlines.forget
+    changed: list[str] = []
+
+    async def forget_then_change(*args: object) -> None:
+        await forget(*args)  # type: ignore[arg-type]
+        if not changed:  # the first pass only: the change lands between expiry's read and its delete
+            task = await service.tasks.load(task_id)
+            changed.append(await service.checks.check_deadline(DeadlineCheck(task_id, task.deadline)))
+
+    monkeypatch.setattr(deadlines, "forget", forget_then_change)
+    assert await service.expiry.expire_tasks() == 1
+    assert changed == ["exceeded"]
+    page = await service.stores.tables.query(TASKS_TABLE, "PartitionKey eq @pk", {"pk": task_id})
+    assert [e.row_key for e in page.entities] == []
 
 
 class HostMessage:
