@@ -22,11 +22,12 @@ from starlette.types import Receive, Scope, Send
 from shared import errors, metrics, roundtrips, strict_json, timeutil, validation
 from shared.auth.hawk import Authenticator, Caller
 from shared.auth.hawk import Request as AuthRequest
-from shared.scopes import ScopeExpr, describe, unsatisfied
+from shared.scopes import ScopeExpr, describe
 
 log = logging.getLogger("queue.api")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # Taskcluster's body-parser limit
+HELD_SHOWN = 100  # scopes an InsufficientScopes message lists of those the caller holds
 
 # Taskcluster's API library answers every request so (and a preflight OPTIONS with 200): any origin may call the
 # API from a browser, with credentials in the Authorization header (Hawk), not cookies.
@@ -113,12 +114,15 @@ class Call(Generic[ContextT]):
         self.required_scopes = render_scopes(self.route.scopes, {**self.params, **extra})
         if self.required_scopes is None:
             return
-        missing = unsatisfied(self.caller.scopes, self.required_scopes)
+        missing = self.caller.held.unsatisfied(self.required_scopes)
         if missing is not None:
             who = f"Client `{self.caller.client_id}`" if self.caller.client_id else "An anonymous caller"
+            held = self.caller.scopes
+            shown = ", ".join(held[:HELD_SHOWN]) + (f" and {len(held) - HELD_SHOWN} more" if len(held) > HELD_SHOWN
+                                                     else "")
             raise errors.InsufficientScopes(
                 f"{who} lacks the scopes for {self.route.name}. Missing: {describe(missing)}\n\n"
-                f"Required: {describe(self.required_scopes)}\n\nHeld: {', '.join(self.caller.scopes) or '(none)'}")
+                f"Required: {describe(self.required_scopes)}\n\nHeld: {shown or '(none)'}")
 
     async def client_gone(self) -> bool:
         return await self.request.is_disconnected()

@@ -3,6 +3,10 @@
 Access tokens are never stored. A client's token is derived as HMAC-SHA256(QUEUE_TOKEN_SECRET, clientId and a
 random nonce kept in its row); resetting a client draws a new nonce. Someone who reads the table learns no
 token, and Hawk can still check requests (it needs the token itself, so a one-way hash would not do).
+
+What a process read is trusted for `cache_seconds`, in two bounded maps: clients found (KNOWN_CLIENTS entries,
+KNOWN_CLIENTS_BYTES) and clientIds not found (UNKNOWN_CLIENTS, so that requests naming made-up clients cannot
+push real ones out). Only a clientId that matches Taskcluster's pattern is looked up or remembered.
 """
 
 from __future__ import annotations
@@ -11,18 +15,23 @@ import base64
 import datetime as dt
 import hashlib
 import hmac
-import json
 import re
 import secrets
 import time
 from dataclasses import dataclass, field
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, TableStore, decode_key, encode_key, query_all
+from shared.auth.roles import MAX_DESCRIPTION, stored_scopes
+from shared.bounded import Bounded, text_weight
+from shared.scopes import problems_of
+from shared.storage.base import Entity, TableStore, decode_key, encode_key, pack_json, query_all
 
 CLIENTS_TABLE = "Clients"
 CLIENT_ROW = "client"
-CLIENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9!@/:.+|_-]{1,256}$")  # Taskcluster's clientId pattern
+CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9!@/:.+|_-]{1,256}")  # Taskcluster's clientId pattern (fullmatch)
+KNOWN_CLIENTS = 10_000  # clients a process remembers having read
+KNOWN_CLIENTS_BYTES = 16 * 1024 * 1024  # ... and their bytes, about
+UNKNOWN_CLIENTS = 1_000  # clientIds a process remembers not finding
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,10 @@ class ClientStore:
         self.cache_seconds = cache_seconds
         self._secret = token_secret
         self._root = Client(root_client_id, root_access_token, ("*",))
-        self._cache: dict[str, tuple[float, Client | None]] = {}
+        self._known: Bounded[str, tuple[float, Client]] = Bounded(
+            KNOWN_CLIENTS, max_bytes=KNOWN_CLIENTS_BYTES,
+            weigh=lambda key, value: text_weight(key, value[1].scopes, value[1].description) + 200)
+        self._unknown: Bounded[str, float] = Bounded(UNKNOWN_CLIENTS, weigh=lambda key, _: text_weight(key))
         self._ready = False
 
     def _derive(self, client_id: str, nonce: str) -> str:
@@ -84,46 +96,74 @@ class ClientStore:
             return timeutil.parse(data[key]) if data.get(key) else None
 
         return Client(client_id, self._derive(client_id, data["nonce"]),
-                      tuple(json.loads(data["scopes"])), expires, bool(data.get("disabled")),
+                      stored_scopes(data), expires, bool(data.get("disabled")),
                       data.get("description", ""), when("created"), when("lastModified") or when("created"),
                       when("lastRotated") or when("created"))
 
+    def _forget(self, client_id: str) -> None:
+        self._known.pop(client_id)
+        self._unknown.pop(client_id)
+
     async def get(self, client_id: str) -> Client | None:
+        """The client (None if there is none, or `client_id` is not a valid clientId), as read at most
+        `cache_seconds` ago."""
         if client_id == self._root.client_id:
             return self._root
-        cached = self._cache.get(client_id)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        client = None
-        if self._secret and CLIENT_ID_PATTERN.match(client_id):
-            await self._ensure()
-            entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
-            client = self._from_entity(entity) if entity is not None else None
-        self._cache[client_id] = (time.monotonic() + self.cache_seconds, client)
+        if not self._secret or not CLIENT_ID_PATTERN.fullmatch(client_id):
+            return None
+        now = time.monotonic()
+        known = self._known.get(client_id)
+        if known is not None and known[0] > now:
+            return known[1]
+        missing = self._unknown.get(client_id)
+        if missing is not None and missing > now:
+            return None
+        await self._ensure()
+        entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
+        self._forget(client_id)
+        if entity is None:
+            self._unknown.put(client_id, now + self.cache_seconds)
+            return None
+        client = self._from_entity(entity)
+        self._known.put(client_id, (now + self.cache_seconds, client))
         return client
 
     async def must_get(self, client_id: str) -> Client:
         """The client as stored now (not from the cache); 404 ClientNotFound."""
-        self._cache.pop(client_id, None)
+        self._forget(client_id)
         client = await self.get(client_id)
         if client is None:
             raise ClientNotFound(clientId=client_id)
         return client
 
+    @staticmethod
+    def _checked(client_id: str, scopes: list[str], description: str) -> list[str]:
+        """The scopes, sorted and unique, if a client may hold them with this description; 400 if not."""
+        problems = problems_of(scopes, "scopes")
+        if len(description) > MAX_DESCRIPTION:
+            problems.append(f"the description holds {len(description)} characters: at most {MAX_DESCRIPTION}")
+        if problems:
+            raise errors.InputError("Client `{clientId}` cannot be stored: {problems}", clientId=client_id,
+                                    problems="; ".join(problems))
+        return sorted(set(scopes))
+
     async def create(self, client_id: str, scopes: list[str], *, expires: dt.datetime | None = None,
                      description: str = "") -> Client:
-        if not CLIENT_ID_PATTERN.match(client_id) or client_id == self._root.client_id:
-            raise errors.InputError("Invalid clientId `{clientId}`", clientId=client_id)
+        if not CLIENT_ID_PATTERN.fullmatch(client_id) or client_id == self._root.client_id:
+            raise errors.InputError("Invalid clientId `{clientId}`", clientId=client_id[:300])
+        if not self._secret:
+            raise errors.SettingsError(problems="QUEUE_TOKEN_SECRET is needed for clients other than root")
+        kept = self._checked(client_id, scopes, description)
         await self._ensure()
         nonce = secrets.token_urlsafe(24)
         now = timeutil.iso(timeutil.now())
-        data = {"nonce": nonce, "scopes": json.dumps(sorted(set(scopes))), "description": description,
+        data = {"nonce": nonce, **pack_json("scopes", kept), "description": description,
                 "expires": timeutil.iso(expires) if expires else "", "disabled": False,
                 "created": now, "lastModified": now, "lastRotated": now}
         stored = await self.tables.insert(CLIENTS_TABLE, Entity(encode_key(client_id), CLIENT_ROW, data))
         if stored is None:
             raise ClientExists(clientId=client_id)
-        self._cache.pop(client_id, None)
+        self._forget(client_id)
         return self._from_entity(stored)
 
     async def _modify(self, client_id: str, **changes: object) -> Client:
@@ -133,10 +173,13 @@ class ClientStore:
             if entity is None:
                 raise ClientNotFound(clientId=client_id)
             changes.setdefault("lastModified", timeutil.iso(timeutil.now()))
-            updated = Entity(entity.partition_key, CLIENT_ROW, {**entity.data, **changes}, entity.etag)
+            data = {**entity.data, **changes}
+            if "scopesChunks" in changes:  # packed anew: the old row's own form goes
+                data = {k: v for k, v in data.items() if k in changes or not k.startswith("scopes")}
+            updated = Entity(entity.partition_key, CLIENT_ROW, data, entity.etag)
             stored = await self.tables.replace(CLIENTS_TABLE, updated)
             if stored is not None:
-                self._cache.pop(client_id, None)
+                self._forget(client_id)
                 return self._from_entity(stored)
 
     async def reset(self, client_id: str) -> Client:
@@ -149,7 +192,8 @@ class ClientStore:
         if client_id == self._root.client_id:
             raise errors.InputError("The root client `{clientId}` is set by QUEUE_ROOT_CLIENT_ID and cannot be "
                                     "changed here", clientId=client_id)
-        return await self._modify(client_id, scopes=json.dumps(sorted(set(scopes))), description=description,
+        kept = self._checked(client_id, scopes, description)
+        return await self._modify(client_id, **pack_json("scopes", kept), description=description,
                                   expires=timeutil.iso(expires) if expires else "")
 
     async def set_disabled(self, client_id: str, disabled: bool) -> Client:
@@ -157,7 +201,7 @@ class ClientStore:
 
     async def delete(self, client_id: str) -> bool:
         await self._ensure()
-        self._cache.pop(client_id, None)
+        self._forget(client_id)
         return await self.tables.delete(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
 
     async def list(self) -> list[Client]:

@@ -1,31 +1,46 @@
-"""Role expansion with Taskcluster's semantics (its auth service's ScopeResolver), as plain functions.
+"""Role expansion with Taskcluster's semantics (its auth service's ScopeResolver), bounded in size and in work.
 
 A role `R` gives its scopes to whoever holds `assume:R`. A role id ending in `*` is a prefix: `assume:X` assumes
 it when `X` starts with the prefix, and a scope `<..>` in its scopes is replaced by the rest of `X` (what the `*`
 matched). A held scope ending in `*` is a kleene: `assume:repo:*` assumes every role whose id starts with
 `repo:` (and a parameterized role through it with `*`: the scope is cut after the `*`); `*` alone, or any kleene
-that covers `assume:`, assumes every role. Expansion repeats until nothing new is granted, and the result is
+that covers `assume:`, assumes every role. Expansion goes on until nothing new is granted, and the result is
 normalized (a scope covered by a held `...*` is dropped).
 
-Roles may not depend on each other in a cycle (`find_cycle`, checked before a role is written), which is what makes
-the expansion finite.
+Costs. The roles are indexed (`RoleIndex`): the roles an `assume:` scope can match are found by a binary search
+and a lookup per distinct length of the `*`-roles' prefixes, not by trying every role. Every step is counted:
+an expansion gives at most MAX_EXPANDED_SCOPES scopes and takes at most MAX_EXPANSION_WORK steps
+(`ExpansionTooLarge` beyond), and the work is done in slices of SLICE_WORK steps between which the event loop
+runs other requests (the async drivers). A role write is checked beforehand (`check_roles`): no cycle, and no
+role whose expansion could exceed MAX_EXPANDED_SCOPES, counted along every path of the role graph (an upper
+bound of any expansion through it), so that expansions of stored roles stay within the bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import asyncio
+import bisect
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from shared import errors
+from shared.scopes import normalize
 
 ASSUME = "assume:"
 PARAM = "<..>"
-MAX_ROUNDS = 1000  # a bound on rounds of expansion; roles without cycles need far fewer
+MAX_EXPANDED_SCOPES = 20_000  # scopes one expansion may give
+MAX_EXPANDED_CHARS = 2_000_000  # characters of the scopes one expansion may give, in all
+MAX_EXPANSION_WORK = 2_000_000  # steps one expansion or role check may take (a step: a grant, a lookup)
+SLICE_WORK = 5_000  # steps between two yields to the event loop (about a millisecond)
+
+T = TypeVar("T")
+Steps = Generator[None, None, T]  # a computation that yields between slices of work
 
 
-def normalize(scopes: Iterable[str]) -> tuple[str, ...]:
-    """Sorted, unique, and without the scopes a held `...*` already covers."""
-    unique = sorted(set(scopes))
-    kleenes = [s[:-1] for s in unique if s.endswith("*")]
-    return tuple(s for s in unique
-                 if not any(s != k + "*" and s.startswith(k) for k in kleenes))
+class ExpansionTooLarge(errors.InputError):
+    """Expanding `{what}` through the roles {problem}: an expansion may give at most {limit} scopes and take at
+most {work} steps (docs/security.md)"""
 
 
 def assumed(scope: str) -> str | None:
@@ -63,48 +78,223 @@ def grants(wanted: str, role_id: str, scopes: Sequence[str]) -> list[str]:
     return []
 
 
+class RoleIndex:
+    """The roles, indexed by what an `assume:` scope can match: ids sorted (a kleene matches a range of them) and
+    the prefixes of `*`-roles by length (an id matches the prefixes it starts with)."""
+
+    def __init__(self, roles: Mapping[str, Sequence[str]]) -> None:
+        self.roles: dict[str, tuple[str, ...]] = {role_id: tuple(s) for role_id, s in roles.items()}
+        self._ids = sorted(self.roles)
+        self._prefixes = {role_id[:-1] for role_id in self.roles if role_id.endswith("*")}
+        self._lengths = sorted({len(p) for p in self._prefixes})
+
+    def candidates(self, wanted: str) -> list[str]:
+        """Every role `grants(wanted, ...)` could give something (maybe more): the `*`-roles whose prefix `wanted`
+        starts with, and the role named `wanted` (or, for a kleene, every role whose id starts with its stem)."""
+        kleene = wanted.endswith("*")
+        stem = wanted[:-1] if kleene else wanted
+        found = [stem[:n] + "*" for n in self._lengths[:bisect.bisect_right(self._lengths, len(stem))]
+                 if stem[:n] in self._prefixes]
+        if kleene:
+            # Role ids are printable ASCII, so every id starting with the stem sorts before stem + DEL.
+            found += self._ids[bisect.bisect_left(self._ids, stem):bisect.bisect_left(self._ids, stem + "\x7f")]
+        elif stem in self.roles:
+            found.append(stem)
+        return list(dict.fromkeys(found))
+
+    def cost(self, wanted: str) -> int:
+        """Steps `candidates(wanted)` takes, about."""
+        return 1 + bisect.bisect_right(self._lengths, len(wanted))
+
+    def depends(self, role_id: str) -> list[tuple[str, list[str]]]:
+        """Each `assume:` scope of the role, widened (`*` for its parameter, the widest case, as Taskcluster
+        checks), with the roles it could assume."""
+        out = []
+        for scope in self.roles[role_id]:
+            wanted = assumed(_parameterize(scope, "*"))
+            if wanted is not None:
+                out.append((scope, [other for other in self.candidates(wanted)
+                                    if grants(wanted, other, ("x",))]))
+        return out
+
+
+class _Cover:
+    """The `*`-scopes of a growing expansion, to tell whether a new scope is covered by one already held."""
+
+    def __init__(self) -> None:
+        self._stems: set[str] = set()
+        self._lengths: list[int] = []
+
+    def add(self, scope: str) -> None:
+        if scope.endswith("*"):
+            stem = scope[:-1]
+            if stem not in self._stems:
+                self._stems.add(stem)
+                at = bisect.bisect_left(self._lengths, len(stem))
+                if at == len(self._lengths) or self._lengths[at] != len(stem):
+                    self._lengths.insert(at, len(stem))
+
+    def covers(self, scope: str) -> tuple[bool, int]:
+        """Whether a held `*`-scope other than `scope` itself covers it, and the steps that took."""
+        tried = 0
+        for n in self._lengths:
+            if n > len(scope):
+                break
+            tried += 1
+            if scope[:n] in self._stems and scope != scope[:n] + "*":
+                return True, tried
+        return False, tried
+
+
+class _Work:
+    """Counts steps; `spent(n)` tells when a slice is used up (time to yield)."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        self.what, self.limit = what, limit
+        self.total = self._slice = 0
+
+    def spent(self, steps: int) -> bool:
+        self.total += steps
+        self._slice += steps
+        if self.total > self.limit:
+            raise ExpansionTooLarge(what=self.what, problem=f"takes more than {self.limit} steps",
+                                    limit=MAX_EXPANDED_SCOPES, work=self.limit)
+        if self._slice >= SLICE_WORK:
+            self._slice = 0
+            return True
+        return False
+
+
+def _describe(scopes: Sequence[str]) -> str:
+    shown = ", ".join(scopes[:3])
+    text = shown if len(scopes) <= 3 else f"{shown} and {len(scopes) - 3} more"
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def expansion_steps(scopes: Iterable[str], index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
+                    work: int = MAX_EXPANSION_WORK) -> Steps[tuple[str, ...]]:
+    """`scopes` with every scope the roles they assume give, transitively; normalized. ExpansionTooLarge past
+    `limit` scopes or `work` steps."""
+    start = normalize(scopes)
+    if start == ("*",):
+        return start
+    counter = _Work(_describe(start), work)
+    held: set[str] = set(start)
+    cover = _Cover()
+    for scope in start:
+        cover.add(scope)
+    todo = [w for s in start if (w := assumed(s)) is not None]
+    asked: set[str] = set()
+    chars = sum(map(len, start))
+    while todo:
+        wanted = todo.pop()
+        if wanted in asked:
+            continue
+        asked.add(wanted)
+        if counter.spent(index.cost(wanted)):
+            yield
+        for role_id in index.candidates(wanted):
+            given = grants(wanted, role_id, index.roles[role_id])
+            if counter.spent(1 + len(given)):
+                yield
+            for scope in given:
+                if scope in held:
+                    continue
+                covered, tried = cover.covers(scope)
+                if counter.spent(tried):
+                    yield
+                if covered:
+                    continue
+                held.add(scope)
+                cover.add(scope)
+                chars += len(scope)
+                if len(held) > limit or chars > MAX_EXPANDED_CHARS:
+                    raise ExpansionTooLarge(what=counter.what, problem=f"gives more than {limit} scopes"
+                                            if len(held) > limit else f"gives more than {MAX_EXPANDED_CHARS} "
+                                            "characters of scopes", limit=limit, work=work)
+                more = assumed(scope)
+                if more is not None and more not in asked:
+                    todo.append(more)
+    yield
+    return normalize(held)
+
+
+@dataclass(frozen=True)
+class RoleCheck:
+    """What `check_steps` found: a cycle of roles (ids, the first repeated at the end), or none; and for each role
+    an upper bound of the scopes `assume:<its id>` can expand to (capped at the limit plus one)."""
+
+    cycle: list[str] | None
+    bounds: dict[str, int]
+
+
+def check_steps(index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
+                work: int = MAX_EXPANSION_WORK) -> Steps[RoleCheck]:
+    """Walk the role graph once (iteratively, depth first): find a cycle, or bound each role's expansion by the
+    scopes along every path from it (`bound(R) = |scopes(R)| + sum of bound(B) over each assume scope of R and
+    each role B it could assume`)."""
+    counter = _Work("the roles", work)
+    bounds: dict[str, int] = {}
+    on_path: dict[str, int] = {}  # role id -> its place on the current path
+    path: list[str] = []
+    # Each frame: a role on the path, the roles it depends on (one entry per assume scope and role it could
+    # assume), and the next of them to visit.
+    stack: list[tuple[str, list[str], int]] = []
+    for root in sorted(index.roles):
+        if root in bounds:
+            continue
+        entering: str | None = root
+        while entering is not None or stack:
+            if entering is not None:
+                edges = [other for _, others in index.depends(entering) for other in others]
+                on_path[entering] = len(path)
+                path.append(entering)
+                stack.append((entering, edges, 0))
+                if counter.spent(1 + len(index.roles[entering]) + len(edges)):
+                    yield
+                entering = None
+                continue
+            role_id, edges, at = stack[-1]
+            if at < len(edges):
+                stack[-1] = (role_id, edges, at + 1)
+                other = edges[at]
+                if other in on_path:
+                    return RoleCheck([*path[on_path[other]:], other], bounds)
+                if other not in bounds:
+                    entering = other
+                continue
+            stack.pop()
+            path.pop()
+            del on_path[role_id]
+            bounds[role_id] = min(limit + 1, len(index.roles[role_id]) + sum(bounds[o] for o in edges))
+    return RoleCheck(None, bounds)
+
+
+def run(steps: Steps[T]) -> T:
+    """Run a computation to its end, without yielding (tests, and work known to be small)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+async def run_async(steps: Steps[T]) -> T:
+    """Run a computation, letting the event loop serve other requests between its slices of work."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)
+
+
 def expand(scopes: Iterable[str], roles: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
-    """`scopes` with every scope the roles they assume give, transitively; normalized."""
-    held = set(normalize(scopes))
-    seen: set[str] = set()
-    for _ in range(MAX_ROUNDS):
-        wanted = {w for s in held - seen if (w := assumed(s)) is not None}
-        seen |= held
-        granted = {g for w in wanted for role_id, role_scopes in roles.items() for g in grants(w, role_id, role_scopes)}
-        grown = set(normalize(held | granted))
-        if grown == held:
-            return tuple(sorted(held))
-        held = grown
-    raise RecursionError("role expansion did not finish: the roles form a cycle")
+    """`scopes` with every scope the roles they assume give, transitively; normalized (at once, for tests)."""
+    return run(expansion_steps(scopes, RoleIndex(roles)))
 
 
 def find_cycle(roles: Mapping[str, Sequence[str]]) -> list[str] | None:
     """A cycle of roles assuming each other (role ids, the first repeated at the end), or None. A role depends on
     every role its scopes would assume with `*` for its parameter (the widest case), as Taskcluster checks."""
-    def depends(role_id: str) -> list[str]:
-        own = [_parameterize(s, "*") for s in roles[role_id]]
-        wanted = [w for s in own if (w := assumed(s)) is not None]
-        return [other for other in roles if any(grants(w, other, ["x"]) for w in wanted)]
-
-    done: set[str] = set()
-    stack: list[str] = []
-
-    def visit(role_id: str) -> list[str] | None:
-        if role_id in done:
-            return None
-        if role_id in stack:
-            return [*stack[stack.index(role_id):], role_id]
-        stack.append(role_id)
-        for other in depends(role_id):
-            found = visit(other)
-            if found is not None:
-                return found
-        stack.pop()
-        done.add(role_id)
-        return None
-
-    for role_id in roles:
-        found = visit(role_id)
-        if found is not None:
-            return found
-    return None
+    return run(check_steps(RoleIndex(roles))).cycle

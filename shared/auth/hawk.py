@@ -15,7 +15,6 @@ import datetime as dt
 import hmac
 import logging
 import pprint
-import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ from mohawk.util import calculate_mac, parse_authorization_header
 
 from shared import credentials, errors, strict_json, timeutil
 from shared.auth.clients import Client, ClientStore
+from shared.auth.expansion import ExpansionTooLarge
 from shared.auth.roles import RoleStore
-from shared.scopes import satisfies, scope_satisfied
+from shared.scopes import ScopeSet, problems_of
 
 _mohawk_log = logging.getLogger("mohawk")
 
@@ -50,19 +50,23 @@ mohawk.util.pprint = mohawk.base.pprint = _DebugOnlyPprint
 
 HAWK_SKEW_SECONDS = 15 * 60
 MAX_CERTIFICATE_LIFETIME_MS = 31 * 24 * 3600 * 1000
-SCOPE_PATTERN = re.compile(r"[\x20-\x7e]*")  # used with fullmatch: `$` would accept a final newline
+MAX_ID_SHOWN = 100  # characters of a clientId an error message repeats
 
 
 @dataclass(frozen=True)
 class Caller:
-    """Who made a request, as far as scopes go."""
+    """Who made a request, as far as scopes go: its scopes, expanded and normalized."""
 
     client_id: str | None  # None: anonymous
-    scopes: tuple[str, ...]
+    held: ScopeSet
     expires: dt.datetime | None = None
 
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return self.held.scopes
+
     def satisfies(self, expr: Any) -> bool:
-        return satisfies(self.scopes, expr)
+        return self.held.satisfies(expr)
 
 
 class AuthFailure(errors.AuthenticationFailed):
@@ -94,9 +98,16 @@ def _decode_ext(ext: str | None) -> dict[str, Any]:
 
 
 def _check_scopes_list(value: Any, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(s, str) and SCOPE_PATTERN.fullmatch(s) for s in value):
+    if not isinstance(value, list):
         raise AuthFailure(reason=f"{what} must be a list of scope strings")
+    problems = problems_of(value, what)
+    if problems:
+        raise AuthFailure(reason="; ".join(problems))
     return value
+
+
+def _shown(client_id: str) -> str:
+    return client_id if len(client_id) <= MAX_ID_SHOWN else client_id[:MAX_ID_SHOWN] + "..."
 
 
 class Authenticator:
@@ -108,13 +119,21 @@ class Authenticator:
         self.certificate_skew = dt.timedelta(seconds=certificate_skew_seconds)
 
     def anonymous(self) -> Caller:
-        return Caller(None, self.anonymous_scopes)
+        return Caller(None, ScopeSet(self.anonymous_scopes))
 
-    async def expand(self, scopes: Sequence[str]) -> tuple[str, ...]:
-        """The scopes with what the roles they assume give (shared/auth/roles.py); as they are without roles."""
+    async def expand(self, scopes: Sequence[str]) -> ScopeSet:
+        """The scopes with what the roles they assume give (shared/auth/roles.py), normalized; as they are
+        without roles. ExpansionTooLarge (400) beyond the bounds of an expansion."""
         if self.roles is None:
-            return tuple(scopes)
+            return ScopeSet(scopes)
         return await self.roles.expand(tuple(scopes))
+
+    async def _held(self, scopes: Sequence[str], whose: str) -> ScopeSet:
+        """`expand` for authentication: an expansion past its bounds refuses the credentials (401)."""
+        try:
+            return await self.expand(scopes)
+        except ExpansionTooLarge as exc:
+            raise AuthFailure(reason=f"the scopes of {whose} cannot be used: {exc.message}") from None
 
     async def authenticate(self, request: Request) -> Caller:
         if request.authorization:
@@ -124,12 +143,12 @@ class Authenticator:
         bewit = _bewit_of(request.url)
         if bewit is not None:
             return await self._bewit(request, bewit)
-        return Caller(None, await self.expand(self.anonymous_scopes))
+        return Caller(None, await self._held(self.anonymous_scopes, "anonymous callers"))
 
     async def _client(self, client_id: str, now: dt.datetime) -> Client:
         client = await self.clients.get(client_id)
         if client is None:
-            raise AuthFailure(reason=f"unknown clientId `{client_id}`")
+            raise AuthFailure(reason=f"unknown clientId `{_shown(client_id)}`")
         problem = client.usable(now)
         if problem:
             raise AuthFailure(reason=problem)
@@ -180,11 +199,11 @@ class Authenticator:
         else:
             issuer_id, named = client_id, None
         issuer = await self._client(issuer_id, now)
-        issuer_scopes = await self.expand(issuer.scopes)
-        if named is not None and not scope_satisfied(issuer_scopes, f"auth:create-client:{named}"):
-            raise AuthFailure(reason=f"issuer `{issuer_id}` may not create client `{named}`")
-        if not satisfies(issuer_scopes, {"AllOf": list(scopes)}):
-            raise AuthFailure(reason=f"issuer `{issuer_id}` does not have every scope of the certificate")
+        issuer_scopes = await self._held(issuer.scopes, f"issuer `{_shown(issuer_id)}`")
+        if named is not None and not issuer_scopes.satisfies_scope(f"auth:create-client:{named}"):
+            raise AuthFailure(reason=f"issuer `{_shown(issuer_id)}` may not create client `{_shown(named)}`")
+        if not issuer_scopes.satisfies_all(scopes):
+            raise AuthFailure(reason=f"issuer `{_shown(issuer_id)}` does not have every scope of the certificate")
         expected = credentials.signature(issuer.access_token, client_id=named, issuer=issuer_id if named else None,
                                          seed=seed, start=int(start), expiry=int(expiry), scopes=scopes)
         if not hmac.compare_digest(expected, str(cert.get("signature", ""))):
@@ -197,13 +216,13 @@ class Authenticator:
                       ext: Mapping[str, Any]) -> Caller:
         """Every client also holds the anonymous scopes, as in Taskcluster; `authorizedScopes`, which that
         set must satisfy, then replaces it: narrowing, never widening. Roles are expanded in both."""
-        held = await self.expand(tuple(dict.fromkeys(scopes + self.anonymous_scopes)))
+        held = await self._held(tuple(dict.fromkeys(scopes + self.anonymous_scopes)), f"`{_shown(client_id)}`")
         if "authorizedScopes" not in ext:
             return Caller(client_id, held, expires)
         authorized = _check_scopes_list(ext["authorizedScopes"], "authorizedScopes")
-        if not satisfies(held, {"AllOf": list(authorized)}):
+        if not held.satisfies_all(authorized):
             raise AuthFailure(reason="authorizedScopes must be satisfied by the credentials' own scopes")
-        return Caller(client_id, await self.expand(tuple(authorized)), expires)
+        return Caller(client_id, await self._held(tuple(authorized), "authorizedScopes"), expires)
 
     async def _hawk_header(self, request: Request) -> Caller:
         now = timeutil.now()

@@ -1,9 +1,11 @@
 """Roles: kept in the `Roles` table, read whole into each process and trusted for `cache_seconds`, and used to
 expand the scopes of every caller (shared/auth/expansion.py) at authentication.
 
-Expansions are remembered per set of `assume:` scopes, at most MAX_EXPANSIONS of them, and forgotten whenever
-the roles are read again. A role write is checked against all the other roles as they are stored: it may not
-close a cycle, and `<..>` may only stand once in a scope of a role whose id ends in `*`.
+Expanded sets are remembered per set of scopes expanded, in a map bounded in entries and bytes
+(`EXPANSIONS_KEPT`, `EXPANSIONS_BYTES`), and forgotten whenever the roles are read again. A role write is checked
+against all the other roles as they are stored: its scopes are a bounded set (shared/scopes.py), `<..>` stands at
+most once in a scope of a role whose id ends in `*`, it closes no cycle, no role's expansion could exceed
+MAX_EXPANDED_SCOPES, and all roles together stay within MAX_ROLES and MAX_ROLES_CHARS (what each process keeps).
 """
 
 from __future__ import annotations
@@ -12,18 +14,32 @@ import datetime as dt
 import json
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared import errors, timeutil
-from shared.auth.expansion import PARAM, assumed, expand, find_cycle, normalize
-from shared.storage.base import Entity, TableStore, decode_key, encode_key, query_all
+from shared.auth.expansion import (
+    MAX_EXPANDED_SCOPES,
+    PARAM,
+    ExpansionTooLarge,
+    RoleIndex,
+    assumed,
+    check_steps,
+    expansion_steps,
+    run_async,
+)
+from shared.bounded import Bounded, text_weight
+from shared.scopes import ScopeSet, normalize, problems_of
+from shared.storage.base import Entity, TableStore, decode_key, encode_key, pack_json, query_all, unpack_json
 
 ROLES_TABLE = "Roles"
 ROLE_ROW = "role"
 ROLE_ID_PATTERN = re.compile(r"[\x20-\x7e]{1,500}")  # Taskcluster's roleId: printable ASCII
-MAX_EXPANSIONS = 10_000
+EXPANSIONS_KEPT = 10_000  # expanded sets remembered per process
+EXPANSIONS_BYTES = 32 * 1024 * 1024  # ... and their bytes, about
+MAX_ROLES = 10_000  # roles a deployment may hold (each process reads them all)
+MAX_ROLES_CHARS = 10_000_000  # characters of all roles' scopes together
+MAX_DESCRIPTION = 10_240  # characters of a role's or client's description (the request schemas say so too)
 
 
 @dataclass(frozen=True)
@@ -48,13 +64,26 @@ class InvalidRole(errors.InputError):
     """Role `{roleId}` cannot be stored: {problem}"""
 
 
+def stored_scopes(data: dict[str, object]) -> tuple[str, ...]:
+    """A client's or role's scopes as stored: packed over properties (`scopes_0`...), or in one `scopes` property
+    (rows written before scopes were packed)."""
+    if "scopesChunks" in data:
+        return tuple(unpack_json("scopes", data))
+    return tuple(json.loads(str(data["scopes"])))
+
+
+def _expansion_weight(key: tuple[str, ...], value: ScopeSet) -> int:
+    return text_weight(key) + 2 * text_weight(value.scopes)  # the set keeps its scopes twice (tuple, frozenset)
+
+
 class RoleStore:
     def __init__(self, tables: TableStore, *, cache_seconds: float = 10.0) -> None:
         self.tables = tables
         self.cache_seconds = cache_seconds
-        self._roles: dict[str, tuple[str, ...]] | None = None
+        self._index: RoleIndex | None = None
         self._read_at = 0.0
-        self._expansions: OrderedDict[tuple[str, ...], tuple[str, ...]] = OrderedDict()
+        self._expansions: Bounded[tuple[str, ...], ScopeSet] = Bounded(
+            EXPANSIONS_KEPT, max_bytes=EXPANSIONS_BYTES, weigh=_expansion_weight)
         self._ready = False
 
     async def _ensure(self) -> None:
@@ -65,7 +94,7 @@ class RoleStore:
     @staticmethod
     def _from_entity(entity: Entity) -> Role:
         data = entity.data
-        return Role(decode_key(entity.partition_key), tuple(json.loads(data["scopes"])), data.get("description", ""),
+        return Role(decode_key(entity.partition_key), stored_scopes(data), data.get("description", ""),
                     timeutil.parse(data["created"]), timeutil.parse(data["lastModified"]), entity.etag)
 
     async def list(self) -> list[Role]:
@@ -80,36 +109,41 @@ class RoleStore:
             raise RoleNotFound(roleId=role_id)
         return self._from_entity(entity)
 
-    async def _all(self) -> dict[str, tuple[str, ...]]:
-        """Every role's scopes, as read at most `cache_seconds` ago."""
-        if self._roles is None or time.monotonic() - self._read_at > self.cache_seconds:
-            self._roles = {r.role_id: r.scopes for r in await self.list()}
+    async def _all(self) -> RoleIndex:
+        """Every role's scopes, indexed, as read at most `cache_seconds` ago."""
+        if self._index is None or time.monotonic() - self._read_at > self.cache_seconds:
+            self._index = RoleIndex({r.role_id: r.scopes for r in await self.list()})
             self._read_at = time.monotonic()
             self._expansions.clear()
-        return self._roles
+        return self._index
 
-    async def expand(self, scopes: tuple[str, ...]) -> tuple[str, ...]:
-        """`scopes` with what their `assume:` scopes give (normalized); unchanged when none assumes anything."""
-        assuming = tuple(sorted(s for s in scopes if assumed(s) is not None))
-        if not assuming:
-            return normalize(scopes)
-        roles = await self._all()
-        granted = self._expansions.get(assuming)
-        if granted is None:
-            granted = expand(assuming, roles)
-            self._expansions[assuming] = granted
-            if len(self._expansions) > MAX_EXPANSIONS:
-                self._expansions.popitem(last=False)
+    async def expand(self, scopes: tuple[str, ...]) -> ScopeSet:
+        """`scopes` with what their `assume:` scopes give, normalized; ExpansionTooLarge (400) beyond the bounds
+        of shared/auth/expansion.py. Remembered per `scopes` until the roles are read again."""
+        if any(assumed(s) is not None for s in scopes):
+            index = await self._all()
         else:
-            self._expansions.move_to_end(assuming)
-        return normalize((*scopes, *granted))
+            index = None
+        found = self._expansions.get(scopes)
+        if found is None:
+            found = ScopeSet(normalize(scopes) if index is None else await run_async(expansion_steps(scopes, index)),
+                             normalized=True)
+            self._expansions.put(scopes, found)
+        return found
 
     def _forget(self) -> None:
-        self._roles = None
+        self._index = None
 
-    async def _check(self, role_id: str, scopes: Sequence[str]) -> None:
+    async def _check(self, role_id: str, wanted: Sequence[str], description: str) -> tuple[str, ...]:
+        """The role's scopes, normalized, if the role may be stored with them; InvalidRole (400) if not."""
         if not ROLE_ID_PATTERN.fullmatch(role_id):
-            raise InvalidRole(roleId=role_id, problem="a roleId is 1 to 500 printable ASCII characters")
+            raise InvalidRole(roleId=role_id[:600], problem="a roleId is 1 to 500 printable ASCII characters")
+        problems = problems_of(wanted, "scopes")
+        if len(description) > MAX_DESCRIPTION:
+            problems.append(f"the description holds {len(description)} characters: at most {MAX_DESCRIPTION}")
+        if problems:
+            raise InvalidRole(roleId=role_id, problem="; ".join(problems))
+        scopes = normalize(wanted)
         for scope in scopes:
             if PARAM in scope and not role_id.endswith("*"):
                 raise InvalidRole(roleId=role_id, problem=f"`{scope}`: only roles whose id ends in `*` may use "
@@ -118,19 +152,38 @@ class RoleStore:
                 raise InvalidRole(roleId=role_id, problem=f"`{scope}`: `<..>` may stand once, and not right "
                                   "after a `*`")
         stored = {r.role_id: r.scopes for r in await self.list()}
-        stored[role_id] = tuple(scopes)
-        cycle = find_cycle(stored)
-        if cycle is not None:
+        stored[role_id] = scopes
+        if len(stored) > MAX_ROLES:
+            raise InvalidRole(roleId=role_id, problem=f"a deployment holds at most {MAX_ROLES} roles")
+        chars = sum(len(s) for held in stored.values() for s in held)
+        if chars > MAX_ROLES_CHARS:
+            raise InvalidRole(roleId=role_id, problem=f"the roles would hold {chars} characters of scopes in all: "
+                              f"at most {MAX_ROLES_CHARS}")
+        try:
+            found = await run_async(check_steps(RoleIndex(stored)))
+        except ExpansionTooLarge as exc:
+            raise InvalidRole(roleId=role_id, problem="checking the roles with it " + exc.message) from None
+        if found.cycle is not None:
             raise InvalidRole(roleId=role_id, problem="roles may not assume each other in a cycle: "
-                              + " -> ".join(cycle))
+                              + " -> ".join(found.cycle))
+        too_large = sorted(r for r, bound in found.bounds.items() if bound > MAX_EXPANDED_SCOPES)
+        if too_large:
+            raise InvalidRole(roleId=role_id, problem=f"`assume:{too_large[0]}` could expand to more than "
+                              f"{MAX_EXPANDED_SCOPES} scopes (counted along every path of roles it assumes), the "
+                              "bound of an expansion")
+        return scopes
+
+    @staticmethod
+    def _data(scopes: tuple[str, ...], description: str, created: str, modified: str) -> dict[str, object]:
+        return {**pack_json("scopes", list(scopes)), "description": description, "created": created,
+                "lastModified": modified}
 
     async def create(self, role_id: str, wanted: Sequence[str], description: str) -> Role:
         """A new role; the same request again answers the role as it is (Taskcluster's createRole)."""
         await self._ensure()
-        scopes = normalize(wanted)
-        await self._check(role_id, scopes)
+        scopes = await self._check(role_id, wanted, description)
         now = timeutil.iso(timeutil.now())
-        data = {"scopes": json.dumps(scopes), "description": description, "created": now, "lastModified": now}
+        data = self._data(scopes, description, now, now)
         stored = await self.tables.insert(ROLES_TABLE, Entity(encode_key(role_id), ROLE_ROW, data))
         self._forget()
         if stored is not None:
@@ -142,12 +195,10 @@ class RoleStore:
 
     async def update(self, role_id: str, wanted: Sequence[str], description: str) -> Role:
         await self._ensure()
-        scopes = normalize(wanted)
-        await self._check(role_id, scopes)
+        scopes = await self._check(role_id, wanted, description)
         while True:
             current = await self.get(role_id)
-            data = {"scopes": json.dumps(scopes), "description": description,
-                    "created": timeutil.iso(current.created), "lastModified": timeutil.iso(timeutil.now())}
+            data = self._data(scopes, description, timeutil.iso(current.created), timeutil.iso(timeutil.now()))
             stored = await self.tables.replace(ROLES_TABLE, Entity(encode_key(role_id), ROLE_ROW, data,
                                                                    current.etag))
             if stored is not None:

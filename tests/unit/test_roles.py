@@ -30,11 +30,11 @@ async def test_expansion_follows_role_changes_within_the_cache_bound(clock):
     clock[0] += 11
     expanded = await reader.expand(("assume:ci",))
     assert "queue:status:*" in expanded and "queue:create-task:*" not in expanded
-    assert await reader.expand(("queue:x",)) == ("queue:x",)  # nothing to assume: no read
+    assert (await reader.expand(("queue:x",))).scopes == ("queue:x",)  # nothing to assume: no read
 
 
 async def test_remembered_expansions_are_bounded(clock, monkeypatch):
-    monkeypatch.setattr(roles_mod, "MAX_EXPANSIONS", 3)
+    monkeypatch.setattr(roles_mod, "EXPANSIONS_KEPT", 3)
     store = RoleStore(MemoryTables(), cache_seconds=60)
     await store.create("r*", ["s:<..>"], "")
     for i in range(10):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import timeutil
+from shared import errors, timeutil
 from shared.api import monitoring
 from shared.api.framework import Api, Call, Reply
 from shared.auth.clients import Client
 from shared.auth.hawk import Authenticator
 from shared.auth.roles import Role, RoleStore
 from shared.runtime import get_authenticator
+from shared.scopes import problems_of
 
 api = Api("auth", "v1")
 monitoring.register(api)
@@ -42,7 +43,7 @@ async def _client(client: Client, *, with_token: bool = False) -> dict[str, Any]
         "lastModified": _iso(client.last_modified) or created, "lastDateUsed": created,
         "lastRotated": _iso(client.last_rotated) or created, "deleteOnExpiration": False,
         "disabled": client.disabled, "scopes": list(client.scopes),
-        "expandedScopes": list(await _auth().expand(client.scopes))}
+        "expandedScopes": list((await _auth().expand(client.scopes)).scopes)}
     if with_token:
         out["accessToken"] = client.access_token
     return out
@@ -51,7 +52,16 @@ async def _client(client: Client, *, with_token: bool = False) -> dict[str, Any]
 async def _role(role: Role) -> dict[str, Any]:
     return {"roleId": role.role_id, "description": role.description, "scopes": list(role.scopes),
             "created": timeutil.iso(role.created), "lastModified": timeutil.iso(role.last_modified),
-            "expandedScopes": list(await _auth().expand((f"assume:{role.role_id}",)))}
+            "expandedScopes": list((await _auth().expand((f"assume:{role.role_id}",))).scopes)}
+
+
+async def _expandable(scopes: list[str]) -> None:
+    """400 when the scopes are not a set a caller may bring, or expand past the bounds of an expansion: checked
+    before a client is written, so that no stored client is refused at authentication for its scopes."""
+    problems = problems_of(scopes, "scopes")
+    if problems:
+        raise errors.InputError("The scopes cannot be used: {problems}", problems="; ".join(problems))
+    await _auth().expand(tuple(scopes))
 
 
 def _roles() -> RoleStore:
@@ -86,6 +96,7 @@ async def create_client(call: Call[Any]) -> dict[str, Any]:
     """Create a client and answer its accessToken, this once (`resetAccessToken` gives a new one). The caller
     must hold every scope the client is given."""
     await call.authorize(scopes=call.body["scopes"])
+    await _expandable(call.body["scopes"])
     client = await _auth().clients.create(call.params["clientId"], call.body["scopes"],
                                           expires=timeutil.parse(call.body["expires"]),
                                           description=call.body["description"])
@@ -122,6 +133,7 @@ async def disable_client(call: Call[Any]) -> dict[str, Any]:
 async def update_client(call: Call[Any]) -> dict[str, Any]:
     """Replace a client's scopes, description and expiry. The caller must hold every scope it is given."""
     await call.authorize(scopes=call.body["scopes"])
+    await _expandable(call.body["scopes"])
     client = await _auth().clients.update(call.params["clientId"], scopes=call.body["scopes"],
                                           description=call.body["description"],
                                           expires=timeutil.parse(call.body["expires"]))
@@ -192,7 +204,8 @@ async def expand_scopes(call: Call[Any]) -> dict[str, Any]:
     """The scopes with every scope the roles they assume give, transitively, normalized (Taskcluster's role
     expansion: trailing-`*` roles, `<..>` parameters, `assume:` scopes ending in `*`)."""
     await call.authorize()
-    return {"scopes": list(await _auth().expand(call.body["scopes"]))}
+    await _expandable(call.body["scopes"])
+    return {"scopes": list((await _auth().expand(tuple(call.body["scopes"]))).scopes)}
 
 
 @api.route("GET", "/scopes/current", name="currentScopes", title="Get Current Scopes", scopes=None,
