@@ -37,6 +37,9 @@ DISPATCH_LAG = _meter.create_histogram("queue.events.dispatch_lag", unit="s",
                                        description="seconds from an event's change to its publication")
 
 
+CENSUS_QUEUES = 1_000  # task queues the pending gauges report, at most (those with the most pending runs)
+
+
 class _Census:
     """The latest count of pending runs per task queue, and when the oldest was scheduled."""
 
@@ -45,6 +48,8 @@ class _Census:
         self._pending: dict[str, tuple[int, dt.datetime | None]] = {}
 
     def record(self, pending: dict[str, tuple[int, dt.datetime | None]]) -> None:
+        if len(pending) > CENSUS_QUEUES:  # the busiest: a series per task queue, and task queues are many
+            pending = dict(sorted(pending.items(), key=lambda item: -item[1][0])[:CENSUS_QUEUES])
         with self._lock:
             # Queues that emptied since the last census report 0 once, then drop out.
             self._pending = {**{q: (0, None) for q, (n, _) in self._pending.items() if n}, **pending}

@@ -29,13 +29,20 @@ SECURITY_HEADERS = {
 
 
 @functools.cache
+def _files() -> dict[str, tuple[bytes, str]]:
+    """The inspector's files by name, with their ETags, read once: a request is answered from this map, so no
+    requested name reaches the file system or any cache (the names are what the folder holds, nothing else)."""
+    files = {}
+    for path in sorted(STATIC.iterdir()):
+        if path.is_file() and path.suffix in MEDIA_TYPES and not path.name.startswith("."):
+            data = path.read_bytes()
+            files[path.name] = (data, '"' + hashlib.sha256(data).hexdigest()[:32] + '"')
+    return files
+
+
 def _file(name: str) -> tuple[bytes, str] | None:
-    """A file of the inspector and its ETag, read once; None if there is no such file."""
-    path = STATIC / name
-    if "/" in name or name.startswith(".") or path.suffix not in MEDIA_TYPES or not path.is_file():
-        return None
-    data = path.read_bytes()
-    return data, '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+    """A file of the inspector and its ETag; None if there is no such file."""
+    return _files().get(name)
 
 
 class Inspector:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shared import timeutil
+from shared.bounded import Bounded
 from shared.storage.base import Entity, QueueStore, TableStore, delete_all, put_json
 from shared.storage.grouped import GroupedUpserts
 
@@ -30,6 +31,7 @@ DEADLINES_TABLE = "TaskDeadlines"
 # Trust a bucket message this process put only while its bucket is this far ahead: close to it, the message may
 # already be handled, so a new one is put (a spare message finds the rows gone and does nothing).
 ANNOUNCE_MARGIN = dt.timedelta(seconds=2)
+ANNOUNCED_KEPT = 10_000  # deadline buckets whose message this process remembers having put
 PAGE = 100
 CONCURRENCY = 16
 
@@ -74,7 +76,9 @@ class DeadlineIndex:
         self.clock = clock
         self._rows = GroupedUpserts(tables)  # a second's rows, a transaction for many requests
         # bucket -> the put of its message by this process (shared by concurrent callers), and the bucket's time.
-        self._announced: dict[str, tuple[asyncio.Future[None], dt.datetime]] = {}
+        # At most ANNOUNCED_KEPT buckets: one forgotten costs a second message for its bucket, which is harmless.
+        self._announced: Bounded[str, tuple[asyncio.Future[None], dt.datetime]] = Bounded(ANNOUNCED_KEPT)
+        self._puts = 0
 
     def bucket(self, deadline: dt.datetime) -> str:
         return bucket_of(deadline + self.delay)
@@ -103,23 +107,24 @@ class DeadlineIndex:
                 return
         due = bucket_time(bucket)
         put: asyncio.Future[None] = loop.create_future()
-        self._announced[bucket] = (put, due)
+        self._announced.put(bucket, (put, due))
         try:
             await self.queues.put(self.queue, DeadlineBucket(bucket).encode(),
                                   visible_in=timeutil.ceil_seconds(due - now))
         except BaseException as exc:
-            self._announced.pop(bucket, None)
+            self._announced.pop(bucket)
             put.set_exception(exc)
             put.exception()  # retrieved: concurrent callers re-raise it, nobody else need
             raise
         put.set_result(None)
-        if len(self._announced) > 1000:
+        self._puts += 1
+        if len(self._announced) > 1000 and self._puts % 500 == 0:  # now and then: the scan costs the whole map
             self._forget_past(now)
 
     def _forget_past(self, now: dt.datetime) -> None:
         for key, (put, due) in list(self._announced.items()):
             if put.done() and due - now <= ANNOUNCE_MARGIN:
-                del self._announced[key]
+                self._announced.pop(key)
 
     async def check(self, message: DeadlineBucket,
                     check_task: Callable[[str, dt.datetime], Awaitable[str]]) -> str:

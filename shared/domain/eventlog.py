@@ -29,12 +29,12 @@ import contextlib
 import datetime as dt
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from shared import faults, metrics, timeutil
+from shared.bounded import Bounded, text_weight
 from shared.domain.eventrows import (
     DISPATCH_QUEUE,
     Cursor,
@@ -62,21 +62,10 @@ SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 HOLD_WAIT = 0.25  # seconds a change waits for the stream's publishing here to end, so as to hold the stream itself
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
-
-
-
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
+REMEMBERED_EVENTS_BYTES = 32 * 1024 * 1024  # ... at most, whatever their size
 REMEMBERED_CURSORS = 10_000
 REMEMBERED_REQUESTS = 10_000  # streams with fallback requests not settled yet
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-def _remember(memory: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
-    memory[key] = value
-    memory.move_to_end(key)
-    while len(memory) > limit:
-        memory.popitem(last=False)
 
 
 class _StreamLock:
@@ -131,8 +120,9 @@ class EventLog:
         # lease is written conditionally on its ETag (a cursor moved elsewhere fails it, and is read); and since a
         # cursor only moves forward, the events up to where this process moved it are published, whoever moved
         # it since.
-        self._events: OrderedDict[tuple[str, str, int], Entity] = OrderedDict()
-        self._cursors: OrderedDict[Stream, Cursor] = OrderedDict()
+        self._events: Bounded[tuple[str, str, int], Entity] = Bounded(
+            REMEMBERED_EVENTS, max_bytes=REMEMBERED_EVENTS_BYTES, weigh=lambda key, row: text_weight(row.data))
+        self._cursors: Bounded[Stream, Cursor] = Bounded(REMEMBERED_CURSORS)
         self._locks: dict[Stream, _StreamLock] = {}  # streams being dispatched in this process
         self.in_flight = InFlight()  # changes announced here and being written (their writers register)
         self.publisher: Publisher | None = None  # when set (a bus is configured), a change's writer publishes
@@ -145,12 +135,12 @@ class EventLog:
         cursor_key = cursor_row_key(stream)
         for op, etag in zip(ops, etags, strict=False):
             if stream.holds(op.entity):
-                _remember(self._events, (stream.table, stream.key, seq_of(op.entity)), op.entity, REMEMBERED_EVENTS)
+                self._events.put((stream.table, stream.key, seq_of(op.entity)), op.entity)
             elif op.entity.row_key == cursor_key:
                 if etag is None:
-                    self._cursors.pop(stream, None)
+                    self._cursors.pop(stream)
                 else:
-                    _remember(self._cursors, stream, replace(Cursor.of(op.entity), etag=etag), REMEMBERED_CURSORS)
+                    self._cursors.put(stream, replace(Cursor.of(op.entity), etag=etag))
 
     # --- recording -----------------------------------------------------------------------------------------
 
@@ -255,9 +245,9 @@ class EventLog:
 
     async def forget(self, stream: Stream, last_seq: int) -> None:
         """Delete a stream's events and cursor (its entity is expiring)."""
-        self._cursors.pop(stream, None)
+        self._cursors.pop(stream)
         for seq in range(1, last_seq + 1):
-            self._events.pop((stream.table, stream.key, seq), None)
+            self._events.pop((stream.table, stream.key, seq))
         keys = [(stream.key, event_row_key(stream, s)) for s in range(1, last_seq + 1)]
         await delete_all(self.tables, stream.storage, [*keys, (stream.key, cursor_row_key(stream))])
 
@@ -276,9 +266,9 @@ class EventLog:
         entity = cursor_entity(stream, dispatched, lease_until, etag)
         stored = await (self.tables.replace if etag else self.tables.insert)(stream.storage, entity)
         if stored is None:
-            self._cursors.pop(stream, None)
+            self._cursors.pop(stream)
             return None
-        _remember(self._cursors, stream, Cursor(dispatched, lease_until, stored.etag), REMEMBERED_CURSORS)
+        self._cursors.put(stream, Cursor(dispatched, lease_until, stored.etag))
         return stored.etag
 
     async def _event_row(self, stream: Stream, seq: int) -> Entity | None:
@@ -427,7 +417,7 @@ class EventLog:
             failure = exc
         finally:
             if failure is None and held is not None and done == held.seq and self.marks.may_cover(held.hold):
-                _remember(self._cursors, stream, Cursor(done, "", lease, held.hold, done), REMEMBERED_CURSORS)
+                self._cursors.put(stream, Cursor(done, "", lease, held.hold, done))
                 self.marks.finished(held.hold)
             else:
                 await self._move_cursor(stream, done, lease, held)
@@ -549,14 +539,14 @@ class EventLog:
     def not_written(self, held: Held) -> None:
         """The change (and so the lease) was not written: a lost race, or the cursor moved elsewhere (then it
         is read again next time)."""
-        self._cursors.pop(held.stream, None)
+        self._cursors.pop(held.stream)
         self.marks.finished(held.hold)
         self._release(held)
 
     def _unknown(self, held: Held) -> None:
         """Whether the change (and so the lease) was written is not known: its hold is never to be certified,
         and the cursor is read again next time."""
-        self._cursors.pop(held.stream, None)
+        self._cursors.pop(held.stream)
         self.marks.unknown(held.hold)
         self._release(held)
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast, get_args
 
 from shared import timeutil
+from shared.bounded import Bounded, text_weight
 from shared.storage.base import Entity, pack_json, unpack_json
 
 TASKS_TABLE = "Tasks"
@@ -260,26 +260,23 @@ class KnownTasks:
     and the change start over from a fresh read; an outcome that writes nothing (a refusal, no change needed)
     is decided again from a fresh read."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.size = size
-        self._rows: OrderedDict[str, Entity] = OrderedDict()
+        self._rows: Bounded[str, Entity] = Bounded(size, max_bytes=max_bytes,
+                                                   weigh=lambda task_id, row: text_weight(row.data))
 
     def get(self, task_id: str) -> Task | None:
         entity = self._rows.get(task_id)
         if entity is None:
             return None
-        self._rows.move_to_end(task_id)
         return Task.from_entity(entity)
 
     def put(self, entity: Entity) -> None:
         """Remember a whole task row as stored (with the ETag storage gave it)."""
         if entity.etag is None or self.size <= 0:
-            self._rows.pop(entity.partition_key, None)
+            self._rows.pop(entity.partition_key)
             return
-        self._rows[entity.partition_key] = entity
-        self._rows.move_to_end(entity.partition_key)
-        while len(self._rows) > self.size:
-            self._rows.popitem(last=False)
+        self._rows.put(entity.partition_key, entity)
 
     def forget(self, task_id: str) -> None:
-        self._rows.pop(task_id, None)
+        self._rows.pop(task_id)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import errors, timeutil
+from shared.bounded import Bounded
 from shared.logs import fields
 from shared.settings import Settings
 from shared.storage.base import (
@@ -51,6 +52,7 @@ ACTIVE_INTERVAL = dt.timedelta(hours=6)  # lastDateActive of provisioners and ta
 QUEUE_EXPIRY = dt.timedelta(days=5)
 WORKER_EXPIRY = dt.timedelta(days=1)
 RECENT_TASKS = 20
+WORKERS_REMEMBERED = 10_000  # workers (and provisioners, task queues) a process remembers writing or reading
 QUARANTINE_CACHE_SECONDS = 5.0
 WRITE_ATTEMPTS = 5
 
@@ -156,16 +158,25 @@ class WorkerInfo:
     def __init__(self, tables: TableStore, settings: Settings, clock: Callable[[], dt.datetime]) -> None:
         self.tables, self.settings, self.clock = tables, settings, clock
         self._index_rows = GroupedUpserts(tables)  # a task queue's index rows, a transaction for many requests
-        self._active_written: dict[tuple[str, str], float] = {}  # (partition, row) -> monotonic time written
-        self._buffered: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # claims not yet written
-        self._worker_written: dict[tuple[str, str, str], float] = {}
-        self._quarantine: dict[tuple[str, str, str], tuple[float, dt.datetime | None]] = {}
+        # Each map at most WORKERS_REMEMBERED keys (ids of at most 38 characters each), the least recently used
+        # forgotten: a throttled write then comes sooner, or a worker's buffered claims miss its recent tasks.
+        self._active_written: Bounded[tuple[str, str], float] = Bounded(WORKERS_REMEMBERED)  # (partition, row) ->
+        # monotonic time written
+        self._buffered: Bounded[tuple[str, str, str], list[dict[str, Any]]] = Bounded(WORKERS_REMEMBERED)  # claims
+        # not yet written
+        self._worker_written: Bounded[tuple[str, str, str], float] = Bounded(WORKERS_REMEMBERED)
+        self._quarantine: Bounded[tuple[str, str, str], tuple[float, dt.datetime | None]] = Bounded(
+            WORKERS_REMEMBERED)
 
     # --- recording activity (from claims) ---------------------------------------------------------------------
 
     def claimed(self, task_queue_id: str, worker_group: str, worker_id: str, task_id: str, run_id: int) -> None:
         """Remember a claim for the worker's recent tasks (written by the next `active` that is due)."""
-        buffered = self._buffered.setdefault((task_queue_id, worker_group, worker_id), [])
+        key = (task_queue_id, worker_group, worker_id)
+        buffered = self._buffered.get(key)
+        if buffered is None:
+            buffered = []
+            self._buffered.put(key, buffered)
         buffered.append({"taskId": task_id, "runId": run_id})
         del buffered[:-RECENT_TASKS]
 
@@ -183,7 +194,7 @@ class WorkerInfo:
                 await self.tables.upsert(WORKER_INFO_TABLE, Entity(partition, row, {
                     **data, "description": "", "stability": "experimental", "expires": queue_expires,
                     "lastDateActive": stamp}))
-                self._active_written[(partition, row)] = time.monotonic()
+                self._active_written.put((partition, row), time.monotonic())
 
         await all_at_once([
             seen(PROVISIONERS, provisioner_id, {}),
@@ -196,13 +207,14 @@ class WorkerInfo:
         written = self._worker_written.get(key)
         if written is not None and time.monotonic() - written < self.settings.worker_info_interval:
             return
-        claims = self._buffered.pop(key, [])
+        claims = self._buffered.pop(key) or []
         try:
             await self._write_worker(task_queue_id, worker_group, worker_id, claims, now)
         except Exception:
-            self._buffered.setdefault(key, [])[:0] = claims  # kept for the next attempt
+            self._buffered.put(key, [*claims, *(self._buffered.pop(key) or [])][-RECENT_TASKS:])  # kept for the
+            # next attempt
             raise
-        self._worker_written[key] = time.monotonic()
+        self._worker_written.put(key, time.monotonic())
 
     async def active_best_effort(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
         """`active`, where the caller has saved something it must still answer with (claims): a failure to
@@ -241,7 +253,7 @@ class WorkerInfo:
         if cached is None or time.monotonic() - cached[0] > QUARANTINE_CACHE_SECONDS:
             worker = await self._worker(task_queue_id, worker_group, worker_id)
             cached = (time.monotonic(), worker.quarantine_until if worker is not None else None)
-            self._quarantine[key] = cached
+            self._quarantine.put(key, cached)
         until = cached[1]
         return until if until is not None and until > self.clock() else None
 
@@ -338,7 +350,7 @@ class WorkerInfo:
                 "quarantineInfo": info}][-20:]
 
         worker = await self._change_worker(task_queue_id, worker_group, worker_id, change, create=False)
-        self._quarantine.pop((task_queue_id, worker_group, worker_id), None)
+        self._quarantine.pop((task_queue_id, worker_group, worker_id))
         log.info("worker %s/%s quarantined until %s", worker_group, worker_id, timeutil.iso(until),
                  extra=fields(workerGroup=worker_group, workerId=worker_id))
         return worker

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import credentials, timeutil
+from shared.bounded import Bounded
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
 from shared.domain.deadlines import DEADLINES_TABLE, DeadlineIndex
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore
@@ -48,31 +49,36 @@ class EmptyPendingQueues:
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self.wakeups = PendingWakeups()  # claimWork calls waiting for a run this process makes pending
-        self._until: dict[str, float] = {}
-        self._hinted: dict[str, None] = {}  # queues whose last receive here got hints, or this process put one on
-        self._hidden: dict[str, float] = {}  # queue -> until when hints a lost receive took stay hidden
-        self._filled: dict[str, float] = {}  # queue -> when this process last put a hint on it
+        # Each map at most FILLED_REMEMBERED pending queues (the least recently touched are forgotten, which costs
+        # at most a receive that could have been skipped).
+        self._until: Bounded[str, float] = Bounded(FILLED_REMEMBERED)
+        self._hinted: Bounded[str, None] = Bounded(FILLED_REMEMBERED)  # queues whose last receive here got hints,
+        # or this process put one on
+        self._hidden: Bounded[str, float] = Bounded(FILLED_REMEMBERED)  # queue -> until when hints a lost receive
+        # took stay hidden
+        self._filled: Bounded[str, float] = Bounded(FILLED_REMEMBERED)  # queue -> when this process last put a
+        # hint on it
 
     def lost(self, queue: str, hidden_for: float) -> None:
         """A receive from `queue` lost its answer: the hints it took are hidden for `hidden_for` s, and claimWork
         looks for their runs in the task queue's index meanwhile."""
-        self._hidden[queue] = time.monotonic() + hidden_for
-        self._until.pop(queue, None)
+        self._hidden.put(queue, time.monotonic() + hidden_for)
+        self._until.pop(queue)
 
     def hides(self, queue: str) -> bool:
-        until = self._hidden.get(queue)
+        until = self._hidden.peek(queue)
         if until is not None and until <= time.monotonic():
-            del self._hidden[queue]
+            self._hidden.pop(queue)
             return False
         return until is not None
 
     def none_hidden(self, queues: list[str]) -> None:
         """The index has no pending run left for these queues: nothing they hide is still wanted."""
         for queue in queues:
-            self._hidden.pop(queue, None)
+            self._hidden.pop(queue)
 
     def skipped(self, queue: str) -> bool:
-        return self._until.get(queue, 0.0) > time.monotonic()
+        return (self._until.peek(queue) or 0.0) > time.monotonic()
 
     def may_hold_hints(self, queue: str) -> bool:
         """Whether the last receive of `queue` here got hints, or this process put one on it since. claimWork
@@ -81,30 +87,27 @@ class EmptyPendingQueues:
         return queue in self._hinted
 
     def _hints_seen(self, queue: str, seen: bool) -> None:
-        self._hinted.pop(queue, None)  # to the end when seen: the oldest is dropped first
+        self._hinted.pop(queue)  # to the end when seen: the oldest is dropped first
         if seen:
-            self._hinted[queue] = None
-            if len(self._hinted) > FILLED_REMEMBERED:
-                self._hinted.pop(next(iter(self._hinted)))
+            self._hinted.put(queue, None)
 
     def received(self, queue: str, count: int, sent_at: float | None = None) -> None:
         """A receive sent at `sent_at` (monotonic; now if not known) got `count` messages. Found empty, the queue
         is skipped for the TTL, unless this process put a hint on it since that receive was sent."""
         now = time.monotonic()
-        self._hints_seen(queue, count > 0 or self._filled.get(queue, -1.0) >= (now if sent_at is None else sent_at))
+        filled = self._filled.peek(queue)
+        filled_at = -1.0 if filled is None else filled
+        self._hints_seen(queue, count > 0 or filled_at >= (now if sent_at is None else sent_at))
         if count:
-            self._until.pop(queue, None)
-        elif self.ttl > 0 and self._filled.get(queue, -1.0) < (now if sent_at is None else sent_at):
-            self._until[queue] = now + self.ttl
+            self._until.pop(queue)
+        elif self.ttl > 0 and filled_at < (now if sent_at is None else sent_at):
+            self._until.put(queue, now + self.ttl)
 
     def filled(self, queue: str) -> None:
         """This process put a hint on `queue`: it is not empty any more, as far as this process knows."""
-        self._until.pop(queue, None)
+        self._until.pop(queue)
         self._hints_seen(queue, True)
-        self._filled.pop(queue, None)  # to the end: the oldest is dropped first
-        self._filled[queue] = time.monotonic()
-        if len(self._filled) > FILLED_REMEMBERED:
-            self._filled.pop(next(iter(self._filled)))
+        self._filled.put(queue, time.monotonic())  # to the end: the oldest is dropped first
 
 
 @dataclass
@@ -127,7 +130,7 @@ class Stores:
     background: Background  # work after an answer: cleanups, the writer's publishing
     _ready: bool = field(default=False, init=False)
     _readying: asyncio.Future[None] | None = field(default=None, init=False)
-    _pending_queues_ready: set[str] = field(default_factory=set, init=False)
+    _pending_queues_ready: Bounded[str, None] = field(default_factory=lambda: Bounded(FILLED_REMEMBERED), init=False)
 
     @classmethod
     def create(cls, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
@@ -180,7 +183,7 @@ class Stores:
         """Create the task queue's pending queues (once per process), for workers that poll them directly."""
         if task_queue_id not in self._pending_queues_ready:
             await self.queues.ensure_queues(pending_queues(task_queue_id))
-            self._pending_queues_ready.add(task_queue_id)
+            self._pending_queues_ready.put(task_queue_id, None)
 
     def afterwards(self, cleanup: Coroutine[Any, Any, None]) -> None:
         """Run a best-effort cleanup of a change already written (a consumed hint's or a spent check's delete, an

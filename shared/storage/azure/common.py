@@ -14,6 +14,7 @@ import aiohttp
 from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import AioHttpTransport
 
+from shared.bounded import Bounded
 from shared.connections import Service, StorageConnection
 from shared.errors import InternalServerError
 from shared.storage.retry import (
@@ -28,6 +29,7 @@ from shared.storage.retry import (
 
 # Signed URLs start a little in the past: Azure refuses a SAS whose start is ahead of its own clock.
 SAS_CLOCK_SKEW = dt.timedelta(minutes=15)
+CLIENTS_KEPT = 1_000  # SDK clients kept per service (one per table, queue or container)
 
 
 def shared_transport(policy: RetryPolicy) -> tuple[aiohttp.ClientSession, AioHttpTransport]:
@@ -103,7 +105,9 @@ class Clients:
         self._service_type, self._child = service_type, child
         self._policy, self._options = policy, options
         self._service: Any = None
-        self._clients: dict[str, Any] = {}
+        # A client per table, queue or container, at most CLIENTS_KEPT (pending queues are per task queue): they
+        # share the service client's transport, so one forgotten needs no closing.
+        self._clients: Bounded[str, Any] = Bounded(CLIENTS_KEPT)
         self._session: aiohttp.ClientSession | None = None
 
     def get(self, name: str) -> Any:
@@ -113,7 +117,8 @@ class Clients:
                 self._session, transport = shared_transport(self._policy)
                 self._service = self._connection.service_client(self._service_type, self._kind, transport=transport,
                                                                 user_agent=USER_AGENT, **self._options)
-            client = self._clients[name] = getattr(self._service, self._child)(name)
+            client = getattr(self._service, self._child)(name)
+            self._clients.put(name, client)
         return client
 
     @property
