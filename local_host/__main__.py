@@ -26,7 +26,7 @@ from local_host.host import PROJECT, serve
 from shared import logs
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
-from shared.settings import Settings, load_settings
+from shared.settings import Settings, check_serving, load_settings
 
 
 def load_local_settings(path: Path) -> None:
@@ -116,14 +116,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     worker = None
     try:
         _binding_defaults()
-        settings = load_settings()
+        settings = check_serving(load_settings())
         logs.configure(settings.log_level)
         announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token,
                            generated)
         if args.worker:
             worker = _start_worker(args.worker, args.worker_capacity, settings.public_root_url,
                                    settings.root_client_id, settings.root_access_token, data_dir)
-        asyncio.run(serve(args.app, Path(args.host_json), port=settings.port, announce=announce))
+        asyncio.run(serve(args.app, Path(args.host_json), port=settings.port, announce=announce,
+                          max_connections=settings.http_max_connections,
+                          header_timeout=settings.http_header_timeout))
     finally:
         if worker is not None:
             _stop_worker(worker)
@@ -159,11 +161,12 @@ def _stop_worker(process: subprocess.Popen[bytes]) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     _binding_defaults()
-    settings = load_settings()
+    settings = check_serving(load_settings())
     logs.configure(settings.log_level)
     port = None if args.no_http else settings.port
     announce = f"local host ready on {settings.public_root_url}" if port else "local host ready (triggers only)"
-    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce))
+    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce,
+                      max_connections=settings.http_max_connections, header_timeout=settings.http_header_timeout))
     return 0
 
 

@@ -18,13 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from local_host.http import BoundedH11
 from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
-from shared import errors, roundtrips, strict_json
-from shared.api.framework import error_body
+from shared import roundtrips
+from shared.api.framework import MAX_HEAD_BYTES
 from shared.storage.base import PUT_LISTENERS
 from shared.storage.retry import ATTEMPTS
 
@@ -71,29 +70,6 @@ def asgi_app_of(app: Any) -> Any:
     return asgi
 
 
-MAX_HEADER_BYTES = 64 * 1024  # request line and headers; Hawk headers with temporary credentials can be large
-
-
-class InvalidHttpRequest(errors.InvalidRequestArguments):
-    """The request is not valid HTTP/1.1 ({problem}): the request line and headers must be well-formed and at most
-{limit} bytes in all"""
-
-
-class _H11JsonErrors(H11Protocol):
-    """uvicorn answers a request it cannot parse (malformed, or headers over the limit) with a plain-text 400;
-    Taskcluster's clients and tools expect its JSON error format, so this one answers in that."""
-
-    def send_400_response(self, msg: str) -> None:
-        problem = InvalidHttpRequest(problem=msg.rstrip("."), limit=MAX_HEADER_BYTES)
-        body = strict_json.dumps(error_body(problem, method="unknown", params={}, payload=None))
-        response = h11.Response(status_code=400, reason=b"Bad Request", headers=[
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")])
-        for event in (response, h11.Data(data=body), h11.EndOfMessage()):
-            self.transport.write(self.conn.send(event) or b"")
-        self.transport.close()
-
-
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -102,8 +78,9 @@ class _Server(uvicorn.Server):
 
 
 async def serve(app_reference: str = "function_app:app", host_json: Path = PROJECT / "host.json", *,
-                port: int | None = 7071, announce: str | None = None) -> None:
-    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only."""
+                port: int | None = 7071, announce: str | None = None, max_connections: int = 1000,
+                header_timeout: float = 10.0) -> None:
+    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's bounds: local_host/http.py."""
     app = load_app(app_reference)
     options = QueueOptions.from_host_json(host_json)
     runners = build_runners(app, options)
@@ -112,8 +89,10 @@ async def serve(app_reference: str = "function_app:app", host_json: Path = PROJE
     server: _Server | None = None
     if port is not None:
         config = uvicorn.Config(asgi_app_of(app), host="127.0.0.1", port=port, log_config=None,
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=5, http=_H11JsonErrors,
-                                h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=5,
+                                http=BoundedH11.configure(max_connections=max_connections,
+                                                          header_timeout=header_timeout),
+                                h11_max_incomplete_event_size=MAX_HEAD_BYTES)
         server = _Server(config)
 
     def request_stop() -> None:

@@ -30,7 +30,7 @@ from shared.operations.queries import Queries
 from shared.operations.repository import TaskRepository
 from shared.operations.resolution import Resolution
 from shared.operations.stores import Clock, Stores
-from shared.settings import Settings, get_settings
+from shared.settings import Settings, check_serving, get_settings
 from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs
 from shared.storage.base import BlobStore, QueueStore, TableStore
@@ -84,8 +84,9 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
 @functools.cache
 def get_queue() -> Queue:
     """The process's queue, built from the settings on first use (not at import: a missing setting then shows as
-    a clear error in a response and the logs rather than as a failed import)."""
-    settings = get_settings()
+    a clear error in a response and the logs rather than as a failed import). Settings unfit to serve
+    (`check_serving`) make every request answer that error."""
+    settings = check_serving(get_settings())
     faults.arm(settings.faults)
     connection, client, policy = settings.storage_connection, settings.storage_client, retry_policy(settings)
     queue = build_queue(settings, table_store(connection, client, policy), queue_store(connection, client,

@@ -13,9 +13,11 @@ O((n + m) log n) comparisons, whatever the scopes are (every set a caller brings
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TypeAlias
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import Any, TypeAlias
 
 ScopeExpr: TypeAlias = "str | dict[str, list[ScopeExpr]]"
 
@@ -44,6 +46,44 @@ def normalize(scopes: Iterable[str]) -> tuple[str, ...]:
             stem = scope[:-1]
     kept.sort()
     return tuple(kept)
+
+
+SORT_SLICE = 2_048  # scopes sorted, or merged, between two yields of normalize_steps
+
+
+def _sorted_steps(items: list[str], key: Callable[[str], Any] | None) -> Generator[None, None, list[str]]:
+    """`sorted(items, key=key)` in slices: runs of SORT_SLICE sorted, then merged SORT_SLICE at a time, with a
+    yield between slices (so a caller on an event loop can let others run)."""
+    runs = []
+    for at in range(0, len(items), SORT_SLICE):
+        runs.append(sorted(items[at:at + SORT_SLICE], key=key))
+        yield
+    if len(runs) <= 1:
+        return runs[0] if runs else []
+    out: list[str] = []
+    merged = heapq.merge(*runs, key=key)
+    while True:
+        before = len(out)
+        out.extend(itertools.islice(merged, SORT_SLICE))
+        if len(out) - before < SORT_SLICE:
+            return out
+        yield
+
+
+def normalize_steps(scopes: Iterable[str]) -> Generator[None, None, tuple[str, ...]]:
+    """`normalize`, yielding between slices of work: never more than SORT_SLICE scopes sorted or merged at once."""
+    by_order = yield from _sorted_steps(list(set(scopes)), _order)
+    kept: list[str] = []
+    stem: str | None = None
+    for at, scope in enumerate(by_order):
+        if at % (4 * SORT_SLICE) == 0 and at:
+            yield
+        if stem is not None and scope.startswith(stem) and scope != stem + "*":
+            continue
+        kept.append(scope)
+        if scope.endswith("*"):
+            stem = scope[:-1]
+    return tuple((yield from _sorted_steps(kept, None)))
 
 
 class ScopeSet:

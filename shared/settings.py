@@ -73,6 +73,11 @@ class Settings(BaseSettings):
                                    "take, from connecting to the last byte of its answer.")
     storage_connect_timeout: float = Field(default=3.0, gt=0, description="Seconds to connect to storage.")
     port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
+    http_max_connections: int = Field(default=1000, ge=1, description="Connections the local host's HTTP server "
+                                      "holds at once; one more is answered 503 and closed (docs/security.md).")
+    http_header_timeout: float = Field(default=10, gt=0, description="Seconds a connection to the local host may "
+                                       "take to send a whole request head (from opening, or from its previous "
+                                       "answer); then it is closed.")
     root_url: str | None = Field(
         default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>."
     )
@@ -268,6 +273,32 @@ def load_settings(**overrides: object) -> Settings:
             field = ".".join(str(part) for part in err["loc"])
             problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}" if field else err["msg"])
         raise SettingsError(problems="; ".join(problems)) from None
+
+
+def serving_problems(settings: Settings) -> list[str]:
+    """What makes settings unfit to serve the queue, beyond what each field checks by itself: a secret that is
+    missing or reused, an unusable or missing rootUrl, timeouts that contradict each other. Empty when none."""
+    problems = []
+    if not settings.token_secret:
+        problems.append("QUEUE_TOKEN_SECRET is required: the access tokens of stored clients are derived from it")
+    elif settings.token_secret == settings.root_access_token:
+        problems.append("QUEUE_TOKEN_SECRET must differ from QUEUE_ROOT_ACCESS_TOKEN")
+    if settings.root_url is not None and not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", settings.root_url):
+        problems.append(f"QUEUE_ROOT_URL must be an http(s) URL without query or fragment, not {settings.root_url!r}")
+    if settings.root_url is None and settings.storage_connection.uses_identity:
+        problems.append("QUEUE_ROOT_URL is required when storage is reached by identity (a deployment): the API "
+                        "answers name it")
+    if settings.event_publish_timeout >= settings.event_lease:
+        problems.append("QUEUE_EVENT_PUBLISH_TIMEOUT must be shorter than QUEUE_EVENT_LEASE")
+    return problems
+
+
+def check_serving(settings: Settings) -> Settings:
+    """`settings`, if fit to serve the queue (`serving_problems`); SettingsError naming every problem if not."""
+    problems = serving_problems(settings)
+    if problems:
+        raise SettingsError(problems="; ".join(problems))
+    return settings
 
 
 @functools.cache

@@ -32,6 +32,11 @@ BASE = ROOT + "queue/v1/"
 MAX_REPORTED_ERRORS = 10
 FORMATS_USED = ("date-time", "uri", "regex")  # by the schemas (a test checks there are no others)
 
+# A media type as HTTP headers carry it (RFC 9110: `type/subtype`, then parameters in printable ASCII): what a
+# `contentType` of an artifact or an object must be, since downloads serve it as a header.
+MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+( *;[\x20-\x7e]*)?")
+
+
 
 def _expand_consts(node: Any, constants: dict[str, Any]) -> Any:
     if isinstance(node, dict):

@@ -28,7 +28,7 @@ def create_asgi_app() -> Any:
     import, so a missing setting shows as a clear error in the response and the logs rather than as a failed
     import."""
     validate = os.environ.get("QUEUE_VALIDATE_RESPONSES", "").lower() in ("1", "true", "yes")
-    discovery = Discovery(APIS, root_url=lambda: get_settings().root_url,
+    discovery = Discovery(APIS, root_url=lambda: get_settings().public_root_url,
                           namespace=lambda: get_settings().pulse_namespace)
     inspector = Inspector()
 

@@ -138,7 +138,7 @@ def exchanges_reference(namespace: str) -> dict[str, Any]:
 class Discovery:
     """Answers GETs of the manifest, the references and the schemas (`documents` of the ApiApp)."""
 
-    def __init__(self, apis: list[Api], *, root_url: Callable[[], str | None],
+    def __init__(self, apis: list[Api], *, root_url: Callable[[], str],
                  namespace: Callable[[], str]) -> None:
         self.apis = apis
         self.root_url = root_url
@@ -157,17 +157,12 @@ class Discovery:
             docs[f"/schemas/{path}"] = schema
         return docs
 
-    def _root(self, request: Request) -> str:
-        configured = self.root_url()
-        if configured:
-            return configured.rstrip("/")
-        scheme = request.headers.get("x-forwarded-proto", request.url.scheme).split(",")[0].strip()
-        return f"{scheme}://{request.headers.get('host') or request.url.netloc}"
-
     def __call__(self, request: Request) -> Response | None:
         found = self._documents.get(request.scope["path"])
         if found is None:
             return None
-        root = self._root(request)
+        # The rootUrl of the settings, never the request's Host: these answers are cached (max-age) by whoever
+        # relays them, so a Host header a client chose must not end up in what others read.
+        root = self.root_url().rstrip("/")
         text = json.dumps(found, indent=2).replace(ORIGIN, f"{root}/")
         return Response(text, media_type="application/json", headers={"cache-control": "max-age=300"})

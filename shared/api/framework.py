@@ -27,6 +27,7 @@ from shared.scopes import ScopeExpr, describe
 log = logging.getLogger("queue.api")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # Taskcluster's body-parser limit
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers; Hawk headers with temporary credentials can be large
 HELD_SHOWN = 100  # scopes an InsufficientScopes message lists of those the caller holds
 
 # Taskcluster's API library answers every request so (and a preflight OPTIONS with 200): any origin may call the
@@ -236,6 +237,16 @@ async def _read_raw_body(request: Request) -> bytes:
     return raw
 
 
+class HeadTooLarge(errors.InvalidRequestArguments):
+    """The request line and headers hold more than {limit} bytes"""
+
+
+def _head_bytes(scope: Scope) -> int:
+    """The size of the request's line and headers, about (what HTTP/1.1 sent)."""
+    target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+    return target + sum(len(name) + len(value) + 4 for name, value in scope.get("headers") or ())
+
+
 class NotJsonContent(errors.MalformedPayload):
     """The request body must be JSON sent with `Content-Type: application/json`, not `{contentType}`"""
 
@@ -341,7 +352,12 @@ class ApiApp:
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
-        response = Response(status_code=200) if request.method == "OPTIONS" else await self.handle(request)
+        if _head_bytes(scope) > MAX_HEAD_BYTES:
+            response = error_response(HeadTooLarge(limit=MAX_HEAD_BYTES), method="unknown", params={}, payload=None)
+        elif request.method == "OPTIONS":
+            response = Response(status_code=200)
+        else:
+            response = await self.handle(request)
         response.headers.update(CORS_HEADERS)
         await response(scope, receive, send)
 

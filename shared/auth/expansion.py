@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from shared import errors
-from shared.scopes import normalize
+from shared.scopes import normalize, normalize_steps
 
 ASSUME = "assume:"
 PARAM = "<..>"
-MAX_EXPANDED_SCOPES = 20_000  # scopes one expansion may give
+MAX_EXPANDED_SCOPES = 50_000  # scopes one expansion may give
 MAX_EXPANDED_CHARS = 2_000_000  # characters of the scopes one expansion may give, in all
 MAX_EXPANSION_WORK = 2_000_000  # steps one expansion or role check may take (a step: a grant, a lookup)
 SLICE_WORK = 5_000  # steps between two yields to the event loop (about a millisecond)
@@ -106,16 +106,76 @@ class RoleIndex:
         """Steps `candidates(wanted)` takes, about."""
         return 1 + bisect.bisect_right(self._lengths, len(wanted))
 
-    def depends(self, role_id: str) -> list[tuple[str, list[str]]]:
-        """Each `assume:` scope of the role, widened (`*` for its parameter, the widest case, as Taskcluster
-        checks), with the roles it could assume."""
+    def _range(self, stem: str) -> list[str]:
+        """Every role whose id starts with `stem`."""
+        return self._ids[bisect.bisect_left(self._ids, stem):bisect.bisect_left(self._ids, stem + "\x7f")]
+
+    def _prefixed_by(self, stem: str) -> list[str]:
+        """The `*`-roles whose prefix `stem` starts with (matched whatever follows `stem`)."""
+        return [stem[:n] + "*" for n in self._lengths[:bisect.bisect_right(self._lengths, len(stem))]
+                if stem[:n] in self._prefixes]
+
+    def depends(self, role_id: str) -> list[Reach]:
+        """What each `assume:` scope of the role can reach, for `check_steps`: the roles it assumes whatever the
+        role's parameter is (`always`), and those it may assume depending on it (`some`, grouped by the parameter
+        that reaches them together: `max` of the groups counts)."""
         out = []
         for scope in self.roles[role_id]:
-            wanted = assumed(_parameterize(scope, "*"))
-            if wanted is not None:
-                out.append((scope, [other for other in self.candidates(wanted)
-                                    if grants(wanted, other, ("x",))]))
+            if PARAM not in scope:
+                wanted = assumed(scope)
+                if wanted is not None:
+                    out.append(Reach(self.candidates(wanted), []))
+                continue
+            head, tail = scope.split(PARAM, 1)
+            wanted = assumed(head + "*")  # the widest case, as Taskcluster checks: `*` for the parameter
+            if wanted is None:
+                continue
+            stem = wanted[:-1]
+            always = self._prefixed_by(stem)
+            ranged = [r for r in self._range(stem) if r not in always]
+            out.append(Reach(always, _groups(stem, tail, ranged)))
         return out
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The roles an `assume:` scope of a role reaches (`RoleIndex.depends`)."""
+
+    always: list[str]
+    some: list[list[str]]  # alternatives: one parameter reaches the roles of one group at most
+
+    def roles(self) -> list[str]:
+        return [*self.always, *(r for group in self.some for r in group)]
+
+
+GROUPING_LIMIT = 2_000_000  # comparisons `_groups` may make; past it, one group of every role (a coarser bound)
+
+
+def _groups(stem: str, tail: str, ranged: list[str]) -> list[list[str]]:
+    """The roles whose id starts with `stem` that a scope `assume:<stem><..><tail>` reaches, grouped by what one
+    parameter `p` reaches together (the check counts the largest group). With `k` = `p` + the tail's text: a role
+    `<stem><rest>` is reached when `rest` is `k` (a role named so), when `rest` starts with `k` and the tail ends in
+    `*` (a kleene covers it), and a `*`-role `<stem><rest>*` when `k` starts with `rest` (its prefix matches)."""
+    kleene = tail.endswith("*")
+    text = tail[:-1] if kleene else tail
+    roles = [(r[len(stem):-1] if r.endswith("*") else r[len(stem):], r.endswith("*"), r) for r in ranged]
+    keys: set[str] = set()
+    for rest, star, _ in roles:
+        if kleene:
+            at = rest.find(text) if text else 0
+            while at >= 0:
+                keys.add(rest[:at + len(text)])
+                at = rest.find(text, at + 1) if text else -1
+        elif star or rest.endswith(text):
+            keys.add(rest)  # a role named `<stem><k>`, or a `*`-role's prefix continued by `p`
+    if len(keys) * len(roles) > GROUPING_LIMIT:
+        return [ranged] if ranged else []
+
+    def reached(key: str, rest: str, star: bool) -> bool:
+        return (rest == key or (kleene and rest.startswith(key)) or (star and key.startswith(rest)))
+
+    groups = [[r for rest, star, r in roles if reached(key, rest, star)] for key in keys]
+    return [g for g in groups if g]
 
 
 class _Cover:
@@ -215,8 +275,7 @@ def expansion_steps(scopes: Iterable[str], index: RoleIndex, *, limit: int = MAX
                 more = assumed(scope)
                 if more is not None and more not in asked:
                     todo.append(more)
-    yield
-    return normalize(held)
+    return (yield from normalize_steps(held))
 
 
 @dataclass(frozen=True)
@@ -235,6 +294,7 @@ def check_steps(index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
     each role B it could assume`)."""
     counter = _Work("the roles", work)
     bounds: dict[str, int] = {}
+    reaches: dict[str, list[Reach]] = {}
     on_path: dict[str, int] = {}  # role id -> its place on the current path
     path: list[str] = []
     # Each frame: a role on the path, the roles it depends on (one entry per assume scope and role it could
@@ -246,7 +306,8 @@ def check_steps(index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
         entering: str | None = root
         while entering is not None or stack:
             if entering is not None:
-                edges = [other for _, others in index.depends(entering) for other in others]
+                reaches[entering] = index.depends(entering)
+                edges = list(dict.fromkeys(r for reach in reaches[entering] for r in reach.roles()))
                 on_path[entering] = len(path)
                 path.append(entering)
                 stack.append((entering, edges, 0))
@@ -266,7 +327,11 @@ def check_steps(index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
             stack.pop()
             path.pop()
             del on_path[role_id]
-            bounds[role_id] = min(limit + 1, len(index.roles[role_id]) + sum(bounds[o] for o in edges))
+            bound = len(index.roles[role_id])
+            for reach in reaches.pop(role_id):
+                bound += sum(bounds[o] for o in reach.always)
+                bound += max((sum(bounds[o] for o in group) for group in reach.some), default=0)
+            bounds[role_id] = min(limit + 1, bound)
     return RoleCheck(None, bounds)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from shared import errors, timeutil
 from shared.domain.tasks import Run
-from shared.storage.base import Entity, ServedAs, encode_key, pack_json, unpack_json
+from shared.storage.base import Entity, ServedAs, pack_json, unhashed_key, unpack_json
 
 ARTIFACT_ROW, ARTIFACT_ROW_END = "artifact:", "artifact;"  # ";" sorts right after ":"
 ARTIFACT_EXPIRY_TABLE = "ArtifactExpiry"
@@ -37,6 +37,11 @@ _PLAIN_BLOB_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Z
 
 class ArtifactNameInvalid(errors.InputError):
     """Artifact name is too long: at most {limit} characters"""
+
+
+class ContentTypeInvalid(errors.InputError):
+    """Artifact `{name}`: contentType `{contentType}` is not a media type (`type/subtype`, then parameters, in
+printable ASCII); downloads serve it as a header"""
 
 
 class ArtifactTooLarge(errors.InputError):
@@ -122,7 +127,9 @@ def served_as(content_type: str, content_encoding: str | None = None) -> ServedA
 
 
 def row_key(run_id: int, name: str) -> str:
-    key = f"{ARTIFACT_ROW}{run_id}:{encode_key(name)}"
+    """`artifact:<runId>:<name, key-encoded>`, or for a long name `artifact:<runId>:~<sha256 of the name>`. A name
+    that itself starts with `~` has it encoded (`%7E`), so that no name's key is another's hash key."""
+    key = f"{ARTIFACT_ROW}{run_id}:{unhashed_key(name)}"
     if len(key) + 23 > MAX_KEY_CHARS:  # 22 characters of taskId and the separator, in the index key
         key = f"{ARTIFACT_ROW}{run_id}:~{hashlib.sha256(name.encode()).hexdigest()}"
     return key

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shared import timeutil
-from shared.storage.base import Entity, encode_key, pack_json, unpack_json
+from shared.storage.base import Entity, pack_json, unhashed_key, unpack_json
 
 OBJECTS_TABLE = "Objects"
 OBJECT_EXPIRY_TABLE = "ObjectExpiry"
@@ -28,7 +28,9 @@ ACCEPTABLE_HASHES = ("sha256", "sha512")
 
 
 def object_key(name: str) -> str:
-    key = encode_key(name)
+    """The name key-encoded (a leading `~` too), or for a long name `~<sha256 of the name>`: no name can take
+    another's row."""
+    key = unhashed_key(name)
     return key if len(key) <= MAX_KEY_CHARS else "~" + hashlib.sha256(name.encode()).hexdigest()
 
 

@@ -105,6 +105,10 @@ class Run:
     # Pending: the ids of the hints that may claim it (space-separated; more than one only after the reconciler
     # hinted it again). Claimed: the one hint that claimed it. Guards against duplicated and stale hints.
     hint_id: str | None = None
+    # Its artifacts whose worker may still write their data (Azure-era `azure` ones, live logs), by name: "" until
+    # the run resolves, then the snapshot of their blob taken before the resolution was written ("-": none was
+    # uploaded). shared/operations/livelogs.py.
+    live: dict[str, str] = field(default_factory=dict)
 
     @property
     def resolved_state(self) -> bool:
@@ -136,6 +140,8 @@ class Run:
         del stored["runId"]
         if self.hint_id is not None:
             stored["hintId"] = self.hint_id
+        if self.live:
+            stored["live"] = dict(self.live)
         return stored
 
     @classmethod
@@ -143,7 +149,7 @@ class Run:
         return cls(data["state"], data["reasonCreated"], timeutil.parse(data["scheduled"]),
                    data.get("reasonResolved"), data.get("workerGroup"), data.get("workerId"),
                    _time(data.get("takenUntil")), _time(data.get("started")), _time(data.get("resolved")),
-                   data.get("hintId"))
+                   data.get("hintId"), dict(data.get("live") or {}))
 
 
 @dataclass

@@ -32,6 +32,7 @@ from shared.domain.artifacts import (
 )
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.artifacts import Artifacts
+from shared.operations.livelogs import NOT_UPLOADED
 from shared.storage.base import BlobInfo
 
 DOWNLOAD_CREDENTIALS = dt.timedelta(hours=1)  # an object artifact's download credentials (Taskcluster's)
@@ -116,8 +117,8 @@ class ArtifactReads:
         if artifact.sealed:
             # Artifacts finished before snapshots were taken have none: their blob itself is read.
             snapshot = artifact.details.get("snapshot")
-        elif artifact.storage_type == "azure" and await self._run_going(artifact):
-            snapshot = None  # a live log: its worker still appends, the reader sees the growing blob
+        elif artifact.storage_type == "azure":
+            snapshot = await self._live_snapshot(artifact)
         else:
             snapshot = (await self._seal(artifact)).details["snapshot"]
         expires = self.stores.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
@@ -126,10 +127,20 @@ class ArtifactReads:
             served_as=served_as(artifact.content_type, artifact.details.get("contentEncoding")))
         return Location(url)
 
-    async def _run_going(self, artifact: Artifact) -> bool:
-        """Whether the artifact's run is still pending or running (its worker may still write its data)."""
+    async def _live_snapshot(self, artifact: Artifact) -> str | None:
+        """What an Azure-era `azure` artifact (a live log) is read from: its growing blob (None) while its run
+        goes; once it resolved, the snapshot taken when it resolved (shared/operations/livelogs.py), or for one
+        recorded nowhere (created after the run resolved, or before runs recorded them) a snapshot taken now."""
         task = await self.tasks.load(artifact.task_id)
-        return artifact.run_id < len(task.runs) and task.runs[artifact.run_id].state in ("pending", "running")
+        run = task.runs[artifact.run_id] if artifact.run_id < len(task.runs) else None
+        if run is not None and run.state in ("pending", "running"):
+            return None
+        sealed = run.live.get(artifact.name) if run is not None else None
+        if sealed == NOT_UPLOADED:
+            raise ArtifactNotUploaded(name=artifact.name, runId=artifact.run_id, taskId=artifact.task_id)
+        if sealed:
+            return sealed
+        return str((await self._seal(artifact)).details["snapshot"])
 
     async def _seal(self, artifact: Artifact) -> Artifact:
         """Commit and snapshot the data of an artifact that has no finish step, once; 404 while there is none.

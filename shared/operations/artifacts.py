@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shared import errors, timeutil
+from shared import errors, timeutil, validation
 from shared.domain.artifacts import (
     DEFAULT_CONTENT_TYPE,
     EXPIRES_PAST,
@@ -42,6 +42,7 @@ from shared.domain.artifacts import (
     ArtifactRunNotFound,
     ArtifactTaskNotFound,
     ArtifactTooLarge,
+    ContentTypeInvalid,
     NothingToFinish,
     RunNeverClaimed,
     RunNotAcceptingArtifacts,
@@ -56,6 +57,7 @@ from shared.domain.artifacts import (
 )
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.logs import fields
+from shared.operations.livelogs import MAX_LIVE_PER_RUN
 from shared.operations.objects import Objects
 from shared.operations.repository import TaskRepository
 from shared.storage.base import BlobInfo, BlobStore, Op
@@ -63,6 +65,11 @@ from shared.storage.base import BlobInfo, BlobStore, Op
 log = logging.getLogger("queue.artifacts")
 
 UPLOAD_CREDENTIALS = dt.timedelta(hours=24)  # object artifacts' upload credentials last at most this (Taskcluster's)
+
+
+class TooManyLiveArtifacts(errors.InputError):
+    """Artifact `{name}`: a run may have at most {limit} `azure` artifacts created without `contentLength` (live
+logs, sealed when the run resolves); give `contentLength` and call finishArtifact for the others"""
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,9 @@ class Artifacts:
 
     async def row(self, task_id: str, run_id: int, name: str) -> Artifact | None:
         entity = await self.tables.get(TASKS_TABLE, task_id, row_key(run_id, name))
-        return Artifact.from_entity(entity) if entity is not None else None
+        if entity is None or entity.data.get("name") != name:  # another name's row (written before keys escaped
+            return None  # a leading `~`): not this artifact
+        return Artifact.from_entity(entity)
 
     # --- createArtifact ---------------------------------------------------------------------------------------
 
@@ -112,6 +121,9 @@ class Artifacts:
         storage_type, task_id = body["storageType"], task.task_id
         if len(name) > MAX_NAME_CHARS:
             raise ArtifactNameInvalid(limit=MAX_NAME_CHARS)
+        content_type = body.get("contentType") or DEFAULT_CONTENT_TYPE
+        if len(content_type) > 255 or not validation.MEDIA_TYPE.fullmatch(content_type):
+            raise ContentTypeInvalid(name=name, contentType=content_type[:300])
         expires = timeutil.to_ms(timeutil.parse(body["expires"]))
         if expires < now - EXPIRES_PAST:
             raise ArtifactExpiresInvalid(expires=timeutil.iso(expires),
@@ -139,8 +151,7 @@ class Artifacts:
             details = {"artifact": body["artifact"]}
         else:
             details = {"reason": body["reason"], "message": body["message"]}
-        return Artifact(task_id, run_id, name, storage_type, body.get("contentType") or DEFAULT_CONTENT_TYPE,
-                        expires, present, details)
+        return Artifact(task_id, run_id, name, storage_type, content_type, expires, present, details)
 
     def _check_run(self, task: Task, run_id: int, expires: dt.datetime, now: dt.datetime) -> None:
         if run_id >= len(task.runs):
@@ -182,16 +193,32 @@ class Artifacts:
                 if artifact.expires not in indexed:  # the expiry index first: a crash leaves no unindexed row
                     await self.stores.artifact_expiry.add(index_key(task_id, run_id, name), artifact.expires)
                     indexed.add(artifact.expires)
+                live = old is None and artifact.storage_type == "azure" and "contentLength" not in artifact.details
+                if live:
+                    live = self._track_live(task, run_id, name)
                 # As Taskcluster: announced when present, except `s3` (whose data may never come).
                 if artifact.present and artifact.storage_type != "s3" and (old is None or (
                         old.storage_type, old.details) != (artifact.storage_type, artifact.details)):
                     task.emit("artifact-created", run_id, artifact=artifact.to_event())
                 op = Op("insert" if old is None else "replace", artifact.to_entity())
-                if await self.tasks.write(task, extra=[op], touch=True):
+                if await self.tasks.write(task, extra=[op], touch=not live):  # the run records a live artifact
                     log.info("artifact %s created (%s)", name, artifact.storage_type,
                              extra=fields(event="artifact-created", taskId=task_id, runId=run_id))
                     return await self._created(artifact, task, now)
                 task.emitted.clear()
+
+    @staticmethod
+    def _track_live(task: Task, run_id: int, name: str) -> bool:
+        """An Azure-era `azure` artifact of a run still going: recorded in the run, so that its blob is sealed when
+        the run resolves (shared/operations/livelogs.py). One created after the run resolved (within the
+        exception window) is sealed by its first read."""
+        run = task.runs[run_id]
+        if run.resolved_state:
+            return False
+        if len(run.live) >= MAX_LIVE_PER_RUN:
+            raise TooManyLiveArtifacts(name=name, limit=MAX_LIVE_PER_RUN)
+        run.live[name] = ""
+        return True
 
     async def _created(self, artifact: Artifact, task: Task, now: dt.datetime) -> Created:
         """Where and until when the data is uploaded."""

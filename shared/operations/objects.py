@@ -42,6 +42,10 @@ class ObjectNotFound(errors.ResourceNotFound):
     """Object `{name}` not found (or not finished: it is downloadable once finishUpload was called)"""
 
 
+class ObjectExpiresInvalid(errors.InputError):
+    """Object `{name}` expires {expires}, which is past: an object must expire in the future"""
+
+
 class UploadConflict(errors.RequestConflict):
     """Object `{name}` cannot be uploaded so: {problem}"""
 
@@ -99,7 +103,9 @@ class Objects:
     async def stored(self, name: str) -> StoredObject | None:
         await self.stores.ready()
         entity = await self.stores.tables.get(OBJECTS_TABLE, object_key(name), OBJECT_ROW)
-        return StoredObject.from_entity(entity) if entity is not None else None
+        if entity is None or entity.data.get("name") != name:  # another name's row (written before keys escaped
+            return None  # a leading `~`): not this object
+        return StoredObject.from_entity(entity)
 
     async def _write(self, stored: StoredObject, *, new: bool) -> bool:
         tables = self.stores.tables
@@ -114,6 +120,8 @@ class Objects:
         now = self.stores.now()
         project_id, upload_id = body["projectId"], body["uploadId"]
         expires = timeutil.to_ms(timeutil.parse(body["expires"]))
+        if expires <= now:
+            raise ObjectExpiresInvalid(name=name, expires=timeutil.iso(expires))
         given = dict(body.get("hashes") or {})
         proposed = body["proposedUploadMethods"]
         for _ in range(WRITE_ATTEMPTS):
@@ -131,6 +139,9 @@ class Objects:
                 log.info("object %s: upload %s by %s", name, upload_id, upload.method or "no method",
                          extra=fields(event="object-upload", object=name))
                 return upload
+            if existing is None and await self.stored(name) is None:
+                # The key is held by another name's entry (one written before keys escaped a leading `~`).
+                raise UploadConflict(name=name, problem="its storage key is held by another object")
         raise errors.InternalServerError("The object's entry kept changing; try again")
 
     async def _choose(self, stored: StoredObject, proposed: dict[str, Any], now: dt.datetime) -> Upload:

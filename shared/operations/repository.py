@@ -44,6 +44,7 @@ from shared.domain.messages import (
 )
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, KnownTasks, Task, task_row
 from shared.logs import fields
+from shared.operations.livelogs import seal_live
 from shared.operations.stores import Stores
 from shared.storage.base import Entity, Op, QueueMessage
 
@@ -255,6 +256,7 @@ class TaskRepository:
                 if refusal is not None:
                     raise refusal
                 return task
+            await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
             resolving = task.state in RESOLVED_STATES and not was_resolved
             claim = task.checks.get("claim") if resolving and was_running and self._guarded() else None
             spent: dict[str, list[str]] = {}

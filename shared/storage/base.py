@@ -186,6 +186,13 @@ def encode_key(value: str) -> str:
     return "".join(_KEY_UNSAFE.get(c, c) if c >= " " and c != "\x7f" else f"%{ord(c):02X}" for c in value)
 
 
+def unhashed_key(name: str) -> str:
+    """`encode_key(name)` with a leading `~` encoded too: keys that start with `~` are left to hashes of names too
+    long to be keys (artifacts, objects), so that no name can take the key of another."""
+    key = encode_key(name)
+    return "%7E" + key[1:] if key.startswith("~") else key
+
+
 def decode_key(key: str) -> str:
     import urllib.parse
     return urllib.parse.unquote(key)

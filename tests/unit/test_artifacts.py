@@ -171,8 +171,11 @@ async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exceptio
 async def test_refusals_change_nothing(service, clock):
     task_id = await running_task(service)
     before = dict(service.stores.tables._tables[TASKS_TABLE])
-    s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "a", "contentLength": 4000 * 2**20 + 1}
+    s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream",
+          "contentLength": 4000 * 2**20 + 1}
     for body, error in [(s3, A.ArtifactTooLarge),
+                        ({**s3, "contentLength": 1, "contentType": "text/plain\r\nX-Evil: 1"}, A.ContentTypeInvalid),
+                        ({**s3, "contentLength": 1, "contentType": "text/plain; charset=\u00e9"}, A.ContentTypeInvalid),
                         (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))),
                          A.ArtifactExpiresInvalid)]:
         with pytest.raises(error):
@@ -267,4 +270,5 @@ async def test_an_azure_era_artifact_is_read_live_while_its_run_runs_and_sealed_
     sealed = await artifact_url(service, artifact)
     assert sealed is not None and "snapshot=" in sealed
     _, again = await service.artifact_reads.follow(task_id, 0, name)
-    assert again.sealed and await artifact_url(service, again) == sealed  # the same snapshot from then on
+    assert await artifact_url(service, again) == sealed  # the snapshot taken at the resolution, from then on
+    assert (await service.tasks.load(task_id)).runs[0].live[name] in sealed

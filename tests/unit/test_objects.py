@@ -158,9 +158,11 @@ async def test_s3_artifacts_over_the_block_limit_are_refused(service, clock):
     task_id = await running_task(service)
     with pytest.raises(A.ArtifactTooLarge):
         await create_artifact(service, task_id, 0, "big", {"storageType": "s3", "expires": expires(clock),
-                                                            "contentType": "a", "contentLength": A.S3_MAX_BYTES + 1})
+                                                            "contentType": "application/x-a",
+                                                            "contentLength": A.S3_MAX_BYTES + 1})
     await create_artifact(service, task_id, 0, "fits", {"storageType": "s3", "expires": expires(clock),
-                                                         "contentType": "a", "contentLength": A.S3_MAX_BYTES})
+                                                         "contentType": "application/x-a",
+                                                         "contentLength": A.S3_MAX_BYTES})
 
 
 async def test_counts_are_the_index_rows_not_the_hints(service):

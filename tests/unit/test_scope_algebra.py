@@ -113,3 +113,18 @@ def test_cycle_detection_is_iterative_and_a_chain_of_5000_roles_is_fine():
     chain["r05000"] = ["assume:r00000"]
     cycle = find_cycle(chain)
     assert cycle is not None and cycle[0] == cycle[-1] and len(cycle) == 5002
+
+
+def test_a_parameterized_role_is_bounded_by_what_one_parameter_reaches_not_by_every_role_it_could():
+    """Taskcluster's documented `project-admin:*` gives `assume:project:<..>:*`: one project's roles per parameter.
+    200 projects of 300 scopes each (60,000 in all) are within the bound; what one parameter reaches is counted."""
+    roles = {"project-admin:*": ["assume:project:<..>:*", "auth:create-client:project/<..>/*"]}
+    for p in range(200):
+        roles[f"project:p{p}:ci"] = [f"queue:create-task:highest:p{p}/worker-{j}" for j in range(150)]
+        roles[f"project:p{p}:release*"] = [f"secrets:get:p{p}/<..>/{j}" for j in range(150)]
+    found = run(check_steps(RoleIndex(roles)))
+    assert found.cycle is None and found.bounds["project-admin:*"] == 2 + 300
+    assert len(expand(["assume:project-admin:p7"], roles)) == 2 + 1 + 300 - 149  # the release* scopes cut at `*`
+    # A `*`-role whose prefix a parameter continues is reached with the group it continues into.
+    chain = {"r*": ["assume:n:<..>"], "n:a*": ["x"] * 1, "n:ab*": ["y", "z"], "n:abc": ["w"]}
+    assert run(check_steps(RoleIndex(chain))).bounds["r*"] == 1 + 1 + 2 + 1

@@ -17,7 +17,7 @@ from azure.storage.blob import (
     UserDelegationKey,
     generate_blob_sas,
 )
-from azure.storage.blob.aio import BlobServiceClient, ExponentialRetry  # the async client's own
+from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient, ExponentialRetry  # the async client's own
 
 from shared.connections import StorageConnection
 from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, Signer, as_connection
@@ -90,23 +90,34 @@ class AzureBlobs:
         return BlobInfo(int(props.size), props.content_settings.content_type, props.etag, made["snapshot"])
 
     async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
-        url = await self._signed(container, blob, BlobSasPermissions(create=True, write=True), expires)
+        url = await self._signed(container, blob, BlobSasPermissions(write=True), expires)  # Put Block needs no more
         base, sas = url.split("?", 1)
         encoded = urllib.parse.quote(base64.b64encode(block_id.encode()).decode(), safe="")
         return f"{base}?comp=block&blockid={encoded}&{sas}"
 
     async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
                            content_encoding: str | None = None) -> bool:
+        """Commit the one block `block_id` as the blob; False when there is no such block to commit (the blob is
+        then taken as it is). An upload URL's write permission also lets its holder take a lease on the blob or
+        make it an append blob (Azure's SAS names kinds of operation, not one): a lease is broken (the account
+        may), and a blob of another type has no block to commit."""
         client = self._clients.get(container).get_blob_client(blob)
-        try:
-            # The SDK base64-encodes block ids itself.
-            await client.commit_block_list([BlobBlock(block_id=block_id)], content_settings=ContentSettings(
-                content_type=content_type, content_encoding=content_encoding))
-        except HttpResponseError as exc:
-            if getattr(exc, "error_code", None) == "InvalidBlockList" or exc.status_code == 404:
-                return False
-            raise
-        return True
+        for attempt in range(2):
+            try:
+                # The SDK base64-encodes block ids itself.
+                await client.commit_block_list([BlobBlock(block_id=block_id)], content_settings=ContentSettings(
+                    content_type=content_type, content_encoding=content_encoding))
+                return True
+            except HttpResponseError as exc:
+                code = getattr(exc, "error_code", None) or ""
+                code = str(getattr(code, "value", code))  # the SDK's StorageErrorCode, or a plain string
+                if code in ("InvalidBlockList", "InvalidBlobType") or exc.status_code == 404:
+                    return False
+                if exc.status_code == 412 and "Lease" in code and attempt == 0:
+                    await BlobLeaseClient(client).break_lease(lease_break_period=0)
+                    continue
+                raise
+        return False
 
     async def write(self, container: str, blob: str, data: bytes, content_type: str) -> BlobInfo:
         client = self._clients.get(container).get_blob_client(blob)

@@ -1,0 +1,277 @@
+"""The holes of a probe as an attacker would make it (issue 41), each reproduced against a local host on Azurite
+through the official clients or plain HTTP: memory that anonymous requests grew, expansions that exploded, names
+that took another's row, values storage or headers could not hold, answers that repeated a Host header, and the
+HTTP server's missing bounds. Each is refused with a 4xx in Taskcluster's error format, or bounded, and changes
+nothing (docs/security.md)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import taskcluster
+from taskcluster.exceptions import TaskclusterRestFailure
+
+from shared import timeutil
+from tests.acceptance.test_artifacts import claimed, in_days
+from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid, wait_for
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(claim_work_wait=1, client_cache_seconds=60)
+
+
+@pytest.fixture
+def queue(host):
+    return host.client()
+
+
+def auth(host, credentials=None):
+    return taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0, "credentials": credentials or {
+        "clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+
+
+def objects(host):
+    return taskcluster.Object({"rootUrl": host.root_url, "maxRetries": 0,
+                               "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+
+
+def rss_mb(host) -> float:
+    with open(f"/proc/{host.process.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def bewit(client_id: str) -> str:
+    """A bewit naming `client_id`, valid for an hour, with a MAC that cannot match."""
+    raw = f"{client_id}\\{int(time.time()) + 3600}\\{'A' * 43}=\\"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+# --- 1, 2: anonymous requests do not grow memory ------------------------------------------------------------------
+
+def test_anonymous_floods_of_made_up_clients_and_inspector_paths_keep_memory_flat(host):
+    with httpx.Client(base_url=host.root_url, timeout=30) as http:
+        def flood(count: int, offset: int) -> None:
+            for i in range(offset, offset + count):
+                made_up = f"{i:08x}" + "A" * 40_000  # a clientId no client has, nor can have (over 256)
+                answer = http.get("/api/queue/v1/ping", params={"bewit": bewit(made_up)})
+                assert answer.status_code == 401 and answer.json()["code"] == "AuthenticationFailed"
+                assert len(answer.text) < 5_000  # the id is not repeated whole
+                valid_unknown = f"nobody/{i}"
+                assert http.get("/api/queue/v1/ping", params={"bewit": bewit(valid_unknown)}).status_code == 401
+                inspected = http.get(f"/inspector/x/{i}" + "B" * 20_000)
+                assert inspected.status_code == 404 and inspected.json()["code"] == "ResourceNotFound"
+
+        flood(100, 0)  # warm: the allocator's arenas, the first requests' caches
+        before = rss_mb(host)
+        flood(600, 100)
+        grown = rss_mb(host) - before
+    # Unbounded (ee5c73d), 600 such requests kept ~75 MB; bounded, nothing is kept per made-up name.
+    assert grown < 20, f"RSS grew {grown:.1f} MB"
+
+
+# --- 3, 4: scopes and roles bounded ---------------------------------------------------------------------------
+
+def test_sets_of_scopes_a_caller_brings_are_bounded_and_refused_with_400(host):
+    root = auth(host)
+    body = expect_error(400, "InputError", root.expandScopes, {"scopes": [f"queue:x:{i}" for i in range(5001)]})
+    assert "at most 5000" in body["message"]
+    expect_error(400, "InputError", root.createClient, "hostile/doubled",
+                 {"expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "",
+                  "scopes": ["queue:get-task:**"]})
+    expect_error(400, "InputValidationError", root.createRole, "hostile-long",
+                 {"description": "", "scopes": ["x" * 4097]})
+    # authorizedScopes: thousands of `...*` scopes are checked in one sort; past the bound, refused.
+    # (A Hawk header holds 4,096 characters at most, as Taskcluster's; a signed URL up to the 64 KiB of a head.)
+    many = [f"queue:get-task:{i}z*" for i in range(1200)]
+    narrowed = taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0, "authorizedScopes": many,
+                                 "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    answer = httpx.get(narrowed.buildSignedUrl("currentScopes"))
+    assert answer.status_code == 200 and answer.json()["scopes"] == sorted(many)
+
+
+def test_a_large_set_of_scopes_is_stored_not_a_500(host):
+    root = auth(host)
+    scopes = [f"queue:get-task:large-role-{i}:" + "s" * 30 for i in range(2000)]  # 100 KB of JSON
+    created = root.createRole("hostile-large", {"description": "many scopes", "scopes": scopes})
+    assert len(created["scopes"]) == 2000
+    assert sorted(root.role("hostile-large")["scopes"]) == sorted(scopes)
+
+
+def test_a_delegated_role_admin_cannot_make_expansion_explode(host):
+    root = auth(host)
+    root.createClient("hostile/admin", {"expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+                                        "description": "delegated", "scopes": [
+                                            "auth:create-role:project:me:*", "assume:project:me:*"]})
+    token = root.resetAccessToken("hostile/admin")["accessToken"]
+    admin = auth(host, {"clientId": "hostile/admin", "accessToken": token})
+    admin.createRole("project:me:L16-*", {"description": "", "scopes": ["assume:project:me:leaf-<..>"]})
+    refused = None
+    for level in range(15, -1, -1):
+        try:
+            admin.createRole(f"project:me:L{level:02d}-*", {"description": "", "scopes": [
+                f"assume:project:me:L{level + 1:02d}-<..>a", f"assume:project:me:L{level + 1:02d}-<..>b"]})
+        except TaskclusterRestFailure as exc:
+            refused = exc
+            break
+    assert refused is not None and refused.status_code == 400
+    assert "could expand to more than 50000 scopes" in refused.body["message"]
+    # What was stored expands within the bound, and a role from the top of what was written answers at once.
+    top = f"project:me:L{level + 1:02d}-*"
+    expanded = root.expandScopes({"scopes": [f"assume:{top[:-1]}z"]})["scopes"]
+    assert 1 < len(expanded) <= 50_000
+
+
+# --- 5: names cannot take another's row ---------------------------------------------------------------------------
+
+def test_an_object_name_cannot_take_the_row_of_a_long_name(host):
+    service = objects(host)
+    long_name = "project/" + "n" * 600
+    squatter = "~" + hashlib.sha256(long_name.encode()).hexdigest()
+    expires = timeutil.iso(timeutil.now() + dt.timedelta(days=1))
+
+    def upload(name: str, data: bytes) -> None:
+        upload_id = slugid()
+        service.createUpload(name, {"projectId": "p", "uploadId": upload_id, "expires": expires,
+                                    "proposedUploadMethods": {"dataInline": {
+                                        "contentType": "application/octet-stream",
+                                        "objectData": base64.b64encode(data).decode()}}})
+        service.finishUpload(name, {"projectId": "p", "uploadId": upload_id})
+
+    upload(squatter, b"the squatter's bytes")
+    upload(long_name, b"the long name's bytes")  # 409 when the squatter held its row
+    for name, data in [(squatter, b"the squatter's bytes"), (long_name, b"the long name's bytes")]:
+        url = service.startDownload(name, {"acceptDownloadMethods": {"getUrl": True}})["url"]
+        assert httpx.get(url).content == data
+
+
+# --- values storage or a header cannot hold -------------------------------------------------------------------
+
+@pytest.mark.parametrize("content_type", ["text/plain\r\nX-Evil: 1", "text/plain; charset=\u00e9", "plain", ""])
+def test_content_types_that_are_not_media_types_are_refused(host, queue, content_type):
+    task_id, worker = claimed(queue)
+    request = {"storageType": "s3", "expires": in_days(), "contentType": content_type}
+    if content_type == "":
+        assert worker.createArtifact(task_id, "0", "public/default", request)["contentType"] == "application/binary"
+        return
+    expect_error(400, "InputValidationError", worker.createArtifact, task_id, "0", "public/x", request)
+    assert queue.listArtifacts(task_id, "0")["artifacts"] == []
+    upload = {"projectId": "p", "uploadId": slugid(), "expires": in_days(),
+              "proposedUploadMethods": {"putUrl": {"contentType": content_type, "contentLength": 1}}}
+    expect_error(400, "InputValidationError", objects(host).createUpload, f"hostile/{slugid()}", upload)
+
+
+def test_objects_take_only_taskclusters_hashes_and_a_future_expiry(host):
+    service = objects(host)
+    name = f"hostile/{slugid()}"
+    base = {"projectId": "p", "uploadId": slugid(), "expires": in_days(), "proposedUploadMethods": {}}
+    expect_error(400, "InputValidationError", service.createUpload, name, {**base, "hashes": {"md5": "0" * 32}})
+    past = timeutil.iso(timeutil.now() - dt.timedelta(minutes=1))
+    body = expect_error(400, "InputError", service.createUpload, name, {**base, "expires": past})
+    assert "past" in body["message"]
+    expect_error(404, "ResourceNotFound", service.object, name)
+
+
+# --- the rootUrl from settings only ---------------------------------------------------------------------------
+
+def test_a_host_header_never_reaches_the_references(host):
+    for path in ["/references/manifest.json", "/references/queue/v1/api.json", "/schemas/queue/v1/task.json"]:
+        answer = httpx.get(f"{host.root_url}{path}", headers={"Host": "evil.example:666",
+                                                             "X-Forwarded-Proto": "gopher"})
+        assert answer.status_code == 200
+        assert "evil.example" not in answer.text and "gopher" not in answer.text
+        assert host.root_url in answer.text
+
+
+# --- the HTTP server's bounds --------------------------------------------------------------------------------
+
+def test_a_request_head_over_64_kib_is_refused_even_when_it_arrives_whole(host):
+    for size in (70_000, 100_000, 130_000):
+        answer = httpx.get(f"{host.root_url}/api/queue/v1/ping", headers={"X-Big": "x" * size})
+        assert answer.status_code == 400 and answer.json()["code"] == "InvalidRequestArguments", size
+
+
+def test_an_inspector_name_over_255_characters_is_a_json_404(host):
+    answer = httpx.get(f"{host.root_url}/inspector/" + "n" * 300 + ".js")
+    assert answer.status_code == 404 and answer.json()["code"] == "ResourceNotFound"
+
+
+@pytest.fixture(scope="module")
+def tight_host(host_factory):
+    return host_factory(http_max_connections=20, http_header_timeout=1)
+
+
+def open_socket(host) -> socket.socket:
+    port = int(host.root_url.rsplit(":", 1)[1])
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def closed(sock: socket.socket, wait: float) -> bytes | None:
+    """What the server sent before closing the connection, or None if it is still open after `wait` s."""
+    sock.settimeout(wait)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except TimeoutError:
+        return None
+    return received
+
+
+def test_a_connection_that_sends_no_whole_head_in_time_is_closed(tight_host):
+    slow = open_socket(tight_host)
+    slow.sendall(b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+    for _ in range(3):
+        time.sleep(0.3)
+        slow.sendall(b"X-Slow: 1\r\n")  # a byte now and then does not extend the time
+    assert closed(slow, 3) == b""
+    silent = open_socket(tight_host)
+    assert closed(silent, 3) == b""
+    # A kept-alive connection gets the same time for its next head.
+    kept = open_socket(tight_host)
+    kept.sendall(b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = b""
+    while b'"alive"' not in first:
+        first += kept.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200")
+    kept.sendall(b"GET /api/queue/v1/ping HTTP/1.1\r\n")
+    assert closed(kept, 3) == b""
+
+
+def test_connections_past_the_limit_are_answered_503_and_closed(tight_host):
+    held = [open_socket(tight_host) for _ in range(20)]
+    try:
+        refused = open_socket(tight_host)
+        answer = closed(refused, 3)
+        assert answer is not None and answer.startswith(b"HTTP/1.1 503"), answer
+        body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+        assert body["code"] == "ServiceUnavailable" and "20 connections" in body["message"]
+    finally:
+        for sock in held:
+            sock.close()
+    # Once they are gone, the host answers again.
+    wait_for(lambda: httpx.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200, timeout=10)
+
+
+# --- settings -----------------------------------------------------------------------------------------------
+
+def test_a_host_without_its_token_secret_refuses_to_start_with_one_clear_line(azurite):
+    env = {k: v for k, v in base_env(azurite.connection_string).items() if k != "QUEUE_TOKEN_SECRET"}
+    env["QUEUE_PORT"] = "1"  # never bound: it must not get that far
+    done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"], cwd=PROJECT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "QUEUE_TOKEN_SECRET is required" in lines[0], done.stderr
