@@ -1,11 +1,13 @@
 """Discovery, as a Taskcluster deployment serves it: `<rootUrl>/references/manifest.json`, each service's API
 reference (`/references/<service>/v1/api.json`, generated from the route tables like docs/api.md, so the
 extension methods are in it), the queue's exchange reference (`/references/queue/v1/exchanges.json`) and the
-schemas (`/schemas/<service>/v1/<name>.json`, and the metaschema they name).
+schemas (`/schemas/<service>/v1/<name>.json`, and the metaschema they name); and beside the references, not in
+the manifest, an OpenAPI document of each service (`/references/<service>/v1/openapi.json`, shared/api/openapi.py).
 
 The official clients build a client class from an API reference (`createApiClient` in Python, `createClient` in
 JavaScript); tools such as the UI's documentation and `taskcluster-lib-references` read the manifest. Every id
-in these documents is under the rootUrl the request came to (or QUEUE_ROOT_URL when it is set).
+in these documents is under the deployment's rootUrl (QUEUE_ROOT_URL, or the local host's address), never under
+the Host a request names.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from starlette.responses import Response
 
 from shared import validation
 from shared.api.framework import Api, Route
+from shared.api.openapi import openapi
 from shared.domain.events import (
     EXCHANGES,
     GROUP_EXCHANGES,
@@ -155,6 +158,8 @@ class Discovery:
                                              "references": [ORIGIN + path[1:] for path in sorted(docs)]}
         for path, schema in validation.published().items():
             docs[f"/schemas/{path}"] = schema
+        for api in self.apis:  # not in the manifest: it lists Taskcluster's reference formats
+            docs[f"/references/{api.service_name}/{api.version}/openapi.json"] = openapi(api, ORIGIN)
         return docs
 
     def __call__(self, request: Request) -> Response | None:

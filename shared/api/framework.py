@@ -47,7 +47,7 @@ PARAM_PATTERNS: dict[str, str] = {
     "taskGroupId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
     "runId": r"^[1-9]*[0-9]+$",
     "provisionerId": r"^[a-zA-Z0-9-_]{1,38}$",
-    "workerType": r"^[a-zA-Z0-9-_]{1,38}$",
+    "workerType": r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",  # the schemas' workertype-pattern (taskQueueId's second part)
     "workerGroup": r"^[a-zA-Z0-9-_]{1,38}$",
     "workerId": r"^[a-zA-Z0-9-_]{1,38}$",
     "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast, get_args
 
@@ -15,6 +16,7 @@ from shared import timeutil
 from shared.bounded import Bounded, text_weight
 from shared.storage.base import Entity, pack_json, unpack_json
 
+TASK_ID = re.compile(r"[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]")  # a slugid
 TASKS_TABLE = "Tasks"
 TASK_ROW = "task:"
 TASK_ROW_END = "task;"

@@ -4,16 +4,22 @@ change nothing; HTTP answers are shaped from what they return in shared/api/."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from shared import errors
 from shared.domain.eventrows import Stream
 from shared.domain.events import Event
-from shared.domain.tasks import TASKS_TABLE, Task
+from shared.domain.tasks import TASK_ID, TASKS_TABLE, Task
 from shared.operations.repository import TaskRepository
 
 MAX_PAGE = 1000
+MAX_TASK_IDS = 1000  # taskIds one `tasks` / `statuses` request may ask for (each a storage read)
+
+
+class TooManyTaskIds(errors.InputError):
+    """{count} taskIds were asked for: at most {limit} in one request"""
 
 
 class QueueCounts(NamedTuple):
@@ -39,10 +45,19 @@ class Queries:
         await self.stores.ready()
         return await self.tasks.load(task_id)
 
-    async def tasks_of(self, task_ids: Iterable[str]) -> list[Task]:
-        """The tasks that exist among `task_ids`, in the order asked."""
+    @staticmethod
+    def bounded(task_ids: Sequence[str]) -> Sequence[str]:
+        """`task_ids`, if there are at most MAX_TASK_IDS (checked before the scopes for each are); 400 if not."""
+        if len(task_ids) > MAX_TASK_IDS:
+            raise TooManyTaskIds(count=len(task_ids), limit=MAX_TASK_IDS)
+        return task_ids
+
+    async def tasks_of(self, task_ids: Sequence[str]) -> list[Task]:
+        """The tasks that exist among `task_ids`, in the order asked (at most MAX_TASK_IDS; an id that is not a
+        taskId exists nowhere, and costs no storage call)."""
+        self.bounded(task_ids)
         await self.stores.ready()
-        return await self.tasks.load_many(task_ids)
+        return await self.tasks.load_many(t for t in task_ids if TASK_ID.fullmatch(t))
 
     async def dependents(self, task_id: str, *, limit: int,
                          continuation: str | None) -> tuple[list[Task], str | None]:

@@ -29,6 +29,7 @@ from local_host import azurite as azurite_mod
 from shared import timeutil, validation
 from shared.api.framework import Route
 from shared.api.object_v1 import api as object_api
+from shared.api.openapi import inline
 from shared.api.queue_v1 import api
 from tests.acceptance.test_faults import run_audit
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_of_its_own, slugid, task_definition
@@ -98,26 +99,8 @@ def fuzz_api(fuzz_host) -> Api:
     return client
 
 
-def _inline(node: Any, base: str, seen: tuple[str, ...] = ()) -> Any:
-    """A schema with its `$ref`s replaced by what they point to (hypothesis-jsonschema follows no URIs)."""
-    if isinstance(node, list):
-        return [_inline(n, base, seen) for n in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        target, _, pointer = node["$ref"].partition("#")
-        folder = base.rpartition("/")[0]  # `object/...` schemas refer to their siblings by their file names
-        name = (f"{folder}/" if folder and target else "") + target.removesuffix(".json") if target else base
-        resolved: Any = validation.schema(name)
-        for part in [p for p in pointer.split("/") if p]:
-            resolved = resolved[int(part)] if isinstance(resolved, list) else resolved[part]
-        extra = {k: v for k, v in node.items() if k != "$ref"}
-        return _inline({**resolved, **extra}, name, (*seen, node["$ref"])) if node["$ref"] not in seen else {}
-    return {k: _inline(v, base, seen) for k, v in node.items() if k not in ("$id", "$schema")}
-
-
 def schema_strategy(name: str) -> st.SearchStrategy[Any]:
-    return from_schema(_inline(validation.schema(name), name))
+    return from_schema(inline(validation.schema(name), name))
 
 
 JSON_LEAVES = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)

@@ -34,7 +34,7 @@ async def get_status(call: QueueCall) -> dict[str, Any]:
            scopes={"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:get-task:<taskId>"}]},
            input="tasks-request", output="tasks-response", stability="experimental")
 async def get_tasks(call: QueueCall) -> dict[str, Any]:
-    await call.authorize(taskIds=call.body["taskIds"])
+    await call.authorize(taskIds=call.context.queries.bounded(call.body["taskIds"]))
     tasks = await call.context.queries.tasks_of(call.body["taskIds"])
     return {"tasks": [{"taskId": t.task_id, "task": t.definition} for t in tasks]}
 
@@ -43,7 +43,7 @@ async def get_tasks(call: QueueCall) -> dict[str, Any]:
            scopes={"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:status:<taskId>"}]},
            input="tasks-request", output="tasks-statuses-response", stability="experimental")
 async def get_statuses(call: QueueCall) -> dict[str, Any]:
-    await call.authorize(taskIds=call.body["taskIds"])
+    await call.authorize(taskIds=call.context.queries.bounded(call.body["taskIds"]))
     tasks = await call.context.queries.tasks_of(call.body["taskIds"])
     return {"statuses": [{"taskId": t.task_id, "status": t.status()} for t in tasks]}
 
