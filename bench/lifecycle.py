@@ -546,7 +546,8 @@ def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = 
         storage = proxy.start(storage)
         processes.append(proxy.stop)
     env = {**os.environ, "QUEUE_STORAGE": storage, "QUEUE_PORT": str(port),
-           "QUEUE_ROOT_ACCESS_TOKEN": token, "QUEUE_LOG_LEVEL": "WARNING"}
+           "QUEUE_ROOT_ACCESS_TOKEN": token, "QUEUE_TOKEN_SECRET": secrets.token_urlsafe(33),
+           "QUEUE_LOG_LEVEL": "WARNING"}
     host = subprocess.Popen([sys.executable, "-m", "local_host", "serve"], cwd=PROJECT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -52,6 +52,7 @@ from local_host import azurite  # noqa: E402
 from shared import timeutil  # noqa: E402
 
 TOKEN = secrets.token_urlsafe(33)
+TOKEN_SECRET = secrets.token_urlsafe(33)
 CREDENTIALS = {"clientId": "root", "accessToken": TOKEN}
 
 
@@ -69,6 +70,7 @@ class Host:
         self.log_path = log_dir / f"host-{index}.log"
         self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")},
                     "QUEUE_STORAGE": storage, "QUEUE_PORT": str(self.port), "QUEUE_ROOT_ACCESS_TOKEN": TOKEN,
+                    "QUEUE_TOKEN_SECRET": TOKEN_SECRET,
                     "QUEUE_LOG_LEVEL": "WARNING", "QUEUE_CLAIM_TIMEOUT": str(claim_timeout),
                     "QUEUE_CLAIM_WORK_WAIT": "2", "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
                     "QUEUE_PENDING_HINT_VISIBILITY": "5", "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",

@@ -28,7 +28,7 @@ from shared.auth.expansion import (
     expansion_steps,
     run_async,
 )
-from shared.bounded import Bounded, text_weight
+from shared.bounded import Bounded
 from shared.scopes import ScopeSet, normalize, problems_of
 from shared.storage.base import Entity, TableStore, decode_key, encode_key, pack_json, query_all, unpack_json
 
@@ -73,7 +73,9 @@ def stored_scopes(data: dict[str, object]) -> tuple[str, ...]:
 
 
 def _expansion_weight(key: tuple[str, ...], value: ScopeSet) -> int:
-    return text_weight(key) + 2 * text_weight(value.scopes)  # the set keeps its scopes twice (tuple, frozenset)
+    """Bytes of the input's and the expansion's strings (their lengths and ~50 bytes each), and the set's
+    tuple, frozenset and index (~50 bytes per scope): at C speed, for sets of 50,000."""
+    return (sum(map(len, key)) + 50 * len(key) + sum(map(len, value.scopes)) + 100 * len(value.scopes))
 
 
 class RoleStore:
@@ -126,8 +128,10 @@ class RoleStore:
             index = None
         found = self._expansions.get(scopes)
         if found is None:
-            found = ScopeSet(normalize(scopes) if index is None else await run_async(expansion_steps(scopes, index)),
-                             normalized=True)
+            if index is None:
+                found = ScopeSet(scopes)
+            else:
+                found = await run_async(ScopeSet.steps(await run_async(expansion_steps(scopes, index))))
             self._expansions.put(scopes, found)
         return found
 

@@ -1,0 +1,193 @@
+"""What hostile traffic costs a host: the probes of issue 41, measured (docs/security.md has the latest figures).
+
+    .venv/bin/python -m bench.hostile [--requests 600]
+
+Starts its own Azurite (in memory) and local host, then prints:
+
+- flood: the host's RSS before and after `--requests` anonymous GETs with a bewit naming a made-up 40,000-character
+  clientId, as many naming made-up valid clientIds, and as many inspector paths of 20 KB (nothing of which should
+  be kept);
+- stall: the latency of pings sent every 20 ms while signed URLs with 1,200 `authorizedScopes` ending in `*` are
+  answered one after another (the scope algebra's cost shows as the pings' wait);
+- roles: a delegated role admin (`auth:create-role:project:me:*`, `assume:project:me:*`) writing the doubling roles
+  from the deepest level up: which level is refused, the size of the largest expansion left, and the pings' wait
+  while it is expanded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import taskcluster
+from taskcluster.exceptions import TaskclusterRestFailure
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from local_host import azurite  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def bewit(client_id: str) -> str:
+    raw = f"{client_id}\\{int(time.time()) + 3600}\\{'A' * 43}=\\"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+class Pinger:
+    """Pings every 20 ms from a thread; the latencies seen while it ran."""
+
+    def __init__(self, root_url: str) -> None:
+        self.url = f"{root_url}/api/queue/v1/ping"
+        self.latencies: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=60) as http:
+            while not self._stop.wait(0.02):
+                started = time.perf_counter()
+                http.get(self.url)
+                self.latencies.append(time.perf_counter() - started)
+
+    def __enter__(self) -> Pinger:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def line(self) -> str:
+        ms = sorted(x * 1000 for x in self.latencies) or [0.0]
+        return (f"pings p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.1f} ms, "
+                f"most {ms[-1]:.1f} ms ({len(ms)} pings)")
+
+
+def flood(root_url: str, pid: int, count: int) -> None:
+    with httpx.Client(base_url=root_url, timeout=60) as http:
+        def send(n: int, offset: int) -> None:
+            for i in range(offset, offset + n):
+                http.get("/api/queue/v1/ping", params={"bewit": bewit(f"{i:08x}" + "A" * 40_000)})
+                http.get("/api/queue/v1/ping", params={"bewit": bewit(f"nobody/{i}")})
+                http.get(f"/inspector/x/{i}" + "B" * 20_000)
+        send(50, 0)
+        before = rss_mb(pid)
+        started = time.perf_counter()
+        send(count, 50)
+        elapsed = time.perf_counter() - started
+        middle = rss_mb(pid)
+        send(count, 50 + count)  # as many again: what is kept grows, what is the allocator's high water does not
+        after = rss_mb(pid)
+    print(f"flood: {3 * count} anonymous requests in {elapsed:.1f} s; host RSS {before:.0f} -> {middle:.0f} MB "
+          f"({middle - before:+.1f} MB), then {3 * count} more -> {after:.0f} MB ({after - middle:+.1f} MB)",
+          flush=True)
+
+
+def stall(root_url: str, token: str) -> None:
+    scopes = [f"queue:get-task:{i}z*" for i in range(1200)]
+    narrowed = taskcluster.Auth({"rootUrl": root_url, "maxRetries": 0, "authorizedScopes": scopes,
+                                 "credentials": {"clientId": "root", "accessToken": token}})
+    times = []
+    with Pinger(root_url) as pinger, httpx.Client(timeout=60) as http:
+        for _ in range(20):
+            started = time.perf_counter()
+            answer = http.get(narrowed.buildSignedUrl("currentScopes"))
+            times.append(time.perf_counter() - started)
+            assert answer.status_code == 200, answer.text[:300]
+    print(f"stall: 20 signed URLs of 1,200 authorizedScopes answered in {statistics.median(times) * 1000:.0f} ms "
+          f"each (p50); {pinger.line()}", flush=True)
+
+
+def roles(root_url: str, token: str) -> None:
+    root = taskcluster.Auth({"rootUrl": root_url, "maxRetries": 0,
+                             "credentials": {"clientId": "root", "accessToken": token}})
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat()
+    root.createClient("bench/admin", {"expires": expires, "description": "delegated role admin",
+                                      "scopes": ["auth:create-role:project:me:*", "assume:project:me:*"]})
+    admin_token = root.resetAccessToken("bench/admin")["accessToken"]
+    admin = taskcluster.Auth({"rootUrl": root_url, "maxRetries": 0,
+                              "credentials": {"clientId": "bench/admin", "accessToken": admin_token}})
+    admin.createRole("project:me:L16-*", {"description": "", "scopes": ["queue:get-task:<..>"]})
+    top, outcome = 16, "every level written"
+    started = time.perf_counter()
+    for level in range(15, -1, -1):
+        try:
+            admin.createRole(f"project:me:L{level:02d}-*", {"description": "", "scopes": [
+                f"assume:project:me:L{level + 1:02d}-<..>{c}" for c in "ab"]})
+            top = level
+        except TaskclusterRestFailure as exc:
+            outcome = f"level {level} refused ({exc.status_code}: {exc.body['message'].splitlines()[0][:160]})"
+            break
+    written = time.perf_counter() - started
+    with Pinger(root_url) as pinger:
+        started = time.perf_counter()
+        try:
+            size: int | str = len(root.expandScopes({"scopes": [f"assume:project:me:L{top:02d}-z"]})["scopes"])
+        except TaskclusterRestFailure as exc:
+            size = f"refused ({exc.status_code})"
+        except Exception as exc:  # the host stalled past the client's timeout
+            size = f"failed ({type(exc).__name__})"
+        expanded = time.perf_counter() - started
+    print(f"roles: {outcome}; roles written in {written:.1f} s; `assume:project:me:L{top:02d}-z` expands to {size} "
+          f"scopes in {expanded:.1f} s; {pinger.line()}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=600)
+    args = parser.parse_args()
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
+    store = azurite.start(data_dir, in_memory=True)
+    port, token = azurite.free_port(), secrets.token_urlsafe(33)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")},
+           "QUEUE_STORAGE": store.connection_string, "QUEUE_PORT": str(port), "QUEUE_ROOT_ACCESS_TOKEN": token,
+           "QUEUE_TOKEN_SECRET": secrets.token_urlsafe(33), "QUEUE_LOG_LEVEL": "WARNING"}
+    host = subprocess.Popen([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"],
+                            cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert host.stdout is not None
+        for line in host.stdout:
+            if "local host ready" in line:
+                break
+        threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
+        root_url = f"http://127.0.0.1:{port}"
+        print(f"local host pid {host.pid} on {root_url}, Azurite pids {store.pids}", flush=True)
+        flood(root_url, host.pid, args.requests)
+        stall(root_url, token)
+        roles(root_url, token)
+    finally:
+        host.terminate()
+        try:
+            host.wait(15)
+        except subprocess.TimeoutExpired:
+            host.kill()
+            host.wait(5)
+        store.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
