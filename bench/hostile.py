@@ -36,7 +36,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from local_host import azurite  # noqa: E402
+from local_host import azurite
 
 PROJECT = Path(__file__).resolve().parent.parent
 
