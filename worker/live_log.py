@@ -3,8 +3,9 @@ runs, so a reader (the web inspector, or anyone fetching the artifact) sees the 
 
 The artifact is created at the start in the `azure` form without `contentLength`: present at once, its data
 written through the `putUrl` (an Append Blob create, then an Append Block for each piece of new output, about
-once a second). While the run is running the queue redirects reads to the growing blob; once the run is
-resolved the first read seals it (a snapshot), and that final log is the artifact from then on.
+once a second). While the run is running the queue redirects reads to the growing blob; the queue snapshots it
+when the run resolves, and that final log is the artifact from then on (so the last append comes before the
+report).
 
 Appending never fails the task: a failed append is retried at the next tick with the same bytes.
 """

@@ -21,7 +21,9 @@ this queue's extensions, such as the `azure` artifact type), with schema default
 Discovery as a Taskcluster deployment serves it: `<rootUrl>/references/manifest.json` lists the API references
 (`/references/queue/v1/api.json`, `/references/object/v1/api.json`, generated from the same route tables as this
 file, extension methods included) and the exchange reference (`/references/queue/v1/exchanges.json`); every
-schema is served at `<rootUrl>/schemas/<service>/v1/<name>.json`. Every answer carries Taskcluster's CORS headers
+schema is served at `<rootUrl>/schemas/<service>/v1/<name>.json`, and an OpenAPI 3.1 document of each service at
+`<rootUrl>/references/<service>/v1/openapi.json` (for API tools; not in the manifest). Every answer carries
+Taskcluster's CORS headers
 (`Access-Control-Allow-Origin: *`, ...), and a preflight `OPTIONS` is answered `200`. A route takes only the query
 parameters listed with it (and `bewit`); any other is a `400 InvalidRequestArguments`.
 

@@ -72,10 +72,11 @@ def stored_scopes(data: dict[str, object]) -> tuple[str, ...]:
     return tuple(json.loads(str(data["scopes"])))
 
 
-def _expansion_weight(key: tuple[str, ...], value: ScopeSet) -> int:
+def _expansion_weight(key: tuple[str, ...], value: ScopeSet | ExpansionTooLarge) -> int:
     """Bytes of the input's and the expansion's strings (their lengths and ~50 bytes each), and the set's
     tuple, frozenset and index (~50 bytes per scope): at C speed, for sets of 50,000."""
-    return (sum(map(len, key)) + 50 * len(key) + sum(map(len, value.scopes)) + 100 * len(value.scopes))
+    held = value.scopes if isinstance(value, ScopeSet) else ()
+    return sum(map(len, key)) + 50 * len(key) + sum(map(len, held)) + 100 * len(held) + 1000
 
 
 class RoleStore:
@@ -84,7 +85,7 @@ class RoleStore:
         self.cache_seconds = cache_seconds
         self._index: RoleIndex | None = None
         self._read_at = 0.0
-        self._expansions: Bounded[tuple[str, ...], ScopeSet] = Bounded(
+        self._expansions: Bounded[tuple[str, ...], ScopeSet | ExpansionTooLarge] = Bounded(
             EXPANSIONS_KEPT, max_bytes=EXPANSIONS_BYTES, weigh=_expansion_weight)
         self._ready = False
 
@@ -128,11 +129,16 @@ class RoleStore:
             index = None
         found = self._expansions.get(scopes)
         if found is None:
-            if index is None:
-                found = ScopeSet(scopes)
-            else:
-                found = await run_async(ScopeSet.steps(await run_async(expansion_steps(scopes, index))))
+            try:
+                if index is None:
+                    found = ScopeSet(scopes)
+                else:
+                    found = await run_async(ScopeSet.steps(await run_async(expansion_steps(scopes, index))))
+            except ExpansionTooLarge as exc:
+                found = exc  # remembered too: another request with these scopes is refused without the work
             self._expansions.put(scopes, found)
+        if isinstance(found, ExpansionTooLarge):
+            raise found
         return found
 
     def _forget(self) -> None:

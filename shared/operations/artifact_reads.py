@@ -6,8 +6,8 @@ creation, and its worker calls nothing after uploading. Its data is sealed when 
 artifact's one uploaded block is committed with the declared content type and encoding, a snapshot is taken, and
 downloads read that snapshot from then on. An artifact whose data has not been uploaded yet answers 404.
 An Azure-era `azure` artifact of a run still pending or running is not sealed: reads go to its blob as it is, so a
-log the worker appends to (worker/live_log.py) is read as it grows; the first read after the run is resolved
-seals it.
+log the worker appends to (worker/live_log.py) is read as it grows; once the run resolved, reads go to the snapshot
+taken when it resolved (shared/operations/livelogs.py).
 """
 
 from __future__ import annotations

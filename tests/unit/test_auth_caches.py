@@ -115,3 +115,18 @@ async def test_a_chain_of_500_roles_is_written_and_expanded(fixed_clock):
     assert "s500" in expanded and len(expanded) == 1001
     with pytest.raises(InvalidRole, match="cycle"):
         await roles.create("r501", ["assume:r1"], "")
+
+
+async def test_an_expansion_past_its_bound_is_refused_again_without_the_work(monkeypatch, fixed_clock):
+    """Roles that slipped past the write check (two writers at once): the refusal is remembered like a result,
+    so repeated requests with those scopes cost a lookup, not another 2,000,000 steps."""
+    tables = MemoryTables()
+    roles = RoleStore(tables, cache_seconds=60)
+    await roles.create("wide*", [f"queue:get-task:<..>:{j}" for j in range(100)], "")
+    calls = []
+    real = roles_mod.expansion_steps
+    monkeypatch.setattr(roles_mod, "expansion_steps", lambda *a, **k: (calls.append(1), real(*a, limit=50, **k))[1])
+    for _ in range(5):
+        with pytest.raises(roles_mod.ExpansionTooLarge):
+            await roles.expand(("assume:wide1",))
+    assert len(calls) == 1
