@@ -277,7 +277,7 @@ def load_settings(**overrides: object) -> Settings:
 
 def serving_problems(settings: Settings) -> list[str]:
     """What makes settings unfit to serve the queue, beyond what each field checks by itself: a secret that is
-    missing or reused, an unusable or missing rootUrl, timeouts that contradict each other. Empty when none."""
+    missing or reused, an unusable or missing rootUrl. Empty when none."""
     problems = []
     if not settings.token_secret:
         problems.append("QUEUE_TOKEN_SECRET is required: the access tokens of stored clients are derived from it")
@@ -288,8 +288,6 @@ def serving_problems(settings: Settings) -> list[str]:
     if settings.root_url is None and settings.storage_connection.uses_identity:
         problems.append("QUEUE_ROOT_URL is required when storage is reached by identity (a deployment): the API "
                         "answers name it")
-    if settings.event_publish_timeout >= settings.event_lease:
-        problems.append("QUEUE_EVENT_PUBLISH_TIMEOUT must be shorter than QUEUE_EVENT_LEASE")
     return problems
 
 
