@@ -19,16 +19,12 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
-import os
-import secrets
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import taskcluster
@@ -36,9 +32,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from local_host import azurite
-
-PROJECT = Path(__file__).resolve().parent.parent
+from bench.lifecycle import start_embedded, stop_all
 
 
 def rss_mb(pid: int) -> float:
@@ -158,34 +152,16 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=600)
     args = parser.parse_args()
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
-    store = azurite.start(data_dir, in_memory=True)
-    port, token = azurite.free_port(), secrets.token_urlsafe(33)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")},
-           "QUEUE_STORAGE": store.connection_string, "QUEUE_PORT": str(port), "QUEUE_ROOT_ACCESS_TOKEN": token,
-           "QUEUE_TOKEN_SECRET": secrets.token_urlsafe(33), "QUEUE_LOG_LEVEL": "WARNING"}
-    host = subprocess.Popen([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"],
-                            cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stops: list[Any] = []
+    watched: dict[str, list[int]] = {}
     try:
-        assert host.stdout is not None
-        for line in host.stdout:
-            if "local host ready" in line:
-                break
-        threading.Thread(target=lambda: [None for _ in host.stdout], daemon=True).start()  # type: ignore[union-attr]
-        root_url = f"http://127.0.0.1:{port}"
-        print(f"local host pid {host.pid} on {root_url}, Azurite pids {store.pids}", flush=True)
-        flood(root_url, host.pid, args.requests)
+        root_url, credentials, _ = start_embedded(stops, watched, in_memory=True)
+        token, pid = credentials["accessToken"], watched["host"][0]
+        flood(root_url, pid, args.requests)
         stall(root_url, token)
         roles(root_url, token)
     finally:
-        host.terminate()
-        try:
-            host.wait(15)
-        except subprocess.TimeoutExpired:
-            host.kill()
-            host.wait(5)
-        store.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        stop_all(stops)
     return 0
 
 

@@ -103,6 +103,14 @@ class HostProcess:
     def client(self, **options: Any) -> taskcluster.Queue:
         return queue_client(self.root_url, **options)
 
+    def rss_mb(self) -> float:
+        """The host process's resident memory, in MiB."""
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS line")
+
 
 def queue_client(root_url: str, **options: Any) -> taskcluster.Queue:
     return taskcluster.Queue({
@@ -143,6 +151,7 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
     port = azurite_mod.free_port()
     env = base_env(storage)
     env["QUEUE_PORT"] = str(port)
+    env["QUEUE_ROOT_URL"] = f"http://127.0.0.1:{port}"  # as `make run` names it: the answers never take the Host
     env.update({f"QUEUE_{k.upper()}": str(v) for k, v in settings.items()})
     if STORAGE_FAULTS:
         # Messages that a receive with a lost answer hid come back after a lease: within the tests' waits.

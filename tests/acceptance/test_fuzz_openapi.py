@@ -115,19 +115,11 @@ def settled(storage: azurite_mod.Azurite) -> str:
     return last
 
 
-def rss_mb(host) -> float:
-    with open(f"/proc/{host.process.pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 @pytest.fixture(scope="module")
 def rss(fuzz_host) -> Iterator[dict[str, float]]:
-    seen = {"before": rss_mb(fuzz_host)}
+    seen = {"before": fuzz_host.rss_mb()}
     yield seen
-    seen["after"] = rss_mb(fuzz_host)
+    seen["after"] = fuzz_host.rss_mb()
     print(f"\nopenapi fuzz: {dict(STATS)}; host RSS {seen['before']:.0f} -> {seen['after']:.0f} MB")
 
 
@@ -180,5 +172,5 @@ def test_every_operation_with_valid_and_invalid_generated_requests(fuzz_host, se
 
 def test_memory_stayed_flat(fuzz_host, rss):
     assert STATS["requests"] > 0
-    grown = rss_mb(fuzz_host) - rss["before"]
+    grown = fuzz_host.rss_mb() - rss["before"]
     assert grown < 60, f"host RSS grew {grown:.0f} MB over {STATS['requests']} requests"
