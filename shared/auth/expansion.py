@@ -11,9 +11,11 @@ Costs. The roles are indexed (`RoleIndex`): the roles an `assume:` scope can mat
 and a lookup per distinct length of the `*`-roles' prefixes, not by trying every role. Every step is counted:
 an expansion gives at most MAX_EXPANDED_SCOPES scopes and takes at most MAX_EXPANSION_WORK steps
 (`ExpansionTooLarge` beyond), and the work is done in slices of SLICE_WORK steps between which the event loop
-runs other requests (the async drivers). A role write is checked beforehand (`check_roles`): no cycle, and no
-role whose expansion could exceed MAX_EXPANDED_SCOPES, counted along every path of the role graph (an upper
-bound of any expansion through it), so that expansions of stored roles stay within the bound.
+runs other requests (the async drivers). A role write is checked beforehand (`check_steps`): no cycle, and no
+role whose expansion could exceed MAX_EXPANDED_SCOPES, counted along every path of the role graph for an
+`assume:` with a parameter without `*` (a parameterized scope counts the largest group of roles one parameter
+reaches together: `assume:project:<..>:*` one project's roles, not every project's). An input ending in `*` can
+reach more (`assume:project-admin:*`, all projects); its expansion is bounded when it is made.
 """
 
 from __future__ import annotations
