@@ -5,13 +5,15 @@ the artifact readable, or not uploaded (404), never a 500 (docs/security.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 
 import httpx
 import pytest
+import taskcluster
 
 from tests.acceptance.test_artifacts import anonymous, claimed, in_days
-from tests.conftest import expect_error
+from tests.conftest import ROOT_ACCESS_TOKEN, expect_error, slugid
 
 LEASE = {"x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1", "x-ms-version": "2021-08-06"}
 
@@ -113,3 +115,27 @@ def test_a_live_log_never_written_reads_404_once_its_run_resolved(host, queue):
     headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "text/plain"}
     assert httpx.put(created["putUrl"], content=b"too late\n", headers=headers).status_code == 201
     expect_error(404, "ResourceNotFound", anonymous(host).getArtifact, task_id, "0", name)
+
+
+def test_an_object_put_url_leased_or_made_an_append_blob_still_finishes_and_downloads(host):
+    """An object's putUrl (create and write, so that a retried upload may overwrite) can also lease the blob or make
+    it an append blob: finishUpload snapshots what is there, and the download reads that snapshot."""
+    service = taskcluster.Object({"rootUrl": host.root_url, "maxRetries": 0,
+                                  "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    for kind in ("lease", "append"):
+        name, upload_id, data = f"abuse/{kind}/{slugid()}", slugid(), f"{kind} data".encode()
+        answer = service.createUpload(name, {"projectId": "p", "uploadId": upload_id, "expires": in_days(),
+                                             "proposedUploadMethods": {"putUrl": {
+                                                 "contentType": "application/octet-stream",
+                                                 "contentLength": len(data)}}})
+        put = answer["uploadMethod"]["putUrl"]
+        if kind == "lease":
+            assert httpx.put(put["url"], content=data, headers=put["headers"]).status_code == 201
+            assert httpx.put(with_query(put["url"], comp="lease"), headers=LEASE).status_code == 201
+        else:
+            assert httpx.put(put["url"], headers={"x-ms-blob-type": "AppendBlob"}).status_code == 201
+            assert httpx.put(with_query(put["url"], comp="appendblock"), content=data).status_code == 201
+        service.finishUpload(name, {"projectId": "p", "uploadId": upload_id,
+                                    "hashes": {"sha256": hashlib.sha256(data).hexdigest()}})
+        url = service.startDownload(name, {"acceptDownloadMethods": {"getUrl": True}})["url"]
+        assert httpx.get(url).content == data, kind
