@@ -1,6 +1,6 @@
 """The Azurite that `make setup` installs carries local_host/azurite-patches (applied by patch-package), and the
-queue patches keep Azurite's behaviour: a message past its time to live is removed, the others stay, and a
-receive answers its own queue's messages only."""
+patches keep Azurite's behaviour: a message past its time to live is removed, the others stay, and a receive
+answers its own queue's messages only; a query naming one partition answers what the whole table's scan did."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from local_host import azurite as azurite_mod
-from shared.storage.rest import RestQueues
+from shared.storage.base import Entity, Op
+from shared.storage.rest import RestQueues, RestTables
 
 QUEUE_STORE = Path("dist/src/queue/persistence/LokiQueueMetadataStore.js")
+TABLE_STORE = Path("dist/src/table/persistence/LokiTableMetadataStore.js")
 
 
 def test_the_installed_azurite_is_patched() -> None:
@@ -26,6 +28,8 @@ def test_the_installed_azurite_is_patched() -> None:
     unpatched = "Azurite's queue service is not patched: run `make setup` (local_host/azurite-patches/README.md)"
     assert "if (docs.length > 0) {\n            coll.remove(docs);" in source, unpatched
     assert "accountName: account,\n            queueName: queue," not in source, unpatched  # queue first
+    tables = (package / TABLE_STORE).read_text()
+    assert "partitionKeyOfFilter(queryOptions.filter)" in tables, unpatched.replace("queue", "table")
 
 
 def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> None:
@@ -44,5 +48,41 @@ def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> Non
             assert await queues.receive(other, 32, 30) == []  # expired in its own queue too
         finally:
             await queues.close()
+
+    asyncio.run(go())
+
+
+def test_partition_queries_answer_as_the_scan_did(azurite: azurite_mod.Azurite) -> None:
+    """Filters that name one partition are narrowed through its index; any other filter is scanned as before. The
+    answers, their order and their pages are the same either way."""
+    async def go() -> None:
+        tables = RestTables(azurite.connection_string)
+        table = f"Patch{uuid.uuid4().hex[:10]}"
+        try:
+            await tables.ensure_tables([table])
+            for partition in ["p", "p2", "q", "it's"]:
+                await tables.transact(table, [Op("insert", Entity(partition, f"r{i:02d}", {"n": i, "odd": i % 2 == 1}))
+                                              for i in range(30)])
+
+            async def rows(flt: str, params: dict[str, object], limit: int = 7) -> list[tuple[str, str]]:
+                found, token = [], None
+                while True:
+                    page = await tables.query(table, flt, params, limit=limit, continuation=token)
+                    found += [(e.partition_key, e.row_key) for e in page.entities]
+                    token = page.continuation
+                    if token is None:
+                        return found
+
+            assert await rows("PartitionKey eq @pk", {"pk": "p"}) == [("p", f"r{i:02d}") for i in range(30)]
+            assert await rows("PartitionKey eq @pk", {"pk": "it's"}) == [("it's", f"r{i:02d}") for i in range(30)]
+            assert await rows("PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi and odd eq @odd",
+                              {"pk": "p2", "lo": "r10", "hi": "r20", "odd": True}) == [
+                ("p2", f"r{i:02d}") for i in range(11, 20, 2)]
+            # `or`: not narrowed, and still right.
+            both = await rows("PartitionKey eq @a or PartitionKey eq @b", {"a": "p", "b": "q"}, limit=11)
+            assert both == [("p", f"r{i:02d}") for i in range(30)] + [("q", f"r{i:02d}") for i in range(30)]
+            assert await rows("PartitionKey eq @pk", {"pk": "none"}) == []
+        finally:
+            await tables.close()
 
     asyncio.run(go())
