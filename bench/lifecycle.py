@@ -6,8 +6,9 @@
 Scenarios (one line of figures each): `create` (8 threads creating tasks), `lifecycle` (8 threads creating,
 8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `fanout<N>` (N dependents of
 one task: how long after the root resolved they were pending, by the server's timestamps), `graph<N>` (a layered
-graph run to completion), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was pending; use
-`--claim-timeout 5` with the embedded host). Prints rates, latencies and, for what it started, CPU seconds.
+graph run to completion), `push<N>` (a CI push submitted by taskgraph's own create_tasks and drained by worker
+pools per kind: bench/push.py), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was
+pending; use `--claim-timeout 5` with the embedded host). Prints rates, latencies and, for what it started, CPU seconds.
 """
 
 from __future__ import annotations
@@ -373,7 +374,8 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scenarios", default="create,lifecycle,fanout300,fanout1000",
-                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>, expiry<N>, roundtrips<N>")
+                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>, push<N>, expiry<N>, "
+                        "roundtrips<N>")
     parser.add_argument("--storage-delay", type=float, default=20.0,
                         help="milliseconds the roundtrips scenario adds to each storage call")
     parser.add_argument("--claim-timeout", type=float, default=None,
@@ -426,6 +428,10 @@ def main() -> int:
             elif scenario.startswith("graph"):
                 tasks = int(scenario[5:] or 10000)
                 line = scenario_graph(client, tasks, args.threads)
+            elif scenario.startswith("push"):
+                from bench.push import scenario_push, shape
+                tasks = sum(shape(int(scenario[4:] or 2000)).values())
+                line = scenario_push(client, int(scenario[4:] or 2000), root_url, creds)
             elif scenario.startswith("fanout"):
                 tasks = int(scenario[6:] or 300) + 1
                 line = scenario_fanout(client, tasks - 1, args.threads, lambda: cpu_seconds(watched))

@@ -88,5 +88,46 @@ async def main() -> None:
             print(f"  {step:22} {sum(c.values()):3}  " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
 
 
+async def graph() -> None:
+    """A task in a graph: in a group of many, with a dependency (a root it waits for), and a dependent of its own;
+    each step's calls, the resolutions after each answer included."""
+    counts: collections.Counter[str] = collections.Counter()
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0)
+    tables, queues = Counting(MemoryTables(), "table", counts), Counting(MemoryQueues(), "queue", counts)
+    service = build_queue(settings, tables, queues)  # type: ignore[arg-type]
+    await service.stores.ready()
+    group = timeutil.slugid()
+    await service.creation.create_task(timeutil.slugid(), definition("prov/other", group))  # the group exists
+    await service.stores.settled()
+    root, middle, leaf = timeutil.slugid(), timeutil.slugid(), timeutil.slugid()
+    steps: list[tuple[str, collections.Counter[str]]] = []
+
+    async def step(label: str, work: Any) -> Any:
+        nonlocal counts
+        counts = collections.Counter()
+        tables.counts = queues.counts = counts
+        result = await work
+        await service.stores.settled()  # what each answer leaves to do after it (tidying, resolutions)
+        steps.append((label, counts))
+        return result
+
+    await step("createTask root", service.creation.create_task(root, definition("prov/graph", group)))
+    await step("createTask middle (needs root)", service.creation.create_task(
+        middle, {**definition("prov/graph", group), "dependencies": [root]}))
+    await step("createTask leaf (needs middle)", service.creation.create_task(
+        leaf, {**definition("prov/graph", group), "dependencies": [middle]}))
+    for name, task_id in (("root", root), ("middle", middle), ("leaf", leaf)):
+        claimed = await step(f"claimWork {name}", service.claims.claim_work("prov/graph", "wg", "w1", 1))
+        assert claimed and claimed[0].task.task_id == task_id, name
+        await step(f"reportCompleted {name}, and after", service.lifecycle.resolve(task_id, 0, "completed",
+                                                                                  "completed"))
+    print("a graph: root -> middle -> leaf, in a group of many")
+    for label, c in steps:
+        print(f"  {label:36} {sum(c.values()):3}  " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    middle_calls = sum(sum(c.values()) for label, c in steps if "middle" in label)
+    print(f"  the middle task, in all (create, claim, complete, the resolution of its dependent): {middle_calls}")
+
+
 if __name__ == "__main__":
     asyncio.run(main())
+    asyncio.run(graph())
