@@ -124,8 +124,9 @@ async def graph() -> None:
     print("a graph: root -> middle -> leaf, in a group of many")
     for label, c in steps:
         print(f"  {label:36} {sum(c.values()):3}  " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    middle_calls = sum(sum(c.values()) for label, c in steps if "middle" in label)
-    print(f"  the middle task, in all (create, claim, complete, the resolution of its dependent): {middle_calls}")
+    middle_calls = sum(sum(c.values()) for label, c in steps
+                       if label.startswith(("createTask middle", "claimWork middle", "reportCompleted middle")))
+    print(f"  the middle task, in all (create, claim, complete and the resolution of its dependent): {middle_calls}")
 
 
 if __name__ == "__main__":
