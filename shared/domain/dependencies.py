@@ -31,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from shared import timeutil
-from shared.storage.base import Entity, TableStore, delete_all, upsert_all
+from shared.storage.base import Entity, TableStore, all_at_once, delete_all, upsert_all
 
 POINT_READ_LIMIT = 16
 MARK = "~"  # the marker row's RowKey prefix: "~" sorts after every character of a taskId
@@ -57,8 +57,6 @@ class DependencyStore:
         """Record that `task_id` waits for each of `dependencies`, and the reverse edges (with each dependency's
         marker, in the same partition's transaction, unless this process wrote it already)."""
         stored = timeutil.iso(expires)
-        await upsert_all(self.tables, REQUIREMENTS_TABLE,
-                         [Entity(task_id, dep, {"expires": stored}) for dep in dependencies])
         unmarked = [dep for dep in dependencies if dep not in self._marked]
         count = len(set(dependencies))
 
@@ -68,8 +66,12 @@ class DependencyStore:
                 data["others"] = json.dumps([d for d in dependencies if d != dep])
             return Entity(dep, task_id, data)
 
-        await upsert_all(self.tables, DEPENDENCIES_TABLE,
-                         [*(edge(dep) for dep in dependencies), *(Entity(dep, MARK + dep, {}) for dep in unmarked)])
+        # The two tables at once: both only precede the dependencies' read.
+        await all_at_once([
+            upsert_all(self.tables, REQUIREMENTS_TABLE, [Entity(task_id, dep, {"expires": stored})
+                                                         for dep in dependencies]),
+            upsert_all(self.tables, DEPENDENCIES_TABLE, [*(edge(dep) for dep in dependencies),
+                                                         *(Entity(dep, MARK + dep, {}) for dep in unmarked)])])
         for dep in unmarked:
             self._marked[dep] = None
         while len(self._marked) > MARKS_REMEMBERED:

@@ -1,16 +1,22 @@
 """createTask: a definition checked, normalized and written with everything that must precede it.
 
-Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, dependencies), then the
-deadline check, the edges, the group membership and the expiry index, then the task (with a new group named
-after it, in the task's transaction: shared/domain/groups.py); a task whose dependencies are
-all satisfied is scheduled last, by whoever sees it unblocked first (this request, or the resolution of its last
-dependency).
+Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, a long list of
+dependencies); then, for a task with dependencies, its edges together with the rows and messages a refusal leaves
+harmlessly (the deadline and expiry index rows, the dispatch request), the dependencies read (refused if missing),
+the group membership (a phantom member would hold its group unresolved); for a task without, the deadline row,
+the pending hint, the group membership, the expiry row and the dispatch request at once; then the task (with a new
+group named after it, in the task's transaction: shared/domain/groups.py). A task whose dependencies are all
+satisfied is scheduled last, by whoever sees it unblocked first (this request, or the resolution of its last
+dependency). Round trips one after another for a task with a few dependencies: 5 (the edges and index rows; the
+dependencies' read; the group membership, with the notes to dependencies that learn of a first dependent; the
+task; the requirement rows of those satisfied and of the others, deleted and read at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from shared import errors, timeutil
@@ -27,6 +33,7 @@ from shared.domain.tasks import (
 )
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, all_of, nothing
+from shared.storage.base import all_at_once
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
 DEFAULT_EXPIRES = dt.timedelta(days=365)
@@ -49,38 +56,48 @@ class TaskCreation:
         group = await stores.groups.check_joinable(group_id, scheduler_id, likely_new=group_id == task_id)
         dependencies = list(dict.fromkeys(definition["dependencies"]))
         satisfied: list[str] = []
-        if dependencies:
-            checked = (await self._precheck_dependencies(task_id, definition)
-                       if len(dependencies) > POINT_READ_LIMIT else None)
-            # Edges before the dependencies are read: a dependency that resolves meanwhile finds this task.
-            await stores.deps.add(task_id, dependencies, "completed" if definition["requires"] == "all-completed"
-                                  else "resolved", timeutil.parse(definition["expires"]))
-            try:
-                satisfied = await self._check_dependencies(task_id, definition, checked)
-            except errors.InputError:
-                await stores.deps.remove(task_id, dependencies)
-                found = {t.task_id for t in await self.tasks.load_many(dependencies)}
-                await stores.deps.unmark([d for d in dependencies if d not in found])
-                raise
         task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True,
                     has_dependents=False)
+        task.emit("task-defined")
+        if not dependencies:
+            task.emit("task-pending", 0)
+        hint_id: str | None = None
         with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
-            task.emit("task-defined")
-            if not dependencies:
-                task.emit("task-pending", 0)
             # A new group named after the task (the default) is written in the task's own transaction.
             sole = stores.groups.new_sole(task_id, scheduler_id, task.expires, now) if (
                 group_id == task_id and group is None) else None
-            # What must precede the task's write, in any order among itself: so all at once (one round trip of
-            # latency instead of five).
-            _, hint_id, _, _, announced = await all_of(
-                stores.deadlines.add(task_id, task.deadline),
-                self.tasks.put_pending_hint(task, 0, now) if not dependencies else nothing(),
-                stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group) if sole is None
-                else nothing(),
-                stores.expiry.add(task_id, task.expires),
-                self.tasks.announce(task))
-            if not dependencies:
+
+            def join() -> Coroutine[Any, Any, None]:
+                return (stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
+                        if sole is None else nothing())
+
+            if dependencies:
+                checked = (await self._precheck_dependencies(task_id, definition)
+                           if len(dependencies) > POINT_READ_LIMIT else None)
+                # Edges before the dependencies are read (a dependency that resolves meanwhile finds this task);
+                # with them, the rows and messages that precede the task's write and that a refusal leaves
+                # harmlessly (the deadline and expiry index rows, the dispatch request: hints that find nothing).
+                _, _, _, announced = await all_of(
+                    stores.deps.add(task_id, dependencies, "completed" if definition["requires"] == "all-completed"
+                                    else "resolved", timeutil.parse(definition["expires"])),
+                    stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
+                    self.tasks.announce(task))
+                try:
+                    # The group learns of the task once its dependencies were read and found (a phantom member
+                    # would hold the group unresolved): with their notes, which refuse only a dependency deleted
+                    # since it was read (the reconciler then drops the member).
+                    satisfied = await self._check_dependencies(task_id, definition, checked, alongside=join)
+                except errors.InputError:
+                    await stores.deps.remove(task_id, dependencies)
+                    found = {t.task_id for t in await self.tasks.load_many(dependencies)}
+                    await stores.deps.unmark([d for d in dependencies if d not in found])
+                    raise
+            else:
+                # What must precede the task's write, in any order among itself: so all at once (one round trip
+                # of latency instead of five).
+                _, hint_id, _, _, announced = await all_of(
+                    stores.deadlines.add(task_id, task.deadline), self.tasks.put_pending_hint(task, 0, now), join(),
+                    stores.expiry.add(task_id, task.expires), self.tasks.announce(task))
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
             written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
@@ -97,16 +114,21 @@ class TaskCreation:
                 return existing
             task = existing  # a retry of a createTask that died after its write: finish what it left undone
         if dependencies:
-            await stores.deps.satisfy(task_id, satisfied)
+            # The satisfied dependencies' rows go, and the others are read (they may have gone meanwhile, their
+            # dependency resolved and its resolver found this task not written yet): at once.
             waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency
-            if not await stores.deps.blocked(task_id, waiting_for):
+            _, blocked = await all_of(stores.deps.satisfy(task_id, satisfied),
+                                      stores.deps.blocked(task_id, waiting_for))
+            if not blocked:
                 return await self.lifecycle.schedule_unblocked(task_id)
         return task
 
     async def _check_dependencies(self, task_id: str, definition: TaskDefinition,
-                                  checked: dict[str, Task] | None = None) -> list[str]:
+                                  checked: dict[str, Task] | None = None,
+                                  alongside: Callable[[], Coroutine[Any, Any, None]] = nothing) -> list[str]:
         """Check the dependencies exist and outlive this task's deadline; the ones already satisfied. Those that
-        were satisfied in `checked` (read before the edges were written) are not read again."""
+        were satisfied in `checked` (read before the edges were written) are not read again. `alongside` runs
+        once they were read and found, at the same time as the notes to those that learn of a first dependent."""
         accepted = ("completed",) if definition["requires"] == "all-completed" else RESOLVED_STATES
         wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
         found = {d: t for d, t in (checked or {}).items() if t.state in accepted}
@@ -124,8 +146,8 @@ class TaskCreation:
                 raise errors.InputError("Dependencies not found: {missing}", missing=dependency.task_id)
             found[dependency.task_id] = noted
 
-        await asyncio.gather(*(note(t) for t in list(found.values())
-                               if t.state not in accepted and t.has_dependents is False))
+        await all_at_once([alongside(), *(note(t) for t in list(found.values())
+                                          if t.state not in accepted and t.has_dependents is False)])
         return [d for d, t in found.items() if t.state in accepted]
 
     async def _precheck_dependencies(self, task_id: str, definition: TaskDefinition) -> dict[str, Task]:

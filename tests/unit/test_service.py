@@ -188,15 +188,17 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service):
     root, definition = create(service)
     tq = definition["taskQueueId"]
     run(claim_work(service, tq, "g", "w", 1))
-    add_expiry = service.stores.expiry.add
+    write = service.tasks.write
 
-    async def expiry_while_root_resolves(*args, **kwargs):
-        await service.lifecycle.resolve(root, 0, "completed", "completed")
-        [(_, message)] = await resolution_messages(service, 0)
-        assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
-        await add_expiry(*args, **kwargs)
+    async def write_while_root_resolves(task, **kwargs):
+        if kwargs.get("insert") and task.task_id != root:  # the dependent, read its dependency, is written now
+            service.tasks.write = write
+            await service.lifecycle.resolve(root, 0, "completed", "completed")
+            [(_, message)] = await resolution_messages(service, 0)
+            assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
+        return await write(task, **kwargs)
 
-    service.stores.expiry.add = expiry_while_root_resolves
+    service.tasks.write = write_while_root_resolves
     dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
     assert run(service.queries.task(dependent)).status()["state"] == "pending"
 
