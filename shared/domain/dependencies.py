@@ -1,10 +1,17 @@
-"""Dependency edges, as Taskcluster keeps them.
+"""Dependency edges, and what a task still waits for.
 
+- A task with at most IN_ROW dependencies keeps the ones it still waits for on its own row (Task.waiting): its
+  createTask writes the list with the task, without what was already satisfied when it read its dependencies;
+  each dependency's resolution takes itself out of the list, conditional on the row's ETag, and the write that
+  empties it schedules the task. No requirement rows: the edges below are all it writes elsewhere.
+- A task with more keeps Taskcluster's requirement rows, so that no single row is rewritten by thousands of
+  resolutions:
 - TaskRequirement: PartitionKey = the waiting task, RowKey = a task it still waits for. The task is blocked
   while its partition has a row; all of one task's rows share a partition, so they are written in batches.
-- TaskDependency: PartitionKey = the required task, RowKey = a task that depends on it, with `require`
+- TaskDependency (both kinds): PartitionKey = the required task, RowKey = a task that depends on it, with `require`
   (`completed` or `resolved`) and `count` (how many tasks that dependent waits for): the reverse edges that
-  resolution follows, and what listDependentTasks lists. A dependent with `count` 1 is unblocked by this one
+  resolution follows, and what listDependentTasks lists; `inRow` when the dependent keeps its list on its row.
+  A dependent with requirement rows and `count` 1 is unblocked by this one
   resolution without reading its requirements (the common fan-out), which saves two calls per dependent. With
   at most POINT_READ_LIMIT dependencies the row also lists the dependent's `others`, whose requirement rows are
   then checked by point reads: a partition query costs a scan of the whole table on Azurite.
@@ -34,6 +41,7 @@ from shared import timeutil
 from shared.storage.base import Entity, TableStore, all_at_once, delete_all, upsert_all
 
 POINT_READ_LIMIT = 16
+IN_ROW = 100  # dependencies a task keeps on its own row (a row each resolution rewrites: a few KiB at most)
 MARK = "~"  # the marker row's RowKey prefix: "~" sorts after every character of a taskId
 MARKS_REMEMBERED = 10_000  # markers this process wrote, so a fan-out writes its root's once
 REQUIREMENTS_TABLE = "TaskRequirement"
@@ -46,6 +54,7 @@ class Dependent:
     require: str  # "completed" or "resolved"
     count: int  # how many tasks it waits for in all
     others: list[str] | None  # the other tasks it waits for, when there are few
+    in_row: bool = False  # it keeps what it waits for on its own row (Task.waiting)
 
 
 class DependencyStore:
@@ -53,19 +62,28 @@ class DependencyStore:
         self.tables = tables
         self._marked: OrderedDict[str, None] = OrderedDict()
 
-    async def add(self, task_id: str, dependencies: list[str], require: str, expires: dt.datetime) -> None:
-        """Record that `task_id` waits for each of `dependencies`, and the reverse edges (with each dependency's
-        marker, in the same partition's transaction, unless this process wrote it already)."""
+    async def add(self, task_id: str, dependencies: list[str], require: str, expires: dt.datetime, *,
+                  in_row: bool = False) -> None:
+        """Record the reverse edges of `task_id`'s dependencies and, unless it keeps them `in_row`, its requirement
+        rows and each dependency's marker (in the same partition's transaction as its edge, unless this process
+        wrote it already)."""
         stored = timeutil.iso(expires)
         unmarked = [dep for dep in dependencies if dep not in self._marked]
         count = len(set(dependencies))
 
         def edge(dep: str) -> Entity:
             data: dict[str, object] = {"require": require, "expires": stored, "count": count}
-            if count <= POINT_READ_LIMIT:
+            if in_row:
+                data["inRow"] = True
+            elif count <= POINT_READ_LIMIT:
                 data["others"] = json.dumps([d for d in dependencies if d != dep])
             return Entity(dep, task_id, data)
 
+        if in_row:
+            # No markers: the dependencies' rows are flagged instead (every one it waits for that is not yet:
+            # TaskRepository.note_dependent). Every partition at once: one round trip.
+            await upsert_all(self.tables, DEPENDENCIES_TABLE, [edge(dep) for dep in dependencies], at_once=IN_ROW)
+            return
         # The two tables at once: both only precede the dependencies' read.
         await all_at_once([
             upsert_all(self.tables, REQUIREMENTS_TABLE, [Entity(task_id, dep, {"expires": stored})
@@ -77,9 +95,10 @@ class DependencyStore:
         while len(self._marked) > MARKS_REMEMBERED:
             self._marked.popitem(last=False)
 
-    async def remove(self, task_id: str, dependencies: list[str]) -> None:
+    async def remove(self, task_id: str, dependencies: list[str], *, in_row: bool = False) -> None:
         """Undo `add` (a createTask that was refused)."""
-        await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
+        if not in_row:
+            await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
         await delete_all(self.tables, DEPENDENCIES_TABLE, [(dep, task_id) for dep in dependencies])
 
     async def unmark(self, task_ids: list[str]) -> None:
@@ -115,7 +134,8 @@ class DependencyStore:
         page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk and RowKey lt @mark",
                                        {"pk": task_id, "mark": MARK}, limit=limit, continuation=continuation)
         return [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)),
-                          json.loads(e.data["others"]) if e.data.get("others") is not None else None)
+                          json.loads(e.data["others"]) if e.data.get("others") is not None else None,
+                          bool(e.data.get("inRow", False)))
                 for e in page.entities], page.continuation
 
     async def forget_task(self, task_id: str) -> None:

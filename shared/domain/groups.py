@@ -26,6 +26,7 @@ transaction, conditional likewise, so one of two racing writes fails and its wri
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from collections import OrderedDict, deque
@@ -37,7 +38,8 @@ from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
 from shared.domain.tasks import TASKS_TABLE
-from shared.storage.base import Entity, Op, TableStore, delete_all
+from shared.storage.base import Entity, Op, TableStore, all_at_once, delete_all
+from shared.storage.grouped import GroupedUpserts
 
 GROUP_STREAMS = "TaskGroups"  # the family of the groups' event streams (shared/domain/eventrows.py STORED_WITH)
 GROUPS_TABLE = TASKS_TABLE  # where the groups' rows are
@@ -46,9 +48,14 @@ MEMBER, ACTIVE = "m:", "a:"
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
 _END = {MEMBER: "m;", ACTIVE: "a;"}
 GROUP_CACHE_SECONDS = 1.0  # how long a process trusts a group row it read (sealing shows within this)
+GROUP_STALE_SECONDS = 5.0  # how old a known group row may be and still answer while it is read again
 SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
 PROBES = 3  # point reads tried before the range query
 KNOWN_GROUPS = 10_000  # group rows remembered per process
+# A group that must outlive a task outlives it by this much more (a tenth of the task's lifetime when shorter), so
+# that the tasks a push creates over the next minutes, their `expires` a little later each, do not rewrite the
+# group row (a write every member's join would wait for). Taskcluster adds 1 hour (72 days before v44).
+EXPIRES_EXTENSION = dt.timedelta(hours=1)
 
 
 def group_row(task_group_id: str) -> str:
@@ -109,11 +116,16 @@ class GroupRows:
     done: Callable[[Sequence[str | None] | None], None]  # called with the ops' ETags once written; None: not
 
 
-def _new_group(task_group_id: str, scheduler_id: str, task_id: str,
-               expires: dt.datetime) -> tuple[TaskGroup, list[Op]]:
+def extended(expires: dt.datetime, since: dt.datetime) -> dt.datetime:
+    """When a group that must outlive a task expiring at `expires` (created at `since`) expires."""
+    return expires + min(EXPIRES_EXTENSION, max(expires - since, dt.timedelta(0)) / 10)
+
+
+def _new_group(task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime,
+               since: dt.datetime) -> tuple[TaskGroup, list[Op]]:
     """A new group's row, `task_id` its only member, and a fresh dispatch cursor (one left by an expired group of
     the same id must not skip events)."""
-    group = TaskGroup(task_group_id, scheduler_id, expires, None, sole=task_id)
+    group = TaskGroup(task_group_id, scheduler_id, extended(expires, since), None, sole=task_id)
     return group, [Op("insert", group.to_entity()),
                    Op("upsert", cursor_entity(Stream(GROUP_STREAMS, task_group_id), 0))]
 
@@ -143,6 +155,8 @@ def _active_delete(task_group_id: str, task_id: str) -> Op:
 class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
+        self._rows = GroupedUpserts(tables)
+        self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
         # Group rows this process read or wrote lately, with when it stops trusting them for check_joinable; an
         # update starts from one whatever its age (its write is conditional on the row's ETag).
         self._cache: OrderedDict[str, tuple[float, TaskGroup]] = OrderedDict()
@@ -166,9 +180,20 @@ class TaskGroupStore:
             self._cache.popitem(last=False)
 
     async def get(self, task_group_id: str, *, cached: bool = False) -> TaskGroup | None:
+        """The group row; `cached`: as this process knew it within GROUP_CACHE_SECONDS, or, known within
+        GROUP_STALE_SECONDS, as it knew it while a read in the background brings it up to date (a busy group's
+        createTask calls then never wait for that read)."""
         if cached:
             hit = self._cache.get(task_group_id)
-            if hit is not None and hit[0] > time.monotonic():
+            now = time.monotonic()
+            if hit is not None and hit[0] > now:
+                return hit[1]
+            if hit is not None and hit[0] + GROUP_STALE_SECONDS - GROUP_CACHE_SECONDS > now:
+                if task_group_id not in self._refreshing:
+                    refresh = asyncio.ensure_future(self.get(task_group_id))
+                    self._refreshing[task_group_id] = refresh
+                    refresh.add_done_callback(lambda done: (self._refreshing.pop(task_group_id, None),
+                                                            done.cancelled() or done.exception()))
                 return hit[1]
         entity = await self.tables.get(GROUPS_TABLE, task_group_id, group_row(task_group_id))
         group = TaskGroup.from_entity(entity) if entity is not None else None
@@ -208,14 +233,18 @@ class TaskGroupStore:
         while True:
             written: TaskGroup | None
             if group is None:
-                written, ops = _new_group(task_group_id, scheduler_id, task_id, expires)
+                written, ops = _new_group(task_group_id, scheduler_id, task_id, expires, since)
             elif group.expires < expires or group.sole not in ("", task_id):
                 # Conditional on the ETag: a sole member's resolution (resolve_sole) and this join race safely.
-                written = replace(group, expires=max(group.expires, expires),
+                written = replace(group, expires=max(group.expires, extended(expires, since)),
                                   sole=group.sole if group.sole == task_id else "")
                 ops = [Op("replace", written.to_entity())]
             else:
-                written, ops = None, []
+                # Only its own rows, which no condition guards: written with the rows of the members joining at the
+                # same time (a push's 50 createTask calls at once), a transaction for many.
+                await all_at_once(self._rows.upsert(GROUPS_TABLE, op.entity) for op in rows)
+                self._joined(task_group_id, task_id, None, None)
+                return
             ops += rows
             etags = await self.tables.commit(GROUPS_TABLE, ops)
             if etags is not None:
@@ -236,7 +265,7 @@ class TaskGroupStore:
         """A new group whose id is `task_id`'s, that task its only member: the rows to write in the task's own
         transaction (the same partition: the group row's insert fails that transaction if the group exists, and
         then its writer joins as usual)."""
-        written, ops = _new_group(task_id, scheduler_id, task_id, expires)
+        written, ops = _new_group(task_id, scheduler_id, task_id, expires, since)
         ops += _member_rows(task_id, task_id, expires, since)
 
         def done(etags: Sequence[str | None] | None) -> None:
@@ -331,8 +360,9 @@ class TaskGroupStore:
         return await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
 
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
-        """Take a resolved task out of the active set; True when the group has no unresolved task left."""
-        await self.tables.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id)
+        """Take a resolved task out of the active set; True when the group has no unresolved task left. The
+        deletes of members resolving at the same time go together (a transaction for many)."""
+        await self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id)
         if await self._probe_active(task_group_id, task_id):
             return False
         active = await self._first(task_group_id, ACTIVE, PROBES)

@@ -124,10 +124,14 @@ class ResolvedCheck:
     taskGroupId: str
     continuation: str | None
     since: dt.datetime  # when the resolution was written: a message ahead of its entity, or a stale one?
+    # Only this dependent is left to release: it was not written yet when the resolution looked (its createTask
+    # was between reading this task and writing itself); `since` is then when that was found.
+    dependent: str | None = None
 
     def encode(self) -> bytes:
         return put_json({"taskId": self.taskId, "runId": self.runId, "taskGroupId": self.taskGroupId,
-                         "continuation": self.continuation, "since": timeutil.iso(self.since)})
+                         "continuation": self.continuation, "since": timeutil.iso(self.since),
+                         **({} if self.dependent is None else {"dependent": self.dependent})})
 
     @staticmethod
     def carried_by(body: Any) -> bool:
@@ -136,5 +140,6 @@ class ResolvedCheck:
 
     @classmethod
     def decode(cls, body: Any) -> ResolvedCheck:
+        dependent = body.get("dependent")
         return cls(str(body["taskId"]), int(body["runId"]), str(body["taskGroupId"]), body.get("continuation"),
-                   timeutil.parse(str(body["since"])))
+                   timeutil.parse(str(body["since"])), None if dependent is None else str(dependent))

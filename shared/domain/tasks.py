@@ -172,6 +172,9 @@ class Task:
     # ETag it read, after its edge is written): False means none, and its resolution skips the dependents
     # lookup. None: a row written before the flag existed (its marker row tells).
     has_dependents: bool | None = None
+    # The dependencies it still waits for, kept on its own row (shared/domain/dependencies.py: at most IN_ROW
+    # dependencies); None: its requirement rows tell (a longer list, or a row written before this field).
+    waiting: list[str] | None = None
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
 
@@ -238,6 +241,7 @@ class Task:
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             "dependentsMarked": self.dependents_marked,
             **({} if self.has_dependents is None else {"hasDependents": self.has_dependents}),
+            **({} if self.waiting is None else {"waiting": json.dumps(self.waiting, separators=(",", ":"))}),
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
@@ -257,6 +261,7 @@ class Task:
             checks=json.loads(data.get("checks") or "{}"),
             dependents_marked=bool(data.get("dependentsMarked", False)),
             has_dependents=None if data.get("hasDependents") is None else bool(data["hasDependents"]),
+            waiting=None if data.get("waiting") is None else list(json.loads(data["waiting"])),
         )
 
 

@@ -137,7 +137,14 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settle
                     continue
                 if dependent.runs:
                     continue
-                if await stores.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
+                if dependent.waiting is not None:
+                    if task_id in dependent.waiting:
+                        found.append(Violation("dependents-released", dependent.task_id,
+                                               f"still waits for {task_id}, which is {task.state}"))
+                    elif not dependent.waiting and dependent.state not in RESOLVED_STATES:
+                        found.append(Violation("dependents-released", dependent.task_id,
+                                               "waits for nothing but has no run"))
+                elif await stores.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
                     found.append(Violation("dependents-released", dependent.task_id,
                                            f"still waits for {task_id}, which is {task.state}"))
                 elif not await stores.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:

@@ -228,18 +228,25 @@ class Reconciler:
         stores, now = self.stores, self.stores.now()
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
-        waiting = [d for d in await stores.deps.requirements(task_id, limit=REQUIREMENTS_CHECKED) if d != task_id]
+        in_row = task.waiting is not None  # what it waits for is on its row (shared/domain/dependencies.py)
+        waiting = [d for d in (task.waiting if task.waiting is not None else await stores.deps.requirements(
+            task_id, limit=REQUIREMENTS_CHECKED)) if d != task_id]
         self_dependent = task_id in task.definition["dependencies"]
         if waiting:
             accepted = ("completed",) if task.definition["requires"] == "all-completed" else RESOLVED_STATES
-            done = [t.task_id for t in await self.tasks.load_many(waiting)
+            done = [t.task_id for t in await self.tasks.load_many(waiting[:REQUIREMENTS_CHECKED])
                     if t.state in accepted and (resolved := t.runs[-1].resolved) is not None
                     and resolved + grace <= now]
             if not done:
                 return
+            if in_row:
+                self._repaired(report, "dependency", task_id)
+                if (await self.lifecycle.release(task_id, done)).runs:
+                    self._repaired(report, "unblocked", task_id)
+                return
             await stores.deps.satisfy(task_id, done)
             self._repaired(report, "dependency", task_id)
-        elif self_dependent or not task.definition["dependencies"]:
+        elif self_dependent or not task.definition["dependencies"] or in_row:
             return  # waits for scheduleTask (a self-dependency), or is being created right now
         if not await stores.deps.blocked(task_id):
             scheduled = await self.lifecycle.schedule_unblocked(task_id)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from shared import errors, timeutil
-from shared.domain.dependencies import POINT_READ_LIMIT
+from shared.domain.dependencies import IN_ROW, POINT_READ_LIMIT
 from shared.domain.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
@@ -33,6 +33,7 @@ from shared.domain.tasks import (
 )
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, all_of, nothing
+from shared.operations.resolution import leave_group
 from shared.storage.base import all_at_once
 
 CREATED_DRIFT = dt.timedelta(minutes=15)
@@ -55,9 +56,13 @@ class TaskCreation:
         group_id, scheduler_id = definition["taskGroupId"], definition["schedulerId"]
         group = await stores.groups.check_joinable(group_id, scheduler_id, likely_new=group_id == task_id)
         dependencies = list(dict.fromkeys(definition["dependencies"]))
+        in_row = 0 < len(dependencies) <= IN_ROW  # what it waits for kept on its row (domain/dependencies.py)
+        require = "completed" if definition["requires"] == "all-completed" else "resolved"
+        accepted = ("completed",) if require == "completed" else RESOLVED_STATES
         satisfied: list[str] = []
+        late: list[str] = []
         task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True,
-                    has_dependents=False)
+                    has_dependents=False, waiting=[] if in_row else None)
         task.emit("task-defined")
         if not dependencies:
             task.emit("task-pending", 0)
@@ -71,15 +76,49 @@ class TaskCreation:
                 return (stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
                         if sole is None else nothing())
 
-            if dependencies:
+            if in_row:
+                # The edges, then the dependencies read (a dependency that resolves after the read finds this task).
+                # Beside both, what only has to precede the task's write: the index rows, the dispatch request and
+                # an existing group's membership, rows many requests write together (shared/storage/grouped.py),
+                # whose waits for one another's writes then add no round trip (a refusal leaves them; a new group is
+                # joined once the dependencies are found, so that a refused task never makes one).
+                early = group is not None and sole is None
+                guards = asyncio.ensure_future(all_of(
+                    stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
+                    self.tasks.announce(task), join() if early else nothing()))
+                try:
+                    await stores.deps.add(task_id, dependencies, require, task.expires, in_row=True)
+                    found = await self._read_dependencies(task_id, definition)
+                except BaseException as failed:
+                    await asyncio.wait([guards])
+                    if isinstance(failed, errors.InputError):
+                        await self._undo(task_id, dependencies, group_id if early else None)
+                    raise
+                _, _, announced, _ = await guards
+                # What it waits for (a self-dependency included: only scheduleTask releases that).
+                task.waiting = [d for d in dependencies if d not in found or found[d].state not in accepted]
+                if not task.waiting:
+                    task.runs.append(Run("pending", "scheduled", now))
+                    task.emit("task-pending", 0)
+                    _, hint_id, announced = await all_of(nothing() if early else join(),
+                                                         self.tasks.put_pending_hint(task, 0, now),
+                                                         self.tasks.announce(task))
+                    task.runs[0].hint_id = hint_id
+                elif not early:
+                    await join()
+                # The task, and the notes to the dependencies it waits for that learn of a first dependent, at
+                # once: a note refused by a resolution written since the read comes back as satisfied late.
+                written, late = await all_of(
+                    self.tasks.write(task, insert=True, announced=announced, group=sole),
+                    self._note([found[d] for d in task.waiting if d in found], accepted))
+            elif dependencies:
                 checked = (await self._precheck_dependencies(task_id, definition)
                            if len(dependencies) > POINT_READ_LIMIT else None)
                 # Edges before the dependencies are read (a dependency that resolves meanwhile finds this task);
                 # with them, the rows and messages that precede the task's write and that a refusal leaves
                 # harmlessly (the deadline and expiry index rows, the dispatch request: hints that find nothing).
                 _, _, _, announced = await all_of(
-                    stores.deps.add(task_id, dependencies, "completed" if definition["requires"] == "all-completed"
-                                    else "resolved", timeutil.parse(definition["expires"])),
+                    stores.deps.add(task_id, dependencies, require, task.expires),
                     stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
                     self.tasks.announce(task))
                 try:
@@ -89,7 +128,7 @@ class TaskCreation:
                     satisfied = await self._check_dependencies(task_id, definition, checked, alongside=join)
                 except errors.InputError:
                     await stores.deps.remove(task_id, dependencies)
-                    found = {t.task_id for t in await self.tasks.load_many(dependencies)}
+                    found = {t.task_id: t for t in await self.tasks.load_many(dependencies)}
                     await stores.deps.unmark([d for d in dependencies if d not in found])
                     raise
             else:
@@ -100,7 +139,8 @@ class TaskCreation:
                     stores.expiry.add(task_id, task.expires), self.tasks.announce(task))
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
-            written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
+            if not in_row:
+                written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
             if not written and sole is not None and await self.tasks.get(task_id) is None:
                 # Not the task that exists: the group does (another task named it first). Join it as any member.
                 group = await stores.groups.check_joinable(group_id, scheduler_id)
@@ -113,6 +153,12 @@ class TaskCreation:
             if not dependencies or existing.runs:
                 return existing
             task = existing  # a retry of a createTask that died after its write: finish what it left undone
+            if task.waiting is not None:
+                waited = await self.tasks.load_many(d for d in task.waiting if d != task_id)
+                late = [t.task_id for t in waited if t.state in accepted]
+                late += await self._note([t for t in waited if t.state not in accepted], accepted)
+        if task.waiting is not None:
+            return await self.lifecycle.release(task_id, late) if late else task
         if dependencies:
             # The satisfied dependencies' rows go, and the others are read (they may have gone meanwhile, their
             # dependency resolved and its resolver found this task not written yet): at once.
@@ -122,6 +168,42 @@ class TaskCreation:
             if not blocked:
                 return await self.lifecycle.schedule_unblocked(task_id)
         return task
+
+    async def _read_dependencies(self, task_id: str, definition: TaskDefinition) -> dict[str, Task]:
+        """The dependencies (a self-dependency aside), read at once; 400 when one is missing or expires before
+        this task's deadline."""
+        wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
+        found = {t.task_id: t for t in await self.tasks.load_many(wanted, at_once=IN_ROW)}  # one round trip
+        _refuse_dependencies(wanted, found, definition)
+        return found
+
+    async def _undo(self, task_id: str, dependencies: list[str], joined: str | None) -> None:
+        """What a refused createTask with dependencies kept on its row wrote before it was refused: its edges and
+        its place in the group `joined` (leaving it as a resolved member does, so that a group it held open is
+        announced resolved)."""
+        stores = self.stores
+
+        async def leave(task_group_id: str) -> None:
+            await leave_group(stores, task_group_id, task_id)
+            await stores.groups.forget_member(task_group_id, task_id)
+
+        await all_of(stores.deps.remove(task_id, dependencies, in_row=True),
+                     leave(joined) if joined is not None else nothing())
+
+    async def _note(self, dependencies: list[Task], accepted: tuple[str, ...]) -> list[str]:
+        """Tell each of `dependencies` not yet flagged as having dependents that it has one now (its resolution
+        then looks for them), conditional on the row read; those found resolved as `accepted` instead (since they
+        were read: this task need not wait for them). A dependency gone meanwhile stays waited for (its deadline
+        ends it)."""
+        limit = asyncio.Semaphore(IN_ROW)
+
+        async def note(dependency: Task) -> str | None:
+            async with limit:
+                noted = await self.tasks.note_dependent(dependency, lambda t: t.state in accepted)
+            return dependency.task_id if noted is not None and noted.state in accepted else None
+
+        done = await asyncio.gather(*(note(t) for t in dependencies if t.has_dependents is not True))
+        return [d for d in done if d is not None]
 
     async def _check_dependencies(self, task_id: str, definition: TaskDefinition,
                                   checked: dict[str, Task] | None = None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Collection
 
 from shared import errors, metrics
 from shared.domain.tasks import (
@@ -21,6 +22,7 @@ from shared.domain.tasks import (
 )
 from shared.logs import fields
 from shared.operations.repository import UNCHANGED, Guards, TaskRepository, Unchanged
+from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue")
 
@@ -61,6 +63,9 @@ class Lifecycle:
     def __init__(self, tasks: TaskRepository) -> None:
         self.tasks = tasks
         self.stores = tasks.stores
+        # The releases of one dependent that come together (a summary's test chunks resolving at once) are
+        # written together: one write for them rather than a write each, each but one losing a race first.
+        self._releases: GroupCommit[str, str] = GroupCommit(self._release_together, len)
 
     async def schedule_unblocked(self, task_id: str, *, refuse_late: bool = False) -> Task:
         """Give a task its first run, unless it has one or its deadline passed (what a dependency's resolution
@@ -81,6 +86,33 @@ class Lifecycle:
             return None
 
         return await self.tasks.modify(task_id, schedule, guards)
+
+    async def release(self, task_id: str, satisfied: Collection[str]) -> Task:
+        """A task that keeps what it waits for on its row (Task.waiting) no longer waits for `satisfied`: they
+        leave the list, and the write that empties it gives the task its first run (unless it has one, or its
+        deadline passed). Idempotent: a dependency no longer listed changes nothing."""
+        guards = self.tasks.guards()
+        now = guards.now
+
+        async def release(task: Task) -> Unchanged | None:
+            if task.runs or task.waiting is None or not any(d in satisfied for d in task.waiting):
+                return UNCHANGED
+            task.waiting = [d for d in task.waiting if d not in satisfied]
+            if not task.waiting and not deadline_passed(task, now):
+                task.runs.append(Run("pending", "scheduled", now))
+                await guards.hint(task)
+                task.emit("task-pending", 0)
+            return None
+
+        return await self.tasks.modify(task_id, release, guards)
+
+    async def release_soon(self, task_id: str, dependency: str) -> None:
+        """`release` of one dependency, written with the other releases of the same task that arrive meanwhile;
+        TaskNotFound when the task is not written."""
+        await self._releases.add(task_id, dependency)
+
+    async def _release_together(self, task_id: str, dependencies: list[str]) -> None:
+        await self.release(task_id, set(dependencies))
 
     async def schedule_task(self, task_id: str) -> Task:
         """scheduleTask: schedule a task that has no runs, whatever its dependencies say."""

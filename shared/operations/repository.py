@@ -160,6 +160,7 @@ class TaskRepository:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
         self.known = KnownTasks(KNOWN_TASKS)
+        self._noting: dict[str, asyncio.Future[Task | None]] = {}  # note_dependent writes under way, by task
         # Resolves a task's dependents and group (operations/resolution.py, set where the queue is wired): when
         # set, the process that resolves a task does that itself after its answer, and the resolution message
         # is the fallback (Guards.resolved).
@@ -191,9 +192,10 @@ class TaskRepository:
             raise errors.TaskNotFound(taskId=task_id)
         return task
 
-    async def load_many(self, task_ids: Iterable[str]) -> list[Task]:
-        """The tasks that exist among `task_ids`, in the order asked; unknown ids are left out."""
-        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+    async def load_many(self, task_ids: Iterable[str], *, at_once: int = LOAD_CONCURRENCY) -> list[Task]:
+        """The tasks that exist among `task_ids`, in the order asked (`at_once` read at the same time); unknown
+        ids are left out."""
+        limit = asyncio.Semaphore(at_once)
 
         async def one(task_id: str) -> Task | None:
             async with limit:
@@ -207,16 +209,35 @@ class TaskRepository:
         conditional on the ETag read, unless a fresh read shows it `satisfies` the dependent already (resolved
         as required: the dependent need not wait) or flagged by another. The row as it now stands; None when
         it is gone. A resolution written before the flag fails the flag's condition; one written after it sees
-        the flag and looks for the dependents (shared/operations/resolution.py)."""
+        the flag and looks for the dependents (shared/operations/resolution.py); a row written before the flag
+        existed (None) gets it too, so that a dependent needs no marker row. The notes of one task that
+        come together (a build's tests, created at once, each its first dependent as far as it read) share
+        the first one's write: its outcome, a row flagged or found resolved after their edges were written, is
+        what each of them would have found."""
+        if task.has_dependents is True:
+            return task
+        shared = self._noting.get(task.task_id)
+        if shared is None:
+            shared = self._noting[task.task_id] = asyncio.ensure_future(self._note(task))
+            shared.add_done_callback(lambda _: self._noting.pop(task.task_id, None))
+        current = await asyncio.shield(shared)
+        if current is not None and current.has_dependents is not True and not satisfies(current):
+            return await self._note(current, satisfies)  # it stopped at another's notion of satisfied
+        return current
+
+    async def _note(self, task: Task, satisfies: Callable[[Task], bool] = lambda t: t.state in RESOLVED_STATES
+                    ) -> Task | None:
         current: Task | None = task
-        while current is not None and current.has_dependents is False and not satisfies(current):
+        while current is not None and current.has_dependents is not True and not satisfies(current):
             flag = Op("merge", Entity(current.task_id, task_row(current.task_id), {"hasDependents": True},
                                       current.etag))
             written = await self.stores.tables.commit(TASKS_TABLE, [flag])
-            self.known.forget(current.task_id)  # a merge: whatever is remembered is stale
             if written is not None:
+                # The row as stored now: the one the merge was conditional on, flagged (its claim starts from it).
                 current.has_dependents, current.etag = True, written[0]
+                self.known.put(current.to_entity())
                 return current
+            self.known.forget(current.task_id)
             current = await self.get(current.task_id)
         return current
 

@@ -21,6 +21,7 @@ from shared.domain.tasks import TASKS_TABLE, Task
 from shared.operations.claims import SETTLE_PAUSES
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
+from shared.operations.stores import Stores
 
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
 ResolutionOutcome = Literal["resolved", "not-yet", "stale", "task-gone"]
@@ -43,6 +44,8 @@ class Resolution:
         await stores.ready()
         faults.point("resolve-dependencies")
         now = stores.now()
+        if check.dependent is not None:
+            return await self._release_later(check, now)
         resolution: str | None = None
         # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
         known = self.tasks.known.get(check.taskId)
@@ -88,6 +91,10 @@ class Resolution:
             if dependent.require == "completed" and resolution != "completed":
                 return  # all-completed: it stays blocked (until scheduleTask, cancel or its deadline)
             async with limit:
+                if dependent.in_row:
+                    await self._release(check, dependent.task_id, now)
+                    faults.point("resolution-mid-page")
+                    return
                 if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
                     await stores.deps.satisfy(dependent.task_id, [check.taskId])
                     if await stores.deps.blocked(dependent.task_id, dependent.others):
@@ -107,11 +114,41 @@ class Resolution:
         await asyncio.gather(group_step, *(unblock(d) for d in dependents))
         return "resolved"
 
+    async def _release(self, check: ResolvedCheck, dependent: str, now: dt.datetime) -> None:
+        """Release a dependent that keeps what it waits for on its row. Not written yet: its createTask read this
+        task before it resolved and is about to write it waiting for this one. Being written here, it is waited
+        for; otherwise a message of its own comes back for it (`_release_later`)."""
+        try:
+            await self.lifecycle.release_soon(dependent, check.taskId)
+            return
+        except errors.TaskNotFound:
+            if await self.stores.events.in_flight.settled(TASKS_TABLE, dependent):
+                with contextlib.suppress(errors.TaskNotFound):
+                    await self.lifecycle.release(dependent, (check.taskId,))
+                    return
+        later = replace(check, continuation=None, since=now, dependent=dependent)
+        await self.stores.queues.put(RESOLVED_QUEUE, later.encode(), visible_in=self.stores.settings.hint_retry_delay)
+
+    async def _release_later(self, check: ResolvedCheck, now: dt.datetime) -> ResolutionOutcome:
+        """A message of one dependent not written when its dependency's resolution looked: released once written;
+        after `hint_grace` its createTask is taken to have died before writing it (a retry of that createTask
+        reads this task resolved; the reconciler releases a task written later still)."""
+        assert check.dependent is not None
+        try:
+            await self.lifecycle.release(check.dependent, (check.taskId,))
+            return "resolved"
+        except errors.TaskNotFound:
+            if now - check.since < dt.timedelta(seconds=self.stores.settings.hint_grace):
+                await self.stores.queues.put(RESOLVED_QUEUE, check.encode(),
+                                             visible_in=self.stores.settings.hint_retry_delay)
+                return "not-yet"
+            return "stale"
+
     async def follow_up(self, check: ResolvedCheck) -> ResolutionOutcome:
         """A resolution message's handler: on its first page, the task's events dispatched, for the message may
         also stand in for a resolving process that died or failed before it published them (a guarded resolution:
         shared/operations/repository.py); then `resolve_dependencies` (its group's events come after the task's)."""
-        if check.continuation is None:
+        if check.continuation is None and check.dependent is None:
             # Read, not remembered: a row this process remembers may predate the resolution another wrote.
             task = await self.tasks.get(check.taskId)
             if task is not None and resolved_run(task, check.runId):
@@ -122,16 +159,21 @@ class Resolution:
         """On the first page of a resolution: the task leaves its group's active set; the group is resolved when
         none is left (announced at least once: two last members resolving together may both announce it, as in
         Taskcluster, where a group can also resolve again after new tasks)."""
-        groups = self.stores.groups
-        if check.continuation is not None:
-            return
-        now = self.stores.now()
+        if check.continuation is None:
+            await leave_group(self.stores, check.taskGroupId, check.taskId)
 
-        def resolved(group: TaskGroup) -> list[Event]:
-            return [group_changed("task-group-resolved", group, now)]
 
-        if await groups.resolve_sole(check.taskGroupId, check.taskId, resolved):
-            return  # it was the group's only member: resolved in one transaction
-        if await groups.resolve_member(check.taskGroupId, check.taskId):
-            with contextlib.suppress(TaskGroupNotFound):
-                await groups.update(check.taskGroupId, lambda g: g, resolved)
+async def leave_group(stores: Stores, task_group_id: str, task_id: str) -> None:
+    """A task leaves its group's active set (resolved, or refused after it joined); the group is resolved when
+    none is left."""
+    groups = stores.groups
+    now = stores.now()
+
+    def resolved(group: TaskGroup) -> list[Event]:
+        return [group_changed("task-group-resolved", group, now)]
+
+    if await groups.resolve_sole(task_group_id, task_id, resolved):
+        return  # it was the group's only member: resolved in one transaction
+    if await groups.resolve_member(task_group_id, task_id):
+        with contextlib.suppress(TaskGroupNotFound):
+            await groups.update(task_group_id, lambda g: g, resolved)

@@ -133,10 +133,10 @@ async def all_at_once(calls: Iterable[Awaitable[Any]]) -> None:
 PARTITIONS_AT_ONCE = 32  # partitions upsert_all and delete_all write at the same time
 
 
-async def _each_partition(work: list[Coroutine[Any, Any, None]]) -> None:
-    """Run the writes of several partitions at once, PARTITIONS_AT_ONCE at a time (a task with many dependencies
-    writes an edge in each of theirs: one after another, 57 of them took 57 round trips)."""
-    limit = asyncio.Semaphore(PARTITIONS_AT_ONCE)
+async def _each_partition(work: list[Coroutine[Any, Any, None]], at_once: int = PARTITIONS_AT_ONCE) -> None:
+    """Run the writes of several partitions at once, `at_once` at a time (a task with many dependencies writes an
+    edge in each of theirs: one after another, 57 of them took 57 round trips)."""
+    limit = asyncio.Semaphore(at_once)
 
     async def one(write: Coroutine[Any, Any, None]) -> None:
         async with limit:
@@ -148,8 +148,10 @@ async def _each_partition(work: list[Coroutine[Any, Any, None]]) -> None:
         await all_at_once([one(w) for w in work])
 
 
-async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> None:
-    """Upsert many entities, a transaction per partition and 100 (not atomic as a whole), the partitions at once."""
+async def upsert_all(tables: TableStore, table: str, entities: list[Entity], *,
+                     at_once: int = PARTITIONS_AT_ONCE) -> None:
+    """Upsert many entities, a transaction per partition and 100 (not atomic as a whole), `at_once` partitions at
+    the same time."""
     by_partition: dict[str, list[Entity]] = {}
     for entity in entities:
         by_partition.setdefault(entity.partition_key, []).append(entity)
@@ -162,7 +164,7 @@ async def upsert_all(tables: TableStore, table: str, entities: list[Entity]) -> 
             if not await tables.transact(table, [Op("upsert", e) for e in rows[i:i + BATCH_LIMIT]]):
                 raise RuntimeError(f"an upsert transaction on {table} did not apply")  # upserts have no condition
 
-    await _each_partition([partition(rows) for rows in by_partition.values()])
+    await _each_partition([partition(rows) for rows in by_partition.values()], at_once)
 
 
 async def each_entity(tables: TableStore, table: str, filter: str,

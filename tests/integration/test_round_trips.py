@@ -93,6 +93,45 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
     asyncio.run(go())
 
 
+def test_create_task_with_dependencies_round_trips(azurite):
+    """A task in a group that exists, waiting for tasks that have not resolved: its edges, index rows and group
+    membership at once; its dependencies read at once; the task with the notes to the dependencies that learn
+    of a first dependent. Three, for 2 dependencies as for 100; four when they are all satisfied already (the
+    pending hint before the task)."""
+
+    async def go():
+        queue = service(azurite.connection_string)
+        try:
+            tq = task_queue_id()
+            group = slugid()
+            decision = task_definition(taskQueueId=tq, taskGroupId=group)
+            await queue.creation.create_task(group, dict(decision, **_defaults(decision)))
+
+            async def create(dependencies: list[str]) -> tuple[str, int]:
+                task_id = slugid()
+                body = task_definition(taskQueueId=tq, taskGroupId=group, dependencies=dependencies)
+                task, trips = await counted(lambda: queue.creation.create_task(task_id, dict(body, **_defaults(body))))
+                return task.task_id, trips
+
+            builds = [(await create([group]))[0] for _ in range(100)]
+            first, trips = await create(builds[:2])
+            assert trips == 3
+            _, trips = await create(builds[:2])
+            assert trips == 3  # the dependencies know of a dependent already: no notes
+            _, trips = await create(builds)
+            assert trips == 3
+            assert (await queue.tasks.load(first)).waiting == builds[:2]
+            [claim] = await queue.claims.claim_work(tq, "g", "w", 1)
+            await queue.lifecycle.resolve(claim.task.task_id, 0, "completed", "completed")
+            await queue.stores.settled()
+            task_id, trips = await create([group])
+            assert trips == 4
+            assert (await queue.tasks.load(task_id)).state == "pending"
+        finally:
+            await close(queue)
+    asyncio.run(go())
+
+
 def test_a_first_claim_work_receives_the_seven_priority_queues_in_one_round_trip(azurite):
     """A worker's first claimWork in a process, for a task another process created: the seven pending queues at
     once, the worker's quarantine read beside them and its record written beside the claim; the task's row is

@@ -159,7 +159,7 @@ async def test_a_resolution_lost_after_its_group_step_releases_dependents(servic
     report = await reconcile(service)
     assert report.repairs["dependency"] == 2 and report.repairs["unblocked"] == 1
     assert [t for t, _ in await claim_all(service, tq)] == [single]
-    assert await service.stores.deps.requirements(double, limit=10) == [other]  # still waits for the other one
+    assert (await service.tasks.load(double)).waiting == [other]  # still waits for the other one
 
 
 async def test_all_completed_dependent_of_a_failure_is_not_released(service: Queue, clock: Clock) -> None:

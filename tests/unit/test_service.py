@@ -180,9 +180,10 @@ def test_keys_are_encoded_for_azure():
         assert decode_key(encoded) == value
 
 
-def test_dependency_resolving_while_its_dependent_is_being_created(service):
-    """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent: the
-    resolution finds no task to schedule, the dependent's own check must then find the requirement gone."""
+def test_dependency_resolving_while_its_dependent_is_being_created(service, monkeypatch):
+    """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent, in another
+    process: the resolution finds no task to release, and leaves a message of its own for it, which releases it
+    once written."""
     from shared.domain.messages import ResolvedCheck
 
     root, definition = create(service)
@@ -190,38 +191,57 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service):
     run(claim_work(service, tq, "g", "w", 1))
     write = service.tasks.write
 
+    async def elsewhere(table, key):
+        return False  # the dependent's write is not known to be in flight here
+
+    monkeypatch.setattr(service.stores.events.in_flight, "settled", elsewhere)
+
     async def write_while_root_resolves(task, **kwargs):
         if kwargs.get("insert") and task.task_id != root:  # the dependent, read its dependency, is written now
             service.tasks.write = write
             await service.lifecycle.resolve(root, 0, "completed", "completed")
-            [(_, message)] = await resolution_messages(service, 0)
+            [(_, message)] = await resolution_messages(service)
             assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
         return await write(task, **kwargs)
 
     service.tasks.write = write_while_root_resolves
     dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
+    assert run(service.queries.task(dependent)).status()["state"] == "unscheduled"
+    time.sleep(service.stores.settings.hint_retry_delay + 0.1)
+    [(_, message)] = run(resolution_messages(service))
+    later = ResolvedCheck.decode(message.json())
+    assert later.dependent == dependent and later.taskId == root
+    assert run(service.resolution.follow_up(later)) == "resolved"
     assert run(service.queries.task(dependent)).status()["state"] == "pending"
+    assert run(service.resolution.follow_up(later)) == "resolved"  # again: harmless
+    assert len(run(service.queries.task(dependent)).runs) == 1
 
 
 def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service):
-    """createTask wrote the dependent, then failed before releasing it from a dependency that had already
-    resolved; the client's retry (same definition) must release it, not only answer 200."""
+    """createTask wrote the dependent, then failed before its dependency learned of it (the note on the
+    dependency's row): the dependency's resolution does not look for it. The client's retry (same definition)
+    must release it, not only answer 200."""
+    from shared.domain.messages import ResolvedCheck
+
     root, definition = create(service)
     tq = definition["taskQueueId"]
     run(claim_work(service, tq, "g", "w", 1))
-    run(service.lifecycle.resolve(root, 0, "completed", "completed"))
-    satisfy = service.stores.deps.satisfy
+    note = service.tasks.note_dependent
 
     async def failing(*args, **kwargs):
         raise ConnectionError("storage went away")
 
-    service.stores.deps.satisfy = failing
+    service.tasks.note_dependent = failing
     task_id = slugid()
     body = task_definition(taskQueueId=tq, dependencies=[root])
     with pytest.raises(ConnectionError):
         run(service.creation.create_task(task_id, dict(body, **_defaults(body))))
     assert run(service.queries.task(task_id)).status()["state"] == "unscheduled"
-    service.stores.deps.satisfy = satisfy
+    service.tasks.note_dependent = note
+    run(service.lifecycle.resolve(root, 0, "completed", "completed"))
+    for _, message in run(resolution_messages(service)):
+        run(service.resolution.follow_up(ResolvedCheck.decode(message.json())))
+    assert run(service.queries.task(task_id)).status()["state"] == "unscheduled"
     assert run(service.creation.create_task(task_id, dict(body, **_defaults(body)))).status()["state"] == "pending"
 
 
