@@ -88,7 +88,7 @@ class TaskCreation:
                     self.tasks.announce(task), join() if early else nothing()))
                 try:
                     await stores.deps.add(task_id, dependencies, require, task.expires, in_row=True)
-                    found = await self._read_dependencies(task_id, definition)
+                    found = await self._read_dependencies(task_id, definition, accepted)
                 except BaseException as failed:
                     await asyncio.wait([guards])
                     if isinstance(failed, errors.InputError):
@@ -169,11 +169,23 @@ class TaskCreation:
                 return await self.lifecycle.schedule_unblocked(task_id)
         return task
 
-    async def _read_dependencies(self, task_id: str, definition: TaskDefinition) -> dict[str, Task]:
-        """The dependencies (a self-dependency aside), read at once; 400 when one is missing or expires before
-        this task's deadline."""
+    async def _read_dependencies(self, task_id: str, definition: TaskDefinition,
+                                 accepted: tuple[str, ...]) -> dict[str, Task]:
+        """The dependencies (a self-dependency aside) as they stand after the edges were written, all at once;
+        400 when one is missing or expires before this task's deadline. A dependency this process remembers
+        unresolved and not yet flagged is flagged instead of read: the flag's write, conditional on the row
+        remembered, proves it unchanged (a changed one is read), and is the note this task owes it anyway."""
         wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
-        found = {t.task_id: t for t in await self.tasks.load_many(wanted, at_once=IN_ROW)}  # one round trip
+        limit = asyncio.Semaphore(IN_ROW)
+
+        async def one(dependency: str) -> Task | None:
+            async with limit:
+                known = self.tasks.known.get(dependency)
+                if known is not None and known.has_dependents is not True and known.state not in accepted:
+                    return await self.tasks.note_dependent(known, lambda t: t.state in accepted)
+                return await self.tasks.get(dependency)
+
+        found = {t.task_id: t for t in await asyncio.gather(*(one(d) for d in wanted)) if t is not None}
         _refuse_dependencies(wanted, found, definition)
         return found
 

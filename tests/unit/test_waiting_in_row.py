@@ -176,3 +176,35 @@ async def test_fifty_dependents_of_one_build_each_released_once(service: Queue) 
         claimed += [c["status"]["taskId"] for c in fresh]
     assert sorted(claimed) == sorted(tests)
     assert [len((await service.tasks.load(t)).runs) for t in tests] == [1] * 50
+
+
+async def test_a_remembered_dependency_is_flagged_instead_of_read() -> None:
+    """The dependency this process wrote, not yet flagged: its flag's write, conditional on the row remembered,
+    stands for the read; a row changed elsewhere meanwhile makes that write fail, and the dependency is read."""
+    from shared.domain.tasks import TASKS_TABLE
+    from shared.storage.memory import MemoryTables
+
+    class Reads(MemoryTables):
+        reads: list[str] = []
+
+        async def get(self, table: str, partition_key: str, row_key: str, *args: object, **kwargs: object):
+            if table == TASKS_TABLE:
+                self.reads.append(partition_key)
+            return await super().get(table, partition_key, row_key, *args, **kwargs)  # type: ignore[arg-type]
+
+    tables = Reads()
+    service = memory_service(tables=tables)
+    root, definition = await create(service)
+    tq = definition["taskQueueId"]
+    d, _ = await create(service, taskQueueId=tq, dependencies=[root])
+    assert root not in tables.reads and (await service.tasks.load(root)).has_dependents is True
+    assert (await service.tasks.load(d)).waiting == [root]
+    # Changed by another process (claimed there): the remembered row is stale, the flag's write fails, it is read.
+    other, _ = await create(service, taskQueueId=tq)
+    elsewhere = memory_service(tables=tables, queues=service.stores.queues)
+    await claim_all(elsewhere, tq)
+    tables.reads.clear()
+    e, _ = await create(service, taskQueueId=tq, dependencies=[other])
+    assert other in tables.reads
+    assert (await service.tasks.load(other)).has_dependents is True and (await service.tasks.load(e)).waiting == [
+        other]
