@@ -380,6 +380,9 @@ def main() -> int:
                         help="milliseconds the roundtrips scenario adds to each storage call")
     parser.add_argument("--claim-timeout", type=float, default=None,
                         help="QUEUE_CLAIM_TIMEOUT of the embedded host (the expiry scenario waits this long)")
+    parser.add_argument("--events", action="store_true",
+                        help="the embedded host publishes every event to the RabbitMQ on 127.0.0.1:5672 (namespace "
+                        "`bench-lifecycle`: its exchanges are reused by the next run), as a deployment with a bus does")
     parser.add_argument("--in-memory", action="store_true",
                         help="the embedded Azurite keeps its data in memory (`make run --in-memory`); by default on "
                         "disk in a temporary folder, as `make run` does. In memory, Azurite's queue service stops "
@@ -400,6 +403,8 @@ def main() -> int:
         else:
             if args.claim_timeout is not None:
                 os.environ["QUEUE_CLAIM_TIMEOUT"] = str(args.claim_timeout)
+            if args.events:
+                os.environ.update({"QUEUE_EVENT_BUS": "amqp", "QUEUE_PULSE_NAMESPACE": "bench-lifecycle"})
             if "roundtrips" in args.scenarios:
                 if args.scenarios.count(",") > 0:
                     parser.error("run the roundtrips scenario alone: its proxy carries every storage call of the "

@@ -18,7 +18,7 @@ import datetime as dt
 from typing import Any
 
 from shared import timeutil
-from shared.runtime import build_queue
+from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 
@@ -51,12 +51,19 @@ def definition(task_queue: str, group: str) -> dict[str, Any]:
                                                   "source": "https://example.com"}}
 
 
-async def main() -> None:
+async def counted_service() -> tuple[Queue, Counting, Counting]:
+    """A queue on the memory connector whose table and queue calls are counted in one Counter (`counts`)."""
     counts: collections.Counter[str] = collections.Counter()
     settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0)
     tables, queues = Counting(MemoryTables(), "table", counts), Counting(MemoryQueues(), "queue", counts)
     service = build_queue(settings, tables, queues)  # type: ignore[arg-type]
     await service.stores.ready()
+    return service, tables, queues
+
+
+async def main() -> None:
+    service, tables, queues = await counted_service()
+    counts = tables.counts
     group = timeutil.slugid()
     for label, task_group in (("", None),  # a first lifecycle: the worker's records, the empty priority queues
                               ("a task that is its own group (as bench.lifecycle's)", None),
@@ -91,11 +98,8 @@ async def main() -> None:
 async def graph() -> None:
     """A task in a graph: in a group of many, with a dependency (a root it waits for), and a dependent of its own;
     each step's calls, the resolutions after each answer included."""
-    counts: collections.Counter[str] = collections.Counter()
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0)
-    tables, queues = Counting(MemoryTables(), "table", counts), Counting(MemoryQueues(), "queue", counts)
-    service = build_queue(settings, tables, queues)  # type: ignore[arg-type]
-    await service.stores.ready()
+    service, tables, queues = await counted_service()
+    counts = tables.counts
     group = timeutil.slugid()
     await service.creation.create_task(timeutil.slugid(), definition("prov/other", group))  # the group exists
     await service.stores.settled()

@@ -38,10 +38,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from shared import timeutil
+from shared.domain.tasks import TASKS_TABLE
 from shared.storage.base import Entity, TableStore, all_at_once, delete_all, upsert_all
 
 POINT_READ_LIMIT = 16
 IN_ROW = 100  # dependencies a task keeps on its own row (a row each resolution rewrites: a few KiB at most)
+EDGE, EDGE_END = "d:", "d;"  # the RowKeys of the edges kept in their dependency's own `Tasks` partition
+HERE_PAGE, LEGACY_PAGE = "here:", "legacy:"  # continuations of `dependents`
 MARK = "~"  # the marker row's RowKey prefix: "~" sorts after every character of a taskId
 MARKS_REMEMBERED = 10_000  # markers this process wrote, so a fan-out writes its root's once
 REQUIREMENTS_TABLE = "TaskRequirement"
@@ -57,33 +60,30 @@ class Dependent:
     in_row: bool = False  # it keeps what it waits for on its own row (Task.waiting)
 
 
+def edge_here(dependency: str, dependent: str, require: str, count: int, expires: dt.datetime) -> Entity:
+    """The edge a dependent that keeps its waiting list on its row writes in its dependency's `Tasks` partition."""
+    return Entity(dependency, EDGE + dependent, {"require": require, "expires": timeutil.iso(expires), "count": count})
+
+
 class DependencyStore:
     def __init__(self, tables: TableStore) -> None:
         self.tables = tables
         self._marked: OrderedDict[str, None] = OrderedDict()
 
-    async def add(self, task_id: str, dependencies: list[str], require: str, expires: dt.datetime, *,
-                  in_row: bool = False) -> None:
-        """Record the reverse edges of `task_id`'s dependencies and, unless it keeps them `in_row`, its requirement
-        rows and each dependency's marker (in the same partition's transaction as its edge, unless this process
-        wrote it already)."""
+    async def add(self, task_id: str, dependencies: list[str], require: str, expires: dt.datetime) -> None:
+        """Record the reverse edges of `task_id`'s dependencies (with each dependency's marker, in the same
+        partition's transaction, unless this process wrote it already) and its requirement rows: a task with
+        more than IN_ROW dependencies."""
         stored = timeutil.iso(expires)
         unmarked = [dep for dep in dependencies if dep not in self._marked]
         count = len(set(dependencies))
 
         def edge(dep: str) -> Entity:
             data: dict[str, object] = {"require": require, "expires": stored, "count": count}
-            if in_row:
-                data["inRow"] = True
-            elif count <= POINT_READ_LIMIT:
+            if count <= POINT_READ_LIMIT:
                 data["others"] = json.dumps([d for d in dependencies if d != dep])
             return Entity(dep, task_id, data)
 
-        if in_row:
-            # No markers: the dependencies' rows are flagged instead (every one it waits for that is not yet:
-            # TaskRepository.note_dependent). Every partition at once: one round trip.
-            await upsert_all(self.tables, DEPENDENCIES_TABLE, [edge(dep) for dep in dependencies], at_once=IN_ROW)
-            return
         # The two tables at once: both only precede the dependencies' read.
         await all_at_once([
             upsert_all(self.tables, REQUIREMENTS_TABLE, [Entity(task_id, dep, {"expires": stored})
@@ -95,11 +95,15 @@ class DependencyStore:
         while len(self._marked) > MARKS_REMEMBERED:
             self._marked.popitem(last=False)
 
-    async def remove(self, task_id: str, dependencies: list[str], *, in_row: bool = False) -> None:
+    async def remove(self, task_id: str, dependencies: list[str]) -> None:
         """Undo `add` (a createTask that was refused)."""
-        if not in_row:
-            await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
+        await delete_all(self.tables, REQUIREMENTS_TABLE, [(task_id, dep) for dep in dependencies])
         await delete_all(self.tables, DEPENDENCIES_TABLE, [(dep, task_id) for dep in dependencies])
+
+    async def remove_here(self, task_id: str, dependencies: list[str]) -> None:
+        """Delete the edges `task_id` wrote in its dependencies' partitions (a createTask that was refused)."""
+        await delete_all(self.tables, TASKS_TABLE, [(dep, EDGE + task_id) for dep in dependencies],
+                         at_once=IN_ROW)
 
     async def unmark(self, task_ids: list[str]) -> None:
         """Delete the markers of tasks that do not exist (a refused createTask named them)."""
@@ -128,23 +132,45 @@ class DependencyStore:
         """Whether a task (created with `dependentsMarked`) may have dependents: its marker row exists."""
         return await self.tables.get(DEPENDENCIES_TABLE, task_id, MARK + task_id) is not None
 
-    async def dependents(self, task_id: str, *, limit: int,
-                         continuation: str | None) -> tuple[list[Dependent], str | None]:
-        """A page of the tasks that depend on `task_id`."""
+    async def dependents(self, task_id: str, *, limit: int, continuation: str | None, here: bool = False,
+                         legacy: bool = True) -> tuple[list[Dependent], str | None]:
+        """A page of the tasks that depend on `task_id`: those whose edges are `here` (in its own partition),
+        then, when `legacy`, those of TaskDependency. The continuation names the place (one from before the
+        edges here, unmarked, is TaskDependency's)."""
+        found: list[Dependent] = []
+        if continuation is None or continuation.startswith(HERE_PAGE):
+            if continuation is not None or here:
+                page = await self.tables.query(
+                    TASKS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                    {"pk": task_id, "lo": EDGE, "hi": EDGE_END}, limit=limit,
+                    continuation=continuation[len(HERE_PAGE):] if continuation else None)
+                found = [Dependent(e.row_key[len(EDGE):], str(e.data.get("require", "completed")),
+                                   int(e.data.get("count", 0)), None, in_row=True) for e in page.entities]
+                if page.continuation is not None:
+                    return found, HERE_PAGE + page.continuation
+            if not legacy or len(found) >= limit:
+                return found, (LEGACY_PAGE if legacy else None)
+            continuation = None
+        elif continuation.startswith(LEGACY_PAGE):
+            continuation = continuation[len(LEGACY_PAGE):] or None
         page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk and RowKey lt @mark",
-                                       {"pk": task_id, "mark": MARK}, limit=limit, continuation=continuation)
-        return [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)),
-                          json.loads(e.data["others"]) if e.data.get("others") is not None else None,
-                          bool(e.data.get("inRow", False)))
-                for e in page.entities], page.continuation
+                                       {"pk": task_id, "mark": MARK}, limit=limit - len(found),
+                                       continuation=continuation)
+        found += [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)),
+                            json.loads(e.data["others"]) if e.data.get("others") is not None else None,
+                            bool(e.data.get("inRow", False)))
+                  for e in page.entities]
+        return found, None if page.continuation is None else LEGACY_PAGE + page.continuation
 
     async def forget_task(self, task_id: str) -> None:
         """Delete every edge row kept under `task_id`'s own partitions (task expiry)."""
-        for table in (REQUIREMENTS_TABLE, DEPENDENCIES_TABLE):
+        for table, where in ((REQUIREMENTS_TABLE, ""), (DEPENDENCIES_TABLE, ""),
+                             (TASKS_TABLE, " and RowKey ge @lo and RowKey lt @hi")):
             token: str | None = None
             while True:
-                page = await self.tables.query(table, "PartitionKey eq @pk", {"pk": task_id}, limit=1000,
-                                               continuation=token)
+                page = await self.tables.query(table, "PartitionKey eq @pk" + where,
+                                               {"pk": task_id, "lo": EDGE, "hi": EDGE_END} if where else
+                                               {"pk": task_id}, limit=1000, continuation=token)
                 await delete_all(self.tables, table, [(e.partition_key, e.row_key) for e in page.entities])
                 token = page.continuation
                 if token is None:

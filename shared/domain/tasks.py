@@ -172,6 +172,9 @@ class Task:
     # ETag it read, after its edge is written): False means none, and its resolution skips the dependents
     # lookup. None: a row written before the flag existed (its marker row tells).
     has_dependents: bool | None = None
+    # Tasks that keep their waiting list on their row have their edges here, in this task's partition
+    # (shared/operations/edges.py): set with the first such edge, its resolution then lists them.
+    dependents_here: bool = False
     # The dependencies it still waits for, kept on its own row (shared/domain/dependencies.py: at most IN_ROW
     # dependencies); None: its requirement rows tell (a longer list, or a row written before this field).
     waiting: list[str] | None = None
@@ -241,6 +244,7 @@ class Task:
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             "dependentsMarked": self.dependents_marked,
             **({} if self.has_dependents is None else {"hasDependents": self.has_dependents}),
+            **({"dependentsHere": True} if self.dependents_here else {}),
             **({} if self.waiting is None else {"waiting": json.dumps(self.waiting, separators=(",", ":"))}),
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
@@ -261,6 +265,7 @@ class Task:
             checks=json.loads(data.get("checks") or "{}"),
             dependents_marked=bool(data.get("dependentsMarked", False)),
             has_dependents=None if data.get("hasDependents") is None else bool(data["hasDependents"]),
+            dependents_here=bool(data.get("dependentsHere", False)),
             waiting=None if data.get("waiting") is None else list(json.loads(data["waiting"])),
         )
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
+from shared.domain.dependencies import REQUIREMENTS_TABLE
 from shared.domain.eventrows import Stream
 from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
@@ -129,11 +129,10 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settle
         accepted = task.state == "completed"
         token = None
         while True:
-            page_ = await stores.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk", {"pk": task_id},
-                                               limit=1000, continuation=token)
-            for edge in page_.entities:
-                dependent = by_id.get(edge.row_key)
-                if dependent is None or (edge.data.get("require") == "completed" and not accepted):
+            edges, token = await stores.deps.dependents(task_id, limit=1000, continuation=token, here=True)
+            for edge in edges:
+                dependent = by_id.get(edge.task_id)
+                if dependent is None or (edge.require == "completed" and not accepted):
                     continue
                 if dependent.runs:
                     continue
@@ -150,7 +149,6 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settle
                 elif not await stores.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:
                     found.append(Violation("dependents-released", dependent.task_id,
                                            "waits for nothing but has no run"))
-            token = page_.continuation
             if token is None:
                 break
     return found

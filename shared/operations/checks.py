@@ -98,7 +98,7 @@ class Checks:
             group = await stores.groups.get(group_id)
             if group is not None:
                 await stores.events.ensure_dispatched(Stream(GROUP_STREAMS, group_id), group.event_seq)
-                if (group.sole == task.task_id and task.has_dependents is False
+                if (group.sole == task.task_id and task.has_dependents is False and not task.dependents_here
                         and not await stores.groups.is_active(group_id, task.task_id)):
                     return
         resolved = task.runs[run_id].resolved or stores.now()

@@ -1,15 +1,16 @@
 """createTask: a definition checked, normalized and written with everything that must precede it.
 
 Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, a long list of
-dependencies); then, for a task with dependencies, its edges together with the rows and messages a refusal leaves
-harmlessly (the deadline and expiry index rows, the dispatch request), the dependencies read (refused if missing),
-the group membership (a phantom member would hold its group unresolved); for a task without, the deadline row,
-the pending hint, the group membership, the expiry row and the dispatch request at once; then the task (with a new
-group named after it, in the task's transaction: shared/domain/groups.py). A task whose dependencies are all
-satisfied is scheduled last, by whoever sees it unblocked first (this request, or the resolution of its last
-dependency). Round trips one after another for a task with a few dependencies: 5 (the edges and index rows; the
-dependencies' read; the group membership, with the notes to dependencies that learn of a first dependent; the
-task; the requirement rows of those satisfied and of the others, deleted and read at once).
+dependencies); then what must precede the task, at once where it can: for a task without dependencies, the
+deadline row, the pending hint, the group membership, the expiry row and the dispatch request; for one with at
+most IN_ROW, its edges, each in one transaction that proves its dependency's state (shared/operations/edges.py),
+beside the index rows, the dispatch request and an existing group's membership; then the task, waiting for the
+dependencies not yet satisfied (shared/domain/dependencies.py). Round trips one after another: 2 without
+dependencies, 2 with (3 when a dependency is not remembered here and is read first; 3 when all are satisfied
+already: the pending hint goes before the task). A longer list keeps Taskcluster's requirement rows: edges and
+index rows, the dependencies' read, the group membership with the notes to the dependencies, the task, then its
+requirements read (whoever sees it unblocked first, this request or the resolution of its last dependency,
+schedules it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from shared.domain.tasks import (
     TaskDefinition,
     definition_size,
 )
+from shared.operations.edges import DependencyEdges
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, all_of, nothing
 from shared.operations.resolution import leave_group
@@ -45,6 +47,7 @@ class TaskCreation:
     def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
         self.tasks, self.lifecycle = tasks, lifecycle
         self.stores = tasks.stores
+        self.edges = DependencyEdges(tasks)
 
     async def create_task(self, task_id: str, body: dict[str, Any]) -> Task:
         """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
@@ -77,8 +80,9 @@ class TaskCreation:
                         if sole is None else nothing())
 
             if in_row:
-                # The edges, then the dependencies read (a dependency that resolves after the read finds this task).
-                # Beside both, what only has to precede the task's write: the index rows, the dispatch request and
+                # The edges, each in one transaction with its dependency's flag, conditional on the row remembered
+                # or read (shared/operations/edges.py): the dependency's state as of its edge, in one round trip.
+                # Beside them, what only has to precede the task's write: the index rows, the dispatch request and
                 # an existing group's membership, rows many requests write together (shared/storage/grouped.py),
                 # whose waits for one another's writes then add no round trip (a refusal leaves them; a new group is
                 # joined once the dependencies are found, so that a refused task never makes one).
@@ -87,12 +91,12 @@ class TaskCreation:
                     stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
                     self.tasks.announce(task), join() if early else nothing()))
                 try:
-                    await stores.deps.add(task_id, dependencies, require, task.expires, in_row=True)
-                    found = await self._read_dependencies(task_id, definition, accepted)
+                    found = await self.edges.attach(task_id, dependencies, require, task.expires)
+                    _refuse_dependencies([d for d in dependencies if d != task_id], found, definition)
                 except BaseException as failed:
                     await asyncio.wait([guards])
                     if isinstance(failed, errors.InputError):
-                        await self._undo(task_id, dependencies, group_id if early else None)
+                        await self._undo(task_id, list(found), group_id if early else None)
                     raise
                 _, _, announced, _ = await guards
                 # What it waits for (a self-dependency included: only scheduleTask releases that).
@@ -106,11 +110,7 @@ class TaskCreation:
                     task.runs[0].hint_id = hint_id
                 elif not early:
                     await join()
-                # The task, and the notes to the dependencies it waits for that learn of a first dependent, at
-                # once: a note refused by a resolution written since the read comes back as satisfied late.
-                written, late = await all_of(
-                    self.tasks.write(task, insert=True, announced=announced, group=sole),
-                    self._note([found[d] for d in task.waiting if d in found], accepted))
+                written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
             elif dependencies:
                 checked = (await self._precheck_dependencies(task_id, definition)
                            if len(dependencies) > POINT_READ_LIMIT else None)
@@ -153,10 +153,9 @@ class TaskCreation:
             if not dependencies or existing.runs:
                 return existing
             task = existing  # a retry of a createTask that died after its write: finish what it left undone
-            if task.waiting is not None:
-                waited = await self.tasks.load_many(d for d in task.waiting if d != task_id)
-                late = [t.task_id for t in waited if t.state in accepted]
-                late += await self._note([t for t in waited if t.state not in accepted], accepted)
+            if task.waiting is not None:  # its edges again (it may have died before them), proving their states
+                proven = await self.edges.attach(task_id, task.waiting, require, task.expires)
+                late = [d for d, t in proven.items() if t.state in accepted]
         if task.waiting is not None:
             return await self.lifecycle.release(task_id, late) if late else task
         if dependencies:
@@ -169,53 +168,18 @@ class TaskCreation:
                 return await self.lifecycle.schedule_unblocked(task_id)
         return task
 
-    async def _read_dependencies(self, task_id: str, definition: TaskDefinition,
-                                 accepted: tuple[str, ...]) -> dict[str, Task]:
-        """The dependencies (a self-dependency aside) as they stand after the edges were written, all at once;
-        400 when one is missing or expires before this task's deadline. A dependency this process remembers
-        unresolved and not yet flagged is flagged instead of read: the flag's write, conditional on the row
-        remembered, proves it unchanged (a changed one is read), and is the note this task owes it anyway."""
-        wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
-        limit = asyncio.Semaphore(IN_ROW)
-
-        async def one(dependency: str) -> Task | None:
-            async with limit:
-                known = self.tasks.known.get(dependency)
-                if known is not None and known.has_dependents is not True and known.state not in accepted:
-                    return await self.tasks.note_dependent(known, lambda t: t.state in accepted)
-                return await self.tasks.get(dependency)
-
-        found = {t.task_id: t for t in await asyncio.gather(*(one(d) for d in wanted)) if t is not None}
-        _refuse_dependencies(wanted, found, definition)
-        return found
-
     async def _undo(self, task_id: str, dependencies: list[str], joined: str | None) -> None:
-        """What a refused createTask with dependencies kept on its row wrote before it was refused: its edges and
-        its place in the group `joined` (leaving it as a resolved member does, so that a group it held open is
-        announced resolved)."""
+        """What a refused createTask with dependencies kept on its row wrote before it was refused: its edges in
+        `dependencies` (those that exist) and its place in the group `joined` (leaving it as a resolved member
+        does, so that a group it held open is announced resolved)."""
         stores = self.stores
 
         async def leave(task_group_id: str) -> None:
             await leave_group(stores, task_group_id, task_id)
             await stores.groups.forget_member(task_group_id, task_id)
 
-        await all_of(stores.deps.remove(task_id, dependencies, in_row=True),
+        await all_of(stores.deps.remove_here(task_id, dependencies),
                      leave(joined) if joined is not None else nothing())
-
-    async def _note(self, dependencies: list[Task], accepted: tuple[str, ...]) -> list[str]:
-        """Tell each of `dependencies` not yet flagged as having dependents that it has one now (its resolution
-        then looks for them), conditional on the row read; those found resolved as `accepted` instead (since they
-        were read: this task need not wait for them). A dependency gone meanwhile stays waited for (its deadline
-        ends it)."""
-        limit = asyncio.Semaphore(IN_ROW)
-
-        async def note(dependency: Task) -> str | None:
-            async with limit:
-                noted = await self.tasks.note_dependent(dependency, lambda t: t.state in accepted)
-            return dependency.task_id if noted is not None and noted.state in accepted else None
-
-        done = await asyncio.gather(*(note(t) for t in dependencies if t.has_dependents is not True))
-        return [d for d in done if d is not None]
 
     async def _check_dependencies(self, task_id: str, definition: TaskDefinition,
                                   checked: dict[str, Task] | None = None,

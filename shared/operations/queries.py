@@ -62,9 +62,10 @@ class Queries:
     async def dependents(self, task_id: str, *, limit: int,
                          continuation: str | None) -> tuple[list[Task], str | None]:
         """listDependentTasks: a page of the tasks that depend on `task_id` (404 when it does not exist)."""
-        await self.task(task_id)
+        task = await self.task(task_id)
         dependents, token = await self.stores.deps.dependents(task_id, limit=min(limit, MAX_PAGE),
-                                                              continuation=continuation)
+                                                              continuation=continuation, here=task.dependents_here,
+                                                              legacy=task.has_dependents is not False)
         return await self.tasks.load_many(d.task_id for d in dependents), token
 
     async def task_events(self, task_id: str, *, limit: int,

@@ -348,7 +348,8 @@ class TaskRepository:
         resolution, to be written in the task's own transaction, which then leaves nothing for a resolution
         message to do (its dependents and its group are what that resolves). None otherwise, or when an earlier
         try of this change already put that message (its handler would resolve the group a second time)."""
-        if (task.has_dependents is not False or task.definition["taskGroupId"] != task.task_id or guards.group_failed
+        if (task.has_dependents is not False or task.dependents_here
+                or task.definition["taskGroupId"] != task.task_id or guards.group_failed
                 or guards.resolution_message(task.last_run_id) is not None
                 or any(run.reason_created == "rerun" for run in task.runs)):  # it left the group's active set before
             return None

@@ -76,13 +76,16 @@ class Resolution:
         if resolution is None:
             await group_step
             return "task-gone"
-        if check.continuation is None and task is not None and (task.has_dependents is False or (
+        assert task is not None
+        legacy = task.has_dependents is not False  # TaskDependency edges (requirement rows, or older rows)
+        if check.continuation is None and not task.dependents_here and (not legacy or (
                 task.has_dependents is None and task.dependents_marked
                 and not await stores.deps.has_dependents(check.taskId))):
             await group_step
             return "resolved"  # nothing depends on it (its row says so, or no marker): no partition query
         dependents, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
-                                                         continuation=check.continuation)
+                                                         continuation=check.continuation,
+                                                         here=task.dependents_here, legacy=legacy)
         if token is not None:
             await stores.queues.put(RESOLVED_QUEUE, replace(check, continuation=token).encode())
         limit = asyncio.Semaphore(LOAD_CONCURRENCY)

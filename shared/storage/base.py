@@ -185,8 +185,10 @@ async def query_all(tables: TableStore, table: str, filter: str, parameters: dic
     return [entity async for entity in each_entity(tables, table, filter, parameters)]
 
 
-async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]) -> None:
-    """Delete many entities that may or may not exist (a batch where it can, one by one where it cannot)."""
+async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]], *,
+                     at_once: int = PARTITIONS_AT_ONCE) -> None:
+    """Delete many entities that may or may not exist (a batch where it can, one by one where it cannot), `at_once`
+    partitions at the same time."""
     by_partition: dict[str, list[str]] = {}
     for pk, rk in keys:
         by_partition.setdefault(pk, []).append(rk)
@@ -201,7 +203,7 @@ async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]
                 for rk in chunk:  # some were gone already
                     await tables.delete(table, pk, rk)
 
-    await _each_partition([partition(pk, rks) for pk, rks in by_partition.items()])
+    await _each_partition([partition(pk, rks) for pk, rks in by_partition.items()], at_once)
 
 
 _KEY_UNSAFE = {"/": "%2F", "\\": "%5C", "#": "%23", "?": "%3F", "%": "%25"}

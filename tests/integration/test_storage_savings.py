@@ -322,7 +322,8 @@ def test_the_resolving_process_unblocks_dependents_and_deletes_the_hidden_resolu
 
 
 def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_again(azurite):
-    """On Azurite: a dependent created through another process flags the root's row (merge on its ETag); the
+    """On Azurite: a dependent created through another process flags the root's row (merge on its ETag, with its
+    edge); the
     first process resolves the root from the row it remembers, fails on the ETag, decides again on the flagged
     row, and its resolution (here, in its own process after the answer) unblocks the dependent."""
     async def go():
@@ -330,11 +331,11 @@ def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_aga
         try:
             root = await create(one)
             assert isinstance(await one.claims.claim(root, 0, "g", "w"), Claim)
-            assert one.tasks.known.get(root).has_dependents is False
+            assert one.tasks.known.get(root).dependents_here is False
             definition = task_definition(dependencies=[root])
             dependent = slugid()
             await other.creation.create_task(dependent, dict(definition, **_defaults(definition)))
-            assert (await other.tasks.get(root)).has_dependents is True
+            assert (await other.tasks.get(root)).dependents_here is True
             await one.lifecycle.resolve(root, 0, "completed", "completed")
             await one.stores.settled()
             assert (await other.tasks.get(dependent)).state == "pending"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared import errors
-from shared.domain.dependencies import DEPENDENCIES_TABLE, MARK, REQUIREMENTS_TABLE
+from shared.domain.dependencies import DEPENDENCIES_TABLE, EDGE, MARK, REQUIREMENTS_TABLE
 from shared.domain.messages import ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.runtime import Queue
@@ -28,7 +28,9 @@ class CountingTables(MemoryTables):
         self.dependents_reads = 0
 
     async def query(self, table: str, *args: Any, **kwargs: Any) -> Any:
-        self.dependents_queries += table == DEPENDENCIES_TABLE
+        parameters = args[1] if len(args) > 1 else kwargs.get("parameters") or {}
+        # TaskDependency's, or the edges kept in the dependency's own partition
+        self.dependents_queries += table == DEPENDENCIES_TABLE or parameters.get("lo") == EDGE
         return await super().query(table, *args, **kwargs)
 
     async def get(self, table: str, *args: Any, **kwargs: Any) -> Any:
@@ -85,7 +87,7 @@ async def test_a_task_with_dependents_unblocks_them(service: Queue, tables: Coun
                   for _ in range(3)]
     # Dependents that keep their list on their row flag the root and write no marker.
     assert await service.stores.tables.get(DEPENDENCIES_TABLE, root, MARK + root) is None
-    assert (await service.tasks.load(root)).has_dependents is True
+    assert (await service.tasks.load(root)).dependents_here is True
     tables.dependents_reads = 0  # the marker's read just above
     assert await complete(service, root) == ["resolved"]
     assert (tables.dependents_queries, tables.dependents_reads) == (1, 0)
@@ -111,8 +113,9 @@ async def test_a_task_created_before_markers_still_has_its_dependents_found(serv
 
 async def test_a_row_written_before_the_flag_is_flagged_by_a_new_dependent(service: Queue,
                                                                          tables: CountingTables) -> None:
-    """A dependency whose row has no flag (written before it existed, its dependents told by markers) gets one
-    from a dependent that writes no marker: its resolution then looks for its dependents."""
+    """A dependency whose row has no flag (written before it existed, its dependents told by markers) gets the
+    flag of the edges kept in its partition from a dependent that writes no marker: its resolution then looks
+    for its dependents there (and in TaskDependency, where older ones are)."""
     root, definition = await create(service)
     entity = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
     assert entity is not None
@@ -120,7 +123,7 @@ async def test_a_row_written_before_the_flag_is_flagged_by_a_new_dependent(servi
         root, task_row(root), {k: v for k, v in entity.data.items() if k != "hasDependents"}, entity.etag))
     service.tasks.known.forget(root)
     dependent, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
-    assert (await service.tasks.load(root)).has_dependents is True
+    assert (await service.tasks.load(root)).dependents_here is True
     assert await service.stores.tables.get(DEPENDENCIES_TABLE, root, MARK + root) is None
     assert await complete(service, root) == ["resolved"]
     assert (await service.tasks.load(dependent)).state == "pending"
@@ -176,7 +179,7 @@ async def test_a_dependency_that_failed_is_flagged_so_its_rerun_unblocks_the_dep
         await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
         await service.stores.queues.delete(queue, message)
     dependent, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
-    assert (await service.tasks.load(root)).has_dependents is True
+    assert (await service.tasks.load(root)).dependents_here is True
     assert (await service.tasks.load(dependent)).state == "unscheduled"
     await service.lifecycle.rerun_task(root)
     assert await complete_run(service, root, 1) == ["resolved"]

@@ -144,7 +144,7 @@ async def test_a_refused_task_leaves_its_group_and_the_group_still_resolves(serv
         await service.creation.create_task(refused, dict(body, **_defaults(body)))
     assert await service.stores.groups.all_members(group) == [a]
     assert not await service.stores.groups.is_active(group, refused)
-    assert await service.stores.deps.dependents(a, limit=10, continuation=None) == ([], None)
+    assert await service.stores.deps.dependents(a, limit=10, continuation=None, here=True) == ([], None)
     await complete(service, tq, a)
     assert await service.stores.groups.is_active(group, a) is False
     recorded, _ = await service.groups.events(group, limit=100, continuation=None)
@@ -178,33 +178,45 @@ async def test_fifty_dependents_of_one_build_each_released_once(service: Queue) 
     assert [len((await service.tasks.load(t)).runs) for t in tests] == [1] * 50
 
 
-async def test_a_remembered_dependency_is_flagged_instead_of_read() -> None:
-    """The dependency this process wrote, not yet flagged: its flag's write, conditional on the row remembered,
-    stands for the read; a row changed elsewhere meanwhile makes that write fail, and the dependency is read."""
+async def test_a_remembered_dependency_is_proven_by_its_edge_not_read() -> None:
+    """The dependency this process remembers: its edge goes in one transaction with its flag, conditional on the
+    row remembered, which stands for the read; a row changed elsewhere meanwhile fails that transaction, and the
+    dependency is read. The edges of one dependency that come together share a transaction."""
     from shared.domain.tasks import TASKS_TABLE
     from shared.storage.memory import MemoryTables
 
-    class Reads(MemoryTables):
+    class Calls(MemoryTables):
         reads: list[str] = []
+        transactions: list[str] = []
 
         async def get(self, table: str, partition_key: str, row_key: str, *args: object, **kwargs: object):
             if table == TASKS_TABLE:
                 self.reads.append(partition_key)
             return await super().get(table, partition_key, row_key, *args, **kwargs)  # type: ignore[arg-type]
 
-    tables = Reads()
+        async def commit(self, table: str, ops: list):  # type: ignore[override]
+            self.transactions.append(ops[0].entity.partition_key)
+            return await super().commit(table, ops)
+
+    tables = Calls()
     service = memory_service(tables=tables)
     root, definition = await create(service)
     tq = definition["taskQueueId"]
     d, _ = await create(service, taskQueueId=tq, dependencies=[root])
-    assert root not in tables.reads and (await service.tasks.load(root)).has_dependents is True
+    assert root not in tables.reads and (await service.tasks.load(root)).dependents_here is True
     assert (await service.tasks.load(d)).waiting == [root]
-    # Changed by another process (claimed there): the remembered row is stale, the flag's write fails, it is read.
+    tables.transactions.clear()
+    import asyncio
+    together = await asyncio.gather(*(create(service, taskQueueId=tq, dependencies=[root]) for _ in range(20)))
+    assert 1 <= tables.transactions.count(root) <= 2  # the first alone, those that came meanwhile together
+    # Changed by another process (claimed there): the remembered row is stale, the transaction fails, it is read.
     other, _ = await create(service, taskQueueId=tq)
     elsewhere = memory_service(tables=tables, queues=service.stores.queues)
     await claim_all(elsewhere, tq)
     tables.reads.clear()
     e, _ = await create(service, taskQueueId=tq, dependencies=[other])
     assert other in tables.reads
-    assert (await service.tasks.load(other)).has_dependents is True and (await service.tasks.load(e)).waiting == [
+    assert (await service.tasks.load(other)).dependents_here is True and (await service.tasks.load(e)).waiting == [
         other]
+    listed, _ = await service.stores.deps.dependents(root, limit=100, continuation=None, here=True, legacy=False)
+    assert sorted(t.task_id for t in listed) == sorted([d, *(t for t, _ in together)])
