@@ -1,32 +1,37 @@
 """Dependency edges, and what a task still waits for.
 
-- A task with at most IN_ROW dependencies keeps the ones it still waits for on its own row (Task.waiting): its
-  createTask writes the list with the task, without what was already satisfied when it read its dependencies;
-  each dependency's resolution takes itself out of the list, conditional on the row's ETag, and the write that
-  empties it schedules the task. No requirement rows: the edges below are all it writes elsewhere.
-- A task with more keeps Taskcluster's requirement rows, so that no single row is rewritten by thousands of
-  resolutions:
+A task with at most IN_ROW dependencies (nearly every task of a CI graph):
+- keeps the ones it still waits for on its own row (Task.waiting): its createTask writes the list with the task,
+  without what was already satisfied; each dependency's resolution takes itself out of the list, conditional on
+  the row's ETag, and the write that empties it schedules the task;
+- writes each edge in its dependency's own `Tasks` partition (RowKey `d:<dependent>`: `require`, `count`,
+  `expires`), in one transaction with the dependency's `dependentsHere` flag, conditional on the dependency's row
+  (shared/operations/edges.py): the dependency's state as of the edge, without a read; a resolution lists the
+  edges of a row with the flag.
+
+A task with more keeps Taskcluster's requirement rows, so that no single row is rewritten by thousands of
+resolutions:
 - TaskRequirement: PartitionKey = the waiting task, RowKey = a task it still waits for. The task is blocked
   while its partition has a row; all of one task's rows share a partition, so they are written in batches.
-- TaskDependency (both kinds): PartitionKey = the required task, RowKey = a task that depends on it, with `require`
+- TaskDependency: PartitionKey = the required task, RowKey = a task that depends on it, with `require`
   (`completed` or `resolved`) and `count` (how many tasks that dependent waits for): the reverse edges that
-  resolution follows, and what listDependentTasks lists; `inRow` when the dependent keeps its list on its row.
-  A dependent with requirement rows and `count` 1 is unblocked by this one
-  resolution without reading its requirements (the common fan-out), which saves two calls per dependent. With
-  at most POINT_READ_LIMIT dependencies the row also lists the dependent's `others`, whose requirement rows are
-  then checked by point reads: a partition query costs a scan of the whole table on Azurite.
-
-- The required task's own row says whether it has dependents (`hasDependents`, Task.has_dependents): a
+  resolution follows, and what listDependentTasks lists (`inRow` on edges of dependents that kept their list on
+  their row before their edges moved to the dependency's partition). A dependent with `count` 1 is unblocked by
+  this one resolution without reading its requirements (the common fan-out). With at most POINT_READ_LIMIT
+  dependencies the row also lists the dependent's `others`, whose requirement rows are then checked by point
+  reads.
+- The required task's own row says whether it has such dependents (`hasDependents`, Task.has_dependents): a
   dependent's createTask sets it after writing its edge, conditional on the ETag it read
   (TaskRepository.note_dependent), so a resolution either sees the flag or failed the flag's write (and the
-  dependent sees the resolution). A resolution of a row whose flag is false skips the dependents lookup: most
-  tasks have no dependents, and on Azurite that query scans the whole table.
+  dependent sees the resolution). A resolution of a row whose flags are both false skips the dependents lookup:
+  most tasks of a lone lifecycle have no dependents.
 - TaskDependency also holds, in the required task's partition, a marker row (RowKey `~<taskId>`, after every
   taskId) written in one transaction with its first edge: what a resolution reads instead for rows written
   before the flag existed. Only for tasks created with the `dependentsMarked` flag: an older task's dependents
   may have no marker.
 
-Deleting a requirement is idempotent, so duplicated or re-delivered resolution messages are harmless.
+Deleting a requirement, or taking a dependency out of a list that no longer holds it, is idempotent, so
+duplicated or re-delivered resolution messages are harmless.
 """
 
 from __future__ import annotations
