@@ -4,7 +4,8 @@
     .venv/bin/python -m bench.lifecycle --root-url URL ...     # or uses TASKCLUSTER_* credentials
 
 Scenarios (one line of figures each): `create` (8 threads creating tasks), `lifecycle` (8 threads creating,
-8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `fanout<N>` (N dependents of
+8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `indexed` (the lifecycle of
+tasks each with an `index.` route, indexed as it completes: docs/index.md), `fanout<N>` (N dependents of
 one task: how long after the root resolved they were pending, by the server's timestamps), `graph<N>` (a layered
 graph run to completion), `push<N>` (a CI push submitted by taskgraph's own create_tasks and drained by worker
 pools per kind: bench/push.py), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was
@@ -195,14 +196,23 @@ def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads
 
 
 def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, threads: int,
-                       mark: Callable[[], None] = lambda: None) -> str:
+                       mark: Callable[[], None] = lambda: None, *, indexed: bool = False) -> str:
+    """`indexed`: each task has an `index.` route of its own path (as a push's revision routes: a new entry,
+    in namespaces the tasks share), indexed when it completes."""
     timer = Timer()
-    tq = f"bench/life-{uuid.uuid4().hex[:8]}"
+    run = uuid.uuid4().hex[:8]
+    tq = f"bench/life-{run}"
+
+    def task(n: int) -> dict[str, Any]:
+        if not indexed:
+            return definition(tq)
+        return {**definition(tq), "routes": [f"index.bench.v2.run-{run}.revision.r{n}.linux64-opt"],
+                "extra": {"index": {"rank": n}}}
 
     def creator(i: int) -> None:
         queue = client()
-        for _ in range(i, tasks, threads):
-            timer.call("createTask", queue.createTask, timeutil.slugid(), definition(tq))
+        for n in range(i, tasks, threads):
+            timer.call("createTask", queue.createTask, timeutil.slugid(), task(n))
 
     started = time.perf_counter()
     workers = Workers(client, tq, threads, tasks, per_claim=4, timer=timer)
@@ -211,7 +221,8 @@ def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, thre
     elapsed = time.perf_counter() - started
     mark()  # the calls and CPU of the lifecycles, not of the workers' idle long-polls until they stop
     workers.join()
-    return (f"lifecycle: {tasks} tasks created, claimed and completed in {elapsed:.1f} s = "
+    return (f"lifecycle{' (each task indexed at a route)' if indexed else ''}: {tasks} tasks created, claimed "
+            f"and completed in {elapsed:.1f} s = "
             f"{tasks / elapsed:.0f} tasks/s; p50 createTask {timer.p50('createTask'):.0f} ms, claimWork "
             f"{timer.p50('claimWork'):.0f} ms, reportCompleted {timer.p50('reportCompleted'):.0f} ms; "
             f"{claimed_line(workers.claims, workers.per_claim)}")
@@ -374,7 +385,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scenarios", default="create,lifecycle,fanout300,fanout1000",
-                        help="comma-separated: create, lifecycle, fanout<N>, graph<N>, push<N>, expiry<N>, "
+                        help="comma-separated: create, lifecycle, indexed, fanout<N>, graph<N>, push<N>, expiry<N>, "
                         "roundtrips<N>")
     parser.add_argument("--storage-delay", type=float, default=20.0,
                         help="milliseconds the roundtrips scenario adds to each storage call")
@@ -428,8 +439,8 @@ def main() -> int:
                 marked.append((settled_calls(storage_calls, calls_before), cpu_seconds(watched)))
             if scenario == "create":
                 line = scenario_create(client, args.tasks, args.threads)
-            elif scenario == "lifecycle":
-                line = scenario_lifecycle(client, args.tasks, args.threads, mark)
+            elif scenario in ("lifecycle", "indexed"):
+                line = scenario_lifecycle(client, args.tasks, args.threads, mark, indexed=scenario == "indexed")
             elif scenario.startswith("graph"):
                 tasks = int(scenario[5:] or 10000)
                 line = scenario_graph(client, tasks, args.threads)

@@ -108,6 +108,13 @@ async def expire_worker_info(timer: func.TimerRequest) -> None:
     log.info("expiry: %d worker info entries deleted", deleted)
 
 
+@bp.function_name("expire_index")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_index(timer: func.TimerRequest) -> None:
+    deleted = await get_queue().index.expire_due()
+    log.info("expiry: %d index entries and namespaces deleted", deleted)
+
+
 @bp.function_name("reconcile")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_RECONCILE_SCHEDULE%")
 async def reconcile(timer: func.TimerRequest) -> None:

@@ -24,6 +24,7 @@ POINTS = frozenset({
     "check-claim",  # a claim check is about to be handled
     "check-deadline",  # a deadline check is about to be handled
     "resolve-dependencies",  # a resolution message is about to be handled
+    "before-indexing",  # a completed task's index routes are about to be written
 })
 
 _exits: frozenset[str] = frozenset()

@@ -23,6 +23,7 @@ from shared.operations.claims import Claims
 from shared.operations.creation import TaskCreation
 from shared.operations.expiry import Expiry
 from shared.operations.groups import TaskGroups
+from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.objects import Objects
 from shared.operations.polling import Polling
@@ -56,6 +57,7 @@ class Queue:
     polling: Polling
     expiry: Expiry
     reconciler: Reconciler
+    index: TaskIndex
 
     @property
     def settings(self) -> Settings:
@@ -72,13 +74,14 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     lifecycle = Lifecycle(tasks)
     claims = Claims(tasks)
     checks = Checks(tasks)
-    resolution = Resolution(tasks, lifecycle)
+    index = TaskIndex(stores)
+    resolution = Resolution(tasks, lifecycle, index)
     tasks.resolver = resolution.resolve_dependencies  # a task's resolver resolves its dependents after answering
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
                  TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts), objects,
-                 Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution))
+                 Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution), index)
 
 
 @functools.cache

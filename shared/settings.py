@@ -22,6 +22,7 @@ ENV_PREFIX = "QUEUE_"
 DEFAULT_ANONYMOUS_SCOPES = (
     "queue:get-task:*", "queue:status:*", "queue:list-task-group:*", "queue:list-dependent-tasks:*",
     "queue:get-artifact:public/*", "queue:list-artifacts:*",
+    "index:find-task:*", "index:list-namespaces:*", "index:list-tasks:*",  # the Index's reads, as Taskcluster's
 )
 
 

@@ -27,6 +27,7 @@ SCHEMA_DIR = Path(__file__).parent / "schemas" / "queue"
 EXT_DIR = Path(__file__).parent / "schemas" / "ext"
 OBJECT_DIR = Path(__file__).parent / "schemas" / "object" / "v1"
 AUTH_DIR = Path(__file__).parent / "schemas" / "auth" / "v1"
+INDEX_DIR = Path(__file__).parent / "schemas" / "index" / "v1"
 ROOT = "https://tc-azure-queue.invalid/schemas/"  # served at <rootUrl>/schemas/ (shared/api/discovery.py)
 BASE = ROOT + "queue/v1/"
 MAX_REPORTED_ERRORS = 10
@@ -57,11 +58,13 @@ def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
     schemas: dict[str, dict[str, Any]] = {}
     registry: Registry = Registry()
     # queue: the official schemas (v1) and this service's own additions (ext), by their names; the Object
-    # service's and the Auth service's, written for this project, as `object/<name>` and `auth/<name>`.
+    # service's and the Auth service's, written for this project, as `object/<name>` and `auth/<name>`; the
+    # Index's, the official ones (their constants are the queue's slugid pattern), as `index/<name>`.
     files = [*((p, p.stem, BASE) for p in sorted((SCHEMA_DIR / "v1").glob("*.yml"))),
              *((p, p.stem, BASE) for p in sorted(EXT_DIR.glob("*.yml"))),
              *((p, f"object/{p.stem}", ROOT + "object/v1/") for p in sorted(OBJECT_DIR.glob("*.yml"))),
-             *((p, f"auth/{p.stem}", ROOT + "auth/v1/") for p in sorted(AUTH_DIR.glob("*.yml")))]
+             *((p, f"auth/{p.stem}", ROOT + "auth/v1/") for p in sorted(AUTH_DIR.glob("*.yml"))),
+             *((p, f"index/{p.stem}", ROOT + "index/v1/") for p in sorted(INDEX_DIR.glob("*.yml")))]
     for path, name, base in files:
         schema = _expand_consts(yaml.safe_load(path.read_text()), constants)
         schema.pop("$schema", None)  # a pointer to draft-06, which is what we validate with

@@ -1,4 +1,4 @@
-"""The ASGI app serving every API route (the Queue, the Object service, the Auth service's currentScopes), the
+"""The ASGI app serving every API route (the Queue, the Object service, the Auth service's, the Index), the
 discovery documents and the web inspector, for
 `func.AsgiFunctionApp` in Azure and uvicorn locally."""
 
@@ -14,13 +14,14 @@ from shared import telemetry
 from shared.api.auth_v1 import api as auth_v1
 from shared.api.discovery import Discovery
 from shared.api.framework import ApiApp
+from shared.api.index_v1 import api as index_v1
 from shared.api.inspector import Inspector
 from shared.api.object_v1 import api as object_v1
 from shared.api.queue_v1 import api as queue_v1
 from shared.runtime import get_authenticator, get_queue
 from shared.settings import get_settings
 
-APIS = [queue_v1, object_v1, auth_v1]
+APIS = [queue_v1, object_v1, auth_v1, index_v1]
 
 
 def create_asgi_app() -> Any:

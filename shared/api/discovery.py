@@ -45,6 +45,10 @@ SERVICES = {
               "Functions over Azure Storage (the extension methods are marked in their descriptions)."),
     "object": ("Object Service", "The object service provides HTTP-accessible storage for large blobs of data: "
                "here, block blobs of the artifact container, uploaded once and then immutable."),
+    "index": ("Task Index", "The index service is responsible for indexing tasks: a completed task's "
+              "`index.<namespace>` routes make it findable by name, and a task indexed so can be found, listed and "
+              "its artifacts downloaded by that name. Built into this queue (indexed from its own record of each "
+              "completion, no event bus needed)."),
     "auth": ("Authentication", "Clients, roles and scope expansion, in the shapes of Taskcluster's auth service. "
              "This queue authenticates in process, with the clients and roles these routes manage."),
 }

@@ -56,6 +56,9 @@ PARAM_PATTERNS: dict[str, str] = {
     "roleId": r"^[\x20-\x7e]+$",
 }
 _SEGMENT = {"taskQueueId": r"[^/]+/[^/]+", "name": r".+", "clientId": r".+", "roleId": r".+"}  # these hold `/`
+# Parameters that may be empty, and then omitted with their slash (the Index's root namespace: `/namespaces`,
+# `/namespaces/`), as Taskcluster's `:namespace?`.
+_OPTIONAL = {"namespace"}
 MAX_RUN_ID = 1000
 
 # A scope template: scope strings with `<param>` placeholders, AllOf/AnyOf, `{for, in, each}` expanding a
@@ -112,7 +115,11 @@ class Call(Generic[ContextT]):
     async def authorize(self, **extra: Any) -> None:
         """Check the caller holds the scopes this request needs: the route's template, filled in from the path
         parameters and `extra` (values from the body or the stored task). 403 InsufficientScopes if not."""
-        self.required_scopes = render_scopes(self.route.scopes, {**self.params, **extra})
+        await self.require(render_scopes(self.route.scopes, {**self.params, **extra}))
+
+    async def require(self, scopes: ScopeExpr | None) -> None:
+        """Check the caller holds `scopes` (None: nothing needed); 403 InsufficientScopes if not."""
+        self.required_scopes = scopes
         if self.required_scopes is None:
             return
         missing = self.caller.held.unsatisfied(self.required_scopes)
@@ -157,8 +164,13 @@ class Route:
     regex: re.Pattern[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        pattern = re.sub(r"<([a-zA-Z]+)>", lambda m: f"(?P<{m.group(1)}>{_SEGMENT.get(m.group(1), '[^/]+')})",
-                         self.path)
+        def segment(m: re.Match[str]) -> str:
+            slash, name, last = m.group(1), m.group(2), m.group(3) is not None
+            if slash and last and name in _OPTIONAL:
+                return f"(?:/(?P<{name}>[^/]*))?"
+            return f"{slash}(?P<{name}>{_SEGMENT.get(name, '[^/]+')})"
+
+        pattern = re.sub(r"(/?)<([a-zA-Z]+)>(\Z)?", segment, self.path)
         if pattern.endswith("/") and len(pattern) > 1:
             pattern = pattern[:-1] + "/?"  # `/roles/` is also asked as `/roles` (the official clients do)
         self.regex = re.compile(f"^{pattern}\\Z", re.DOTALL)  # any character reaches the parameter checks
@@ -196,7 +208,7 @@ class Api:
             if route.method == method:
                 found = route.regex.match(rest)
                 if found:
-                    return route, found.groupdict()
+                    return route, found.groupdict(default="")
         return None
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 
-from shared.api import auth_v1, monitoring, object_v1, queue_v1
+from shared.api import auth_v1, index_v1, monitoring, object_v1, queue_v1
 from shared.api.framework import Api, Route
 
 HEADER = """# Queue API v1 reference
@@ -73,7 +73,8 @@ def _scopes(route: Route) -> str:
     return "\n\n```json\n" + json.dumps(route.scopes, indent=2) + "\n```\n"
 
 
-ROUTE_MODULES = (monitoring, *queue_v1.ROUTE_MODULES, *object_v1.ROUTE_MODULES, *auth_v1.ROUTE_MODULES)
+ROUTE_MODULES = (monitoring, *queue_v1.ROUTE_MODULES, *object_v1.ROUTE_MODULES, *auth_v1.ROUTE_MODULES,
+                 *index_v1.ROUTE_MODULES)
 OBJECT_HEADER = """
 # Object service API v1
 
@@ -88,6 +89,23 @@ AUTH_HEADER = """
 
 Served under `<rootUrl>/api/auth/v1`, so the official clients' `Auth` class reaches it: of Taskcluster's auth
 service, what callers ask about their own credentials (the queue authenticates in process, [auth.md](auth.md)).
+"""
+
+INDEX_HEADER = """
+# Index API v1
+
+Served under `<rootUrl>/api/index/v1` (Taskcluster's index service, built in: [index.md](index.md)). A completed
+task is indexed at each of its `index.<path>` routes; these routes find, list, insert and delete entries, and
+download an indexed task's artifacts. Schemas: the official ones, `shared/schemas/index/v1/<name>.yml`, served
+at `<rootUrl>/schemas/index/v1/<name>.json`.
+
+| limit | value |
+|---|---|
+| index path | at most 255 characters of printable ASCII without spaces or `/ \\ # ?`; at most 64 \
+dot-separated words, none empty (`400 InvalidRequestArguments`) |
+| `data` | at most 32 KiB of JSON (`400 InputError`) |
+| listing page (`limit`) | 1 to 1000, default 1000 |
+| findTasksAtIndex | at most 1000 paths per call (`400 InputError`) |
 """
 
 
@@ -105,6 +123,8 @@ def render(apis: list[Api]) -> str:
             parts.append(OBJECT_HEADER)
         if api is auth_v1.api:
             parts.append(AUTH_HEADER)
+        if api is index_v1.api:
+            parts.append(INDEX_HEADER)
         routes = _in_order(api)
         parts.append("\n## Endpoints\n\n| name | method and route | input | output | stability |\n"
                      "|---|---|---|---|---|")
@@ -121,4 +141,4 @@ def render(apis: list[Api]) -> str:
 
 
 if __name__ == "__main__":
-    print(render([queue_v1.api, object_v1.api, auth_v1.api]), end="")
+    print(render([queue_v1.api, object_v1.api, auth_v1.api, index_v1.api]), end="")

@@ -33,6 +33,7 @@ from shared.domain.eventlog import Fallback
 from shared.domain.eventrows import Stream, event_ops
 from shared.domain.events import task_event
 from shared.domain.groups import GroupRows, group_changed
+from shared.domain.index import indexed
 from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
@@ -350,6 +351,7 @@ class TaskRepository:
         try of this change already put that message (its handler would resolve the group a second time)."""
         if (task.has_dependents is not False or task.dependents_here
                 or task.definition["taskGroupId"] != task.task_id or guards.group_failed
+                or (task.state == "completed" and indexed(task.definition))  # indexing follows it
                 or guards.resolution_message(task.last_run_id) is not None
                 or any(run.reason_created == "rerun" for run in task.runs)):  # it left the group's active set before
             return None

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from shared import errors, faults
 from shared.domain.dependencies import Dependent
@@ -19,6 +19,7 @@ from shared.domain.groups import TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.operations.claims import SETTLE_PAUSES
+from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.stores import Stores
@@ -32,8 +33,8 @@ def resolved_run(task: Task, run_id: int) -> bool:
 
 
 class Resolution:
-    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
-        self.tasks, self.lifecycle = tasks, lifecycle
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle, index: TaskIndex) -> None:
+        self.tasks, self.lifecycle, self.index = tasks, lifecycle, index
         self.stores = tasks.stores
 
     async def resolve_dependencies(self, check: ResolvedCheck) -> ResolutionOutcome:
@@ -72,11 +73,14 @@ class Resolution:
                     await self.tasks.put_claim_check(task.task_id, check.runId, run.taken_until, now)
                 return "stale"
             resolution = run.state
-        group_step = asyncio.create_task(self.resolve_group_member(check))
+        group_step: asyncio.Future[Any] = asyncio.ensure_future(self.resolve_group_member(check))
         if resolution is None:
             await group_step
             return "task-gone"
         assert task is not None
+        if resolution == "completed" and check.continuation is None:
+            # Indexed beside the group step: should either fail, the message comes back and both run again.
+            group_step = asyncio.gather(group_step, self.index.index_completed(task, check.runId))
         legacy = task.has_dependents is not False  # TaskDependency edges (requirement rows, or older rows)
         if check.continuation is None and not task.dependents_here and (not legacy or (
                 task.has_dependents is None and task.dependents_marked

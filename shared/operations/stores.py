@@ -23,6 +23,7 @@ from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import DISPATCH_QUEUE
 from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
 from shared.domain.groups import TaskGroupStore
+from shared.domain.index import INDEX_TABLE
 from shared.domain.inflight import Background
 from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
@@ -36,7 +37,7 @@ from shared.storage.base import BlobStore, QueueStore, TableStore, all_at_once
 FILLED_REMEMBERED = 10_000  # pending queues whose last hint put here is remembered
 TABLES = (TASKS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
           ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE, OBJECTS_TABLE,
-          OBJECT_EXPIRY_TABLE, MARKS_TABLE)
+          OBJECT_EXPIRY_TABLE, MARKS_TABLE, INDEX_TABLE)
 Clock = Callable[[], dt.datetime]
 
 

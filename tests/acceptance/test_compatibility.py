@@ -250,7 +250,8 @@ def test_manifest_references_and_schemas_are_served_under_the_root_url(host):
     assert set(manifest["references"]) == {f"{root}/references/queue/v1/api.json",
                                            f"{root}/references/queue/v1/exchanges.json",
                                            f"{root}/references/object/v1/api.json",
-                                           f"{root}/references/auth/v1/api.json"}
+                                           f"{root}/references/auth/v1/api.json",
+                                           f"{root}/references/index/v1/api.json"}
     for url in manifest["references"]:
         reference = httpx.get(url).json()
         assert reference["$schema"].startswith(f"{root}/schemas/common/")
@@ -294,6 +295,21 @@ def test_a_client_generated_from_the_served_reference_calls_the_queue(host, queu
     assert urls["queues"] and all("signedPollUrl" in q for q in urls["queues"])
     listed = served.listTaskGroup(task_id, query={"limit": 1})  # a task without taskGroupId is its own group
     assert [t["status"]["taskId"] for t in listed["tasks"]] == [task_id]
+
+
+def test_a_client_generated_from_the_served_index_reference_calls_the_index(host):
+    reference = httpx.get(f"{host.root_url}/references/index/v1/api.json").json()
+    assert {e["name"] for e in reference["entries"]} >= {
+        "findTask", "findTasksAtIndex", "listNamespaces", "listTasks", "insertTask", "deleteTask",
+        "findArtifactFromTask", "ping"}
+    Served = createApiClient("ServedIndex", {"reference": reference})
+    served = Served({"rootUrl": host.root_url, "maxRetries": 0,
+                     "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}})
+    path = f"generated.{slugid().lower().replace('_', 'x')}.entry"
+    expires = in_days()
+    task_id = slugid()
+    served.insertTask(path, {"taskId": task_id, "rank": 1, "data": {}, "expires": expires})
+    assert served.findTask(path)["taskId"] == task_id
 
 
 # --- CORS ------------------------------------------------------------------------------------------------------

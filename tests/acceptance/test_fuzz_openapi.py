@@ -41,7 +41,7 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize
     "QUEUE_FUZZ_RANDOM"), suppress_health_check=list(HealthCheck))
 # What a refused request must not change: what the API reads (not the index rows and hints a refused write may
 # put before it is refused, which their timers drop).
-WATCHED_TABLES = ("Tasks", "TaskDependency", "TaskRequirement", "Clients", "Roles", "Objects")
+WATCHED_TABLES = ("Tasks", "TaskDependency", "TaskRequirement", "Clients", "Roles", "Objects", "Index")
 WRITES = {"PUT", "POST", "DELETE"}
 STATS: Counter[str] = Counter()
 
@@ -145,7 +145,7 @@ def exercise(case: schemathesis.Case, callers: list[tuple[str, Any]], storage: a
         case.validate_response(response, checks=[schemathesis.checks.response_schema_conformance])
 
 
-@pytest.mark.parametrize("service", ["queue", "auth", "object"])
+@pytest.mark.parametrize("service", ["queue", "auth", "object", "index"])
 def test_every_operation_with_valid_and_invalid_generated_requests(fuzz_host, service, callers, fuzz_storage, rss):
     schema = schemathesis.openapi.from_url(f"{fuzz_host.root_url}/references/{service}/v1/openapi.json",
                                            timeout=30)

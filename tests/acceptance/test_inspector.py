@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+import taskcluster
 
 from tests.acceptance.test_worker import WorkerProcess, submit
 from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
@@ -247,6 +248,33 @@ def test_task_content_is_shown_as_text_never_as_markup(host, page):
     assert "<img src=x" in page.inner_text(f"tr[data-task-id='{task_id}']")
     assert page.evaluate("window.__owned") is None
     assert page.locator("#group-tasks img").count() == 0
+
+
+def test_the_index_is_browsed_by_namespace_and_opens_the_indexed_task(host, page):
+    queue = host.client()
+    space = "insp" + slugid().lower().replace("-", "x").replace("_", "y")
+    task_id = slugid()
+    note = "<img src=x onerror=window.__owned=1>"
+    definition = task_definition(routes=[f"index.{space}.builds.<b>linux64"],
+                                 extra={"index": {"rank": 42, "data": {"note": note}}})
+    queue.createTask(task_id, definition)
+    [claim] = wait_for(lambda: queue.claimWork(definition["taskQueueId"], {"tasks": 1, "workerGroup": "g",
+                                                                            "workerId": "w"})["tasks"])
+    queue.reportCompleted(claim["status"]["taskId"], "0")
+    index = taskcluster.Index({"rootUrl": host.root_url, "maxRetries": 0})
+    wait_for(lambda: index.listTasks(f"{space}.builds")["tasks"])
+    page.goto(f"{host.root_url}/inspector/")
+    page.click("#browse-index", timeout=WAIT_MS)
+    page.click(f"#index-namespaces a:text-is('{space}')", timeout=WAIT_MS)  # anonymous callers may list
+    page.click("#index-namespaces a:text-is('builds')", timeout=WAIT_MS)
+    page.wait_for_selector(f"#index-tasks a:text-is('{task_id}')", timeout=WAIT_MS)
+    row = page.inner_text("#index-tasks tbody tr")
+    assert "<b>linux64" in row and "42" in row and "<img src=x" in row  # shown as text, never as markup
+    assert page.evaluate("window.__owned") is None and page.locator("#index-tasks b, #index-tasks img").count() == 0
+    shot(page, "index")
+    page.click(f"#index-tasks a:text-is('{task_id}')")
+    wait_js(page, f"window.location.hash === '#/tasks/{task_id}'")
+    page.wait_for_selector("text=completed", timeout=WAIT_MS)
 
 
 def test_the_inspector_files_are_served_with_a_content_security_policy(host):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from shared.api.auth_v1 import api as auth_api
 from shared.api.framework import render_scopes
+from shared.api.index_v1 import api as index_api
 from shared.api.object_v1 import api as object_api
 from shared.api.queue_v1 import api
 from shared.api.queue_v1.tasks import CREATE_TASK_SCOPES
@@ -15,7 +16,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_api_reference_is_current():
-    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api, auth_api]), \
+    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api, auth_api, index_api]), \
         "docs/api.md is stale: run `python -m shared.api.reference > docs/api.md`"
 
 

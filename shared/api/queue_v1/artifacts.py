@@ -55,7 +55,12 @@ async def _follow(call: QueueCall, run_id: int | None) -> Artifact:
 
 
 async def _redirect(call: QueueCall, run_id: int | None) -> Reply:
-    artifact = await _follow(call, run_id)
+    return await artifact_reply(call, await _follow(call, run_id))
+
+
+async def artifact_reply(call: QueueCall, artifact: Artifact) -> Reply:
+    """getArtifact's answer for an artifact found (at the end of its link chain) and authorized: 303 to its
+    data, or 424 for an error artifact. The Index's findArtifactFromTask answers so too."""
     headers: dict[str, str] = {STORAGE_TYPE_HEADER: artifact.storage_type}
     if artifact.storage_type == "error":
         return Reply({"reason": artifact.details["reason"], "message": artifact.details["message"]}, 424, headers)

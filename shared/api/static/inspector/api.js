@@ -63,11 +63,11 @@ export const get = (path, query) => request("GET", "queue", path, { query });
 export const post = (path, body = {}) => request("POST", "queue", path, { body });
 
 // Every page of a listing (`key` holds the items), calling `onPage` with each page's items as it comes.
-export async function all(path, key, { limit = 1000, onPage } = {}) {
+export async function all(path, key, { limit = 1000, onPage, service = "queue" } = {}) {
   const items = [];
   let token;
   do {
-    const page = await get(path, { limit, continuationToken: token });
+    const page = await request("GET", service, path, { query: { limit, continuationToken: token } });
     items.push(...page[key]);
     if (onPage) onPage(page);
     token = page.continuationToken;

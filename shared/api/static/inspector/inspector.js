@@ -2,6 +2,7 @@
 import * as api from "./api.js";
 import { h, message, replace } from "./dom.js";
 import { groupView } from "./group.js";
+import { indexView } from "./namespaces.js";
 import { logView } from "./log.js";
 import { queueView, workerView } from "./queue.js";
 import { taskView } from "./task.js";
@@ -13,13 +14,14 @@ const view = document.getElementById("view");
 let current = null; // the shown view's {stop}
 
 // Routes: #/groups/<id>, #/tasks/<id>, #/tasks/<id>/runs/<runId>/logs/<name>, #/queues/<prov>/<type>,
-// #/workers/<prov>/<type>/<group>/<id>; a query after `?` keeps a view's filter and page.
+// #/workers/<prov>/<type>/<group>/<id>, #/index/<namespace>; a query after `?` keeps a view's filter and page.
 const ROUTES = [
   [/^\/groups\/([^/?]+)$/, (m, q) => groupView(view, m[1], q)],
   [/^\/tasks\/([^/?]+)$/, (m) => taskView(view, m[1])],
   [/^\/tasks\/([^/?]+)\/runs\/(\d+)\/logs\/(.+)$/, (m) => logView(view, m[1], Number(m[2]), decodeURIComponent(m[3]))],
   [/^\/queues\/([^/?]+)\/([^/?]+)$/, (m) => queueView(view, `${m[1]}/${m[2]}`)],
   [/^\/workers\/([^/?]+)\/([^/?]+)\/([^/?]+)\/([^/?]+)$/, (m) => workerView(view, `${m[1]}/${m[2]}`, m[3], m[4])],
+  [/^\/index\/?([^/?]*)$/, (m) => indexView(view, decodeURIComponent(m[1]))],
   [/^\/?$/, () => homeView(view)],
 ];
 
@@ -58,7 +60,8 @@ function homeView(target) {
   replace(target,
     h("h1", {}, "Queue inspector"),
     h("p", {}, "Open a task, a task group or a task queue by its id above, or follow a link from the API's answers. ",
-      "A task's page links to its group, its task queue, its runs' workers and its logs."),
+      "A task's page links to its group, its task queue, its runs' workers and its logs. ",
+      h("a", { href: "#/index/", id: "browse-index" }, "Browse the Index"), " to find completed tasks by name."),
     h("form", { class: "open-group", onsubmit: (event) => {
       event.preventDefault();
       const value = new FormData(event.target).get("group").trim();

@@ -1,0 +1,271 @@
+"""The Index's rules on the in-memory connector: paths, ranks, races, namespaces, listings, expiry, indexing of
+completed tasks' routes, and the bound of what a process remembers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+from shared import errors, timeutil
+from shared.domain.index import (
+    INDEX_TABLE,
+    IndexedTask,
+    IndexedTaskNotFound,
+    InvalidIndexPath,
+    ancestors,
+    hour_ceiling,
+    route_entries,
+    split,
+    words,
+)
+from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
+from shared.operations import index as index_ops
+from shared.runtime import build_queue
+from shared.settings import load_settings
+from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.conftest import slugid, task_definition
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = timeutil.to_ms(timeutil.now())
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def service(clock):
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
+                             hint_grace=60, claim_work_wait=0, resolution_grace=0, expiry_delay=0)
+    return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def entry(path, task_id=None, rank=0, days=1, clock=None, at=None, data=None):
+    now = clock.now if clock else timeutil.to_ms(timeutil.now())
+    return IndexedTask(path, task_id or slugid(), rank, data or {}, now + dt.timedelta(days=days), at or now)
+
+
+# --- paths ----------------------------------------------------------------------------------------------------
+
+def test_paths_words_and_limits():
+    assert words("") == [] and words("a.b-c.d_e") == ["a", "b-c", "d_e"]
+    assert split("a.b.c") == ("a.b", "c") and split("c") == ("", "c")
+    assert ancestors("a.b.c") == [("", "a"), ("a", "b"), ("a.b", "c")] and ancestors("") == []
+    for bad, why in [("a..b", "a word is empty"), (".a", "a word is empty"), ("a.", "a word is empty"),
+                     ("a/b", "'/'"), ("a b", "' '"), ("x" * 256, "256 characters"),
+                     (".".join("a" * 65), "65 words"), ("a\nb", "'\\n'")]:
+        with pytest.raises(InvalidIndexPath) as caught:
+            words(bad)
+        assert why in str(caught.value) and caught.value.status == 400
+    with pytest.raises(InvalidIndexPath, match="it is empty"):
+        split("")
+
+
+def test_namespace_expiry_rounds_up_to_the_hour():
+    at = dt.datetime(2027, 1, 1, 10, 0, 0, tzinfo=dt.UTC)
+    assert hour_ceiling(at) == at
+    assert hour_ceiling(at + dt.timedelta(milliseconds=1)) == at + dt.timedelta(hours=1)
+
+
+def test_route_entries_follow_extra_index():
+    definition = {"routes": ["index.a.b", "tc-treeherder.x", "index.a.b", "index.bad..path"],
+                  "expires": "2027-01-01T00:00:00.000Z",
+                  "extra": {"index": {"rank": 42, "data": {"k": "v"}, "expires": "2026-12-31T00:00:00.000Z"}}}
+    entries, problems = route_entries(definition)
+    assert [(e.path, e.rank, e.data, timeutil.iso(e.expires)) for e in entries] == [
+        ("a.b", 42, {"k": "v"}, "2026-12-31T00:00:00.000Z")]
+    assert len(problems) == 1 and "bad..path" in problems[0]
+    defaults, _ = route_entries({"routes": ["index.x"], "expires": "2027-01-01T00:00:00.000Z", "extra": {}})
+    assert (defaults[0].rank, defaults[0].data, timeutil.iso(defaults[0].expires)) == (
+        0, {}, "2027-01-01T00:00:00.000Z")
+    for wrong in [{"rank": "high"}, {"rank": True}, {"data": []}, {"expires": 5}, {"expires": "tomorrow"},
+                  {"data": {"x": "y" * 40_000}}]:
+        found, problems = route_entries({"routes": ["index.x"], "expires": "2027-01-01T00:00:00.000Z",
+                                         "extra": {"index": wrong}})
+        assert found == [] and problems, wrong
+
+
+# --- the rank rule ----------------------------------------------------------------------------------------------
+
+def test_higher_rank_stays_and_equal_rank_later_wins(service, clock):
+    index = service.index
+    first = run(index.insert(entry("proj.latest.build", rank=5, clock=clock)))
+    lower = entry("proj.latest.build", rank=3, clock=clock)
+    assert run(index.insert(lower)) == first  # the answer is the entry that stays
+    assert run(index.find("proj.latest.build")).task_id == first.task_id
+    clock.now += dt.timedelta(seconds=1)
+    later = entry("proj.latest.build", rank=5, clock=clock)
+    assert run(index.insert(later)).task_id == later.task_id
+    # A retried indexing of the older completion (same rank, earlier) does not displace the later one.
+    assert run(index.insert(first)).task_id == later.task_id
+    assert run(index.find("proj.latest.build")).task_id == later.task_id
+    higher = entry("proj.latest.build", rank=6, clock=clock, at=clock.now - dt.timedelta(days=1))
+    assert run(index.insert(higher)).task_id == higher.task_id
+
+
+def test_racing_inserts_leave_the_highest_rank(service, clock):
+    index = service.index
+    entries = [entry("race.path", rank=r, clock=clock) for r in (3, 9, 1, 7, 9.5, 2, 8, 0)]
+
+    async def race():
+        return await asyncio.gather(*(index.insert(e) for e in entries))
+
+    run(race())
+    assert run(index.find("race.path")).rank == 9.5
+    rows = run(service.stores.tables.query(INDEX_TABLE, "PartitionKey eq @pk", {"pk": "t:race"})).entities
+    assert len(rows) == 1
+
+
+def test_an_expired_entry_is_invisible_and_replaced_whatever_its_rank(service, clock):
+    index = service.index
+    run(index.insert(entry("old.one", rank=100, clock=clock, days=1)))
+    clock.now += dt.timedelta(days=2)
+    with pytest.raises(IndexedTaskNotFound):
+        run(index.find("old.one"))
+    assert run(index.list_tasks("old", limit=10, continuation=None))[0] == []
+    fresh = entry("old.one", rank=0, clock=clock)
+    assert run(index.insert(fresh)).task_id == fresh.task_id
+
+
+# --- namespaces and listings -------------------------------------------------------------------------------------
+
+def test_namespaces_are_listed_with_their_latest_expiry(service, clock):
+    index = service.index
+    run(index.insert(entry("a.b.c.d", clock=clock, days=1)))
+    run(index.insert(entry("a.b.e", clock=clock, days=3)))
+    run(index.insert(entry("a.f", clock=clock, days=2)))
+    root, _ = run(index.list_namespaces("", limit=10, continuation=None))
+    assert [n["namespace"] for n in root] == ["a"]
+    assert root[0]["expires"] == timeutil.iso(hour_ceiling(clock.now + dt.timedelta(days=3)))
+    below_a, _ = run(index.list_namespaces("a", limit=10, continuation=None))
+    assert {(n["namespace"], n["name"]) for n in below_a} == {("a.b", "b")}
+    assert [n["namespace"] for n in run(index.list_namespaces("a.b", limit=10, continuation=None))[0]] == ["a.b.c"]
+    assert [t.path for t in run(index.list_tasks("a.b", limit=10, continuation=None))[0]] == ["a.b.e"]
+    assert [t.path for t in run(index.list_tasks("a", limit=10, continuation=None))[0]] == ["a.f"]
+    # Namespaces expire with their latest entry (rounded up to the hour).
+    clock.now += dt.timedelta(days=2, hours=2)
+    assert [n["namespace"] for n in run(index.list_namespaces("a.b", limit=10, continuation=None))[0]] == []
+    assert [n["namespace"] for n in run(index.list_namespaces("", limit=10, continuation=None))[0]] == ["a"]
+
+
+def test_listings_page(service, clock):
+    index = service.index
+    for i in range(7):
+        run(index.insert(entry(f"paged.t{i}", clock=clock)))
+        run(index.insert(entry(f"paged.n{i}.x", clock=clock)))
+    for lister in (index.list_tasks, index.list_namespaces):
+        seen, token = [], None
+        while True:
+            rows, token = run(lister("paged", limit=3, continuation=token))
+            assert len(rows) <= 3
+            seen += rows
+            if token is None:
+                break
+        assert len(seen) == 7
+
+
+def test_find_many_pages_over_the_paths_and_skips_what_is_missing(service, clock):
+    index = service.index
+    paths = [f"many.p{i}" for i in range(5)]
+    for p in paths[:3]:
+        run(index.insert(entry(p, clock=clock)))
+    asked = [*paths, "many..bad"]
+    found, token = run(index.find_many(asked, limit=4, continuation=None))
+    assert [e.path for e in found] == paths[:3] and token is not None
+    rest, token = run(index.find_many(asked, limit=4, continuation=token))
+    assert rest == [] and token is None
+    with pytest.raises(errors.InvalidRequestArguments):
+        run(index.find_many(asked, limit=4, continuation="garbage"))
+    with pytest.raises(errors.InputError):
+        run(index.find_many(["a"] * 1001, limit=4, continuation=None))
+
+
+def test_delete_removes_the_entry_only(service, clock):
+    index = service.index
+    run(index.insert(entry("gone.soon", clock=clock)))
+    run(index.delete("gone.soon"))
+    run(index.delete("gone.soon"))  # nothing there: not an error
+    with pytest.raises(IndexedTaskNotFound):
+        run(index.find("gone.soon"))
+    assert [n["name"] for n in run(index.list_namespaces("", limit=10, continuation=None))[0]] == ["gone"]
+
+
+def test_expiry_deletes_what_expired(service, clock):
+    index = service.index
+    run(index.insert(entry("exp.short", clock=clock, days=1)))
+    run(index.insert(entry("keep.long", clock=clock, days=30)))
+    clock.now += dt.timedelta(days=2)
+    assert run(index.expire_due()) == 2  # the entry and its namespace `exp`; nothing of `keep`
+    rows = run(service.stores.tables.query(INDEX_TABLE, "expires gt @t", {"t": ""})).entities
+    assert {r.row_key for r in rows} == {"long", "keep"}
+    # A namespace expired and deleted is written again when an entry needs it.
+    run(index.insert(entry("exp.again", clock=clock, days=1)))
+    assert [n["name"] for n in run(index.list_namespaces("", limit=10, continuation=None))[0]] == ["exp", "keep"]
+
+
+def test_remembered_namespaces_stay_bounded(service, clock, monkeypatch):
+    monkeypatch.setattr(index_ops, "KNOWN_NAMESPACES", 50)
+    index = index_ops.TaskIndex(service.stores)
+    for i in range(400):
+        run(index.insert(entry(f"bound.n{i}.x{i}", clock=clock)))
+    assert len(index._namespaces) <= 50
+    assert len(run(index.list_namespaces("bound", limit=1000, continuation=None))[0]) == 400
+
+
+# --- completed tasks --------------------------------------------------------------------------------------------
+
+def _create(service, **overrides):
+    task_id = slugid()
+    definition = task_definition(**overrides)
+    defaults = {"schedulerId": "-", "projectId": "none", "dependencies": [], "requires": "all-completed",
+                "routes": [], "priority": "lowest", "retries": 5, "scopes": [], "tags": {}, "extra": {}}
+    run(service.creation.create_task(task_id, {**defaults, **definition}))
+    return task_id
+
+
+def _resolve(service, task_id, outcome):
+    async def go():
+        await service.claims.claim(task_id, 0, "g", "w")
+        await service.lifecycle.resolve(task_id, 0, outcome, outcome)
+        await service.stores.settled()
+    run(go())
+
+
+def _deliver_resolutions(service):
+    async def go():
+        for queue in (RESOLVED_QUEUE, CLAIM_QUEUE):
+            for message in await service.stores.queues.receive(queue, 32, 30):
+                body = message.json()
+                if queue == RESOLVED_QUEUE or ResolvedCheck.carried_by(body):
+                    await service.resolution.follow_up(ResolvedCheck.decode(body))
+    run(go())
+
+
+def test_a_completed_task_is_indexed_at_its_routes_and_a_failed_one_is_not(service, clock):
+    done = _create(service, routes=["index.ci.done.build", "index.ci.latest.build"],
+                   extra={"index": {"rank": 7, "data": {"rev": "abc"}}})
+    failed = _create(service, routes=["index.ci.failed.build"])
+    _resolve(service, done, "completed")
+    _resolve(service, failed, "failed")
+    _deliver_resolutions(service)
+    for path in ("ci.done.build", "ci.latest.build"):
+        found = run(service.index.find(path))
+        assert (found.task_id, found.rank, found.data) == (done, 7, {"rev": "abc"})
+    with pytest.raises(IndexedTaskNotFound):
+        run(service.index.find("ci.failed.build"))
+    # The resolution handled again (a redelivered message) changes nothing.
+    before = run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build"))
+    run(service.resolution.resolve_dependencies(ResolvedCheck(done, 0, done, None, clock.now)))
+    assert run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build")).etag == before.etag
