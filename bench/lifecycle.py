@@ -198,7 +198,8 @@ def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads
 def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, threads: int,
                        mark: Callable[[], None] = lambda: None, *, indexed: bool = False) -> str:
     """`indexed`: each task has an `index.` route of its own path (as a push's revision routes: a new entry,
-    in namespaces the tasks share), indexed when it completes."""
+    in namespaces the tasks share), indexed when it completes. Each task is alone in its group, as in
+    `lifecycle` (a lone task with an index route takes the resolution message path: docs/index.md)."""
     timer = Timer()
     run = uuid.uuid4().hex[:8]
     tq = f"bench/life-{run}"
@@ -206,7 +207,7 @@ def scenario_lifecycle(client: Callable[[], taskcluster.Queue], tasks: int, thre
     def task(n: int) -> dict[str, Any]:
         if not indexed:
             return definition(tq)
-        return {**definition(tq), "routes": [f"index.bench.v2.run-{run}.revision.r{n}.linux64-opt"],
+        return {**definition(tq), "routes": [f"index.bench.v2.run-{run}.revision.0123abcd.firefox.t{n}"],
                 "extra": {"index": {"rank": n}}}
 
     def creator(i: int) -> None:

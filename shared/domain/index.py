@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, encode_key
+from shared.storage.base import Entity, encode_key, pack_json, unpack_json
 
 INDEX_TABLE = "Index"
 ENTRY_PREFIX = "t:"
@@ -120,14 +120,15 @@ class IndexedTask:
 
     def to_entity(self, etag: str | None = None) -> Entity:
         namespace, name = split(self.path)
+        # `data` in chunks: 32 KiB of UTF-8 may take six times as many characters as escaped JSON.
         return Entity(entry_partition(namespace), encode_key(name), {
-            "taskId": self.task_id, "rank": json.dumps(self.rank), "data": json.dumps(self.data, separators=(",", ":")),
+            "taskId": self.task_id, "rank": json.dumps(self.rank), **pack_json("data", self.data),
             "expires": timeutil.iso(self.expires), "indexedAt": timeutil.iso(self.indexed_at)}, etag)
 
     @classmethod
     def from_entity(cls, path: str, entity: Entity) -> IndexedTask:
         d = entity.data
-        return cls(path, d["taskId"], json.loads(d["rank"]), json.loads(d["data"]), timeutil.parse(d["expires"]),
+        return cls(path, d["taskId"], json.loads(d["rank"]), unpack_json("data", d), timeutil.parse(d["expires"]),
                    timeutil.parse(d["indexedAt"]))
 
     def displaces(self, other: IndexedTask, now: dt.datetime) -> bool:

@@ -160,6 +160,11 @@ def test_every_method_of_the_official_client(host, queue, index):
     expect_error(404, "ResourceNotFound", index.findTask, f"{space}.builds.b0")
     index.deleteTask(f"{space}.builds.b0")  # nothing there: still fine
 
+    # 32 KiB of data in any script (six times as many characters as escaped JSON) is kept whole.
+    wide = {"note": "漢" * 10_000, "emoji": "🦀" * 500}
+    index.insertTask(f"{space}.wide", {"taskId": task_ids[0], "rank": 0, "data": wide, "expires": expires})
+    assert index.findTask(f"{space}.wide")["data"] == wide
+
     # The deprecated POST forms, as older clients send them (the current client has no method for them).
     for path, key in ((f"namespaces/{space}", "namespaces"), (f"tasks/{space}.builds", "tasks")):
         answer = httpx.post(f"{host.root_url}/api/index/v1/{path}", json={"limit": 10})

@@ -192,6 +192,12 @@ def test_find_many_pages_over_the_paths_and_skips_what_is_missing(service, clock
         run(index.find_many(["a"] * 1001, limit=4, continuation=None))
 
 
+def test_data_of_32_kib_in_any_script_is_kept(service, clock):
+    data = {"note": "漢" * 10_000, "emoji": "🦀" * 500}  # about 32 KiB of UTF-8, 66,000 characters escaped
+    assert run(service.index.insert(entry("wide.data", clock=clock, data=data))).data == data
+    assert run(service.index.find("wide.data")).data == data
+
+
 def test_delete_removes_the_entry_only(service, clock):
     index = service.index
     run(index.insert(entry("gone.soon", clock=clock)))
