@@ -146,7 +146,8 @@ class IndexedTask:
 
 
 def data_size(data: dict[str, Any]) -> int:
-    return len(json.dumps(data, separators=(",", ":")).encode())
+    """Bytes of UTF-8 JSON (not of escaped ASCII: a script other than Latin would count six times)."""
+    return len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def checked_rank(rank: Any) -> float | int:
