@@ -67,9 +67,6 @@ param serviceBusSku string = 'Standard'
 @allowed(['Standard_LRS', 'Standard_ZRS', 'Standard_GRS', 'Standard_GZRS'])
 param dataStorageSku string = 'Standard_LRS'
 
-@description('Serve pollTaskUrls: its signed queue URLs need the data account\'s key (Azure Queue SAS cannot be signed by an identity), so shared-key access stays enabled on that account and the key is put in Key Vault. false: shared keys off, pollTaskUrls answers 500, claimWork works.')
-param enablePollingUrls bool = true
-
 @description('Fraction of traces kept (0 to 1): requests with their storage calls. Logs are all kept.')
 param traceSamplingRatio string = '1.0'
 
@@ -111,7 +108,6 @@ module storage 'app/storage.bicep' = {
     tags: tags
     deploymentContainerName: 'app-package-${take(token, 7)}'
     dataSku: dataStorageSku
-    allowDataSharedKey: enablePollingUrls
   }
 }
 
@@ -148,8 +144,6 @@ module vault 'app/keyvault.bicep' = {
     tags: tags
     rootAccessToken: rootAccessToken
     tokenSecret: tokenSecret
-    dataStorageName: storage.outputs.dataName
-    storeDataStorageKey: enablePollingUrls
   }
 }
 
@@ -174,7 +168,8 @@ module queue 'app/queue-app.bicep' = {
   params: {
     name: appName
     location: location
-    tags: union(tags, { 'azd-service-name': 'queue' })
+    tags: tags
+    serviceName: 'queue' // azd finds the site by its azd-service-name tag: on the site only, not on its plan
     identityId: identity.outputs.id
     identityClientId: identity.outputs.clientId
     runtimeStorageName: storage.outputs.runtimeName
@@ -186,7 +181,6 @@ module queue 'app/queue-app.bicep' = {
     pulseNamespace: pulseNamespace
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     keyVaultName: vault.outputs.name
-    enablePollingUrls: enablePollingUrls
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
     alwaysReadyInstances: alwaysReadyInstances

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
@@ -56,9 +58,10 @@ class Settings(BaseSettings):
         description="Identity-based connection: client id of the user-assigned managed identity (used for "
         "storage and Service Bus); unset: the system-assigned identity or DefaultAzureCredential.")
     storage_account_key: str | None = Field(
-        default=None, description="With an identity-based connection only: the data account's key, which signs "
-        "the polling URLs of pollTaskUrls (Azure Queue SAS cannot be signed by an identity). Unset: "
-        "pollTaskUrls answers 500 with an explanation; claimWork is unaffected.")
+        default=None, description="With an identity-based connection only, optional: an account key that signs "
+        "the polling URLs of pollTaskUrls. Unset (Azure, shared keys off): they are user delegation SAS, signed "
+        "with a key the identity asks of the queue service; a refused key makes pollTaskUrls answer 500 naming "
+        "it (Azurite's queue service has none), claimWork is unaffected.")
     storage_client: Literal["rest", "sdk"] = Field(
         default="rest", description="How tables and queues are called: `rest` (signed HTTP requests on one "
         "keep-alive session, `shared/storage/rest/`: several times less CPU per call) or `sdk` (the Azure "
@@ -276,10 +279,38 @@ def load_settings(**overrides: object) -> Settings:
         raise SettingsError(problems="; ".join(problems)) from None
 
 
-def serving_problems(settings: Settings) -> list[str]:
-    """What makes settings unfit to serve the queue, beyond what each field checks by itself: a secret that is
-    missing or reused, an unusable or missing rootUrl. Empty when none."""
-    problems = []
+# What App Service hands an app in place of a setting whose reference it could not resolve (on a first start, while
+# a just-granted role propagates; a vault or secret renamed): the reference itself, literally.
+UNRESOLVED_REFERENCE = re.compile(r"\s*@Microsoft\.(KeyVault|AppConfiguration)\s*\(", re.IGNORECASE)
+# A value a template or a person left for a secret: ${VAR}, $(VAR), <...>, {{...}}, __VAR__, "changeme" and kin.
+PLACEHOLDER = re.compile(r"\s*(\$\{[^}]*\}|\$\([^)]*\)|<[^<>]*>|\{\{[^}]*\}\}|__[A-Za-z0-9_]+__"
+                         r"|change[-_ ]?me|placeholder|replace[-_ ]?me|todo|x{3,})\s*", re.IGNORECASE)
+SECRETS = ("root_access_token", "token_secret", "storage_account_key")
+# Settings read beside QUEUE_*: the Functions host's storage, and telemetry's.
+WATCHED_SETTINGS = ("AzureWebJobsStorage", "APPLICATIONINSIGHTS_CONNECTION_STRING")
+
+
+def unresolved_settings(environ: Mapping[str, str]) -> list[str]:
+    """The app settings the queue reads that still hold an unresolved Key Vault (or App Configuration) reference."""
+    return sorted(name for name, value in environ.items()
+                  if (name.upper().startswith(ENV_PREFIX) or name.split("__")[0] in WATCHED_SETTINGS)
+                  and UNRESOLVED_REFERENCE.match(value))
+
+
+def serving_problems(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
+    """What makes settings unfit to serve the queue, beyond what each field checks by itself: a setting that still
+    holds an unresolved Key Vault reference, a secret that is a placeholder, missing or reused, an unusable or
+    missing rootUrl. Empty when none. Such settings fail closed: nothing is served, no trigger runs."""
+    problems = [f"{name} holds an unresolved Key Vault reference, not its secret: App Service could not read it "
+                "(the app's identity needs `Key Vault Secrets User` on the vault, granted minutes before; or the "
+                "vault or secret name is wrong). It is retried on restart" for name in unresolved_settings(
+                    os.environ if environ is None else environ)]
+    for field in SECRETS:
+        value = getattr(settings, field)
+        if value is not None and (UNRESOLVED_REFERENCE.match(value) or PLACEHOLDER.fullmatch(value)):
+            name = f"{ENV_PREFIX}{field.upper()}"
+            if not any(p.startswith(name + " ") for p in problems):
+                problems.append(f"{name} holds a placeholder, not a secret")
     if not settings.token_secret:
         problems.append("QUEUE_TOKEN_SECRET is required: the access tokens of stored clients are derived from it")
     elif settings.token_secret == settings.root_access_token:

@@ -19,6 +19,12 @@ from typing import Any
 
 CONNECTION_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 AUTHENTICATION_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
+# Under the Functions host (which sets FUNCTIONS_WORKER_RUNTIME) with host.json's telemetryMode OpenTelemetry, the
+# host forwards the worker's log records itself; exporting them here too would send each twice. With
+# PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true the Python worker sets up the distro's exporter itself, before
+# the app is imported, and a second one here would double everything: the deployment sets it false.
+WORKER_RUNTIME_SETTING = "FUNCTIONS_WORKER_RUNTIME"
+WORKER_TELEMETRY_SETTING = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
 SERVICE_NAME = "taskcluster-queue"
 log = logging.getLogger("queue")
 
@@ -28,7 +34,7 @@ def _authentication(text: str | None) -> dict[str, str]:
     return {key.strip().lower(): value.strip() for key, value in parts}
 
 
-def _credential(environ: os._Environ[str]) -> Any:
+def _credential(environ: os._Environ[str] | dict[str, str]) -> Any:
     auth = _authentication(environ.get(AUTHENTICATION_SETTING))
     if auth.get("authorization", "").upper() != "AAD":
         return None
@@ -41,6 +47,10 @@ def configure() -> bool:
     """Export logs and traces if Application Insights is configured (once per process); True if it is."""
     environ = os.environ
     connection_string = environ.get(CONNECTION_SETTING)
+    if connection_string and environ.get(WORKER_TELEMETRY_SETTING, "").strip().lower() == "true":
+        log.info("telemetry: the Functions worker exports it (%s=true); not configured again here",
+                 WORKER_TELEMETRY_SETTING)
+        return True
     if not connection_string:
         if environ.get("OTEL_METRICS_EXPORTER", "").lower() == "console":
             _console_metrics(int(environ.get("OTEL_METRIC_EXPORT_INTERVAL") or 60000))
@@ -58,6 +68,7 @@ def configure() -> bool:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     configure_azure_monitor(
         connection_string=connection_string, credential=_credential(environ),
+        disable_logging=under_functions_host(environ),  # the host forwards them
         resource=Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME", SERVICE_NAME)}),
         logger_name="",  # the root logger: the queue's loggers and the host's
         # Live metrics stream to the endpoint the connection string names (Azure's always name one).
@@ -66,8 +77,14 @@ def configure() -> bool:
         instrumentation_options={name: {"enabled": False} for name in (
             "django", "fastapi", "flask", "psycopg2", "requests", "urllib", "urllib3")},
     )
-    log.info("telemetry: exporting logs and traces to Application Insights")
+    log.info("telemetry: exporting %s to Application Insights",
+             "traces (the Functions host exports the logs)" if under_functions_host(environ) else "logs and traces")
     return True
+
+
+def under_functions_host(environ: os._Environ[str] | dict[str, str]) -> bool:
+    """Whether this process is a Functions host's language worker (the host forwards its logs)."""
+    return bool(environ.get(WORKER_RUNTIME_SETTING))
 
 
 def _console_metrics(interval_ms: int) -> None:

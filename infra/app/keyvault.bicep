@@ -7,8 +7,6 @@ param tags object
 param rootAccessToken string
 @secure()
 param tokenSecret string
-param dataStorageName string
-param storeDataStorageKey bool
 
 resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   name: name
@@ -33,17 +31,6 @@ resource clientSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   parent: vault
   name: 'token-secret'
   properties: { value: tokenSecret }
-}
-
-resource data 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
-  name: dataStorageName
-}
-
-// Only to sign pollTaskUrls' queue SAS: Azure Queue Storage has no user delegation SAS.
-resource dataKey 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (storeDataStorageKey) {
-  parent: vault
-  name: 'data-storage-key'
-  properties: { value: data.listKeys().keys[0].value }
 }
 
 output name string = vault.name

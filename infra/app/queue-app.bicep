@@ -3,6 +3,8 @@
 param name string
 param location string
 param tags object
+@description('The azd service this site is (its azd-service-name tag).')
+param serviceName string
 param identityId string
 param identityClientId string
 param runtimeStorageName string
@@ -14,7 +16,6 @@ param serviceBusNamespace string
 param pulseNamespace string
 param applicationInsightsConnectionString string
 param keyVaultName string
-param enablePollingUrls bool
 param maximumInstanceCount int
 param instanceMemoryMB int
 param alwaysReadyInstances int
@@ -35,7 +36,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 resource app 'Microsoft.Web/sites@2024-04-01' = {
   name: name
   location: location
-  tags: tags
+  tags: union(tags, { 'azd-service-name': serviceName })
   kind: 'functionapp,linux'
   identity: {
     type: 'UserAssigned'
@@ -71,7 +72,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 
   resource settings 'config' = {
     name: 'appsettings'
-    properties: union({
+    properties: {
       // app settings: begin (tests/unit/test_deploy.py reads the names between these two lines)
       // The Functions runtime's own storage, by identity.
       AzureWebJobsStorage__accountName: runtimeStorageName
@@ -100,11 +101,12 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
       OTEL_TRACES_SAMPLER: 'microsoft.fixed_percentage'
       OTEL_TRACES_SAMPLER_ARG: traceSamplingRatio
-    }, enablePollingUrls ? {
-      // Signs pollTaskUrls' queue SAS (no identity can).
-      QUEUE_STORAGE_ACCOUNT_KEY: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=data-storage-key)'
+      // Telemetry exported once: the host (telemetryMode OpenTelemetry in host.json) forwards the worker's logs,
+      // and the worker exports only its traces (shared/telemetry.py). `true` would make the Python worker set up
+      // a second exporter of the same logs.
+      PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'false'
       // app settings: end
-    } : {})
+    }
   }
 }
 

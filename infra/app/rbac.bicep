@@ -36,6 +36,37 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' existing = {
   name: keyVaultName
 }
 
+// Polling URLs are user delegation SAS of the data account's queues, signed with a key the identity asks of the
+// queue service (no account key anywhere). A role of this deployment's own, with just that action: it is not
+// documented as part of the built-in Storage Queue Data roles (docs/deploy.md, "Unverified").
+resource queueDelegator 'Microsoft.Authorization/roleDefinitions@2022-04-01' = {
+  name: guid(resourceGroup().id, 'tc-azure-queue', 'queue-delegator')
+  properties: {
+    roleName: 'Storage Queue Delegator (tc-azure-queue ${resourceGroup().name})'
+    description: 'Ask the queue service for a user delegation key, to sign the queue polling URLs of pollTaskUrls.'
+    type: 'CustomRole'
+    assignableScopes: [resourceGroup().id]
+    permissions: [
+      {
+        actions: ['Microsoft.Storage/storageAccounts/queueServices/generateUserDelegationKey/action']
+        notActions: []
+        dataActions: []
+        notDataActions: []
+      }
+    ]
+  }
+}
+
+resource queueDelegation 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(data.id, identityPrincipalId, 'queue-delegator')
+  scope: data
+  properties: {
+    principalId: identityPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: queueDelegator.id
+  }
+}
+
 // The Functions runtime: timer leases and the deployment package (blob only, as in Microsoft's templates).
 resource runtimeBlob 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(runtime.id, identityPrincipalId, roles.storageBlobDataOwner)

@@ -1,13 +1,12 @@
-// Two storage accounts. The runtime's (AzureWebJobsStorage: timer leases, the deployment package) never needs a
-// key. The data account holds the queue's tables, queues and artifact blobs; shared-key access stays on only
-// when pollTaskUrls is served (its queue SAS are signed with the account key).
+// Two storage accounts, neither with shared-key access: everything reaches them with the app's identity, and the
+// signed URLs (artifact blobs, pollTaskUrls' queues) are user delegation SAS. The runtime's (AzureWebJobsStorage:
+// timer leases, the deployment package); the data account: the queue's tables, queues and artifact blobs.
 param runtimeName string
 param dataName string
 param location string
 param tags object
 param deploymentContainerName string
 param dataSku string
-param allowDataSharedKey bool
 @description('Blob container of the artifacts (QUEUE_ARTIFACT_CONTAINER).')
 param artifactContainerName string = 'artifacts'
 
@@ -40,7 +39,7 @@ resource data 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   properties: {
     minimumTlsVersion: 'TLS1_2'
     allowBlobPublicAccess: false
-    allowSharedKeyAccess: allowDataSharedKey
+    allowSharedKeyAccess: false
     supportsHttpsTrafficOnly: true
   }
   resource blobs 'blobServices' = {

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from shared.api.framework import Api, Call
+from shared.settings import check_serving, get_settings
 
 STARTED = time.monotonic()
 
@@ -17,6 +18,9 @@ async def ping(call: Call[Any]) -> dict[str, Any]:
 
 
 async def heartbeat(call: Call[Any]) -> dict[str, Any]:
+    """Healthy when the settings are fit to serve: a setting that still holds an unresolved Key Vault reference
+    (or any other settings problem) answers 500 with the problem, until it resolves (a health probe's target)."""
+    check_serving(get_settings())
     return {}
 
 

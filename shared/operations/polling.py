@@ -98,7 +98,7 @@ class Polling:
         expires = (stores.now() + dt.timedelta(seconds=stores.settings.poll_url_ttl)).replace(microsecond=0)
         urls = []
         for name in names:
-            base, sas = stores.queues.process_url(name, expires).split("?", 1)
+            base, sas = (await stores.queues.process_url(name, expires)).split("?", 1)
             urls.append((f"{base}/messages?visibilitytimeout={stores.settings.pending_hint_visibility}&{sas}",
                          f"{base}/messages/{{{{messageId}}}}?popreceipt={{{{popReceipt}}}}&{sas}"))
         return urls, expires

@@ -298,7 +298,7 @@ class QueueStore(Protocol):
 
     async def approximate_count(self, queue: str) -> int: ...
 
-    def process_url(self, queue: str, expires: dt.datetime) -> str:
+    async def process_url(self, queue: str, expires: dt.datetime) -> str:
         """The queue's URL with a signature that may only get (receive) and delete its messages until `expires`:
         `<endpoint>/<queue>?<sas>`."""
 

@@ -227,7 +227,7 @@ class MemoryQueues:
         self._queues[queue] = []
         return lost
 
-    def process_url(self, queue: str, expires: dt.datetime) -> str:
+    async def process_url(self, queue: str, expires: dt.datetime) -> str:
         return f"memory://queues/{queue}?sp=p&se={expires.isoformat()}"
 
     async def close(self) -> None:

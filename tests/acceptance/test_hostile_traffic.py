@@ -269,3 +269,16 @@ def test_a_host_without_its_token_secret_refuses_to_start_with_one_clear_line(az
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "QUEUE_TOKEN_SECRET is required" in lines[0], done.stderr
+
+
+def test_a_secret_still_holding_its_key_vault_reference_stops_the_host_with_one_clear_line(azurite):
+    """What App Service hands an app whose reference it could not resolve: the reference, as the value."""
+    env = base_env(azurite.connection_string)
+    env["QUEUE_ROOT_ACCESS_TOKEN"] = "@Microsoft.KeyVault(VaultName=kv-queue-abc;SecretName=root-access-token)"
+    env["QUEUE_PORT"] = "1"  # never bound: it must not get that far
+    done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"], cwd=PROJECT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "QUEUE_ROOT_ACCESS_TOKEN holds an unresolved Key Vault reference" in lines[0], \
+        done.stderr

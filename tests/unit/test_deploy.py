@@ -29,7 +29,7 @@ DEPLOYED_CODE = [PROJECT / "function_app.py", *(PROJECT / "functions").rglob("*.
 # Settings the Functions platform reads (not the code): they may be in infra without the code reading them.
 PLATFORM_SETTINGS = {"AzureWebJobsStorage__accountName", "AzureWebJobsStorage__credential",
                      "AzureWebJobsStorage__clientId"}
-SETTING_NAME = re.compile(r"^(QUEUE|APPLICATIONINSIGHTS|OTEL)_[A-Za-z0-9_]+$")
+SETTING_NAME = re.compile(r"^(QUEUE|APPLICATIONINSIGHTS|OTEL|PYTHON_APPLICATIONINSIGHTS)_[A-Za-z0-9_]+$")
 
 
 def env_name(field: str) -> str:
@@ -246,3 +246,93 @@ def test_local_settings_example_holds_what_func_start_needs(monkeypatch):
             monkeypatch.setenv(name, value)
     settings = Settings()  # valid as they stand (token lengths, schedules, the storage connection string)
     assert settings.storage_connection is not None
+
+
+# --- a locked-down subscription (issue #46) ------------------------------------------------------------------
+
+INFRA = PROJECT / "infra"
+SECRET_SETTINGS = {"QUEUE_ROOT_ACCESS_TOKEN", "QUEUE_TOKEN_SECRET", "QUEUE_STORAGE_ACCOUNT_KEY", "QUEUE_STORAGE",
+                   "QUEUE_ARTIFACT_STORAGE", "QUEUE_SERVICEBUS_CONNECTION", "QUEUE_AMQP_URL"}
+
+
+def bicep_files() -> list[Path]:
+    return sorted(INFRA.rglob("*.bicep"))
+
+
+def infra_setting_values() -> dict[str, str]:
+    text = APP_BICEP.read_text()
+    block = text[text.index("// app settings: begin"):text.index("// app settings: end")]
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$", block,
+                                                                 re.M)}
+
+
+def test_no_storage_account_allows_shared_keys_and_no_key_is_read():
+    accounts = 0
+    for path in bicep_files():
+        text = path.read_text()
+        for match in re.finditer(r"resource \w+ 'Microsoft\.Storage/storageAccounts@[^']+' = \{", text):
+            body = text[match.end():text.index("\n}", match.end())]
+            accounts += 1
+            assert re.search(r"^\s*allowSharedKeyAccess: false$", body, re.M), \
+                f"{path.name}: a storage account must set allowSharedKeyAccess: false"
+        assert "listKeys(" not in text and "AccountKey=" not in text, f"{path.name} reads an account key"
+    assert accounts == 2  # the runtime's and the data account (`existing` references are not declarations)
+
+
+def test_every_secret_the_app_reads_is_a_key_vault_reference():
+    values = infra_setting_values()
+    secrets_set = SECRET_SETTINGS & set(values)
+    assert {"QUEUE_ROOT_ACCESS_TOKEN", "QUEUE_TOKEN_SECRET"} <= secrets_set
+    for name in secrets_set:
+        assert values[name].startswith("'@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName="), name
+    assert "QUEUE_STORAGE_ACCOUNT_KEY" not in values  # polling URLs are user delegation SAS in Azure
+    assert not [name for name, value in values.items() if re.search(r"(?i)(accountkey|password|token)=", value)]
+
+
+def test_the_identity_may_ask_for_queue_user_delegation_keys():
+    rbac = (INFRA / "app" / "rbac.bicep").read_text()
+    assert "Microsoft.Storage/storageAccounts/queueServices/generateUserDelegationKey/action" in rbac
+    assignment = rbac[rbac.index("resource queueDelegation"):]
+    assert "scope: data" in assignment[:400] and "queueDelegator.id" in assignment[:400]
+
+
+def test_azure_yaml_pins_azd_and_the_service_tag_is_on_the_site_only():
+    azure_yaml = (PROJECT / "azure.yaml").read_text()
+    assert re.search(r"^requiredVersions:\n  azd: '>= 1\.18\.0[^']*'$", azure_yaml, re.M), azure_yaml
+    main = (INFRA / "main.bicep").read_text()
+    assert "azd-service-name" not in main.split("module queue 'app/queue-app.bicep'")[1].split("tags: tags")[0]
+    app = APP_BICEP.read_text()
+    plan = app[app.index("resource plan"):app.index("resource app")]
+    site = app[app.index("resource app"):]
+    assert "tags: tags" in plan and "azd-service-name" not in plan
+    assert "tags: union(tags, { 'azd-service-name': serviceName })" in site
+
+
+def test_telemetry_is_exported_once_under_the_functions_host(monkeypatch):
+    """host.json's telemetryMode OpenTelemetry makes the host forward the worker's logs: the worker exports only
+    its traces, and the Python worker does not set up a second exporter (PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY
+    false in infra). With it true, shared/telemetry.py would leave the exporter to the worker."""
+    host = json.loads((PROJECT / "host.json").read_text())
+    assert host["telemetryMode"] == "OpenTelemetry"
+    assert infra_setting_values()["PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"] == "'false'"
+    from azure.monitor import opentelemetry as distro
+
+    from shared import telemetry
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(distro, "configure_azure_monitor", lambda **kwargs: calls.append(kwargs))
+    connection = "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://127.0.0.1:9"
+    for environ, exported_logs in (({"FUNCTIONS_WORKER_RUNTIME": "python"}, False), ({}, True)):
+        monkeypatch.setattr(telemetry.os, "environ", {telemetry.CONNECTION_SETTING: connection,
+                                                      "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "false",
+                                                      **environ})
+        telemetry.configure.cache_clear()
+        assert telemetry.configure() is True
+        assert calls[-1]["disable_logging"] is not exported_logs
+    monkeypatch.setattr(telemetry.os, "environ", {telemetry.CONNECTION_SETTING: connection,
+                                                  "FUNCTIONS_WORKER_RUNTIME": "python",
+                                                  "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "true"})
+    telemetry.configure.cache_clear()
+    before = len(calls)
+    assert telemetry.configure() is True and len(calls) == before  # the worker's exporter, not a second one
+    telemetry.configure.cache_clear()

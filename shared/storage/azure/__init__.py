@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shared.storage.azure.blobs import AzureBlobs
 from shared.storage.azure.common import SigningKeyMissing
-from shared.storage.azure.queues import AzureQueues, queue_process_url
+from shared.storage.azure.queues import AzureQueues, QueueSigner
 from shared.storage.azure.tables import AzureTables
 
-__all__ = ["AzureBlobs", "AzureQueues", "AzureTables", "SigningKeyMissing", "queue_process_url"]
+__all__ = ["AzureBlobs", "AzureQueues", "AzureTables", "QueueSigner", "SigningKeyMissing"]

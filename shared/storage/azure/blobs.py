@@ -20,7 +20,7 @@ from azure.storage.blob import (
 from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient, ExponentialRetry  # the async client's own
 
 from shared.connections import StorageConnection
-from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, Signer, as_connection
+from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, DelegationKeys, Signer, as_connection
 from shared.storage.base import BlobInfo, ServedAs
 from shared.storage.retry import RetryPolicy
 
@@ -28,9 +28,6 @@ from shared.storage.retry import RetryPolicy
 class AzureBlobs:
     """Blobs and their SAS URLs. With a connection string the SAS are signed with its account key; with an
     identity, with a user delegation key (asked of Azure, valid up to 7 days, renewed a day before it ends)."""
-
-    DELEGATION_KEY_LIFETIME = dt.timedelta(days=6)
-    DELEGATION_KEY_RENEW = dt.timedelta(days=1)
 
     def __init__(self, connection: str | StorageConnection, policy: RetryPolicy | None = None) -> None:
         connection = as_connection(connection)
@@ -45,17 +42,11 @@ class AzureBlobs:
         self._by_identity = connection.uses_identity
         if not self._by_identity:
             self._signer.require_key("Artifact URLs", "the artifact storage connection string has no AccountKey")
-        self._delegation_key: UserDelegationKey | None = None
-        self._delegation_key_ends = dt.datetime.min.replace(tzinfo=dt.UTC)
+        self._delegation_keys = DelegationKeys(self._ask_delegation_key)
 
-    async def _user_delegation_key(self, needed_until: dt.datetime) -> UserDelegationKey:
-        now = dt.datetime.now(dt.UTC)
-        if self._delegation_key is None or self._delegation_key_ends - self.DELEGATION_KEY_RENEW < max(
-                now, needed_until):
-            ends = now + self.DELEGATION_KEY_LIFETIME
-            self._delegation_key = await self._clients.service.get_user_delegation_key(now - SAS_CLOCK_SKEW, ends)
-            self._delegation_key_ends = ends
-        return self._delegation_key
+    async def _ask_delegation_key(self, start: dt.datetime, expiry: dt.datetime) -> UserDelegationKey:
+        key: UserDelegationKey = await self._clients.service.get_user_delegation_key(start, expiry)
+        return key
 
     async def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime, *,
                       snapshot: str | None = None, served_as: ServedAs | None = None) -> str:
@@ -66,7 +57,7 @@ class AzureBlobs:
                            content_encoding=served_as.content_encoding)
         if self._by_identity:
             sas = generate_blob_sas(self._signer.account, container, blob,
-                                    user_delegation_key=await self._user_delegation_key(expires), **options)
+                                    user_delegation_key=await self._delegation_keys.key(expires), **options)
         else:
             sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.key, **options)
         at = f"snapshot={urllib.parse.quote(snapshot)}&" if snapshot else ""

@@ -161,3 +161,40 @@ class Signer:
         if not self.key:
             raise SigningKeyMissing(what=what, reason=reason)
         return str(self.key)
+
+
+class DelegationKeys:
+    """User delegation keys that the app's identity asks of one storage service, to sign SAS without an account
+    key: each valid for LIFETIME (Azure allows up to 7 days) and renewed RENEW before it ends or before a SAS
+    that would outlive it, so no signed URL outlives its key. Callers that need a new key at once share one
+    request."""
+
+    LIFETIME = dt.timedelta(days=6)
+    RENEW = dt.timedelta(days=1)
+
+    def __init__(self, fetch: Callable[[dt.datetime, dt.datetime], Awaitable[Any]],
+                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+        self._fetch, self._clock = fetch, clock
+        self._key: Any = None
+        self._ends = dt.datetime.min.replace(tzinfo=dt.UTC)
+        self._asking: asyncio.Future[Any] | None = None
+
+    async def key(self, needed_until: dt.datetime) -> Any:
+        """A key valid beyond `needed_until` (the expiry of the SAS it will sign)."""
+        now = self._clock()
+        if self._key is not None and self._ends - self.RENEW >= max(now, needed_until):
+            return self._key
+        if self._asking is None:
+            self._asking = asyncio.ensure_future(self._renew(now))
+        asking = self._asking
+        try:
+            return await asyncio.shield(asking)
+        finally:
+            if asking.done() and self._asking is asking:
+                self._asking = None
+
+    async def _renew(self, now: dt.datetime) -> Any:
+        ends = now + self.LIFETIME
+        key = await self._fetch(now - SAS_CLOCK_SKEW, ends)
+        self._key, self._ends = key, ends
+        return key

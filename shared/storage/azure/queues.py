@@ -8,13 +8,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.queue import QueueSasPermissions, generate_queue_sas
+from azure.storage.queue import QueueSasPermissions, UserDelegationKey, generate_queue_sas
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
-from shared.connections import StorageConnection
+from shared.connections import StorageConnection, async_credential
 from shared.storage.azure.common import (
     SAS_CLOCK_SKEW,
     Clients,
+    DelegationKeys,
     Refused,
     Signer,
     SigningKeyMissing,
@@ -49,17 +50,55 @@ def _message(raw: Any) -> QueueMessage:
         expires=raw.expires_on, next_visible=raw.next_visible_on)
 
 
-def queue_process_url(account: str, key: str | None, endpoint: str, queue: str, expires: dt.datetime) -> str:
-    """`<endpoint>/<queue>?<sas>` that may only get and delete the queue's messages until `expires` (pure
-    computation: both queue adapters sign with it)."""
-    if not key:
-        raise SigningKeyMissing(
-            what="Polling URLs", reason="Azure Queue SAS need the account key, and none is configured (with an "
-            "identity-based QUEUE_STORAGE connection, set QUEUE_STORAGE_ACCOUNT_KEY, e.g. as a Key Vault "
-            "reference; claimWork works without it)")
-    sas = generate_queue_sas(account, queue, key, permission=QueueSasPermissions(process=True), expiry=expires,
-                             start=dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW)
-    return f"{endpoint}/{queue}?{sas}"
+class QueueSigner:
+    """Signs the polling URLs of pollTaskUrls (both queue adapters use it): `<endpoint>/<queue>?<sas>` that may
+    only get and delete the queue's messages until `expires`. With an account key (a connection string, or
+    QUEUE_STORAGE_ACCOUNT_KEY beside an identity-based connection), a service SAS; without one, a user
+    delegation SAS, signed with a key the app's identity asks of the queue service (Azure serves them from
+    service version 2026-02-06; Azurite 3.37's queue service does not, so there the key must be given)."""
+
+    def __init__(self, connection: StorageConnection) -> None:
+        from azure.storage.queue import QueueServiceClient as SyncQueueServiceClient
+        self._signer = Signer(connection, "queue", SyncQueueServiceClient)
+        self._connection = connection
+        self._service: QueueServiceClient | None = None
+        self._keys = DelegationKeys(self._ask) if not self._signer.key and connection.uses_identity else None
+
+    @property
+    def by_identity(self) -> bool:
+        return self._keys is not None
+
+    async def _ask(self, start: dt.datetime, expiry: dt.datetime) -> UserDelegationKey:
+        if self._service is None:
+            self._service = QueueServiceClient(self._signer.endpoint,
+                                               credential=async_credential(self._connection.client_id))
+        key: UserDelegationKey = await self._service.get_user_delegation_key(start=start, expiry=expiry)
+        return key
+
+    async def process_url(self, queue: str, expires: dt.datetime) -> str:
+        options: dict[str, Any] = {"permission": QueueSasPermissions(process=True), "expiry": expires,
+                                   "start": dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW}
+        if self._signer.key:
+            sas = generate_queue_sas(self._signer.account, queue, self._signer.key, **options)
+        elif self._keys is not None:
+            try:
+                key = await self._keys.key(expires)
+            except HttpResponseError as exc:
+                raise SigningKeyMissing(
+                    what="Polling URLs", reason=f"the queue service gave no user delegation key to the app's "
+                    f"identity ({exc.status_code} {getattr(exc, 'error_code', None) or exc.reason}): it needs the "
+                    "generateUserDelegationKey action on the account's queue service (docs/deploy.md), and Azure "
+                    "Storage service version 2026-02-06 or later (Azurite 3.37 has none: give the account key "
+                    "there as QUEUE_STORAGE_ACCOUNT_KEY); claimWork works without it") from exc
+            sas = generate_queue_sas(self._signer.account, queue, user_delegation_key=key, **options)
+        else:
+            raise SigningKeyMissing(what="Polling URLs", reason="the connection has neither an account key nor an "
+                                    "identity to ask for a user delegation key")
+        return f"{self._signer.endpoint}/{queue}?{sas}"
+
+    async def close(self) -> None:
+        if self._service is not None:
+            await self._service.close()
 
 
 class AzureQueues:
@@ -72,8 +111,7 @@ class AzureQueues:
         # The SDK's own retries are off: each call is retried here (shared/storage/retry.py).
         self._clients = Clients(connection, "queue", QueueServiceClient, "get_queue_client", self._policy,
                                 retry_total=0)
-        from azure.storage.queue import QueueServiceClient as SyncQueueServiceClient
-        self._signer = Signer(connection, "queue", SyncQueueServiceClient)
+        self._signer = QueueSigner(connection)
 
     def _client(self, queue: str) -> QueueClient:
         client: QueueClient = self._clients.get(queue)
@@ -148,8 +186,9 @@ class AzureQueues:
         props = await self._call("queue.count", lambda o: self._client(queue).get_queue_properties(**o))
         return 0 if isinstance(props, Refused) else int(props.approximate_message_count or 0)
 
-    def process_url(self, queue: str, expires: dt.datetime) -> str:
-        return queue_process_url(self._signer.account, self._signer.key, self._signer.endpoint, queue, expires)
+    async def process_url(self, queue: str, expires: dt.datetime) -> str:
+        return await self._signer.process_url(queue, expires)
 
     async def close(self) -> None:
         await self._clients.close()
+        await self._signer.close()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import urllib.parse
 import xml.etree.ElementTree as ET
@@ -12,7 +11,7 @@ from xml.sax.saxutils import escape
 from multidict import CIMultiDict
 
 from shared.connections import StorageConnection
-from shared.storage.azure import queue_process_url
+from shared.storage.azure import QueueSigner
 from shared.storage.base import (
     QueueMessage,
     Received,
@@ -35,6 +34,7 @@ class RestQueues:
         self._account = Account(connection, "queue")
         self._http = Http(traced, policy)
         self._connection = connection
+        self._signer = QueueSigner(connection)  # polling URLs: the SDK's signing, with the same key or identity
 
     async def _request(self, method: str, path: str, operation: str, query: dict[str, str] | None = None, *,
                        body: bytes = b"") -> Answer:
@@ -154,10 +154,9 @@ class RestQueues:
             raise StorageError("GET", queue, status, headers.get("x-ms-error-code"), payload.decode())
         return int(headers.get("x-ms-approximate-messages-count") or 0)
 
-    def process_url(self, queue: str, expires: dt.datetime) -> str:
-        account = self._account
-        key = base64.b64encode(account.key).decode() if account.key else self._connection.account_key
-        return queue_process_url(account.account, key, account.endpoint, queue, expires)
+    async def process_url(self, queue: str, expires: dt.datetime) -> str:
+        return await self._signer.process_url(queue, expires)
 
     async def close(self) -> None:
         await self._http.close()
+        await self._signer.close()

@@ -1,0 +1,62 @@
+"""Settings fail closed: an app setting that still holds an unresolved Key Vault reference (what App Service hands
+an app whose reference it could not resolve) or a placeholder secret makes the settings unfit to serve, with one
+line naming it; the heartbeat answers that until it resolves."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from shared import errors
+from shared.api import monitoring
+from shared.settings import check_serving, load_settings, serving_problems, unresolved_settings
+
+REFERENCE = "@Microsoft.KeyVault(VaultName=kv-queue-abc123;SecretName=root-access-token)"
+GOOD = {"storage": "UseDevelopmentStorage=true", "root_access_token": "r" * 30, "token_secret": "t" * 30}
+
+
+def test_a_literal_key_vault_reference_is_not_taken_as_the_secret(monkeypatch):
+    monkeypatch.setenv("QUEUE_ROOT_ACCESS_TOKEN", REFERENCE)  # 69 characters: it passes the 22-character minimum
+    settings = load_settings(**{k: v for k, v in GOOD.items() if k != "root_access_token"})
+    assert settings.root_access_token == REFERENCE
+    problems = serving_problems(settings)
+    assert len(problems) == 1 and problems[0].startswith("QUEUE_ROOT_ACCESS_TOKEN holds an unresolved Key Vault")
+    with pytest.raises(errors.SettingsError) as refused:
+        check_serving(settings)
+    assert "QUEUE_ROOT_ACCESS_TOKEN" in refused.value.message and refused.value.status == 500
+
+
+@pytest.mark.parametrize("name", ["QUEUE_TOKEN_SECRET", "QUEUE_STORAGE_ACCOUNT_KEY", "QUEUE_STORAGE__clientId",
+                                  "APPLICATIONINSIGHTS_CONNECTION_STRING", "AzureWebJobsStorage__accountName"])
+def test_any_setting_the_app_reads_is_checked(name):
+    assert unresolved_settings({name: "  @microsoft.keyvault(SecretUri=https://v.vault.azure.net/secrets/s)"}) == [
+        name]
+    assert unresolved_settings({"SOMETHING_ELSE": REFERENCE, name: "resolved-value"}) == []
+
+
+@pytest.mark.parametrize("placeholder", [
+    "${ROOT_ACCESS_TOKEN}", "<root-access-token>", "changeme", "x" * 22, "__ROOT_ACCESS_TOKEN__",
+    "{{ root_access_token }}", "@Microsoft.AppConfiguration(Key=x)"])
+def test_placeholder_secrets_are_refused(placeholder):
+    settings = load_settings(**{**GOOD, "root_access_token": placeholder.ljust(22) if len(placeholder) < 22
+                                else placeholder})
+    assert any(p.startswith("QUEUE_ROOT_ACCESS_TOKEN holds") for p in serving_problems(settings, {}))
+
+
+def test_resolved_settings_serve():
+    assert serving_problems(load_settings(**GOOD), {"QUEUE_ROOT_ACCESS_TOKEN": "r" * 30}) == []
+
+
+def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatch):
+    from shared import settings as settings_module
+
+    monkeypatch.setenv("QUEUE_TOKEN_SECRET", REFERENCE)
+    monkeypatch.setattr(settings_module, "get_settings", lambda: load_settings(
+        **{k: v for k, v in GOOD.items() if k != "token_secret"}))
+    monkeypatch.setattr(monitoring, "get_settings", settings_module.get_settings)
+    with pytest.raises(errors.SettingsError, match="QUEUE_TOKEN_SECRET holds an unresolved Key Vault reference"):
+        asyncio.run(monitoring.heartbeat(None))  # type: ignore[arg-type]
+    monkeypatch.setenv("QUEUE_TOKEN_SECRET", "t" * 30)
+    monkeypatch.setattr(monitoring, "get_settings", lambda: load_settings(**GOOD))
+    assert asyncio.run(monitoring.heartbeat(None)) == {}  # type: ignore[arg-type]
