@@ -7,7 +7,7 @@ AZURITE := .tools/node_modules/.bin/azurite
 AZURITE_VERSION := 3.37.0
 # Azurite is patched after install (local_host/azurite-patches/README.md says why); the stamp names the patches.
 AZURITE_PATCHES := $(wildcard local_host/azurite-patches/*.patch)
-AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)-patched-3
+AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)-patched-4
 PATCH_PACKAGE_VERSION := 8.0.1
 # The official JavaScript client, which a test drives from a node script (tests/acceptance/js/).
 TC_CLIENT_VERSION := 87.1.3
@@ -24,7 +24,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@touch $@
 
 $(AZURITE_STAMP): $(AZURITE_PATCHES)  # a stamp per version and patch set, so an older checkout is upgraded
-	rm -rf .tools/node_modules/azurite  # patched by an older patch set, maybe: reinstalled as npm ships it
+	# Patched by an older patch set, maybe: reinstalled as npm ships them (their command links too, which npm makes
+	# executable only when it makes them).
+	rm -rf .tools/node_modules/azurite .tools/node_modules/lokijs .tools/node_modules/.bin/azurite*
 	npm install --prefix .tools --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION) \
 		patch-package@$(PATCH_PACKAGE_VERSION)
 	cd .tools && node_modules/.bin/patch-package --error-on-fail --patch-dir ../local_host/azurite-patches

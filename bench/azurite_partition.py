@@ -6,7 +6,9 @@ every entity of the table.
     .venv/bin/python -m bench.azurite_partition [--others 0 10000 40000] [--queries 300]
 
 Starts its own Azurite (in memory) and prints, per count of other entities (each count after the one before: they
-add up), the Azurite table CPU milliseconds per query of a 10-entity partition, and per insert.
+add up), the Azurite table CPU milliseconds per query of a 10-entity partition, per insert, and per replace, merge
+and delete of one entity (what a task's changes are): with Azurite and LokiJS as npm ships them, each grows with
+the table (local_host/azurite-patches/README.md).
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ async def measure(store: azurite.Azurite, others: list[int], queries: int) -> No
                                           limit=100)
                 assert len(page.entities) == 10
 
+        async def change(kind: str, i: int) -> None:
+            async with limit:
+                key = ("hot", f"churn-{i:05d}")
+                if kind == "insert":
+                    await tables.insert(TABLE, Entity(*key, {"n": i}))
+                elif kind == "replace":
+                    assert await tables.replace(TABLE, Entity(*key, {"n": i + 1}, "*")) is not None
+                elif kind == "merge":
+                    assert await tables.transact(TABLE, [Op("merge", Entity(*key, {"m": i}, "*"))])
+                else:
+                    assert await tables.delete(TABLE, *key, etag="*")
+
+        async def per_change(kind: str, count: int) -> float:
+            before = cpu_seconds(pids)["table"]
+            await asyncio.gather(*(change(kind, i) for i in range(count)))
+            return (cpu_seconds(pids)["table"] - before) / count * 1000
+
         for target in others:
             before = cpu_seconds(pids)
             first = held // 100
@@ -62,8 +81,10 @@ async def measure(store: azurite.Azurite, others: list[int], queries: int) -> No
             after = cpu_seconds(pids)
             per_insert = (filled["table"] - before["table"]) / inserted * 1000 if inserted else 0.0
             per_query = (after["table"] - filled["table"]) / queries * 1000
+            costs = {kind: await per_change(kind, queries) for kind in ("insert", "replace", "merge", "delete")}
             print(f"{held} entities in other partitions: {queries} partition queries in {elapsed:.1f} s; Azurite table "
-                  f"CPU {per_query:.2f} ms per query, {per_insert:.2f} ms per entity inserted", flush=True)
+                  f"CPU {per_query:.2f} ms per query, {per_insert:.2f} ms per entity inserted (in batches of 100); "
+                  "one entity's " + ", ".join(f"{kind} {ms:.2f}" for kind, ms in costs.items()) + " ms", flush=True)
     finally:
         await tables.close()
 
