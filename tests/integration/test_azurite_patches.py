@@ -1,6 +1,8 @@
 """The Azurite that `make setup` installs carries local_host/azurite-patches (applied by patch-package), and the
 patches keep Azurite's behaviour: a message past its time to live is removed, the others stay, and a receive
-answers its own queue's messages only; a query naming one partition answers what the whole table's scan did."""
+answers its own queue's messages only; a query naming one partition answers what the whole table's scan did; a
+replace takes the entity's place (found by key and by partition query afterwards, its ETag new, a failed batch
+restoring it), and LokiJS keeps its indices sorted."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ def test_the_installed_azurite_is_patched() -> None:
     assert "accountName: account,\n            queueName: queue," not in source, unpatched  # queue first
     tables = (package / TABLE_STORE).read_text()
     assert "partitionKeyOfFilter(queryOptions.filter)" in tables, unpatched.replace("queue", "table")
+    assert "tableEntityCollection.update({ ...entity, $loki: doc.$loki" in tables, unpatched.replace("queue", "table")
+    lokijs = (package.parent / "lokijs" / "src" / "lokijs.js").read_text()
+    assert "Patched (tc-azure-queue)" in lokijs, "LokiJS is not patched: run `make setup`"
 
 
 def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> None:
@@ -82,6 +87,43 @@ def test_partition_queries_answer_as_the_scan_did(azurite: azurite_mod.Azurite) 
             both = await rows("PartitionKey eq @a or PartitionKey eq @b", {"a": "p", "b": "q"}, limit=11)
             assert both == [("p", f"r{i:02d}") for i in range(30)] + [("q", f"r{i:02d}") for i in range(30)]
             assert await rows("PartitionKey eq @pk", {"pk": "none"}) == []
+        finally:
+            await tables.close()
+
+    asyncio.run(go())
+
+
+def test_replaces_and_merges_keep_the_table_whole(azurite: azurite_mod.Azurite) -> None:
+    """Replaced and merged entities are found by key and by partition query, in key order, with new ETags; the
+    others are untouched; a batch that fails after replacing an entity leaves it as it was."""
+    async def go() -> None:
+        tables = RestTables(azurite.connection_string)
+        table = f"Replace{uuid.uuid4().hex[:10]}"
+        try:
+            await tables.ensure_tables([table])
+            for partition in ["a", "b"]:
+                await tables.transact(table, [Op("insert", Entity(partition, f"r{i:02d}", {"n": i}))
+                                              for i in range(20)])
+            first = await tables.get(table, "a", "r05")
+            assert first is not None
+            replaced = await tables.replace(table, Entity("a", "r05", {"n": 105, "new": "yes"}, first.etag))
+            assert replaced is not None and replaced.etag != first.etag
+            assert await tables.replace(table, Entity("a", "r05", {"n": 0}, first.etag)) is None  # stale ETag
+            assert await tables.transact(table, [Op("merge", Entity("a", "r06", {"m": "merged"}, "*"))])
+            got = await tables.get(table, "a", "r05")
+            assert got is not None and got.data["n"] == 105 and got.data["new"] == "yes" and got.etag == replaced.etag
+            page = await tables.query(table, "PartitionKey eq @pk", {"pk": "a"})
+            assert [e.row_key for e in page.entities] == [f"r{i:02d}" for i in range(20)]
+            by_key = {e.row_key: e.data for e in page.entities}
+            assert by_key["r05"]["n"] == 105 and by_key["r06"] == {"n": 6, "m": "merged"} and by_key["r07"] == {"n": 7}
+            # A batch that replaces r08 and then fails (an insert of an existing row) changes nothing.
+            before = await tables.get(table, "a", "r08")
+            assert not await tables.transact(table, [Op("replace", Entity("a", "r08", {"n": -1}, "*")),
+                                                     Op("insert", Entity("a", "r09", {"n": -1}))])
+            after = await tables.get(table, "a", "r08")
+            assert after is not None and before is not None and after.data == before.data and after.etag == before.etag
+            other = await tables.query(table, "PartitionKey eq @pk", {"pk": "b"})
+            assert [(e.row_key, e.data["n"]) for e in other.entities] == [(f"r{i:02d}", i) for i in range(20)]
         finally:
             await tables.close()
 
