@@ -422,13 +422,17 @@ class TaskGroupStore:
         await delete_all(self.tables, GROUPS_TABLE,
                          [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)])
 
-    async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> bool:
-        """Delete an expired group that has no members left."""
+    async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> dt.datetime | None:
+        """Delete an expired group that has no members left. A group left empty before it expires (it outlives its
+        tasks: `extended`) is not deleted: when to look again is answered (its `expires`), else None (deleted,
+        gone, or a member left, whose own expiry will look again)."""
         group = await self.get(task_group_id)
-        if group is None or group.expires > cutoff or await self._first(task_group_id, MEMBER, 1):
-            return False
+        if group is None or await self._first(task_group_id, MEMBER, 1):
+            return None
+        if group.expires > cutoff:
+            return group.expires
         if not await self.tables.delete(GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
-            return False  # a task joined meanwhile
+            return None  # a task joined meanwhile
         self._cache.pop(task_group_id, None)
         await self.events.forget(Stream(GROUP_STREAMS, task_group_id), group.event_seq)
-        return True
+        return None

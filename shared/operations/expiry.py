@@ -24,7 +24,7 @@ from shared.domain.artifacts import (
     row_key,
 )
 from shared.domain.eventrows import Stream
-from shared.domain.expiry import ExpiryIndex
+from shared.domain.expiry import ExpiryIndex, bucket
 from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
@@ -34,6 +34,8 @@ from shared.storage.base import delete_all
 log = logging.getLogger("queue")
 
 EXPIRE_ATTEMPTS = 3  # reads of a task that keeps changing while it is deleted, before it is left for the next run
+# TaskExpiry's RowKey for a group left empty before it expired (a group outlives its tasks); no taskId holds `:`.
+GROUP_KEY = "group:"
 
 
 class Expiry:
@@ -68,7 +70,19 @@ class Expiry:
         (and the group once it is empty and expired)."""
         stores = self.stores
 
+        async def expire_group(group_id: str, cutoff: dt.datetime, hour: str | None) -> None:
+            """The group of a task just deleted (`hour` None), or one whose entry came due: deleted if empty and
+            expired; empty and not yet expired, an entry of its own brings it back when it is."""
+            later = await stores.groups.delete_if_empty(group_id, cutoff)
+            if later is not None:
+                await stores.expiry.add(GROUP_KEY + group_id, later)
+            if hour is not None and (later is None or bucket(later) != hour):
+                await stores.expiry.remove(hour, GROUP_KEY + group_id)
+
         async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
+            if task_id.startswith(GROUP_KEY):
+                await expire_group(task_id[len(GROUP_KEY):], cutoff, hour)
+                return
             for _ in range(EXPIRE_ATTEMPTS):
                 task = await self.tasks.get(task_id)
                 self.tasks.known.forget(task_id)
@@ -84,7 +98,7 @@ class Expiry:
                 # The row as read: a change written meanwhile (a deadline resolved late) wrote an event row after
                 # those just deleted, which would outlive the task; the task is read again and its rows go too.
                 if await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id), etag=task.etag):
-                    await stores.groups.delete_if_empty(group_id, cutoff)
+                    await expire_group(group_id, cutoff, None)
                     break
             else:
                 log.warning("task changed while expiring; kept for the next run", extra=fields(taskId=task_id))

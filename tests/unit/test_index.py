@@ -275,3 +275,4 @@ def test_a_completed_task_is_indexed_at_its_routes_and_a_failed_one_is_not(servi
     before = run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build"))
     run(service.resolution.resolve_dependencies(ResolvedCheck(done, 0, done, None, clock.now)))
     assert run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build")).etag == before.etag
+
