@@ -16,8 +16,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from shared import errors, faults, timeutil
 from shared.bounded import Bounded
@@ -39,14 +38,13 @@ from shared.domain.index import (
 from shared.domain.tasks import Task
 from shared.logs import fields
 from shared.operations.stores import Stores
-from shared.storage.base import Entity, TableStore, decode_key, encode_key
+from shared.storage.base import Entity, decode_key, encode_key
 
 log = logging.getLogger("queue.index")
 
 KNOWN_NAMESPACES = 10_000  # namespaces this process wrote or read, with the expiry stored (a few MB at most)
 WRITE_ATTEMPTS = 20  # conditional writes of one row that lose a race before the call fails (500, safe to retry)
 AT_ONCE = 32  # point reads of one findTasksAtIndex page in flight together
-T = TypeVar("T")
 
 
 class BadContinuation(errors.InvalidRequestArguments):
@@ -219,17 +217,22 @@ class TaskIndex:
         return deleted
 
     async def expire(self, cutoff: dt.datetime, *, budget_seconds: float = 60) -> int:
-        """Delete entries and namespaces whose `expires` is before `cutoff` (a scan with a filter: the expiry
-        timer runs it daily or so, and it reads only what it deletes past the service's filtering)."""
+        """Delete entries and namespaces whose `expires` is before `cutoff`: a query with a filter over the table
+        (the service filters; what comes back is what is deleted), run by the expiry timer."""
         await self.stores.ready()
         give_up = time.monotonic() + budget_seconds
         deleted, continuation = 0, None
         tables = self.stores.tables
+        limiter = asyncio.Semaphore(AT_ONCE)
+
+        async def delete(entity: Entity) -> bool:
+            async with limiter:  # on the ETag read: a row extended meanwhile stays
+                return await tables.delete(INDEX_TABLE, entity.partition_key, entity.row_key, etag=entity.etag)
+
         while time.monotonic() < give_up:
             page = await tables.query(INDEX_TABLE, "expires lt @cutoff", {"cutoff": timeutil.iso(cutoff)},
                                       limit=100, continuation=continuation)
-            results = await _bounded(AT_ONCE, [_deleter(tables, e) for e in page.entities])
-            deleted += sum(results)
+            deleted += sum(await asyncio.gather(*(delete(e) for e in page.entities)))
             continuation = page.continuation
             if continuation is None:
                 break
@@ -237,20 +240,6 @@ class TaskIndex:
             if expires < cutoff:
                 self._namespaces.pop(key)  # deleted (or about to be): to be written again when next needed
         return deleted
-
-
-def _deleter(tables: TableStore, entity: Entity) -> Callable[[], Awaitable[bool]]:
-    return lambda: tables.delete(INDEX_TABLE, entity.partition_key, entity.row_key, etag=entity.etag)
-
-
-async def _bounded(at_once: int, calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
-    limiter = asyncio.Semaphore(at_once)
-
-    async def one(call: Callable[[], Awaitable[T]]) -> T:
-        async with limiter:
-            return await call()
-
-    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
 def _token(offset: int) -> str:
