@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from local_host import azurite as azurite_mod
+from tests.acceptance.browsing import CHROMIUM
 from tests.conftest import HostProcess
 
 
@@ -35,3 +36,28 @@ def own_hosts(host_factory: Callable[..., HostProcess],
     yield start
     for host in started:
         host.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, through Playwright (which downloads no browser here); a module's tests share it."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    assert CHROMIUM, "Chromium is required: apt-get install chromium"
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, host: Any) -> Iterator[Any]:
+    """A fresh browser context at 1280 px on the module's host; the test fails if the page had a script error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, timezone_id="Europe/Berlin")
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert not errors, f"script errors on the page: {errors}"

@@ -66,3 +66,8 @@ export function badge(state) {
 export function message(kind, text) {
   return h("div", { class: `message message-${kind}`, role: kind === "error" ? "alert" : "status" }, text);
 }
+
+// Each view names its tab: what it shows first, then the inspector.
+export function setTitle(text) {
+  document.title = text ? `${text} · Queue inspector` : "Queue inspector";
+}

@@ -1,0 +1,184 @@
+"""The inspector's log viewer in Chromium, on logs written through the API as workers write them: ANSI colours and
+styles shown (never their escape codes), line numbers linking to a line or a range that a reload keeps, search
+stepping through matches, folding sections, timestamps, following the end (stopped by scrolling up, resumed at
+the bottom), and each state a log can be in said plainly: not started, no such log, no such run, private (with
+the sign-in offered), an error artifact."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.acceptance.browsing import (
+    LOG,
+    WAIT_MS,
+    append_log,
+    claimed_task,
+    finished_task_with_log,
+    in_days,
+    log_address,
+    needs_browser,
+    shot,
+    sign_in,
+    start_live_log,
+    wait_js,
+)
+from tests.conftest import slugid, task_definition, task_queue_id
+
+pytestmark = needs_browser
+
+ANSI_LOG = "\n".join([
+    "[taskcluster 2026-11-25T10:00:00.000Z] Worker Type (proj/test) settings:",
+    "\x1b[1mBold\x1b[0m \x1b[31mred\x1b[0m \x1b[38;5;208morange\x1b[0m \x1b[38;2;10;200;30mgreen\x1b[0m\x1b[K",
+    "::group::Install dependencies",
+    "Collecting foo",
+    "Collecting bar",
+    "::endgroup::",
+    "section_start:1700000000:tests\r\x1b[0K\x1b[36mRunning tests\x1b[0m",
+    "test_a PASSED",
+    "test_b \x1b[31mFAILED\x1b[0m",
+    "section_end:1700000001:tests\r\x1b[0K",
+    "progress 10%\rprogress 50%\rprogress 100%",
+    "\x1b[1;31merror: the build failed\x1b[0m",
+]) + "\n"
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(claim_work_wait=1, claim_work_poll_interval=0.2)
+
+
+def lines_text(page) -> str:
+    return page.evaluate("[...document.querySelectorAll('#log .line')].map(l => l.innerText).join('\\n')")
+
+
+def test_ansi_colours_sections_timestamps_and_line_links_that_survive_a_reload(host, page):
+    queue = host.client()
+    task_id = finished_task_with_log(queue, ANSI_LOG)
+    page.goto(log_address(host, task_id))
+    page.wait_for_selector("#log-status:has-text('the whole log')", timeout=WAIT_MS)
+    text = lines_text(page)
+    assert "\x1b" not in text and "[0m" not in text and "[K" not in text  # escapes interpreted, never shown
+    assert page.inner_text("#log .a-bold") == "Bold"
+    assert page.inner_text("#log .a-f1") == "red"
+    colours = page.evaluate("[...document.querySelectorAll('#log .line[data-n=\"2\"] .lt span')]"
+                            ".map(s => [s.innerText, getComputedStyle(s).color])")
+    assert ["orange", "rgb(255, 135, 0)"] in colours and ["green", "rgb(10, 200, 30)"] in colours
+    assert page.inner_text(".line[data-n='11'] .lt") == "progress 100%"  # the carriage returns' last frame
+    timestamp = page.locator(".line[data-n='1'] .ts")
+    assert timestamp.inner_text() == "2026-11-25T10:00:00.000Z" and "2026" in timestamp.get_attribute("title")
+    # Both sections (GitHub's ::group:: and GitLab's section_start) are folded once the log is whole.
+    folds = page.locator("#log button.fold")
+    assert folds.count() == 2 and "Install dependencies" in folds.nth(0).inner_text()
+    assert "Running tests" in folds.nth(1).inner_text() and "::group::" not in text
+    assert page.is_hidden(".line[data-n='4']") and page.is_hidden(".line[data-n='8']")
+    folds.nth(1).click()
+    assert folds.nth(1).get_attribute("aria-expanded") == "true" and page.is_visible(".line[data-n='9']")
+    assert "FAILED" in page.inner_text(".line[data-n='9']") and page.is_hidden(".line[data-n='4']")
+    shot(page, "log-ansi")
+    # A line, then a range by shift-click: the address says so, and a reload shows the same lines selected.
+    page.click(".line[data-n='9'] a.ln")
+    page.click(".line[data-n='12'] a.ln", modifiers=["Shift"])
+    assert page.evaluate("location.hash").endswith("#L9-L12")
+    page.reload()
+    page.wait_for_selector("#log .line.sel", timeout=WAIT_MS)
+    assert page.evaluate("[...document.querySelectorAll('#log .line.sel')].map(l => l.dataset.n)") == [
+        "9", "10", "11", "12"]
+    assert page.is_visible(".line[data-n='9']")  # its section unfolded for the link
+    page.evaluate("location.hash = location.hash.replace(/#L.*$/, '#L2')")  # an edited anchor: no reload needed
+    wait_js(page, "document.querySelectorAll('#log .line.sel').length === 1")
+    assert page.get_attribute("#log .line.sel", "data-n") == "2"
+
+
+def test_search_steps_through_the_matches_of_a_large_log(host, page):
+    queue = host.client()
+    lines = [f"[task 2026-11-25T10:00:00.000Z] step {i} ok" for i in range(20000)]
+    for at in (150, 9000, 19990):
+        lines[at] = f"\x1b[31mERROR\x1b[0m in step {at}: Disk full"
+    task_id = finished_task_with_log(queue, "\n".join(lines) + "\n")
+    page.goto(log_address(host, task_id))
+    page.wait_for_selector("#log-status:has-text('20,000 lines')", timeout=WAIT_MS)
+    assert page.locator("#log .line").count() < 2000  # only what is near the screen is drawn
+    page.evaluate("document.querySelector('#log').scrollTop = 0")  # it opened at the end; search from the top
+    page.fill("#log-search", "disk FULL")
+    page.press("#log-search", "Enter")
+    wait_js(page, "document.querySelector('#log-search-count').textContent === '1 of 3 matches'")
+    assert page.get_attribute("#log .hit.current", "data-match") == "0"
+    assert page.evaluate("document.querySelector('#log .hit.current').closest('.line').dataset.n") == "151"
+    page.click("#search-next")
+    wait_js(page, "document.querySelector('#log-search-count').textContent === '2 of 3 matches'")
+    current = page.locator("#log .hit.current")
+    assert current.evaluate("m => m.closest('.line').dataset.n") == "9001" and current.is_visible()
+    box = current.bounding_box()
+    scroller = page.locator("#log").bounding_box()
+    assert scroller["y"] <= box["y"] <= scroller["y"] + scroller["height"]  # scrolled to it
+    page.press("#log-search", "Shift+Enter")
+    wait_js(page, "document.querySelector('#log-search-count').textContent === '1 of 3 matches'")
+    page.press("#log-search", "Shift+Enter")
+    wait_js(page, "document.querySelector('#log-search-count').textContent === '3 of 3 matches'")  # wraps around
+    page.fill("#log-search", "no such text")
+    wait_js(page, "document.querySelector('#log-search-count').textContent === 'no match'")
+    assert page.locator("#log .hit").count() == 0
+
+
+def test_following_the_end_stops_when_the_reader_scrolls_up_and_resumes_at_the_bottom(host, page):
+    queue = host.client()
+    task_id = claimed_task(queue)
+    blob = start_live_log(queue, task_id)
+    append_log(blob, "".join(f"line {i}\n" for i in range(1, 301)))
+    page.goto(log_address(host, task_id))
+    page.wait_for_selector("#log .line[data-n='300']", timeout=WAIT_MS)
+    at_bottom = ("(l => l.scrollHeight - l.scrollTop - l.clientHeight < 4)(document.querySelector('#log'))")
+    wait_js(page, at_bottom)
+    assert page.is_checked("#follow")
+    page.hover("#log")
+    page.mouse.wheel(0, -2000)  # the reader scrolls up to read
+    wait_js(page, "!document.querySelector('#follow').checked")
+    top = page.evaluate("document.querySelector('#log').scrollTop")
+    append_log(blob, "".join(f"line {i}\n" for i in range(301, 401)))
+    page.wait_for_selector("#log .line[data-n='400']", state="attached", timeout=WAIT_MS)
+    assert page.evaluate("document.querySelector('#log').scrollTop") == top  # left where the reader is
+    page.evaluate("(l => { l.scrollTop = l.scrollHeight; })(document.querySelector('#log'))")
+    wait_js(page, "document.querySelector('#follow').checked")  # back at the bottom: following again
+    append_log(blob, "".join(f"line {i}\n" for i in range(401, 501)))
+    page.wait_for_selector("#log .line[data-n='500']", timeout=WAIT_MS)
+    wait_js(page, at_bottom)
+    queue.reportCompleted(task_id, "0")
+    page.wait_for_selector("#log-status:has-text('the whole log')", timeout=WAIT_MS)
+
+
+def test_each_state_of_a_log_is_said_plainly(host, page):
+    queue = host.client()
+    # Not started: the run is pending.
+    pending = slugid()
+    queue.createTask(pending, task_definition(taskQueueId=task_queue_id()))
+    page.goto(log_address(host, pending))
+    page.wait_for_selector("#log-state:has-text('Not started')", timeout=WAIT_MS)
+    assert page.is_hidden("#log")
+    # No log of that name in a finished run: said, with the logs it has.
+    done = finished_task_with_log(queue, "all good\n")
+    page.goto(log_address(host, done, "public/logs/live_backing.log"))
+    page.wait_for_selector("#log-state:has-text('There is no log named')", timeout=WAIT_MS)
+    assert page.locator(f"#log-state a[href$='{LOG.replace('/', '%2F')}']").count() == 1
+    # A run that does not exist: said once, not polled for ever.
+    page.goto(log_address(host, done, run_id=4))
+    page.wait_for_selector("#log-state:has-text('has no run 4')", timeout=WAIT_MS)
+    assert "runs are 0 to 0" in page.inner_text("#log-state")
+    # A private log: the sign-in is offered, and signing in shows it.
+    private = finished_task_with_log(queue, "secret build output\n", name="private/logs/build.log")
+    page.goto(log_address(host, private, "private/logs/build.log"))
+    page.wait_for_selector("#log-state:has-text('This log is private')", timeout=WAIT_MS)
+    assert "queue:get-artifact:private/logs/build.log" in page.inner_text("#log-state")
+    page.click("#log-sign-in")
+    assert page.evaluate("document.activeElement.id") == "client-id"
+    sign_in(page)
+    page.wait_for_selector("#log .line:has-text('secret build output')", timeout=WAIT_MS)
+    # An error artifact: the worker's reason.
+    failed = claimed_task(queue)
+    queue.createArtifact(failed, "0", LOG, {"storageType": "error", "expires": in_days(),
+                                             "reason": "file-missing-on-worker",
+                                             "message": "the log file was never written"})
+    queue.reportFailed(failed, "0")
+    page.goto(log_address(host, failed))
+    page.wait_for_selector("#log-state:has-text('the log file was never written')", timeout=WAIT_MS)
+    assert page.title().startswith("live.log")
+

@@ -1,0 +1,74 @@
+// Unit tests of the inspector's logic that needs no page (node's own test runner; run by
+// tests/unit/test_inspector_js.py): ANSI parsing, the log model's lines, sections and search, and addresses.
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { parseLine, PLAIN } from "../../../shared/api/static/inspector/ansi.js";
+import { understand, routeOf } from "../../../shared/api/static/inspector/addresses.js";
+import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
+
+const T = "fXT_wy4DQQK7ILZI-NzfJw";
+const G = "Ed2CLmzBTXyhJDQhSkt7Cg";
+const texts = (line) => parseLine(line).segments.map((s) => [s.text, s.style]);
+
+test("SGR colours and styles become styles; other escapes are removed", () => {
+  assert.deepEqual(texts("\x1b[1;31merror\x1b[0m: x"), [["error", { bold: true, fg: 1 }], [": x", PLAIN]]);
+  assert.deepEqual(texts("\x1b[38;5;208ma\x1b[48;2;1;2;3mb\x1b[39;49m c"),
+    [["a", { fg: "rgb(255,135,0)" }], ["b", { fg: "rgb(255,135,0)", bg: "rgb(1,2,3)" }], [" c", PLAIN]]);
+  assert.deepEqual(texts("a\x1b[2K\x1b[1Gb\x1b]0;title\x07c\x1b]8;;http://x\x1b\\d\x1b"), [["a", PLAIN], ["b", PLAIN],
+    ["c", PLAIN], ["d", PLAIN]]);
+  assert.deepEqual(texts("\x1b[92mbright\x1b[22;2mdim"), [["bright", { fg: 10 }], ["dim", { fg: 10, dim: true }]]);
+});
+
+test("a style carries to the next line, and a carriage return keeps the last frame", () => {
+  const first = parseLine("\x1b[32mgreen starts");
+  assert.deepEqual(first.style, { fg: 2 });
+  assert.deepEqual(parseLine("still green", first.style).segments, [{ text: "still green", style: { fg: 2 } }]);
+  assert.deepEqual(texts("10%\r50%\r100%"), [["100%", PLAIN]]);
+  assert.deepEqual(texts("bell\x07 and nul\x00 removed\ttab kept"), [["bell and nul removed\ttab kept", PLAIN]]);
+});
+
+test("the log model holds complete lines, the growing one apart, and both kinds of sections", () => {
+  const log = new LogModel();
+  assert.equal(log.append("one\r\n::group::Build\nstep\n::endgroup::\nsection_start:1:tests\r\x1b[0KRun tests\n"), 0);
+  assert.equal(log.append("in\nsection_end:2:tests\r\x1b[0K\npart"), 5);
+  assert.deepEqual(log.plain, ["one", "Build", "step", "::endgroup::", "Run tests", "in", ""]);
+  assert.equal(log.length, 8);
+  assert.equal(log.pendingLine().plain, "part");
+  assert.deepEqual(log.sections.map((s) => [s.title, s.start, s.end]), [["Build", 1, 3], ["Run tests", 4, 6]]);
+  assert.equal(log.headerOf(1), 0);
+  assert.equal(log.headerOf(2), null);
+  assert.ok(log.hidden(2, new Set([0])) && !log.hidden(1, new Set([0])) && !log.hidden(5, new Set([0])));
+  log.append("ial\n");
+  assert.deepEqual(log.plain.at(-1), "partial");
+});
+
+test("search finds every match case-insensitively, at most MAX_MATCHES", () => {
+  const log = new LogModel();
+  log.append("Error here\nno\nerror and ERROR\n");
+  assert.deepEqual(log.search("error"), [{ line: 0, start: 0, end: 5 }, { line: 2, start: 0, end: 5 },
+    { line: 2, start: 10, end: 15 }]);
+  const big = new LogModel();
+  big.append("x\n".repeat(MAX_MATCHES + 50));
+  assert.equal(big.search("x").length, MAX_MATCHES);
+});
+
+test("Taskcluster's UI addresses and pasted URLs become the inspector's routes", () => {
+  assert.equal(routeOf(`/tasks/${T}`), `/tasks/${T}`);
+  assert.equal(routeOf(`/tasks/groups/${G}`), `/groups/${G}`);
+  assert.equal(routeOf(`/tasks/${T}/runs/2/logs/live/public/logs/live.log`), `/tasks/${T}/runs/2/logs/public%2Flogs%2Flive.log`);
+  assert.equal(routeOf(`/tasks/${T}/runs/0/logs/${encodeURIComponent(`https://tc/api/queue/v1/task/${T}/runs/0/artifacts/public/x.log`)}`),
+    `/tasks/${T}/runs/0/logs/public%2Fx.log`);
+  assert.deepEqual(routeOf(`/tasks/${T}/runs/0/public/build/a.zip`), { artifact: { taskId: T, runId: "0", name: "public/build/a.zip" } });
+  assert.equal(routeOf("/provisioners/p/worker-types/t/workers/wg/w"), "/workers/p/t/wg/w");
+  assert.equal(routeOf("/worker-manager/p%2Ft"), "/queues/p/t");
+  assert.equal(routeOf("/task-group-inspector/", `#/${G}/${T}`), `/tasks/${T}`);
+  assert.equal(routeOf("/tasks/not-a-slug"), "/");
+  assert.deepEqual(understand(T), { slug: T });
+  assert.deepEqual(understand(" p/t "), { route: "/queues/p/t" });
+  assert.deepEqual(understand("a.b.c"), { indexPath: "a.b.c" });
+  assert.deepEqual(understand(`https://tc.example.com/prefix/tasks/${T}/runs/0`), { route: `/tasks/${T}` });
+  assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?selectedTaskRun=${T}-1`), { route: `/tasks/${T}` });
+  assert.ok(understand("https://example.com/").error.includes("not an address"));
+  assert.ok(understand("two words").error.includes("neither"));
+});
