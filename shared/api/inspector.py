@@ -2,6 +2,12 @@
 shows task groups, tasks, runs, artifacts, live logs and task queues by calling this same API from the browser
 (shared/api/static/inspector/: plain HTML, CSS and JavaScript modules, no build step).
 
+Taskcluster's UI addresses (`<rootUrl>/tasks/<taskId>`, `/tasks/groups/<taskGroupId>`,
+`/tasks/<taskId>/runs/<runId>/logs/<name>`, `/provisioners/<p>/worker-types/<t>`, `/worker-manager/<pool>`, and
+the old tools site's `/task-inspector/` and `/task-group-inspector/`), which Taskcluster's tools print, answer a
+page whose script (address.js) opens the same thing in the inspector: in the browser, because a log's line anchor
+(`#L12`) never reaches the server and a redirect would lose it.
+
 The page signs its requests with Hawk itself (WebCrypto), so it needs nothing but the API; its headers keep it
 from being framed or from loading code from anywhere else.
 """
@@ -26,6 +32,15 @@ SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
+UI_ADDRESSES = ("/tasks", "/provisioners", "/worker-manager", "/task-inspector", "/task-group-inspector")
+ADDRESS_PAGE = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Opening in the queue inspector</title><link rel="icon" href="data:,">
+<script type="module" src="{script}"></script></head>
+<body><p>Opening this address in the <a href="{inspector}">queue inspector</a>…</p>
+<noscript>The inspector needs JavaScript: open it at <a href="{inspector}">{inspector}</a>.</noscript></body>
+</html>
+"""
 
 
 @functools.cache
@@ -53,6 +68,8 @@ class Inspector:
         path = request.scope["path"]
         if path in ("/", PREFIX.rstrip("/")):
             return RedirectResponse(PREFIX, status_code=302)
+        if any(path == address or path.startswith(address + "/") for address in UI_ADDRESSES):
+            return self._address_page(request)
         if not path.startswith(PREFIX):
             return None
         name = path[len(PREFIX):] or "index.html"
@@ -64,3 +81,12 @@ class Inspector:
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers=headers)
         return Response(data, media_type=MEDIA_TYPES[Path(name).suffix], headers=headers)
+
+    @staticmethod
+    def _address_page(request: Request) -> Response:
+        """The page at a Taskcluster UI address (any path under UI_ADDRESSES: what it names is read in the
+        browser, by address.js, and nothing of the path is put on this page)."""
+        inspector = request.scope.get("root_path", "") + PREFIX
+        page = ADDRESS_PAGE.format(script=inspector + "address.js", inspector=inspector)
+        headers = {"cache-control": "no-cache", **SECURITY_HEADERS}
+        return Response(page, media_type=MEDIA_TYPES[".html"], headers=headers)

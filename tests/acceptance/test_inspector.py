@@ -9,73 +9,23 @@ they are): `QUEUE_TEST_SCREENSHOTS=1 make test PYTEST_ARGS=tests/acceptance/test
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-from collections.abc import Iterator
 
 import httpx
 import pytest
 import taskcluster
 
+from tests.acceptance.browsing import WAIT_MS, needs_browser, shot, sign_in, wait_js
 from tests.acceptance.test_worker import WorkerProcess, submit
-from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
-
-sync_api = pytest.importorskip("playwright.sync_api")
+from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
 
 PY = sys.executable
-CHROMIUM = os.environ.get("QUEUE_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-# Skipped without Chromium on a developer's machine; `.ci/run` installs Debian's and sets QUEUE_TEST_REQUIRE_BROWSER.
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("QUEUE_TEST_REQUIRE_BROWSER"),
-                                reason="no Chromium (apt-get install chromium)")
-SHOTS = PROJECT / "docs" / "inspector"
-TAKE_SHOTS = os.environ.get("QUEUE_TEST_SCREENSHOTS") == "1"
-WAIT_MS = 30_000
+pytestmark = needs_browser
 
 
 @pytest.fixture(scope="module")
 def host(host_factory):
     return host_factory(claim_timeout=6, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    assert CHROMIUM, "Chromium is required: apt-get install chromium"
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser, host):
-    context = browser.new_context(viewport={"width": 1280, "height": 860}, timezone_id="Europe/Berlin")
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, f"script errors on the page: {errors}"
-
-
-def shot(page, name: str) -> None:
-    if TAKE_SHOTS:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{name}.png"))
-
-
-def wait_js(page, expression: str, timeout: int = WAIT_MS) -> None:
-    """Wait until `expression` is true on the page (Playwright's wait_for_function evaluates its predicate with
-    `eval`, which the inspector's Content-Security-Policy refuses, rightly)."""
-    wait_for(lambda: page.evaluate(expression), timeout=timeout / 1000, interval=0.2)
-
-
-def sign_in(page, client_id: str = ROOT_CLIENT_ID, token: str = ROOT_ACCESS_TOKEN) -> None:
-    page.fill("#client-id", client_id)
-    page.fill("#access-token", token)
-    page.click("#sign-in button[type=submit]")
 
 
 def group_task(queue, tq: str, group: str, name: str, command: str, **extra) -> str:
@@ -206,6 +156,12 @@ def test_sign_in_with_wrong_credentials_shows_a_clear_error_and_right_ones_enabl
     page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
     assert page.inner_text("#signed-in-as") == ROOT_CLIENT_ID
     page.wait_for_selector("#cancel-task:not([disabled])", timeout=WAIT_MS)
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#cancel-task")  # asked first: dismissed, nothing changes
+    wait_for(lambda: asked, timeout=10)
+    assert "Cancel task" in asked[0] and queue.status(task_id)["status"]["state"] == "pending"
+    page.once("dialog", lambda dialog: dialog.accept())
     page.click("#cancel-task")
     page.wait_for_selector("#action-feedback .message-ok", timeout=WAIT_MS)
     assert queue.status(task_id)["status"]["state"] == "exception"

@@ -125,6 +125,18 @@ def test_the_inspector_answers_from_its_files_only_and_remembers_no_name():
     assert serve(request("/inspector/inspector.js")).status_code == 200
 
 
+def test_taskclusters_ui_addresses_answer_one_page_that_holds_nothing_of_the_address():
+    serve = inspector.Inspector()
+    pages = set()
+    for i in range(3_000):
+        for path in (f"/tasks/{i}<script>" + "D" * 2_000, f"/provisioners/p{i}/worker-types/t", f"/worker-manager/{i}"):
+            answer = serve(request(path))
+            assert answer is not None and answer.status_code == 200 and b"<script>" not in answer.body
+            pages.add(bytes(answer.body))
+    assert len(pages) == 1 and b"/inspector/address.js" in pages.pop()  # the path is read by the browser only
+    assert serve(request("/taskster/x")) is None and serve(request("/tasksgroups")) is None
+
+
 def test_the_pending_gauges_report_at_most_a_thousand_task_queues():
     census = metrics._Census()
     census.record({f"p/q{i}": (i, None) for i in range(5_000)})

@@ -2,12 +2,19 @@
 // state filter; pages of PAGE_SIZE tasks; refreshed by polling every page of listTaskGroup (less often for large
 // groups) while the page is shown.
 import * as api from "./api.js";
-import { badge, duration, h, message, replace, STATES, when, RESOLVED } from "./dom.js";
+import { SLUGID } from "./addresses.js";
+import { badge, duration, h, message, replace, setTitle, STATES, when, RESOLVED } from "./dom.js";
 import { poll } from "./live.js";
 
 const PAGE_SIZE = 100;
 
 export function groupView(target, groupId, query) {
+  setTitle(`Task group ${groupId}`);
+  if (!SLUGID.test(groupId)) {
+    replace(target, h("h1", {}, "Not a taskGroupId"), message("error", "A taskGroupId is a slugid: 22 characters of "
+      + "letters, digits, - and _, as the queue gives them."));
+    return null;
+  }
   const filter = STATES.includes(query.get("state")) ? query.get("state") : "";
   let page = Math.max(1, Number(query.get("page")) || 1);
   const header = h("div", { class: "group-info" }, "Loading…");
@@ -94,6 +101,7 @@ export function groupView(target, groupId, query) {
   const interval = () => (tasks.length && tasks.every((t) => RESOLVED.has(t.status.state)) ? 10000
     : Math.max(2000, Math.min(15000, (tasks.length / 500) * 1000)));
   return poll(refresh, interval, (error) => {
+    if (tasks.length === 0) replace(header);
     replace(problem, message("error", error.status === 404 ? `There is no task group ${groupId}.`
       : `The group could not be read: ${error.summary || error.message}`));
   });

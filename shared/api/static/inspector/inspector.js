@@ -1,53 +1,97 @@
 // The inspector: a hash router over views of task groups, tasks, logs, task queues and workers, and the sign-in.
+import { SLUGID, understand } from "./addresses.js";
 import * as api from "./api.js";
-import { h, message, replace } from "./dom.js";
+import { h, message, replace, setTitle } from "./dom.js";
 import { groupView } from "./group.js";
 import { indexView } from "./namespaces.js";
 import { logView } from "./log.js";
 import { queueView, workerView } from "./queue.js";
 import { taskView } from "./task.js";
 
-const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
-const TASK_QUEUE = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
-
 const view = document.getElementById("view");
-let current = null; // the shown view's {stop}
+let current = null; // the shown view's {stop, anchor}
+let shown = null; // the address of the shown view, without its line anchor
 
 // Routes: #/groups/<id>, #/tasks/<id>, #/tasks/<id>/runs/<runId>/logs/<name>, #/queues/<prov>/<type>,
-// #/workers/<prov>/<type>/<group>/<id>, #/index/<namespace>; a query after `?` keeps a view's filter and page.
+// #/workers/<prov>/<type>/<group>/<id>, #/index/<namespace>; a query after `?` keeps a view's filter and page; a
+// log's address may end with a line anchor (`#L12`, `#L12-L20`).
 const ROUTES = [
   [/^\/groups\/([^/?]+)$/, (m, q) => groupView(view, m[1], q)],
   [/^\/tasks\/([^/?]+)$/, (m) => taskView(view, m[1])],
-  [/^\/tasks\/([^/?]+)\/runs\/(\d+)\/logs\/(.+)$/, (m) => logView(view, m[1], Number(m[2]), decodeURIComponent(m[3]))],
+  [/^\/tasks\/([^/?]+)\/runs\/(\d+)\/logs\/(.+)$/,
+    (m, q, anchor) => logView(view, m[1], Number(m[2]), decodeURIComponent(m[3]), anchor)],
   [/^\/queues\/([^/?]+)\/([^/?]+)$/, (m) => queueView(view, `${m[1]}/${m[2]}`)],
   [/^\/workers\/([^/?]+)\/([^/?]+)\/([^/?]+)\/([^/?]+)$/, (m) => workerView(view, `${m[1]}/${m[2]}`, m[3], m[4])],
   [/^\/index\/?([^/?]*)$/, (m) => indexView(view, decodeURIComponent(m[1]))],
   [/^\/?$/, () => homeView(view)],
 ];
 
-function route() {
+// `again`: show the view anew even if the address did not change (after signing in or out).
+function route(again = false) {
+  const whole = window.location.hash.replace(/^#/, "") || "/";
+  const anchor = (/#L\d+(?:-L?\d+)?$/.exec(whole) || [""])[0];
+  const hash = whole.slice(0, whole.length - anchor.length);
+  if (!again && hash === shown && current && current.anchor) {
+    current.anchor(anchor); // only the line anchor changed: the view stays
+    return;
+  }
   if (current && current.stop) current.stop();
   current = null;
-  const hash = window.location.hash.replace(/^#/, "") || "/";
+  shown = hash;
   const [path, search] = hash.split("?");
   const query = new URLSearchParams(search || "");
   for (const [pattern, show] of ROUTES) {
     const match = path.match(pattern);
     if (match) {
-      current = show(match, query);
+      current = show(match, query, anchor);
       view.focus({ preventScroll: true });
       return;
     }
   }
+  setTitle("Not found");
   replace(view, h("h1", {}, "Not found"), h("p", {}, "There is no such page here. "),
     h("a", { href: "#/" }, "Start again"));
 }
 
-function open(id) {
-  const value = id.trim();
-  if (TASK_QUEUE.test(value)) window.location.hash = `#/queues/${value}`;
-  else if (SLUGID.test(value)) window.location.hash = `#/tasks/${value}`;
-  else showNotice("error", `"${value}" is neither a taskId, a taskGroupId nor a task queue (provisioner/workerType)`);
+// The Open box: a taskId or taskGroupId (the queue is asked which: a task first, as a decision task's id is also
+// its group's), a task queue, an index path, or a URL of Taskcluster's UI, of this inspector or of the API.
+async function open(input) {
+  const found = understand(input);
+  if (found.error) {
+    showNotice("error", found.error);
+    return;
+  }
+  if (found.route) {
+    window.location.hash = `#${found.route}`;
+    return;
+  }
+  if (found.indexPath) {
+    try {
+      const indexed = await api.request("GET", "index", `/task/${found.indexPath}`);
+      window.location.hash = `#/tasks/${indexed.taskId}`;
+    } catch {
+      window.location.hash = `#/index/${found.indexPath}`; // a namespace, or nothing indexed there yet
+    }
+    return;
+  }
+  const id = found.slug;
+  try {
+    await api.get(`/task/${id}/status`);
+    window.location.hash = `#/tasks/${id}`;
+    return;
+  } catch (error) {
+    if (error.status !== 404) {
+      showNotice("error", `${id} could not be looked up: ${error.summary || error.message}`);
+      return;
+    }
+  }
+  try {
+    await api.get(`/task-group/${id}/list`, { limit: 1 });
+    window.location.hash = `#/groups/${id}`;
+  } catch (error) {
+    showNotice("error", error.status === 404 ? `There is no task and no task group ${id}.`
+      : `${id} could not be looked up: ${error.summary || error.message}`);
+  }
 }
 
 export function showNotice(kind, text) {
@@ -56,6 +100,7 @@ export function showNotice(kind, text) {
 }
 
 function homeView(target) {
+  setTitle("");
   const queues = h("div", {}, h("p", {}, "Loading task queues…"));
   replace(target,
     h("h1", {}, "Queue inspector"),
@@ -95,7 +140,7 @@ function renderAccount() {
         api.signOut();
         api.forgetScopes();
         renderAccount();
-        route();
+        route(true);
       } }, "Sign out"));
     return;
   }
@@ -107,7 +152,7 @@ function renderAccount() {
     try {
       await api.signIn(data.get("clientId").trim(), data.get("accessToken").trim());
       renderAccount();
-      route();
+      route(true);
     } catch (failure) {
       replace(error, failure.status === 401
         ? `Sign-in failed: these credentials were refused (${failure.message.split("\n\n---")[0]})`

@@ -1,7 +1,7 @@
 // The Index: a namespace's namespaces and indexed tasks (#/index/<namespace>; the root is #/index/), each task
 // linked to its page, with its rank, expiry and data.
 import * as api from "./api.js";
-import { h, message, replace, when } from "./dom.js";
+import { h, message, replace, setTitle, when } from "./dom.js";
 
 const PATH = /^([\x21-\x7e]{1,255})?$/;
 
@@ -21,6 +21,7 @@ function failure(error, scope) {
 }
 
 export function indexView(target, namespace) {
+  setTitle(namespace ? `Index ${namespace}` : "The Index");
   if (!PATH.test(namespace)) {
     replace(target, h("h1", {}, "Not an index path"), h("p", {}, "An index path is dot-separated words."));
     return null;

@@ -1,7 +1,7 @@
 // The task queue view (counts, pending and claimed tasks, workers) and the worker view (its recent tasks and
 // quarantine). These listings need scopes the anonymous ones do not hold: each section says which when refused.
 import * as api from "./api.js";
-import { badge, h, message, replace, when } from "./dom.js";
+import { badge, h, message, replace, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 
 function refused(error, what) {
@@ -29,6 +29,7 @@ export function queueView(target, taskQueueId) {
   const claimed = h("section", { id: "claimed" });
   const workers = h("section", { id: "workers" });
   replace(target, h("h1", {}, "Task queue ", h("code", {}, taskQueueId)), info, pending, claimed, workers);
+  setTitle(`Task queue ${taskQueueId}`);
   const q = encodeURIComponent(taskQueueId).replace("%2F", "/");
 
   async function refresh() {
@@ -90,6 +91,7 @@ export function workerView(target, taskQueueId, workerGroup, workerId) {
   const body = h("section", { id: "worker" }, "Loading…");
   replace(target, h("h1", {}, "Worker ", h("code", {}, `${workerGroup}/${workerId}`)),
     h("p", {}, "of task queue ", h("a", { href: `#/queues/${taskQueueId}` }, taskQueueId)), body);
+  setTitle(`Worker ${workerGroup}/${workerId} of ${taskQueueId}`);
 
   async function refresh() {
     let worker;

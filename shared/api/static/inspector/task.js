@@ -1,7 +1,8 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
-import { badge, h, message, replace, RESOLVED, safeLink, when } from "./dom.js";
+import { SLUGID } from "./addresses.js";
+import { badge, h, message, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 
 const LOG_TYPES = /^text\//;
@@ -23,6 +24,12 @@ const ACTIONS = [
 ];
 
 export function taskView(target, taskId) {
+  setTitle(`Task ${taskId}`);
+  if (!SLUGID.test(taskId)) {
+    replace(target, h("h1", {}, "Not a taskId"), message("error", "A taskId is a slugid: 22 characters of letters, "
+      + "digits, - and _, as the queue gives them."));
+    return null;
+  }
   const title = h("h1", {}, "Task ", h("code", {}, taskId));
   const actions = h("div", { class: "actions", id: "task-actions" });
   const feedback = h("div", { id: "action-feedback" });
@@ -37,6 +44,9 @@ export function taskView(target, taskId) {
   let poller = null;
 
   async function act(label, method) {
+    // Cancelling resolves the task and its run as exception for good: asked first.
+    if (method === "cancel" && !window.confirm(`Cancel task "${task.metadata.name || taskId}"? Its run ends as `
+      + "exception (canceled) and its dependents will not run unless it is rerun.")) return;
     replace(feedback, message("info", `${label}…`));
     try {
       const answer = await api.post(`/task/${taskId}/${method}`);
@@ -62,6 +72,7 @@ export function taskView(target, taskId) {
   function renderFacts(status) {
     const meta = task.metadata;
     replace(title, meta.name || "Task", " ", badge(status.state));
+    setTitle(`${meta.name || taskId} (${status.state})`);
     const rows = [
       ["taskId", h("code", {}, taskId)],
       ["task group", h("a", { href: `#/groups/${task.taskGroupId}` }, task.taskGroupId)],
@@ -156,6 +167,7 @@ export function taskView(target, taskId) {
   }
 
   poller = poll(refresh, () => (RESOLVED.has(state) ? 10000 : 2000), (error) => {
+    if (task === null) replace(facts);
     replace(problem, message("error", error.status === 404 ? `There is no task ${taskId}.`
       : `The task could not be read: ${error.summary || error.message}`));
   });

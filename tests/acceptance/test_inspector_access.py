@@ -1,0 +1,150 @@
+"""The inspector reached the ways people reach it, in Chromium: Taskcluster's UI addresses (as the official
+`taskcluster-urls` ui() builds them, the ones Taskcluster's tools print) served by the queue and opened in the
+inspector, a log's line anchor kept; the Open box taking any id or a pasted URL of either UI; a title per view; an
+axe-core check of every view (no serious or critical violation); and 400-px screens without sideways scrolling."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import httpx
+import pytest
+import taskcluster
+import taskcluster_urls
+from axe_playwright_python.sync_playwright import Axe
+
+from tests.acceptance.browsing import LOG, WAIT_MS, finished_task_with_log, needs_browser, wait_js
+from tests.conftest import slugid, task_definition, task_queue_id, wait_for
+
+pytestmark = needs_browser
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(claim_work_wait=1, claim_work_poll_interval=0.2)
+
+
+@pytest.fixture(scope="module")
+def sample(host):
+    """A group with a completed task (with a log, indexed) and a pending one, in one task queue."""
+    queue = host.client()
+    tq, group = task_queue_id(), slugid()
+    space = "access" + slugid().lower().replace("-", "x").replace("_", "y")
+    done = finished_task_with_log(queue, "one\ntwo\nthree\n", taskQueueId=tq, taskGroupId=group,
+                                  routes=[f"index.{space}.latest"])
+    pending = slugid()
+    queue.createTask(pending, task_definition(taskQueueId=tq, taskGroupId=group))
+    index = taskcluster.Index({"rootUrl": host.root_url})
+    wait_for(lambda: index.listTasks(space)["tasks"], timeout=15)
+    return {"tq": tq, "group": group, "done": done, "pending": pending, "space": space}
+
+
+def hash_of(page) -> str:
+    return urllib.parse.unquote(page.evaluate("location.hash"))
+
+
+def test_taskclusters_ui_addresses_open_the_same_thing_in_the_inspector(host, page, sample):
+    done, group, tq = sample["done"], sample["group"], sample["tq"]
+    ui = lambda path: taskcluster_urls.ui(host.root_url, path)  # noqa: E731
+    answer = httpx.get(ui(f"tasks/{done}"))
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in answer.headers["content-security-policy"] and done not in answer.text
+    cases = [
+        (f"tasks/{done}", f"#/tasks/{done}"),
+        (f"tasks/{done}/runs/0", f"#/tasks/{done}"),
+        (f"tasks/groups/{group}", f"#/groups/{group}"),
+        (f"tasks/{done}/runs/0/logs/{LOG}#L2", f"#/tasks/{done}/runs/0/logs/{LOG}#L2"),
+        (f"tasks/{done}/runs/0/logs/live/{LOG}", f"#/tasks/{done}/runs/0/logs/{LOG}"),
+        (f"provisioners/{tq.replace('/', '/worker-types/')}", f"#/queues/{tq}"),
+        (f"worker-manager/{urllib.parse.quote(tq, safe='')}", f"#/queues/{tq}"),
+        (f"tasks/index/{sample['space']}/latest", f"#/index/{sample['space']}"),
+        (f"task-group-inspector/#/{group}", f"#/groups/{group}"),
+    ]
+    for path, expected in cases:
+        page.goto(ui(path))
+        wait_js(page, "location.pathname.endsWith('/inspector/')")
+        assert hash_of(page) == expected, path
+    page.goto(ui(f"tasks/{done}/runs/0/logs/{LOG}#L2"))
+    page.wait_for_selector("#log .line.sel[data-n='2']", timeout=WAIT_MS)  # the line anchor kept
+    # An artifact's address leads to the artifact, as Taskcluster's UI does.
+    got = httpx.get(ui(f"tasks/{done}/runs/0/{LOG}"))
+    assert got.status_code == 200  # the page; the browser then reads the artifact
+    page.goto(ui(f"tasks/{done}/runs/0/{LOG}"))
+    wait_js(page, "document.body.innerText.includes('three')")
+
+
+def test_the_open_box_takes_any_id_or_a_pasted_address(host, page, sample):
+    done, group = sample["done"], sample["group"]
+    page.goto(f"{host.root_url}/inspector/")
+    page.wait_for_selector("#goto-id")
+
+    def open_(value: str) -> None:
+        page.fill("#goto-id", value)
+        page.press("#goto-id", "Enter")
+
+    open_(group)  # a taskGroupId that is no task's id: the group
+    wait_js(page, f"location.hash === '#/groups/{group}'")
+    open_(done)
+    wait_js(page, f"location.hash === '#/tasks/{done}'")
+    open_(f"https://firefox-ci-tc.services.mozilla.com/tasks/groups/{group}")
+    wait_js(page, f"location.hash === '#/groups/{group}'")
+    open_(f"{host.root_url}/inspector/#/tasks/{done}")
+    wait_js(page, f"location.hash === '#/tasks/{done}'")
+    open_(f"https://treeherder.mozilla.org/jobs?repo=try&selectedTaskRun={sample['pending']}-0")
+    wait_js(page, f"location.hash === '#/tasks/{sample['pending']}'")
+    open_(sample["tq"])
+    wait_js(page, f"location.hash === '#/queues/{sample['tq']}'")
+    open_(f"{sample['space']}.latest")  # an index path: the task indexed there
+    wait_js(page, f"location.hash === '#/tasks/{done}'")
+    missing = slugid()
+    open_(missing)
+    page.wait_for_selector(f"#notice:has-text('There is no task and no task group {missing}')", timeout=WAIT_MS)
+    open_("not an id at all")
+    page.wait_for_selector("#notice:has-text('is neither a taskId')", timeout=WAIT_MS)
+
+
+def views(host, sample) -> list[tuple[str, str, str]]:
+    """(address, a selector shown once the view is loaded, what its title starts with)"""
+    base = f"{host.root_url}/inspector/#"
+    return [
+        (f"{base}/", "#browse-index", "Queue inspector"),
+        (f"{base}/groups/{sample['group']}", "#count-completed[data-count='1']", "Task group"),
+        (f"{base}/tasks/{sample['done']}", "article.run[data-state='completed'] li[data-artifact]",
+         "test task (completed)"),
+        (f"{base}/tasks/{sample['done']}/runs/0/logs/{LOG.replace('/', '%2F')}", "#log .line[data-n='3']", "live.log"),
+        (f"{base}/tasks/{sample['pending']}", "#cancel-task", "test task (pending)"),
+        (f"{base}/queues/{sample['tq']}", "#pending", "Task queue"),
+        (f"{base}/index/{sample['space']}", "#index-tasks table", f"Index {sample['space']}"),
+        (f"{base}/tasks/not-a-task-id", "text=Not a taskId", "Task not-a-task-id"),
+        (f"{base}/nowhere", "text=Not found", "Not found"),
+    ]
+
+
+def test_every_view_has_its_title_and_no_serious_accessibility_violation(host, page, sample):
+    axe = Axe()
+    titles = set()
+    for address, loaded, title in views(host, sample):
+        page.goto(address)
+        page.wait_for_selector(loaded, timeout=WAIT_MS)
+        wait_js(page, f"document.title.startsWith({title!r})")
+        titles.add(page.title())
+        results = axe.run(page)
+        serious = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+                   for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+        assert not serious, f"{address}: {serious}"
+    assert len(titles) == len(views(host, sample))  # each view names its tab
+
+
+def test_at_400_px_nothing_scrolls_sideways_and_sign_in_is_on_screen(browser, host, sample):
+    context = browser.new_context(viewport={"width": 400, "height": 800})
+    page = context.new_page()
+    try:
+        for address, loaded, _ in views(host, sample):
+            page.goto(address)
+            page.wait_for_selector(loaded, timeout=WAIT_MS)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 400, f"{address} is {width} px wide"
+            box = page.locator("#sign-in button[type=submit]").bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= 400, address
+    finally:
+        context.close()
