@@ -1,5 +1,5 @@
-"""The inspector's JavaScript logic that needs no page (ANSI parsing, the log model, addresses), tested by node's
-own test runner (tests/unit/js/inspector_units.mjs); the browser tests prove it on the page."""
+"""The inspector's JavaScript logic that needs no page (ANSI parsing, the log model, addresses, the group model),
+tested by node's own test runner (tests/unit/js/inspector_units.mjs); the browser tests prove it on the page."""
 
 from __future__ import annotations
 
@@ -16,4 +16,4 @@ def test_the_inspectors_logic_passes_its_node_tests():
     done = subprocess.run(["node", "--test", str(PROJECT / "tests" / "unit" / "js" / "inspector_units.mjs")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "# pass 5" in done.stdout and "# fail 0" in done.stdout
+    assert "# pass 7" in done.stdout and "# fail 0" in done.stdout

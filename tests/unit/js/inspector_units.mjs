@@ -5,6 +5,7 @@ import test from "node:test";
 
 import { parseLine, PLAIN } from "../../../shared/api/static/inspector/ansi.js";
 import { understand, routeOf } from "../../../shared/api/static/inspector/addresses.js";
+import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
@@ -71,4 +72,50 @@ test("Taskcluster's UI addresses and pasted URLs become the inspector's routes",
   assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?selectedTaskRun=${T}-1`), { route: `/tasks/${T}` });
   assert.ok(understand("https://example.com/").error.includes("not an address"));
   assert.ok(understand("two words").error.includes("neither"));
+});
+
+function entry(id, state, { deps = [], requires = "all-completed", name = id, queue = "p/t", scheduled, resolved } = {}) {
+  const runs = state === "unscheduled" ? [] : [{ runId: 0, state, scheduled: scheduled || "2026-01-01T00:00:00.000Z",
+    started: state === "pending" ? undefined : "2026-01-01T00:01:00.000Z", resolved,
+    reasonResolved: state === "exception" ? "deadline-exceeded" : state === "failed" ? "failed" : undefined }];
+  return { task: { metadata: { name }, dependencies: deps, requires },
+    status: { taskId: id, state, runs, taskQueueId: queue, deadline: "2026-01-02T00:00:00.000Z" } };
+}
+
+test("the group model sorts failures first and says why a task waits", () => {
+  const g = new GroupModel();
+  g.put([entry("a", "completed", { name: "build" }), entry("b", "failed", { name: "test-3" }),
+    entry("c", "unscheduled", { deps: ["b"], name: "sign" }), entry("d", "unscheduled", { deps: ["c"], name: "upload" }),
+    entry("e", "running", { name: "lint" }), entry("f", "unscheduled", { deps: ["e", "x"], name: "report" }),
+    entry("g", "unscheduled", { deps: ["b"], requires: "all-resolved", name: "notify" })]);
+  assert.deepEqual(g.sorted().map((t) => t.status.taskId), ["b", "e", "g", "f", "c", "d", "a"]);
+  assert.deepEqual(g.sorted("unscheduled", "SIG").map((t) => t.status.taskId), ["c"]);
+  assert.deepEqual(g.why(g.tasks.get("c")).failed.map((t) => t.status.taskId), ["b"]);
+  assert.deepEqual(g.why(g.tasks.get("d")).failed.map((t) => t.status.taskId), ["c"]); // blocked through c
+  const f = g.why(g.tasks.get("f"));
+  assert.deepEqual([f.failed.length, f.waiting.map((t) => t.status.taskId), f.outside], [0, ["e"], 1]);
+  assert.ok(!g.blocked(g.tasks.get("g"))); // all-resolved: a failure does not block it
+  assert.equal(g.summary().kind, "running");
+  assert.deepEqual(g.setStatuses([{ taskId: "e", status: entry("e", "completed").status },
+    { taskId: "a", status: entry("a", "completed").status }]), ["e"]);
+});
+
+test("a group is stuck when every unresolved task is blocked by a failure, finished when all are resolved", () => {
+  const g = new GroupModel();
+  g.put([entry("b", "failed"), entry("c", "unscheduled", { deps: ["b"] }), entry("d", "unscheduled", { deps: ["c"] })]);
+  const stuck = g.summary();
+  assert.equal(stuck.kind, "stuck");
+  assert.equal(stuck.blocked, 2);
+  const w = new GroupModel();
+  w.put([entry("c", "unscheduled", { deps: ["outside"] })]);
+  assert.equal(w.summary().kind, "waiting");
+  const done = new GroupModel();
+  done.put([entry("a", "completed", { resolved: "2026-01-01T00:05:00.000Z" }),
+    entry("b", "exception", { resolved: "2026-01-01T00:06:00.000Z" })]);
+  assert.deepEqual([done.summary().kind, done.summary().at], ["finished", "2026-01-01T00:06:00.000Z"]);
+  const idle = new GroupModel();
+  idle.put([entry("p1", "pending", { queue: "p/idle", scheduled: "2026-01-01T00:00:05.000Z" }),
+    entry("p2", "pending", { queue: "p/idle" }), entry("p3", "pending", { queue: "p/busy" }),
+    entry("r1", "running", { queue: "p/busy" })]);
+  assert.deepEqual(idle.idleQueues(), [{ taskQueueId: "p/idle", pending: 2, since: "2026-01-01T00:00:00.000Z" }]);
 });

@@ -1,12 +1,21 @@
-// The task group view: every task with its state, name and run timing; counts per state and a progress bar; a
-// state filter; pages of PAGE_SIZE tasks; refreshed by polling every page of listTaskGroup (less often for large
-// groups) while the page is shown.
-import * as api from "./api.js";
+// The task group view: the group in a sentence (finished, running, waiting, stuck), hints for what holds it up,
+// counts per state (each a filter) and a progress bar, a name search, and the tasks (failures first) in pages of
+// PAGE_SIZE with their reasons, timings and, for an unscheduled task, what it waits for. Filters, pages and the
+// search work on the tasks the page holds (no read). A refresh reads the statuses of the unresolved tasks on
+// screen, of the running ones, and of ROTATION more in turn (a bounded read whatever the group's size: a 10,000-task
+// group is swept every ten refreshes); the whole listing while the group grows and every FULL_EVERY ms otherwise
+// (tasks that joined, reruns). Rows are updated in place, cell by cell, so focus, selection and scroll stay.
 import { SLUGID } from "./addresses.js";
-import { badge, duration, h, message, replace, setTitle, STATES, when, RESOLVED } from "./dom.js";
+import * as api from "./api.js";
+import { badge, duration, h, message, replace, setTitle, STATES, when } from "./dom.js";
+import { GroupModel, lastRun } from "./groupmodel.js";
 import { poll } from "./live.js";
 
 const PAGE_SIZE = 100;
+const FULL_EVERY = 60000;
+const ROTATION = 1000; // unresolved tasks off screen whose status a refresh reads, in turn
+const QUEUE_CHECK_EVERY = 30000;
+const IDLE_AFTER = 30; // seconds a task waits pending, with none of its queue running here, before a hint says so
 
 export function groupView(target, groupId, query) {
   setTitle(`Task group ${groupId}`);
@@ -15,94 +24,317 @@ export function groupView(target, groupId, query) {
       + "letters, digits, - and _, as the queue gives them."));
     return null;
   }
-  const filter = STATES.includes(query.get("state")) ? query.get("state") : "";
-  let page = Math.max(1, Number(query.get("page")) || 1);
-  const header = h("div", { class: "group-info" }, "Loading…");
-  const counts = h("div", { class: "counts", role: "group", "aria-label": "Filter by state" });
-  const bar = h("div", { class: "progress", role: "img", "aria-label": "progress" });
-  const table = h("div", { id: "group-tasks" });
-  const status = h("p", { class: "updated", id: "group-updated" });
+  const model = new GroupModel();
+  let filter = "";
+  let page = 1;
+  let search = "";
+  const header = h("div", { class: "group-info" });
+  const summary = h("p", { id: "group-summary", class: "summary", role: "status" }, "Loading…");
+  const hints = h("ul", { id: "group-hints", class: "hints" });
   const problem = h("div");
-  replace(target, h("h1", {}, "Task group ", h("code", {}, groupId)), header, problem, bar, counts, table, status);
-
-  let tasks = [];
+  const bar = h("div", { class: "progress", role: "img", "aria-label": "progress" });
+  const countLinks = new Map(["", ...STATES].map((s) => [s, h("a", { id: `count-${s || "all"}`, class: "count" })]));
+  const counts = h("div", { class: "counts", role: "group", "aria-label": "Filter by state" }, [...countLinks.values()]);
+  const searchBox = h("input", { type: "search", id: "group-search", placeholder: "Find by name or taskId",
+    autocomplete: "off", oninput: () => {
+      search = searchBox.value;
+      page = 1;
+      history.replaceState(null, "", link(filter, 1));
+      render();
+    } });
+  const tbody = h("tbody");
+  const table = h("table", { class: "tasks" },
+    h("thead", {}, h("tr", {}, ["Task", "State", "Runs", "Started", "Resolved or waiting", "Took"]
+      .map((c) => h("th", { scope: "col" }, c)))), tbody);
+  const empty = h("p", { id: "group-empty", hidden: true });
+  const prev = h("a", { rel: "prev" }, "‹ previous");
+  const next = h("a", { rel: "next" }, "next ›");
+  const pageOf = h("span", { id: "page-of" });
+  const pager = h("nav", { class: "pager", "aria-label": "pages", hidden: true }, prev, pageOf, next);
+  const status = h("p", { class: "updated", id: "group-updated" });
+  replace(target, h("h1", {}, "Task group ", h("code", {}, groupId)), summary, hints, header, problem, bar, counts,
+    h("p", { class: "group-search" }, h("label", { for: "group-search" }, "Find "), searchBox),
+    h("div", { id: "group-tasks" }, table, empty), pager, status);
+  const rows = new Map(); // taskId -> {tr, keys: [cell keys]}
+  let onScreen = []; // the entries of the page shown
+  const queues = new Map(); // taskQueueId -> {checked, lastDateActive | null (never) | undefined (unknown)}
 
   function link(state, p) {
     const params = new URLSearchParams();
     if (state) params.set("state", state);
     if (p > 1) params.set("page", p);
+    if (search) params.set("q", search);
     const qs = params.toString();
     return `#/groups/${groupId}${qs ? `?${qs}` : ""}`;
   }
 
-  function render(info) {
-    replace(header, h("dl", { class: "facts" },
-      h("dt", {}, "schedulerId"), h("dd", {}, info.schedulerId),
-      info.projectId ? [h("dt", {}, "projectId"), h("dd", {}, info.projectId)] : null,
-      h("dt", {}, "sealed"), h("dd", {}, info.sealed ? when(info.sealed) : "no"),
-      h("dt", {}, "expires"), h("dd", {}, when(info.expires))));
-    const byState = Object.fromEntries(STATES.map((s) => [s, 0]));
-    for (const t of tasks) byState[t.status.state] += 1;
-    const total = tasks.length;
+  function readQuery(q) {
+    filter = STATES.includes(q.get("state")) ? q.get("state") : "";
+    page = Math.max(1, Number(q.get("page")) || 1);
+    search = q.get("q") || "";
+    if (searchBox.value !== search) searchBox.value = search;
+  }
+
+  // The cells of a task's row: [key, content] each; a cell is redrawn only when its key changed.
+  function cells(entry) {
+    const { task, status: s } = entry;
+    const run = lastRun(entry);
+    const name = task.metadata.name || s.taskId;
+    const now = new Date();
+    let state = [badge(s.state)];
+    let stateKey = s.state;
+    if ((s.state === "failed" || s.state === "exception") && run && run.reasonResolved !== s.state) {
+      state.push(" ", h("span", { class: "reason" }, run.reasonResolved));
+      stateKey += run.reasonResolved;
+    } else if (s.state === "unscheduled") {
+      const why = model.why(entry);
+      const first = why.failed[0] || why.waiting[0];
+      const more = why.failed.length + why.waiting.length - 1;
+      const named = first ? h("a", { href: `#/tasks/${first.status.taskId}` }, first.task.metadata.name || first.status.taskId) : null;
+      if (why.failed.length) state.push(" ", h("span", { class: "blocked" }, "blocked by ", named));
+      else if (first) state.push(" ", h("span", { class: "reason" }, "waits for ", named));
+      else if (why.outside) state.push(" ", h("span", { class: "reason" }, `waits for ${why.outside} task${why.outside > 1 ? "s" : ""} outside this group`));
+      if (first && more > 0) state.push(h("span", { class: "reason" }, ` and ${more} more`));
+      stateKey += `${why.failed.length ? "b" : "w"}${first ? first.status.taskId : why.outside}${more}`;
+    }
+    let waited = "–";
+    if (run && run.resolved) waited = when(run.resolved);
+    else if (s.state === "pending" && run) waited = `pending for ${duration(run.scheduled, now.toISOString())}`;
+    else if (s.state === "running" && run) waited = `running for ${duration(run.started, now.toISOString())}`;
+    const waitedKey = typeof waited === "string" ? waited : run.resolved;
+    return [
+      [`${name}|${s.taskId}`, () => h("a", { href: `#/tasks/${s.taskId}` }, name)],
+      [stateKey, () => state],
+      [String(s.runs.length), () => s.runs.length],
+      [run ? run.started || "" : "", () => (run ? when(run.started) : "–")],
+      [waitedKey, () => waited],
+      [run ? `${run.started}|${run.resolved}|${s.state === "running" ? waited : ""}` : "",
+        () => (run ? duration(run.started, run.resolved) : "–")],
+    ];
+  }
+
+  function rowFor(entry) {
+    const id = entry.status.taskId;
+    let row = rows.get(id);
+    if (!row) {
+      const tds = [0, 1, 2, 3, 4, 5].map((i) => h("td", { class: i === 2 || i === 5 ? "num" : null }));
+      row = { tr: h("tr", { dataset: { taskId: id } }, tds), keys: [] };
+      rows.set(id, row);
+    }
+    row.tr.dataset.state = entry.status.state;
+    cells(entry).forEach(([key, content], i) => {
+      if (row.keys[i] !== key) {
+        row.keys[i] = key;
+        replace(row.tr.children[i], content());
+      }
+    });
+    return row.tr;
+  }
+
+  // Everything shown, from the model: counts, bar, summary, hints and this page's rows (moved, added, removed, and
+  // changed in place: each row compares its own cells).
+  function render() {
+    const c = model.counts();
+    const total = model.tasks.size;
+    if (model.info) {
+      replace(header, h("dl", { class: "facts" },
+        h("dt", {}, "schedulerId"), h("dd", {}, model.info.schedulerId),
+        model.info.projectId ? [h("dt", {}, "projectId"), h("dd", {}, model.info.projectId)] : null,
+        h("dt", {}, "sealed"), h("dd", {}, model.info.sealed ? when(model.info.sealed) : "no"),
+        h("dt", {}, "expires"), h("dd", {}, when(model.info.expires))));
+    }
     const order = ["completed", "failed", "exception", "running", "pending", "unscheduled"];
-    replace(bar, order.filter((s) => byState[s] > 0).map((s) => h("span", {
-      class: `segment state-${s}`, style: `width: ${(100 * byState[s]) / total}%`, title: `${s}: ${byState[s]}`,
+    replace(bar, order.filter((s) => c[s] > 0).map((s) => h("span", {
+      class: `segment state-${s}`, style: `width: ${(100 * c[s]) / total}%`, title: `${s}: ${c[s]}`,
     })));
-    bar.setAttribute("aria-label", `${byState.completed} of ${total} completed`);
-    replace(counts,
-      h("a", { href: link("", 1), class: `count${filter ? "" : " active"}`, id: "count-all" }, `all ${total}`),
-      STATES.map((s) => h("a", { href: link(s, 1), class: `count${filter === s ? " active" : ""}`,
-        id: `count-${s}`, dataset: { count: byState[s] } }, badge(s), ` ${byState[s]}`)));
-    const shown = tasks.filter((t) => !filter || t.status.state === filter)
-      .sort((a, b) => (a.task.metadata.name || "").localeCompare(b.task.metadata.name || "")
-        || a.status.taskId.localeCompare(b.status.taskId));
+    bar.setAttribute("aria-label", `${c.completed} of ${total} completed`);
+    for (const [s, a] of countLinks) {
+      a.href = link(s, 1);
+      a.classList.toggle("active", filter === s);
+      if (s) {
+        a.dataset.count = c[s];
+        if (a.dataset.label !== `${s}${c[s]}`) {
+          a.dataset.label = `${s}${c[s]}`;
+          replace(a, badge(s), ` ${c[s]}`);
+        }
+      } else {
+        a.textContent = `all ${total}`;
+      }
+    }
+    renderSummary();
+    const shown = model.sorted(filter, search);
     const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
     page = Math.min(page, pages);
-    const rows = shown.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE).map((t) => {
-      const runs = t.status.runs;
-      const last = runs[runs.length - 1];
-      return h("tr", { dataset: { taskId: t.status.taskId, state: t.status.state } },
-        h("td", {}, h("a", { href: `#/tasks/${t.status.taskId}` }, t.task.metadata.name || t.status.taskId)),
-        h("td", {}, badge(t.status.state)),
-        h("td", { class: "num" }, runs.length),
-        h("td", {}, last ? when(last.started) : "–"),
-        h("td", {}, last ? when(last.resolved) : "–"),
-        h("td", { class: "num" }, last ? duration(last.started, last.resolved) : "–"));
+    onScreen = shown.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
+    const wanted = onScreen.map(rowFor);
+    const keep = new Set(wanted);
+    for (const tr of [...tbody.children]) if (!keep.has(tr)) tr.remove();
+    wanted.forEach((tr, i) => {
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
     });
-    replace(table,
-      shown.length === 0 ? h("p", {}, filter ? `No ${filter} task in this group.` : "No task in this group yet.")
-        : h("table", { class: "tasks" },
-          h("thead", {}, h("tr", {}, ["Task", "State", "Runs", "Started", "Resolved", "Took"].map((c) => h("th", {}, c)))),
-          h("tbody", {}, rows)),
-      pages > 1 ? h("nav", { class: "pager", "aria-label": "pages" },
-        page > 1 ? h("a", { href: link(filter, page - 1), rel: "prev" }, "‹ previous") : null,
-        h("span", { id: "page-of" }, ` page ${page} of ${pages} `),
-        page < pages ? h("a", { href: link(filter, page + 1), rel: "next" }, "next ›") : null) : null);
+    table.hidden = wanted.length === 0;
+    empty.hidden = wanted.length > 0;
+    empty.textContent = search ? `No task matches "${search}"${filter ? ` among the ${filter} ones` : ""}.`
+      : filter ? `No ${filter} task in this group.` : "No task in this group yet.";
+    pager.hidden = pages <= 1;
+    prev.hidden = page <= 1;
+    next.hidden = page >= pages;
+    prev.href = link(filter, page - 1);
+    next.href = link(filter, page + 1);
+    pageOf.textContent = ` page ${page} of ${pages} `;
   }
+
+  function renderSummary() {
+    const s = model.summary();
+    const c = s.counts;
+    const failures = c.failed + c.exception;
+    let text;
+    if (s.kind === "empty") text = "No task in this group yet.";
+    else if (s.kind === "finished") {
+      text = [failures ? "Finished with failures" : "Finished", s.at ? [" ", when(s.at)] : "", `: ${c.completed} completed`,
+        c.failed ? `, ${c.failed} failed` : "", c.exception ? `, ${c.exception} exception` : "", "."];
+    } else if (s.kind === "running") {
+      text = [`Running: ${c.running} running, ${c.pending} pending`, c.unscheduled ? `, ${c.unscheduled} unscheduled` : "",
+        `; ${s.total - s.unresolved} of ${s.total} resolved`, failures ? ` (${failures} failed)` : "",
+        s.oldestPending ? `; the oldest pending task has waited ${duration(s.oldestPending)}` : "",
+        "."];
+    } else if (s.kind === "stuck") {
+      text = [`Stuck: ${s.blocked} task${s.blocked > 1 ? "s" : ""} can never run, blocked by failed tasks; the queue `
+        + "resolves them as exception (deadline-exceeded) at their deadline, ", when(s.deadline), " at the earliest. ",
+        "Rerun the failed tasks to unblock them."];
+    } else {
+      text = [`Waiting: ${s.unresolved} unscheduled task${s.unresolved > 1 ? "s" : ""}`,
+        s.blocked ? ` (${s.blocked} blocked by failures)` : "", " wait for tasks outside this group or to be scheduled."];
+    }
+    summary.className = `summary summary-${s.kind}`;
+    summary.dataset.kind = s.kind;
+    replace(summary, text);
+    const items = [];
+    for (const idle of model.idleQueues()) {
+      const waited = idle.since ? (Date.now() - new Date(idle.since)) / 1000 : 0;
+      if (waited < IDLE_AFTER) continue;
+      const known = queues.get(idle.taskQueueId);
+      const qlink = h("a", { href: `#/queues/${idle.taskQueueId}` }, idle.taskQueueId);
+      const seen = known && known.lastDateActive !== undefined
+        ? (known.lastDateActive === null ? ": no worker has ever claimed from it"
+          : [": its last claim was ", when(known.lastDateActive)]) : "";
+      items.push(h("li", { dataset: { queue: idle.taskQueueId } }, `No task of `, qlink,
+        ` is running: ${idle.pending} pending here, the oldest for ${duration(idle.since)}`, seen, "."));
+    }
+    replace(hints, items);
+    hints.hidden = items.length === 0;
+  }
+
+  // For task queues whose tasks wait with none running: when a worker last claimed from them (getTaskQueue needs
+  // queue:get-task-queue:…; without it the hint says what the group shows).
+  async function checkQueues() {
+    const now = Date.now();
+    await Promise.all(model.idleQueues().map(async ({ taskQueueId }) => {
+      const known = queues.get(taskQueueId);
+      if (known && now - known.checked < QUEUE_CHECK_EVERY) return;
+      const entry = { checked: now, lastDateActive: undefined };
+      queues.set(taskQueueId, entry);
+      try {
+        const q = await api.get(`/task-queues/${taskQueueId}`);
+        entry.lastDateActive = q.lastDateActive || null;
+      } catch (error) {
+        if (error.status === 404) entry.lastDateActive = null;
+      }
+    }));
+  }
+
+  let lastFull = 0;
+  let growing = true;
+  let reads = "";
+  let lastRead = 0; // statuses read by the last refresh (its cost sets the next interval)
+  let turn = 0; // where the rotation through the unresolved tasks is
 
   async function refresh() {
-    const found = [];
-    let info = null;
-    await api.all(`/task-group/${groupId}/list`, "tasks", {
-      onPage: (p) => {
-        found.push(...p.tasks);
-        info = info || p;
-      },
-    });
-    tasks = found;
+    const now = Date.now();
+    if (growing || now - lastFull > FULL_EVERY) {
+      const entries = [];
+      let info = null;
+      const first = model.tasks.size === 0;
+      await api.all(`/task-group/${groupId}/list`, "tasks", {
+        onPage: (p) => {
+          entries.push(...p.tasks);
+          info = info || p;
+          if (first && p.continuationToken) {
+            // The first read of a large group: each page shown as it comes.
+            model.put(p.tasks);
+            model.info = info;
+            render();
+            summary.textContent = `Loading: ${entries.length} tasks so far…`;
+          }
+        },
+      });
+      const before = first ? 0 : model.tasks.size;
+      const listed = new Set(entries.map((e) => e.status.taskId));
+      for (const id of [...model.tasks.keys()]) {
+        if (!listed.has(id)) {
+          model.tasks.delete(id); // expired and gone
+          rows.delete(id);
+        }
+      }
+      model.put(entries);
+      model.info = info;
+      // Still growing: tasks joined since the last listing, or the newest was created within FULL_EVERY (a
+      // decision task still submitting): listed whole again at the next refresh.
+      const newest = entries.reduce((latest, e) => (e.task.created > latest ? e.task.created : latest), "");
+      growing = first ? Boolean(newest && now - new Date(newest) < FULL_EVERY) : model.tasks.size !== before;
+      lastFull = now;
+      lastRead = entries.length;
+      reads = `read the whole group (${entries.length} tasks)`;
+    } else {
+      const unresolved = model.unresolvedIds();
+      const open = new Set(unresolved);
+      const ids = new Set(onScreen.map((t) => t.status.taskId).filter((id) => open.has(id)));
+      for (const id of unresolved) if (model.tasks.get(id).status.state === "running") ids.add(id);
+      const others = unresolved.filter((id) => !ids.has(id));
+      turn = others.length ? turn % others.length : 0;
+      const slice = others.slice(turn, turn + ROTATION)
+        .concat(others.slice(0, Math.max(0, turn + ROTATION - others.length)));
+      for (const id of slice) ids.add(id);
+      turn += ROTATION;
+      const list = [...ids];
+      for (let i = 0; i < list.length; i += 1000) {
+        const answer = await api.post("/tasks/status", { taskIds: list.slice(i, i + 1000) });
+        model.setStatuses(answer.statuses);
+      }
+      lastRead = list.length;
+      reads = unresolved.length === 0 ? "nothing to read: every task is resolved"
+        : list.length === unresolved.length
+          ? `read the status of the ${list.length} unresolved task${list.length > 1 ? "s" : ""}`
+          : `read the status of ${list.length} of the ${unresolved.length} unresolved tasks (on screen, running, and `
+            + `${ROTATION} more in turn)`;
+    }
     replace(problem);
-    render(info);
-    const live = tasks.some((t) => !RESOLVED.has(t.status.state));
+    await checkQueues().catch(() => {});
+    render();
+    const live = model.unresolvedIds().length > 0;
     replace(status, live ? h("span", { class: "live-dot", "aria-hidden": "true" }) : null,
-      `Updated ${new Date().toLocaleTimeString()}${live ? "; updating while tasks run" : ""}`);
+      `Updated ${new Date().toLocaleTimeString()}: ${reads}.`);
+    status.dataset.refreshes = Number(status.dataset.refreshes || 0) + 1;
   }
 
-  // Every page is read each time: about 1 s between refreshes per 500 tasks, at least 2 s; 10 s once all resolved.
-  const interval = () => (tasks.length && tasks.every((t) => RESOLVED.has(t.status.state)) ? 10000
-    : Math.max(2000, Math.min(15000, (tasks.length / 500) * 1000)));
-  return poll(refresh, interval, (error) => {
-    if (tasks.length === 0) replace(header);
+  readQuery(query);
+  // Refreshes 2 s apart, 1 s more per 500 tasks the last one read (at most 15 s); once every task is resolved, a
+  // look every 10 s (the whole listing each FULL_EVERY).
+  const interval = () => (model.tasks.size && model.unresolvedIds().length === 0 ? 10000
+    : Math.max(2000, Math.min(15000, (lastRead / 500) * 1000)));
+  const polling = poll(refresh, interval, (error) => {
+    if (model.tasks.size === 0) replace(summary);
     replace(problem, message("error", error.status === 404 ? `There is no task group ${groupId}.`
       : `The group could not be read: ${error.summary || error.message}`));
   });
+  return {
+    stop: polling.stop,
+    now: polling.now,
+    // Another filter, page or search of the same group (the address's query changed): shown from what is held.
+    update(q) {
+      readQuery(q);
+      if (model.tasks.size) render();
+    },
+  };
 }
+

@@ -11,6 +11,7 @@ import { taskView } from "./task.js";
 const view = document.getElementById("view");
 let current = null; // the shown view's {stop, anchor}
 let shown = null; // the address of the shown view, without its line anchor
+let shownPath = null; // the same without its query
 
 // Routes: #/groups/<id>, #/tasks/<id>, #/tasks/<id>/runs/<runId>/logs/<name>, #/queues/<prov>/<type>,
 // #/workers/<prov>/<type>/<group>/<id>, #/index/<namespace>; a query after `?` keeps a view's filter and page; a
@@ -31,14 +32,22 @@ function route(again = false) {
   const whole = window.location.hash.replace(/^#/, "") || "/";
   const anchor = (/#L\d+(?:-L?\d+)?$/.exec(whole) || [""])[0];
   const hash = whole.slice(0, whole.length - anchor.length);
-  if (!again && hash === shown && current && current.anchor) {
-    current.anchor(anchor); // only the line anchor changed: the view stays
-    return;
+  const [path, search] = hash.split("?");
+  if (!again && current && path === shownPath) {
+    if (hash === shown && current.anchor) {
+      current.anchor(anchor); // only the line anchor changed: the view stays
+      return;
+    }
+    if (hash !== shown && current.update) {
+      shown = hash;
+      current.update(new URLSearchParams(search || "")); // another filter or page of the same view: no re-read
+      return;
+    }
   }
   if (current && current.stop) current.stop();
   current = null;
   shown = hash;
-  const [path, search] = hash.split("?");
+  shownPath = path;
   const query = new URLSearchParams(search || "");
   for (const [pattern, show] of ROUTES) {
     const match = path.match(pattern);

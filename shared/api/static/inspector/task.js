@@ -23,6 +23,14 @@ const ACTIONS = [
   ["Cancel", "cancel", "cancel-task", (state) => !RESOLVED.has(state)],
 ];
 
+// Replaces a node's children only when what they show changed (`key`): an unchanged part keeps focus and selection
+// across refreshes.
+function redraw(node, key, ...children) {
+  if (node.dataset.key === key) return;
+  node.dataset.key = key;
+  replace(node, ...children);
+}
+
 export function taskView(target, taskId) {
   setTitle(`Task ${taskId}`);
   if (!SLUGID.test(taskId)) {
@@ -59,7 +67,7 @@ export function taskView(target, taskId) {
 
   async function renderActions() {
     const held = await api.scopes();
-    replace(actions, ACTIONS.filter(([, , , applies]) => applies(state)).map(([label, method, action]) => {
+    redraw(actions, `${state}|${held.join(" ")}`, ACTIONS.filter(([, , , applies]) => applies(state)).map(([label, method, action]) => {
       const allowed = api.satisfied(held, actionScopes(action, task, taskId));
       return h("button", { type: "button", id: `${method}-task`, disabled: !allowed,
         title: allowed ? `${label} this task` : api.credentials()
@@ -82,17 +90,27 @@ export function taskView(target, taskId) {
       ["created", when(task.created)], ["deadline", when(task.deadline)], ["expires", when(task.expires)],
       ["owner", meta.owner], ["source", safeLink(meta.source)], ["description", meta.description],
     ];
-    replace(facts, h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")])));
+    redraw(facts, `${status.state}|${status.retriesLeft}`, h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")])));
   }
 
-  async function artifactList(runId) {
+  // A run's artifacts, in `node`; listed again only while the run may still add some (and once after).
+  async function artifactList(node, run) {
+    if (node.dataset.final === "yes") return;
+    const runId = run.runId;
     let listed;
     try {
       listed = await api.all(`/task/${taskId}/runs/${runId}/artifacts`, "artifacts");
     } catch (error) {
-      return h("p", {}, `Artifacts could not be listed: ${error.summary || error.message}`);
+      redraw(node, "error", h("p", {}, `Artifacts could not be listed: ${error.summary || error.message}`));
+      return;
     }
-    if (listed.length === 0) return h("p", { class: "quiet" }, "No artifacts.");
+    if (RESOLVED.has(run.state)) node.dataset.final = "yes";
+    const key = JSON.stringify(listed.map((a) => [a.name, a.storageType, a.contentType, a.expires]));
+    if (node.dataset.key === key) return;
+    if (listed.length === 0) {
+      redraw(node, key, h("p", { class: "quiet" }, "No artifacts."));
+      return;
+    }
     const items = await Promise.all(listed.map(async (a) => {
       const href = await api.artifactUrl(taskId, runId, a.name);
       const log = LOG_TYPES.test(a.contentType) && a.storageType !== "error"
@@ -102,21 +120,36 @@ export function taskView(target, taskId) {
         h("a", { href, class: "download", rel: "noopener" }, a.name), log,
         h("span", { class: "quiet" }, ` ${a.storageType}, ${a.contentType}, expires `, when(a.expires)));
     }));
-    return h("ul", { class: "artifacts" }, items);
+    redraw(node, key, h("ul", { class: "artifacts" }, items));
   }
+
+  const runArticles = new Map(); // runId -> {article, facts, artifacts}
 
   async function renderRuns(status) {
     if (status.runs.length === 0) {
-      replace(runs, h("h2", {}, "Runs"), h("p", { class: "quiet" }, "No run yet: the task is unscheduled."));
+      redraw(runs, "none", h("h2", {}, "Runs"), h("p", { class: "quiet" }, "No run yet: the task is unscheduled."));
       return;
     }
-    const blocks = await Promise.all(status.runs.map(async (run) => {
+    if (runs.dataset.key !== "runs") {
+      runs.dataset.key = "runs";
+      replace(runs, h("h2", {}, "Runs"));
+    }
+    await Promise.all(status.runs.map(async (run) => {
+      let shown = runArticles.get(run.runId);
+      if (!shown) {
+        shown = { heading: h("h3"), facts: h("div"), artifacts: h("div") };
+        shown.article = h("article", { class: "run", dataset: { runId: run.runId } }, shown.heading, shown.facts,
+          h("h4", {}, "Artifacts"), shown.artifacts);
+        runArticles.set(run.runId, shown);
+        runs.insertBefore(shown.article, runs.children[1] || null); // newest first, under the heading
+      }
+      shown.article.dataset.state = run.state;
       const [prov, type] = status.taskQueueId.split("/");
       const worker = run.workerId ? h("a", {
         href: `#/workers/${prov}/${type}/${run.workerGroup}/${run.workerId}` }, `${run.workerGroup}/${run.workerId}`)
         : "–";
-      return h("article", { class: "run", dataset: { runId: run.runId, state: run.state } },
-        h("h3", {}, `Run ${run.runId} `, badge(run.state)),
+      redraw(shown.heading, run.state, `Run ${run.runId} `, badge(run.state));
+      redraw(shown.facts, JSON.stringify(run),
         h("dl", { class: "facts" },
           h("dt", {}, "reason created"), h("dd", {}, run.reasonCreated),
           h("dt", {}, "reason resolved"), h("dd", {}, run.reasonResolved || "–"),
@@ -124,10 +157,9 @@ export function taskView(target, taskId) {
           h("dt", {}, "scheduled"), h("dd", {}, when(run.scheduled)),
           h("dt", {}, "started"), h("dd", {}, when(run.started)),
           h("dt", {}, "resolved"), h("dd", {}, when(run.resolved)),
-          h("dt", {}, "taken until"), h("dd", {}, when(run.takenUntil))),
-        h("h4", {}, "Artifacts"), await artifactList(run.runId));
+          h("dt", {}, "taken until"), h("dd", {}, when(run.takenUntil))));
+      await artifactList(shown.artifacts, run);
     }));
-    replace(runs, h("h2", {}, "Runs"), blocks.reverse());
   }
 
   async function renderDeps() {
@@ -146,7 +178,9 @@ export function taskView(target, taskId) {
     const downstream = dependents.length === 0 ? h("p", { class: "quiet" }, "None.")
       : h("ul", { class: "plain", id: "dependents" }, dependents.map((t) => h("li", {}, badge(t.status.state), " ",
         h("a", { href: `#/tasks/${t.status.taskId}` }, t.task.metadata.name || t.status.taskId))));
-    replace(deps, h("h2", {}, "Dependencies"),
+    const key = JSON.stringify([ids, dependents.map((t) => [t.status.taskId, t.status.state])])
+      + (upstream.textContent || "");
+    redraw(deps, key, h("h2", {}, "Dependencies"),
       h("div", { class: "two" },
         h("div", {}, h("h3", {}, `Depends on (${task.requires === "all-resolved" ? "all resolved" : "all completed"})`),
           upstream),

@@ -1,0 +1,115 @@
+"""The inspector's group view in Chromium: what failed and why (failures first, the reason, "blocked by" for a task
+that can never run, a stuck group said to be stuck, a task queue nobody takes work from), a name search, filters
+and pages answered from what the page holds (no request), refreshes that read only the unresolved tasks'
+statuses, and rows updated in place (focus and a text selection survive a refresh)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, wait_js
+from tests.conftest import slugid, task_definition, task_queue_id, wait_for
+
+pytestmark = needs_browser
+
+
+@pytest.fixture(scope="module")
+def host(host_factory):
+    return host_factory(claim_work_wait=1, claim_work_poll_interval=0.2)
+
+
+def named(name: str, **more):
+    return {"metadata": {"name": name, "description": "inspector test", "owner": "tests@example.com",
+                         "source": "https://example.com/tests"}, **more}
+
+
+class Requests:
+    """The API requests a page makes (method, path, JSON body)."""
+
+    def __init__(self, page) -> None:
+        self.seen: list[tuple[str, str, object]] = []
+        page.on("request", self.record)
+
+    def record(self, request) -> None:
+        if "/api/queue/" in request.url:
+            body = request.post_data
+            self.seen.append((request.method, request.url.split("/api/queue/v1", 1)[1], json.loads(body) if body
+                              else None))
+
+
+def test_a_group_says_what_failed_and_why_and_its_rows_keep_focus_and_selection(host, page):
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    failed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-3"))
+    queue.reportFailed(failed, "0")
+    done = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("build"))
+    queue.reportCompleted(done, "0")
+    sign, upload, idle = slugid(), slugid(), slugid()
+    queue.createTask(sign, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[failed], **named("sign")))
+    queue.createTask(upload, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[sign], **named("upload")))
+    idle_queue = task_queue_id()
+    queue.createTask(idle, task_definition(taskQueueId=idle_queue, taskGroupId=group, **named("lint")))
+    # The page's clock a few minutes ahead: the pending task has waited long enough for the no-worker hint.
+    page.clock.set_fixed_time(dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5))
+    requests = Requests(page)
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector("#count-failed[data-count='1']", timeout=WAIT_MS)
+    order = page.evaluate("[...document.querySelectorAll('#group-tasks tbody tr')].map(r => r.dataset.taskId)")
+    assert order == [failed, idle, sign, upload, done]  # failures first, then pending, unscheduled, completed
+    assert "blocked by test-3" in page.inner_text(f"tr[data-task-id='{sign}']")
+    assert "blocked by sign" in page.inner_text(f"tr[data-task-id='{upload}']")
+    assert page.get_attribute(f"tr[data-task-id='{sign}'] .blocked a", "href") == f"#/tasks/{failed}"
+    assert "pending for" in page.inner_text(f"tr[data-task-id='{idle}']")
+    page.wait_for_selector(f"#group-hints li[data-queue='{idle_queue}']", timeout=WAIT_MS)
+    assert "No task of" in page.inner_text("#group-hints") and "1 pending here" in page.inner_text("#group-hints")
+    assert page.get_attribute("#group-summary", "data-kind") == "running"
+    shot(page, "group-why")
+
+    # Focus on a row's link and a selected name survive refreshes.
+    page.focus(f"tr[data-task-id='{sign}'] td:first-child a")
+    page.evaluate(f"""(() => {{ const cell = document.querySelector("tr[data-task-id='{upload}'] td:first-child a");
+        const range = document.createRange(); range.selectNodeContents(cell);
+        getSelection().removeAllRanges(); getSelection().addRange(range); }})()""")
+    refreshes = int(page.get_attribute("#group-updated", "data-refreshes"))
+    wait_js(page, f"Number(document.querySelector('#group-updated').dataset.refreshes) >= {refreshes + 2}")
+    assert page.evaluate("document.activeElement.closest('tr')?.dataset.taskId") == sign
+    assert page.evaluate("getSelection().toString()") == "upload"
+
+    # A refresh reads only the unresolved tasks' statuses.
+    statuses = [body for method, path, body in requests.seen if path == "/tasks/status"]
+    assert statuses and sorted(statuses[-1]["taskIds"]) == sorted([sign, upload, idle])
+
+    # Filters, pages and the search are answered from what the page holds.
+    count = len(requests.seen)
+    page.click("#count-failed")
+    wait_js(page, "document.querySelectorAll('#group-tasks tbody tr').length === 1")
+    assert page.get_attribute("#group-tasks tbody tr", "data-task-id") == failed
+    page.click("#count-all")
+    page.fill("#group-search", "UPL")
+    wait_js(page, "document.querySelectorAll('#group-tasks tbody tr').length === 1")
+    assert page.get_attribute("#group-tasks tbody tr", "data-task-id") == upload
+    assert "q=UPL" in page.evaluate("location.hash")
+    assert [r for r in requests.seen[count:] if r[1].startswith(f"/task-group/{group}/list")] == []
+
+
+def test_a_group_that_can_never_finish_says_it_is_stuck(host, page):
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    failed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("compile"))
+    queue.reportFailed(failed, "0")
+    queue.createTask(slugid(), task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[failed],
+                                               **named("package")))
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector("#group-summary[data-kind='stuck']", timeout=WAIT_MS)
+    text = page.inner_text("#group-summary")
+    assert "Stuck: 1 task can never run" in text and "deadline" in text
+    finished = slugid()
+    done = claimed_task(queue, taskQueueId=tq, taskGroupId=finished, **named("only"))
+    queue.reportCompleted(done, "0")
+    wait_for(lambda: queue.status(done)["status"]["state"] == "completed")
+    page.goto(f"{host.root_url}/inspector/#/groups/{finished}")
+    page.wait_for_selector("#group-summary[data-kind='finished']", timeout=WAIT_MS)
+    assert page.inner_text("#group-summary").startswith("Finished")
