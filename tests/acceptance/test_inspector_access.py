@@ -13,7 +13,7 @@ import taskcluster
 import taskcluster_urls
 from axe_playwright_python.sync_playwright import Axe
 
-from tests.acceptance.browsing import LOG, WAIT_MS, finished_task_with_log, needs_browser, wait_js
+from tests.acceptance.browsing import LOG, WAIT_MS, finished_task_with_log, needs_browser, sign_in, wait_js
 from tests.conftest import slugid, task_definition, task_queue_id, wait_for
 
 pytestmark = needs_browser
@@ -101,6 +101,25 @@ def test_the_open_box_takes_any_id_or_a_pasted_address(host, page, sample):
     page.wait_for_selector(f"#notice:has-text('There is no task and no task group {missing}')", timeout=WAIT_MS)
     open_("not an id at all")
     page.wait_for_selector("#notice:has-text('is neither a taskId')", timeout=WAIT_MS)
+
+
+def test_the_start_page_lists_the_task_queues_with_work_first_with_their_counts(host, page, sample):
+    queue = host.client()
+    busy = task_queue_id()
+    for _ in range(3):
+        queue.createTask(slugid(), task_definition(taskQueueId=busy))
+    # A worker took one and left: the queue is known (workers make it so, as in Taskcluster), 2 wait, 1 is claimed.
+    wait_for(lambda: queue.claimWork(busy, {"tasks": 1, "workerGroup": "wg", "workerId": "gone"})["tasks"])
+    page.goto(f"{host.root_url}/inspector/")
+    page.wait_for_selector("#task-queues:has-text('queue:list-task-queues')", timeout=WAIT_MS)
+    sign_in(page)
+    row = f"#busy-queues tr[data-task-queue='{busy}']"
+    page.wait_for_selector(row, timeout=WAIT_MS)
+    cells = page.locator(f"{row} td").all_inner_texts()
+    provisioner, worker_type = busy.split("/")
+    assert cells[:4] == [provisioner, worker_type, "2", "1"]
+    page.click(f"{row} a")
+    wait_js(page, f"location.hash === '#/queues/{busy}'")
 
 
 def views(host, sample) -> list[tuple[str, str, str]]:

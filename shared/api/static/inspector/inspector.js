@@ -1,8 +1,9 @@
 // The inspector: a hash router over views of task groups, tasks, logs, task queues and workers, and the sign-in.
-import { SLUGID, understand } from "./addresses.js";
+import { understand } from "./addresses.js";
 import * as api from "./api.js";
 import { h, message, replace, setTitle } from "./dom.js";
 import { groupView } from "./group.js";
+import { homeView } from "./home.js";
 import { indexView } from "./namespaces.js";
 import { logView } from "./log.js";
 import { queueView, workerView } from "./queue.js";
@@ -24,7 +25,7 @@ const ROUTES = [
   [/^\/queues\/([^/?]+)\/([^/?]+)$/, (m) => queueView(view, `${m[1]}/${m[2]}`)],
   [/^\/workers\/([^/?]+)\/([^/?]+)\/([^/?]+)\/([^/?]+)$/, (m) => workerView(view, `${m[1]}/${m[2]}`, m[3], m[4])],
   [/^\/index\/?([^/?]*)$/, (m) => indexView(view, decodeURIComponent(m[1]))],
-  [/^\/?$/, () => homeView(view)],
+  [/^\/?$/, () => homeView(view, showNotice)],
 ];
 
 // `again`: show the view anew even if the address did not change (after signing in or out).
@@ -106,36 +107,6 @@ async function open(input) {
 export function showNotice(kind, text) {
   const notice = document.getElementById("notice");
   replace(notice, text ? message(kind, text) : null);
-}
-
-function homeView(target) {
-  setTitle("");
-  const queues = h("div", {}, h("p", {}, "Loading task queues…"));
-  replace(target,
-    h("h1", {}, "Queue inspector"),
-    h("p", {}, "Open a task, a task group or a task queue by its id above, or follow a link from the API's answers. ",
-      "A task's page links to its group, its task queue, its runs' workers and its logs. ",
-      h("a", { href: "#/index/", id: "browse-index" }, "Browse the Index"), " to find completed tasks by name."),
-    h("form", { class: "open-group", onsubmit: (event) => {
-      event.preventDefault();
-      const value = new FormData(event.target).get("group").trim();
-      if (SLUGID.test(value)) window.location.hash = `#/groups/${value}`;
-      else showNotice("error", `"${value}" is not a taskGroupId`);
-    } },
-    h("label", { for: "group-id" }, "Task group "),
-    h("input", { id: "group-id", name: "group", placeholder: "taskGroupId", autocomplete: "off" }),
-    h("button", { type: "submit" }, "Show group")),
-    h("h2", {}, "Task queues"), queues);
-  api.all("/task-queues", "taskQueues").then((found) => {
-    replace(queues, found.length === 0 ? h("p", {}, "No task queue has been seen yet.") : h("ul", { class: "plain" },
-      found.map((q) => h("li", {}, h("a", { href: `#/queues/${q.taskQueueId}` }, q.taskQueueId),
-        q.description ? ` – ${q.description}` : ""))));
-  }).catch((error) => {
-    replace(queues, h("p", {}, error.status === 403
-      ? "Sign in with credentials that hold queue:list-task-queues to see the task queues."
-      : `Task queues could not be listed: ${error.summary || error.message}`));
-  });
-  return null;
 }
 
 // The account box: a sign-in form (clientId and accessToken, checked against the auth service's currentScopes)

@@ -116,6 +116,12 @@ export function taskView(target, taskId) {
       const log = LOG_TYPES.test(a.contentType) && a.storageType !== "error"
         ? [" ", h("a", { href: `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(a.name)}`,
           class: "view-log" }, "view log")] : null;
+      if (a.storageType === "error") {
+        // No file behind it: the worker reported why (getArtifact answers 424 with the reason), not a download.
+        return h("li", { dataset: { artifact: a.name }, class: "artifact-error" }, h("span", {}, a.name), " ",
+          h("span", { class: "reason" }, "the worker reported an error instead of this file (expires "), when(a.expires),
+          h("span", { class: "reason" }, ")"));
+      }
       return h("li", { dataset: { artifact: a.name } },
         h("a", { href, class: "download", rel: "noopener" }, a.name), log,
         h("span", { class: "quiet" }, ` ${a.storageType}, ${a.contentType}, expires `, when(a.expires)));
