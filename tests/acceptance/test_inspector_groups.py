@@ -94,6 +94,19 @@ def test_a_group_says_what_failed_and_why_and_its_rows_keep_focus_and_selection(
     assert "q=UPL" in page.evaluate("location.hash")
     assert [r for r in requests.seen[count:] if r[1].startswith(f"/task-group/{group}/list")] == []
 
+    # The dependency graph: three layers (test-3, build, lint; sign; upload), a task named on hover, opened by a click.
+    page.click("#graph-details > summary")
+    canvas = page.locator("#group-graph canvas")
+    wait_js(page, "document.querySelector('#group-graph canvas').dataset.layers === '3'")
+    assert canvas.get_attribute("data-tasks") == "5" and "3 layers" in canvas.get_attribute("aria-label")
+    where = canvas.evaluate(f"c => c.positionOf('{sign}')")
+    assert where["y"] > canvas.evaluate(f"c => c.positionOf('{failed}').y")  # below what it depends on
+    shot(page, "group-graph")
+    canvas.hover(position={"x": where["x"] + 4, "y": where["y"] + 4})
+    page.wait_for_selector(".graph-tip:has-text('sign: unscheduled')", timeout=WAIT_MS)
+    canvas.click(position={"x": where["x"] + 4, "y": where["y"] + 4})
+    wait_js(page, f"location.hash === '#/tasks/{sign}'")
+
 
 def test_a_group_that_can_never_finish_says_it_is_stuck(host, page):
     queue = host.client()

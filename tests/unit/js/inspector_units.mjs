@@ -6,6 +6,7 @@ import test from "node:test";
 import { parseLine, PLAIN } from "../../../shared/api/static/inspector/ansi.js";
 import { understand, routeOf } from "../../../shared/api/static/inspector/addresses.js";
 import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
+import { layers } from "../../../shared/api/static/inspector/graph.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
@@ -118,4 +119,13 @@ test("a group is stuck when every unresolved task is blocked by a failure, finis
     entry("p2", "pending", { queue: "p/idle" }), entry("p3", "pending", { queue: "p/busy" }),
     entry("r1", "running", { queue: "p/busy" })]);
   assert.deepEqual(idle.idleQueues(), [{ taskQueueId: "p/idle", pending: 2, since: "2026-01-01T00:00:00.000Z" }]);
+});
+
+test("the graph puts each task one layer below the deepest of its dependencies in the group", () => {
+  const g = new GroupModel();
+  g.put([entry("a", "completed"), entry("b", "completed", { deps: ["a"] }), entry("c", "pending", { deps: ["a", "b"] }),
+    entry("d", "pending", { deps: ["outside"] }), entry("e", "unscheduled", { deps: ["e", "c"] })]);
+  const { layerOf, layers: bands } = layers(g.tasks);
+  assert.deepEqual(Object.fromEntries(layerOf), { a: 0, b: 1, c: 2, d: 0, e: 3 });
+  assert.deepEqual(bands.map((band) => band.map((t) => t.status.taskId).sort()), [["a", "d"], ["b"], ["c"], ["e"]]);
 });

@@ -8,6 +8,7 @@
 import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
 import { badge, duration, h, message, replace, setTitle, STATES, when } from "./dom.js";
+import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun } from "./groupmodel.js";
 import { poll } from "./live.js";
 
@@ -52,7 +53,18 @@ export function groupView(target, groupId, query) {
   const pageOf = h("span", { id: "page-of" });
   const pager = h("nav", { class: "pager", "aria-label": "pages", hidden: true }, prev, pageOf, next);
   const status = h("p", { class: "updated", id: "group-updated" });
-  replace(target, h("h1", {}, "Task group ", h("code", {}, groupId)), summary, hints, header, problem, bar, counts,
+  const graph = new GroupGraph((taskId) => {
+    window.location.hash = `#/tasks/${taskId}`;
+  });
+  let drawn = -1; // how many tasks the graph was laid out with
+  const graphBox = h("details", { id: "graph-details", ontoggle: () => {
+    if (graphBox.open) {
+      graph.draw(model.tasks);
+      drawn = model.tasks.size;
+    }
+  } }, h("summary", {}, "Dependency graph"), graph.element);
+  replace(target, h("h1", {}, "Task group ", h("code", {}, groupId)), summary, hints, header, problem, bar, graphBox,
+    counts,
     h("p", { class: "group-search" }, h("label", { for: "group-search" }, "Find "), searchBox),
     h("div", { id: "group-tasks" }, table, empty), pager, status);
   const rows = new Map(); // taskId -> {tr, keys: [cell keys]}
@@ -162,6 +174,14 @@ export function groupView(target, groupId, query) {
       }
     }
     renderSummary();
+    if (graphBox.open) {
+      if (drawn !== total) {
+        graph.draw(model.tasks); // tasks joined or left: laid out again
+        drawn = total;
+      } else {
+        graph.paint(); // states changed: colours only
+      }
+    }
     const shown = model.sorted(filter, search);
     const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
     page = Math.min(page, pages);
