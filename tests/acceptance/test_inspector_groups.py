@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, wait_js
+from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, sign_in, wait_js
 from tests.conftest import slugid, task_definition, task_queue_id, wait_for
 
 pytestmark = needs_browser
@@ -126,3 +126,36 @@ def test_a_group_that_can_never_finish_says_it_is_stuck(host, page):
     page.goto(f"{host.root_url}/inspector/#/groups/{finished}")
     page.wait_for_selector("#group-summary[data-kind='finished']", timeout=WAIT_MS)
     assert page.inner_text("#group-summary").startswith("Finished")
+
+
+def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host, page):
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    failed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("flaky test"))
+    queue.reportFailed(failed, "0")
+    waiting = slugid()
+    queue.createTask(waiting, task_definition(taskQueueId=tq, taskGroupId=group, **named("later")))
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector("#rerun-failed", timeout=WAIT_MS)
+    assert page.is_disabled("#rerun-failed") and page.is_disabled("#seal-group")  # anonymous
+    sign_in(page)
+    page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
+    assert page.inner_text("#rerun-failed") == "Rerun failed (1)"
+    assert page.is_disabled("#cancel-group")  # the queue cancels only a sealed group
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#rerun-failed")
+    page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 1 of 1')", timeout=WAIT_MS)
+    assert queue.status(failed)["status"]["state"] == "pending"
+    page.click("#seal-group")
+    page.wait_for_selector("#group-feedback .message-ok:has-text('Sealed')", timeout=WAIT_MS)
+    page.wait_for_selector("#cancel-group:not([disabled])", timeout=WAIT_MS)
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#cancel-group")
+    wait_for(lambda: asked, timeout=10)
+    assert "Cancel the 2 unresolved tasks" in asked[0] and queue.status(waiting)["status"]["state"] == "pending"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#cancel-group")
+    page.wait_for_selector("#group-feedback .message-ok:has-text('Cancelled 2')", timeout=WAIT_MS)
+    assert queue.status(waiting)["status"]["state"] == "exception"
+    page.wait_for_selector("#count-exception[data-count='2']", timeout=WAIT_MS)

@@ -111,6 +111,15 @@ export function satisfied(heldScopes, expression) {
   return false;
 }
 
+// The queue's scope expression for an action on a task (shared/api/queue_v1/common.py, project_or_scheduler).
+export function actionScopes(action, task, taskId) {
+  return { AnyOf: [
+    `queue:${action}:${task.schedulerId}/${task.taskGroupId}/${taskId}`,
+    `queue:${action}-in-project:${task.projectId || "none"}`,
+    { AllOf: [`queue:${action}`, `assume:scheduler-id:${task.schedulerId}/${task.taskGroupId}`] },
+  ] };
+}
+
 // Where a browser reads an artifact: the queue's getArtifact URL, signed when the anonymous scopes do not cover
 // it (names outside public/) and the user is signed in.
 export async function artifactUrl(taskId, runId, name) {

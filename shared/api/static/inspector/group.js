@@ -53,6 +53,8 @@ export function groupView(target, groupId, query) {
   const pageOf = h("span", { id: "page-of" });
   const pager = h("nav", { class: "pager", "aria-label": "pages", hidden: true }, prev, pageOf, next);
   const status = h("p", { class: "updated", id: "group-updated" });
+  const actions = h("div", { class: "actions", id: "group-actions" });
+  const feedback = h("div", { id: "group-feedback" });
   const graph = new GroupGraph((taskId) => {
     window.location.hash = `#/tasks/${taskId}`;
   });
@@ -63,7 +65,8 @@ export function groupView(target, groupId, query) {
       drawn = model.tasks.size;
     }
   } }, h("summary", {}, "Dependency graph"), graph.element);
-  replace(target, h("h1", {}, "Task group ", h("code", {}, groupId)), summary, hints, header, problem, bar, graphBox,
+  replace(target, h("h1", {}, "Task group ", h("code", {}, groupId)), summary, hints, actions, feedback, header,
+    problem, bar, graphBox,
     counts,
     h("p", { class: "group-search" }, h("label", { for: "group-search" }, "Find "), searchBox),
     h("div", { id: "group-tasks" }, table, empty), pager, status);
@@ -174,6 +177,7 @@ export function groupView(target, groupId, query) {
       }
     }
     renderSummary();
+    renderActions();
     if (graphBox.open) {
       if (drawn !== total) {
         graph.draw(model.tasks); // tasks joined or left: laid out again
@@ -243,6 +247,83 @@ export function groupView(target, groupId, query) {
     }
     replace(hints, items);
     hints.hidden = items.length === 0;
+  }
+
+  // Seal (no task may join), Cancel (every unresolved task; the queue asks that the group be sealed first) and
+  // Rerun failed (each failed or exception task, one rerunTask each): enabled by the scopes held, destructive
+  // ones asked first.
+  let held = null;
+  async function renderActions() {
+    if (!model.info) return;
+    if (held === null) held = await api.scopes();
+    const info = model.info;
+    const sealScope = `queue:seal-task-group:${info.schedulerId}/${groupId}`;
+    const cancelScope = `queue:cancel-task-group:${info.schedulerId}/${groupId}`;
+    const failed = [...model.tasks.values()].filter((t) => ["failed", "exception"].includes(t.status.state));
+    const rerunnable = failed.filter((t) => api.satisfied(held, api.actionScopes("rerun-task",
+      { ...t.task, taskGroupId: groupId }, t.status.taskId)));
+    const unresolved = model.unresolvedIds().length;
+    const why = (allowed, what) => (allowed ? what : api.credentials() ? `Your credentials lack the scopes to ${what}`
+      : `Sign in with credentials that may ${what}`);
+    const buttons = [
+      ["seal-group", "Seal", !info.sealed && api.satisfied(held, sealScope), why(api.satisfied(held, sealScope),
+        "seal this group (no task may join it after)"), seal],
+      ["cancel-group", "Cancel group", Boolean(info.sealed) && unresolved > 0 && api.satisfied(held, cancelScope),
+        info.sealed ? why(api.satisfied(held, cancelScope), `cancel the ${unresolved} unresolved tasks`)
+          : "Seal the group first: the queue cancels only a sealed group", cancelGroup],
+      ["rerun-failed", `Rerun failed (${failed.length})`, rerunnable.length > 0,
+        why(rerunnable.length > 0, "rerun the failed tasks"), () => rerunFailed(rerunnable)],
+    ];
+    const key = buttons.map(([id, label, enabled, title]) => `${id}${label}${enabled}${title}`).join("|");
+    if (actions.dataset.key === key) return;
+    actions.dataset.key = key;
+    replace(actions, buttons.map(([id, label, enabled, title, act]) => h("button", { type: "button", id,
+      disabled: !enabled, title, onclick: act }, label)));
+  }
+
+  async function act(label, work) {
+    replace(feedback, message("info", `${label}…`));
+    try {
+      replace(feedback, message("ok", await work()));
+    } catch (error) {
+      replace(feedback, message("error", `${label} refused: ${error.summary || error.message}`));
+    }
+    lastFull = 0; // read the whole group at once
+    polling.now();
+  }
+
+  function seal() {
+    act("Seal", async () => {
+      await api.post(`/task-group/${groupId}/seal`);
+      return "Sealed: no task may join this group now.";
+    });
+  }
+
+  function cancelGroup() {
+    const unresolved = model.unresolvedIds().length;
+    if (!window.confirm(`Cancel the ${unresolved} unresolved tasks of this group? They resolve as exception `
+      + "(canceled), and what depends on them does not run.")) return;
+    act("Cancel group", async () => {
+      const answer = await api.post(`/task-group/${groupId}/cancel`);
+      return `Cancelled ${answer.cancelledCount} of the group's ${answer.taskGroupSize} tasks.`;
+    });
+  }
+
+  function rerunFailed(tasks) {
+    if (!window.confirm(`Rerun the ${tasks.length} failed task${tasks.length > 1 ? "s" : ""}? Each gets a new run; `
+      + "the tasks blocked by them run once they complete.")) return;
+    act("Rerun failed", async () => {
+      const refused = [];
+      for (const t of tasks) {
+        try {
+          await api.post(`/task/${t.status.taskId}/rerun`);
+        } catch (error) {
+          refused.push(`${t.task.metadata.name || t.status.taskId} (${error.summary || error.message})`);
+        }
+      }
+      if (refused.length === tasks.length) throw new Error(refused.join("; "));
+      return `Rerun: ${tasks.length - refused.length} of ${tasks.length}${refused.length ? `; refused: ${refused.join("; ")}` : ""}.`;
+    });
   }
 
   // For task queues whose tasks wait with none running: when a worker last claimed from them (getTaskQueue needs

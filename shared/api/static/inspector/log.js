@@ -4,6 +4,7 @@
 // second. Once the run is resolved, one last read completes the log, and it stays as it is. What cannot be shown
 // says why, and polling stops unless waiting can change it: no such task or run, not started yet (waits), no log
 // of that name (waits while the run runs), private (offers the sign-in), an error artifact, expired.
+import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
 import { badge, h, message, replace, RESOLVED, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
@@ -12,6 +13,12 @@ import { LogViewer, parseLineAnchor } from "./logview.js";
 const LOG_NAMES = /\.(log|txt)$|^public\/logs\//;
 
 export function logView(target, taskId, runId, name, anchor) {
+  if (!SLUGID.test(taskId)) {
+    setTitle(`Task ${taskId}`);
+    replace(target, h("h1", {}, "Not a taskId"), message("error", "A taskId is a slugid: 22 characters of letters, "
+      + "digits, - and _, as the queue gives them."));
+    return null;
+  }
   const base = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}`;
   const viewer = new LogViewer({ base, fileName: name.split("/").pop() || "log.txt" });
   const state = h("span", { id: "run-state" });

@@ -1,5 +1,7 @@
 // The task queue view (counts, pending and claimed tasks, workers) and the worker view (its recent tasks and
 // quarantine). These listings need scopes the anonymous ones do not hold: each section says which when refused.
+// A refresh reads the first SHOWN pending and claimed tasks (oldest first) and redraws a section only when what it
+// shows changed, so focus and selection stay.
 import * as api from "./api.js";
 import { badge, h, message, replace, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
@@ -10,12 +12,34 @@ function refused(error, what) {
     : `${what} could not be read: ${error.summary || error.message}`);
 }
 
-async function section(node, heading, what, build) {
+const SHOWN = 100;
+
+// A section from `load` (what it shows) and `build` (its nodes), redrawn only when what `load` answered changed.
+async function section(node, heading, what, load, build) {
+  let data;
   try {
-    replace(node, h("h2", {}, heading), await build());
+    data = await load();
   } catch (error) {
-    replace(node, h("h2", {}, heading), refused(error, what));
+    const key = `error:${error.status}`;
+    if (node.dataset.key !== key) replace(node, h("h2", {}, heading), refused(error, what));
+    node.dataset.key = key;
+    return;
   }
+  const key = JSON.stringify(data);
+  if (node.dataset.key === key) return;
+  node.dataset.key = key;
+  replace(node, h("h2", {}, heading), build(data));
+}
+
+// The first SHOWN items of a listing, and whether there are more.
+async function first(path, key) {
+  const page = await api.get(path, { limit: SHOWN });
+  return { items: page[key], more: Boolean(page.continuationToken) };
+}
+
+function more(shown, total, what) {
+  return shown.more ? h("p", { class: "quiet" }, `The first ${shown.items.length}${total !== undefined
+    ? ` of ${total}` : ""} ${what}, oldest first.`) : null;
 }
 
 function taskLink(taskId, task) {
@@ -31,44 +55,43 @@ export function queueView(target, taskQueueId) {
   replace(target, h("h1", {}, "Task queue ", h("code", {}, taskQueueId)), info, pending, claimed, workers);
   setTitle(`Task queue ${taskQueueId}`);
   const q = encodeURIComponent(taskQueueId).replace("%2F", "/");
+  let counts = {};
 
   async function refresh() {
-    await Promise.all([
-      section(info, "Counts", "this task queue", async () => {
-        const counts = await api.get(`/task-queues/${q}/counts`);
-        let about = null;
-        try {
-          about = await api.get(`/task-queues/${q}`);
-        } catch {
-          about = null;
-        }
-        return h("dl", { class: "facts" },
+    await section(info, "Counts", "this task queue", async () => {
+      counts = await api.get(`/task-queues/${q}/counts`);
+      let about = null;
+      try {
+        about = await api.get(`/task-queues/${q}`);
+      } catch {
+        about = null;
+      }
+      return { counts, about };
+    }, ({ about }) => h("dl", { class: "facts" },
           h("dt", {}, "pending"), h("dd", { id: "pending-count" }, counts.pendingTasks),
           h("dt", {}, "claimed"), h("dd", { id: "claimed-count" }, counts.claimedTasks),
           about ? [h("dt", {}, "last active"), h("dd", {}, when(about.lastDateActive)),
             h("dt", {}, "stability"), h("dd", {}, about.stability),
-            h("dt", {}, "description"), h("dd", {}, about.description || "–")] : null);
-      }),
-      section(pending, "Pending tasks", "its pending tasks", async () => {
-        const items = await api.all(`/task-queues/${q}/pending`, "tasks");
-        return items.length === 0 ? h("p", { class: "quiet" }, "None.") : h("table", { class: "tasks" },
+            h("dt", {}, "description"), h("dd", {}, about.description || "–")] : null));
+    await Promise.all([
+      section(pending, "Pending tasks", "its pending tasks", () => first(`/task-queues/${q}/pending`, "tasks"),
+        (shown) => (shown.items.length === 0 ? h("p", { class: "quiet" }, "None.") : [more(shown, counts.pendingTasks,
+          "pending tasks"), h("table", { class: "tasks" },
           h("thead", {}, h("tr", {}, h("th", {}, "Task"), h("th", {}, "Run"), h("th", {}, "Pending since"))),
-          h("tbody", {}, items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
-            h("td", { class: "num" }, t.runId), h("td", {}, when(t.inserted))))));
-      }),
-      section(claimed, "Claimed tasks", "its claimed tasks", async () => {
-        const items = await api.all(`/task-queues/${q}/claimed`, "tasks");
-        return items.length === 0 ? h("p", { class: "quiet" }, "None.") : h("table", { class: "tasks" },
+          h("tbody", {}, shown.items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
+            h("td", { class: "num" }, t.runId), h("td", {}, when(t.inserted))))))])),
+      section(claimed, "Claimed tasks", "its claimed tasks", () => first(`/task-queues/${q}/claimed`, "tasks"),
+        (shown) => (shown.items.length === 0 ? h("p", { class: "quiet" }, "None.") : [more(shown,
+          counts.claimedTasks, "claimed tasks"), h("table", { class: "tasks" },
           h("thead", {}, h("tr", {}, ["Task", "Run", "Worker", "Claimed"].map((c) => h("th", {}, c)))),
-          h("tbody", {}, items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
+          h("tbody", {}, shown.items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
             h("td", { class: "num" }, t.runId),
             h("td", {}, h("a", { href: `#/workers/${provisionerId}/${workerType}/${t.workerGroup}/${t.workerId}` },
               `${t.workerGroup}/${t.workerId}`)),
-            h("td", {}, when(t.claimed))))));
-      }),
-      section(workers, "Workers", "its workers", async () => {
-        const items = await api.all(`/provisioners/${provisionerId}/worker-types/${workerType}/workers`, "workers");
-        return items.length === 0 ? h("p", { class: "quiet" }, "No worker has claimed work here yet.")
+            h("td", {}, when(t.claimed))))))])),
+      section(workers, "Workers", "its workers",
+        () => api.all(`/provisioners/${provisionerId}/worker-types/${workerType}/workers`, "workers"),
+        (items) => (items.length === 0 ? h("p", { class: "quiet" }, "No worker has claimed work here yet.")
           : h("table", { class: "workers" },
             h("thead", {}, h("tr", {}, ["Worker", "Latest task", "First claim", "Last active", "Quarantine"]
               .map((c) => h("th", {}, c)))),
@@ -78,12 +101,11 @@ export function queueView(target, taskQueueId) {
               h("td", {}, w.latestTask ? taskLink(w.latestTask.taskId) : "–"),
               h("td", {}, when(w.firstClaim)), h("td", {}, when(w.lastDateActive)),
               h("td", {}, w.quarantineUntil && new Date(w.quarantineUntil) > new Date()
-                ? ["until ", when(w.quarantineUntil)] : "no")))));
-      }),
+                ? ["until ", when(w.quarantineUntil)] : "no"))))))),
     ]);
   }
 
-  return poll(refresh, () => 3000);
+  return poll(refresh, () => 5000);
 }
 
 export function workerView(target, taskQueueId, workerGroup, workerId) {

@@ -7,14 +7,6 @@ import { poll } from "./live.js";
 
 const LOG_TYPES = /^text\//;
 
-// The queue's scope expression for an action on a task (shared/api/queue_v1/common.py, project_or_scheduler).
-function actionScopes(action, task, taskId) {
-  return { AnyOf: [
-    `queue:${action}:${task.schedulerId}/${task.taskGroupId}/${taskId}`,
-    `queue:${action}-in-project:${task.projectId || "none"}`,
-    { AllOf: [`queue:${action}`, `assume:scheduler-id:${task.schedulerId}/${task.taskGroupId}`] },
-  ] };
-}
 
 const ACTIONS = [
   // [button, API method, scope action, when it applies]
@@ -68,7 +60,7 @@ export function taskView(target, taskId) {
   async function renderActions() {
     const held = await api.scopes();
     redraw(actions, `${state}|${held.join(" ")}`, ACTIONS.filter(([, , , applies]) => applies(state)).map(([label, method, action]) => {
-      const allowed = api.satisfied(held, actionScopes(action, task, taskId));
+      const allowed = api.satisfied(held, api.actionScopes(action, task, taskId));
       return h("button", { type: "button", id: `${method}-task`, disabled: !allowed,
         title: allowed ? `${label} this task` : api.credentials()
           ? `Your credentials lack the scopes to ${method} this task`
