@@ -133,6 +133,7 @@ def views(host, sample) -> list[tuple[str, str, str]]:
         (f"{base}/tasks/{sample['done']}/runs/0/logs/{LOG.replace('/', '%2F')}", "#log .line[data-n='3']", "live.log"),
         (f"{base}/tasks/{sample['pending']}", "#cancel-task", "test task (pending)"),
         (f"{base}/queues/{sample['tq']}", "#pending", "Task queue"),
+        (f"{base}/workers/{sample['tq']}/wg/w1", "#worker:not(:has-text('Loading'))", "Worker wg/w1"),
         (f"{base}/index/{sample['space']}", "#index-tasks table", f"Index {sample['space']}"),
         (f"{base}/tasks/not-a-task-id", "text=Not a taskId", "Task not-a-task-id"),
         (f"{base}/nowhere", "text=Not found", "Not found"),
