@@ -71,3 +71,11 @@ export function message(kind, text) {
 export function setTitle(text) {
   document.title = text ? `${text} · Queue inspector` : "Queue inspector";
 }
+
+// The page for an address whose id is not a slugid (`what`: "taskId" or "taskGroupId"), instead of the queue's
+// refusal with its regular expression.
+export function notASlugid(target, what) {
+  replace(target, h("h1", {}, `Not a ${what}`), message("error", `A ${what} is a slugid: 22 characters of letters, `
+    + "digits, - and _, as the queue gives them."));
+  return null;
+}

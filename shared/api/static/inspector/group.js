@@ -7,7 +7,7 @@
 // (tasks that joined, reruns). Rows are updated in place, cell by cell, so focus, selection and scroll stay.
 import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
-import { badge, duration, h, message, replace, setTitle, STATES, when } from "./dom.js";
+import { badge, duration, h, message, notASlugid, replace, setTitle, STATES, when } from "./dom.js";
 import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun } from "./groupmodel.js";
 import { poll } from "./live.js";
@@ -21,9 +21,7 @@ const IDLE_AFTER = 30; // seconds a task waits pending, with none of its queue r
 export function groupView(target, groupId, query) {
   setTitle(`Task group ${groupId}`);
   if (!SLUGID.test(groupId)) {
-    replace(target, h("h1", {}, "Not a taskGroupId"), message("error", "A taskGroupId is a slugid: 22 characters of "
-      + "letters, digits, - and _, as the queue gives them."));
-    return null;
+    return notASlugid(target, "taskGroupId");
   }
   const model = new GroupModel();
   let filter = "";

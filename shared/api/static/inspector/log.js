@@ -6,7 +6,7 @@
 // of that name (waits while the run runs), private (offers the sign-in), an error artifact, expired.
 import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
-import { badge, h, message, replace, RESOLVED, setTitle, when } from "./dom.js";
+import { badge, h, message, notASlugid, replace, RESOLVED, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 import { LogViewer, parseLineAnchor } from "./logview.js";
 
@@ -15,9 +15,7 @@ const LOG_NAMES = /\.(log|txt)$|^public\/logs\//;
 export function logView(target, taskId, runId, name, anchor) {
   if (!SLUGID.test(taskId)) {
     setTitle(`Task ${taskId}`);
-    replace(target, h("h1", {}, "Not a taskId"), message("error", "A taskId is a slugid: 22 characters of letters, "
-      + "digits, - and _, as the queue gives them."));
-    return null;
+    return notASlugid(target, "taskId");
   }
   const base = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}`;
   const viewer = new LogViewer({ base, fileName: name.split("/").pop() || "log.txt" });

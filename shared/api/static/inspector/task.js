@@ -2,7 +2,7 @@
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
 import { SLUGID } from "./addresses.js";
-import { badge, h, message, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
+import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 
 const LOG_TYPES = /^text\//;
@@ -26,9 +26,7 @@ function redraw(node, key, ...children) {
 export function taskView(target, taskId) {
   setTitle(`Task ${taskId}`);
   if (!SLUGID.test(taskId)) {
-    replace(target, h("h1", {}, "Not a taskId"), message("error", "A taskId is a slugid: 22 characters of letters, "
-      + "digits, - and _, as the queue gives them."));
-    return null;
+    return notASlugid(target, "taskId");
   }
   const title = h("h1", {}, "Task ", h("code", {}, taskId));
   const actions = h("div", { class: "actions", id: "task-actions" });
