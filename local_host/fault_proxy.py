@@ -12,9 +12,12 @@ with an Authorization header: Shared Key or bearer; SAS requests of workers pass
 | `delay` | the answer, `delay` seconds late | yes |
 
 at a random `rate` per request, or exactly when a test asks (`inject`), per operation kind (`table.insert`,
-`queue.put`, ...: `operation()`). Run in-process (`async with FaultProxy(...)`) or as a process:
+`queue.put`, ...: `operation()`). With `limits` (local_host/limits.py), it is also a scale model of one storage
+account: every request beyond the account's, a queue's or a table partition's target divided by a factor is
+answered 503 ServerBusy, as Azure answers it. Run in-process (`async with FaultProxy(...)`) or as a process:
 
     python -m local_host.fault_proxy --storage "<Azurite connection string>" --rate 0.05 [--kinds busy,timeout]
+    python -m local_host.fault_proxy --storage "<...>" --rate 0 --factor 100    # Azure's targets / 100
 
 which prints the connection string to use instead (a line `CONNECTION <string>`) and serves until SIGTERM.
 """
@@ -40,6 +43,8 @@ from typing import Any
 
 import aiohttp
 from yarl import URL
+
+from local_host.limits import Limits
 
 KINDS = ("busy", "timeout", "reset-before", "reset-after", "delay")
 SERVICES = ("queue", "table")
@@ -146,9 +151,10 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 class FaultProxy:
     """The proxy for the queue and table services of `storage` (a connection string with their endpoints)."""
 
-    def __init__(self, storage: str, faults: Faults | None = None) -> None:
+    def __init__(self, storage: str, faults: Faults | None = None, limits: Limits | None = None) -> None:
         self.upstream = dict(item.split("=", 1) for item in storage.split(";") if "=" in item)
         self.faults = faults or Faults()
+        self.limits = limits
         self.rng = random.Random(self.faults.seed)
         self.injected: Counter[tuple[str, str]] = Counter()  # (kind, operation) -> times
         self.seen: Counter[str] = Counter()  # operation -> requests
@@ -217,6 +223,15 @@ class FaultProxy:
         op = operation(service, request.method, request.path, request.query, request.lower)
         self.seen[op] += 1
         self.last_headers[op] = request.lower
+        over = (self.limits.admit(service, request.method, request.path, request.query, request.body)
+                if self.limits is not None else None)
+        if over is not None:  # every caller counts against the account's targets, SAS requests of workers too
+            message = ("Operations per second is over the account limit." if over == "account"
+                       else "The server is busy.")
+            body, content_type = error_body(service, "ServerBusy", message)
+            await self._write(writer, 503, "Server Busy", [("Content-Type", content_type),
+                                                            ("x-ms-error-code", "ServerBusy")], body)
+            return True
         kind = self.faults.choose(op, self.rng) if "authorization" in request.lower else None
         if kind is not None:
             self.injected[(kind, op)] += 1
@@ -269,7 +284,9 @@ async def _main(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     operations = frozenset(o.strip() for o in args.operations.split(",")) if args.operations else None
-    proxy = await FaultProxy(args.storage, Faults(args.rate, kinds, operations, args.delay, args.seed)).start()
+    limits = Limits(args.factor) if args.factor else None
+    proxy = await FaultProxy(args.storage, Faults(args.rate, kinds, operations, args.delay, args.seed),
+                             limits).start()
     print(f"CONNECTION {proxy.connection_string}", flush=True)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -279,6 +296,11 @@ async def _main(args: argparse.Namespace) -> None:
     injected = ", ".join(f"{kind} {op}: {n}" for (kind, op), n in sorted(proxy.injected.items()))
     print(f"requests {sum(proxy.seen.values())}, faults {sum(proxy.injected.values())}: {injected}",
           file=sys.stderr, flush=True)
+    if limits is not None:
+        over = ", ".join(f"{name}: {n}" for name, n in limits.throttled.most_common(10))
+        print(f"over the model's targets (factor {limits.factor:g}): {sum(limits.throttled.values())} refused "
+              f"of {limits.admitted + sum(limits.throttled.values())}; most: {over or 'none'}", file=sys.stderr,
+              flush=True)
     await proxy.stop()
 
 
@@ -291,6 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--operations", default="", help="comma-separated operation kinds (default: all)")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds of a `delay` fault")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--factor", type=float, default=0.0,
+                        help="model Azure's scalability targets divided by this (0: no limits)")
     asyncio.run(_main(parser.parse_args(argv)))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from local_host.fault_proxy import KINDS, FaultProxy, Faults
+from local_host.limits import Limits
 from shared import __version__
 from shared.storage.azure import AzureQueues, AzureTables
 from shared.storage.base import Entity, Op
@@ -223,4 +224,25 @@ def test_requests_carry_a_client_request_id_and_user_agent(azurite, adapter):
                 headers = proxy.last_headers[op]
                 uuid.UUID(headers["x-ms-client-request-id"])
                 assert f"tc-azure-queue/{__version__}" in headers["user-agent"], headers["user-agent"]
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+def test_the_scale_model_throttles_a_hot_partition_and_the_adapters_ride_it_out(azurite, adapter):
+    """Azure's partition target at 1/200 (10 entities/s): 40 concurrent upserts to one partition are refused
+    503 ServerBusy beyond it, and every one of them is written in the end (the adapters' retries)."""
+    async def go() -> None:
+        Tables, _ = ADAPTERS[adapter]
+        limits = Limits(factor=200)
+        async with FaultProxy(azurite.connection_string, limits=limits) as proxy:
+            tables = Tables(proxy.connection_string, policy=POLICY)
+            name = fresh()
+            try:
+                await tables.ensure_tables([name])
+                await asyncio.gather(*(tables.upsert(name, Entity("hot", f"r{i}", {"n": i})) for i in range(40)))
+                stored = await tables.query(name, "PartitionKey eq @pk", {"pk": "hot"}, limit=1000)
+            finally:
+                await tables.close()
+            assert sorted(e.data["n"] for e in stored.entities) == list(range(40))
+            assert limits.throttled[f"partition {name}/hot"] > 0 and limits.first_throttled() == "partition"
     asyncio.run(go())
