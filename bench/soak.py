@@ -5,6 +5,8 @@
     .venv/bin/python -m bench.soak --tasks 5000 --hosts 4 --kill-every 5 --azurite-every 45
     .venv/bin/python -m bench.soak --faults 0.05          # and 5 % of the hosts' storage calls fail (fault proxy)
     .venv/bin/python -m bench.soak --events               # and the hosts publish to the local RabbitMQ
+    .venv/bin/python -m bench.soak --factor 100 --kill-every 0 --azurite-every 0   # on the scale model of
+                                                          # Azure's targets / 100, nothing killed
 
 Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
 tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)
@@ -17,7 +19,10 @@ expires and the task is retried. With `--faults RATE` the hosts reach Azurite th
 (local_host/fault_proxy.py), which fails that share of their table and queue calls (busy, 500 after applying,
 resets before and after, delays). With `--events` the hosts publish their events to the local RabbitMQ (a namespace
 of the run's own, 3-second dispatch leases) and the audit also checks that every event recorded was dispatched,
-whoever was killed while holding a stream. Hosts run with short timings (claims of `--claim-timeout` seconds, the
+whoever was killed while holding a stream. With `--factor F` the proxy is also the scale model of one storage
+account (local_host/limits.py: Azure's targets divided by F, 503 ServerBusy beyond them): the run then reports
+its throughput and the 5xx answers clients saw (backpressure must stay in the storage layer), and the proxy, when
+stopped, how many requests each scope refused. Hosts run with short timings (claims of `--claim-timeout` seconds, the
 reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s).
 """
 
@@ -125,10 +130,11 @@ class Soak:
         self.store = azurite.start(data_dir / "azurite")
         self.proxy: subprocess.Popen[bytes] | None = None
         storage = self.store.connection_string
-        if args.faults:
+        if args.faults or args.factor:
             # On Azurite's ports, which a restart keeps: the proxy outlives every restart.
             self.proxy = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
-                                           "--rate", str(args.faults), "--delay", "0.5", "--seed", str(args.seed)],
+                                           "--rate", str(args.faults), "--delay", "0.5", "--seed", str(args.seed),
+                                           "--factor", str(args.factor)],
                                           cwd=PROJECT, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
             assert self.proxy.stdout is not None
             storage = self.proxy.stdout.readline().decode().removeprefix("CONNECTION ").strip()
@@ -141,7 +147,7 @@ class Soak:
         self.lock = threading.Lock()
         self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
         self.completed: set[str] = set()
-        self.abandoned = self.late_reports = self.azurite_restarts = self.errors = 0
+        self.abandoned = self.late_reports = self.azurite_restarts = self.errors = self.server_errors = 0
         self.stop_work = threading.Event()
         self.stop_chaos = threading.Event()
         self.task_ids: list[str] = []
@@ -163,6 +169,9 @@ class Soak:
             except TaskclusterRestFailure as failure:
                 if failure.status_code and 400 <= failure.status_code < 500:
                     raise
+                if failure.status_code and failure.status_code >= 500:
+                    with self.lock:
+                        self.server_errors += 1  # an answer of a live host: not a kill's dropped connection
                 self._retry(deadline)
             except Exception:
                 self._retry(deadline)
@@ -263,8 +272,10 @@ class Soak:
                     self.completed.add(key[0])
 
     def chaos(self) -> None:
-        next_kill = time.monotonic() + self.args.kill_every
-        next_azurite = time.monotonic() + self.args.azurite_every
+        """Kills and restarts (0 seconds between them: none of that kind)."""
+        never = float("inf")
+        next_kill = time.monotonic() + self.args.kill_every if self.args.kill_every else never
+        next_azurite = time.monotonic() + self.args.azurite_every if self.args.azurite_every else never
         while not self.stop_chaos.wait(0.2):
             now = time.monotonic()
             if now >= next_kill:
@@ -377,8 +388,9 @@ class Soak:
         print(f"soak: tasks {result.tasks}, runs {result.runs}, retries {result.runs - result.tasks} "
               f"(abandoned claims {self.abandoned}, late reports {self.late_reports}), repairs "
               f"{sum(repairs.values())} ({repaired}), host kills {sum(h.kills for h in self.hosts)}, azurite "
-              f"restarts {self.azurite_restarts}, client retries {self.errors}, lost {lost}, "
-              f"doubled claims {doubled}, time {seconds:.0f} s", flush=True)
+              f"restarts {self.azurite_restarts}, client retries {self.errors} (5xx answers "
+              f"{self.server_errors}), lost {lost}, doubled claims {doubled}, time {seconds:.0f} s, "
+              f"{result.tasks / seconds:.1f} tasks/s", flush=True)
         return 1 if lost or doubled or result.violations else 0
 
     def close(self) -> None:
@@ -399,9 +411,10 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--kill-every", type=float, default=8, help="seconds between host kills (on average)")
+    parser.add_argument("--kill-every", type=float, default=8, help="seconds between host kills (on average; "
+                        "0: none)")
     parser.add_argument("--azurite-every", type=float, default=60,
-                        help="seconds between Azurite restarts (on average)")
+                        help="seconds between Azurite restarts (on average; 0: none)")
     parser.add_argument("--abandon", type=float, default=0.02, help="share of claims a worker abandons")
     parser.add_argument("--claim-timeout", type=float, default=5)
     parser.add_argument("--grace", type=float, default=5, help="the hosts' QUEUE_RECONCILE_GRACE: a short one "
@@ -409,6 +422,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every task")
     parser.add_argument("--faults", type=float, default=0.0, help="share of the hosts' storage calls that fail "
                         "(through the fault proxy; 0: none)")
+    parser.add_argument("--factor", type=float, default=0.0, help="the scale model: Azure's storage targets "
+                        "divided by this (through the proxy; 0: none)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--events", action="store_true", help="the hosts publish to the local RabbitMQ, and the "
                         "audit checks every event was dispatched")
