@@ -6,6 +6,7 @@ import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, w
 import { poll } from "./live.js";
 
 const LOG_TYPES = /^text\//;
+const RESIGN = 10 * 60 * 1000;
 
 
 const ACTIONS = [
@@ -84,8 +85,13 @@ export function taskView(target, taskId) {
   }
 
   // A run's artifacts, in `node`; listed again only while the run may still add some (and once after).
+  // Signed links (artifacts outside public/, when signed in) carry a 15-minute bewit: they are signed anew every
+  // RESIGN ms, even for a resolved run's final list.
   async function artifactList(node, run) {
-    if (node.dataset.final === "yes") return;
+    const epoch = Math.floor(Date.now() / RESIGN);
+    if (node.dataset.final === "yes" && (node.dataset.signed === undefined || Number(node.dataset.signed) === epoch)) {
+      return;
+    }
     const runId = run.runId;
     let listed;
     try {
@@ -95,7 +101,10 @@ export function taskView(target, taskId) {
       return;
     }
     if (RESOLVED.has(run.state)) node.dataset.final = "yes";
-    const key = JSON.stringify(listed.map((a) => [a.name, a.storageType, a.contentType, a.expires]));
+    const signs = api.credentials() && listed.some((a) => !a.name.startsWith("public/"));
+    if (signs) node.dataset.signed = epoch;
+    else delete node.dataset.signed;
+    const key = JSON.stringify([signs ? epoch : 0, listed.map((a) => [a.name, a.storageType, a.contentType, a.expires])]);
     if (node.dataset.key === key) return;
     if (listed.length === 0) {
       redraw(node, key, h("p", { class: "quiet" }, "No artifacts."));
