@@ -393,12 +393,29 @@ class Soak:
               f"{result.tasks / seconds:.1f} tasks/s", flush=True)
         return 1 if lost or doubled or result.violations else 0
 
+    def predict(self, model: dict[str, Any]) -> None:
+        """What each of the busiest scopes of the scale model took per task, and the rate of tasks at which it
+        would be full: the lowest is the ceiling the model predicts for this configuration."""
+        tasks = max(1, len(self.completed))
+        rows = []
+        for name, used, rate in model["busiest"]:
+            per_task = used / tasks
+            rows.append((rate / per_task if per_task else float("inf"), name, per_task, rate))
+        rows.sort()
+        print(f"scale model (factor {model['factor']:g}), per task and the ceiling each scope sets:", flush=True)
+        for ceiling, name, per_task, rate in rows[:8]:
+            print(f"  {name}: {per_task:.1f} per task against {rate:g}/s -> {ceiling:.1f} tasks/s", flush=True)
+
     def close(self) -> None:
         for host in self.hosts:
             host.stop()
         if self.proxy is not None:
             self.proxy.send_signal(signal.SIGTERM)  # it prints what it injected
             self.proxy.wait(10)
+            assert self.proxy.stdout is not None
+            for line in self.proxy.stdout.read().decode().splitlines():
+                if line.startswith("LIMITS "):
+                    self.predict(json.loads(line.removeprefix("LIMITS ")))
         self.store.stop()
         if self.events:
             from shared.domain.events import EXCHANGES

@@ -301,6 +301,11 @@ async def _main(args: argparse.Namespace) -> None:
         print(f"over the model's targets (factor {limits.factor:g}): {sum(limits.throttled.values())} refused "
               f"of {limits.admitted + sum(limits.throttled.values())}; most: {over or 'none'}", file=sys.stderr,
               flush=True)
+        busiest = ", ".join(f"{name}: {used:g} (target {rate:g}/s)" for name, used, rate in limits.busiest())
+        print(f"admitted by the busiest scopes: {busiest}", file=sys.stderr, flush=True)
+        # For a benchmark reading this process's output: the same, as one JSON line.
+        print("LIMITS " + json.dumps({"factor": limits.factor, "throttled": dict(limits.throttled),
+                                      "busiest": limits.busiest(12)}), flush=True)
     await proxy.stop()
 
 

@@ -43,6 +43,7 @@ class Bucket:
     rate: float
     tokens: float
     at: float
+    used: float = 0.0  # what it admitted (requests, messages or entities), while it is remembered
 
 
 @dataclass
@@ -90,8 +91,15 @@ class Limits:
                     return name
             for _, bucket, amount in buckets:
                 bucket.tokens -= min(amount, bucket.rate)
+                bucket.used += amount
             self.admitted += 1
             return None
+
+    def busiest(self, count: int = 6) -> list[tuple[str, float, float]]:
+        """The scopes that admitted most: (name, admitted, its rate per second), most used first."""
+        with self._lock:
+            ranked = sorted(self._buckets.items(), key=lambda item: item[1].used, reverse=True)[:count]
+            return [(name, bucket.used, bucket.rate) for name, bucket in ranked]
 
     def first_throttled(self) -> str | None:
         """The kind of limit that refused most ("account", "queue", "partition"), or None."""

@@ -71,3 +71,12 @@ def test_the_scopes_remembered_are_bounded(monkeypatch):
         model.admit("table", "GET", f"/acct/T(PartitionKey='p{i}',RowKey='r')", {}, b"")
         model.admit("queue", "GET", f"/acct/q{i}/messages", {}, b"")
     assert len(model._buckets) <= 500
+
+
+def test_the_busiest_scopes_are_reported_with_what_they_admitted():
+    model = Limits(factor=100, clock=Clock())
+    admitted(model, 7, "queue", "PUT", "/acct/claim-expiry/messages/1", {}, b"")
+    admitted(model, 3, "table", "GET", "/acct/T(PartitionKey='p',RowKey='r')", {}, b"")
+    busiest = model.busiest(3)
+    assert busiest[0] == ("account", 10.0, 200.0)
+    assert busiest[1] == ("queue claim-expiry", 7.0, 20.0) and busiest[2] == ("partition T/p", 3.0, 20.0)
