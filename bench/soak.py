@@ -127,21 +127,31 @@ class Soak:
     def __init__(self, args: argparse.Namespace, data_dir: Path) -> None:
         self.args, self.data_dir = args, data_dir
         self.rng = random.Random(args.seed)
-        self.store = azurite.start(data_dir / "azurite")
-        self.proxy: subprocess.Popen[bytes] | None = None
-        storage = self.store.connection_string
-        if args.faults or args.factor:
-            # On Azurite's ports, which a restart keeps: the proxy outlives every restart.
-            self.proxy = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
-                                           "--rate", str(args.faults), "--delay", "0.5", "--seed", str(args.seed),
-                                           "--factor", str(args.factor)],
-                                          cwd=PROJECT, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-            assert self.proxy.stdout is not None
-            storage = self.proxy.stdout.readline().decode().removeprefix("CONNECTION ").strip()
+        # One Azurite per storage account (each its own single-threaded process, as each account has its own
+        # limits on Azure), and with faults or the scale model a proxy in front of each.
+        self.stores = [azurite.start(self.azurite_dir(i)) for i in range(args.accounts)]
+        self.proxies: list[subprocess.Popen[bytes]] = []
+        storages = []
+        for store in self.stores:
+            storage = store.connection_string
+            if args.faults or args.factor:
+                # On Azurite's ports, which a restart keeps: the proxy outlives every restart.
+                proxy = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
+                                          "--rate", str(args.faults), "--delay", "0.5", "--seed", str(args.seed),
+                                          "--factor", str(args.factor)],
+                                         cwd=PROJECT, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                self.proxies.append(proxy)
+                assert proxy.stdout is not None
+                storage = proxy.stdout.readline().decode().removeprefix("CONNECTION ").strip()
+            storages.append(storage)
+        self.sharding = {"QUEUE_STORAGE_SHARDS": str(args.accounts), "QUEUE_CHECK_SHARDS": str(args.check_shards),
+                         "QUEUE_PENDING_SHARDS": str(args.pending_shards),
+                         **{f"QUEUE_STORAGE_{i}": storages[i] for i in range(1, args.accounts)}}
         self.namespace = f"soak-{secrets.token_hex(4)}"
         self.events = ({"QUEUE_EVENT_BUS": "amqp", "QUEUE_PULSE_NAMESPACE": self.namespace, "QUEUE_EVENT_LEASE": "3",
                         "QUEUE_EVENT_RETRY_MAX_DELAY": "2"} if args.events else {})
-        self.hosts = [Host(i, storage, data_dir, args.claim_timeout, args.grace, self.events)
+        self.hosts = [Host(i, storages[0], data_dir, args.claim_timeout, args.grace, {**self.events,
+                                                                                      **self.sharding})
                       for i in range(args.hosts)]
         self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
@@ -285,10 +295,11 @@ class Soak:
                 host.start()
                 next_kill = now + self.rng.uniform(0.5, 1.5) * self.args.kill_every
             if now >= next_azurite:
-                ports = self.store.ports
-                self.store.stop()  # SIGINT: Azurite saves its data and exits
+                which = self.rng.randrange(len(self.stores))
+                store = self.stores[which]
+                store.stop()  # SIGINT: Azurite saves its data and exits
                 time.sleep(self.rng.uniform(1, 3))
-                self.store = azurite.start(self.data_dir / "azurite", ports=ports, key=self.store.key)
+                self.stores[which] = azurite.start(self.azurite_dir(which), ports=store.ports, key=store.key)
                 with self.lock:
                     self.azurite_restarts += 1
                 next_azurite = now + self.rng.uniform(0.5, 1.5) * self.args.azurite_every
@@ -308,7 +319,7 @@ class Soak:
             host.start()
         for host in self.hosts:
             self.wait_ready(host)
-        print(f"soak: Azurite (data in {self.data_dir / 'azurite'}), {len(self.hosts)} hosts, "
+        print(f"soak: {self.args.accounts} Azurite (data in {self.data_dir}), {len(self.hosts)} hosts, "
               f"{self.args.workers} workers, task queue {self.tq}", flush=True)
         chaos = threading.Thread(target=self.chaos, daemon=True)
         workers = [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(self.args.workers)]
@@ -355,14 +366,17 @@ class Soak:
 
     def report(self, seconds: float) -> int:
         from shared.maintenance.invariants import audit
-        from shared.runtime import build_queue
+        from shared.runtime import build_queue, data_stores
         from shared.settings import load_settings
-        from shared.storage.azure import AzureQueues, AzureTables
 
         async def run_audit() -> Any:
             bus = {"event_bus": "amqp", "pulse_namespace": self.namespace, "event_lease": 3} if self.events else {}
-            settings = load_settings(storage=self.store.connection_string, root_access_token=TOKEN, **bus)
-            service = build_queue(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+            # Straight to the Azurites, not through the proxies.
+            os.environ.update({f"QUEUE_STORAGE_{i}": store.connection_string for i, store in enumerate(self.stores)})
+            settings = load_settings(storage=self.stores[0].connection_string, root_access_token=TOKEN,
+                                     storage_shards=self.args.accounts, check_shards=self.args.check_shards,
+                                     pending_shards=self.args.pending_shards, **bus)
+            service = build_queue(settings, *data_stores(settings, "sdk"))
             try:
                 return await audit(service.stores)
             finally:
@@ -393,30 +407,42 @@ class Soak:
               f"{result.tasks / seconds:.1f} tasks/s", flush=True)
         return 1 if lost or doubled or result.violations else 0
 
-    def predict(self, model: dict[str, Any]) -> None:
-        """What each of the busiest scopes of the scale model took per task, and the rate of tasks at which it
-        would be full: the lowest is the ceiling the model predicts for this configuration."""
+    def azurite_dir(self, account: int) -> Path:
+        return self.data_dir / ("azurite" if account == 0 else f"azurite-{account}")
+
+    def predict(self, models: list[dict[str, Any]]) -> None:
+        """What each of the busiest scopes of the scale model (of every account) took per task, and the rate of
+        tasks at which it would be full: the lowest is the ceiling the model predicts for this configuration."""
         tasks = max(1, len(self.completed))
         rows = []
-        for name, used, rate in model["busiest"]:
-            per_task = used / tasks
-            rows.append((rate / per_task if per_task else float("inf"), name, per_task, rate))
+        for account, model in enumerate(models):
+            for name, used, rate in model["busiest"]:
+                per_task = used / tasks
+                label = f"account {account}: {name}" if len(models) > 1 else name
+                rows.append((rate / per_task if per_task else float("inf"), label, per_task, rate))
         rows.sort()
-        print(f"scale model (factor {model['factor']:g}), per task and the ceiling each scope sets:", flush=True)
+        print(f"scale model (factor {models[0]['factor']:g}), per task and the ceiling each scope sets:",
+              flush=True)
         for ceiling, name, per_task, rate in rows[:8]:
             print(f"  {name}: {per_task:.1f} per task against {rate:g}/s -> {ceiling:.1f} tasks/s", flush=True)
 
     def close(self) -> None:
         for host in self.hosts:
             host.stop()
-        if self.proxy is not None:
-            self.proxy.send_signal(signal.SIGTERM)  # it prints what it injected
-            self.proxy.wait(10)
-            assert self.proxy.stdout is not None
-            for line in self.proxy.stdout.read().decode().splitlines():
+        models = []
+        for account, proxy in enumerate(self.proxies):
+            proxy.send_signal(signal.SIGTERM)  # it prints what it injected
+            proxy.wait(10)
+            assert proxy.stdout is not None
+            for line in proxy.stdout.read().decode().splitlines():
                 if line.startswith("LIMITS "):
-                    self.predict(json.loads(line.removeprefix("LIMITS ")))
-        self.store.stop()
+                    models.append(json.loads(line.removeprefix("LIMITS ")))
+                elif len(self.proxies) > 1:
+                    print(f"account {account}: {line}", flush=True)
+        if models:
+            self.predict(models)
+        for store in self.stores:
+            store.stop()
         if self.events:
             from shared.domain.events import EXCHANGES
             from tests.amqp import delete_exchanges
@@ -441,6 +467,10 @@ def main() -> int:
                         "(through the fault proxy; 0: none)")
     parser.add_argument("--factor", type=float, default=0.0, help="the scale model: Azure's storage targets "
                         "divided by this (through the proxy; 0: none)")
+    parser.add_argument("--accounts", type=int, default=1, help="storage accounts (an Azurite each, and a proxy "
+                        "each with --factor or --faults): QUEUE_STORAGE_SHARDS")
+    parser.add_argument("--check-shards", type=int, default=1, help="QUEUE_CHECK_SHARDS of the hosts")
+    parser.add_argument("--pending-shards", type=int, default=1, help="QUEUE_PENDING_SHARDS of the hosts")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--events", action="store_true", help="the hosts publish to the local RabbitMQ, and the "
                         "audit checks every event was dispatched")

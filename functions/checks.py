@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import azure.functions as func
 
+from functions.shards import trigger_queues
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
 from shared.runtime import get_queue
@@ -22,7 +23,6 @@ from shared.storage.retry import StorageUnavailable
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
-CONNECTION = "QUEUE_STORAGE"
 BUSY_DELAY = 15  # seconds a message waits when storage stayed busy through a whole retry budget
 
 
@@ -38,38 +38,38 @@ async def later_if_busy(queue: str, msg: func.QueueMessage, handle: Callable[[],
         await get_queue().stores.queues.put(queue, msg.get_body(), visible_in=BUSY_DELAY)
 
 
-@bp.function_name("claim_expiry")
-@bp.queue_trigger(arg_name="msg", queue_name=CLAIM_QUEUE, connection=CONNECTION)
-async def claim_expiry(msg: func.QueueMessage) -> None:
-    body = msg.get_json()
-    if ResolvedCheck.carried_by(body):  # a claim check that its run's resolution turned into its message
-        await _resolution(CLAIM_QUEUE, msg, ResolvedCheck.decode(body))
-        return
-    check = ClaimCheck.decode(body)
+def _claim_expiry(queue: str) -> Callable[[func.QueueMessage], Awaitable[None]]:
+    async def claim_expiry(msg: func.QueueMessage) -> None:
+        body = msg.get_json()
+        if ResolvedCheck.carried_by(body):  # a claim check that its run's resolution turned into its message
+            await _resolution(queue, msg, ResolvedCheck.decode(body))
+            return
+        check = ClaimCheck.decode(body)
 
-    async def handle() -> None:
-        outcome = await get_queue().checks.check_claim(check)
-        log.debug("claim check: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
-                                                            queue=CLAIM_QUEUE, messageId=msg.id))
-    await later_if_busy(CLAIM_QUEUE, msg, handle)
-
-
-@bp.function_name("task_deadline")
-@bp.queue_trigger(arg_name="msg", queue_name=DEADLINE_QUEUE, connection=CONNECTION)
-async def task_deadline(msg: func.QueueMessage) -> None:
-    body = msg.get_json()  # {bucket, continuation} (shared/domain/deadlines.py), or {taskId, deadline} queued before
-
-    async def handle() -> None:
-        outcome = await get_queue().checks.check_deadlines(body)
-        log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
-                  extra=fields(taskId=body.get("taskId"), queue=DEADLINE_QUEUE, messageId=msg.id))
-    await later_if_busy(DEADLINE_QUEUE, msg, handle)
+        async def handle() -> None:
+            outcome = await get_queue().checks.check_claim(check)
+            log.debug("claim check: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
+                                                                queue=queue, messageId=msg.id))
+        await later_if_busy(queue, msg, handle)
+    return claim_expiry
 
 
-@bp.function_name("task_resolved")
-@bp.queue_trigger(arg_name="msg", queue_name=RESOLVED_QUEUE, connection=CONNECTION)
-async def task_resolved(msg: func.QueueMessage) -> None:
-    await _resolution(RESOLVED_QUEUE, msg, ResolvedCheck.decode(msg.get_json()))
+def _task_deadline(queue: str) -> Callable[[func.QueueMessage], Awaitable[None]]:
+    async def task_deadline(msg: func.QueueMessage) -> None:
+        body = msg.get_json()  # {bucket, continuation} (shared/domain/deadlines.py), or {taskId, deadline}
+
+        async def handle() -> None:
+            outcome = await get_queue().checks.check_deadlines(body)
+            log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
+                      extra=fields(taskId=body.get("taskId"), queue=queue, messageId=msg.id))
+        await later_if_busy(queue, msg, handle)
+    return task_deadline
+
+
+def _task_resolved(queue: str) -> Callable[[func.QueueMessage], Awaitable[None]]:
+    async def task_resolved(msg: func.QueueMessage) -> None:
+        await _resolution(queue, msg, ResolvedCheck.decode(msg.get_json()))
+    return task_resolved
 
 
 async def _resolution(queue: str, msg: func.QueueMessage, check: ResolvedCheck) -> None:
@@ -78,6 +78,15 @@ async def _resolution(queue: str, msg: func.QueueMessage, check: ResolvedCheck) 
         log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
                                                            queue=queue, messageId=msg.id))
     await later_if_busy(queue, msg, handle)
+
+
+# One function per shard of each check queue (one, with its name of old, unless QUEUE_CHECK_SHARDS says more).
+for _name, _base, _make in (("claim_expiry", CLAIM_QUEUE, _claim_expiry), ("task_deadline", DEADLINE_QUEUE,
+                                                                          _task_deadline),
+                            ("task_resolved", RESOLVED_QUEUE, _task_resolved)):
+    for _suffix, _queue, _connection in trigger_queues(_base):
+        bp.function_name(_name + _suffix)(bp.queue_trigger(arg_name="msg", queue_name=_queue,
+                                                           connection=_connection)(_make(_queue)))
 
 
 @bp.function_name("expire_tasks")

@@ -14,7 +14,7 @@ import logging
 
 import azure.functions as func
 
-from functions.checks import CONNECTION
+from functions.shards import trigger_queues
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.logs import fields
 from shared.runtime import get_publisher, get_queue
@@ -26,8 +26,6 @@ REQUEUE_AFTER = 4  # attempts by the host (host.json maxDequeueCount is 5) befor
 BATCH_CONCURRENCY = 16  # streams of one batch dispatched at once
 
 
-@bp.function_name("event_dispatch")
-@bp.queue_trigger(arg_name="msg", queue_name=DISPATCH_QUEUE, connection=CONNECTION)
 async def event_dispatch(msg: func.QueueMessage) -> None:
     requests = decode_requests(msg.get_json())
     publisher = get_publisher()
@@ -56,3 +54,8 @@ async def event_dispatch(msg: func.QueueMessage) -> None:
         return
     for request, outcome in zip(requests, outcomes, strict=True):
         log.debug("dispatch: %s", outcome, extra=fields(taskId=request.key, queue=DISPATCH_QUEUE, messageId=msg.id))
+
+
+for _suffix, _queue, _connection in trigger_queues(DISPATCH_QUEUE):  # a function per shard of the queue
+    bp.function_name("event_dispatch" + _suffix)(bp.queue_trigger(arg_name="msg", queue_name=_queue,
+                                                                  connection=_connection)(event_dispatch))

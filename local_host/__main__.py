@@ -200,10 +200,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 2
     logs.configure("WARNING")
     from shared.maintenance.invariants import run_audit_command
-    from shared.runtime import build_queue
-    from shared.storage.azure import AzureQueues, AzureTables
+    from shared.runtime import build_queue, data_stores
     settings = load_settings()
-    queue = build_queue(settings, AzureTables(settings.storage_connection), AzureQueues(settings.storage_connection))
+    queue = build_queue(settings, *data_stores(settings, "sdk"))
     return asyncio.run(run_audit_command(queue.stores, queue.reconciler if args.reconcile else None))
 
 

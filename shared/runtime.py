@@ -10,11 +10,15 @@ import functools
 from dataclasses import dataclass
 
 from shared import faults, timeutil
-from shared.auth.clients import ClientStore
+from shared.auth.clients import CLIENTS_TABLE, ClientStore
 from shared.auth.hawk import Authenticator
-from shared.auth.roles import RoleStore
+from shared.auth.roles import ROLES_TABLE, RoleStore
 from shared.bus import create_publisher
 from shared.domain.eventrows import Publisher
+from shared.domain.index import INDEX_TABLE
+from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
+from shared.domain.publishmarks import MARKS_TABLE
+from shared.domain.workers import WORKER_INFO_TABLE
 from shared.maintenance.reconciler import Reconciler
 from shared.operations.artifact_reads import ArtifactReads
 from shared.operations.artifacts import Artifacts
@@ -36,6 +40,7 @@ from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs
 from shared.storage.base import BlobStore, QueueStore, TableStore
 from shared.storage.retry import RetryPolicy
+from shared.storage.sharded import ShardedQueues, ShardedTables
 
 
 @dataclass(frozen=True)
@@ -91,12 +96,26 @@ def get_queue() -> Queue:
     (`check_serving`) make every request answer that error."""
     settings = check_serving(get_settings())
     faults.arm(settings.faults)
-    connection, client, policy = settings.storage_connection, settings.storage_client, retry_policy(settings)
-    queue = build_queue(settings, table_store(connection, client, policy), queue_store(connection, client,
-                                                                                       policy=policy),
-                        AzureBlobs(settings.artifact_connection, policy))
+    tables, queues = data_stores(settings)
+    queue = build_queue(settings, tables, queues, AzureBlobs(settings.artifact_connection, retry_policy(settings)))
     queue.stores.events.publisher = get_publisher()  # a change's writer publishes its own events
     return queue
+
+
+# Tables read whole or by their own keys, by every process: kept in the first account when there are several.
+GLOBAL_TABLES = frozenset({CLIENTS_TABLE, ROLES_TABLE, WORKER_INFO_TABLE, INDEX_TABLE, MARKS_TABLE, OBJECTS_TABLE,
+                           OBJECT_EXPIRY_TABLE})
+
+
+def data_stores(settings: Settings, client: str | None = None) -> tuple[TableStore, QueueStore]:
+    """The table and queue stores of the data accounts: the account's own with one, routed over
+    `QUEUE_STORAGE_SHARDS` of them otherwise (shared/storage/sharded.py)."""
+    client, policy = client or settings.storage_client, retry_policy(settings)
+    connections = settings.storage_connections()
+    if len(connections) == 1:
+        return table_store(connections[0], client, policy), queue_store(connections[0], client, policy=policy)
+    return (ShardedTables([table_store(c, client, policy) for c in connections], GLOBAL_TABLES),
+            ShardedQueues([queue_store(c, client, policy=policy) for c in connections]))
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:

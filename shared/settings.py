@@ -66,6 +66,21 @@ class Settings(BaseSettings):
         default="rest", description="How tables and queues are called: `rest` (signed HTTP requests on one "
         "keep-alive session, `shared/storage/rest/`: several times less CPU per call) or `sdk` (the Azure "
         "SDKs, `shared/storage/azure.py`). Blobs always go through the SDK.")
+    storage_shards: int = Field(
+        default=1, ge=1, le=64, description="How many storage accounts hold the data (N). The first is "
+        "`QUEUE_STORAGE`; the others are `QUEUE_STORAGE_1` .. `QUEUE_STORAGE_<N-1>`, each a connection string or "
+        "its identity-based form (`QUEUE_STORAGE_1__accountName`, ...). A task's rows go to the account of its "
+        "taskId's hash, a group's to its group's; set at deployment (changing it moves data: docs/deploy.md).")
+    check_shards: int = Field(
+        default=1, ge=1, le=64, description="How many queues each of `claim-expiry`, `task-deadlines`, "
+        "`task-resolved` and `event-dispatch` is split into (K): `<queue>`, `<queue>-s1` .. `<queue>-s<K-1>`, "
+        "spread over the accounts, each with its trigger; a task's messages go to the shard of its taskId's "
+        "hash. It may grow on a running deployment, not shrink.")
+    pending_shards: int = Field(
+        default=1, ge=1, le=16, description="How many queues each task queue's pending queue of each priority "
+        "is split into (S), and how many partitions its `TaskQueueRuns` index and each second of `TaskDeadlines` "
+        "are salted into: claimWork and pollTaskUrls read all of them, highest priority first. It may grow on a "
+        "running deployment, not shrink.")
     storage_retry_budget: float = Field(
         default=20.0, gt=0, description="Seconds a storage call may take, retries included, before it fails "
         "(an API request then answers 503 with Retry-After; docs/architecture.md#storage-calls).")
@@ -245,6 +260,21 @@ class Settings(BaseSettings):
                              "(QUEUE_STORAGE__accountName, or QUEUE_STORAGE__tableServiceUri and __queueServiceUri)")
         return connection
 
+    def storage_connections(self, environ: Mapping[str, str] | None = None) -> list[StorageConnection]:
+        """The data accounts, `QUEUE_STORAGE_SHARDS` of them: `QUEUE_STORAGE`, then `QUEUE_STORAGE_1` .. (read
+        from the environment, as the Functions host reads the queue triggers' connections)."""
+        environ = os.environ if environ is None else environ
+        connections = [self.storage_connection]
+        for shard in range(1, self.storage_shards):
+            name = f"QUEUE_STORAGE_{shard}"
+            connection = StorageConnection.from_environ(name, environ,
+                                                        account_key=environ.get(f"{name}_ACCOUNT_KEY"))
+            if connection is None:
+                raise ValueError(f"QUEUE_STORAGE_SHARDS is {self.storage_shards}, but {name} is not set (a "
+                                 "connection string, or its identity-based form)")
+            connections.append(connection)
+        return connections
+
     @property
     def artifact_connection(self) -> StorageConnection:
         if self.artifact_storage:
@@ -320,6 +350,10 @@ def serving_problems(settings: Settings, environ: Mapping[str, str] | None = Non
     if settings.root_url is None and settings.storage_connection.uses_identity:
         problems.append("QUEUE_ROOT_URL is required when storage is reached by identity (a deployment): the API "
                         "answers name it")
+    try:
+        settings.storage_connections(environ)
+    except ValueError as exc:
+        problems.append(str(exc))
     return problems
 
 

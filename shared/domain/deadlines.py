@@ -24,6 +24,7 @@ from typing import Any
 
 from shared import timeutil
 from shared.bounded import Bounded
+from shared.domain.messages import DEADLINE_QUEUE, Shards, unsalted
 from shared.storage.base import Entity, QueueStore, TableStore, delete_all, put_json
 from shared.storage.grouped import GroupedUpserts
 
@@ -45,7 +46,8 @@ def bucket_of(due: dt.datetime) -> str:
 
 
 def bucket_time(bucket: str) -> dt.datetime:
-    return dt.datetime.strptime(bucket, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
+    """When a bucket comes due (its second; a salted bucket's, `<second>~<n>`, too)."""
+    return dt.datetime.strptime(unsalted(bucket), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,9 @@ class DeadlineBucket:
 
 
 class DeadlineIndex:
-    def __init__(self, tables: TableStore, queues: QueueStore, queue: str, delay_seconds: float,
+    def __init__(self, tables: TableStore, queues: QueueStore, shards: Shards, delay_seconds: float,
                  clock: Callable[[], dt.datetime] = timeutil.now) -> None:
-        self.tables, self.queues, self.queue = tables, queues, queue
+        self.tables, self.queues, self.shards = tables, queues, shards
         self.delay = dt.timedelta(seconds=delay_seconds)
         self.clock = clock
         self._rows = GroupedUpserts(tables)  # a second's rows, a transaction for many requests
@@ -80,12 +82,17 @@ class DeadlineIndex:
         self._announced: Bounded[str, tuple[asyncio.Future[None], dt.datetime]] = Bounded(ANNOUNCED_KEPT)
         self._puts = 0
 
-    def bucket(self, deadline: dt.datetime) -> str:
-        return bucket_of(deadline + self.delay)
+    def bucket(self, task_id: str, deadline: dt.datetime) -> str:
+        """The task's bucket: the second its deadline comes due, salted by taskId when QUEUE_PENDING_SHARDS
+        splits each second's partition (a graph's tasks share their deadline)."""
+        return self.shards.salted(bucket_of(deadline + self.delay), task_id)
+
+    def queue(self, bucket: str) -> str:
+        return self.shards.check_queue(DEADLINE_QUEUE, bucket)
 
     async def add(self, task_id: str, deadline: dt.datetime) -> None:
         """Before the task is written: its row, and its bucket's message (unless this process queued it)."""
-        bucket = self.bucket(deadline)
+        bucket = self.bucket(task_id, deadline)
         await asyncio.gather(
             self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": timeutil.iso(deadline)})),
             self._announce(bucket))
@@ -93,7 +100,7 @@ class DeadlineIndex:
     async def forget(self, task_id: str, deadline: dt.datetime) -> None:
         """Delete a task's row (it is expiring): gone already unless its bucket's message was lost, in which case
         the reconciler resolved the task."""
-        await self.tables.delete(DEADLINES_TABLE, self.bucket(deadline), task_id, etag="*")
+        await self.tables.delete(DEADLINES_TABLE, self.bucket(task_id, deadline), task_id, etag="*")
 
     async def _announce(self, bucket: str) -> None:
         now = self.clock()
@@ -109,7 +116,7 @@ class DeadlineIndex:
         put: asyncio.Future[None] = loop.create_future()
         self._announced.put(bucket, (put, due))
         try:
-            await self.queues.put(self.queue, DeadlineBucket(bucket).encode(),
+            await self.queues.put(self.queue(bucket), DeadlineBucket(bucket).encode(),
                                   visible_in=timeutil.ceil_seconds(due - now))
         except BaseException as exc:
             self._announced.pop(bucket)
@@ -133,12 +140,14 @@ class DeadlineIndex:
         now = self.clock()
         early = bucket_time(message.bucket) - now
         if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
-            await self.queues.put(self.queue, message.encode(), visible_in=max(1, timeutil.ceil_seconds(early)))
+            await self.queues.put(self.queue(message.bucket), message.encode(),
+                                  visible_in=max(1, timeutil.ceil_seconds(early)))
             return "early"
         page = await self.tables.query(DEADLINES_TABLE, "PartitionKey eq @pk", {"pk": message.bucket}, limit=PAGE,
                                        continuation=message.continuation)
         if page.continuation is not None:
-            await self.queues.put(self.queue, DeadlineBucket(message.bucket, page.continuation).encode())
+            await self.queues.put(self.queue(message.bucket),
+                                  DeadlineBucket(message.bucket, page.continuation).encode())
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def one(row: Entity) -> None:

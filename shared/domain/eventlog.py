@@ -29,7 +29,7 @@ import contextlib
 import datetime as dt
 import logging
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -105,8 +105,10 @@ class EventLog:
     def __init__(self, tables: TableStore, queues: QueueStore, *, dispatching: bool, lease_seconds: float = 30,
                  retry_delay: int = 1, grace_seconds: float = 60, max_backoff: int = 60,
                  clock: Any = timeutil.now, background: Background | None = None,
-                 mark_interval: float = 0.2) -> None:
+                 mark_interval: float = 0.2, dispatch_queue: Callable[[str], str] = lambda key: DISPATCH_QUEUE
+                 ) -> None:
         self.tables, self.queues = tables, queues
+        self.dispatch_queue = dispatch_queue  # the dispatch queue (shard) of a stream's key
         self.dispatching = dispatching
         self.lease_seconds, self.retry_delay = lease_seconds, retry_delay
         self.grace_seconds, self.max_backoff = grace_seconds, max_backoff
@@ -155,8 +157,8 @@ class EventLog:
         requests is settled (`_settled`); no dispatcher receives it. `now`: show it at once (the reconciler)."""
         if self.dispatching:
             later = self.publisher is not None and not now
-            await self._announced.add((DISPATCH_QUEUE, later), DispatchRequest(stream.table, stream.key, seq,
-                                                                               timeutil.iso(self.clock())))
+            request = DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock()))
+            await self._announced.add((self.dispatch_queue(stream.key), later), request)
 
     @property
     def fallback_delay(self) -> int:
@@ -371,7 +373,7 @@ class EventLog:
             log.warning("dropping a dispatch request whose change was never written",
                         extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
             return "stale"
-        await self.queues.put(DISPATCH_QUEUE, request.encode(), visible_in=self.retry_delay)
+        await self.queues.put(self.dispatch_queue(stream.key), request.encode(), visible_in=self.retry_delay)
         return waiting
 
     async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, last: Entity,
@@ -598,6 +600,6 @@ class EventLog:
         """Put the request back as a new message after a delay that doubles with each attempt (up to
         `max_backoff`), so a dispatch that keeps failing waits instead of ending in the poison queue."""
         delay = int(min(self.max_backoff, 2 ** min(request.attempt, 30)))
-        await self.queues.put(DISPATCH_QUEUE, replace(request, attempt=request.attempt + 1).encode(),
+        await self.queues.put(self.dispatch_queue(request.key), replace(request, attempt=request.attempt + 1).encode(),
                               visible_in=delay)
         return delay

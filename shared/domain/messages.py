@@ -10,12 +10,14 @@ import base64
 import datetime as dt
 import hashlib
 import hmac
+import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from shared import timeutil
 from shared.domain.tasks import PRIORITIES
 from shared.storage.base import put_json
+from shared.storage.sharded import shard_name, stable_hash
 
 CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible at takenUntil
 DEADLINE_QUEUE = "task-deadlines"  # {bucket}: the deadlines of a second, visible after it (shared/domain/deadlines.py)
@@ -34,13 +36,56 @@ def _hash(identifier: str) -> str:
     return base64.b32encode(digest).decode().lower()
 
 
-def pending_queue(task_queue_id: str, priority: str) -> str:
-    return f"pending-{_hash(task_queue_id)}-{priority_level(priority)}"
+def pending_queue(task_queue_id: str, priority: str, shard: int = 0) -> str:
+    return shard_name(f"pending-{_hash(task_queue_id)}-{priority_level(priority)}", shard)
 
 
-def pending_queues(task_queue_id: str) -> list[str]:
-    """The task queue's pending queues, highest priority first."""
-    return [pending_queue(task_queue_id, p) for p in PRIORITIES]
+def pending_queues(task_queue_id: str, shards: int = 1, start: int = 0) -> list[str]:
+    """The task queue's pending queues, highest priority first; the shards of a priority from `start` on, so
+    that claimers starting at different shards spread their receives over them."""
+    return [pending_queue(task_queue_id, p, (start + i) % shards) for p in PRIORITIES for i in range(shards)]
+
+
+@dataclass(frozen=True)
+class Shards:
+    """How the queues and the hot partitions are split (QUEUE_CHECK_SHARDS, QUEUE_PENDING_SHARDS): the shard of a
+    task is its taskId's hash, so every process finds a task's messages and rows in the same shard, and a message
+    put back or deleted goes to the queue it came from. One of each (the default) gives the names of old."""
+
+    checks: int = 1
+    pending: int = 1
+
+    def check_queue(self, base: str, key: str) -> str:
+        """The shard of check queue `base` (claim-expiry, task-deadlines, task-resolved, event-dispatch) for the
+        task (or deadline bucket) `key`."""
+        return shard_name(base, stable_hash(key) % self.checks)
+
+    def check_queues(self, base: str) -> list[str]:
+        return [shard_name(base, shard) for shard in range(self.checks)]
+
+    def pending_queue(self, task_queue_id: str, priority: str, task_id: str) -> str:
+        return pending_queue(task_queue_id, priority, stable_hash(task_id) % self.pending)
+
+    def pending_queues(self, task_queue_id: str) -> list[str]:
+        """Every pending queue of the task queue, highest priority first, each priority's shards from a random
+        one on."""
+        return pending_queues(task_queue_id, self.pending, random.randrange(self.pending))
+
+    def salted(self, partition_key: str, task_id: str) -> str:
+        """A partition that many tasks write (a task queue's runs, a second of deadlines), split `pending` ways
+        by taskId: `<key>`, `<key>~1` .. (`~` is in no such key)."""
+        return salt(partition_key, stable_hash(task_id) % self.pending)
+
+    def salts(self, partition_key: str) -> list[str]:
+        return [salt(partition_key, n) for n in range(self.pending)]
+
+
+def salt(partition_key: str, n: int) -> str:
+    return partition_key if n == 0 else f"{partition_key}~{n}"
+
+
+def unsalted(partition_key: str) -> str:
+    return partition_key.split("~", 1)[0]
 
 
 def poison_queue(queue: str) -> str:

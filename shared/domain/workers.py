@@ -28,15 +28,19 @@ from typing import Any
 
 from shared import errors, timeutil
 from shared.bounded import Bounded
+from shared.domain.messages import Shards, unsalted
 from shared.logs import fields
 from shared.settings import Settings
 from shared.storage.base import (
     Entity,
+    InvalidContinuation,
     Page,
     TableStore,
     all_at_once,
+    decode_continuation,
     decode_key,
     each_entity,
+    encode_continuation,
     encode_key,
     pack_json,
     unpack_json,
@@ -157,6 +161,7 @@ class TaskQueueInfo:
 class WorkerInfo:
     def __init__(self, tables: TableStore, settings: Settings, clock: Callable[[], dt.datetime]) -> None:
         self.tables, self.settings, self.clock = tables, settings, clock
+        self.shards = Shards(settings.check_shards, settings.pending_shards)
         self._index_rows = GroupedUpserts(tables)  # a task queue's index rows, a transaction for many requests
         # Each map at most WORKERS_REMEMBERED keys (ids of at most 38 characters each), the least recently used
         # forgotten: a throttled write then comes sooner, or a worker's buffered claims miss its recent tasks.
@@ -364,27 +369,53 @@ class WorkerInfo:
 
     # --- the pending / claimed index --------------------------------------------------------------------------
 
+    def runs_partition(self, task_queue_id: str, task_id: str) -> str:
+        """The partition of the task queue's index that holds the task's row: one of QUEUE_PENDING_SHARDS salted
+        partitions (a busy task queue writes ~3 rows a task, Azure takes 2,000 a second per partition)."""
+        return self.shards.salted(encode_key(task_queue_id), task_id)
+
     async def run_pending(self, task_queue_id: str, task_id: str, run_id: int, since: dt.datetime) -> None:
-        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
+        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(self.runs_partition(task_queue_id, task_id),
+                                                                    task_id, {
             "state": "pending", "runId": run_id, "since": timeutil.iso(since)}))
 
     async def run_claimed(self, task_queue_id: str, task_id: str, run_id: int, worker_group: str,
                           worker_id: str, since: dt.datetime) -> None:
-        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(task_queue_id), task_id, {
+        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(self.runs_partition(task_queue_id, task_id),
+                                                                    task_id, {
             "state": "running", "runId": run_id, "since": timeutil.iso(since), "workerGroup": worker_group,
             "workerId": worker_id}))
 
     async def run_resolved(self, task_queue_id: str, task_id: str, *, linger: float = 0.0) -> None:
         """The run leaves the index. `linger`: when nobody waits for it, how long the delete may wait for another
         row of the task queue's partition to go with (GroupCommit.add)."""
-        await self._index_rows.delete(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id), task_id, linger=linger)
+        await self._index_rows.delete(TASK_QUEUE_RUNS_TABLE, self.runs_partition(task_queue_id, task_id), task_id,
+                                      linger=linger)
 
     async def runs(self, task_queue_id: str, state: str, *, limit: int,
                    continuation: str | None) -> tuple[list[Entity], str | None]:
-        page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
-                                       {"pk": encode_key(task_queue_id), "state": state}, limit=limit,
-                                       continuation=continuation)
-        return page.entities, page.continuation
+        """A page of the task queue's runs in `state`, its salted partitions one after another; the token names
+        the partition it goes on in (with no row key: from that partition's start)."""
+        partitions = self.shards.salts(encode_key(task_queue_id))
+        at, inner = 0, continuation
+        if continuation is not None:
+            pk, row = decode_continuation(continuation)
+            if pk not in partitions:
+                raise InvalidContinuation(token=continuation[:100])
+            at, inner = partitions.index(pk), (continuation if row is not None else None)
+        found: list[Entity] = []
+        while True:
+            page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
+                                           {"pk": partitions[at], "state": state}, limit=limit - len(found),
+                                           continuation=inner)
+            found.extend(page.entities)
+            if page.continuation is not None:
+                return found, page.continuation
+            at, inner = at + 1, None
+            if at == len(partitions):
+                return found, None
+            if len(found) >= limit:
+                return found, encode_continuation(partitions[at], None)
 
     async def runs_since(self, cutoff: dt.datetime, *, limit: int,
                          continuation: str | None) -> tuple[list[Entity], str | None]:
@@ -403,17 +434,20 @@ class WorkerInfo:
     async def count_runs(self, task_queue_id: str, state: str) -> int:
         """How many of the task queue's runs the index holds in `state` (`pending` or `running`), after the index
         rows this process is still writing there (a resolution's lingering delete) are written."""
-        await self._index_rows.flush(TASK_QUEUE_RUNS_TABLE, encode_key(task_queue_id))
-        rows = each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
-                           {"pk": encode_key(task_queue_id), "state": state})
-        return sum([1 async for _ in rows])
+        total = 0
+        for partition in self.shards.salts(encode_key(task_queue_id)):
+            await self._index_rows.flush(TASK_QUEUE_RUNS_TABLE, partition)
+            rows = each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
+                               {"pk": partition, "state": state})
+            total += sum([1 async for _ in rows])
+        return total
 
     async def pending_census(self) -> dict[str, tuple[int, dt.datetime | None]]:
         """Pending runs per task queue in the index, and when the oldest of each became pending (the metrics'
         census: every pending row is read, a page of 1,000 at a time)."""
         census: dict[str, tuple[int, dt.datetime | None]] = {}
         async for row in each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "state eq @state", {"state": "pending"}):
-            queue = decode_key(row.partition_key)
+            queue = decode_key(unsalted(row.partition_key))
             count, oldest = census.get(queue, (0, None))
             since = timeutil.parse(str(row.data["since"])) if row.data.get("since") else None
             census[queue] = (count + 1, min(oldest, since) if oldest and since else oldest or since)

@@ -25,7 +25,7 @@ from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_T
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.reconciler import Reconciler
 from shared.operations.stores import Stores
-from shared.storage.base import Entity, encode_key
+from shared.storage.base import Entity
 
 CONCURRENCY = 16
 
@@ -113,7 +113,8 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settle
 
     group_id = task.definition["taskGroupId"]
     active = await stores.tables.get(GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
-    index = await stores.tables.get(TASK_QUEUE_RUNS_TABLE, encode_key(task.task_queue_id), task_id)
+    index = await stores.tables.get(TASK_QUEUE_RUNS_TABLE, stores.workers.runs_partition(task.task_queue_id, task_id),
+                                    task_id)
     resolved = task.state in RESOLVED_STATES
     if not resolved and not active:
         violated("group-active", "unresolved but not in its group's active set")

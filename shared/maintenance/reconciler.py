@@ -38,7 +38,6 @@ from shared.domain.messages import (
     ClaimCheck,
     DeadlineCheck,
     ResolvedCheck,
-    pending_queue,
     poison_queue,
 )
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
@@ -211,7 +210,7 @@ class Reconciler:
         waited = (now - run.scheduled).total_seconds()
         if waited < self.settings.reconcile_grace:
             return
-        queue = pending_queue(task.task_queue_id, task.priority)
+        queue = self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
         await self.stores.ensure_pending_queues(task.task_queue_id)
         if await self.stores.queues.approximate_count(queue) == 0:
             if await self.lifecycle.rehint(task.task_id, run_id, keep_previous=False):
@@ -283,11 +282,13 @@ class Reconciler:
         """Each poison message is reported, and its handler is run again here; when that succeeds the message
         is deleted, otherwise it stays (hidden until the next pass) and is reported again."""
         queues = self.stores.queues
+        shards = self.stores.shards
+        triggered = [(base, queue) for base in TRIGGERED_QUEUES for queue in shards.check_queues(base)]
         if not self._poison_ready:
-            await queues.ensure_queues([poison_queue(q) for q in TRIGGERED_QUEUES])
+            await queues.ensure_queues([poison_queue(queue) for _, queue in triggered])
             self._poison_ready = True
         hide = max(1, round(self.settings.reconcile_grace))
-        for queue in TRIGGERED_QUEUES:
+        for base, queue in triggered:
             poison = poison_queue(queue)
             while time.monotonic() < give_up:
                 messages = await queues.receive(poison, 32, hide)
@@ -295,9 +296,10 @@ class Reconciler:
                     break
                 for message in messages:
                     report.poison += 1
-                    await self._redrive(report, queue, poison, message)
+                    await self._redrive(report, base, queue, poison, message)
 
-    async def _redrive(self, report: Report, queue: str, poison: str, message: QueueMessage) -> None:
+    async def _redrive(self, report: Report, base: str, queue: str, poison: str, message: QueueMessage) -> None:
+        """Run a poison message's handler again: `base` names the kind of queue (`queue` is its shard)."""
         try:
             body = message.json()
         except ValueError:
@@ -309,15 +311,15 @@ class Reconciler:
                                dequeueCount=message.dequeue_count))
         queues = self.stores.queues
         try:
-            if queue == RESOLVED_QUEUE or (queue == CLAIM_QUEUE and ResolvedCheck.carried_by(body)):
+            if base == RESOLVED_QUEUE or (base == CLAIM_QUEUE and ResolvedCheck.carried_by(body)):
                 await self.resolution.resolve_dependencies(ResolvedCheck.decode(body))
-            elif queue == CLAIM_QUEUE:
+            elif base == CLAIM_QUEUE:
                 await self.checks.check_claim(ClaimCheck.decode(body))
-            elif queue == DEADLINE_QUEUE:
+            elif base == DEADLINE_QUEUE:
                 await self.checks.check_deadlines(body)
             else:  # the dispatcher needs the bus: hand the requests back to it, their attempts counted afresh
                 requests = [replace(r, attempt=0) for r in decode_requests(body)]
-                await queues.put(DISPATCH_QUEUE, encode_requests(requests))
+                await queues.put(queue, encode_requests(requests))
         except (KeyError, TypeError, ValueError):
             log.error("dropping a malformed poison message (its content is logged above)",
                       extra=fields(queue=poison, messageId=message.id))

@@ -58,7 +58,8 @@ class Checks:
                     or task.taken_until != check.takenUntil):
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(CLAIM_QUEUE, check.encode(), check.takenUntil, now):
+            if await self._put_back_if_early(self.tasks.check_queue(CLAIM_QUEUE, check.taskId), check.encode(),
+                                            check.takenUntil, now):
                 outcome = "early"
                 return UNCHANGED
             if deadline_passed(task, now):
@@ -106,7 +107,7 @@ class Checks:
         if self.tasks.resolver is not None:
             await self.tasks.resolver(check)
         else:
-            await stores.queues.put(RESOLVED_QUEUE, check.encode())
+            await stores.queues.put(self.tasks.check_queue(RESOLVED_QUEUE, task.task_id), check.encode())
         log.info("resolution followed up by its claim check", extra=fields(event="resolution-followed-up",
                                                                            taskId=task.task_id, runId=run_id))
 
@@ -132,7 +133,8 @@ class Checks:
             if task.deadline != check.deadline:
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(DEADLINE_QUEUE, check.encode(), check.deadline, now):
+            if await self._put_back_if_early(self.tasks.check_queue(DEADLINE_QUEUE, check.taskId), check.encode(),
+                                            check.deadline, now):
                 outcome = "early"
                 return UNCHANGED
             if not task.runs:

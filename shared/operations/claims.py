@@ -202,7 +202,7 @@ class Claims:
             while True:
                 claims: list[Claim] = []
                 lost = False
-                queues = pending_queues(task_queue_id)
+                queues = stores.shards.pending_queues(task_queue_id)
                 while queues and len(claims) < count:
                     together, hidden = self._next_receives(queues)
                     lost = lost or hidden
@@ -240,7 +240,7 @@ class Claims:
                     return []
                 # Until the next poll, or until this process puts a hint for the task queue: the callers waiting
                 # then share the receive that follows (SharedReceives).
-                await stores.empty_queues.wakeups.wait(pending_queues(task_queue_id),
+                await stores.empty_queues.wakeups.wait(pending_queues(task_queue_id, stores.shards.pending),
                                                        min(settings.claim_work_poll_interval, remaining))
         finally:
             for pending in (quarantine, seen):
@@ -342,7 +342,7 @@ class Claims:
         rows, _ = await self.stores.workers.runs(task_queue_id, "pending", limit=min(100, 4 * count),
                                                  continuation=None)
         if not rows:
-            self.stores.empty_queues.none_hidden(pending_queues(task_queue_id))
+            self.stores.empty_queues.none_hidden(pending_queues(task_queue_id, self.stores.shards.pending))
         rows.sort(key=lambda row: str(row.data.get("since") or ""))
         claims: list[Claim] = []
         for row in rows:

@@ -27,7 +27,7 @@ import logging
 import xml.etree.ElementTree as ET
 
 from shared import errors
-from shared.domain.messages import PendingHint, pending_queue, pending_queues
+from shared.domain.messages import PendingHint
 from shared.logs import fields
 from shared.operations.claims import Claim, Claims
 from shared.storage.base import QueueMessage
@@ -92,7 +92,7 @@ class Polling:
         priority first, and when they stop working."""
         stores = self.stores
         await stores.ready()
-        names = pending_queues(task_queue_id)
+        names = stores.shards.pending_queues(task_queue_id)
         await stores.ensure_pending_queues(task_queue_id)  # polling a queue that does not exist answers 404
         # To the second: a SAS's expiry is written in whole seconds, and the answer must not promise more.
         expires = (stores.now() + dt.timedelta(seconds=stores.settings.poll_url_ttl)).replace(microsecond=0)
@@ -120,7 +120,7 @@ class Polling:
             elif not hint.verify(key, task_queue_id):
                 problems.append(f"message {message.id}: its signature does not match")
             else:
-                queue = pending_queue(task_queue_id, hint.priority)
+                queue = stores.shards.pending_queue(task_queue_id, hint.priority, hint.taskId)
                 # try_hint reads the hint from the content: hand it the decoded JSON, as a received message has it.
                 wanted.append((queue, QueueMessage(message.id, message.pop_receipt, hint.encode(),
                                                    message.dequeue_count, message.inserted)))

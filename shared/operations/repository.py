@@ -41,7 +41,6 @@ from shared.domain.messages import (
     ClaimCheck,
     PendingHint,
     ResolvedCheck,
-    pending_queue,
 )
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, KnownTasks, Task, task_row
 from shared.logs import fields
@@ -114,13 +113,15 @@ class Guards:
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             claim = task.checks.get("claim")
+            claim_queue = self.tasks.check_queue(CLAIM_QUEUE, task.task_id)
             converted = None if claim is None else await queues.release(
-                CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, self.now), grace, content=check.encode())
+                claim_queue, QueueMessage(claim[0], claim[1], b"", 0, self.now), grace, content=check.encode())
             if converted is not None:
                 self._converted.add(run_id)
-                self._resolved[run_id] = (CLAIM_QUEUE, converted, check)
+                self._resolved[run_id] = (claim_queue, converted, check)
             else:
-                self._resolved[run_id] = (RESOLVED_QUEUE, await queues.put(RESOLVED_QUEUE, check.encode(),
+                resolved_queue = self.tasks.check_queue(RESOLVED_QUEUE, task.task_id)
+                self._resolved[run_id] = (resolved_queue, await queues.put(resolved_queue, check.encode(),
                                                                            visible_in=grace), check)
         if run_id in self._converted:
             task.checks.pop("claim", None)  # it is the resolution message now: not to be deleted
@@ -133,13 +134,14 @@ class Guards:
         run_id = task.last_run_id
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
+            claim_queue = self.tasks.check_queue(CLAIM_QUEUE, task.task_id)
             converted = await self.tasks.stores.queues.release(
-                CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, self.now), self.tasks.resolution_grace,
+                claim_queue, QueueMessage(claim[0], claim[1], b"", 0, self.now), self.tasks.resolution_grace,
                 content=check.encode())
             if converted is None:
                 return None
             self._converted.add(run_id)
-            self._resolved[run_id] = (CLAIM_QUEUE, converted, check)
+            self._resolved[run_id] = (claim_queue, converted, check)
         return self._resolved[run_id][1]
 
     async def message_after(self, task: Task) -> None:
@@ -148,9 +150,10 @@ class Guards:
         run_id = task.last_run_id
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
-            put = await self.tasks.stores.queues.put(RESOLVED_QUEUE, check.encode(),
+            resolved_queue = self.tasks.check_queue(RESOLVED_QUEUE, task.task_id)
+            put = await self.tasks.stores.queues.put(resolved_queue, check.encode(),
                                                      visible_in=self.tasks.resolution_grace)
-            self._resolved[run_id] = (RESOLVED_QUEUE, put, check)
+            self._resolved[run_id] = (resolved_queue, put, check)
 
     def resolution_message(self, run_id: int) -> tuple[str, QueueMessage, ResolvedCheck] | None:
         """The resolution message put (or converted) for `run_id`: its queue, the message, and what it says."""
@@ -172,6 +175,10 @@ class TaskRepository:
         """Seconds a resolution message stays hidden while this process resolves the task itself; 0 when it
         does not (no resolver wired in, or the setting is 0): then the message's handler does, at once."""
         return self.stores.settings.resolution_grace if self.resolver is not None else 0
+
+    def check_queue(self, base: str, task_id: str) -> str:
+        """The shard of a check queue (claim-expiry, task-resolved, task-deadlines) that holds the task's messages."""
+        return self.stores.shards.check_queue(base, task_id)
 
     def guards(self) -> Guards:
         return Guards(self, self.stores.now())
@@ -331,7 +338,8 @@ class TaskRepository:
         if group is not None:
             if group.announce is not None:
                 streams.append((group.stream, group.announce))
-            return events.guarded_by(CLAIM_QUEUE, QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
+            return events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
+                                     QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
         if converted is None:
             try:
                 await guards.message_after(task)
@@ -436,7 +444,8 @@ class TaskRepository:
         faults.point("after-state-write")
         if task.runs and task.runs[-1].state == "pending" and task.runs[-1].hint_id:
             # Its hint went out before this write; the claimWork calls waiting here may claim it now.
-            self.stores.empty_queues.wakeups.filled(pending_queue(task.task_queue_id, task.priority))
+            self.stores.empty_queues.wakeups.filled(self.stores.shards.pending_queue(task.task_queue_id,
+                                                                                     task.priority, task.task_id))
         return etags
 
     # --- the messages changes put before they are written ------------------------------------------------------
@@ -451,7 +460,7 @@ class TaskRepository:
         task_id, task_queue_id, priority = task.task_id, task.task_queue_id, task.priority
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.stores.settings.hint_key,
                                                                                task_queue_id)
-        queue = pending_queue(task_queue_id, priority)
+        queue = self.stores.shards.pending_queue(task_queue_id, priority, task_id)
         await all_of(  # both before the run is written; neither depends on the other
             self.stores.workers.run_pending(task_queue_id, task_id, run_id, now),
             self.stores.queues.put(queue, hint.encode(), ttl=ttl))
@@ -462,8 +471,8 @@ class TaskRepository:
                               now: dt.datetime) -> list[str]:
         """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
         delay = timeutil.ceil_seconds(taken_until - now)
-        sent = await self.stores.queues.put(CLAIM_QUEUE, ClaimCheck(task_id, run_id, taken_until).encode(),
-                                            visible_in=delay)
+        sent = await self.stores.queues.put(self.check_queue(CLAIM_QUEUE, task_id),
+                                            ClaimCheck(task_id, run_id, taken_until).encode(), visible_in=delay)
         return [sent.id, sent.pop_receipt]
 
     async def _tidy_resolved(self, task_queue_id: str, task_id: str, spent: dict[str, list[str]]) -> None:
@@ -503,7 +512,8 @@ class TaskRepository:
         already received (its pop receipt changed) or gone is left to its handler, which finds nothing to do.
         Why bother: a queued check costs nothing on Azure until it comes due, but Azurite scans every message
         it holds on every queue operation, so spent checks slow everything down locally."""
-        queues = {"claim": CLAIM_QUEUE, "deadline": DEADLINE_QUEUE}
+        queues = {"claim": self.check_queue(CLAIM_QUEUE, task_id), "deadline": self.check_queue(DEADLINE_QUEUE,
+                                                                                                task_id)}
 
         async def delete(kind: str, message_id: str, pop_receipt: str) -> None:
             try:

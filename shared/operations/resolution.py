@@ -37,6 +37,10 @@ class Resolution:
         self.tasks, self.lifecycle, self.index = tasks, lifecycle, index
         self.stores = tasks.stores
 
+    def queue_of(self, check: ResolvedCheck) -> str:
+        """The `task-resolved` shard of the check's task."""
+        return self.tasks.check_queue(RESOLVED_QUEUE, check.taskId)
+
     async def resolve_dependencies(self, check: ResolvedCheck) -> ResolutionOutcome:
         """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
         its dependents, handing the next page to a new message first, so no invocation runs long and several
@@ -65,7 +69,8 @@ class Resolution:
             if run is None or not run.resolved_state:
                 # Still not written: wait for it a while; once old, it was a write that lost a race.
                 if now - check.since < dt.timedelta(seconds=stores.settings.hint_grace):
-                    await stores.queues.put(RESOLVED_QUEUE, check.encode(), visible_in=stores.settings.hint_retry_delay)
+                    await stores.queues.put(self.queue_of(check), check.encode(),
+                                            visible_in=stores.settings.hint_retry_delay)
                     return "not-yet"
                 if run is not None and run.state == "running" and run.taken_until is not None:
                     # This may have been the run's claim check, turned into a resolution that was never written
@@ -91,7 +96,7 @@ class Resolution:
                                                          continuation=check.continuation,
                                                          here=task.dependents_here, legacy=legacy)
         if token is not None:
-            await stores.queues.put(RESOLVED_QUEUE, replace(check, continuation=token).encode())
+            await stores.queues.put(self.queue_of(check), replace(check, continuation=token).encode())
         limit = asyncio.Semaphore(LOAD_CONCURRENCY)
 
         async def unblock(dependent: Dependent) -> None:
@@ -134,7 +139,8 @@ class Resolution:
                     await self.lifecycle.release(dependent, (check.taskId,))
                     return
         later = replace(check, continuation=None, since=now, dependent=dependent)
-        await self.stores.queues.put(RESOLVED_QUEUE, later.encode(), visible_in=self.stores.settings.hint_retry_delay)
+        await self.stores.queues.put(self.queue_of(check), later.encode(),
+                                     visible_in=self.stores.settings.hint_retry_delay)
 
     async def _release_later(self, check: ResolvedCheck, now: dt.datetime) -> ResolutionOutcome:
         """A message of one dependent not written when its dependency's resolution looked: released once written;
@@ -146,7 +152,7 @@ class Resolution:
             return "resolved"
         except errors.TaskNotFound:
             if now - check.since < dt.timedelta(seconds=self.stores.settings.hint_grace):
-                await self.stores.queues.put(RESOLVED_QUEUE, check.encode(),
+                await self.stores.queues.put(self.queue_of(check), check.encode(),
                                              visible_in=self.stores.settings.hint_retry_delay)
                 return "not-yet"
             return "stale"

@@ -25,7 +25,7 @@ from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
 from shared.domain.groups import TaskGroupStore
 from shared.domain.index import INDEX_TABLE
 from shared.domain.inflight import Background
-from shared.domain.messages import DEADLINE_QUEUE, FIXED_QUEUES, pending_queues
+from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
 from shared.domain.publishmarks import MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
@@ -129,6 +129,7 @@ class Stores:
     empty_queues: EmptyPendingQueues
     receives: SharedReceives
     background: Background  # work after an answer: cleanups, the writer's publishing
+    shards: Shards  # how the check and pending queues and the hot partitions are split
     _ready: bool = field(default=False, init=False)
     _readying: asyncio.Future[None] | None = field(default=None, init=False)
     _pending_queues_ready: Bounded[str, None] = field(default_factory=lambda: Bounded(FILLED_REMEMBERED), init=False)
@@ -137,16 +138,18 @@ class Stores:
     def create(cls, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
                clock: Clock = timeutil.now) -> Stores:
         background = Background()
+        shards = Shards(settings.check_shards, settings.pending_shards)
         events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
                           lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
                           grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock,
-                          background=background, mark_interval=settings.event_mark_interval)
+                          background=background, mark_interval=settings.event_mark_interval,
+                          dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key))
         return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
                    DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
                    ExpiryIndex(tables, OBJECT_EXPIRY_TABLE),
-                   DeadlineIndex(tables, queues, DEADLINE_QUEUE, settings.deadline_delay, clock),
+                   DeadlineIndex(tables, queues, shards, settings.deadline_delay, clock),
                    WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl),
-                   SharedReceives(queues), background)
+                   SharedReceives(queues), background, shards)
 
     def credentials(self, client_id: str, scopes: list[str], expiry: dt.datetime) -> dict[str, str]:
         """Named temporary credentials signed by the root client, from now until `expiry` (Taskcluster's)."""
@@ -175,7 +178,8 @@ class Stores:
 
     async def _make_ready(self) -> None:
         await all_at_once([self.tables.ensure_tables(list(TABLES)),
-                           self.queues.ensure_queues([*FIXED_QUEUES, DISPATCH_QUEUE]),
+                           self.queues.ensure_queues([name for base in (*FIXED_QUEUES, DISPATCH_QUEUE)
+                                                      for name in self.shards.check_queues(base)]),
                            *([self.blobs.ensure_container(self.settings.artifact_container)]
                              if self.blobs is not None else [])])
         self._ready = True
@@ -183,7 +187,7 @@ class Stores:
     async def ensure_pending_queues(self, task_queue_id: str) -> None:
         """Create the task queue's pending queues (once per process), for workers that poll them directly."""
         if task_queue_id not in self._pending_queues_ready:
-            await self.queues.ensure_queues(pending_queues(task_queue_id))
+            await self.queues.ensure_queues(pending_queues(task_queue_id, self.shards.pending))
             self._pending_queues_ready.put(task_queue_id, None)
 
     def afterwards(self, cleanup: Coroutine[Any, Any, None]) -> None:

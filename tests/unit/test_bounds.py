@@ -19,6 +19,7 @@ from shared.domain import groups as groups_mod
 from shared.domain import workers as workers_mod
 from shared.domain.deadlines import DeadlineIndex
 from shared.domain.groups import TaskGroup
+from shared.domain.messages import Shards
 from shared.domain.tasks import KnownTasks
 from shared.operations import stores as stores_mod
 from shared.operations.stores import EmptyPendingQueues
@@ -68,7 +69,7 @@ def test_pending_queue_maps_are_bounded(monkeypatch):
 
 async def test_deadline_buckets_announced_are_bounded(monkeypatch):
     monkeypatch.setattr(deadlines_mod, "ANNOUNCED_KEPT", 300)
-    index = DeadlineIndex(MemoryTables(), MemoryQueues(), "deadlines", 0)
+    index = DeadlineIndex(MemoryTables(), MemoryQueues(), Shards(checks=4, pending=4), 0)
     now = timeutil.now()
     for i in range(3_000):  # a bucket per second: 3,000 distinct deadlines
         await index.add(slugid(), now + dt.timedelta(hours=1, seconds=i))

@@ -50,7 +50,7 @@ async def test_tasks_sharing_a_deadline_share_one_message(service: Queue, clock:
     other, _ = await create(service, deadline=timeutil.iso(clock.now + dt.timedelta(seconds=60)))
     due = bucket_of(timeutil.parse(deadline) + dt.timedelta(seconds=2))  # deadline_delay
     assert sorted(m["bucket"] for m in queued(service)) == sorted([due, service.stores.deadlines.bucket(
-        clock.now + dt.timedelta(seconds=60))])
+        other, clock.now + dt.timedelta(seconds=60))])
     assert sorted(await rows(service)) == sorted([*tasks, other])
     # None of them has a check of its own to delete when it resolves.
     for task_id in tasks:
@@ -148,7 +148,7 @@ async def test_rerun_indexes_the_deadline_again(service: Queue, clock: Clock) ->
     """A task resolved by a check queued per task (before buckets) has no row; rerunning it adds one."""
     task_id, _ = await create(service)
     deadline = (await service.tasks.load(task_id)).deadline
-    await service.stores.tables.delete(DEADLINES_TABLE, service.stores.deadlines.bucket(deadline), task_id)
+    await service.stores.tables.delete(DEADLINES_TABLE, service.stores.deadlines.bucket(task_id, deadline), task_id)
     await service.lifecycle.cancel_task(task_id)
     await service.lifecycle.rerun_task(task_id)
     assert await rows(service) == [task_id]

@@ -1,0 +1,205 @@
+"""Several storage accounts as one: a table store and a queue store that route each call to one account.
+
+Azure caps each storage account (about 20,000 requests/s), so a deployment that outgrows one spreads its data over
+N accounts (`QUEUE_STORAGE_SHARDS`). The routing needs nothing but the call itself:
+
+- A table row goes to the account of its PartitionKey (a hash), so everything of a task (its row, artifacts,
+  events, requirements, the edges of its dependents: PartitionKey = taskId) is in one account, and a group's rows
+  in its group's. Tables every process reads whole or by their own keys (clients, roles, worker information, the
+  index, objects, the event publishers' marks: `global_tables`) stay in the first account. A query that names
+  its partition (`PartitionKey eq @pk`) asks that partition's account; any other query (the timers' and the
+  reconciler's scans) reads the accounts one after another, its continuation token naming the account it is in.
+- A queue goes to an account by its name: `<base>` and its shards `<base>-s<j>` (`shard_name`) go to consecutive
+  accounts from a hash of `<base>`, so K shards of a check queue land on K different accounts (when K ≤ N), and
+  `<queue>-poison` goes with its queue.
+
+With one account the runtime uses the account's own stores, not these.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import re
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from shared import strict_json
+from shared.storage.base import (
+    MAX_KEY_LENGTH,
+    Entity,
+    InvalidContinuation,
+    Op,
+    Page,
+    QueueMessage,
+    QueueStore,
+    Received,
+    TableStore,
+    all_at_once,
+)
+
+_SHARD = re.compile(r"(?P<base>.+)-s(?P<shard>[0-9]{1,3})")
+_PARTITION = re.compile(r"\bPartitionKey eq @(?P<name>\w+)")
+POISON = "-poison"
+
+
+def shard_name(base: str, shard: int) -> str:
+    """The name of shard `shard` of queue `base`: the base itself for the first (so one shard is today's queue)."""
+    return base if shard == 0 else f"{base}-s{shard}"
+
+
+def split_shard(name: str) -> tuple[str, int]:
+    """(base, shard) of a queue name that `shard_name` made; a poison queue's are its queue's."""
+    name = name.removesuffix(POISON)
+    match = _SHARD.fullmatch(name)
+    return (match["base"], int(match["shard"])) if match else (name, 0)
+
+
+def stable_hash(text: str) -> int:
+    """A hash every process computes alike (Python's own `hash` of a str differs per process)."""
+    return zlib.crc32(text.encode())
+
+
+def queue_account(name: str, accounts: int) -> int:
+    """The account (0..accounts-1) that holds queue `name`."""
+    base, shard = split_shard(name)
+    return (stable_hash(base) + shard) % accounts
+
+
+def partition_account(partition_key: str, accounts: int) -> int:
+    return stable_hash(partition_key) % accounts
+
+
+def _scan_token(account: int, inner: str | None) -> str:
+    """A continuation of a query over every account: the account it continues in, and that account's own token
+    (None: from its start). The keys of the next row stay readable, as in every table store's token."""
+    return base64.urlsafe_b64encode(json.dumps({"Account": account, "Inner": inner},
+                                               separators=(",", ":")).encode()).decode()
+
+
+def _read_scan_token(token: str, accounts: int) -> tuple[int, str | None]:
+    try:
+        value = strict_json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
+        account, inner = value["Account"], value["Inner"]
+    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
+        raise InvalidContinuation(token=token[:100]) from None
+    if not (isinstance(account, int) and 0 <= account < accounts and (
+            inner is None or (isinstance(inner, str) and len(inner) <= 4 * MAX_KEY_LENGTH))):
+        raise InvalidContinuation(token=token[:100])
+    return account, inner
+
+
+class ShardedTables:
+    """A TableStore over several accounts' table stores (see the module's docstring)."""
+
+    def __init__(self, accounts: Sequence[TableStore], global_tables: frozenset[str] = frozenset()) -> None:
+        if not accounts:
+            raise ValueError("at least one account")
+        self.accounts = list(accounts)
+        self.global_tables = global_tables
+
+    def account(self, table: str, partition_key: str) -> TableStore:
+        if table in self.global_tables:
+            return self.accounts[0]
+        return self.accounts[partition_account(partition_key, len(self.accounts))]
+
+    async def ensure_tables(self, names: list[str]) -> None:
+        await all_at_once(store.ensure_tables(names) for store in self.accounts)
+
+    async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
+        return await self.account(table, partition_key).get(table, partition_key, row_key)
+
+    async def insert(self, table: str, entity: Entity) -> Entity | None:
+        return await self.account(table, entity.partition_key).insert(table, entity)
+
+    async def replace(self, table: str, entity: Entity) -> Entity | None:
+        return await self.account(table, entity.partition_key).replace(table, entity)
+
+    async def upsert(self, table: str, entity: Entity) -> Entity:
+        return await self.account(table, entity.partition_key).upsert(table, entity)
+
+    async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
+        return await self.account(table, partition_key).delete(table, partition_key, row_key, etag)
+
+    async def transact(self, table: str, ops: list[Op]) -> bool:
+        if not ops:
+            return True
+        return await self.account(table, ops[0].entity.partition_key).transact(table, ops)
+
+    async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
+        if not ops:
+            return []
+        return await self.account(table, ops[0].entity.partition_key).commit(table, ops)
+
+    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
+                    continuation: str | None = None) -> Page:
+        named = _PARTITION.search(filter)
+        if table in self.global_tables or (named and " or " not in filter and isinstance(
+                parameters.get(named["name"]), str)):
+            partition = "" if table in self.global_tables else str(parameters[named["name"]])  # type: ignore[index]
+            return await self.account(table, partition).query(table, filter, parameters, limit=limit,
+                                                              continuation=continuation)
+        return await self._scan(table, filter, parameters, limit, continuation)
+
+    async def _scan(self, table: str, filter: str, parameters: dict[str, Any], limit: int | None,
+                    continuation: str | None) -> Page:
+        """A query of no one partition: each account in turn, filling the page from the next when one ends."""
+        account, inner = (0, None) if continuation is None else _read_scan_token(continuation, len(self.accounts))
+        found: list[Entity] = []
+        while True:
+            want = None if limit is None else limit - len(found)
+            page = await self.accounts[account].query(table, filter, parameters, limit=want, continuation=inner)
+            found.extend(page.entities)
+            if page.continuation is not None:
+                return Page(found, _scan_token(account, page.continuation))
+            account, inner = account + 1, None
+            if account == len(self.accounts):
+                return Page(found, None)
+            if limit is not None and len(found) >= limit:
+                return Page(found, _scan_token(account, None))
+
+    async def close(self) -> None:
+        await all_at_once(store.close() for store in self.accounts)
+
+
+class ShardedQueues:
+    """A QueueStore over several accounts' queue stores, each queue in the account `queue_account` names."""
+
+    def __init__(self, accounts: Sequence[QueueStore]) -> None:
+        if not accounts:
+            raise ValueError("at least one account")
+        self.accounts = list(accounts)
+
+    def account(self, queue: str) -> QueueStore:
+        return self.accounts[queue_account(queue, len(self.accounts))]
+
+    async def ensure_queues(self, names: list[str]) -> None:
+        by_account: dict[int, list[str]] = {}
+        for name in names:
+            by_account.setdefault(queue_account(name, len(self.accounts)), []).append(name)
+        await all_at_once(self.accounts[a].ensure_queues(n) for a, n in by_account.items())
+
+    async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
+        return await self.account(queue).put(queue, content, visible_in=visible_in, ttl=ttl)
+
+    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
+        return await self.account(queue).receive(queue, max_messages, visibility_timeout)
+
+    async def delete(self, queue: str, message: QueueMessage) -> None:
+        await self.account(queue).delete(queue, message)
+
+    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
+                      content: bytes | None = None) -> QueueMessage | None:
+        return await self.account(queue).release(queue, message, visible_in, content=content)
+
+    async def approximate_count(self, queue: str) -> int:
+        return await self.account(queue).approximate_count(queue)
+
+    async def process_url(self, queue: str, expires: dt.datetime) -> str:
+        return await self.account(queue).process_url(queue, expires)
+
+    async def close(self) -> None:
+        await all_at_once(store.close() for store in self.accounts)
