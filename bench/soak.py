@@ -430,15 +430,13 @@ class Soak:
         for host in self.hosts:
             host.stop()
         models = []
-        for account, proxy in enumerate(self.proxies):
-            proxy.send_signal(signal.SIGTERM)  # it prints what it injected
+        for proxy in self.proxies:  # in account order
+            proxy.send_signal(signal.SIGTERM)  # it prints what it injected and refused (to stderr)
             proxy.wait(10)
             assert proxy.stdout is not None
             for line in proxy.stdout.read().decode().splitlines():
                 if line.startswith("LIMITS "):
                     models.append(json.loads(line.removeprefix("LIMITS ")))
-                elif len(self.proxies) > 1:
-                    print(f"account {account}: {line}", flush=True)
         if models:
             self.predict(models)
         for store in self.stores:

@@ -67,6 +67,21 @@ param serviceBusSku string = 'Standard'
 @allowed(['Standard_LRS', 'Standard_ZRS', 'Standard_GRS', 'Standard_GZRS'])
 param dataStorageSku string = 'Standard_LRS'
 
+@description('Storage accounts holding the queue\'s data (QUEUE_STORAGE_SHARDS): past one account\'s ~20,000 requests/s (docs/deploy.md, "Sharding past one storage account"). Set before the first task: changing it moves data.')
+@minValue(1)
+@maxValue(64)
+param storageShards int = 1
+
+@description('Queues each check queue is split into (QUEUE_CHECK_SHARDS), a trigger each; may grow, not shrink.')
+@minValue(1)
+@maxValue(64)
+param checkShards int = 1
+
+@description('Pending queues per task queue and priority, and salted partitions of its run index (QUEUE_PENDING_SHARDS); may grow, not shrink.')
+@minValue(1)
+@maxValue(16)
+param pendingShards int = 1
+
 @description('Fraction of traces kept (0 to 1): requests with their storage calls. Logs are all kept.')
 param traceSamplingRatio string = '1.0'
 
@@ -108,6 +123,7 @@ module storage 'app/storage.bicep' = {
     tags: tags
     deploymentContainerName: 'app-package-${take(token, 7)}'
     dataSku: dataStorageSku
+    dataShards: storageShards
   }
 }
 
@@ -156,6 +172,7 @@ module access 'app/rbac.bicep' = {
     userPrincipalType: principalType
     runtimeStorageName: storage.outputs.runtimeName
     dataStorageName: storage.outputs.dataName
+    dataShardNames: storage.outputs.dataShardNames
     serviceBusName: serviceBus.outputs.name
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     keyVaultName: vault.outputs.name
@@ -177,6 +194,9 @@ module queue 'app/queue-app.bicep' = {
     dataTableUri: storage.outputs.dataTableUri
     dataQueueUri: storage.outputs.dataQueueUri
     dataBlobUri: storage.outputs.dataBlobUri
+    dataShards: storage.outputs.dataShards
+    checkShards: checkShards
+    pendingShards: pendingShards
     serviceBusNamespace: serviceBus.outputs.fullyQualifiedNamespace
     pulseNamespace: pulseNamespace
     applicationInsightsConnectionString: monitoring.outputs.connectionString

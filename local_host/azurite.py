@@ -36,11 +36,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def connection_string(blob: int, queue: int, table: int, key: str, scheme: str = "http") -> str:
+def connection_string(blob: int, queue: int, table: int, key: str, scheme: str = "http", account: str = ACCOUNT
+                      ) -> str:
     base = f"{scheme}://127.0.0.1"
-    return (f"DefaultEndpointsProtocol={scheme};AccountName={ACCOUNT};AccountKey={key};"
-            f"BlobEndpoint={base}:{blob}/{ACCOUNT};QueueEndpoint={base}:{queue}/{ACCOUNT};"
-            f"TableEndpoint={base}:{table}/{ACCOUNT};")
+    return (f"DefaultEndpointsProtocol={scheme};AccountName={account};AccountKey={key};"
+            f"BlobEndpoint={base}:{blob}/{account};QueueEndpoint={base}:{queue}/{account};"
+            f"TableEndpoint={base}:{table}/{account};")
 
 
 def _listening(port: int) -> bool:
@@ -62,6 +63,7 @@ class Azurite:
     log_path: Path | None
     key: str
     scheme: str = "http"
+    accounts: int = 1  # storage accounts it serves: devstoreaccount1, then shard1 ... (same key)
 
     @property
     def blob_port(self) -> int:
@@ -78,6 +80,14 @@ class Azurite:
     @property
     def connection_string(self) -> str:
         return connection_string(self.blob_port, self.queue_port, self.table_port, self.key, self.scheme)
+
+    def account_connection_string(self, account: int) -> str:
+        """The connection string of one of its accounts: 0 is devstoreaccount1, n is `shard<n>` (a sharded
+        queue's further accounts, QUEUE_STORAGE_<n>, in one Azurite for tests)."""
+        if not 0 <= account < self.accounts:
+            raise ValueError(f"this Azurite serves {self.accounts} accounts")
+        return connection_string(self.blob_port, self.queue_port, self.table_port, self.key, self.scheme,
+                                 ACCOUNT if account == 0 else f"shard{account}")
 
     def endpoint(self, service: str) -> str:
         """The service's endpoint, path-style: `<scheme>://127.0.0.1:<port>/devstoreaccount1`."""
@@ -129,16 +139,18 @@ def allow_browser_reads(azurite: Azurite) -> None:
 def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
           startup_timeout: float = 30, ports: dict[str, int] | None = None,
           tls: tuple[Path, Path] | None = None, oauth: bool = False, key: str | None = None,
-          avoid: frozenset[int] = frozenset()) -> Azurite:
+          avoid: frozenset[int] = frozenset(), accounts: int = 1) -> Azurite:
     """Start Azurite's services on free loopback ports (or on `ports`, to restart one on its data); data in
     `data_dir` (or in memory), which only its owner may read. Retries if a port was taken meanwhile. `key`: the
     account key (default: a new one; DEVELOPMENT_KEY only where a caller asks for it). `tls` (certificate, key:
     PEM files) serves HTTPS; `oauth` also accepts Entra ID bearer tokens (Azurite checks their claims, not their
-    signature), as Azure does for a managed identity; it requires `tls`."""
+    signature), as Azure does for a managed identity; it requires `tls`. `accounts`: serve that many storage
+    accounts (account_connection_string)."""
     if oauth and tls is None:
         raise ValueError("Azurite accepts OAuth over HTTPS only: give tls=(certificate, key)")
     key = key or generate_key()
-    environment = {**os.environ, "AZURITE_ACCOUNTS": f"{ACCOUNT}:{key}"}
+    names = [ACCOUNT, *(f"shard{n}" for n in range(1, accounts))]
+    environment = {**os.environ, "AZURITE_ACCOUNTS": ";".join(f"{name}:{key}" for name in names)}
     last_error = ""
     # One process per service by default: each is single-threaded, and with the lean storage client the host
     # no longer needs the second core (docs/performance.md: lifecycle 23-25 tasks/s split, 12-16 in one).
@@ -179,7 +191,7 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             processes["+".join(services)] = subprocess.Popen(
                 args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env=environment, umask=0o077)  # what it writes is readable by its owner only
-        azurite = Azurite(processes, chosen, log_path, key, "https" if tls else "http")
+        azurite = Azurite(processes, chosen, log_path, key, "https" if tls else "http", accounts)
         give_up = time.monotonic() + startup_timeout
         while time.monotonic() < give_up:
             exited = [s for s, p in processes.items() if p.poll() is not None]

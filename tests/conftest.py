@@ -33,6 +33,29 @@ TOKEN_SECRET = secrets.token_urlsafe(33)
 # that fails that fraction of its table and queue calls, each fault kind as likely: the suite must pass anyway.
 STORAGE_FAULTS = float(os.environ.get("QUEUE_TEST_STORAGE_FAULTS") or 0)
 _FAULT_PROXIES: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+# QUEUE_TEST_SHARDS=3: the test Azurites serve that many accounts, and every host started on one of them runs
+# sharded: its data over them (QUEUE_STORAGE_SHARDS), and as many check queues, pending queues and salted
+# partitions (QUEUE_CHECK_SHARDS, QUEUE_PENDING_SHARDS). The suite must pass the same.
+SHARDS = int(os.environ.get("QUEUE_TEST_SHARDS") or 1)
+SHARDED: dict[str, azurite_mod.Azurite] = {}  # connection string of a test Azurite's first account -> it
+
+
+def start_azurite(data_dir: Path, **options: Any) -> azurite_mod.Azurite:
+    """An in-memory Azurite for tests, serving SHARDS accounts."""
+    instance = azurite_mod.start(data_dir, in_memory=True, accounts=SHARDS, **options)
+    SHARDED[instance.connection_string] = instance
+    return instance
+
+
+def sharding_env(storage: str) -> dict[str, str]:
+    """The settings that shard a host on `storage` over its Azurite's accounts (none when not sharding)."""
+    instance = SHARDED.get(storage)
+    if SHARDS == 1 or instance is None:
+        return {}
+    return {"QUEUE_STORAGE_SHARDS": str(SHARDS), "QUEUE_CHECK_SHARDS": str(SHARDS),
+            "QUEUE_PENDING_SHARDS": str(SHARDS),
+            **{f"QUEUE_STORAGE_{n}": through_fault_proxy(instance.account_connection_string(n))
+               for n in range(1, SHARDS)}}
 
 
 def through_fault_proxy(storage: str) -> str:
@@ -62,7 +85,7 @@ def _stop_fault_proxies() -> Iterator[None]:
 @contextlib.contextmanager
 def azurite_of_its_own(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[azurite_mod.Azurite]:
     """An in-memory Azurite, stopped on leaving: the session's, or a module's that must not share it."""
-    instance = azurite_mod.start(tmp_path_factory.mktemp(name), in_memory=True)
+    instance = start_azurite(tmp_path_factory.mktemp(name))
     try:
         yield instance
     finally:
@@ -147,11 +170,13 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
                host_json: Path | None = None, extra_args: list[str] | None = None,
                extra_env: dict[str, str] | None = None, **settings: Any) -> HostProcess:
     """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves."""
+    sharded = sharding_env(storage)
     storage = through_fault_proxy(storage)
     port = azurite_mod.free_port()
     env = base_env(storage)
     env["QUEUE_PORT"] = str(port)
     env["QUEUE_ROOT_URL"] = f"http://127.0.0.1:{port}"  # as `make run` names it: the answers never take the Host
+    env.update(sharded)
     env.update({f"QUEUE_{k.upper()}": str(v) for k, v in settings.items()})
     if STORAGE_FAULTS:
         # Messages that a receive with a lost answer hid come back after a lease: within the tests' waits.

@@ -12,6 +12,10 @@ param deploymentContainerUrl string
 param dataTableUri string
 param dataQueueUri string
 param dataBlobUri string
+@description('The further data accounts\' endpoints ({tableUri, queueUri}), QUEUE_STORAGE_1 ... in order.')
+param dataShards array = []
+param checkShards int = 1
+param pendingShards int = 1
 param serviceBusNamespace string
 param pulseNamespace string
 param applicationInsightsConnectionString string
@@ -72,7 +76,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 
   resource settings 'config' = {
     name: 'appsettings'
-    properties: {
+    properties: union({
       // app settings: begin (tests/unit/test_deploy.py reads the names between these two lines)
       // The Functions runtime's own storage, by identity.
       AzureWebJobsStorage__accountName: runtimeStorageName
@@ -84,6 +88,10 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       QUEUE_STORAGE__blobServiceUri: dataBlobUri
       QUEUE_STORAGE__credential: 'managedidentity'
       QUEUE_STORAGE__clientId: identityClientId
+      // Sharding (docs/deploy.md): the further accounts' connections are added below, QUEUE_STORAGE_<n>__...
+      QUEUE_STORAGE_SHARDS: string(length(dataShards) + 1)
+      QUEUE_CHECK_SHARDS: string(checkShards)
+      QUEUE_PENDING_SHARDS: string(pendingShards)
       // Secrets, as Key Vault references.
       QUEUE_ROOT_ACCESS_TOKEN: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=root-access-token)'
       QUEUE_TOKEN_SECRET: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=token-secret)'
@@ -106,9 +114,18 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       // a second exporter of the same logs.
       PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'false'
       // app settings: end
-    }
+    }, shardConnections)
   }
 }
+
+// QUEUE_STORAGE_<n>__tableServiceUri / __queueServiceUri / __credential / __clientId of each further data account:
+// read by the code and by the triggers of the check queues that account holds.
+var shardConnections = reduce(range(0, length(dataShards)), {}, (settings, i) => union(settings, {
+  'QUEUE_STORAGE_${i + 1}__tableServiceUri': dataShards[i].tableUri
+  'QUEUE_STORAGE_${i + 1}__queueServiceUri': dataShards[i].queueUri
+  'QUEUE_STORAGE_${i + 1}__credential': 'managedidentity'
+  'QUEUE_STORAGE_${i + 1}__clientId': identityClientId
+}))
 
 output name string = app.name
 output rootUrl string = 'https://${app.properties.defaultHostName}'

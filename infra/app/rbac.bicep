@@ -5,6 +5,8 @@ param userPrincipalId string
 param userPrincipalType string = 'User'
 param runtimeStorageName string
 param dataStorageName string
+@description('The other data accounts (QUEUE_STORAGE_1 ...), when the data is sharded.')
+param dataShardNames array = []
 param serviceBusName string
 param applicationInsightsName string
 param keyVaultName string
@@ -87,6 +89,30 @@ resource dataAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for 
     principalId: identityPrincipalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
+  }
+}]
+
+// The same data roles, and the polling URLs' delegation, on each further data account.
+resource shards 'Microsoft.Storage/storageAccounts@2023-05-01' existing = [for name in dataShardNames: {
+  name: name
+}]
+var shardRoles = flatten(map(range(0, length(dataShardNames)), i => map(dataRoles, role => { shard: i, role: role })))
+resource shardAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for grant in shardRoles: {
+  name: guid(shards[grant.shard].id, identityPrincipalId, grant.role)
+  scope: shards[grant.shard]
+  properties: {
+    principalId: identityPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', grant.role)
+  }
+}]
+resource shardDelegation 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (name, i) in dataShardNames: {
+  name: guid(shards[i].id, identityPrincipalId, 'queue-delegator')
+  scope: shards[i]
+  properties: {
+    principalId: identityPrincipalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: queueDelegator.id
   }
 }]
 

@@ -7,6 +7,8 @@ param location string
 param tags object
 param deploymentContainerName string
 param dataSku string
+@description('Data accounts in all (QUEUE_STORAGE_SHARDS): the data account and dataShards - 1 more, <dataName>1 ...')
+param dataShards int = 1
 @description('Blob container of the artifacts (QUEUE_ARTIFACT_CONTAINER).')
 param artifactContainerName string = 'artifacts'
 
@@ -64,9 +66,30 @@ resource data 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   }
 }
 
+// The other data accounts (QUEUE_STORAGE_1 ...): tables and queues only, artifacts stay in the data account.
+resource shards 'Microsoft.Storage/storageAccounts@2023-05-01' = [for i in range(1, dataShards - 1): {
+  name: '${dataName}${i}'
+  location: location
+  tags: tags
+  kind: 'StorageV2'
+  sku: { name: dataSku }
+  properties: {
+    minimumTlsVersion: 'TLS1_2'
+    allowBlobPublicAccess: false
+    allowSharedKeyAccess: false
+    supportsHttpsTrafficOnly: true
+  }
+}]
+
 output runtimeName string = runtime.name
 output dataName string = data.name
 output deploymentContainerUrl string = '${runtime.properties.primaryEndpoints.blob}${deploymentContainerName}'
 output dataTableUri string = data.properties.primaryEndpoints.table
 output dataQueueUri string = data.properties.primaryEndpoints.queue
 output dataBlobUri string = data.properties.primaryEndpoints.blob
+output dataShardNames array = [for i in range(0, dataShards - 1): shards[i].name]
+// Each further account's endpoints, in order: QUEUE_STORAGE_1, QUEUE_STORAGE_2 ...
+output dataShards array = [for i in range(0, dataShards - 1): {
+  tableUri: shards[i].properties.primaryEndpoints.table
+  queueUri: shards[i].properties.primaryEndpoints.queue
+}]

@@ -24,7 +24,7 @@ from shared.domain.artifacts import (
     row_key,
 )
 from shared.domain.eventrows import Stream
-from shared.domain.expiry import ExpiryIndex, bucket
+from shared.domain.expiry import ExpiryIndex
 from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
@@ -76,7 +76,7 @@ class Expiry:
             later = await stores.groups.delete_if_empty(group_id, cutoff)
             if later is not None:
                 await stores.expiry.add(GROUP_KEY + group_id, later)
-            if hour is not None and (later is None or bucket(later) != hour):
+            if hour is not None and (later is None or stores.expiry.partition(GROUP_KEY + group_id, later) != hour):
                 await stores.expiry.remove(hour, GROUP_KEY + group_id)
 
         async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:

@@ -145,8 +145,8 @@ class Stores:
                           background=background, mark_interval=settings.event_mark_interval,
                           dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key))
         return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
-                   DependencyStore(tables), ExpiryIndex(tables), ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE),
-                   ExpiryIndex(tables, OBJECT_EXPIRY_TABLE),
+                   DependencyStore(tables), ExpiryIndex(tables, shards=shards),
+                   ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE, shards), ExpiryIndex(tables, OBJECT_EXPIRY_TABLE, shards),
                    DeadlineIndex(tables, queues, shards, settings.deadline_delay, clock),
                    WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl),
                    SharedReceives(queues), background, shards)

@@ -9,13 +9,13 @@ import pytest
 
 from local_host import azurite as azurite_mod
 from tests.acceptance.browsing import CHROMIUM
-from tests.conftest import HostProcess
+from tests.conftest import HostProcess, start_azurite
 
 
 @pytest.fixture
 def own_azurite(tmp_path) -> Iterator[azurite_mod.Azurite]:
     """An Azurite of the test's own: its hosts are the only ones that see its queues."""
-    instance = azurite_mod.start(tmp_path / "azurite", in_memory=True)
+    instance = start_azurite(tmp_path / "azurite")
     try:
         yield instance
     finally:

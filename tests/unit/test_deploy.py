@@ -270,13 +270,16 @@ def test_no_storage_account_allows_shared_keys_and_no_key_is_read():
     accounts = 0
     for path in bicep_files():
         text = path.read_text()
-        for match in re.finditer(r"resource \w+ 'Microsoft\.Storage/storageAccounts@[^']+' = \{", text):
+        for match in re.finditer(r"resource \w+ 'Microsoft\.Storage/storageAccounts@[^']+' = (?:\[for [^\n]*?: )?\{",
+                                 text):
             body = text[match.end():text.index("\n}", match.end())]
             accounts += 1
             assert re.search(r"^\s*allowSharedKeyAccess: false$", body, re.M), \
                 f"{path.name}: a storage account must set allowSharedKeyAccess: false"
         assert "listKeys(" not in text and "AccountKey=" not in text, f"{path.name} reads an account key"
-    assert accounts == 2  # the runtime's and the data account (`existing` references are not declarations)
+    # The runtime's, the data account and the further data accounts of a sharded deployment (a loop; `existing`
+    # references are not declarations).
+    assert accounts == 3
 
 
 def test_every_secret_the_app_reads_is_a_key_vault_reference():
