@@ -7,6 +7,7 @@ maintenance that depends on those, built from the settings once per process (`ge
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared import faults, timeutil
@@ -107,11 +108,13 @@ GLOBAL_TABLES = frozenset({CLIENTS_TABLE, ROLES_TABLE, WORKER_INFO_TABLE, INDEX_
                            OBJECT_EXPIRY_TABLE})
 
 
-def data_stores(settings: Settings, client: str | None = None) -> tuple[TableStore, QueueStore]:
+def data_stores(settings: Settings, client: str | None = None, environ: Mapping[str, str] | None = None
+                ) -> tuple[TableStore, QueueStore]:
     """The table and queue stores of the data accounts: the account's own with one, routed over
-    `QUEUE_STORAGE_SHARDS` of them otherwise (shared/storage/sharded.py)."""
+    `QUEUE_STORAGE_SHARDS` of them otherwise (shared/storage/sharded.py; the further accounts' connections from
+    `environ`, the process's environment by default)."""
     client, policy = client or settings.storage_client, retry_policy(settings)
-    connections = settings.storage_connections()
+    connections = settings.storage_connections(environ)
     if len(connections) == 1:
         return table_store(connections[0], client, policy), queue_store(connections[0], client, policy=policy)
     return (ShardedTables([table_store(c, client, policy) for c in connections], GLOBAL_TABLES),

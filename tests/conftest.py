@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,10 @@ import taskcluster
 
 from local_host import azurite as azurite_mod
 from shared import timeutil
+from shared.domain.messages import Shards
+from shared.runtime import data_stores
+from shared.settings import load_settings
+from shared.storage.base import QueueStore, TableStore
 
 PROJECT = Path(__file__).resolve().parent.parent
 ROOT_CLIENT_ID = "root"
@@ -47,15 +51,29 @@ def start_azurite(data_dir: Path, **options: Any) -> azurite_mod.Azurite:
     return instance
 
 
-def sharding_env(storage: str) -> dict[str, str]:
-    """The settings that shard a host on `storage` over its Azurite's accounts (none when not sharding)."""
+def sharding_env(storage: str, *, proxied: bool = True) -> dict[str, str]:
+    """The settings that shard a host on `storage` over its Azurite's accounts (none when not sharding); the
+    further accounts through the fault proxy when there is one, unless not `proxied`."""
     instance = SHARDED.get(storage)
     if SHARDS == 1 or instance is None:
         return {}
+    via = through_fault_proxy if proxied else str
     return {"QUEUE_STORAGE_SHARDS": str(SHARDS), "QUEUE_CHECK_SHARDS": str(SHARDS),
             "QUEUE_PENDING_SHARDS": str(SHARDS),
-            **{f"QUEUE_STORAGE_{n}": through_fault_proxy(instance.account_connection_string(n))
-               for n in range(1, SHARDS)}}
+            **{f"QUEUE_STORAGE_{n}": via(instance.account_connection_string(n)) for n in range(1, SHARDS)}}
+
+
+def azurite_env(instance: azurite_mod.Azurite) -> dict[str, str]:
+    """The storage settings of a host on this Azurite (sharded like the hosts), straight to it."""
+    return {"QUEUE_STORAGE": instance.connection_string,
+            **sharding_env(instance.connection_string, proxied=False)}
+
+
+def sharding_settings(env: Mapping[str, str]) -> dict[str, int]:
+    """Settings (load_settings' arguments) that split storage as a host with this environment does."""
+    return {"storage_shards": int(env.get("QUEUE_STORAGE_SHARDS") or 1),
+            "check_shards": int(env.get("QUEUE_CHECK_SHARDS") or 1),
+            "pending_shards": int(env.get("QUEUE_PENDING_SHARDS") or 1)}
 
 
 def through_fault_proxy(storage: str) -> str:
@@ -142,6 +160,18 @@ def queue_client(root_url: str, **options: Any) -> taskcluster.Queue:
         "maxRetries": 0,
         **options,
     })
+
+
+def shards_of(env: Mapping[str, str]) -> Shards:
+    """How a host with this environment splits its queues and hot partitions."""
+    return Shards(int(env.get("QUEUE_CHECK_SHARDS") or 1), int(env.get("QUEUE_PENDING_SHARDS") or 1))
+
+
+def stores_of(env: Mapping[str, str], client: str = "rest") -> tuple[TableStore, QueueStore]:
+    """The table and queue stores a host with this environment uses: over as many accounts as it shards its
+    data (`QUEUE_STORAGE_SHARDS`); the caller closes them."""
+    settings = load_settings(storage=env["QUEUE_STORAGE"], root_access_token="x" * 30, **sharding_settings(env))
+    return data_stores(settings, client, env)
 
 
 def base_env(storage: str) -> dict[str, str]:

@@ -33,16 +33,15 @@ from shared.logs import fields
 from shared.settings import Settings
 from shared.storage.base import (
     Entity,
-    InvalidContinuation,
     Page,
     TableStore,
     all_at_once,
-    decode_continuation,
+    chain_token,
     decode_key,
     each_entity,
-    encode_continuation,
     encode_key,
     pack_json,
+    read_chain_token,
     unpack_json,
 )
 from shared.storage.grouped import GroupedUpserts
@@ -394,15 +393,12 @@ class WorkerInfo:
 
     async def runs(self, task_queue_id: str, state: str, *, limit: int,
                    continuation: str | None) -> tuple[list[Entity], str | None]:
-        """A page of the task queue's runs in `state`, its salted partitions one after another; the token names
-        the partition it goes on in (with no row key: from that partition's start)."""
+        """A page of the task queue's runs in `state`, its salted partitions one after another (with one, the
+        store's own token; with more, a token naming the partition it goes on in)."""
         partitions = self.shards.salts(encode_key(task_queue_id))
         at, inner = 0, continuation
-        if continuation is not None:
-            pk, row = decode_continuation(continuation)
-            if pk not in partitions:
-                raise InvalidContinuation(token=continuation[:100])
-            at, inner = partitions.index(pk), (continuation if row is not None else None)
+        if continuation is not None and len(partitions) > 1:
+            at, inner = read_chain_token(continuation, len(partitions))
         found: list[Entity] = []
         while True:
             page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
@@ -410,12 +406,12 @@ class WorkerInfo:
                                            continuation=inner)
             found.extend(page.entities)
             if page.continuation is not None:
-                return found, page.continuation
+                return found, (page.continuation if len(partitions) == 1 else chain_token(at, page.continuation))
             at, inner = at + 1, None
             if at == len(partitions):
                 return found, None
             if len(found) >= limit:
-                return found, encode_continuation(partitions[at], None)
+                return found, chain_token(at, None)
 
     async def runs_since(self, cutoff: dt.datetime, *, limit: int,
                          continuation: str | None) -> tuple[list[Entity], str | None]:

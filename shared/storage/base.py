@@ -67,6 +67,27 @@ def decode_continuation(token: str) -> tuple[str, str | None]:
     return partition_key, row_key
 
 
+def chain_token(part: int, inner: str | None) -> str:
+    """A continuation over several queries read one after another (accounts, salted partitions): the part it
+    continues in, and that part's own token (None: from its start). A store's token is opaque (Azure's next keys
+    are encoded), so the part is said, not inferred from it."""
+    return base64.urlsafe_b64encode(json.dumps({"Part": part, "Inner": inner},
+                                               separators=(",", ":")).encode()).decode()
+
+
+def read_chain_token(token: str, parts: int) -> tuple[int, str | None]:
+    """(part, inner token) of a `chain_token` over `parts` parts; InvalidContinuation (400) for anything else."""
+    try:
+        value = strict_json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
+        part, inner = value["Part"], value["Inner"]
+    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
+        raise InvalidContinuation(token=token[:100]) from None
+    if not (isinstance(part, int) and 0 <= part < parts and (
+            inner is None or (isinstance(inner, str) and len(inner) <= 4 * MAX_KEY_LENGTH))):
+        raise InvalidContinuation(token=token[:100])
+    return part, inner
+
+
 BATCH_LIMIT = 100  # operations in one Azure Table transaction (all in one partition)
 
 

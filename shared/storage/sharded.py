@@ -18,20 +18,14 @@ With one account the runtime uses the account's own stores, not these.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from shared import strict_json
 from shared.storage.base import (
-    MAX_KEY_LENGTH,
     Entity,
-    InvalidContinuation,
     Op,
     Page,
     QueueMessage,
@@ -39,6 +33,8 @@ from shared.storage.base import (
     Received,
     TableStore,
     all_at_once,
+    chain_token,
+    read_chain_token,
 )
 
 _SHARD = re.compile(r"(?P<base>.+)-s(?P<shard>[0-9]{1,3})")
@@ -71,25 +67,6 @@ def queue_account(name: str, accounts: int) -> int:
 
 def partition_account(partition_key: str, accounts: int) -> int:
     return stable_hash(partition_key) % accounts
-
-
-def _scan_token(account: int, inner: str | None) -> str:
-    """A continuation of a query over every account: the account it continues in, and that account's own token
-    (None: from its start). The keys of the next row stay readable, as in every table store's token."""
-    return base64.urlsafe_b64encode(json.dumps({"Account": account, "Inner": inner},
-                                               separators=(",", ":")).encode()).decode()
-
-
-def _read_scan_token(token: str, accounts: int) -> tuple[int, str | None]:
-    try:
-        value = strict_json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
-        account, inner = value["Account"], value["Inner"]
-    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
-        raise InvalidContinuation(token=token[:100]) from None
-    if not (isinstance(account, int) and 0 <= account < accounts and (
-            inner is None or (isinstance(inner, str) and len(inner) <= 4 * MAX_KEY_LENGTH))):
-        raise InvalidContinuation(token=token[:100])
-    return account, inner
 
 
 class ShardedTables:
@@ -147,19 +124,19 @@ class ShardedTables:
     async def _scan(self, table: str, filter: str, parameters: dict[str, Any], limit: int | None,
                     continuation: str | None) -> Page:
         """A query of no one partition: each account in turn, filling the page from the next when one ends."""
-        account, inner = (0, None) if continuation is None else _read_scan_token(continuation, len(self.accounts))
+        account, inner = (0, None) if continuation is None else read_chain_token(continuation, len(self.accounts))
         found: list[Entity] = []
         while True:
             want = None if limit is None else limit - len(found)
             page = await self.accounts[account].query(table, filter, parameters, limit=want, continuation=inner)
             found.extend(page.entities)
             if page.continuation is not None:
-                return Page(found, _scan_token(account, page.continuation))
+                return Page(found, chain_token(account, page.continuation))
             account, inner = account + 1, None
             if account == len(self.accounts):
                 return Page(found, None)
             if limit is not None and len(found) >= limit:
-                return Page(found, _scan_token(account, None))
+                return Page(found, chain_token(account, None))
 
     async def close(self) -> None:
         await all_at_once(store.close() for store in self.accounts)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from shared import timeutil
-from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import expect_error, shards_of, slugid, stores_of, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
@@ -177,7 +177,6 @@ def test_a_finished_task_leaves_no_claim_check_queued(own_hosts, own_azurite):
     claim it renewed (Azurite scans every held message on every queue call). The deadline's message is its
     bucket's, shared by the tasks whose deadlines fall in that second: it stays until then."""
     from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE
-    from shared.storage.rest import RestQueues
 
     host = own_hosts(claim_work_wait=1)
     queue = host.client()
@@ -188,11 +187,14 @@ def test_a_finished_task_leaves_no_claim_check_queued(own_hosts, own_azurite):
     queue.reclaimTask(task_id, "0")
 
     async def counts():
-        queues = RestQueues(own_azurite.connection_string)
+        tables, queues = stores_of(host.env)
+        shards = shards_of(host.env)
         try:
-            return [await queues.approximate_count(q) for q in (CLAIM_QUEUE, DEADLINE_QUEUE)]
+            return [sum([await queues.approximate_count(q) for q in shards.check_queues(base)])
+                    for base in (CLAIM_QUEUE, DEADLINE_QUEUE)]
         finally:
             await queues.close()
+            await tables.close()
 
     assert asyncio.run(counts()) == [1, 1]  # the renewed claim's check and the deadline bucket's message
     queue.reportCompleted(task_id, "0")

@@ -8,9 +8,7 @@ import time
 from shared import timeutil
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-from shared.storage.azure import AzureQueues
-from shared.storage.rest import RestTables
-from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import expect_error, shards_of, slugid, stores_of, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
@@ -125,11 +123,12 @@ def test_missing_or_short_lived_dependencies_are_refused_and_leave_nothing(queue
     assert queue.listDependentTasks(existing)["tasks"] == []  # its dependents marker is not listed
 
     async def rows(table: str, partition: str) -> list[str]:
-        tables = RestTables(queue_host.env["QUEUE_STORAGE"])
+        tables, queues = stores_of(queue_host.env)
         try:
             return [e.row_key for e in (await tables.query(table, "PartitionKey eq @pk", {"pk": partition})).entities]
         finally:
             await tables.close()
+            await queues.close()
 
     # Nothing names the missing task (no marker of it), nor the refused one.
     assert asyncio.run(rows(DEPENDENCIES_TABLE, missing)) == []
@@ -171,14 +170,15 @@ def test_duplicated_resolution_messages_change_nothing(queue, queue_host):
     before = queue.status(waiting)["status"]
 
     async def inject():
-        queues = AzureQueues(queue_host.env["QUEUE_STORAGE"])
+        tables, queues = stores_of(queue_host.env, "sdk")
         try:
             group = queue.task(dep)["taskGroupId"]
             for _ in range(3):
-                await queues.put(RESOLVED_QUEUE, ResolvedCheck(dep, 0, group, None, timeutil.now())
-                                 .encode())
+                await queues.put(shards_of(queue_host.env).check_queue(RESOLVED_QUEUE, dep),
+                                 ResolvedCheck(dep, 0, group, None, timeutil.now()).encode())
         finally:
             await queues.close()
+            await tables.close()
 
     asyncio.run(inject())
     time.sleep(2.5)

@@ -377,23 +377,32 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     from shared.domain.eventrows import DISPATCH_QUEUE
     from shared.runtime import build_queue
     from shared.settings import load_settings
-    from shared.storage.rest import RestQueues, RestTables
+    from shared.storage.base import QueueStore
+    from shared.storage.sharded import split_shard
+    from tests.conftest import sharding_settings, stores_of
     from tests.unit.test_service import _defaults
 
-    class CountingQueues(RestQueues):
-        dispatch_puts = 0
+    class CountingQueues:
+        """The host's queue store (sharded as it is), counting the puts to the dispatch queue (its shards)."""
+
+        def __init__(self, inner: QueueStore) -> None:
+            self.inner, self.dispatch_puts = inner, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
 
         async def put(self, queue: str, content: bytes, **kwargs: Any) -> Any:
-            if queue == DISPATCH_QUEUE:
+            if split_shard(queue)[0] == DISPATCH_QUEUE:
                 self.dispatch_puts += 1
-            return await super().put(queue, content, **kwargs)
+            return await self.inner.put(queue, content, **kwargs)
 
     tq = task_queue_id()
     listener = listen(on_all(f"primary.*.*.*.*.{tq.replace('/', '.')}.#", ["task-defined", "task-pending"]))
-    connection = bus_azurite.connection_string
-    queues = CountingQueues(connection)
-    service = build_queue(load_settings(storage=connection, root_access_token="x" * 30, **BUS),
-                           RestTables(connection), queues)
+    env = {**bus_host.env, "QUEUE_STORAGE": bus_azurite.connection_string}
+    tables, inner = stores_of(env)
+    queues = CountingQueues(inner)
+    service = build_queue(load_settings(storage=env["QUEUE_STORAGE"], root_access_token="x" * 30, **BUS,
+                                        **sharding_settings(env)), tables, queues)  # type: ignore[arg-type]
     task_ids = [slugid() for _ in range(60)]
 
     async def create_all() -> None:

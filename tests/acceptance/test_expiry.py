@@ -8,7 +8,7 @@ import time
 import pytest
 
 from shared import timeutil
-from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import expect_error, shards_of, slugid, stores_of, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
@@ -116,7 +116,6 @@ def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_
     import asyncio
 
     from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
-    from shared.storage.azure import AzureQueues
 
     task_id = slugid()
     definition = task_definition(retries=0)
@@ -129,15 +128,21 @@ def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_
     done = fast.reportCompleted(completed, "0")["status"]
 
     async def inject():
-        queues = AzureQueues(fast_host.env["QUEUE_STORAGE"])
+        tables, queues = stores_of(fast_host.env, "sdk")
+        shards = shards_of(fast_host.env)
         try:
             for _ in range(3):
                 taken_until = timeutil.parse(claim["takenUntil"])
-                await queues.put(CLAIM_QUEUE, ClaimCheck(task_id, 0, taken_until).encode())
-                await queues.put(DEADLINE_QUEUE, DeadlineCheck(completed, timeutil.parse(done["deadline"])).encode())
-                await queues.put(CLAIM_QUEUE, ClaimCheck(slugid(), 0, taken_until).encode())
+                await queues.put(shards.check_queue(CLAIM_QUEUE, task_id),
+                                 ClaimCheck(task_id, 0, taken_until).encode())
+                await queues.put(shards.check_queue(DEADLINE_QUEUE, completed),
+                                 DeadlineCheck(completed, timeutil.parse(done["deadline"])).encode())
+                stranger = slugid()
+                await queues.put(shards.check_queue(CLAIM_QUEUE, stranger),
+                                 ClaimCheck(stranger, 0, taken_until).encode())
         finally:
             await queues.close()
+            await tables.close()
 
     asyncio.run(inject())
     time.sleep(2.5)  # the triggers poll at most every second
@@ -154,16 +159,16 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
 
     from shared.domain.deadlines import DEADLINES_TABLE
     from shared.domain.messages import DEADLINE_QUEUE
-    from shared.storage.rest import RestQueues, RestTables
 
-    storage = fast_host.env["QUEUE_STORAGE"]
+    shards = shards_of(fast_host.env)
 
     async def deadline_messages() -> int:
-        queues = RestQueues(storage)
+        tables, queues = stores_of(fast_host.env)
         try:
-            return await queues.approximate_count(DEADLINE_QUEUE)
+            return sum([await queues.approximate_count(q) for q in shards.check_queues(DEADLINE_QUEUE)])
         finally:
             await queues.close()
+            await tables.close()
 
     before = asyncio.run(deadline_messages())  # other tests' buckets
     shared_deadline = _short_deadline(8)
@@ -171,17 +176,19 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
     tasks = [slugid() for _ in range(130)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda t: fast.createTask(t, task_definition(taskQueueId=tq, **shared_deadline)), tasks))
-    assert asyncio.run(deadline_messages()) == before + 1
+    # One message for the bucket (one per salted part of it, when sharded), not one per task.
+    assert asyncio.run(deadline_messages()) == before + len({shards.salted("", t) for t in tasks})
     wait_for(lambda: all(status_of(fast, t)["state"] == "exception" for t in tasks), timeout=30, interval=0.5)
     for task_id in tasks:
         assert [r["reasonResolved"] for r in status_of(fast, task_id)["runs"]] == ["deadline-exceeded"]
 
     async def rows_left() -> list[str]:
-        tables = RestTables(storage)
+        tables, queues = stores_of(fast_host.env)
         try:
             page = await tables.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""}, limit=1000)
             return [e.row_key for e in page.entities if e.row_key in set(tasks)]
         finally:
             await tables.close()
+            await queues.close()
 
     assert wait_for(lambda: asyncio.run(rows_left()) == [], timeout=10)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import taskcluster
+from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.queue import QueueClient
 
 from local_host import azurite as azurite_mod
@@ -27,9 +28,20 @@ from shared.faults import EXIT_STATUS
 from shared.maintenance.invariants import audit
 from shared.runtime import build_queue
 from shared.settings import load_settings
-from shared.storage.azure import AzureQueues, AzureTables
+from shared.storage.sharded import queue_account, shard_name
 from tests.amqp import broker_reachable, delete_exchanges
-from tests.conftest import ROOT_ACCESS_TOKEN, HostProcess, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import (
+    ROOT_ACCESS_TOKEN,
+    HostProcess,
+    azurite_env,
+    sharding_settings,
+    shards_of,
+    slugid,
+    stores_of,
+    task_definition,
+    task_queue_id,
+    wait_for,
+)
 
 WORKER = {"workerGroup": "wg", "workerId": "w1"}
 # Short everything: 10-second claims (3 where a claim must expire), the reconciler every second judging states
@@ -105,9 +117,11 @@ def run_audit(azurite: azurite_mod.Azurite, settle: float = 20, *, published: bo
 
 def audit_once(azurite: azurite_mod.Azurite, *, published: bool = True) -> list[str]:
     async def go() -> list[str]:
+        env = azurite_env(azurite)
         settings = load_settings(storage=azurite.connection_string, root_access_token=ROOT_ACCESS_TOKEN,
+                                 **sharding_settings(env),
                                  **{k: v for k, v in BUS.items() if k == "event_bus" and published})
-        service = build_queue(settings, AzureTables(settings.storage), AzureQueues(settings.storage))
+        service = build_queue(settings, *stores_of(env, "sdk"))
         try:
             return [str(v) for v in (await audit(service.stores)).violations]
         finally:
@@ -115,10 +129,19 @@ def audit_once(azurite: azurite_mod.Azurite, *, published: bool = True) -> list[
     return asyncio.run(go())
 
 
-def clear(azurite: azurite_mod.Azurite, queue: str) -> None:
-    """Lose every message of a queue, hidden ones included (as an operator clearing it would)."""
-    with QueueClient.from_connection_string(azurite.connection_string, queue) as client:
-        client.clear_messages()
+def queue_connection(azurite: azurite_mod.Azurite, queue: str) -> str:
+    """The connection string of the account (of this Azurite) that holds `queue`, sharded as the hosts are."""
+    accounts = int(azurite_env(azurite).get("QUEUE_STORAGE_SHARDS") or 1)
+    return azurite.account_connection_string(queue_account(queue, accounts))
+
+
+def clear(azurite: azurite_mod.Azurite, queue: str, shards: int = 1) -> None:
+    """Lose every message of a queue (of each of its `shards`), hidden ones included (as an operator clearing it
+    would)."""
+    for name in (shard_name(queue, j) for j in range(shards)):
+        with QueueClient.from_connection_string(queue_connection(azurite, name), name) as client, \
+                contextlib.suppress(ResourceNotFoundError):  # a shard nothing was put on yet
+            client.clear_messages()
 
 
 def repairs(*hosts: HostProcess) -> Counter[str]:
@@ -227,18 +250,19 @@ def test_lost_messages_are_repaired_by_the_reconciler(own_hosts: Callable[..., H
     # A hint lost (a polling worker deleted it without claiming; a queue cleared):
     lost_hint = slugid()
     queue.createTask(lost_hint, task_definition(taskQueueId=tq))
-    clear(own_azurite, pending_queue(tq, "lowest"))
+    shards = shards_of(host.env)
+    clear(own_azurite, pending_queue(tq, "lowest"), shards.pending)
     # A claim check lost:
     lost_claim = slugid()
     queue.createTask(lost_claim, task_definition(taskQueueId=tq, priority="high"))
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     assert claim["status"]["taskId"] == lost_claim
-    clear(own_azurite, CLAIM_QUEUE)
+    clear(own_azurite, CLAIM_QUEUE, shards.checks)
     # A deadline check lost:
     lost_deadline = slugid()
     queue.createTask(lost_deadline, task_definition(
         taskQueueId=task_queue_id(), deadline=timeutil.iso(timeutil.now() + dt.timedelta(seconds=3))))
-    clear(own_azurite, DEADLINE_QUEUE)
+    clear(own_azurite, DEADLINE_QUEUE, shards.checks)
 
     workers = Workers(queue, tq)
     workers.complete([lost_hint, lost_claim], timeout=60)
@@ -271,7 +295,7 @@ def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     queue.reportCompleted(root, claim["runId"])
     # The root's resolution message is its claim check, turned into it: it is poisoned in the claim queue's poison.
-    poisoned = poison_queue(CLAIM_QUEUE)
+    poisoned = poison_queue(shards_of(broken.env).check_queue(CLAIM_QUEUE, root))
     wait_for(lambda: f"moved to {poisoned}" in broken.log(), timeout=30)
     wait_for(lambda: "poison message still fails" in broken.log(), timeout=30)  # its reconciler tried, reported
     assert queue.status(dependent)["status"]["state"] == "unscheduled"
@@ -282,6 +306,6 @@ def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..
     workers.complete([dependent], timeout=60)
     assert f"poison message in {poisoned}" in fixed.log()
     assert repairs(fixed)["poison"] == 1
-    with QueueClient.from_connection_string(own_azurite.connection_string, poisoned) as client:
+    with QueueClient.from_connection_string(queue_connection(own_azurite, poisoned), poisoned) as client:
         assert client.get_queue_properties().approximate_message_count == 0
     assert run_audit(own_azurite) == []

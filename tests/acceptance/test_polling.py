@@ -12,8 +12,9 @@ import urllib.parse
 import httpx
 import pytest
 
-from shared.domain.messages import PendingHint
-from tests.conftest import STORAGE_FAULTS, expect_error, slugid, task_definition, task_queue_id
+from shared.domain.messages import PendingHint, pending_queue
+from shared.storage.sharded import stable_hash
+from tests.conftest import SHARDS, STORAGE_FAULTS, expect_error, slugid, task_definition, task_queue_id
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 # Under injected storage faults (QUEUE_TEST_STORAGE_FAULTS) a call may take seconds of retries: longer URLs.
@@ -60,6 +61,22 @@ def polled_task(queue):
     return tq, task_id, urls, index, xml_text, message
 
 
+def url_of(urls, queue_name):
+    """The signedPollUrl of one pending queue (by its name) among those pollTaskUrls answered."""
+    [url] = [q["signedPollUrl"] for q in urls["queues"] if f"/{queue_name}/messages?" in q["signedPollUrl"]]
+    return url
+
+
+def same_shard_ids(count):
+    """Task ids whose hints go to one pending queue of a priority, however many shards it has."""
+    ids: list[str] = []
+    while len(ids) < count:
+        task_id = slugid()
+        if stable_hash(task_id) % SHARDS == 0:
+            ids.append(task_id)
+    return ids
+
+
 def delete_url(urls, index, message):
     return urls["queues"][index]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
         .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
@@ -89,15 +106,15 @@ def test_worker_polls_azure_directly_and_claims_with_the_message(queue):
     queue.createTask(low, task_definition(taskQueueId=tq, priority="low"))
     queue.createTask(high, task_definition(taskQueueId=tq, priority="very-high"))
     urls = poll_task_urls(queue, tq)
-    assert len(urls["queues"]) == 7
+    assert len(urls["queues"]) == 7 * SHARDS
     index, xml_text = poll(urls)
-    assert index == 1  # very-high: the second queue, highest first
+    assert index // SHARDS == 1  # very-high: the second priority (its shards), highest first
     claimed = queue.claimWork(tq, {**WORKER, "tasks": 1, "xmlMessage": xml_text})["tasks"]
     assert [c["status"]["taskId"] for c in claimed] == [high]
     assert claimed[0]["runId"] == 0 and claimed[0]["credentials"]["clientId"].startswith("task-client/")
     # The queue deleted the message it consumed: the delete URL finds it gone.
     [message] = message_fields(xml_text)
-    assert httpx.delete(delete_url(urls, 1, message)).status_code == 404
+    assert httpx.delete(delete_url(urls, index, message)).status_code == 404
     # Replayed by another worker: the run is claimed already, nothing is claimed again.
     other = {"workerGroup": "wg-1", "workerId": "worker-2"}
     assert queue.claimWork(tq, {**other, "tasks": 1, "xmlMessage": xml_text})["tasks"] == []
@@ -114,16 +131,17 @@ def test_old_protocol_claim_task_then_delete_through_the_signed_url(queue):
 
 
 def test_signed_urls_get_and_delete_that_queue_only_until_they_expire(host, queue):
-    tq = task_queue_id()
-    queue.createTask(slugid(), task_definition(taskQueueId=tq))
+    tq, task_id = task_queue_id(), slugid()
+    queue.createTask(task_id, task_definition(taskQueueId=tq))
     urls = poll_task_urls(queue, tq)
-    poll_url = urls["queues"][6]["signedPollUrl"]  # lowest: where the task's hint is
+    # lowest, the shard of the task: where its hint is
+    poll_url = url_of(urls, pending_queue(tq, "lowest", stable_hash(task_id) % SHARDS))
     base, query = poll_url.split("?", 1)
     queue_url = base.rsplit("/messages", 1)[0]
     # Adding a message, reading another queue, listing queues, peeking metadata: all refused.
     assert httpx.post(f"{base}?{query}", content="<QueueMessage><MessageText>eA==</MessageText></QueueMessage>"
                       ).status_code == 403
-    other_queue = urls["queues"][5]["signedPollUrl"].split("?", 1)[0]
+    other_queue = url_of(urls, pending_queue(tq, "low")).split("?", 1)[0]
     assert httpx.get(f"{other_queue}?{query}").status_code == 403
     account = queue_url.rsplit("/", 1)[0]
     assert httpx.get(f"{account}?comp=list&{query}").status_code == 403
@@ -169,7 +187,7 @@ def test_forged_altered_and_foreign_hints_are_refused(queue):
 
 def test_messages_beyond_the_count_asked_are_left_for_others(queue):
     tq = task_queue_id()
-    ids = [slugid() for _ in range(3)]
+    ids = same_shard_ids(3)
     for task_id in ids:
         queue.createTask(task_id, task_definition(taskQueueId=tq))
     urls = poll_task_urls(queue, tq)
@@ -185,7 +203,7 @@ def test_poll_task_urls_needs_its_scope(host, queue):
     from tests.conftest import queue_client
     tq = task_queue_id()
     narrowed = queue_client(host.root_url, authorizedScopes=[f"queue:poll-task-urls:{tq[:-3]}*"])
-    assert len(poll_task_urls(narrowed, tq)["queues"]) == 7
+    assert len(poll_task_urls(narrowed, tq)["queues"]) == 7 * SHARDS
     narrow = queue_client(host.root_url, authorizedScopes=["queue:poll-task-urls:other/*"])
     expect_error(403, "InsufficientScopes", poll_task_urls, narrow, tq)
 

@@ -167,7 +167,7 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     queue.createTask(dep, task_definition(taskGroupId=group, **short))
     waiting = slugid()
     queue.createTask(waiting, task_definition(taskGroupId=group, dependencies=[dep], **short))
-    storage = expiring_host.env["QUEUE_STORAGE"]
+    storage = expiring_host.env
     # its events are recorded
     assert {f"task:{dep}", f"events:{dep}", f"event:00000001:{dep}"} <= _row_keys(storage, "Tasks", dep)
     wait_for(lambda: _gone(queue, dep) and _gone(queue, waiting), timeout=20, interval=0.5)
@@ -187,10 +187,21 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
         raise AssertionError(f"rows left: {sorted(left())}") from None
 
 
-def _row_keys(storage, table, partition):
-    from azure.data.tables import TableClient
-    with TableClient.from_connection_string(storage, table) as client:
-        return {e["RowKey"] for e in client.query_entities("PartitionKey eq @pk", parameters={"pk": partition})}
+def _row_keys(env, table, partition):
+    """The row keys of a partition, in the account (of a sharded host's) that holds it."""
+    import asyncio
+
+    from shared.storage.base import query_all
+    from tests.conftest import stores_of
+
+    async def keys():
+        tables, queues = stores_of(env)
+        try:
+            return {e.row_key for e in await query_all(tables, table, "PartitionKey eq @pk", {"pk": partition})}
+        finally:
+            await tables.close()
+            await queues.close()
+    return asyncio.run(keys())
 
 
 def _gone(queue, task_id, call=None):

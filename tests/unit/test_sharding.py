@@ -18,7 +18,7 @@ from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.runtime import GLOBAL_TABLES, Queue, build_queue
 from shared.settings import load_settings
-from shared.storage.base import Entity, InvalidContinuation, Op
+from shared.storage.base import Entity, InvalidContinuation, Op, chain_token
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.storage.sharded import ShardedQueues, ShardedTables, queue_account, shard_name, split_shard
 from tests.answers import claim_work
@@ -215,8 +215,7 @@ async def test_a_sharded_task_queue_lists_and_counts_its_salted_runs() -> None:
             break
     assert sorted(listed) == sorted(created)
     with pytest.raises(InvalidContinuation):
-        from shared.storage.base import encode_continuation
-        await service.stores.workers.runs(tq, "pending", limit=7, continuation=encode_continuation("other", "x"))
+        await service.stores.workers.runs(tq, "pending", limit=7, continuation=chain_token(3, None))  # 3 parts
     census = await service.stores.workers.pending_census()
     assert census[tq][0] == 45
     # pollTaskUrls: every shard of every priority, highest first.
