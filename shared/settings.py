@@ -78,9 +78,9 @@ class Settings(BaseSettings):
         "hash. It may grow on a running deployment, not shrink.")
     pending_shards: int = Field(
         default=1, ge=1, le=16, description="How many queues each task queue's pending queue of each priority "
-        "is split into (S), and how many partitions its `TaskQueueRuns` index and each second of `TaskDeadlines` "
-        "are salted into: claimWork and pollTaskUrls read all of them, highest priority first. It may grow on a "
-        "running deployment, not shrink.")
+        "is split into (S), and how many partitions its `TaskQueueRuns` index, each second of `TaskDeadlines` "
+        "and each hour of the expiry tables are salted into: claimWork and pollTaskUrls read all of them, highest "
+        "priority first. It may grow on a running deployment, not shrink.")
     storage_retry_budget: float = Field(
         default=20.0, gt=0, description="Seconds a storage call may take, retries included, before it fails "
         "(an API request then answers 503 with Retry-After; docs/architecture.md#storage-calls).")

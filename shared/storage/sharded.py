@@ -8,7 +8,8 @@ N accounts (`QUEUE_STORAGE_SHARDS`). The routing needs nothing but the call itse
   in its group's. Tables every process reads whole or by their own keys (clients, roles, worker information, the
   index, objects, the event publishers' marks: `global_tables`) stay in the first account. A query that names
   its partition (`PartitionKey eq @pk`) asks that partition's account; any other query (the timers' and the
-  reconciler's scans) reads the accounts one after another, its continuation token naming the account it is in.
+  reconciler's scans) asks every account at once for a share of the page, its continuation token saying where it
+  stands in each: a pass of a timer moves on in every account.
 - A queue goes to an account by its name: `<base>` and its shards `<base>-s<j>` (`shard_name`) go to consecutive
   accounts from a hash of `<base>`, so K shards of a check queue land on K different accounts (when K ≤ N), and
   `<queue>-poison` goes with its queue.
@@ -18,14 +19,21 @@ With one account the runtime uses the account's own stores, not these.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import datetime as dt
+import json
 import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from shared import strict_json
 from shared.storage.base import (
+    MAX_KEY_LENGTH,
     Entity,
+    InvalidContinuation,
     Op,
     Page,
     QueueMessage,
@@ -33,8 +41,6 @@ from shared.storage.base import (
     Received,
     TableStore,
     all_at_once,
-    chain_token,
-    read_chain_token,
 )
 
 _SHARD = re.compile(r"(?P<base>.+)-s(?P<shard>[0-9]{1,3})")
@@ -67,6 +73,35 @@ def queue_account(name: str, accounts: int) -> int:
 
 def partition_account(partition_key: str, accounts: int) -> int:
     return stable_hash(partition_key) % accounts
+
+
+START, DONE = None, False  # where a scan stands in an account: not begun, finished (else the account's own token)
+Position = str | None | bool
+
+
+def scan_token(where: list[Position]) -> str:
+    """A continuation of a scan of every account: where it stands in each (a store's token is opaque)."""
+    return base64.urlsafe_b64encode(json.dumps({"Accounts": where}, separators=(",", ":")).encode()).decode()
+
+
+def read_scan_token(token: str, accounts: int) -> list[Position]:
+    """The positions of a `scan_token` over `accounts` accounts; InvalidContinuation (400) for anything else."""
+    try:
+        value = strict_json.loads(base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)))
+        where = value["Accounts"]
+    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
+        raise InvalidContinuation(token=token[:100]) from None
+    valid = (isinstance(where, list) and len(where) == accounts and all(
+        at is START or at is DONE or (isinstance(at, str) and len(at) <= 4 * MAX_KEY_LENGTH) for at in where)
+        and any(at is not DONE for at in where))  # a scan finished everywhere has no token
+    if not valid:
+        raise InvalidContinuation(token=token[:100])
+    return list(where)
+
+
+def _inner(at: Position) -> str | None:
+    """An account's own token from where a scan stands in it (None: from its start)."""
+    return at if isinstance(at, str) else None
 
 
 class ShardedTables:
@@ -123,20 +158,26 @@ class ShardedTables:
 
     async def _scan(self, table: str, filter: str, parameters: dict[str, Any], limit: int | None,
                     continuation: str | None) -> Page:
-        """A query of no one partition: each account in turn, filling the page from the next when one ends."""
-        account, inner = (0, None) if continuation is None else read_chain_token(continuation, len(self.accounts))
+        """A query of no one partition: every account at once, each a share of the page, so a timer's or the
+        reconciler's pass moves on in every account (a share per account; the token says where each stands)."""
+        where: list[Position] = ([START] * len(self.accounts) if continuation is None
+                                 else read_scan_token(continuation, len(self.accounts)))
+        live = [a for a, at in enumerate(where) if at is not DONE]
+        if limit is not None:
+            live = live[:max(1, limit)]  # a page smaller than the accounts: the first ones this time
+        shares = [None if limit is None else limit // len(live) + (1 if j < limit % len(live) else 0)
+                  for j in range(len(live))]
+        pages = await asyncio.gather(*(
+            self.accounts[a].query(table, filter, parameters, limit=share,
+                                   continuation=_inner(where[a]))
+            for a, share in zip(live, shares, strict=True)))
         found: list[Entity] = []
-        while True:
-            want = None if limit is None else limit - len(found)
-            page = await self.accounts[account].query(table, filter, parameters, limit=want, continuation=inner)
+        for a, page in zip(live, pages, strict=True):
             found.extend(page.entities)
-            if page.continuation is not None:
-                return Page(found, chain_token(account, page.continuation))
-            account, inner = account + 1, None
-            if account == len(self.accounts):
-                return Page(found, None)
-            if limit is not None and len(found) >= limit:
-                return Page(found, chain_token(account, None))
+            where[a] = DONE if page.continuation is None else page.continuation
+        if all(at is DONE for at in where):
+            return Page(found, None)
+        return Page(found, scan_token(where))
 
     async def close(self) -> None:
         await all_at_once(store.close() for store in self.accounts)
