@@ -7,6 +7,8 @@
     .venv/bin/python -m bench.soak --events               # and the hosts publish to the local RabbitMQ
     .venv/bin/python -m bench.soak --factor 100 --kill-every 0 --azurite-every 0   # on the scale model of
                                                           # Azure's targets / 100, nothing killed
+    .venv/bin/python -m bench.soak --accounts 3 --check-shards 3 --pending-shards 3   # sharded: an Azurite per
+                                                          # storage account (and a proxy each with --factor)
 
 Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
 tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)

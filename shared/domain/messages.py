@@ -72,8 +72,8 @@ class Shards:
         return pending_queues(task_queue_id, self.pending, random.randrange(self.pending))
 
     def salted(self, partition_key: str, task_id: str) -> str:
-        """A partition that many tasks write (a task queue's runs, a second of deadlines), split `pending` ways
-        by taskId: `<key>`, `<key>~1` .. (`~` is in no such key)."""
+        """A partition that many tasks write (a task queue's runs, a second of deadlines, an hour of expiries),
+        split `pending` ways by taskId: `<key>`, `<key>~1` .. (`~` is in no such key)."""
         return salt(partition_key, stable_hash(task_id) % self.pending)
 
     def salts(self, partition_key: str) -> list[str]:
