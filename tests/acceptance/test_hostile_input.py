@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from typing import Any
 
 import httpx
 import mohawk
@@ -15,8 +16,9 @@ import taskcluster
 from azure.data.tables import TableClient, UpdateMode
 
 from shared import timeutil
+from shared.storage.sharded import partition_account
 from tests.acceptance.test_artifacts import azure_request, claimed, put
-from tests.conftest import ROOT_ACCESS_TOKEN, expect_error, slugid, task_definition
+from tests.conftest import ROOT_ACCESS_TOKEN, azurite_env, expect_error, slugid, task_definition
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
@@ -96,8 +98,11 @@ def test_nesting_has_a_limit_and_the_deepest_json_is_a_400_not_a_500(host, queue
     assert_error(response, 401, "AuthenticationFailed")
 
 
-def poison_stored_definition(connection_string: str, task_id: str) -> None:
-    """Put a NaN into a stored definition, as a queue before these checks could have stored it."""
+def poison_stored_definition(azurite: Any, task_id: str) -> None:
+    """Put a NaN into a stored definition, as a queue before these checks could have stored it (in the account
+    that holds the task, sharded as the hosts are)."""
+    accounts = int(azurite_env(azurite).get("QUEUE_STORAGE_SHARDS") or 1)
+    connection_string = azurite.account_connection_string(partition_account(task_id, accounts))
     table = TableClient.from_connection_string(connection_string, "Tasks")
     entity = table.get_entity(task_id, f"task:{task_id}")
     assert entity["definitionChunks"] == 1
@@ -114,7 +119,7 @@ def test_a_task_stored_with_nan_before_the_checks_is_still_answered(host, queue,
     ids = [slugid() for _ in range(3)]
     for task_id in ids:
         queue.createTask(task_id, dict(definition, created=timeutil.iso(timeutil.now())))
-    poison_stored_definition(azurite.connection_string, ids[1])
+    poison_stored_definition(azurite, ids[1])
     assert queue.task(ids[1])["payload"]["legacy"] is None
     listed = {t["status"]["taskId"]: t["task"] for t in queue.listTaskGroup(group)["tasks"]}
     assert set(listed) == set(ids) and listed[ids[1]]["payload"]["legacy"] is None
