@@ -98,12 +98,16 @@ def test_nesting_has_a_limit_and_the_deepest_json_is_a_400_not_a_500(host, queue
     assert_error(response, 401, "AuthenticationFailed")
 
 
+def account_of(azurite: Any, partition_key: str) -> str:
+    """The connection string of the account (of this Azurite) holding a partition, sharded as the hosts are."""
+    accounts = int(azurite_env(azurite).get("QUEUE_STORAGE_SHARDS") or 1)
+    return str(azurite.account_connection_string(partition_account(partition_key, accounts)))
+
+
 def poison_stored_definition(azurite: Any, task_id: str) -> None:
     """Put a NaN into a stored definition, as a queue before these checks could have stored it (in the account
     that holds the task, sharded as the hosts are)."""
-    accounts = int(azurite_env(azurite).get("QUEUE_STORAGE_SHARDS") or 1)
-    connection_string = azurite.account_connection_string(partition_account(task_id, accounts))
-    table = TableClient.from_connection_string(connection_string, "Tasks")
+    table = TableClient.from_connection_string(account_of(azurite, task_id), "Tasks")
     entity = table.get_entity(task_id, f"task:{task_id}")
     assert entity["definitionChunks"] == 1
     entity["definition_0"] = entity["definition_0"].replace('"payload":{', '"payload":{"legacy":NaN,', 1)
@@ -260,10 +264,11 @@ def test_many_missing_dependencies_are_refused_before_any_edge_is_written(host, 
     body = expect_error(400, "InputError", queue.createTask, task_id, task_definition(dependencies=missing))
     assert "Dependencies not found" in body["message"]
     expect_error(404, "ResourceNotFound", queue.task, task_id)
-    edges = TableClient.from_connection_string(azurite.connection_string, "TaskDependency")
     for dependency in missing[:50:7]:
-        assert list(edges.query_entities("PartitionKey eq @pk", parameters={"pk": dependency})) == []
-    requirements = TableClient.from_connection_string(azurite.connection_string, "TaskRequirement")
+        for table in ("TaskDependency", "Tasks"):  # the edges of long lists, and of short ones
+            rows = TableClient.from_connection_string(account_of(azurite, dependency), table)
+            assert list(rows.query_entities("PartitionKey eq @pk", parameters={"pk": dependency})) == []
+    requirements = TableClient.from_connection_string(account_of(azurite, task_id), "TaskRequirement")
     assert list(requirements.query_entities("PartitionKey eq @pk", parameters={"pk": task_id})) == []
 
 
