@@ -17,7 +17,8 @@ range query that reads at most a few rows. Before that query, a resolution tries
 process saw lately (members it added or the query returned): in a large group one is almost always still
 there, and on Azurite, whose queries scan and sort the whole table, that query was the costliest call of a
 graph's run (docs/performance.md). Both answer the same question after the task's own row is deleted, so two
-last members resolving together still see each other's deletes, as before.
+last members resolving together still see each other's deletes, as before. The members that resolve in one
+process within LEAVE_LINGER seconds leave together: one transaction of deletes and one look for all of them.
 
 A group's only member needs neither: its active row's delete and the group's resolution are one transaction,
 conditional on the group row's ETag (`resolve_sole`). A second task's join clears `sole` in the join's own
@@ -39,7 +40,7 @@ from shared.domain.eventrows import Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
 from shared.domain.tasks import TASKS_TABLE
 from shared.storage.base import Entity, Op, TableStore, all_at_once, delete_all
-from shared.storage.grouped import GroupedUpserts
+from shared.storage.grouped import GroupCommit, GroupedUpserts
 
 GROUP_STREAMS = "TaskGroups"  # the family of the groups' event streams (shared/domain/eventrows.py STORED_WITH)
 GROUPS_TABLE = TASKS_TABLE  # where the groups' rows are
@@ -51,6 +52,9 @@ GROUP_CACHE_SECONDS = 1.0  # how long a process trusts a group row it read (seal
 GROUP_STALE_SECONDS = 5.0  # how old a known group row may be and still answer while it is read again
 SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
 PROBES = 3  # point reads tried before the range query
+# How long a resolved member waits for others of its group to leave with it (after the worker's answer: it delays
+# the group's resolution, not the dependents'): one transaction and one look for all, rather than two calls each.
+LEAVE_LINGER = 0.2
 KNOWN_GROUPS = 10_000  # group rows remembered per process
 # A group that must outlive a task outlives it by this much more (a tenth of the task's lifetime when shorter), so
 # that the tasks a push creates over the next minutes, their `expires` a little later each, do not rewrite the
@@ -147,6 +151,14 @@ def _change_ops(group: TaskGroup, changed: TaskGroup, events: list[Event],
     return changed, [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
 
 
+@dataclass
+class _Leave:
+    """A resolved member leaving its group's active set; `emptied`: it is the one that found none left."""
+
+    task_id: str
+    emptied: bool = False
+
+
 def _active_delete(task_group_id: str, task_id: str) -> Op:
     """The delete of a member's active row (fails its transaction when the row is gone)."""
     return Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
@@ -156,6 +168,7 @@ class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
         self._rows = GroupedUpserts(tables)
+        self._leaves: GroupCommit[str, _Leave] = GroupCommit(self._leave_together, len)
         self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
         # Group rows this process read or wrote lately, with when it stops trusting them for check_joinable; an
         # update starts from one whatever its age (its write is conditional on the row's ETag).
@@ -360,21 +373,30 @@ class TaskGroupStore:
         return await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
 
     async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
-        """Take a resolved task out of the active set; True when the group has no unresolved task left. The
-        deletes of members resolving at the same time go together (a transaction for many)."""
-        await self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id)
-        if await self._probe_active(task_group_id, task_id):
-            return False
+        """Take a resolved task out of the active set; True when the group has no unresolved task left (for one
+        of the members that leave together). The members of a group resolving here within LEAVE_LINGER seconds
+        leave together: their deletes in one transaction, then one look at what is left, for all of them."""
+        leave = _Leave(task_id)
+        await self._leaves.add(task_group_id, leave, linger=LEAVE_LINGER)
+        return leave.emptied
+
+    async def _leave_together(self, task_group_id: str, leaves: list[_Leave]) -> None:
+        """The deletes of the members' active rows (one transaction), then whether any is left: after every
+        delete, so that two last members leaving in two processes see each other's."""
+        await all_at_once(self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + leave.task_id) for leave in leaves)
+        if await self._probe_active(task_group_id, {leave.task_id for leave in leaves}):
+            return
         active = await self._first(task_group_id, ACTIVE, PROBES)
         self._saw_active(task_group_id, active)
-        return not active
+        leaves[0].emptied = not active  # one announcement is enough
 
-    async def _probe_active(self, task_group_id: str, resolved: str) -> bool:
+    async def _probe_active(self, task_group_id: str, resolved: set[str]) -> bool:
         """Whether one of the members this process saw unresolved still is (a point read each, newest first);
         the ones found resolved are forgotten. False when none is known or none of PROBES is."""
         seen = self._seen.get(task_group_id)
-        if seen is not None and resolved in seen:
-            seen.remove(resolved)
+        for task_id in resolved:
+            if seen is not None and task_id in seen:
+                seen.remove(task_id)
         for _ in range(PROBES):
             if not seen:
                 return False

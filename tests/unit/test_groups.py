@@ -132,3 +132,49 @@ async def test_a_join_racing_the_only_members_resolution_is_seen_by_one_side() -
     await other.join(group2, "-", late2, EXPIRES, EXPIRES, stale)
     assert (await other.get(group2)).sole == ""
     assert await tables.get(GROUPS_TABLE, group2, ACTIVE + late2) is not None
+
+
+class CallCounting(MemoryTables):
+    """Counts every call by operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def __getattribute__(self, name: str) -> Any:
+        attr = super().__getattribute__(name)
+        if name in ("get", "query", "delete", "transact", "commit", "upsert", "replace", "insert"):
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                self.calls[name] = self.calls.get(name, 0) + 1
+                return await attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+async def test_members_resolving_together_leave_in_one_transaction_and_one_look() -> None:
+    """60 members of a group resolving at once in one process: their deletes are one transaction each 100 rows and
+    the group is looked at once for all of them, not a delete and a read each; exactly one of them resolves it."""
+    tables = CallCounting()
+    groups, group = store(tables), slugid()
+    tasks = await joined(groups, group, 61)
+    tables.calls.clear()
+    answers = await asyncio.gather(*(groups.resolve_member(group, t) for t in tasks[:60]))
+    assert not any(answers)  # the 61st is still active
+    assert tables.calls.get("transact", 0) == 1, tables.calls  # (the memory store's transact calls its commit)
+    assert tables.calls.get("delete", 0) == 0 and tables.calls.get("get", 0) + tables.calls.get("query", 0) == 1
+    assert await groups.resolve_member(group, tasks[60]) is True
+    tables.calls.clear()
+    # Repeated (resolution messages delivered again): the rows are gone, a delete each; the group still resolved.
+    assert (await asyncio.gather(*(groups.resolve_member(group, t) for t in tasks))).count(True) == 1
+    assert tables.calls.get("delete", 0) <= len(tasks)
+
+
+async def test_leaving_many_groups_at_once_leaves_nothing_behind() -> None:
+    """500 groups with members leaving together: each group's leave is its own (none waits for another group's),
+    and nothing is kept per group once they have left."""
+    tables = MemoryTables()
+    groups = store(tables)
+    members = {slugid(): await joined(groups, g, 2) for g in [slugid() for _ in range(500)] for _ in [0]}
+    answers = await asyncio.gather(*(groups.resolve_member(g, t) for g, ts in members.items() for t in ts))
+    assert answers.count(True) == 500
+    assert not groups._leaves._groups
