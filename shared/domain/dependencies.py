@@ -5,9 +5,10 @@ A task with at most IN_ROW dependencies (nearly every task of a CI graph):
   without what was already satisfied; each dependency's resolution takes itself out of the list, conditional on
   the row's ETag, and the write that empties it schedules the task;
 - writes each edge in its dependency's own `Tasks` partition (RowKey `d:<dependent>`: `require`, `count`,
-  `expires`), in one transaction with the dependency's `dependentsHere` flag, conditional on the dependency's row
-  (shared/operations/edges.py): the dependency's state as of the edge, without a read; a resolution lists the
-  edges of a row with the flag.
+  `expires`), in one transaction with the dependency's `dependentsHere` flag and its list of dependents
+  (`dependents`, up to LISTED), conditional on the dependency's row (shared/operations/edges.py): the
+  dependency's state as of the edge, without a read; a resolution takes the dependents from the row it resolved
+  (no query), or, past LISTED, lists the edges. The edge rows stay what listDependentTasks and expiry read.
 
 A task with more keeps Taskcluster's requirement rows, so that no single row is rewritten by thousands of
 resolutions:
@@ -47,6 +48,7 @@ from shared.domain.tasks import TASKS_TABLE
 from shared.storage.base import Entity, TableStore, all_at_once, delete_all, upsert_all
 
 POINT_READ_LIMIT = 16
+LISTED = 250  # dependents listed on their dependency's row (Task.dependents, ~6 KiB); more are only queried
 IN_ROW = 100  # dependencies a task keeps on its own row (a row each resolution rewrites: a few KiB at most)
 EDGE, EDGE_END = "d:", "d;"  # the RowKeys of the edges kept in their dependency's own `Tasks` partition
 HERE_PAGE, LEGACY_PAGE = "here:", "legacy:"  # continuations of `dependents`
@@ -63,6 +65,16 @@ class Dependent:
     count: int  # how many tasks it waits for in all
     others: list[str] | None  # the other tasks it waits for, when there are few
     in_row: bool = False  # it keeps what it waits for on its own row (Task.waiting)
+
+
+def listed_with(listed: list[tuple[str, str]] | None, edges: list[Entity]) -> list[tuple[str, str]] | None:
+    """A dependency's list of dependents once `edges` (of `edge_here`) are written beside it: None (not listed)
+    stays so, and becomes so past LISTED; an edge written again (a retried createTask) is listed once."""
+    if listed is None:
+        return None
+    known = {task_id for task_id, _ in listed}
+    added = [(e.row_key[len(EDGE):], str(e.data["require"])) for e in edges if e.row_key[len(EDGE):] not in known]
+    return None if len(listed) + len(added) > LISTED else [*listed, *dict(added).items()]
 
 
 def edge_here(dependency: str, dependent: str, require: str, count: int, expires: dt.datetime) -> Entity:

@@ -175,6 +175,10 @@ class Task:
     # Tasks that keep their waiting list on their row have their edges here, in this task's partition
     # (shared/operations/edges.py): set with the first such edge, its resolution then lists them.
     dependents_here: bool = False
+    # Those dependents, listed on this row with their edges (taskId, require), so that the resolution needs no
+    # query of the edges (shared/domain/dependencies.py, LISTED); None: not listed (more than LISTED, or edges
+    # written before the list existed): the resolution queries them.
+    dependents: list[tuple[str, str]] | None = field(default_factory=list)
     # The dependencies it still waits for, kept on its own row (shared/domain/dependencies.py: at most IN_ROW
     # dependencies); None: its requirement rows tell (a longer list, or a row written before this field).
     waiting: list[str] | None = None
@@ -244,7 +248,8 @@ class Task:
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             "dependentsMarked": self.dependents_marked,
             **({} if self.has_dependents is None else {"hasDependents": self.has_dependents}),
-            **({"dependentsHere": True} if self.dependents_here else {}),
+            **({"dependentsHere": True, "dependents": encode_dependents(self.dependents)}
+               if self.dependents_here else {}),
             **({} if self.waiting is None else {"waiting": json.dumps(self.waiting, separators=(",", ":"))}),
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
@@ -266,8 +271,28 @@ class Task:
             dependents_marked=bool(data.get("dependentsMarked", False)),
             has_dependents=None if data.get("hasDependents") is None else bool(data["hasDependents"]),
             dependents_here=bool(data.get("dependentsHere", False)),
+            dependents=decode_dependents(data.get("dependents")) if data.get("dependentsHere") else [],
             waiting=None if data.get("waiting") is None else list(json.loads(data["waiting"])),
         )
+
+
+NOT_LISTED = "*"  # the `dependents` property of a row whose dependents are not all listed there
+
+
+def encode_dependents(dependents: list[tuple[str, str]] | None) -> str:
+    """The `dependents` property: the taskIds, space-separated, `/r` after one that requires `resolved` (the
+    others `completed`); NOT_LISTED for None. 23 characters a dependent: a few KiB at most (LISTED)."""
+    if dependents is None:
+        return NOT_LISTED
+    return " ".join(task_id if require == "completed" else f"{task_id}/r" for task_id, require in dependents)
+
+
+def decode_dependents(value: object) -> list[tuple[str, str]] | None:
+    """`encode_dependents` undone; None (not listed) for NOT_LISTED or a row without the property (edges written
+    before the list existed)."""
+    if not isinstance(value, str) or value == NOT_LISTED:
+        return None
+    return [(token[:-2], "resolved") if token.endswith("/r") else (token, "completed") for token in value.split()]
 
 
 class KnownTasks:

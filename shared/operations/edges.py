@@ -2,7 +2,8 @@
 resolution looks, in one transaction that also proves the dependency's state.
 
 An edge goes in its dependency's own `Tasks` partition (shared/domain/dependencies.py `edge_here`), in a
-transaction with a merge of the dependency's row (`dependentsHere`), conditional on the ETag this process
+transaction with a merge of the dependency's row (`dependentsHere`, and the list of its dependents with this one
+added: `dependents`, what its resolution releases without a query), conditional on the ETag this process
 remembers for it (or just read). The transaction applies only if the row is still the one remembered: then the
 dependency's state is the remembered one, as of a moment when the edge exists; a resolution written later was
 decided on a row with the flag, so its handler lists the edge; a resolution written earlier failed the
@@ -20,8 +21,8 @@ import asyncio
 import datetime as dt
 from dataclasses import dataclass, field
 
-from shared.domain.dependencies import edge_here
-from shared.domain.tasks import TASKS_TABLE, Task, task_row
+from shared.domain.dependencies import edge_here, listed_with
+from shared.domain.tasks import TASKS_TABLE, Task, encode_dependents, task_row
 from shared.operations.repository import TaskRepository
 from shared.storage.base import BATCH_LIMIT, Entity, Op
 
@@ -90,11 +91,13 @@ class DependencyEdges:
                 task = await self.tasks.get(dependency)
                 if task is None:
                     return None
-            flag = Op("merge", Entity(dependency, task_row(dependency), {"dependentsHere": True}, task.etag))
+            listed = listed_with(task.dependents if task.dependents_here else [], edges)
+            flag = Op("merge", Entity(dependency, task_row(dependency), {
+                "dependentsHere": True, "dependents": encode_dependents(listed)}, task.etag))
             written = await self.tasks.stores.tables.commit(TASKS_TABLE, [flag, *(Op("upsert", e) for e in edges)])
             if written is not None:
-                # The row as stored now: the one the merge was conditional on, flagged.
-                task.dependents_here, task.etag = True, written[0]
+                # The row as stored now: the one the merge was conditional on, flagged and listing the edges.
+                task.dependents_here, task.dependents, task.etag = True, listed, written[0]
                 self.tasks.known.put(task.to_entity())
                 return task
             self.tasks.known.forget(dependency)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from shared import errors, faults
-from shared.domain.dependencies import Dependent
+from shared.domain.dependencies import LEGACY_PAGE, LISTED, Dependent
 from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.groups import TaskGroup, TaskGroupNotFound, group_changed
@@ -25,6 +25,7 @@ from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.stores import Stores
 
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
+assert DEPENDENTS_PAGE >= LISTED  # a row's listed dependents are one page
 ResolutionOutcome = Literal["resolved", "not-yet", "stale", "task-gone"]
 
 
@@ -92,9 +93,19 @@ class Resolution:
                 and not await stores.deps.has_dependents(check.taskId))):
             await group_step
             return "resolved"  # nothing depends on it (its row says so, or no marker): no partition query
-        dependents, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
-                                                         continuation=check.continuation,
-                                                         here=task.dependents_here, legacy=legacy)
+        listed = task.dependents if task.dependents_here and check.continuation is None else None
+        if listed is not None:
+            # Listed on the row resolved (the list as of the resolution: an edge written later failed on its ETag,
+            # and its dependent saw this resolution): no query, unless older edges are in TaskDependency too.
+            dependents, token = [Dependent(d, require, 0, None, in_row=True) for d, require in listed], None
+            if legacy:  # and those of TaskDependency (dependents with long lists, older rows): their first page
+                more, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
+                                                           continuation=LEGACY_PAGE, legacy=True)
+                dependents += more
+        else:
+            dependents, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
+                                                             continuation=check.continuation,
+                                                             here=task.dependents_here, legacy=legacy)
         if token is not None:
             await stores.queues.put(self.queue_of(check), replace(check, continuation=token).encode())
         limit = asyncio.Semaphore(LOAD_CONCURRENCY)

@@ -4,14 +4,23 @@ row."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from shared import errors
-from shared.domain.dependencies import DEPENDENCIES_TABLE, EDGE, MARK, REQUIREMENTS_TABLE
+from shared.domain.dependencies import (
+    DEPENDENCIES_TABLE,
+    EDGE,
+    LISTED,
+    MARK,
+    REQUIREMENTS_TABLE,
+    edge_here,
+    listed_with,
+)
 from shared.domain.messages import ResolvedCheck
-from shared.domain.tasks import TASKS_TABLE, task_row
+from shared.domain.tasks import NOT_LISTED, TASKS_TABLE, decode_dependents, encode_dependents, task_row
 from shared.runtime import Queue
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -89,8 +98,9 @@ async def test_a_task_with_dependents_unblocks_them(service: Queue, tables: Coun
     assert await service.stores.tables.get(DEPENDENCIES_TABLE, root, MARK + root) is None
     assert (await service.tasks.load(root)).dependents_here is True
     tables.dependents_reads = 0  # the marker's read just above
+    assert (await service.tasks.load(root)).dependents == [(d, "completed") for d in dependents]
     assert await complete(service, root) == ["resolved"]
-    assert (tables.dependents_queries, tables.dependents_reads) == (1, 0)
+    assert (tables.dependents_queries, tables.dependents_reads) == (0, 0)  # listed on the row it resolved
     assert [(await service.queries.task(d)).status()["state"] for d in dependents] == ["pending"] * 3
     listed = await list_dependents(service, root, limit=10, continuation=None)
     assert sorted(t["status"]["taskId"] for t in listed["tasks"]) == sorted(dependents)  # not the marker
@@ -143,7 +153,7 @@ async def test_a_refused_create_task_leaves_no_marker_or_edge(service: Queue) ->
 async def test_a_flag_set_after_the_resolver_read_the_row_makes_its_write_read_again(tables: CountingTables) -> None:
     """Two processes: the one resolving the root starts from the row it remembers (no flag); the other creates a
     dependent meanwhile, flagging the root. The resolution's write fails on the ETag, is decided again on the
-    flagged row, and its resolution finds the dependent."""
+    flagged row, and its resolution finds the dependent (listed on that row: no query)."""
     queues = MemoryQueues()
     one = memory_service(tables=tables, queues=queues)
     other = memory_service(tables=tables, queues=queues)
@@ -154,7 +164,7 @@ async def test_a_flag_set_after_the_resolver_read_the_row_makes_its_write_read_a
     await one.lifecycle.resolve(root, 0, "completed", "completed")
     [(_, message)] = await resolution_messages(one)
     assert await one.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
-    assert tables.dependents_queries == 1
+    assert tables.dependents_queries == 0
     assert (await other.tasks.load(dependent)).state == "pending"
 
 
@@ -184,3 +194,69 @@ async def test_a_dependency_that_failed_is_flagged_so_its_rerun_unblocks_the_dep
     await service.lifecycle.rerun_task(root)
     assert await complete_run(service, root, 1) == ["resolved"]
     assert (await service.tasks.load(dependent)).state == "pending"
+
+
+async def test_dependents_listed_on_the_row_are_bounded_and_past_the_bound_queried(
+        service: Queue, tables: CountingTables) -> None:
+    """Up to LISTED dependents are listed on their dependency's row (each once, with what it requires); the one
+    beyond makes the row say `not listed`, and the resolution then queries the edges: every dependent of 270
+    (distinct ids, created 30 at a time) is released either way."""
+    root, definition = await create(service)
+    created: list[str] = []
+    for start in range(0, LISTED + 20, 30):
+        batch = await asyncio.gather(*(create(service, taskQueueId=definition["taskQueueId"], dependencies=[root],
+                                              requires="all-resolved" if n % 2 else "all-completed")
+                                       for n in range(start, min(start + 30, LISTED + 20))))
+        created += [task_id for task_id, _ in batch]
+        row = await service.tasks.load(root)
+        if len(created) <= LISTED:
+            assert [d for d, _ in row.dependents or []] == created
+            assert {r for _, r in row.dependents or []} == {"completed", "resolved"}
+    stored = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
+    assert stored is not None and stored.data["dependents"] == NOT_LISTED
+    assert (await service.tasks.load(root)).dependents is None
+    outcomes = await complete(service, root)
+    while more := await resolution_messages(service):  # the next page of dependents, in a message of its own
+        for queue, message in more:
+            outcomes.append(await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())))
+            await service.stores.queues.delete(queue, message)
+    assert outcomes == ["resolved", "resolved"]
+    assert tables.dependents_queries >= 2
+    states = {(await service.queries.task(d)).status()["state"] for d in created}
+    assert states == {"pending"}
+
+
+async def test_a_list_survives_every_write_of_its_row_and_an_edge_written_twice_is_listed_once(
+        service: Queue, tables: CountingTables) -> None:
+    root, definition = await create(service)
+    first, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
+    await service.claims.claim(root, 0, "g", "w")  # a replace of the whole row
+    row = await service.tasks.load(root)
+    assert row.dependents == [(first, "completed")]
+    edge = edge_here(root, first, "completed", 1, row.expires)
+    assert listed_with(row.dependents, [edge]) == [(first, "completed")]
+    assert decode_dependents(encode_dependents([(first, "completed"), (root, "resolved")])) == [
+        (first, "completed"), (root, "resolved")]
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    for queue, message in await resolution_messages(service):
+        await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
+        await service.stores.queues.delete(queue, message)
+    assert tables.dependents_queries == 0
+    assert (await service.tasks.load(first)).state == "pending"
+
+
+async def test_edges_written_before_the_list_existed_are_queried(service: Queue, tables: CountingTables) -> None:
+    """A row flagged `dependentsHere` without the `dependents` property (written by an earlier version): not
+    listed, so its resolution queries the edges, and a new edge keeps it unlisted."""
+    root, definition = await create(service)
+    first, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
+    entity = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
+    assert entity is not None
+    await service.stores.tables.replace(TASKS_TABLE, Entity(
+        root, task_row(root), {k: v for k, v in entity.data.items() if k != "dependents"}, entity.etag))
+    service.tasks.known.forget(root)
+    second, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
+    assert (await service.tasks.load(root)).dependents is None
+    assert await complete(service, root) == ["resolved"]
+    assert tables.dependents_queries == 1
+    assert [(await service.tasks.load(d)).state for d in (first, second)] == ["pending", "pending"]
