@@ -35,6 +35,7 @@ def test_the_installed_azurite_is_patched() -> None:
     assert "tableEntityCollection.update({ ...entity, $loki: doc.$loki" in tables, unpatched.replace("queue", "table")
     lokijs = (package.parent / "lokijs" / "src" / "lokijs.js").read_text()
     assert "Patched (tc-azure-queue)" in lokijs, "LokiJS is not patched: run `make setup`"
+    assert "LokiFsAdapter.prototype.mode = 'reference';" in lokijs, "LokiJS's file adapter is unpatched: make setup"
 
 
 def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> None:
