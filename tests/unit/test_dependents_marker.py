@@ -57,6 +57,15 @@ def service(tables: CountingTables) -> Queue:
     return memory_service(tables=tables)
 
 
+async def written_before(service: Queue, task_id: str, prop: str) -> None:
+    """The task's row as a version before `prop` existed wrote it (the property gone), and not remembered here."""
+    entity = await service.stores.tables.get(TASKS_TABLE, task_id, task_row(task_id))
+    assert entity is not None and prop in entity.data
+    await service.stores.tables.replace(TASKS_TABLE, Entity(
+        task_id, task_row(task_id), {k: v for k, v in entity.data.items() if k != prop}, entity.etag))
+    service.tasks.known.forget(task_id)
+
+
 async def complete(service: Queue, task_id: str) -> list[str]:
     """Claim and complete run 0, then run the resolution messages queued; their outcomes."""
     return await complete_run(service, task_id, 0)
@@ -81,11 +90,8 @@ async def test_a_task_nothing_depends_on_resolves_without_the_dependents_query(
 
 async def test_a_row_written_before_the_flag_is_told_by_its_marker(service: Queue, tables: CountingTables) -> None:
     leaf, _ = await create(service)
-    entity = await service.stores.tables.get(TASKS_TABLE, leaf, task_row(leaf))
-    assert entity is not None and entity.data["hasDependents"] is False
-    await service.stores.tables.replace(TASKS_TABLE, Entity(
-        leaf, task_row(leaf), {k: v for k, v in entity.data.items() if k != "hasDependents"}, entity.etag))
-    service.tasks.known.forget(leaf)
+    assert (await service.tasks.load(leaf)).has_dependents is False
+    await written_before(service, leaf, "hasDependents")
     assert await complete(service, leaf) == ["resolved"]
     assert (tables.dependents_queries, tables.dependents_reads) == (0, 1)  # the marker's read, no query
 
@@ -127,11 +133,7 @@ async def test_a_row_written_before_the_flag_is_flagged_by_a_new_dependent(servi
     flag of the edges kept in its partition from a dependent that writes no marker: its resolution then looks
     for its dependents there (and in TaskDependency, where older ones are)."""
     root, definition = await create(service)
-    entity = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
-    assert entity is not None
-    await service.stores.tables.replace(TASKS_TABLE, Entity(
-        root, task_row(root), {k: v for k, v in entity.data.items() if k != "hasDependents"}, entity.etag))
-    service.tasks.known.forget(root)
+    await written_before(service, root, "hasDependents")
     dependent, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
     assert (await service.tasks.load(root)).dependents_here is True
     assert await service.stores.tables.get(DEPENDENCIES_TABLE, root, MARK + root) is None
@@ -250,11 +252,7 @@ async def test_edges_written_before_the_list_existed_are_queried(service: Queue,
     listed, so its resolution queries the edges, and a new edge keeps it unlisted."""
     root, definition = await create(service)
     first, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
-    entity = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
-    assert entity is not None
-    await service.stores.tables.replace(TASKS_TABLE, Entity(
-        root, task_row(root), {k: v for k, v in entity.data.items() if k != "dependents"}, entity.etag))
-    service.tasks.known.forget(root)
+    await written_before(service, root, "dependents")
     second, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
     assert (await service.tasks.load(root)).dependents is None
     assert await complete(service, root) == ["resolved"]
