@@ -35,6 +35,17 @@ def record(started: float, ended: float, into: list[Span] | None = None) -> None
         spans.append((started, ended))
 
 
+def waited(spans: Iterable[Span], arrived: float, into: list[Span] | None) -> None:
+    """Shared work's calls, told to a caller that waited for them (`into`, its spans): those that ended after it
+    came (`arrived`), as they were. A call already in flight when it came is one round trip of its wait that began
+    before it; kept so, two such waits in parallel branches of its work (a group commit of one partition beside one
+    of another, each in flight when it came) overlap and count once, rather than as two round trips one after
+    another for two waits of a fraction of one."""
+    for started, ended in spans:
+        if ended > arrived:
+            record(started, ended, into=into)
+
+
 def untraced() -> None:
     """In a task shared by several callers (it was started in one caller's context): record nothing here; the
     task attributes its calls to each caller itself."""

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from dataclasses import dataclass, field
 
+from shared import roundtrips
 from shared.domain.dependencies import edge_here, listed_with
 from shared.domain.tasks import TASKS_TABLE, Task, encode_dependents, task_row
 from shared.operations.repository import TaskRepository
@@ -28,8 +30,16 @@ from shared.storage.base import BATCH_LIMIT, Entity, Op
 
 
 @dataclass
+class _Edge:
+    entity: Entity
+    done: asyncio.Future[Task | None]
+    arrived: float  # time.monotonic()
+    spans: list[roundtrips.Span] | None  # its createTask's traced round trips, which the writes it waits for join
+
+
+@dataclass
 class _Waiting:
-    edges: list[tuple[Entity, asyncio.Future[Task | None]]] = field(default_factory=list)
+    edges: list[_Edge] = field(default_factory=list)
 
 
 class DependencyEdges:
@@ -56,32 +66,37 @@ class DependencyEdges:
             writer = asyncio.get_running_loop().create_task(self._write(dependency, waiting))
             self._writers.add(writer)
             writer.add_done_callback(self._writers.discard)
-        waiting.edges.append((edge, done))
+        waiting.edges.append(_Edge(edge, done, time.monotonic(), roundtrips.current()))
         return await asyncio.shield(done)
 
     async def _write(self, dependency: str, waiting: _Waiting) -> None:
         """Write the edges waiting for `dependency`, a transaction at a time, until none is left."""
+        # This task began in one createTask's context: each transaction is told to the createTasks that wait for it.
+        roundtrips.untraced()
         task: Task | None = self.tasks.known.get(dependency)
         try:
             while waiting.edges:
                 batch, waiting.edges = waiting.edges[:BATCH_LIMIT - 1], waiting.edges[BATCH_LIMIT - 1:]
-                try:
-                    task = await self._prove(dependency, task, [edge for edge, _ in batch])
-                except Exception as exc:  # storage failed: every createTask of the batch gets the error
-                    task = None
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(exc)
-                    continue
-                for _, done in batch:
-                    if not done.done():
-                        done.set_result(task)
+                failed: Exception | None = None
+                with roundtrips.traced() as spans:
+                    try:
+                        task = await self._prove(dependency, task, [edge.entity for edge in batch])
+                    except Exception as exc:  # storage failed: every createTask of the batch gets the error
+                        task, failed = None, exc
+                for edge in (*batch, *waiting.edges):
+                    roundtrips.waited(spans, edge.arrived, edge.spans)
+                for edge in batch:
+                    if not edge.done.done():
+                        if failed is None:
+                            edge.done.set_result(task)
+                        else:
+                            edge.done.set_exception(failed)
         finally:
             if self._waiting.get(dependency) is waiting:
                 del self._waiting[dependency]
-            for _, done in waiting.edges:  # cancelled with edges unwritten: their callers must not wait on
-                if not done.done():
-                    done.set_exception(RuntimeError("the edge writer was stopped"))
+            for edge in waiting.edges:  # cancelled with edges unwritten: their callers must not wait on
+                if not edge.done.done():
+                    edge.done.set_exception(RuntimeError("the edge writer was stopped"))
 
     async def _prove(self, dependency: str, task: Task | None, edges: list[Entity]) -> Task | None:
         """One transaction: the edges and the flag, conditional on `task` (the row remembered); when it fails,

@@ -92,9 +92,7 @@ class SharedReceives:
                             waiter.answer.exception()  # retrieved: the caller re-raises it
                     continue
                 for waiter in (*batch, *state.waiting):
-                    for started, ended in spans:
-                        if ended > waiter.arrived:
-                            roundtrips.record(max(started, waiter.arrived), ended, into=waiter.spans)
+                    roundtrips.waited(spans, waiter.arrived, waiter.spans)
                 messages = list(received)
                 for waiter in batch:
                     mine, messages = messages[:waiter.wanted], messages[waiter.wanted:]

@@ -106,9 +106,7 @@ class GroupCommit(Generic[Key, Item]):
                     else:
                         _settle(group.writing, None)
                 for caller in (*group.writing, *group.waiting):
-                    for started, ended in spans:
-                        if ended > caller.arrived:
-                            roundtrips.record(max(started, caller.arrived), ended, into=caller.spans)
+                    roundtrips.waited(spans, caller.arrived, caller.spans)
                 group.writing = []
         finally:
             # Cancelled (the loop is closing) with items unwritten: fail them rather than leave their callers waiting.

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from shared import roundtrips
+from shared import roundtrips, timeutil
 from shared.domain.inflight import Background
 from shared.operations.receiving import SharedReceives
+from shared.storage.base import Op
 from shared.storage.grouped import GroupCommit
+from shared.storage.memory import MemoryTables
 from tests.unit.test_receiving import SlowQueues
 
 
@@ -50,6 +52,18 @@ def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
     asyncio.run(go())
 
 
+class SlowTables(MemoryTables):
+    """Each transaction takes 200 ms and is recorded, as the retry loop records a storage call."""
+
+    async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
+        started = time.monotonic()
+        await asyncio.sleep(0.2)
+        try:
+            return await super().commit(table, ops)
+        finally:
+            roundtrips.record(started, time.monotonic())
+
+
 class RecordedQueues(SlowQueues):
     async def receive(self, queue, max_messages, visibility_timeout):
         started = time.monotonic()
@@ -79,4 +93,61 @@ def test_work_started_for_after_the_answer_is_not_counted():
             background.start(call())
             await background.settled()
         assert len(spans) == 1
+    asyncio.run(go())
+
+
+def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
+    """A request whose rows go to two partitions, each with a write in flight when the row comes, the second row
+    coming once the first partition's write had ended: its two waits are in parallel branches of its work, not one
+    after another; they, its own two writes (at once) and one more call are 3 round trips, not the 4 that counting
+    each wait from the row's arrival made (two waits of a fraction of a round trip, apart in time, chained)."""
+    async def go():
+        gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+        async def write(key: str, items: list[int]) -> None:
+            started = time.monotonic()
+            if items == [0]:
+                await gates[key].wait()  # the earlier write, in flight until its gate opens
+            else:
+                await asyncio.sleep(0.02)
+            roundtrips.record(started, time.monotonic())
+        commit: GroupCommit[str, int] = GroupCommit(write, len)
+        earlier = [asyncio.ensure_future(commit.add(key, 0)) for key in ("a", "b")]
+        await asyncio.sleep(0.001)
+        with roundtrips.traced() as spans:
+            first = asyncio.ensure_future(commit.add("a", 1))
+            await asyncio.sleep(0.001)
+            gates["a"].set()
+            await asyncio.sleep(0.002)  # "a"'s earlier write has ended, the request's own is in flight
+            second = asyncio.ensure_future(commit.add("b", 2))
+            await asyncio.sleep(0.001)
+            gates["b"].set()
+            await asyncio.gather(first, second)
+            await call()
+        await asyncio.gather(*earlier)
+        assert roundtrips.sequential(spans) == 3
+    asyncio.run(go())
+
+
+def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips():
+    """The edge writer of a dependency runs as long as edges come; each transaction is counted for the
+    createTasks that waited for it, not for the one whose edge started the writer."""
+    async def go():
+        from shared.operations.edges import DependencyEdges
+        from tests.unit.conftest import memory_service
+        from tests.unit.test_reconciler import create
+
+        service = memory_service(tables=SlowTables())
+        edges = DependencyEdges(service.tasks)
+        root, _ = await create(service)
+
+        async def attach(delay: float) -> list[roundtrips.Span]:
+            await asyncio.sleep(delay)
+            with roundtrips.traced() as spans:
+                await edges.attach(timeutil.slugid(), [root], "completed", timeutil.now())
+            return spans
+
+        first, second, third = await asyncio.gather(attach(0), attach(0.05), attach(0.06))
+        assert len(first) == 1  # its own transaction only
+        assert roundtrips.sequential(second) == roundtrips.sequential(third) == 2  # behind it, then theirs (one)
     asyncio.run(go())
