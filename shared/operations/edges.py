@@ -19,34 +19,27 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from shared import roundtrips
 from shared.domain.dependencies import edge_here, listed_with
 from shared.domain.tasks import TASKS_TABLE, Task, encode_dependents, task_row
 from shared.operations.repository import TaskRepository
 from shared.storage.base import BATCH_LIMIT, Entity, Op
+from shared.storage.grouped import GroupCommit
 
 
 @dataclass
 class _Edge:
     entity: Entity
-    done: asyncio.Future[Task | None]
-    arrived: float  # time.monotonic()
-    spans: list[roundtrips.Span] | None  # its createTask's traced round trips, which the writes it waits for join
-
-
-@dataclass
-class _Waiting:
-    edges: list[_Edge] = field(default_factory=list)
+    proven: Task | None = None  # its dependency as it stood once the edge was written (None: no such task)
 
 
 class DependencyEdges:
     def __init__(self, tasks: TaskRepository) -> None:
         self.tasks = tasks
-        self._waiting: dict[str, _Waiting] = {}  # by dependency: edges not yet written, while its writer runs
-        self._writers: set[asyncio.Task[None]] = set()
+        # By dependency: the edges that arrive while one of its transactions is in flight go in the next one.
+        self._edges: GroupCommit[str, _Edge] = GroupCommit(self._write, lambda edges: min(len(edges),
+                                                                                          BATCH_LIMIT - 1))
 
     async def attach(self, task_id: str, dependencies: list[str], require: str,
                      expires: dt.datetime) -> dict[str, Task]:
@@ -57,46 +50,15 @@ class DependencyEdges:
                                        for dep in dependencies if dep != task_id))
         return {t.task_id: t for t in found if t is not None}
 
-    async def _attach(self, edge: Entity) -> Task | None:
-        dependency = edge.partition_key
-        done: asyncio.Future[Task | None] = asyncio.get_running_loop().create_future()
-        waiting = self._waiting.get(dependency)
-        if waiting is None:
-            waiting = self._waiting[dependency] = _Waiting()
-            writer = asyncio.get_running_loop().create_task(self._write(dependency, waiting))
-            self._writers.add(writer)
-            writer.add_done_callback(self._writers.discard)
-        waiting.edges.append(_Edge(edge, done, time.monotonic(), roundtrips.current()))
-        return await asyncio.shield(done)
+    async def _attach(self, entity: Entity) -> Task | None:
+        edge = _Edge(entity)
+        await self._edges.add(entity.partition_key, edge)
+        return edge.proven
 
-    async def _write(self, dependency: str, waiting: _Waiting) -> None:
-        """Write the edges waiting for `dependency`, a transaction at a time, until none is left."""
-        # This task began in one createTask's context: each transaction is told to the createTasks that wait for it.
-        roundtrips.untraced()
-        task: Task | None = self.tasks.known.get(dependency)
-        try:
-            while waiting.edges:
-                batch, waiting.edges = waiting.edges[:BATCH_LIMIT - 1], waiting.edges[BATCH_LIMIT - 1:]
-                failed: Exception | None = None
-                with roundtrips.traced() as spans:
-                    try:
-                        task = await self._prove(dependency, task, [edge.entity for edge in batch])
-                    except Exception as exc:  # storage failed: every createTask of the batch gets the error
-                        task, failed = None, exc
-                for edge in (*batch, *waiting.edges):
-                    roundtrips.waited(spans, edge.arrived, edge.spans)
-                for edge in batch:
-                    if not edge.done.done():
-                        if failed is None:
-                            edge.done.set_result(task)
-                        else:
-                            edge.done.set_exception(failed)
-        finally:
-            if self._waiting.get(dependency) is waiting:
-                del self._waiting[dependency]
-            for edge in waiting.edges:  # cancelled with edges unwritten: their callers must not wait on
-                if not edge.done.done():
-                    edge.done.set_exception(RuntimeError("the edge writer was stopped"))
+    async def _write(self, dependency: str, edges: list[_Edge]) -> None:
+        proven = await self._prove(dependency, self.tasks.known.get(dependency), [edge.entity for edge in edges])
+        for edge in edges:
+            edge.proven = proven
 
     async def _prove(self, dependency: str, task: Task | None, edges: list[Entity]) -> Task | None:
         """One transaction: the edges and the flag, conditional on `task` (the row remembered); when it fails,
