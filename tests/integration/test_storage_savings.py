@@ -342,3 +342,86 @@ def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_aga
         finally:
             await asyncio.gather(one.close(), other.close())
     asyncio.run(go())
+
+
+class QueryCounting(RestTables):
+    """RestTables that records every query (table, filter) and the ops of every transaction."""
+
+    def __init__(self, connection: str) -> None:
+        super().__init__(connection)
+        self.queries: list[tuple[str, str]] = []
+        self.transactions: list[tuple[str, list[str]]] = []
+
+    async def query(self, table, filter, parameters, **kwargs):
+        self.queries.append((table, filter))
+        return await super().query(table, filter, parameters, **kwargs)
+
+    async def commit(self, table, ops):
+        self.transactions.append((table, [op.entity.row_key for op in ops]))
+        return await super().commit(table, ops)
+
+
+def test_dependents_listed_on_their_dependencys_row_are_released_without_a_query(azurite):
+    """On Azurite: dependents created through another process are listed on their dependency's row with the
+    edges' transaction; resolving it in this process releases each of them with no query of its edges (nor any
+    other query), and every one is pending."""
+    async def go():
+        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
+        tables = QueryCounting(azurite.connection_string)
+        one = build_queue(settings, tables, RestQueues(azurite.connection_string))
+        _, other, _ = services(azurite.connection_string)
+        try:
+            root = await create(one)
+            dependents = []
+            for requires in ("all-completed", "all-resolved", "all-completed"):
+                definition = task_definition(dependencies=[root], requires=requires)
+                dependents.append(slugid())
+                await other.creation.create_task(dependents[-1], dict(definition, **_defaults(definition)))
+            assert isinstance(await one.claims.claim(root, 0, "g", "w"), Claim)
+            tables.queries.clear()
+            await one.lifecycle.resolve(root, 0, "completed", "completed")
+            await one.stores.settled()
+            assert tables.queries == []
+            for dependent in dependents:
+                assert (await other.queries.task(dependent)).status()["state"] == "pending"
+        finally:
+            await one.close()
+            await other.close()
+
+    asyncio.run(go())
+
+
+def test_members_of_a_group_resolving_together_leave_its_active_set_in_one_transaction(azurite):
+    """On Azurite: 30 members of one group (and one more still running) resolving at once in one process leave
+    the group's active set in one transaction of deletes, not one each, and the group stays unresolved until the
+    last member resolves."""
+    from shared.domain.groups import ACTIVE
+
+    async def go():
+        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
+        tables = QueryCounting(azurite.connection_string)
+        one = build_queue(settings, tables, RestQueues(azurite.connection_string))
+        try:
+            group = slugid()
+            members = []
+            for _ in range(31):
+                definition = task_definition(taskGroupId=group)
+                members.append(slugid())
+                await one.creation.create_task(members[-1], dict(definition, **_defaults(definition)))
+                assert isinstance(await one.claims.claim(members[-1], 0, "g", "w"), Claim)
+            await one.stores.settled()
+            tables.transactions.clear()
+            await asyncio.gather(*(one.lifecycle.resolve(m, 0, "completed", "completed") for m in members[:30]))
+            await one.stores.settled()
+            leaving = [rows for table, rows in tables.transactions
+                       if table == GROUPS_TABLE and any(r.startswith(ACTIVE) for r in rows)]
+            assert len(leaving) == 1 and sorted(leaving[0]) == sorted(ACTIVE + m for m in members[:30]), leaving
+            assert (await one.queries.task(members[30])).status()["state"] == "running"
+            tables.transactions.clear()
+            await one.lifecycle.resolve(members[30], 0, "completed", "completed")
+            await one.stores.settled()
+            assert await one.stores.tables.get(GROUPS_TABLE, group, ACTIVE + members[30]) is None
+        finally:
+            await one.close()
+
+    asyncio.run(go())
