@@ -147,14 +147,26 @@ class DelayProxy:
 
 
 def scenario_roundtrips(client: Callable[..., taskcluster.Queue], tasks: int, proxy: DelayProxy,
-                        delay: float) -> str:
-    """One task at a time (create, claimWork for 1, reportCompleted), `tasks` times with no added delay and
-    `tasks` times with `delay` seconds added to every storage call: the growth of each call's median, in
-    delays, is the number of storage round trips one after another on its path (what latency to a far
-    storage service multiplies)."""
+                        delay: float, threads: int) -> str:
+    """Rounds with no added delay and with `delay` seconds added to every storage call, alternated: the growth of
+    each call's latency (p50 and p95), in delays, is the number of storage round trips one after another on its
+    path (what latency to a far storage service multiplies), measured as it runs, not counted by the host. Each
+    round: `tasks` lone lifecycles one at a time (create, claimWork for 1, reportCompleted); `tasks` creates one at
+    a time with 1, 10 and 100 dependencies; and a graph created by `threads` threads at once, each task depending
+    on two earlier ones (group commits shared with other creators: their waits are in the figure)."""
+    import random
+
+    rng = random.Random(11)
     tq = f"bench/rt-{uuid.uuid4().hex[:8]}"
+    unclaimed = f"bench/rt-deps-{uuid.uuid4().hex[:8]}"  # dependencies nobody claims: their dependents stay waiting
+    group = timeutil.slugid()
     queue = client()
-    medians: dict[float, dict[str, float]] = {}
+    pool = [timeutil.slugid() for _ in range(100)]
+    for task_id in pool:
+        queue.createTask(task_id, {**definition(unclaimed), "taskGroupId": group})
+    names = ["createTask", "claimWork", "reportCompleted", "createTask, 1 dependency", "createTask, 10 dependencies",
+             "createTask, 100 dependencies", f"createTask in a graph, {threads} threads"]
+    rounds: dict[float, list[dict[str, list[float]]]] = {}
     for added in (0.0, delay, 0.0, delay):  # alternated: the machine drifts
         proxy.delay(added)
         time.sleep(0.5)
@@ -169,16 +181,38 @@ def scenario_roundtrips(client: Callable[..., taskcluster.Queue], tasks: int, pr
             [claim] = claims
             timer.call("reportCompleted", client(claim["credentials"]).reportCompleted, task_id,
                        str(claim["runId"]))
-        for name, values in timer.samples.items():
-            medians.setdefault(added, {}).setdefault(name, 0.0)
-            medians[added][name] += statistics.median(values) / 2
+        for count, name in ((1, names[3]), (10, names[4]), (100, names[5])):
+            for _ in range(tasks):
+                timer.call(name, queue.createTask, timeutil.slugid(),
+                           {**definition(unclaimed), "taskGroupId": group, "dependencies": rng.sample(pool, count)})
+        earlier = list(pool)
+        lock = threading.Lock()
+
+        def creator(i: int, timer: Timer = timer, earlier: list[str] = earlier, lock: threading.Lock = lock) -> None:
+            q = client()
+            for _ in range(tasks):
+                task_id = timeutil.slugid()
+                with lock:
+                    deps = rng.sample(earlier[-200:], 2)
+                timer.call(names[6], q.createTask, task_id,
+                           {**definition(unclaimed), "taskGroupId": group, "dependencies": deps})
+                with lock:
+                    earlier.append(task_id)
+        run_threads(threads, creator)
+        rounds.setdefault(added, []).append(timer.samples)
     proxy.delay(0)
+
+    def mean(added: float, name: str, q: float) -> float:
+        return statistics.fmean(percentile(samples[name], q) for samples in rounds[added])
+
     parts = []
-    for name in ("createTask", "claimWork", "reportCompleted"):
-        plain, slow = medians[0.0][name], medians[delay][name]
-        parts.append(f"{name} {(slow - plain) / (delay * 1000):.1f} ({plain:.0f} -> {slow:.0f} ms)")
-    return (f"roundtrips: storage round trips one after another per call, with {delay * 1000:.0f} ms added to each "
-            f"storage call (p50 growth / delay, {tasks} tasks twice each way): " + ", ".join(parts))
+    for name in names:
+        p50, p95 = ((mean(delay, name, q) - mean(0.0, name, q)) / (delay * 1000) for q in (0.5, 0.95))
+        parts.append(f"{name} {p50:.1f} / {p95:.1f} (p50 {mean(0.0, name, 0.5):.0f} -> {mean(delay, name, 0.5):.0f} "
+                     f"ms, p95 {mean(0.0, name, 0.95):.0f} -> {mean(delay, name, 0.95):.0f} ms)")
+    return (f"roundtrips: storage round trips one after another per call, p50 / p95, with {delay * 1000:.0f} ms added "
+            f"to each storage call (latency growth / delay, {tasks} calls of each kind per round, two rounds each "
+            "way): " + "; ".join(parts))
 
 
 def scenario_create(client: Callable[[], taskcluster.Queue], tasks: int, threads: int) -> str:
@@ -461,8 +495,8 @@ def main() -> int:
                 if proxy is None:
                     parser.error("the roundtrips scenario needs the embedded host (no --root-url)")
                 tasks = int(scenario[10:] or 20)
-                line = scenario_roundtrips(client, tasks, proxy, args.storage_delay / 1000)
-                tasks *= 4  # each way twice
+                line = scenario_roundtrips(client, tasks, proxy, args.storage_delay / 1000, args.threads)
+                tasks = 4 * (tasks * 4 + tasks * args.threads) + 100  # each way twice
             else:
                 parser.error(f"unknown scenario {scenario}")
             if not marked:
