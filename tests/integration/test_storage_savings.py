@@ -344,7 +344,7 @@ def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_aga
     asyncio.run(go())
 
 
-class QueryCounting(RestTables):
+class RecordingTables(RestTables):
     """RestTables that records every query (table, filter) and the ops of every transaction."""
 
     def __init__(self, connection: str) -> None:
@@ -361,14 +361,19 @@ class QueryCounting(RestTables):
         return await super().commit(table, ops)
 
 
+def recorded(connection: str) -> tuple[Queue, RecordingTables]:
+    """A queue on Azurite whose tables record their queries and transactions."""
+    settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0)
+    tables = RecordingTables(connection)
+    return build_queue(settings, tables, RestQueues(connection)), tables
+
+
 def test_dependents_listed_on_their_dependencys_row_are_released_without_a_query(azurite):
     """On Azurite: dependents created through another process are listed on their dependency's row with the
     edges' transaction; resolving it in this process releases each of them with no query of its edges (nor any
     other query), and every one is pending."""
     async def go():
-        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
-        tables = QueryCounting(azurite.connection_string)
-        one = build_queue(settings, tables, RestQueues(azurite.connection_string))
+        one, tables = recorded(azurite.connection_string)
         _, other, _ = services(azurite.connection_string)
         try:
             root = await create(one)
@@ -398,9 +403,7 @@ def test_members_of_a_group_resolving_together_leave_its_active_set_in_one_trans
     from shared.domain.groups import ACTIVE
 
     async def go():
-        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
-        tables = QueryCounting(azurite.connection_string)
-        one = build_queue(settings, tables, RestQueues(azurite.connection_string))
+        one, tables = recorded(azurite.connection_string)
         try:
             group = slugid()
             members = []
