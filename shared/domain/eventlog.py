@@ -20,6 +20,10 @@ it published right after the write, so the message finds nothing left to do; its
 - duplicates: a crash between publishing and moving the cursor publishes those events again, in order.
 A message that arrives before its change is written waits a moment and is put back; one whose change never
 got written (the write lost a race, or the process died) is dropped once old.
+
+A change whose caller is answered only once its events are published (createTask: `published`) needs no request:
+should this process die first, the caller gets no answer and retries, and the retry asks for the dispatch
+(`ensure_dispatched`); a bus that refuses them gets a request then.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ log = logging.getLogger("queue.events")
 
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 HOLD_WAIT = 0.25  # seconds a change waits for the stream's publishing here to end, so as to hold the stream itself
+ANSWER_WAIT = 2.0  # seconds an answer waits for its change's publishing here before it asks for a dispatch instead
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
@@ -224,6 +229,26 @@ class EventLog:
     def _forget_requests(self) -> None:
         while len(self._requested) > REMEMBERED_REQUESTS:  # forgotten: its message shows, and is handled then
             del self._requested[next(iter(self._requested))]
+
+    @property
+    def answers_after_publishing(self) -> bool:
+        """Whether a change may go without a dispatch request when its answer waits for its publishing here
+        (`published`): this process publishes what it writes."""
+        return self.dispatching and self.publisher is not None
+
+    async def published(self, stream: Stream, seq: int) -> None:
+        """A change this process wrote, with events up to `seq`, for which no dispatch request was put: its caller
+        answers only once they are published, so a caller that got no answer (this process died) retries, and the
+        retry asks for their dispatch (`ensure_dispatched`). Waits for the writer's publishing here (at most
+        ANSWER_WAIT); if it did not publish them (the bus refused, or is slow), asks for their dispatch, shown after
+        the first of the growing delays of a refused dispatch (`retry_later`)."""
+        if not self.dispatching or seq <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet(stream), ANSWER_WAIT)
+        cursor = self._cursors.get(stream)
+        if cursor is None or cursor.dispatched < seq:
+            await self.retry_later(DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock())))
 
     async def ensure_dispatched(self, stream: Stream, seq: int) -> None:
         """The handler of a message that stood in for a process's publishing (`guarded_by`): the stream's events up

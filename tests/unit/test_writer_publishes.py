@@ -1,7 +1,8 @@
 """A change's writer publishes its own events right after its write, with the stream's lease written in the
 change's own transaction; the dispatch request it put before the write stays the fallback, shown only after the
-lease would have run out, and deleted by the writer once it is not needed. What it published the process's
-publication mark certifies (shared/domain/publishmarks.py): no cursor write per change."""
+lease would have run out, and deleted by the writer once it is not needed (a creation puts none: its answer waits
+for its publishing, tests/unit/test_answered_creation.py). What it published the process's publication mark
+certifies (shared/domain/publishmarks.py): no cursor write per change."""
 
 from __future__ import annotations
 
@@ -241,10 +242,15 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
     publisher.publish = slow_publish  # type: ignore[method-assign]
     counted = CursorWrites(service)
     task_id = slugid()
-    await service.creation.create_task(task_id, task_definition())  # its publishing waits at the gate
+    # Its publishing waits at the gate, and so does its answer (which waits for it): the task is written first.
+    creating = asyncio.ensure_future(service.creation.create_task(task_id, task_definition()))
+    while service.tasks.known.get(task_id) is None:
+        await asyncio.sleep(0.001)
     await claim(service, task_id)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    assert not creating.done()
     gate.set()
+    await creating
     await service.stores.settled()
     # The group's resolution (written with the task's) waited for the task's publishing to end.
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
@@ -269,18 +275,20 @@ async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events
             raise ConnectionResetError("storage is down")
         return await upsert(table, entity)
 
-    tables.upsert = failing_marks  # type: ignore[method-assign]
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
     await service.stores.settled()
-    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]  # kept: the mark is not stored
-    tables.upsert = upsert  # type: ignore[method-assign]
-    await service.creation.create_task(slugid(), task_definition())  # its mark's write stores both
+    tables.upsert = failing_marks  # type: ignore[method-assign]
+    await claim(service, task_id)  # a change with a request (a creation has none: its answer waits instead)
     await service.stores.settled()
-    assert await mark_of(tables, events.marks.holder) == 3
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 3)]  # kept: the mark is not stored
+    tables.upsert = upsert  # type: ignore[method-assign]
+    await service.creation.create_task(slugid(), task_definition())  # its mark's write stores all
+    await service.stores.settled()
+    assert await mark_of(tables, events.marks.holder) == 4
     # The request left shows later and finds its events published, as the stored mark now says.
-    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]
-    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 6
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 3)]
+    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 7
 
 
 async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when_it_shows(
