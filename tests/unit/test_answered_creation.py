@@ -33,10 +33,11 @@ async def test_a_creation_puts_no_dispatch_request_and_answers_once_its_events_a
 
 async def test_a_creation_whose_process_died_before_publishing_is_dispatched_by_the_callers_retry() -> None:
     clock, tables, queues = Clock(), MemoryTables(), MemoryQueues()
-    stuck, gate = RecordingPublisher(), asyncio.Event()
+    stuck, gate, publishing = RecordingPublisher(), asyncio.Event(), asyncio.Event()
     publish = stuck.publish
 
     async def hanging(event: Any) -> None:  # the process dies while publishing: nothing it publishes arrives
+        publishing.set()
         await gate.wait()
         await publish(event)
 
@@ -44,8 +45,7 @@ async def test_a_creation_whose_process_died_before_publishing_is_dispatched_by_
     dying = process(clock, tables, queues, stuck)
     task_id, definition = slugid(), task_definition()
     creating = asyncio.ensure_future(dying.creation.create_task(task_id, dict(definition)))
-    while dying.tasks.known.get(task_id) is None:  # written, not published
-        await asyncio.sleep(0.001)
+    await publishing.wait()  # written, not published
     await asyncio.sleep(0.05)
     assert not creating.done()  # no answer while its events are not out
     creating.cancel()  # the caller's connection is gone with the process

@@ -232,10 +232,11 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
         service: Queue, publisher: RecordingPublisher) -> None:
     """A change that finds the stream held by another writer's publishing here writes no lease; that publishing
     takes its events too before giving up the lease."""
-    gate = asyncio.Event()
+    gate, publishing = asyncio.Event(), asyncio.Event()
     publish = publisher.publish
 
     async def slow_publish(event: Any) -> None:
+        publishing.set()
         await gate.wait()
         await publish(event)
 
@@ -244,8 +245,7 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
     task_id = slugid()
     # Its publishing waits at the gate, and so does its answer (which waits for it): the task is written first.
     creating = asyncio.ensure_future(service.creation.create_task(task_id, task_definition()))
-    while service.tasks.known.get(task_id) is None:
-        await asyncio.sleep(0.001)
+    await publishing.wait()
     await claim(service, task_id)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     assert not creating.done()
