@@ -64,7 +64,9 @@ log = logging.getLogger("queue.events")
 
 SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 HOLD_WAIT = 0.25  # seconds a change waits for the stream's publishing here to end, so as to hold the stream itself
-ANSWER_WAIT = 2.0  # seconds an answer waits for its change's publishing here before it asks for a dispatch instead
+# Seconds an answer waits for its change's publishing here (usually a broker round trip or two) before it goes with
+# a dispatch request instead: a busy broker's confirms then cost the request, not the caller's time.
+ANSWER_WAIT = 0.05
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
@@ -238,17 +240,32 @@ class EventLog:
 
     async def published(self, stream: Stream, seq: int) -> None:
         """A change this process wrote, with events up to `seq`, for which no dispatch request was put: its caller
-        answers only once they are published, so a caller that got no answer (this process died) retries, and the
-        retry asks for their dispatch (`ensure_dispatched`). Waits for the writer's publishing here (at most
-        ANSWER_WAIT); if it did not publish them (the bus refused, or is slow), asks for their dispatch, shown after
-        the first of the growing delays of a refused dispatch (`retry_later`)."""
+        is answered once they are published, so a caller that got no answer (this process died) retries, and the
+        retry asks for their dispatch (`ensure_dispatched`). Waits for the writer's publishing here, at most
+        ANSWER_WAIT: still publishing then, the change's fallback request is put after all, as for any change
+        (settled once the publishing ends); ended without publishing them (the bus refused), a request is put to
+        show after the first of the growing delays of a refused dispatch (`retry_later`)."""
         if not self.dispatching or seq <= 0:
             return
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(self._quiet(stream), ANSWER_WAIT)
+        except TimeoutError:
+            await self.announce(stream, seq)
+            self.background.start(self._settle_when_quiet(stream, seq))
+            return
         cursor = self._cursors.get(stream)
         if cursor is None or cursor.dispatched < seq:
             await self.retry_later(DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock())))
+
+    async def _settle_when_quiet(self, stream: Stream, seq: int) -> None:
+        """The request `published` put while the writer was still publishing: settled as `_after_publishing` would
+        have, had it been put before (a refusal leaves it to show, and its handler to publish)."""
+        await self._quiet(stream)
+        cursor = self._cursors.get(stream)
+        if cursor is None or cursor.dispatched < seq or cursor.leased(self.clock()):
+            return
+        if cursor.hold is None or await self.marks.stored(cursor.hold):
+            self._settled(stream, cursor.dispatched)
 
     async def ensure_dispatched(self, stream: Stream, seq: int) -> None:
         """The handler of a message that stood in for a process's publishing (`guarded_by`): the stream's events up

@@ -46,7 +46,6 @@ async def test_a_creation_whose_process_died_before_publishing_is_dispatched_by_
     task_id, definition = slugid(), task_definition()
     creating = asyncio.ensure_future(dying.creation.create_task(task_id, dict(definition)))
     await publishing.wait()  # written, not published
-    await asyncio.sleep(0.05)
     assert not creating.done()  # no answer while its events are not out
     creating.cancel()  # the caller's connection is gone with the process
     assert bodies(queues, DISPATCH_QUEUE) == []  # nothing stands in: the caller's retry will
@@ -64,3 +63,26 @@ async def test_a_creation_whose_process_died_before_publishing_is_dispatched_by_
     gate.set()  # let the abandoned publishing end (its lease is gone: it cannot move the cursor back)
     await dying.stores.settled()
     await other.stores.settled()
+
+
+async def test_a_slow_broker_costs_the_answer_a_moment_and_then_the_request_it_goes_without_otherwise() -> None:
+    clock, tables, queues = Clock(), MemoryTables(), MemoryQueues()
+    slow, gate = RecordingPublisher(), asyncio.Event()
+    publish = slow.publish
+
+    async def waiting(event: Any) -> None:
+        await gate.wait()
+        await publish(event)
+
+    slow.publish = waiting  # type: ignore[method-assign]
+    service = process(clock, tables, queues, slow)
+    task_id = slugid()
+    started = asyncio.get_running_loop().time()
+    await service.creation.create_task(task_id, task_definition())
+    assert asyncio.get_running_loop().time() - started < 1  # answered after ANSWER_WAIT, not after the publishing
+    assert [(r.key, r.seq) for body in queues.contents(DISPATCH_QUEUE)
+            for r in decode_requests(json.loads(body))] == [(task_id, 2)]  # the fallback, put instead
+    gate.set()
+    await service.stores.settled()
+    assert [e.exchange for e in slow.published] == ["task-defined", "task-pending"]
+    assert bodies(queues, DISPATCH_QUEUE) == []  # settled once published, as any change's fallback
