@@ -46,6 +46,12 @@ DEFAULT_EXPIRES = dt.timedelta(days=365)
 DEPENDENCY_BATCH = 100  # dependencies read at once before the edges of a long list are written
 
 
+def _answered_after_publishing(writer_publishes: bool, task: Task) -> bool:
+    """Whether a created task's events go without a dispatch request, its answer waiting for them instead: where
+    this process publishes, a task that waits for dependencies (`TaskCreation._announce`)."""
+    return writer_publishes and bool(task.definition["dependencies"]) and not task.runs
+
+
 class TaskCreation:
     def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
         self.tasks, self.lifecycle = tasks, lifecycle
@@ -53,10 +59,13 @@ class TaskCreation:
         self.edges = DependencyEdges(tasks)
 
     async def _announce(self, task: Task) -> int:
-        """The creation's dispatch request, unless this process publishes what it writes: then its answer waits
-        for its events to be published instead (`EventLog.published`), and a caller that got no answer retries,
-        which dispatches them (one message put and deleted per task less, the dearest part of a graph's events)."""
-        if self.stores.events.answers_after_publishing:
+        """The creation's dispatch request, unless this process publishes what it writes and the task waits for
+        dependencies (no run yet): then its answer waits for its event to be published instead
+        (`EventLog.published`), and a caller that got no answer retries, which dispatches it. One message put and
+        deleted per task less, the dearest part of a graph's events. A task pending at once keeps its request, put
+        beside its hint: its two events go out as its claim follows within milliseconds, and waiting for them
+        made the lone lifecycle's createTask slower under load (docs/performance.md)."""
+        if _answered_after_publishing(self.stores.events.answers_after_publishing, task):
             return task.event_seq + len(task.emitted)
         return await self.tasks.announce(task)
 
@@ -158,7 +167,7 @@ class TaskCreation:
                 await stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
                 written = await self.tasks.write(task, insert=True, announced=announced)
         stream = Stream(TASKS_TABLE, task_id)
-        if written and stores.events.answers_after_publishing:
+        if written and _answered_after_publishing(stores.events.answers_after_publishing, task):
             await stores.events.published(stream, task.event_seq)  # instead of a dispatch request (`_announce`)
         if not written:
             existing = await self.tasks.load(task_id)
