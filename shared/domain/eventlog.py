@@ -21,7 +21,8 @@ it published right after the write, so the message finds nothing left to do; its
 A message that arrives before its change is written waits a moment and is put back; one whose change never
 got written (the write lost a race, or the process died) is dropped once old.
 
-A change whose caller is answered only once its events are published (createTask: `published`) needs no request:
+A change whose caller is answered only once its events are published (a dependent's createTask: `published`) needs
+no request:
 should this process die first, the caller gets no answer and retries, and the retry asks for the dispatch
 (`ensure_dispatched`); a bus that refuses them gets a request then.
 """
