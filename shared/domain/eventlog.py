@@ -22,9 +22,8 @@ A message that arrives before its change is written waits a moment and is put ba
 got written (the write lost a race, or the process died) is dropped once old.
 
 A change whose caller is answered only once its events are published (a dependent's createTask: `published`) needs
-no request:
-should this process die first, the caller gets no answer and retries, and the retry asks for the dispatch
-(`ensure_dispatched`); a bus that refuses them gets a request then.
+no request: should this process die first, the caller gets no answer and retries, and the retry asks for the
+dispatch (`ensure_dispatched`); a bus that refuses them, or is slow, gets a request then.
 """
 
 from __future__ import annotations
