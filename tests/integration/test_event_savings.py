@@ -222,3 +222,45 @@ def test_a_resolution_received_before_its_write_waits_for_it_and_reads_no_task(a
             await queue.stores.close()
 
     asyncio.run(go())
+
+
+class CountingQueues(RestQueues):
+    """RestQueues that records the queue of each message put."""
+
+    def __init__(self, connection: str) -> None:
+        super().__init__(connection)
+        self.puts: list[str] = []
+
+    async def put(self, queue, content, **kwargs):
+        self.puts.append(queue)
+        return await super().put(queue, content, **kwargs)
+
+
+def test_a_dependents_creation_puts_no_dispatch_request_and_is_answered_once_its_event_is_out(azurite, listener):
+    dependent = ""
+
+    async def go() -> None:
+        nonlocal dependent
+        connection = azurite.connection_string
+        settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0,
+                                 event_bus="amqp", pulse_namespace=NAMESPACE, resolution_grace=0)
+        queues = CountingQueues(connection)
+        queue = build_queue(settings, RestTables(connection), queues)
+        publisher = create_publisher(queue.stores.settings)
+        assert publisher is not None
+        queue.stores.events.publisher = publisher
+        try:
+            root = await create(queue)
+            await queue.stores.settled()
+            assert DISPATCH_QUEUE in queues.puts  # pending at once: its request, as before
+            queues.puts.clear()
+            dependent = await create(queue, dependencies=[root])
+            await queue.stores.settled()
+            assert DISPATCH_QUEUE not in queues.puts
+        finally:
+            await publisher.close()
+            await queue.stores.close()
+
+    asyncio.run(go())
+    got = listener.wait_for(1, lambda m: m.routing_key.split(".")[1] == dependent, timeout=10)
+    assert [m.exchange for m in got] == ["task-defined"]
