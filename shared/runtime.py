@@ -82,7 +82,7 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     checks = Checks(tasks)
     index = TaskIndex(stores)
     resolution = Resolution(tasks, lifecycle, index)
-    tasks.resolver = resolution.resolve_dependencies  # a task's resolver resolves its dependents after answering
+    tasks.resolver = resolution  # what follows a task's resolution is done by the process that wrote it
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,

@@ -12,7 +12,6 @@ from typing import Any, Literal
 from shared import errors, faults, metrics, timeutil
 from shared.domain.deadlines import DeadlineBucket
 from shared.domain.eventrows import Stream
-from shared.domain.groups import GROUP_STREAMS
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, DeadlineCheck, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
 from shared.logs import fields
@@ -85,29 +84,17 @@ class Checks:
         return outcome
 
     async def follow_up(self, task: Task, run_id: int) -> None:
-        """What a resolved run's claim check does when its resolution's process did not get to it: the task's
-        events (and those of the group named after it, which a sole member's resolution records) dispatched, and,
-        when the run resolved the task, its dependents and group resolved. A sole member's resolution, which left
-        the active set and recorded the group's resolution in its own transaction, has nothing more to follow
-        when nothing depends on it (resolving the group again would announce it twice)."""
-        stores = self.stores
-        await stores.events.ensure_dispatched(Stream(TASKS_TABLE, task.task_id), task.event_seq)
-        if task.state not in RESOLVED_STATES or run_id != task.last_run_id:
-            return  # retried: the task goes on, nothing follows yet
-        group_id = task.definition["taskGroupId"]
-        if group_id == task.task_id:
-            group = await stores.groups.get(group_id)
-            if group is not None:
-                await stores.events.ensure_dispatched(Stream(GROUP_STREAMS, group_id), group.event_seq)
-                if (group.sole == task.task_id and task.has_dependents is False and not task.dependents_here
-                        and not await stores.groups.is_active(group_id, task.task_id)):
-                    return
-        resolved = task.runs[run_id].resolved or stores.now()
-        check = ResolvedCheck(task.task_id, run_id, group_id, None, resolved)
-        if self.tasks.resolver is not None:
-            await self.tasks.resolver(check)
+        """A resolved run's claim check came due: its resolution's process did not get to what follows it
+        (Resolution.follow_up_run, or a resolution message for its handler where no resolver is wired in)."""
+        resolver = self.tasks.resolver
+        if resolver is not None:
+            await resolver.follow_up_run(task, run_id)
         else:
-            await stores.queues.put(self.tasks.check_queue(RESOLVED_QUEUE, task.task_id), check.encode())
+            await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, task.task_id), task.event_seq)
+            if task.state in RESOLVED_STATES and run_id == task.last_run_id:
+                check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None,
+                                      task.runs[run_id].resolved or self.stores.now())
+                await self.stores.queues.put(self.tasks.check_queue(RESOLVED_QUEUE, task.task_id), check.encode())
         log.info("resolution followed up by its claim check", extra=fields(event="resolution-followed-up",
                                                                            taskId=task.task_id, runId=run_id))
 

@@ -55,8 +55,8 @@ async def add_retry(task: Task, reason_created: ReasonCreated | None, guards: Gu
         return
     task.retries_left -= 1
     task.runs.append(Run("pending", reason_created, now))
+    task.emit("task-pending", task.last_run_id)  # before the hint, which announces it (Guards.hint)
     await guards.hint(task)
-    task.emit("task-pending", task.last_run_id)
 
 
 class Lifecycle:
@@ -81,8 +81,8 @@ class Lifecycle:
                     raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
                 return UNCHANGED
             task.runs.append(Run("pending", "scheduled", now))
-            await guards.hint(task)
             task.emit("task-pending", 0)
+            await guards.hint(task)
             return None
 
         return await self.tasks.modify(task_id, schedule, guards)
@@ -100,8 +100,8 @@ class Lifecycle:
             task.waiting = [d for d in task.waiting if d not in satisfied]
             if not task.waiting and not deadline_passed(task, now):
                 task.runs.append(Run("pending", "scheduled", now))
-                await guards.hint(task)
                 task.emit("task-pending", 0)
+                await guards.hint(task)
             return None
 
         return await self.tasks.modify(task_id, release, guards)
@@ -139,8 +139,8 @@ class Lifecycle:
             task.runs.append(Run("pending", "rerun", now))
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
             task.taken_until = None
-            await guards.hint(task)
             task.emit("task-pending", task.last_run_id)
+            await guards.hint(task)
             return None
 
         return await self.tasks.modify(task_id, rerun, guards)
@@ -205,6 +205,11 @@ class Lifecycle:
         task = await self.tasks.modify(task_id, report, guards)
         if changed:  # not a repeat
             metrics.resolved(state, reason)
+        elif self.tasks.guarded() and self.tasks.resolver is not None:
+            # Maybe the retry of a report whose process wrote it and died before answering, leaving what follows
+            # it to the claim check (shared/operations/repository.py): followed up now (idempotent), the answer
+            # waiting for it as the first one would have.
+            await self.tasks.resolver.follow_up_run(task, run_id)
         log.info("run resolved %s/%s", state, reason,
                  extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason))
         return task

@@ -12,11 +12,11 @@ Rules every change follows:
   task that nothing will move. Readers of a message re-check state, so stale and duplicated messages do nothing.
 - The resolution of a running run is guarded by the run's claim check, written before the claim: where this
   process publishes its events and resolves what follows a resolution itself, nothing is put before that write
-  (one storage round trip, not two). The check stays until the events are published (and, where more follows, it
-  becomes the resolution message beside the write, deleted once that is resolved too); should the process die
-  first, the check comes due (at `takenUntil`, or after `QUEUE_RESOLUTION_GRACE` as the resolution message), and
-  its handler finds the run resolved, asks for the dispatch of its events and follows the resolution up
-  (shared/operations/checks.py).
+  (one storage round trip, not two). The check stays, as it is, until the events are published and what follows is
+  done (dependents released before the answer, group and Index after it: `_follow_here`); should the process die
+  before it answers, the worker's retry of its report follows the resolution up (Lifecycle.resolve), and should
+  it die after, the check comes due at `takenUntil`, and its handler finds the run resolved, asks for the dispatch
+  of its events and follows the resolution up (shared/operations/checks.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from shared import errors, faults, timeutil
 from shared.domain.eventlog import Fallback
@@ -55,6 +55,19 @@ KNOWN_TASKS = 10_000  # task rows remembered with their ETags: about 30 MB at mo
 # A resolved run's index-row delete, tidied after the answer, waits this long for another row of its task queue to
 # go with, rather than be a write of its own that the next createTask's or claim's index row would wait behind.
 INDEX_TIDY_LINGER = 0.2
+# A report's answer waits this long at most for the resolution's dependents to be released here (its worker's
+# retry then stands in for it); a release that takes longer gets a resolution message of its own first.
+FOLLOW_WAIT = 0.5
+
+
+class Resolver(Protocol):
+    """What follows a task's resolution (shared/operations/resolution.py)."""
+
+    def resolve_dependencies(self, check: ResolvedCheck, *, beside: bool = True) -> Awaitable[object]: ...
+
+    def resolve_beside(self, check: ResolvedCheck, task: Task) -> Awaitable[object]: ...
+
+    def follow_up_run(self, task: Task, run_id: int) -> Awaitable[None]: ...
 
 
 class Unchanged:
@@ -63,6 +76,10 @@ class Unchanged:
 
 UNCHANGED = Unchanged()
 Mutation = Callable[[Task], Awaitable[Unchanged | None]]
+
+
+async def nothing() -> None:
+    return None
 
 
 async def all_of(*steps: Awaitable[Any]) -> list[Any]:
@@ -75,10 +92,6 @@ async def all_of(*steps: Awaitable[Any]) -> list[Any]:
     return done
 
 
-async def nothing() -> None:
-    return None
-
-
 class Guards:
     """The messages a change puts before it is written, each once across retries of the same change: the
     pending hint of a new pending run, and the resolution message of a task that just resolved."""
@@ -89,14 +102,22 @@ class Guards:
         self._resolved: dict[int, tuple[str, QueueMessage, ResolvedCheck]] = {}  # run -> its resolution message
         self._converted: set[int] = set()  # runs whose claim check became their resolution message
         self.group_failed = False  # a try that resolved the task's group with it was not written
+        self.announced: int | None = None  # the sequence number a hint's dispatch request was put for
 
     async def hint(self, task: Task) -> None:
         """Hint the task's last (pending) run at the task's current priority; the run remembers the hint."""
         run_id = task.last_run_id
         key = (run_id, task.priority)
         if key not in self._hints:
-            hint_id = await self.tasks.put_pending_hint(task, run_id, self.now)
+            # The events emitted so far (a change emits before it hints) are announced beside the hint, not after
+            # it: one round trip for both (modify hands `announced` to the write, which announces again only if
+            # more was emitted since, or a lost race made it decide again).
+            seq = task.event_seq + len(task.emitted)
+            hint_id, _ = await all_of(self.tasks.put_pending_hint(task, run_id, self.now),
+                                      self.tasks.announce(task) if task.emitted else nothing())
             self._hints[key] = hint_id or ""
+            if task.emitted:
+                self.announced = seq
         task.runs[-1].hint_id = self._hints[key] or None
 
     async def resolved(self, task: Task) -> None:
@@ -126,27 +147,10 @@ class Guards:
         if run_id in self._converted:
             task.checks.pop("claim", None)  # it is the resolution message now: not to be deleted
 
-    async def converted(self, task: Task, claim: list[str]) -> QueueMessage | None:
-        """A guarded resolution (TaskRepository.modify) that leaves more to follow it (dependents, a group with
-        other members): its run's claim check becomes its resolution message, beside the write rather than before
-        it. The converted message, or None when the check was received meanwhile (its handler finds the run
-        resolved and follows the resolution up; `message_after` puts one of its own too)."""
-        run_id = task.last_run_id
-        if run_id not in self._resolved:
-            check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
-            claim_queue = self.tasks.check_queue(CLAIM_QUEUE, task.task_id)
-            converted = await self.tasks.stores.queues.release(
-                claim_queue, QueueMessage(claim[0], claim[1], b"", 0, self.now), self.tasks.resolution_grace,
-                content=check.encode())
-            if converted is None:
-                return None
-            self._converted.add(run_id)
-            self._resolved[run_id] = (claim_queue, converted, check)
-        return self._resolved[run_id][1]
-
     async def message_after(self, task: Task) -> None:
-        """After a guarded resolution's write whose claim check could not be converted: a resolution message of
-        its own (the check's handler follows the resolution up too; either is harmless twice)."""
+        """After a guarded resolution's write, whose claim check stands in until what follows is done: a
+        resolution message of its own, to follow the resolution up sooner than the check would should this process
+        die or fail first (either is harmless twice)."""
         run_id = task.last_run_id
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
@@ -168,7 +172,7 @@ class TaskRepository:
         # Resolves a task's dependents and group (operations/resolution.py, set where the queue is wired): when
         # set, the process that resolves a task does that itself after its answer, and the resolution message
         # is the fallback (Guards.resolved).
-        self.resolver: Callable[[ResolvedCheck], Awaitable[object]] | None = None
+        self.resolver: Resolver | None = None
 
     @property
     def resolution_grace(self) -> int:
@@ -260,7 +264,7 @@ class TaskRepository:
     async def modify(self, task_id: str, mutate: Mutation, guards: Guards | None = None) -> Task:
         """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide. A change
         that resolves the task puts its resolution message first (dependents and its group follow it), unless
-        its run's claim check guards it (`_guarded`)."""
+        its run's claim check guards it (`guarded`)."""
         guards = guards or self.guards()
         task: Task | None = self.known.get(task_id)
         fresh = task is None  # whether `task` was read from storage rather than remembered (KnownTasks)
@@ -287,10 +291,10 @@ class TaskRepository:
                 return task
             await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
             resolving = task.state in RESOLVED_STATES and not was_resolved
-            claim = task.checks.get("claim") if resolving and was_running and self._guarded() else None
+            claim = task.checks.get("claim") if resolving and was_running and self.guarded() else None
             spent: dict[str, list[str]] = {}
             with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its resolution message's reader waits
-                announced: int | None = None
+                announced: int | None = guards.announced
                 group = self._sole_group_resolution(task, guards) if resolving else None
                 # Guarded (a claim check): the check, put before the claim, stands in for what follows (the module
                 # docstring), so nothing is put before the write; a sole resolution leaves only its events to
@@ -303,53 +307,91 @@ class TaskRepository:
                     _, announced = await all_of(guards.resolved(task), self.announce(task))
                 if resolving:
                     spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-                written, converted = await all_of(
-                    self.write(task, announced=announced, group=group, guarded=claim is not None),
-                    guards.converted(task, claim) if claim is not None and group is None else nothing())
+                written = await self.write(task, announced=announced, group=group, guarded=claim is not None)
             if group is not None and not written:
                 guards.group_failed = True  # the task changed, or the group did: decide again without it
             if written:
                 if resolving:
-                    fallback = None
-                    if claim is not None:
-                        fallback = await self._guarded_by(task, guards, spent.pop("claim", claim), converted, group)
                     self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
+                    if claim is not None:
+                        claim = spent.pop("claim", claim)  # the check stands in: not deleted with the others
+                        if group is not None:
+                            self._guarded_by_sole(task, guards, claim, group)
+                        else:
+                            await self._follow_here(task, guards, claim)
                     message = guards.resolution_message(task.last_run_id)
-                    if message is not None and self.resolution_grace:
-                        self.stores.afterwards(self.resolve_here(*message, fallback))
+                    if claim is None and message is not None and self.resolution_grace:
+                        self.stores.afterwards(self.resolve_here(*message))
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
 
-    def _guarded(self) -> bool:
+    def guarded(self) -> bool:
         """Whether this process's resolutions of running runs are guarded by their claim checks: it publishes
         its changes' events itself (or there is no bus) and resolves what follows a resolution itself (the check
         stands in for both should it die first)."""
         return self.stores.events.published_by_writers and self.resolution_grace > 0
 
-    async def _guarded_by(self, task: Task, guards: Guards, claim: list[str], converted: QueueMessage | None,
-                          group: GroupRows | None) -> Fallback | None:
-        """A guarded resolution is written: what stands in for this process until its events are published (and
-        what follows it resolved): the claim check as it is (a sole resolution), the resolution message it became,
-        or, when it could not become one (received meanwhile), a resolution message put now (if that fails, the
-        check's handler is left: it finds the run resolved)."""
-        events = self.stores.events
+    def _guarded_by_sole(self, task: Task, guards: Guards, claim: list[str], group: GroupRows) -> None:
+        """A guarded sole resolution (its group's resolution in its own transaction, nothing depends on it) is
+        written: its claim check, as it is, stands in for this process until its events are published."""
         streams = [(Stream(TASKS_TABLE, task.task_id), task.event_seq)]
-        if group is not None:
-            if group.announce is not None:
-                streams.append((group.stream, group.announce))
-            return events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
-                                     QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
-        if converted is None:
-            try:
-                await guards.message_after(task)
-            except Exception:
-                log.warning("could not put a resolution message; the claim check's handler follows the resolution "
-                            "up", exc_info=True, extra=fields(taskId=task.task_id))
-                return None
-        resolution = guards.resolution_message(task.last_run_id)
-        assert resolution is not None
-        return events.guarded_by(resolution[0], resolution[1], streams, also=1)  # and once resolve_here is done
+        if group.announce is not None:
+            streams.append((group.stream, group.announce))
+        self.stores.events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
+                                      QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
+
+    async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
+        """A guarded resolution that leaves more to follow (dependents, a group with other members) is written:
+        its dependents are released here before the answer, its group and indexing after it, and its claim check,
+        as it is, stands in for all of that and its events until they are done. A process that dies before it
+        answers leaves it to the worker's retry of the report (a repeat is followed up: Lifecycle.resolve); one
+        that dies after, to the check (at `takenUntil`). A release that takes over FOLLOW_WAIT (a large fan-out)
+        gets a resolution message of its own first, so that an answer given before it is done leaves a death to
+        that message (after `resolution_grace`) rather than to the check."""
+        assert self.resolver is not None
+        run_id = task.last_run_id
+        check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, guards.now)
+        fallback = self.stores.events.guarded_by(
+            self.check_queue(CLAIM_QUEUE, task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now),
+            [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], also=1)  # and once followed up
+        releasing = asyncio.ensure_future(self.resolver.resolve_dependencies(check, beside=False))
+        try:
+            done, _ = await asyncio.wait({releasing}, timeout=FOLLOW_WAIT)
+            if not done:
+                try:
+                    await guards.message_after(task)
+                except Exception:
+                    log.warning("could not put a resolution message; the claim check stands in", exc_info=True,
+                                extra=fields(taskId=task.task_id))
+        finally:  # also when the request is cancelled (its caller left): the rest is done all the same
+            self.stores.afterwards(self._followed(check, task, releasing, fallback, guards))
+
+    async def _followed(self, check: ResolvedCheck, task: Task, releasing: asyncio.Future[object],
+                        fallback: Fallback, guards: Guards) -> None:
+        """`_follow_here` after the answer: its group and indexing, then the check's part done (deleted once the
+        events are out too), and the resolution message put for a slow release deleted. Should any step fail, a
+        resolution message (put now unless there is one) takes over from the check, after `resolution_grace`."""
+        assert self.resolver is not None
+        message = guards.resolution_message(check.runId)
+        try:
+            await releasing
+            await self.resolver.resolve_beside(check, task)
+        except Exception:
+            log.warning("following a resolution up here failed; its resolution message will", exc_info=True,
+                        extra=fields(taskId=check.taskId, runId=check.runId))
+            if message is None:
+                try:
+                    await guards.message_after(task)
+                except Exception:
+                    log.warning("could not put a resolution message; the claim check stands in", exc_info=True,
+                                extra=fields(taskId=check.taskId))
+                    return
+            self.stores.events.done_with(fallback)
+            return
+        self.stores.events.done_with(fallback)
+        if message is not None:
+            await self._delete_resolution_message(message[0], message[1], check)
 
     def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
         """A resolving task that nothing depends on and that is alone in the group named after it (as this process
@@ -483,24 +525,22 @@ class TaskRepository:
         except Exception:
             log.warning("could not tidy up after a resolution", exc_info=True, extra=fields(taskId=task_id))
 
-    async def resolve_here(self, queue: str, message: QueueMessage, check: ResolvedCheck,
-                           fallback: Fallback | None = None) -> None:
+    async def resolve_here(self, queue: str, message: QueueMessage, check: ResolvedCheck) -> None:
         """After a resolution is written and answered: resolve the task's dependents and group here, then delete
         its resolution message (hidden meanwhile), so that no trigger need receive it: one queue call less per
         task, and dependents pending without a trigger's poll between. If this fails or the process dies, the
         message shows after `resolution_grace` and its handler does it (every step is idempotent, so a
-        handler that starts while this still runs does no harm either). `fallback`: the message also stands in for
-        the resolution's events (a guarded resolution): deleted once they are published too."""
+        handler that starts while this still runs does no harm either)."""
         assert self.resolver is not None
         try:
-            await self.resolver(check)
+            await self.resolver.resolve_dependencies(check)
         except Exception:
             log.warning("resolving here failed; its resolution message will", exc_info=True,
                         extra=fields(taskId=check.taskId, runId=check.runId))
             return
-        if fallback is not None:
-            self.stores.events.done_with(fallback)
-            return
+        await self._delete_resolution_message(queue, message, check)
+
+    async def _delete_resolution_message(self, queue: str, message: QueueMessage, check: ResolvedCheck) -> None:
         try:
             await self.stores.queues.delete(queue, message)
         except Exception:  # its handler will find the work done

@@ -15,9 +15,9 @@ from shared import errors, faults
 from shared.domain.dependencies import LEGACY_PAGE, LISTED, Dependent
 from shared.domain.eventrows import Stream
 from shared.domain.events import Event
-from shared.domain.groups import TaskGroup, TaskGroupNotFound, group_changed
+from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-from shared.domain.tasks import TASKS_TABLE, Task
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
 from shared.operations.claims import SETTLE_PAUSES
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
@@ -42,10 +42,12 @@ class Resolution:
         """The `task-resolved` shard of the check's task."""
         return self.tasks.check_queue(RESOLVED_QUEUE, check.taskId)
 
-    async def resolve_dependencies(self, check: ResolvedCheck) -> ResolutionOutcome:
+    async def resolve_dependencies(self, check: ResolvedCheck, *, beside: bool = True) -> ResolutionOutcome:
         """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
         its dependents, handing the next page to a new message first, so no invocation runs long and several
-        hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing."""
+        hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing. Not
+        `beside`: the group step and the indexing are left out, for the caller to run after (`resolve_beside`):
+        the dependents only (what a report's answer waits for: shared/operations/repository.py)."""
         stores = self.stores
         await stores.ready()
         faults.point("resolve-dependencies")
@@ -79,12 +81,13 @@ class Resolution:
                     await self.tasks.put_claim_check(task.task_id, check.runId, run.taken_until, now)
                 return "stale"
             resolution = run.state
-        group_step: asyncio.Future[Any] = asyncio.ensure_future(self.resolve_group_member(check))
+        group_step: asyncio.Future[Any] = asyncio.ensure_future(
+            self.resolve_group_member(check) if beside else asyncio.sleep(0))
         if resolution is None:
             await group_step
             return "task-gone"
         assert task is not None
-        if resolution == "completed" and check.continuation is None:
+        if resolution == "completed" and check.continuation is None and beside:
             # Indexed beside the group step: should either fail, the message comes back and both run again.
             group_step = asyncio.gather(group_step, self.index.index_completed(task, check.runId))
         legacy = task.has_dependents is not False  # TaskDependency edges (requirement rows, or older rows)
@@ -167,6 +170,34 @@ class Resolution:
                                              visible_in=self.stores.settings.hint_retry_delay)
                 return "not-yet"
             return "stale"
+
+    async def resolve_beside(self, check: ResolvedCheck, task: Task) -> None:
+        """What `resolve_dependencies` left out when not `beside`: the task leaves its group's active set, and a
+        completed task is indexed."""
+        await asyncio.gather(self.resolve_group_member(check), *(
+            [self.index.index_completed(task, check.runId)] if task.runs[check.runId].state == "completed" else []))
+
+    async def follow_up_run(self, task: Task, run_id: int) -> None:
+        """What a resolved run's claim check does when its resolution's process did not get to it (and a worker's
+        repeated report, which may be the retry of one whose process died before answering): the task's events
+        (and those of the group named after it, which a sole member's resolution records) dispatched, and,
+        when the run resolved the task, its dependents and group resolved. A sole member's resolution, which left
+        the active set and recorded the group's resolution in its own transaction, has nothing more to follow
+        when nothing depends on it (resolving the group again would announce it twice)."""
+        stores = self.stores
+        await stores.events.ensure_dispatched(Stream(TASKS_TABLE, task.task_id), task.event_seq)
+        if task.state not in RESOLVED_STATES or run_id != task.last_run_id:
+            return  # retried: the task goes on, nothing follows yet
+        group_id = task.definition["taskGroupId"]
+        if group_id == task.task_id:
+            group = await stores.groups.get(group_id)
+            if group is not None:
+                await stores.events.ensure_dispatched(Stream(GROUP_STREAMS, group_id), group.event_seq)
+                if (group.sole == task.task_id and task.has_dependents is False and not task.dependents_here
+                        and not await stores.groups.is_active(group_id, task.task_id)):
+                    return
+        resolved = task.runs[run_id].resolved or stores.now()
+        await self.resolve_dependencies(ResolvedCheck(task.task_id, run_id, group_id, None, resolved))
 
     async def follow_up(self, check: ResolvedCheck) -> ResolutionOutcome:
         """A resolution message's handler: on its first page, the task's events dispatched, for the message may

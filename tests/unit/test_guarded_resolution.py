@@ -1,10 +1,12 @@
 """The resolution of a running run, guarded by the run's claim check (shared/operations/repository.py): nothing is
-put before its write; the check is deleted once the events are published (and, where more follows, once the
-resolution message it became is resolved too); a process that dies first leaves the check to follow the
-resolution up, publishing its events and resolving what depends on it."""
+put before its write; the check, as it is, is deleted once the events are published and what follows is done
+(dependents released before the answer, group and Index after it); a process that dies before answering leaves
+it to the worker's retry of its report, one that dies after to the check, which follows the resolution up,
+publishing its events and resolving what depends on it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Coroutine
 from typing import Any
@@ -13,9 +15,9 @@ import pytest
 
 from shared.domain.eventrows import DISPATCH_QUEUE
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
+from shared.operations import repository
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
-from shared.storage.base import QueueMessage
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, claim, task_definition
@@ -133,58 +135,112 @@ async def claimed_root_with_dependent(service: Queue) -> tuple[str, str]:
     return root, dependent
 
 
-async def test_a_resolution_with_dependents_turns_the_check_into_its_message_beside_the_write(
+async def test_a_resolution_with_dependents_releases_them_before_its_answer_and_keeps_its_check_as_it_is(
         service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
     _, queues = storage
     root, dependent = await claimed_root_with_dependent(service)
     puts = Puts(queues)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
-    assert puts.calls == [("release", CLAIM_QUEUE)]  # the check became the resolution message; nothing else
-    [message] = bodies(queues, CLAIM_QUEUE)
-    assert ResolvedCheck.carried_by(message)
-    await service.stores.settled()
-    # Deleted once the dependent was scheduled here and the events were published.
-    assert bodies(queues, CLAIM_QUEUE) == []
+    # Nothing put or changed for the root (no resolution message, no update of its check): what was put is the
+    # dependent's release (its pending hint; its events' dispatch request), done before the answer.
+    assert all(not queue.startswith(("claim", "task-resolved")) for _, queue in puts.calls)
     assert (await service.queries.task(dependent)).status()["state"] == "pending"
+    [check] = bodies(queues, CLAIM_QUEUE)
+    assert not ResolvedCheck.carried_by(check)  # the claim check as it was put stands in meanwhile
+    await service.stores.settled()
+    assert bodies(queues, CLAIM_QUEUE) == [] and bodies(queues, RESOLVED_QUEUE) == []  # followed up: deleted
     assert "task-completed" in [e.exchange for e in publisher.published]
+    assert (await service.stores.groups.get(root)) is not None
 
 
-async def test_a_process_dying_after_a_resolution_with_dependents_leaves_it_to_the_resolution_message(
+async def test_a_process_dying_after_answering_leaves_the_group_to_the_claim_check(
         service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
         publisher: RecordingPublisher) -> None:
     _, queues = storage
     root, dependent = await claimed_root_with_dependent(service)
+    claimed = await service.tasks.load(root)
     dies_after_answering(service)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
-    [message] = bodies(queues, CLAIM_QUEUE)
-    clock.advance(10)  # its grace, and the dead writer's lease
+    assert (await service.queries.task(dependent)).status()["state"] == "pending"  # released before the answer
+    [check] = bodies(queues, CLAIM_QUEUE)
+    assert not ResolvedCheck.carried_by(check)
+    clock.advance(61)  # its takenUntil, and the dead writer's lease
     other_publisher = RecordingPublisher()
     other = process(clock, *storage, other_publisher)
-    assert await other.resolution.follow_up(ResolvedCheck.decode(message)) == "resolved"
+    assert claimed.taken_until is not None
+    assert await other.checks.check_claim(ClaimCheck(root, 0, claimed.taken_until)) == "followed-up"
     await other.stores.settled()
-    assert (await other.queries.task(dependent)).status()["state"] == "pending"
-    # The root's events first, then its group's resolution (the group named after it).
+    # The root's events, then its group's resolution once the root left its active set (the dependent is still in
+    # it: the group is not resolved yet).
     root_events = [e.exchange for e in other_publisher.published if root in e.routing_key]
-    assert root_events == ["task-completed", "task-group-resolved"]
+    assert root_events[0] == "task-completed"
+    assert not await other.stores.groups.is_active(root, root)
 
 
-async def test_a_check_received_meanwhile_gets_a_resolution_message_of_its_own_after_the_write(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> None:
+async def test_a_process_dying_before_answering_leaves_it_to_the_workers_retry_of_its_report(
+        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
+        publisher: RecordingPublisher) -> None:
+    """Written, then the process dies while it releases the dependents: no answer. The worker retries the report
+    (here, on another process): a repeat, followed up there before its answer."""
+    root, dependent = await claimed_root_with_dependent(service)
+    resolution = service.resolution
+    stalled = asyncio.Event()
+
+    async def stuck(*args: Any, **kwargs: Any) -> str:
+        stalled.set()
+        await asyncio.Event().wait()  # never
+        return "resolved"
+
+    resolution.resolve_dependencies = stuck  # type: ignore[method-assign]
+    reporting = asyncio.create_task(service.lifecycle.resolve(root, 0, "completed", "completed"))
+    await stalled.wait()
+    dies_after_answering(service)
+    reporting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reporting
+    assert (await service.queries.task(root)).status()["state"] == "completed"
+    assert (await service.queries.task(dependent)).status()["state"] == "unscheduled"
+    clock.advance(5)  # the dead writer's lease
+    other_publisher = RecordingPublisher()
+    other = process(clock, *storage, other_publisher)
+    await other.lifecycle.resolve(root, 0, "completed", "completed")  # the retry: a repeat
+    assert (await other.queries.task(dependent)).status()["state"] == "pending"
+    await other.stores.settled()
+    assert "task-completed" in [e.exchange for e in other_publisher.published if root in e.routing_key]
+
+
+async def test_a_slow_release_gets_a_resolution_message_before_the_answer_deleted_once_done(
+        service: Queue, storage: tuple[MemoryTables, MemoryQueues], monkeypatch: pytest.MonkeyPatch) -> None:
     _, queues = storage
-    root, dependent = slugid(), slugid()
-    await service.creation.create_task(root, task_definition())
-    await service.creation.create_task(dependent, task_definition(dependencies=[root]))
-    claimed = await claim(service, root)
-    await service.stores.settled()
-    message_id, pop_receipt = claimed.task.checks["claim"]
-    # Its handler has it (say, an early delivery): the pop receipt the task keeps is no longer the message's.
-    assert await queues.release(CLAIM_QUEUE, QueueMessage(message_id, pop_receipt, b"", 0, clock()), 60)
+    root, dependent = await claimed_root_with_dependent(service)
+    monkeypatch.setattr(repository, "FOLLOW_WAIT", 0)  # every release is too slow for the answer to wait
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     [message] = bodies(queues, RESOLVED_QUEUE)
-    assert ResolvedCheck.decode(message).taskId == root
+    assert ResolvedCheck.decode(message).taskId == root  # stands in, should the process die now
     await service.stores.settled()
-    assert bodies(queues, RESOLVED_QUEUE) == []  # resolved here, published: deleted
     assert (await service.queries.task(dependent)).status()["state"] == "pending"
+    assert bodies(queues, RESOLVED_QUEUE) == [] and bodies(queues, CLAIM_QUEUE) == []
+
+
+async def test_a_failed_follow_up_hands_over_to_a_resolution_message(
+        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> None:
+    _, queues = storage
+    root, _ = await claimed_root_with_dependent(service)
+    resolution = service.resolution
+    beside = resolution.resolve_beside
+
+    async def failing(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("storage down")
+
+    resolution.resolve_beside = failing  # type: ignore[method-assign]
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    await service.stores.settled()
+    [message] = bodies(queues, RESOLVED_QUEUE)  # takes over from the check, which is deleted
+    assert bodies(queues, CLAIM_QUEUE) == []
+    resolution.resolve_beside = beside  # type: ignore[method-assign]
+    clock.advance(10)
+    assert await service.resolution.follow_up(ResolvedCheck.decode(message)) == "resolved"
+    assert not await service.stores.groups.is_active(root, root)
 
 
 async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_remembered_one(
@@ -201,7 +257,7 @@ async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_
     dies_after_answering(service)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     [message] = bodies(queues, CLAIM_QUEUE)
-    clock.advance(10)  # its grace, and the dead writer's lease
-    assert await other.resolution.follow_up(ResolvedCheck.decode(message)) == "resolved"
+    clock.advance(61)  # its takenUntil, and the dead writer's lease
+    assert await other.checks.check_claim(ClaimCheck.decode(message)) == "followed-up"
     await other.stores.settled()
     assert "task-completed" in [e.exchange for e in other_publisher.published if root in e.routing_key]

@@ -89,8 +89,8 @@ async def test_the_resolving_process_resolves_the_dependents_itself_and_deletes_
 
 
 async def test_a_resolution_that_fails_here_is_left_to_its_message(clock: Clock) -> None:
-    """The resolving process's own attempt fails (a bug, storage): the message stays, hidden for the grace, and
-    its handler unblocks the dependent afterwards."""
+    """The resolving process's own attempt fails (a bug, storage): a resolution message takes over from the claim
+    check that stood in (deleted), hidden for the grace, and its handler unblocks the dependent afterwards."""
     service = memory_service(clock=clock, resolution_grace=1)
     root, definition = await create(service)
     tq = definition["taskQueueId"]
@@ -106,6 +106,6 @@ async def test_a_resolution_that_fails_here_is_left_to_its_message(clock: Clock)
     assert await resolution_messages(service) == []  # hidden for the grace
     await asyncio.sleep(1.1)
     [(queue, message)] = await resolution_messages(service)
-    assert queue == CLAIM_QUEUE
+    assert queue == RESOLVED_QUEUE and contents(service, CLAIM_QUEUE) == []
     assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"
     assert (await service.tasks.load(dependent)).state == "pending"
