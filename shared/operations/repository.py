@@ -12,11 +12,11 @@ Rules every change follows:
   task that nothing will move. Readers of a message re-check state, so stale and duplicated messages do nothing.
 - The resolution of a running run is guarded by the run's claim check, written before the claim: where this
   process publishes its events and resolves what follows a resolution itself, nothing is put before that write
-  (one storage round trip, not two). The check stays, as it is, until the events are published and what follows is
-  done (dependents released before the answer, group and Index after it: `_follow_here`); should the process die
-  before it answers, the worker's retry of its report follows the resolution up (Lifecycle.resolve), and should
-  it die after, the check comes due at `takenUntil`, and its handler finds the run resolved, asks for the dispatch
-  of its events and follows the resolution up (shared/operations/checks.py).
+  (one storage round trip, not two). The check stays, as it is, until the events are published and what follows
+  is done (dependents released and Index written before the answer, group left after it: `_follow_here`);
+  should the process die before it answers, the worker's retry of its report follows the resolution up
+  (Lifecycle.resolve), and should it die after, the check comes due at `takenUntil`, and its handler finds the
+  run resolved, asks for the dispatch of its events and follows the resolution up (shared/operations/checks.py).
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ FOLLOW_WAIT = 0.5
 class Resolver(Protocol):
     """What follows a task's resolution (shared/operations/resolution.py)."""
 
-    def resolve_dependencies(self, check: ResolvedCheck, *, beside: bool = True) -> Awaitable[object]: ...
+    def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True) -> Awaitable[object]: ...
 
-    def resolve_beside(self, check: ResolvedCheck, task: Task) -> Awaitable[object]: ...
+    def resolve_group_member(self, check: ResolvedCheck) -> Awaitable[None]: ...
 
     def follow_up_run(self, task: Task, run_id: int) -> Awaitable[None]: ...
 
@@ -342,20 +342,20 @@ class TaskRepository:
                                       QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
 
     async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
-        """A guarded resolution that leaves more to follow (dependents, a group with other members) is written:
-        its dependents are released here before the answer, its group and indexing after it, and its claim check,
-        as it is, stands in for all of that and its events until they are done. A process that dies before it
-        answers leaves it to the worker's retry of the report (a repeat is followed up: Lifecycle.resolve); one
-        that dies after, to the check (at `takenUntil`). A release that takes over FOLLOW_WAIT (a large fan-out)
-        gets a resolution message of its own first, so that an answer given before it is done leaves a death to
-        that message (after `resolution_grace`) rather than to the check."""
+        """A guarded resolution that leaves more to follow (dependents, an Index entry, a group with other members)
+        is written: its dependents are released and its Index entry written here before the answer, its group left
+        after it, and its claim check, as it is, stands in for all of that and its events until they are done. A
+        process that dies before it answers leaves it to the worker's retry of the report (a repeat is followed up:
+        Lifecycle.resolve); one that dies after, to the check (at `takenUntil`). A release that takes over
+        FOLLOW_WAIT (a large fan-out) gets a resolution message of its own first, so that an answer given before it
+        is done leaves a death to that message (after `resolution_grace`) rather than to the check."""
         assert self.resolver is not None
         run_id = task.last_run_id
         check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, guards.now)
         fallback = self.stores.events.guarded_by(
             self.check_queue(CLAIM_QUEUE, task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now),
             [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], also=1)  # and once followed up
-        releasing = asyncio.ensure_future(self.resolver.resolve_dependencies(check, beside=False))
+        releasing = asyncio.ensure_future(self.resolver.resolve_dependencies(check, with_group=False))
         try:
             done, _ = await asyncio.wait({releasing}, timeout=FOLLOW_WAIT)
             if not done:
@@ -369,14 +369,14 @@ class TaskRepository:
 
     async def _followed(self, check: ResolvedCheck, task: Task, releasing: asyncio.Future[object],
                         fallback: Fallback, guards: Guards) -> None:
-        """`_follow_here` after the answer: its group and indexing, then the check's part done (deleted once the
+        """`_follow_here` after the answer: its group left, then the check's part done (deleted once the
         events are out too), and the resolution message put for a slow release deleted. Should any step fail, a
         resolution message (put now unless there is one) takes over from the check, after `resolution_grace`."""
         assert self.resolver is not None
         message = guards.resolution_message(check.runId)
         try:
             await releasing
-            await self.resolver.resolve_beside(check, task)
+            await self.resolver.resolve_group_member(check)
         except Exception:
             log.warning("following a resolution up here failed; its resolution message will", exc_info=True,
                         extra=fields(taskId=check.taskId, runId=check.runId))

@@ -42,12 +42,12 @@ class Resolution:
         """The `task-resolved` shard of the check's task."""
         return self.tasks.check_queue(RESOLVED_QUEUE, check.taskId)
 
-    async def resolve_dependencies(self, check: ResolvedCheck, *, beside: bool = True) -> ResolutionOutcome:
+    async def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True) -> ResolutionOutcome:
         """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
         its dependents, handing the next page to a new message first, so no invocation runs long and several
         hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing. Not
-        `beside`: the group step and the indexing are left out, for the caller to run after (`resolve_beside`):
-        the dependents only (what a report's answer waits for: shared/operations/repository.py)."""
+        `with_group`: the group step is left out, for the caller to run after (`resolve_group_member`): the
+        dependents and the Index only (what a report's answer waits for: shared/operations/repository.py)."""
         stores = self.stores
         await stores.ready()
         faults.point("resolve-dependencies")
@@ -82,12 +82,12 @@ class Resolution:
                 return "stale"
             resolution = run.state
         group_step: asyncio.Future[Any] = asyncio.ensure_future(
-            self.resolve_group_member(check) if beside else asyncio.sleep(0))
+            self.resolve_group_member(check) if with_group else asyncio.sleep(0))
         if resolution is None:
             await group_step
             return "task-gone"
         assert task is not None
-        if resolution == "completed" and check.continuation is None and beside:
+        if resolution == "completed" and check.continuation is None:
             # Indexed beside the group step: should either fail, the message comes back and both run again.
             group_step = asyncio.gather(group_step, self.index.index_completed(task, check.runId))
         legacy = task.has_dependents is not False  # TaskDependency edges (requirement rows, or older rows)
@@ -170,12 +170,6 @@ class Resolution:
                                              visible_in=self.stores.settings.hint_retry_delay)
                 return "not-yet"
             return "stale"
-
-    async def resolve_beside(self, check: ResolvedCheck, task: Task) -> None:
-        """What `resolve_dependencies` left out when not `beside`: the task leaves its group's active set, and a
-        completed task is indexed."""
-        await asyncio.gather(self.resolve_group_member(check), *(
-            [self.index.index_completed(task, check.runId)] if task.runs[check.runId].state == "completed" else []))
 
     async def follow_up_run(self, task: Task, run_id: int) -> None:
         """What a resolved run's claim check does when its resolution's process did not get to it (and a worker's

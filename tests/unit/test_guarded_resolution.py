@@ -1,8 +1,8 @@
 """The resolution of a running run, guarded by the run's claim check (shared/operations/repository.py): nothing is
 put before its write; the check, as it is, is deleted once the events are published and what follows is done
-(dependents released before the answer, group and Index after it); a process that dies before answering leaves
-it to the worker's retry of its report, one that dies after to the check, which follows the resolution up,
-publishing its events and resolving what depends on it."""
+(dependents released and Index written before the answer, group left after it); a process that dies before
+answering leaves it to the worker's retry of its report, one that dies after to the check, which follows the
+resolution up, publishing its events and resolving what depends on it."""
 
 from __future__ import annotations
 
@@ -227,17 +227,17 @@ async def test_a_failed_follow_up_hands_over_to_a_resolution_message(
     _, queues = storage
     root, _ = await claimed_root_with_dependent(service)
     resolution = service.resolution
-    beside = resolution.resolve_beside
+    group_step = resolution.resolve_group_member
 
     async def failing(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("storage down")
 
-    resolution.resolve_beside = failing  # type: ignore[method-assign]
+    resolution.resolve_group_member = failing  # type: ignore[method-assign]
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     await service.stores.settled()
     [message] = bodies(queues, RESOLVED_QUEUE)  # takes over from the check, which is deleted
     assert bodies(queues, CLAIM_QUEUE) == []
-    resolution.resolve_beside = beside  # type: ignore[method-assign]
+    resolution.resolve_group_member = group_step  # type: ignore[method-assign]
     clock.advance(10)
     assert await service.resolution.follow_up(ResolvedCheck.decode(message)) == "resolved"
     assert not await service.stores.groups.is_active(root, root)
