@@ -33,6 +33,7 @@ import contextlib
 import datetime as dt
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -67,6 +68,12 @@ HOLD_WAIT = 0.25  # seconds a change waits for the stream's publishing here to e
 # Seconds an answer waits for its change's publishing here (usually a broker round trip or two) before it goes with
 # a dispatch request instead: a busy broker's confirms then cost the request, not the caller's time.
 ANSWER_WAIT = 0.05
+# A change goes without a dispatch request, its answer waiting for its publishing (`published`), only while the
+# writers' publishing here takes less than this on average (PUBLISH_SMOOTHING: the weight of the latest): when it
+# takes longer (a broker under load, 50 creations at a time), most answers would wait ANSWER_WAIT and then put the
+# request anyway, two round trips after the write instead of none beside it.
+PUBLISH_KEEPING_UP = ANSWER_WAIT / 2
+PUBLISH_SMOOTHING = 0.1
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
@@ -137,6 +144,7 @@ class EventLog:
         self.publisher: Publisher | None = None  # when set (a bus is configured), a change's writer publishes
         self.background = background or Background()  # where the writer's publishing runs
         self.marks = PublicationMarks(tables, interval=mark_interval, background=self.background)
+        self.publishing_seconds = 0.0  # how long a writer's publishing here took, from its write (smoothed)
 
     def recorded(self, stream: Stream, ops: list[Op], etags: list[str | None]) -> None:
         """A transaction that held these rows of the stream is written, and left these ETags: its event rows are
@@ -235,8 +243,10 @@ class EventLog:
     @property
     def answers_after_publishing(self) -> bool:
         """Whether a change may go without a dispatch request when its answer waits for its publishing here
-        (`published`): this process publishes what it writes."""
-        return self.dispatching and self.publisher is not None
+        (`published`): this process publishes what it writes, and keeps up (PUBLISH_KEEPING_UP). Read it once
+        per change: it may change between its guards and its answer."""
+        return (self.dispatching and self.publisher is not None
+                and self.publishing_seconds < PUBLISH_KEEPING_UP)
 
     async def published(self, stream: Stream, seq: int) -> None:
         """A change this process wrote, with events up to `seq`, for which no dispatch request was put: its caller
@@ -604,6 +614,8 @@ class EventLog:
             self._unknown(held)
             return
 
+        written = time.monotonic()
+
         async def publish() -> None:
             try:
                 if after is not None:
@@ -616,6 +628,8 @@ class EventLog:
                 return
             finally:
                 self._release(held)
+                took = time.monotonic() - written
+                self.publishing_seconds += PUBLISH_SMOOTHING * (took - self.publishing_seconds)
             await self._after_publishing(held, failure)
 
         self.background.start(publish())

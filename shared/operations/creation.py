@@ -58,14 +58,15 @@ class TaskCreation:
         self.stores = tasks.stores
         self.edges = DependencyEdges(tasks)
 
-    async def _announce(self, task: Task) -> int:
-        """The creation's dispatch request, unless this process publishes what it writes and the task waits for
+    async def _announce(self, task: Task, writer_publishes: bool) -> int:
+        """The creation's dispatch request, unless this process publishes what it writes and keeps up
+        (`writer_publishes`: EventLog.answers_after_publishing, read once per creation) and the task waits for
         dependencies (no run yet): then its answer waits for its event to be published instead
         (`EventLog.published`), and a caller that got no answer retries, which dispatches it. One message put and
         deleted per task less, the dearest part of a graph's events. A task pending at once keeps its request, put
         beside its hint: its two events go out as its claim follows within milliseconds, and waiting for them
         made the lone lifecycle's createTask slower under load (docs/performance.md)."""
-        if _answered_after_publishing(self.stores.events.answers_after_publishing, task):
+        if _answered_after_publishing(writer_publishes, task):
             return task.event_seq + len(task.emitted)
         return await self.tasks.announce(task)
 
@@ -87,6 +88,8 @@ class TaskCreation:
         task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True,
                     has_dependents=False, waiting=[] if in_row else None)
         task.emit("task-defined")
+        # Decided once: whether its events go without a dispatch request, its answer waiting for them (`_announce`).
+        writer_publishes = stores.events.answers_after_publishing
         if not dependencies:
             task.emit("task-pending", 0)
         hint_id: str | None = None
@@ -109,7 +112,7 @@ class TaskCreation:
                 early = group is not None and sole is None
                 guards = asyncio.ensure_future(all_of(
                     stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
-                    self._announce(task), join() if early else nothing()))
+                    self._announce(task, writer_publishes), join() if early else nothing()))
                 try:
                     found = await self.edges.attach(task_id, dependencies, require, task.expires)
                     _refuse_dependencies([d for d in dependencies if d != task_id], found, definition)
@@ -126,7 +129,7 @@ class TaskCreation:
                     task.emit("task-pending", 0)
                     _, hint_id, announced = await all_of(nothing() if early else join(),
                                                          self.tasks.put_pending_hint(task, 0, now),
-                                                         self._announce(task))
+                                                         self._announce(task, writer_publishes))
                     task.runs[0].hint_id = hint_id
                 elif not early:
                     await join()
@@ -140,7 +143,7 @@ class TaskCreation:
                 _, _, _, announced = await all_of(
                     stores.deps.add(task_id, dependencies, require, task.expires),
                     stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
-                    self._announce(task))
+                    self._announce(task, writer_publishes))
                 try:
                     # The group learns of the task once its dependencies were read and found (a phantom member
                     # would hold the group unresolved): with their notes, which refuse only a dependency deleted
@@ -156,7 +159,7 @@ class TaskCreation:
                 # of latency instead of five).
                 _, hint_id, _, _, announced = await all_of(
                     stores.deadlines.add(task_id, task.deadline), self.tasks.put_pending_hint(task, 0, now), join(),
-                    stores.expiry.add(task_id, task.expires), self._announce(task))
+                    stores.expiry.add(task_id, task.expires), self._announce(task, writer_publishes))
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
             if not in_row:
@@ -167,7 +170,7 @@ class TaskCreation:
                 await stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
                 written = await self.tasks.write(task, insert=True, announced=announced)
         stream = Stream(TASKS_TABLE, task_id)
-        if written and _answered_after_publishing(stores.events.answers_after_publishing, task):
+        if written and _answered_after_publishing(writer_publishes, task):
             await stores.events.published(stream, task.event_seq)  # instead of a dispatch request (`_announce`)
         if not written:
             existing = await self.tasks.load(task_id)

@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+from shared.domain import eventlog
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
@@ -94,3 +95,31 @@ async def test_a_slow_broker_costs_the_answer_a_moment_and_then_the_request_it_g
     await service.stores.settled()
     assert [e.exchange for e in slow.published] == ["task-defined"]
     assert requests(queues) == []  # settled once published, as any change's fallback
+
+
+async def test_while_publishing_lags_a_dependent_puts_its_request_beside_its_write_and_waits_for_nothing() -> None:
+    """Once the writers' publishing takes longer than EventLog's PUBLISH_KEEPING_UP (smoothed), a dependent goes
+    with a dispatch request as any change does: no wait after its write, no request put after it. Fails if the
+    creation waits for its publishing whatever the broker's pace."""
+    clock, tables, queues = Clock(), MemoryTables(), MemoryQueues()
+    root = slugid()
+    await process(clock, tables, queues, RecordingPublisher()).creation.create_task(root, task_definition())
+    slow = Gated()
+    service = process(clock, tables, queues, slow)
+    events = service.stores.events
+    assert events.answers_after_publishing
+    events.publishing_seconds = 1.0  # as after publishings that took a second each
+    assert not events.answers_after_publishing
+    queues.clear(DISPATCH_QUEUE)
+    puts = Puts(queues)
+    task_id = slugid()
+    started = asyncio.get_running_loop().time()
+    await service.creation.create_task(task_id, task_definition(dependencies=[root]))
+    assert asyncio.get_running_loop().time() - started < eventlog.ANSWER_WAIT  # no wait for the gated publishing
+    assert [(r.key, r.seq) for r in requests(queues)] == [(task_id, 1)]
+    assert [queue for _, queue in puts.calls if queue == DISPATCH_QUEUE] == [DISPATCH_QUEUE]  # one, before the write
+    slow.gate.set()
+    await service.stores.settled()
+    assert [e.exchange for e in slow.published] == ["task-defined"]
+    assert requests(queues) == []
+    assert events.publishing_seconds < 1.0  # each publishing moves the average towards its own duration
