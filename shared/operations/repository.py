@@ -112,12 +112,9 @@ class Guards:
             # The events emitted so far (a change emits before it hints) are announced beside the hint, not after
             # it: one round trip for both (modify hands `announced` to the write, which announces again only if
             # more was emitted since, or a lost race made it decide again).
-            seq = task.event_seq + len(task.emitted)
-            hint_id, _ = await all_of(self.tasks.put_pending_hint(task, run_id, self.now),
-                                      self.tasks.announce(task) if task.emitted else nothing())
+            hint_id, self.announced = await all_of(self.tasks.put_pending_hint(task, run_id, self.now),
+                                                   self.tasks.announce(task))
             self._hints[key] = hint_id or ""
-            if task.emitted:
-                self.announced = seq
         task.runs[-1].hint_id = self._hints[key] or None
 
     async def resolved(self, task: Task) -> None:

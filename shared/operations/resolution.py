@@ -21,7 +21,7 @@ from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
 from shared.operations.claims import SETTLE_PAUSES
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
+from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, nothing
 from shared.operations.stores import Stores
 
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
@@ -82,7 +82,7 @@ class Resolution:
                 return "stale"
             resolution = run.state
         group_step: asyncio.Future[Any] = asyncio.ensure_future(
-            self.resolve_group_member(check) if with_group else asyncio.sleep(0))
+            self.resolve_group_member(check) if with_group else nothing())
         if resolution is None:
             await group_step
             return "task-gone"
