@@ -49,11 +49,15 @@ from shared.storage.base import Entity, TableStore, all_at_once, delete_all, ups
 
 POINT_READ_LIMIT = 16
 LISTED = 250  # dependents listed on their dependency's row (Task.dependents, ~6 KiB); more are only queried
-IN_ROW = 100  # dependencies a task keeps on its own row (a row each resolution rewrites: a few KiB at most)
+# Dependencies a task keeps on its own row: its `waiting` list is one property (JSON, 25 characters a taskId: 25,000
+# at most, under the 32,768 UTF-16 characters of a property's 64 KiB), a few KiB once most have resolved. A summary
+# of a large push's test chunks (300-odd) keeps its list here too; only a longer one writes requirement rows.
+IN_ROW = 1000
 EDGE, EDGE_END = "d:", "d;"  # the RowKeys of the edges kept in their dependency's own `Tasks` partition
 HERE_PAGE, LEGACY_PAGE = "here:", "legacy:"  # continuations of `dependents`
 MARK = "~"  # the marker row's RowKey prefix: "~" sorts after every character of a taskId
 MARKS_REMEMBERED = 10_000  # markers this process wrote, so a fan-out writes its root's once
+ATTACH_AT_ONCE = 100  # edges of one task written (or deleted) at once: a page; a longer list takes more round trips
 REQUIREMENTS_TABLE = "TaskRequirement"
 DEPENDENCIES_TABLE = "TaskDependency"
 
@@ -120,7 +124,7 @@ class DependencyStore:
     async def remove_here(self, task_id: str, dependencies: list[str]) -> None:
         """Delete the edges `task_id` wrote in its dependencies' partitions (a createTask that was refused)."""
         await delete_all(self.tables, TASKS_TABLE, [(dep, EDGE + task_id) for dep in dependencies],
-                         at_once=IN_ROW)
+                         at_once=ATTACH_AT_ONCE)
 
     async def unmark(self, task_ids: list[str]) -> None:
         """Delete the markers of tasks that do not exist (a refused createTask named them)."""

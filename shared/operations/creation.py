@@ -7,12 +7,12 @@ process does not publish what it writes: otherwise the answer waits for the even
 that got none retries, which dispatches them); for one with at most IN_ROW, its edges, each in one transaction that
 proves its dependency's state (shared/operations/edges.py), beside the index rows (the dispatch request, as
 before) and an existing group's membership; then the task, waiting for the dependencies not yet satisfied
-(shared/domain/dependencies.py). Round trips one after another: 2 without
-dependencies, 2 with (3 when a dependency is not remembered here and is read first; 3 when all are satisfied
-already: the pending hint goes before the task). A longer list keeps Taskcluster's requirement rows: edges and
-index rows, the dependencies' read, the group membership with the notes to the dependencies, the task, then its
-requirements read (whoever sees it unblocked first, this request or the resolution of its last dependency,
-schedules it).
+(shared/domain/dependencies.py). Round trips one after another: 2 without dependencies, 2 with (3 when a dependency
+is not remembered here and is read first; 3 when all are satisfied already: the pending hint goes before the task),
+up to ATTACH_AT_ONCE (100) dependencies: a longer list's edges take a round trip per further page, at most IN_ROW
+(1000) of them. A longer list still keeps Taskcluster's requirement rows: edges and index rows, the dependencies'
+read, the group membership with the notes to the dependencies, the task, then its requirements read (whoever sees
+it unblocked first, this request or the resolution of its last dependency, schedules it).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import asyncio
 import datetime as dt
 from dataclasses import dataclass
 
-from shared.domain.dependencies import edge_here, listed_with
+from shared.domain.dependencies import ATTACH_AT_ONCE, edge_here, listed_with
 from shared.domain.tasks import TASKS_TABLE, Task, encode_dependents, task_row
 from shared.operations.repository import TaskRepository
 from shared.storage.base import BATCH_LIMIT, Entity, Op
@@ -43,11 +43,15 @@ class DependencyEdges:
 
     async def attach(self, task_id: str, dependencies: list[str], require: str,
                      expires: dt.datetime) -> dict[str, Task]:
-        """Write `task_id`'s edge in each of its dependencies' partitions (a self-dependency aside); each
-        dependency as it stood once its edge was written (missing ones are left out)."""
+        """Write `task_id`'s edge in each of its dependencies' partitions (a self-dependency aside), a page of
+        ATTACH_AT_ONCE at a time (one round trip up to that many, one more per further page; a long list does not
+        take a connection pool's worth at once); each dependency as it stood once its edge was written (missing
+        ones are left out)."""
         count = len(dependencies)
-        found = await asyncio.gather(*(self._attach(edge_here(dep, task_id, require, count, expires))
-                                       for dep in dependencies if dep != task_id))
+        edges = [edge_here(dep, task_id, require, count, expires) for dep in dependencies if dep != task_id]
+        found: list[Task | None] = []
+        for start in range(0, len(edges), ATTACH_AT_ONCE):
+            found += await asyncio.gather(*(self._attach(edge) for edge in edges[start:start + ATTACH_AT_ONCE]))
         return {t.task_id: t for t in found if t is not None}
 
     async def _attach(self, entity: Entity) -> Task | None:

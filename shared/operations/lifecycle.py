@@ -91,6 +91,7 @@ class Lifecycle:
         """A task that keeps what it waits for on its row (Task.waiting) no longer waits for `satisfied`: they
         leave the list, and the write that empties it gives the task its first run (unless it has one, or its
         deadline passed). Idempotent: a dependency no longer listed changes nothing."""
+        satisfied = frozenset(satisfied)  # looked up once per listed dependency (up to IN_ROW)
         guards = self.tasks.guards()
         now = guards.now
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from shared import timeutil
-from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
+from shared.domain.dependencies import DEPENDENCIES_TABLE, IN_ROW, REQUIREMENTS_TABLE
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from tests.conftest import expect_error, shards_of, slugid, stores_of, task_definition, task_queue_id, wait_for
 
@@ -194,15 +195,50 @@ def test_dependency_created_after_its_dependency_resolved_counts_at_once(queue):
     assert state(queue, strict) == "unscheduled"
 
 
-def test_fan_in_of_more_dependencies_than_one_transaction_holds(queue):
-    # Requirement rows are written 100 to a transaction: 150 dependencies need two.
+def requirement_rows(queue_host, task_id: str) -> list[str]:
+    async def rows() -> list[str]:
+        tables, queues = stores_of(queue_host.env)
+        try:
+            found: list[str] = []
+            token: str | None = None
+            while True:  # pages of up to 1,000
+                page = await tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id},
+                                          continuation=token)
+                found += [e.row_key for e in page.entities]
+                if (token := page.continuation) is None:
+                    return found
+        finally:
+            await tables.close()
+            await queues.close()
+
+    return asyncio.run(rows())
+
+
+def test_fan_in_of_more_dependencies_than_a_page_keeps_its_list_on_its_row(queue, queue_host):
+    # 150 edges: more than one page of edges written at once (ATTACH_AT_ONCE), kept on the row (IN_ROW).
     tq = task_queue_id()
     deps = [create(queue, taskQueueId=tq) for _ in range(150)]
     waiting = create(queue, dependencies=deps)
     assert len(queue.task(waiting)["dependencies"]) == 150
+    assert requirement_rows(queue_host, waiting) == []
     for dep in deps[:-1]:
         run_to(queue, dep)
     time.sleep(1.5)
     assert state(queue, waiting) == "unscheduled"
     run_to(queue, deps[-1])
+    wait_for(lambda: state(queue, waiting) == "pending")
+
+
+def test_fan_in_of_more_dependencies_than_a_row_holds_keeps_requirement_rows(queue, queue_host):
+    # IN_ROW + 1 (all-resolved: canceled dependencies satisfy it, one call each): Taskcluster's requirement rows,
+    # written 100 to a transaction, each deleted by its dependency's resolution.
+    tq = task_queue_id()
+    with ThreadPoolExecutor(8) as pool:
+        deps = list(pool.map(lambda _: create(queue, taskQueueId=tq), range(IN_ROW + 1)))
+        waiting = create(queue, dependencies=deps, requires="all-resolved")
+        assert len(requirement_rows(queue_host, waiting)) == IN_ROW + 1
+        list(pool.map(queue.cancelTask, deps[:-1]))
+    wait_for(lambda: requirement_rows(queue_host, waiting) == deps[-1:], timeout=60)
+    assert state(queue, waiting) == "unscheduled"
+    queue.cancelTask(deps[-1])
     wait_for(lambda: state(queue, waiting) == "pending")

@@ -102,9 +102,9 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
 
 def test_create_task_with_dependencies_round_trips(azurite):
     """A task in a group that exists, waiting for tasks that have not resolved: its edges (each proving its
-    dependency's state), index rows and group membership at once; the task. Two, for 2 dependencies as for 100;
-    three when a dependency is not remembered (read first) or when they are all satisfied already (the pending
-    hint before the task)."""
+    dependency's state), index rows and group membership at once; the task. Two, for 2 dependencies as for 100
+    (one more per further 100); three when a dependency is not remembered (read first) or when they are all
+    satisfied already (the pending hint before the task)."""
 
     async def go():
         queue = service(azurite.connection_string)
@@ -127,6 +127,11 @@ def test_create_task_with_dependencies_round_trips(azurite):
             assert trips == 2
             _, trips = await create(builds)
             assert trips == 2
+            # A summary of 250 tests: its edges a page of 100 at a time, then the task; kept on its row.
+            tests = builds + [(await create(builds[:1]))[0] for _ in range(150)]  # the group keeps 100 dependents
+            summary, trips = await create(tests)
+            assert trips == 4
+            assert (await queue.tasks.load(summary)).waiting == tests
             assert (await queue.tasks.load(first)).waiting == builds[:2]
             for build in builds[:2]:
                 queue.tasks.known.forget(build)

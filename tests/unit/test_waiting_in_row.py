@@ -4,10 +4,12 @@ written with requirement rows (more than IN_ROW dependencies, or before the chan
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from shared import errors
-from shared.domain.dependencies import REQUIREMENTS_TABLE
+from shared.domain.dependencies import ATTACH_AT_ONCE, REQUIREMENTS_TABLE
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import creation
 from shared.runtime import Queue
@@ -220,3 +222,39 @@ async def test_a_remembered_dependency_is_proven_by_its_edge_not_read() -> None:
         other]
     listed, _ = await service.stores.deps.dependents(root, limit=100, continuation=None, here=True, legacy=False)
     assert sorted(t.task_id for t in listed) == sorted([d, *(t for t, _ in together)])
+
+
+async def test_a_long_list_is_kept_on_the_row_its_edges_written_a_page_at_a_time(
+        service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary of 300 test chunks (a large push's fan-in) keeps its list on its row: no requirement rows; its
+    300 edge transactions go ATTACH_AT_ONCE at a time, not all at once; the last resolution schedules it."""
+    first, definition = await create(service)
+    tq = definition["taskQueueId"]
+    deps = [first, *[(await create(service, taskQueueId=tq))[0] for _ in range(299)]]
+    tables = service.stores.tables
+    commit = tables.commit
+    in_flight, most = 0, 0
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(0.001)  # each transaction a round trip, so that they overlap
+            return await commit(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(tables, "commit", counted)
+    summary, _ = await create(service, taskQueueId=tq, dependencies=deps)
+    monkeypatch.undo()
+    assert most == ATTACH_AT_ONCE, most
+    task = await service.tasks.load(summary)
+    assert task.waiting == deps and task.state == "unscheduled"
+    assert await requirement_rows(service, summary) == []
+    await complete(service, tq, *deps[:-1])
+    task = await service.tasks.load(summary)
+    assert task.waiting == deps[-1:] and task.state == "unscheduled"
+    await complete(service, tq, deps[-1])
+    assert (await service.tasks.load(summary)).state == "pending"
+
