@@ -18,7 +18,9 @@ process saw lately (members it added or the query returned): in a large group on
 there, and on Azurite, whose queries scan and sort the whole table, that query was the costliest call of a
 graph's run (docs/performance.md). Both answer the same question after the task's own row is deleted, so two
 last members resolving together still see each other's deletes, as before. The members that resolve in one
-process within LEAVE_LINGER seconds leave together: one transaction of deletes and one look for all of them.
+process within LEAVE_LINGER seconds leave together: one transaction of deletes and one look for all of them,
+usually in that transaction: a merge of no property into the active row of a member this process saw unresolved,
+which fails the transaction if that row is gone (`_leave_proving`).
 
 A group's only member needs neither: its active row's delete and the group's resolution are one transaction,
 conditional on the group row's ETag (`resolve_sole`). A second task's join clears `sole` in the join's own
@@ -39,7 +41,7 @@ from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
 from shared.domain.tasks import TASKS_TABLE
-from shared.storage.base import Entity, Op, TableStore, all_at_once, delete_all
+from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore, all_at_once, delete_all
 from shared.storage.grouped import GroupCommit, GroupedUpserts
 
 GROUP_STREAMS = "TaskGroups"  # the family of the groups' event streams (shared/domain/eventrows.py STORED_WITH)
@@ -382,13 +384,36 @@ class TaskGroupStore:
 
     async def _leave_together(self, task_group_id: str, leaves: list[_Leave]) -> None:
         """The deletes of the members' active rows (one transaction), then whether any is left: after every
-        delete, so that two last members leaving in two processes see each other's."""
-        await all_at_once(self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + leave.task_id) for leave in leaves)
-        if await self._probe_active(task_group_id, {leave.task_id for leave in leaves}):
+        delete, so that two last members leaving in two processes see each other's. Usually one call: the
+        deletes with a proof that a member this process saw unresolved still is (`_leave_proving`)."""
+        leaving = {leave.task_id for leave in leaves}
+        if await self._leave_proving(task_group_id, leaving):
+            return
+        await all_at_once(self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id) for task_id in leaving)
+        if await self._probe_active(task_group_id, leaving):
             return
         active = await self._first(task_group_id, ACTIVE, PROBES)
         self._saw_active(task_group_id, active)
         leaves[0].emptied = not active  # one announcement is enough
+
+    async def _leave_proving(self, task_group_id: str, leaving: set[str]) -> bool:
+        """The active rows' deletes in one transaction with a merge of no property into the active row of the
+        newest member this process saw unresolved (any ETag, so it fails only if that row is gone): applied, the
+        group still had an unresolved member once they were deleted, as a point read after them would show, and
+        none of them was its last. False (nothing done) when no such member is known, or the transaction failed
+        (that member resolved meanwhile, or a row of `leaving` is deleted already): the deletes one by one, then
+        the look, as before."""
+        seen = self._seen.get(task_group_id)
+        if seen is not None:
+            for task_id in leaving:
+                if task_id in seen:
+                    seen.remove(task_id)
+        if not seen or len(leaving) >= BATCH_LIMIT:
+            return False
+        witness = seen[-1]
+        ops = [*(_active_delete(task_group_id, task_id) for task_id in sorted(leaving)),
+               Op("merge", Entity(task_group_id, ACTIVE + witness, {}))]
+        return await self.tables.transact(GROUPS_TABLE, ops)
 
     async def _probe_active(self, task_group_id: str, resolved: set[str]) -> bool:
         """Whether one of the members this process saw unresolved still is (a point read each, newest first);

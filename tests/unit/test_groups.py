@@ -151,17 +151,21 @@ class CallCounting(MemoryTables):
         return attr
 
 
-async def test_members_resolving_together_leave_in_one_transaction_and_one_look() -> None:
-    """60 members of a group resolving at once in one process: their deletes are one transaction each 100 rows and
-    the group is looked at once for all of them, not a delete and a read each; exactly one of them resolves it."""
+async def test_members_resolving_together_leave_in_one_transaction_that_proves_another_unresolved() -> None:
+    """60 members of a group resolving at once in one process: their deletes are one transaction, with a merge of
+    no property into the active row of the 61st (seen unresolved), which proves the group not empty: no delete
+    and read each, no look after; exactly one of them resolves it."""
     tables = CallCounting()
     groups, group = store(tables), slugid()
     tasks = await joined(groups, group, 61)
+    witness = await tables.get(GROUPS_TABLE, group, ACTIVE + tasks[60])
     tables.calls.clear()
     answers = await asyncio.gather(*(groups.resolve_member(group, t) for t in tasks[:60]))
     assert not any(answers)  # the 61st is still active
     assert tables.calls.get("transact", 0) == 1, tables.calls  # (the memory store's transact calls its commit)
-    assert tables.calls.get("delete", 0) == 0 and tables.calls.get("get", 0) + tables.calls.get("query", 0) == 1
+    assert tables.calls.get("delete", 0) == 0 and tables.calls.get("get", 0) + tables.calls.get("query", 0) == 0
+    assert (await tables.get(GROUPS_TABLE, group, ACTIVE + tasks[60])).data == witness.data
+    tables.calls.clear()
     assert await groups.resolve_member(group, tasks[60]) is True
     tables.calls.clear()
     # Repeated (resolution messages delivered again): the rows are gone, a delete each; the group still resolved.
