@@ -396,6 +396,15 @@ class TaskGroupStore:
         self._saw_active(task_group_id, active)
         leaves[0].emptied = not active  # one announcement is enough
 
+    def _forget_seen(self, task_group_id: str, resolved: set[str]) -> deque[str] | None:
+        """The members this process saw unresolved in the group, `resolved` taken out."""
+        seen = self._seen.get(task_group_id)
+        if seen is not None:
+            for task_id in resolved:
+                if task_id in seen:
+                    seen.remove(task_id)
+        return seen
+
     async def _leave_proving(self, task_group_id: str, leaving: set[str]) -> bool:
         """The active rows' deletes in one transaction with a merge of no property into the active row of the
         newest member this process saw unresolved (any ETag, so it fails only if that row is gone): applied, the
@@ -403,11 +412,7 @@ class TaskGroupStore:
         none of them was its last. False (nothing done) when no such member is known, or the transaction failed
         (that member resolved meanwhile, or a row of `leaving` is deleted already): the deletes one by one, then
         the look, as before."""
-        seen = self._seen.get(task_group_id)
-        if seen is not None:
-            for task_id in leaving:
-                if task_id in seen:
-                    seen.remove(task_id)
+        seen = self._forget_seen(task_group_id, leaving)
         if not seen or len(leaving) >= BATCH_LIMIT:
             return False
         witness = seen[-1]
@@ -418,10 +423,7 @@ class TaskGroupStore:
     async def _probe_active(self, task_group_id: str, resolved: set[str]) -> bool:
         """Whether one of the members this process saw unresolved still is (a point read each, newest first);
         the ones found resolved are forgotten. False when none is known or none of PROBES is."""
-        seen = self._seen.get(task_group_id)
-        for task_id in resolved:
-            if seen is not None and task_id in seen:
-                seen.remove(task_id)
+        seen = self._forget_seen(task_group_id, resolved)
         for _ in range(PROBES):
             if not seen:
                 return False
