@@ -507,6 +507,9 @@ def main() -> int:
                 line += "; CPU s: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.items())
                 line += "; CPU ms per task: " + ", ".join(f"{name} {seconds * 1000 / tasks:.1f}"
                                                           for name, seconds in used.items())
+                peak = peak_memory(watched.get("host", []))
+                if peak:
+                    line += f"; host peak memory {peak / 1024:.0f} MiB"
             trips = {k: n for k, n in calls.items() if k.startswith(ROUND_TRIPS)}
             calls = {k: n for k, n in calls.items() if k not in trips}
             if calls:
@@ -582,6 +585,18 @@ def cpu_seconds(watched: dict[str, list[int]]) -> dict[str, float]:
             total += (int(fields[11]) + int(fields[12])) / ticks
         used[name] = total
     return used
+
+
+def peak_memory(pids: list[int]) -> int:
+    """The largest resident set so far (VmHWM, KiB) of the given processes, summed (Linux /proc); 0 if unknown."""
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    return total
 
 
 def start_embedded(processes: list[Any], watched: dict[str, list[int]] | None = None, *,
