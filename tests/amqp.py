@@ -122,13 +122,17 @@ def delete_exchanges(namespace: str, exchanges: list[str]) -> None:
 
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to the broker; `cut()` closes the listener and every open connection,
-    `restore()` listens again on the same port."""
+    `restore()` listens again on the same port; `stall()` holds what the broker sends (its confirmations) on the
+    connections open then, until `flow()` (later connections flow). `accepted` counts the connections made through
+    it."""
 
     def __init__(self, upstream: tuple[str, int] = (AMQP_HOST, AMQP_PORT)) -> None:
         self.upstream = upstream
         self._runner = _LoopThread()
         self._server: asyncio.AbstractServer | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing: list[asyncio.Event] = []  # one per connection
+        self.accepted = 0
         self.port = 0
         self.restore()
 
@@ -136,9 +140,12 @@ class TcpProxy:
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                    flowing: asyncio.Event | None = None) -> None:
         with contextlib.suppress(Exception):
             while data := await reader.read(65536):
+                if flowing is not None:
+                    await flowing.wait()
                 writer.write(data)
                 await writer.drain()
         writer.close()
@@ -149,8 +156,12 @@ class TcpProxy:
         except OSError:
             writer.close()
             return
+        self.accepted += 1
+        flowing = asyncio.Event()
+        flowing.set()
+        self._flowing.append(flowing)
         self._writers.update((writer, up_writer))
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer, flowing=flowing))
         self._writers.difference_update((writer, up_writer))
 
     async def _listen(self) -> None:
@@ -170,6 +181,14 @@ class TcpProxy:
 
     def cut(self) -> None:
         self._runner.run(self._cut())
+
+    def stall(self) -> None:
+        for flowing in list(self._flowing):
+            self._runner.loop.call_soon_threadsafe(flowing.clear)
+
+    def flow(self) -> None:
+        for flowing in list(self._flowing):
+            self._runner.loop.call_soon_threadsafe(flowing.set)
 
     def close(self) -> None:
         self.cut()

@@ -1,6 +1,10 @@
 """AMQP 0-9-1 publisher, as Taskcluster publishes to Pulse: durable topic exchanges named
 `exchange/<namespace>/v1/<exchange>`, persistent JSON messages, publisher confirms, and the task's routes in the
 `CC` header (RabbitMQ's sender-selected distribution), so existing Pulse consumers bind exactly as before.
+
+One connection and channel per process, shared by every publish: at most PUBLISHES_IN_FLIGHT of them at once
+(shared/bus/turns.py). A publish that fails drops the connection it used, not the one a later publish opened
+since; and one that timed out while the broker confirmed others keeps it (the broker is slow, not gone).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
+from shared.bus.turns import PUBLISHES_IN_FLIGHT, Turns
 from shared.domain.eventrows import PublishError
 from shared.domain.events import Event, exchange_name
 
@@ -19,20 +24,24 @@ log = logging.getLogger("queue.events.amqp")
 
 
 class AmqpPublisher:
-    def __init__(self, url: str, *, namespace: str, timeout: float = 10) -> None:
+    def __init__(self, url: str, *, namespace: str, timeout: float = 10,
+                 in_flight: int = PUBLISHES_IN_FLIGHT) -> None:
         self.url, self.namespace, self.timeout = url, namespace, timeout
+        self.turns = Turns(in_flight)
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         self._exchanges: dict[str, AbstractExchange] = {}
         self._lock = asyncio.Lock()
 
-    async def _exchange(self, exchange: str) -> AbstractExchange:
+    async def _exchange(self, exchange: str, using: list[AbstractChannel]) -> AbstractExchange:
+        """The exchange on the current channel (connecting first if there is none); `using` gets the channel."""
         async with self._lock:
             if self._channel is None or self._channel.is_closed:
                 await self._reset()
                 self._connection = await aio_pika.connect(self.url, timeout=self.timeout)
                 # Confirms: publish() returns once the broker has taken responsibility for the message.
                 self._channel = await self._connection.channel(publisher_confirms=True)
+            using.append(self._channel)
             found = self._exchanges.get(exchange)
             if found is None:
                 found = await self._channel.declare_exchange(
@@ -46,13 +55,26 @@ class AmqpPublisher:
             json.dumps(event.payload, separators=(",", ":")).encode(), content_type="application/json",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT, message_id=event.message_id or None,
             headers={"CC": list(event.cc)} if event.cc else None)
-        try:
-            exchange = await self._exchange(event.exchange)
-            # mandatory=False: an exchange nobody is bound to is normal, as on Pulse.
-            await exchange.publish(message, event.routing_key, mandatory=False, timeout=self.timeout)
-        except (TimeoutError, aio_pika.exceptions.AMQPError, OSError, ConnectionError) as exc:
-            await self._reset()
-            raise PublishError(f"AMQP publish to {event.exchange} failed: {exc!r}") from exc
+        using: list[AbstractChannel] = []
+        async with self.turns.turn() as started:
+            try:
+                exchange = await self._exchange(event.exchange, using)
+                # mandatory=False: an exchange nobody is bound to is normal, as on Pulse.
+                await exchange.publish(message, event.routing_key, mandatory=False, timeout=self.timeout)
+            except (TimeoutError, aio_pika.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError,
+                    OSError, ConnectionError) as exc:
+                # ChannelInvalidStateError (a RuntimeError): the channel was closed under this publish.
+                if not (isinstance(exc, TimeoutError) and self.turns.confirmed_since(started)):
+                    await self._drop(using[0] if using else None)
+                raise PublishError(f"AMQP publish to {event.exchange} failed: {exc!r}") from exc
+            self.turns.confirmed()
+
+    async def _drop(self, channel: AbstractChannel | None) -> None:
+        """Close the connection of `channel` (None: of the current one), unless another publish already replaced
+        it: the first of many publishes failing together reconnects; the others leave the new connection be."""
+        async with self._lock:
+            if channel is None or channel is self._channel:
+                await self._reset()
 
     async def _reset(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None

@@ -4,6 +4,10 @@ declare a child resource whose name holds one, so the deployment could not creat
 as the message subject, each routing-key word and the CC routes as application properties (see
 `shared/bus/bindings.py` for how a Pulse binding becomes a subscription rule), and the event's stream position
 as the message id, so a topic with duplicate detection drops re-published events.
+
+A sender per topic, shared by every publish to it: at most PUBLISHES_IN_FLIGHT publishes at once
+(shared/bus/turns.py). A failed send closes its sender unless a later publish replaced it already, or it timed out
+while others were confirmed (Service Bus is slow, not gone).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared.bus.bindings import ROUTES_PROPERTY, routes_property, rule_name, subscription_filter
+from shared.bus.turns import PUBLISHES_IN_FLIGHT, Turns
 from shared.domain.eventrows import PublishError
 from shared.domain.events import Event, exchange_name
 
@@ -40,8 +45,10 @@ def to_message(event: Event, namespace: str) -> Any:
 class ServiceBusPublisher:
     """Publishes through an `azure.servicebus.aio.ServiceBusClient` (or anything with its `get_topic_sender`)."""
 
-    def __init__(self, client: Any, *, namespace: str, timeout: float = 10) -> None:
+    def __init__(self, client: Any, *, namespace: str, timeout: float = 10,
+                 in_flight: int = PUBLISHES_IN_FLIGHT) -> None:
         self.client, self.namespace, self.timeout = client, namespace, timeout
+        self.turns = Turns(in_flight)
         self._senders: dict[str, Any] = {}
 
     @classmethod
@@ -64,15 +71,19 @@ class ServiceBusPublisher:
     async def publish(self, event: Event) -> None:
         from azure.servicebus.exceptions import ServiceBusError
         topic = topic_name(event.exchange, self.namespace)
-        sender = self._senders.get(topic)
-        if sender is None:
-            sender = self._senders[topic] = self.client.get_topic_sender(topic)
-        try:
-            await asyncio.wait_for(sender.send_messages(to_message(event, self.namespace)), self.timeout)
-        except (TimeoutError, ServiceBusError, OSError) as exc:
-            self._senders.pop(topic, None)
-            await _close_quietly(sender)
-            raise PublishError(f"Service Bus send to {topic} failed: {exc!r}") from exc
+        async with self.turns.turn() as started:
+            sender = self._senders.get(topic)
+            if sender is None:
+                sender = self._senders[topic] = self.client.get_topic_sender(topic)
+            try:
+                await asyncio.wait_for(sender.send_messages(to_message(event, self.namespace)), self.timeout)
+            except (TimeoutError, ServiceBusError, OSError) as exc:
+                if not (isinstance(exc, TimeoutError) and self.turns.confirmed_since(started)) and (
+                        self._senders.get(topic) is sender):
+                    self._senders.pop(topic)
+                    await _close_quietly(sender)
+                raise PublishError(f"Service Bus send to {topic} failed: {exc!r}") from exc
+            self.turns.confirmed()
 
     async def close(self) -> None:
         for sender in self._senders.values():

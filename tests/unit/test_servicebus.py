@@ -176,6 +176,90 @@ def test_publisher_sends_to_the_exchanges_topic_and_reports_failures():
     assert failing.senders["ns.v1.task-completed"].closed  # a failed sender is dropped and made again
 
 
+class GatedSender(FakeSender):
+    """Sends wait for the client's gate; those the client names as stalled (by send number, counted over all its
+    senders) never end (a Service Bus that stopped)."""
+
+    def __init__(self, client: GatedClient) -> None:
+        super().__init__(False)
+        self.client = client
+
+    async def send_messages(self, message: Any) -> None:
+        self.client.calls += 1
+        if self.client.calls in self.client.stalled:
+            await asyncio.Event().wait()
+        await self.client.gate.wait()
+        self.sent.append(message)
+
+
+class GatedClient(FakeClient):
+    def __init__(self, gate: asyncio.Event, stalled: frozenset[int] = frozenset()) -> None:
+        super().__init__()
+        self.gate, self.stalled = gate, stalled
+        self.calls = 0
+        self.made: list[GatedSender] = []
+
+    def get_topic_sender(self, topic: str) -> GatedSender:  # type: ignore[override]
+        sender = GatedSender(self)
+        self.made.append(sender)
+        return sender
+
+
+def test_publishes_take_turns():
+    async def scenario() -> None:
+        gate = asyncio.Event()
+        client = GatedClient(gate)
+        publisher = ServiceBusPublisher(client, namespace="ns", in_flight=8)
+        sends = [asyncio.ensure_future(publisher.publish(EVENT)) for _ in range(50)]
+        await asyncio.sleep(0.05)
+        assert publisher.turns.in_flight == 8  # the other 42 wait their turn, not on Service Bus
+        gate.set()
+        await asyncio.gather(*sends)
+        assert publisher.turns.most == 8 and len(client.made[0].sent) == 50
+
+    asyncio.run(scenario())
+
+
+def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender():
+    async def scenario() -> None:
+        gate = asyncio.Event()
+        gate.set()
+        client = GatedClient(gate, stalled=frozenset({1}))  # the first send never ends; the others go through
+        publisher = ServiceBusPublisher(client, namespace="ns", timeout=0.3)
+        first = asyncio.ensure_future(publisher.publish(EVENT))
+        await asyncio.sleep(0.01)  # sent (and stalled)
+        for _ in range(5):
+            await publisher.publish(EVENT)
+        with pytest.raises(PublishError):
+            await first
+        assert len(client.made) == 1 and not client.made[0].closed  # slow, not gone
+        await publisher.publish(EVENT)
+        assert len(client.made[0].sent) == 6
+
+    asyncio.run(scenario())
+
+
+def test_a_stale_failure_leaves_the_new_sender_be():
+    async def scenario() -> None:
+        gate = asyncio.Event()
+        gate.set()
+        client = GatedClient(gate, stalled=frozenset({1, 2}))  # two sends of the first sender hang: nothing confirmed
+        publisher = ServiceBusPublisher(client, namespace="ns", timeout=0.3)
+        first = asyncio.ensure_future(publisher.publish(EVENT))
+        await asyncio.sleep(0.1)
+        second = asyncio.ensure_future(publisher.publish(EVENT))
+        with pytest.raises(PublishError):
+            await first  # nothing confirmed since it started: its sender is closed, a new one made next time
+        await publisher.publish(EVENT)
+        with pytest.raises(PublishError):
+            await second  # failed on the old sender after the new one was made
+        assert [s.closed for s in client.made] == [True, False]
+        await publisher.publish(EVENT)
+        assert len(client.made) == 2 and len(client.made[1].sent) == 2
+
+    asyncio.run(scenario())
+
+
 # --- the rules ---------------------------------------------------------------------------------------------------
 
 def props_of(routing_key: str, cc: list[str]) -> dict[str, Any]:
