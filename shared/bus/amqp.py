@@ -64,7 +64,7 @@ class AmqpPublisher:
             except (TimeoutError, aio_pika.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError,
                     OSError, ConnectionError) as exc:
                 # ChannelInvalidStateError (a RuntimeError): the channel was closed under this publish.
-                if not (isinstance(exc, TimeoutError) and self.turns.confirmed_since(started)):
+                if self.turns.broken(exc, started):
                     await self._drop(using[0] if using else None)
                 raise PublishError(f"AMQP publish to {event.exchange} failed: {exc!r}") from exc
             self.turns.confirmed()

@@ -78,8 +78,7 @@ class ServiceBusPublisher:
             try:
                 await asyncio.wait_for(sender.send_messages(to_message(event, self.namespace)), self.timeout)
             except (TimeoutError, ServiceBusError, OSError) as exc:
-                if not (isinstance(exc, TimeoutError) and self.turns.confirmed_since(started)) and (
-                        self._senders.get(topic) is sender):
+                if self.turns.broken(exc, started) and self._senders.get(topic) is sender:
                     self._senders.pop(topic)
                     await _close_quietly(sender)
                 raise PublishError(f"Service Bus send to {topic} failed: {exc!r}") from exc

@@ -47,3 +47,8 @@ class Turns:
 
     def confirmed_since(self, started: float) -> bool:
         return self._confirmed > started
+
+    def broken(self, failure: BaseException, started: float) -> bool:
+        """Whether a publish's failure says its connection is broken: any failure but a timeout while the bus
+        confirmed other publishes (a slow bus, not a gone one)."""
+        return not (isinstance(failure, TimeoutError) and self.confirmed_since(started))
