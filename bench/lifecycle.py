@@ -360,7 +360,7 @@ def scenario_expiry(client: Callable[[], taskcluster.Queue], tasks: int, threads
 
 
 def scenario_graph(client: Callable[[], taskcluster.Queue], size: int, threads: int,
-                   mark: Callable[[], None] = lambda: None) -> str:
+                   mark: Callable[[], None] = lambda: None, created_mark: Callable[[], None] = lambda: None) -> str:
     """A graph of `size` tasks in layers: each layer fans out from the one before, and each task waits for two
     tasks of the layer before it (fan-in). Workers run everything; then every task must have exactly one run,
     completed (a read of every task, which `mark` leaves out of the calls and CPU counted)."""
@@ -395,6 +395,7 @@ def scenario_graph(client: Callable[[], taskcluster.Queue], size: int, threads: 
         run_threads(threads, creator)
     creating.set()
     create_seconds = time.perf_counter() - created
+    created_mark()
     started = time.perf_counter()
     workers = Workers(client, tq, threads, size, per_claim=8)
     threading.Thread(target=progress, args=("completed", lambda: workers.completed, workers.done),
@@ -474,17 +475,28 @@ def main() -> int:
                      calls_before: dict[str, int] = calls_before) -> None:
                 """The scenario's own work is done (its calls are counted, and CPU read, once triggers settle)."""
                 marked.append((settled_calls(storage_calls, calls_before), cpu_seconds(watched)))
+
+            creation: list[tuple[dict[str, int], dict[str, float]]] = []
+
+            def created_mark(creation: list[tuple[dict[str, int], dict[str, float]]] = creation,
+                             calls_before: dict[str, int] = calls_before) -> None:
+                """The scenario's tasks are created (its workers not started): the calls and CPU so far, as they
+                are (the creations' follow-up still under way counts in the run's figures)."""
+                now = storage_calls()
+                creation.append(({k: n - calls_before.get(k, 0) for k, n in now.items()
+                                  if not k.startswith(ROUND_TRIPS) and n - calls_before.get(k, 0) > 0},
+                                 cpu_seconds(watched)))
             if scenario == "create":
                 line = scenario_create(client, args.tasks, args.threads)
             elif scenario in ("lifecycle", "indexed"):
                 line = scenario_lifecycle(client, args.tasks, args.threads, mark, indexed=scenario == "indexed")
             elif scenario.startswith("graph"):
                 tasks = int(scenario[5:] or 10000)
-                line = scenario_graph(client, tasks, args.threads, mark)
+                line = scenario_graph(client, tasks, args.threads, mark, created_mark)
             elif scenario.startswith("push"):
                 from bench.push import scenario_push, shape
                 tasks = sum(shape(int(scenario[4:] or 2000)).values())
-                line = scenario_push(client, int(scenario[4:] or 2000), root_url, creds, mark)
+                line = scenario_push(client, int(scenario[4:] or 2000), root_url, creds, mark, created_mark)
             elif scenario.startswith("fanout"):
                 tasks = int(scenario[6:] or 300) + 1
                 line = scenario_fanout(client, tasks - 1, args.threads, lambda: cpu_seconds(watched))
@@ -510,6 +522,11 @@ def main() -> int:
                 peak = peak_memory(watched.get("host", []))
                 if peak:
                     line += f"; host peak memory {peak / 1024:.0f} MiB"
+            if creation and used:
+                made, at = creation[0]
+                line += ("; creation alone: CPU ms per task " + ", ".join(
+                    f"{name} {(at[name] - before[name]) * 1000 / tasks:.1f}" for name in watched)
+                    + f", storage calls per task {sum(made.values()) / tasks:.1f}")
             trips = {k: n for k, n in calls.items() if k.startswith(ROUND_TRIPS)}
             calls = {k: n for k, n in calls.items() if k not in trips}
             if calls:

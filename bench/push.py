@@ -143,9 +143,10 @@ def progress(size: int, what: str, count: Callable[[], int]) -> threading.Event:
 
 
 def scenario_push(client: Callable[..., taskcluster.Queue], size: int, root_url: str,
-                  credentials: dict[str, str], mark: Callable[[], None] = lambda: None) -> str:
-    """Create and run the push; `mark` is called once it ran, before the check that reads every task (whose
-    calls and CPU are the benchmark's, not the push's)."""
+                  credentials: dict[str, str], mark: Callable[[], None] = lambda: None,
+                  created_mark: Callable[[], None] = lambda: None) -> str:
+    """Create and run the push; `created_mark` is called once it is created, `mark` once it ran, before the check
+    that reads every task (whose calls and CPU are the benchmark's, not the push's)."""
     from taskgraph import create
     from taskgraph.util import taskcluster as tc_util
 
@@ -174,6 +175,7 @@ def scenario_push(client: Callable[..., taskcluster.Queue], size: int, root_url:
     create.create_tasks({"trust-domain": "bench"}, taskgraph, label_to_taskid, {"level": "3"}, decision)
     stop.set()
     create_seconds = time.perf_counter() - started
+    created_mark()
     client(claim["credentials"]).reportCompleted(decision, "0")
     started = time.perf_counter()
     pools = [Pool(client, f"{provisioner}/{kind}", POOLS[kind], counts[kind]) for kind in KINDS]
