@@ -221,15 +221,16 @@ class EventLog:
         return not self.dispatching or self.publisher is not None
 
     def guarded_by(self, queue: str, message: QueueMessage, streams: Sequence[tuple[Stream, int]], *,
-                   also: int = 0) -> Fallback:
+                   also: int = 0, keep: bool = False) -> Fallback:
         """A change was written whose events, up to the given sequence numbers of `streams`, a message put before
         it stands in for, should this process die before publishing them (its claim check, or the resolution
         message that check became): no dispatch request was put for them. The message is deleted once this process
-        has published and settled them, and `also` more parts are `done_with`. Its handler, if it comes to it,
-        asks for their dispatch (`ensure_dispatched`)."""
+        has published and settled them, and `also` more parts are `done_with`; never, when it is to be `keep`t (a
+        claim's check, which expires the claim later). Its handler, if it comes to it, asks for their dispatch
+        (`ensure_dispatched`). A bus that refuses them gets requests of their own (`_after_publishing`)."""
         if not self.dispatching:
             streams = []  # no bus: no events to wait for
-        fallback = Fallback(message, len(streams) + also + 1, queue)
+        fallback = Fallback(message, len(streams) + also + 1 + int(keep), queue)
         for stream, seq in streams:
             self._requested.setdefault(stream, []).append((seq, fallback))
         self._forget_requests()

@@ -23,7 +23,7 @@ from shared.domain.messages import PendingHint, pending_queues
 from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import deadline_passed, run_of
-from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged, all_of
+from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged, all_of, nothing
 from shared.storage.base import QueueMessage, Received
 
 log = logging.getLogger("queue")
@@ -93,6 +93,9 @@ class Claims:
             run = task.runs[run_id]
             task.emit("task-running", run_id)
             announced: int | None = None
+            # Where this process publishes what it writes, the claim check stands in for task-running's dispatch
+            # request (TaskRepository.guarded_by_claim): no request is put.
+            guarded = stores.events.published_by_writers
             with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its dispatch request's handler waits
                 if check is None:
                     # The claim check goes out before the claim is written: a crash in between leaves only a
@@ -101,13 +104,17 @@ class Claims:
                         self.tasks.put_claim_check(task_id, run_id, taken_until, now),
                         stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
                                                    now),
-                        self.tasks.announce(task))
+                        nothing() if guarded else self.tasks.announce(task))
+                if guarded:
+                    announced = task.event_seq + len(task.emitted)  # as if announced: the write puts no request
                 task.checks["claim"] = check
                 run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
                 run.started, run.taken_until, run.hint_id = now, taken_until, token
                 task.taken_until = taken_until
                 written = await self.tasks.write(task, announced=announced)
             if written:
+                if guarded:
+                    self.tasks.guarded_by_claim(task, check, now)
                 stores.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 metrics.CLAIMS.add(1, {"taskQueueId": task.task_queue_id})
                 return Claim(task, run_id)

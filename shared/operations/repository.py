@@ -338,6 +338,17 @@ class TaskRepository:
         self.stores.events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
                                       QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
 
+    def guarded_by_claim(self, task: Task, claim: list[str], now: dt.datetime) -> None:
+        """A claim written without a dispatch request for its `task-running`: its claim check stands in should this
+        process die before publishing it. Whatever comes of the run, a later change of the task's stream dispatches
+        its events in order from the cursor, this one first: the run's resolution (guarded by the same check, or a
+        request), the check's expiry of the claim (a request), a reclaim's check after it; a check that comes due
+        on a resolved run asks for the dispatch itself (Resolution.follow_up_run). A bus that refuses it gets a
+        request of its own (EventLog._after_publishing). The check expires the claim: it is never deleted here."""
+        self.stores.events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
+                                      QueueMessage(claim[0], claim[1], b"", 0, now),
+                                      [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], keep=True)
+
     async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
         """A guarded resolution that leaves more to follow (dependents, an Index entry, a group with other members)
         is written: its dependents are released and its Index entry written here before the answer, its group left

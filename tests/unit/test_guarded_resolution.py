@@ -2,7 +2,8 @@
 put before its write; the check, as it is, is deleted once the events are published and what follows is done
 (dependents released and Index written before the answer, group left after it); a process that dies before
 answering leaves it to the worker's retry of its report, one that dies after to the check, which follows the
-resolution up, publishing its events and resolving what depends on it."""
+resolution up, publishing its events and resolving what depends on it. The claim's own `task-running` is guarded
+by the same check: a claim puts no dispatch request either."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from shared.domain.eventrows import DISPATCH_QUEUE
+from shared.domain.eventrows import DISPATCH_QUEUE, decode_requests
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.operations import repository
 from shared.runtime import Queue, build_queue
@@ -261,3 +262,62 @@ async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_
     assert await other.checks.check_claim(ClaimCheck.decode(message)) == "followed-up"
     await other.stores.settled()
     assert "task-completed" in [e.exchange for e in other_publisher.published if root in e.routing_key]
+
+
+async def test_a_claim_puts_no_dispatch_request_its_check_stands_in(
+        service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
+    _, queues = storage
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.settled()
+    puts = Puts(queues)
+    await claim(service, task_id)
+    assert puts.calls == [("put", CLAIM_QUEUE)]  # the check, and no request beside it
+    await service.stores.settled()
+    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running"]
+    assert len(bodies(queues, CLAIM_QUEUE)) == 1 and bodies(queues, DISPATCH_QUEUE) == []  # the check stays
+
+
+async def test_a_process_dying_after_a_claim_leaves_task_running_to_the_runs_next_change(
+        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
+        publisher: RecordingPublisher) -> None:
+    """The claim is written and answered, and the process dies before publishing task-running. The worker reports
+    through another process (after the dead writer's lease): that change's dispatch publishes task-running first."""
+    _, queues = storage
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.settled()
+    dies_after_answering(service)
+    await claim(service, task_id)
+    assert "task-running" not in [e.exchange for e in publisher.published]
+    assert bodies(queues, DISPATCH_QUEUE) == []
+    clock.advance(6)  # the dead writer's lease (5 s)
+    other_publisher = RecordingPublisher()
+    other = process(clock, *storage, other_publisher)
+    await other.lifecycle.resolve(task_id, 0, "completed", "completed")
+    await other.stores.settled()
+    assert [e.exchange for e in other_publisher.published] == ["task-running", "task-completed",
+                                                               "task-group-resolved"]
+    assert bodies(queues, CLAIM_QUEUE) == [] and bodies(queues, DISPATCH_QUEUE) == []
+
+
+async def test_a_claims_event_the_bus_refused_gets_a_request_of_its_own(
+        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
+        publisher: RecordingPublisher) -> None:
+    _, queues = storage
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition())
+    await service.stores.settled()
+    publisher.fail = True
+    await claim(service, task_id)
+    await service.stores.settled()
+    # A request of its own, as for a refused dispatch, to show after a delay (the claim put none before).
+    [request] = [r for body in queues.contents(DISPATCH_QUEUE) for r in decode_requests(json.loads(body))]
+    assert (request.key, request.seq) == (task_id, 3)
+    assert len(bodies(queues, CLAIM_QUEUE)) == 1  # the check, as it was
+    publisher.fail = False
+    clock.advance(6)  # and the lease, which the refused publishing gave up anyway
+    other_publisher = RecordingPublisher()
+    other = process(clock, *storage, other_publisher)
+    assert await other.stores.events.dispatch(request, other_publisher) == "published"
+    assert [e.exchange for e in other_publisher.published] == ["task-running"]

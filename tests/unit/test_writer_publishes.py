@@ -16,6 +16,7 @@ import pytest
 from shared import timeutil
 from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, Stream, cursor_row_key, decode_requests
+from shared.domain.messages import ClaimCheck
 from shared.domain.publishmarks import MARK_ROW, MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.runtime import Queue
@@ -173,12 +174,17 @@ async def test_a_hold_whose_transaction_lost_its_answer_is_never_certified(
     clock.advance(6)
     cursor = await other.cursor(stream)
     assert cursor.dispatched == 2 and not cursor.leased(clock())
-    # The claim's dispatch request (put before its transaction, left on the queue) publishes task-running once
-    # it shows, after the lease ran out.
-    assert [r.seq for r in requests_left(service)] == [3]
-    assert await fallback(service, publisher) == ["published"]
+    # The claim put no dispatch request: its check stands in (put before its transaction, left on the queue).
+    # The worker never heard of the claim; the check comes due, expires it, and that change's dispatch publishes
+    # task-running first, the dead hold's events being past the cursor.
+    assert requests_left(service) == []
+    task = await service.tasks.get(task_id)
+    assert task is not None and task.runs[0].taken_until is not None
+    clock.advance(60)
+    assert await service.checks.check_claim(ClaimCheck(task_id, 0, task.runs[0].taken_until)) == "expired"
+    await service.stores.settled()
     assert [e.exchange for e in publisher.published if e.routing_key.find(task_id) >= 0] == [
-        "task-defined", "task-pending", "task-running"]
+        "task-defined", "task-pending", "task-running", "task-exception", "task-pending"]
 
 
 async def test_a_cursor_moved_by_another_process_fails_the_lease_not_the_change(
@@ -272,19 +278,19 @@ async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events
         return await upsert(table, entity)
 
     task_id = slugid()
+    tables.upsert = failing_marks  # type: ignore[method-assign]
+    # A change with a request: a task pending at once puts one beside its hint (a dependent's creation has
+    # none, its answer waits instead; a claim has none, its check stands in).
     await service.creation.create_task(task_id, task_definition())
     await service.stores.settled()
-    tables.upsert = failing_marks  # type: ignore[method-assign]
-    await claim(service, task_id)  # a change with a request (a creation has none: its answer waits instead)
-    await service.stores.settled()
-    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 3)]  # kept: the mark is not stored
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]  # kept: the mark is not stored
     tables.upsert = upsert  # type: ignore[method-assign]
     await service.creation.create_task(slugid(), task_definition())  # its mark's write stores all
     await service.stores.settled()
-    assert await mark_of(tables, events.marks.holder) == 4
+    assert await mark_of(tables, events.marks.holder) == 3
     # The request left shows later and finds its events published, as the stored mark now says.
-    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 3)]
-    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 7
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]
+    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 6
 
 
 async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when_it_shows(
