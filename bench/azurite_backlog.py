@@ -1,7 +1,8 @@
 """What a backlog costs Azurite's queue service: messages put and taken (received 32 at a time, each deleted) in
 one queue while other messages wait in another, each backlog size after the one before (the backlogs add up).
 
-    .venv/bin/python -m bench.azurite_backlog [--backlogs 0 2000 2000] [--messages 500] [--in-memory]
+    .venv/bin/python -m bench.azurite_backlog [--backlogs 0 2000 2000] [--messages 500] [--per-receive 32]
+                                              [--in-memory]
 
 Starts its own Azurite (data on disk, as `make run` keeps it, unless `--in-memory`) and prints, per backlog, the
 CPU milliseconds Azurite's queue process spent per message put and per message taken. Azurite 3.37.0 as npm
@@ -27,7 +28,7 @@ from shared.storage.rest import RestQueues
 CONCURRENCY = 16
 
 
-async def measure(store: azurite.Azurite, backlog: int, messages: int) -> None:
+async def measure(store: azurite.Azurite, backlog: int, messages: int, per_receive: int = 32) -> None:
     queues = RestQueues(store.connection_string)
     pids = {"queue": [store.processes["queue"].pid]}
     limit = asyncio.Semaphore(CONCURRENCY)
@@ -45,7 +46,7 @@ async def measure(store: azurite.Azurite, backlog: int, messages: int) -> None:
         put_done = cpu_seconds(pids)
         taken = 0
         while taken < messages:
-            received = await queues.receive("bench-work", 32, 30)
+            received = await queues.receive("bench-work", per_receive, 30)
             await asyncio.gather(*(queues.delete("bench-work", message) for message in received))
             taken += len(received)
         elapsed = time.perf_counter() - started
@@ -62,12 +63,14 @@ def main() -> int:
     parser.add_argument("--backlogs", type=int, nargs="+", default=[0, 2000, 2000],
                         help="messages added to the waiting queue before each measurement")
     parser.add_argument("--messages", type=int, default=500, help="messages put and taken per measurement")
+    parser.add_argument("--per-receive", type=int, default=32, help="messages asked for per receive (claimWork "
+                        "asks for its worker's capacity: often 1 to 4)")
     parser.add_argument("--in-memory", action="store_true", help="Azurite without its data on disk")
     args = parser.parse_args()
     store = azurite.start(Path(tempfile.mkdtemp(prefix="bench-backlog-")), in_memory=args.in_memory)
     try:
         for backlog in args.backlogs:
-            asyncio.run(measure(store, backlog, args.messages))
+            asyncio.run(measure(store, backlog, args.messages, args.per_receive))
     finally:
         store.stop()
     return 0

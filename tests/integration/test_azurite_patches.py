@@ -30,6 +30,7 @@ def test_the_installed_azurite_is_patched() -> None:
     unpatched = "Azurite's queue service is not patched: run `make setup` (local_host/azurite-patches/README.md)"
     assert "if (docs.length > 0) {\n            coll.remove(docs);" in source, unpatched
     assert "accountName: account,\n            queueName: queue," not in source, unpatched  # queue first
+    assert "for (const doc of docs) {\n            coll.update(doc);" in source, unpatched  # receives keep indices
     tables = (package / TABLE_STORE).read_text()
     assert "partitionKeyOfFilter(queryOptions.filter)" in tables, unpatched.replace("queue", "table")
     assert "tableEntityCollection.update({ ...entity, $loki: doc.$loki" in tables, unpatched.replace("queue", "table")
@@ -52,6 +53,33 @@ def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> Non
             await asyncio.sleep(2.2)  # visible again (1 s) and past its time to live (1 s)
             assert [m.json()["n"] for m in await queues.receive(name, 32, 30)] == ["long"]
             assert await queues.receive(other, 32, 30) == []  # expired in its own queue too
+        finally:
+            await queues.close()
+
+    asyncio.run(go())
+
+
+def test_receives_take_in_order_and_hide_what_they_took(azurite: azurite_mod.Azurite) -> None:
+    """A receive updates each message it takes alone (LokiJS rebuilt all the messages' indices after an update of
+    several): messages are still taken oldest first, each once while hidden, with their dequeue counts, a message
+    whose visibility ran out is taken again, and another queue's messages are left alone."""
+    async def go() -> None:
+        queues = RestQueues(azurite.connection_string)
+        name, other = f"take-{uuid.uuid4().hex[:10]}", f"other-{uuid.uuid4().hex[:10]}"
+        try:
+            await queues.ensure_queues([name, other])
+            for i in range(40):
+                await queues.put(other, b'{"n": %d}' % i)
+            for i in range(10):
+                await queues.put(name, b'{"n": %d}' % i)
+            taken = []
+            while batch := await queues.receive(name, 3, 2):
+                taken += [(m.json()["n"], m.dequeue_count) for m in batch]
+            assert taken == [(i, 1) for i in range(10)]
+            await asyncio.sleep(2.2)  # hidden for 2 s: all visible again, in the same order
+            again = await queues.receive(name, 32, 30)
+            assert [(m.json()["n"], m.dequeue_count) for m in again] == [(i, 2) for i in range(10)]
+            assert sorted(m.json()["n"] for m in await queues.receive(other, 32, 30)) == list(range(32))
         finally:
             await queues.close()
 
