@@ -1,6 +1,12 @@
 """The Index's operations: finding, listing, inserting and deleting entries (the Index API), indexing a completed
 task's `index.` routes (called by the resolution that follows the completion), and expiry.
 
+Entry writes are cheap where they repeat: a path this process wrote is remembered with its ETag, and a later entry
+that outranks the remembered one replaces it on that ETag (one call; a path another process changed meanwhile
+fails the condition and is read). A path not remembered is inserted, with the other new paths of its namespace
+that arrive while an insert of that namespace is in flight (one transaction; group commit,
+shared/storage/grouped.py): a push's tasks completing together share them.
+
 Indexing happens exactly once in effect: the completion's resolution message stands until the resolution,
 indexing included, is done (shared/operations/repository.py, `resolve_here`); a process that dies before leaves
 the message to its handler, which indexes again. Every write is idempotent (the same entry written twice is the
@@ -16,6 +22,7 @@ import datetime as dt
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from shared import errors, faults, timeutil
@@ -27,6 +34,7 @@ from shared.domain.index import (
     IndexedTaskNotFound,
     InvalidIndexPath,
     ancestors,
+    data_size,
     entry_partition,
     hour_ceiling,
     join,
@@ -38,11 +46,14 @@ from shared.domain.index import (
 from shared.domain.tasks import Task
 from shared.logs import fields
 from shared.operations.stores import Stores
-from shared.storage.base import Entity, decode_key, encode_key
+from shared.storage.base import BATCH_LIMIT, Entity, Op, decode_key, encode_key
+from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue.index")
 
 KNOWN_NAMESPACES = 10_000  # namespaces this process wrote or read, with the expiry stored (a few MB at most)
+KNOWN_ENTRIES = 10_000  # entries this process wrote, with their ETags ...
+KNOWN_ENTRIES_BYTES = 16 * 1024 * 1024  # ... at most (an entry's data is up to 32 KiB)
 WRITE_ATTEMPTS = 20  # conditional writes of one row that lose a race before the call fails (500, safe to retry)
 AT_ONCE = 32  # point reads of one findTasksAtIndex page in flight together
 
@@ -52,12 +63,26 @@ class BadContinuation(errors.InvalidRequestArguments):
 page unchanged"""
 
 
+@dataclass
+class _NewEntry:
+    """A path not known here, inserted with the other new paths of its namespace that arrive meanwhile: the ETag
+    it was stored with, or None when a row was at its path."""
+
+    entity: Entity
+    etag: str | None = None
+
+
 class TaskIndex:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
         # namespace -> the expiry stored for it, as last written or read here (rows only ever grow later)
         self._namespaces: Bounded[str, dt.datetime] = Bounded(KNOWN_NAMESPACES, max_bytes=4 * 1024 * 1024,
                                                               weigh=lambda k, _: len(k))
+        # path -> the entry this process last wrote there, with the ETag it left
+        self._entries: Bounded[str, tuple[str, IndexedTask]] = Bounded(
+            KNOWN_ENTRIES, max_bytes=KNOWN_ENTRIES_BYTES,
+            weigh=lambda path, known: len(path) + data_size(known[1].data))
+        self._inserts: GroupCommit[str, _NewEntry] = GroupCommit(self._insert_together, _distinct_paths)
 
     # --- reads ---------------------------------------------------------------------------------------------
 
@@ -136,12 +161,28 @@ class TaskIndex:
     async def _write_entry(self, entry: IndexedTask) -> IndexedTask:
         tables = self.stores.tables
         new = entry.to_entity()
-        if await tables.insert(INDEX_TABLE, new) is not None:  # a new path: one call
-            return entry
+        known = self._entries.get(entry.path)
+        if known is None:  # a new path, as far as this process knows: inserted with its namespace's new ones
+            item = _NewEntry(new)
+            await self._inserts.add(new.partition_key, item)
+            if item.etag is not None:
+                self._entries.put(entry.path, (item.etag, entry))
+                return entry
+        else:
+            etag, current = known
+            if entry.displaces(current, self.stores.now()) and not (
+                    entry.same_as(current) and entry.indexed_at == current.indexed_at):
+                stored = await tables.replace(INDEX_TABLE, entry.to_entity(etag))
+                if stored is not None and stored.etag is not None:  # unchanged since this process wrote it
+                    self._entries.put(entry.path, (stored.etag, entry))
+                    return entry
+            # Changed since (another process), or not outranking what this process wrote: decided on the row.
         for _ in range(WRITE_ATTEMPTS):
             found = await tables.get(INDEX_TABLE, new.partition_key, new.row_key)
             if found is None:
-                if await tables.insert(INDEX_TABLE, new) is not None:
+                stored = await tables.insert(INDEX_TABLE, new)
+                if stored is not None and stored.etag is not None:
+                    self._entries.put(entry.path, (stored.etag, entry))
                     return entry
                 continue
             current = IndexedTask.from_entity(entry.path, found)
@@ -149,9 +190,28 @@ class TaskIndex:
                 return current
             if entry.same_as(current) and entry.indexed_at == current.indexed_at:
                 return current  # written before (a retried indexing): nothing to change
-            if await tables.replace(INDEX_TABLE, entry.to_entity(found.etag)) is not None:
+            stored = await tables.replace(INDEX_TABLE, entry.to_entity(found.etag))
+            if stored is not None and stored.etag is not None:
+                self._entries.put(entry.path, (stored.etag, entry))
                 return entry
         raise errors.InternalServerError(f"index path {entry.path} keeps changing; try again")
+
+    async def _insert_together(self, partition: str, items: list[_NewEntry]) -> None:
+        """Insert new paths of one namespace: in one transaction when several came together; when it fails (a
+        row was at one of the paths), each alone, so that the others are still one call each."""
+        tables = self.stores.tables
+        if len(items) > 1:
+            etags = await tables.commit(INDEX_TABLE, [Op("insert", item.entity) for item in items])
+            if etags is not None:
+                for item, etag in zip(items, etags, strict=True):
+                    item.etag = etag
+                return
+
+        async def alone(item: _NewEntry) -> None:
+            stored = await tables.insert(INDEX_TABLE, item.entity)
+            item.etag = stored.etag if stored is not None else None
+
+        await asyncio.gather(*(alone(item) for item in items))
 
     async def _ensure_namespaces(self, namespace: str, expires: dt.datetime) -> None:
         """Every namespace down to `namespace` exists and expires no earlier than `expires` (rounded up to the
@@ -185,6 +245,7 @@ class TaskIndex:
         """Remove the entry at `path` (its namespaces stay until they expire); nothing there is not an error."""
         namespace, name = split(path)
         await self.stores.ready()
+        self._entries.pop(path)
         await self.stores.tables.delete(INDEX_TABLE, entry_partition(namespace), encode_key(name), etag="*")
 
     # --- indexing completed tasks ---------------------------------------------------------------------------
@@ -239,7 +300,20 @@ class TaskIndex:
         for key, expires in self._namespaces.items():
             if expires < cutoff:
                 self._namespaces.pop(key)  # deleted (or about to be): to be written again when next needed
+        for path, (_, entry) in self._entries.items():
+            if entry.expires < cutoff:
+                self._entries.pop(path)  # a remembered ETag would only fail its replace: read instead
         return deleted
+
+
+def _distinct_paths(waiting: list[_NewEntry]) -> int:
+    """How many of `waiting` one transaction takes: at most 100, no path twice (the first repeat waits)."""
+    rows: set[str] = set()
+    for count, item in enumerate(waiting):
+        if count == BATCH_LIMIT or item.entity.row_key in rows:
+            return count
+        rows.add(item.entity.row_key)
+    return len(waiting)
 
 
 def _token(offset: int) -> str:

@@ -15,6 +15,7 @@ from shared.domain.index import (
     IndexedTaskNotFound,
     InvalidIndexPath,
     ancestors,
+    entry_partition,
     hour_ceiling,
     route_entries,
     split,
@@ -24,6 +25,7 @@ from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import index as index_ops
 from shared.runtime import build_queue
 from shared.settings import load_settings
+from shared.storage.base import encode_key
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid, task_definition
 
@@ -228,6 +230,100 @@ def test_remembered_namespaces_stay_bounded(service, clock, monkeypatch):
         run(index.insert(entry(f"bound.n{i}.x{i}", clock=clock)))
     assert len(index._namespaces) <= 50
     assert len(run(index.list_namespaces("bound", limit=1000, continuation=None))[0]) == 400
+
+
+class IndexCalls:
+    """Counts the storage calls on Index entry rows (not namespaces): (operation, how many rows)."""
+
+    def __init__(self, tables):
+        self.calls = []
+        for name in ("get", "insert", "replace", "commit"):
+            original = getattr(tables, name)
+
+            def counted(table, *args, _name=name, _original=original, **kwargs):
+                first = args[0]
+                partition = first if isinstance(first, str) else (
+                    first[0].entity.partition_key if isinstance(first, list) else first.partition_key)
+                if table == INDEX_TABLE and partition.startswith(entry_partition("")):
+                    self.calls.append((_name, len(first) if isinstance(first, list) else 1))
+                return _original(table, *args, **kwargs)
+            setattr(tables, name, counted)
+
+
+def test_new_paths_of_a_namespace_that_come_together_are_one_transaction(service, clock):
+    index = service.index
+    calls = IndexCalls(service.stores.tables)
+    entries = [entry(f"push.latest.test.chunk-{i}", clock=clock) for i in range(30)]
+
+    async def together():
+        return await asyncio.gather(*(index.insert(e) for e in entries))
+
+    assert run(together()) == entries
+    assert calls.calls == [("commit", 30)]
+    assert [run(index.find(e.path)).task_id for e in entries] == [e.task_id for e in entries]
+
+
+def test_a_path_taken_among_new_ones_is_decided_on_its_row_and_the_others_still_go_in(service, clock):
+    other_process = index_ops.TaskIndex(service.stores)  # remembers nothing this one wrote
+    taken = run(other_process.insert(entry("push.latest.test.chunk-3", rank=9, clock=clock)))
+    index = service.index
+    calls = IndexCalls(service.stores.tables)
+    entries = [entry(f"push.latest.test.chunk-{i}", rank=1, clock=clock) for i in range(6)]
+
+    async def together():
+        return await asyncio.gather(*(index.insert(e) for e in entries))
+
+    answers = run(together())
+    assert answers[3] == taken and [a for i, a in enumerate(answers) if i != 3] == entries[:3] + entries[4:]
+    # The transaction failed on the taken path: each went alone, and the taken one was read and kept.
+    assert calls.calls == [("commit", 6)] + [("insert", 1)] * 6 + [("get", 1)]
+    assert run(index.find("push.latest.test.chunk-3")).rank == 9
+
+
+def test_a_path_this_process_wrote_is_replaced_on_its_etag_in_one_call(service, clock):
+    index = service.index
+    run(index.insert(entry("proj.latest.build", rank=1, clock=clock)))
+    calls = IndexCalls(service.stores.tables)
+    clock.now += dt.timedelta(seconds=1)
+    newer = entry("proj.latest.build", rank=1, clock=clock)
+    assert run(index.insert(newer)) == newer
+    assert calls.calls == [("replace", 1)]  # no insert that fails, no read
+    # Another process replaces it: the remembered ETag fails, and the row decides.
+    other_process = index_ops.TaskIndex(service.stores)
+    higher = entry("proj.latest.build", rank=5, clock=clock)
+    assert run(other_process.insert(higher)) == higher
+    calls.calls.clear()
+    clock.now += dt.timedelta(seconds=1)
+    assert run(index.insert(entry("proj.latest.build", rank=3, clock=clock))) == higher
+    assert calls.calls == [("replace", 1), ("get", 1)]
+    assert run(index.find("proj.latest.build")).task_id == higher.task_id
+
+
+def test_a_remembered_path_deleted_or_expired_is_written_again(service, clock):
+    index = service.index
+    run(index.insert(entry("gone.path", rank=1, clock=clock, days=1)))
+    run(index.delete("gone.path"))
+    again = entry("gone.path", rank=0, clock=clock)
+    assert run(index.insert(again)) == again
+    # Deleted by another process (its expiry, or deleteTask there): the remembered ETag fails, the row is read.
+    assert run(service.stores.tables.delete(INDEX_TABLE, entry_partition("gone"), encode_key("path")))
+    clock.now += dt.timedelta(seconds=1)
+    third = entry("gone.path", rank=0, clock=clock)
+    assert run(index.insert(third)) == third and run(index.find("gone.path")).task_id == third.task_id
+
+
+def test_remembered_entries_stay_bounded(service, clock, monkeypatch):
+    monkeypatch.setattr(index_ops, "KNOWN_ENTRIES", 50)
+    index = index_ops.TaskIndex(service.stores)
+    for i in range(400):
+        run(index.insert(entry(f"bounded.n{i % 7}.x{i}", clock=clock, data={"i": i})))
+    assert len(index._entries) <= 50
+    assert run(index.find("bounded.n3.x3")).data == {"i": 3}
+    monkeypatch.setattr(index_ops, "KNOWN_ENTRIES_BYTES", 64 * 1024)
+    big = index_ops.TaskIndex(service.stores)
+    for i in range(40):
+        run(big.insert(entry(f"bytes.x{i}", clock=clock, data={"blob": "x" * 30_000})))
+    assert big._entries.bytes <= 64 * 1024 and len(big._entries) <= 2
 
 
 # --- completed tasks --------------------------------------------------------------------------------------------
