@@ -237,6 +237,16 @@ class EventLog:
         self.done_with(fallback)  # the registration's own part: deleted now if nothing is open
         return fallback
 
+    def also_guarded_by(self, fallback: Fallback, stream: Stream, seq: int) -> None:
+        """Another change written with no dispatch request, whose events up to `seq` `fallback` (from
+        `guarded_by`, still open) also stands in for: a resolution's claim check, for the dependents it released.
+        The message is deleted only once these are published and settled too."""
+        if not self.dispatching:
+            return
+        fallback.open += 1
+        self._requested.setdefault(stream, []).append((seq, fallback))
+        self._forget_requests()
+
     def _forget_requests(self) -> None:
         while len(self._requested) > REMEMBERED_REQUESTS:  # forgotten: its message shows, and is handled then
             del self._requested[next(iter(self._requested))]

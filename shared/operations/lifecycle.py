@@ -8,11 +8,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from shared import errors, metrics
+from shared.domain.eventlog import Fallback
+from shared.domain.eventrows import Stream
 from shared.domain.tasks import (
     MAX_RUNS,
     RESOLVED_STATES,
+    TASKS_TABLE,
     Priority,
     ReasonCreated,
     ReasonResolved,
@@ -59,13 +63,23 @@ async def add_retry(task: Task, reason_created: ReasonCreated | None, guards: Gu
     await guards.hint(task)
 
 
+@dataclass
+class _Release:
+    """One dependency's release of a dependent, written with the others that arrive meanwhile; what it left."""
+
+    dependency: str
+    stands_in: Fallback | None  # the dependency's claim check, standing in for the dependent's events
+    task: Task | None = None
+    changed: bool = False
+
+
 class Lifecycle:
     def __init__(self, tasks: TaskRepository) -> None:
         self.tasks = tasks
         self.stores = tasks.stores
         # The releases of one dependent that come together (a summary's test chunks resolving at once) are
         # written together: one write for them rather than a write each, each but one losing a race first.
-        self._releases: GroupCommit[str, str] = GroupCommit(self._release_together, len)
+        self._releases: GroupCommit[str, _Release] = GroupCommit(self._release_together, len)
 
     async def schedule_unblocked(self, task_id: str, *, refuse_late: bool = False) -> Task:
         """Give a task its first run, unless it has one or its deadline passed (what a dependency's resolution
@@ -91,11 +105,22 @@ class Lifecycle:
         """A task that keeps what it waits for on its row (Task.waiting) no longer waits for `satisfied`: they
         leave the list, and the write that empties it gives the task its first run (unless it has one, or its
         deadline passed). Idempotent: a dependency no longer listed changes nothing."""
+        return (await self._release(task_id, satisfied, None))[0]
+
+    async def _release(self, task_id: str, satisfied: Collection[str],
+                       stands_in: Fallback | None) -> tuple[Task, bool]:
+        """`release`, and whether this call wrote it. `stands_in`: a message that already stands in for the
+        events should this process die before publishing them (the resolving dependency's claim check, from
+        `guarded_by`): the hint goes without a dispatch request, and the message waits for these events too."""
         satisfied = frozenset(satisfied)  # looked up once per listed dependency (up to IN_ROW)
         guards = self.tasks.guards()
+        guards.stands_in = stands_in
         now = guards.now
+        changed = scheduled = False
 
         async def release(task: Task) -> Unchanged | None:
+            nonlocal changed, scheduled
+            changed = scheduled = False  # as the last try decided
             if task.runs or task.waiting is None or not any(d in satisfied for d in task.waiting):
                 return UNCHANGED
             task.waiting = [d for d in task.waiting if d not in satisfied]
@@ -103,17 +128,31 @@ class Lifecycle:
                 task.runs.append(Run("pending", "scheduled", now))
                 task.emit("task-pending", 0)
                 await guards.hint(task)
+                scheduled = True
+            changed = True
             return None
 
-        return await self.tasks.modify(task_id, release, guards)
+        task = await self.tasks.modify(task_id, release, guards)
+        if scheduled and stands_in is not None:
+            self.stores.events.also_guarded_by(stands_in, Stream(TASKS_TABLE, task_id), task.event_seq)
+        return task, changed
 
-    async def release_soon(self, task_id: str, dependency: str) -> None:
-        """`release` of one dependency, written with the other releases of the same task that arrive meanwhile;
-        TaskNotFound when the task is not written."""
-        await self._releases.add(task_id, dependency)
+    async def release_soon(self, task_id: str, dependency: str,
+                           stands_in: Fallback | None = None) -> tuple[Task, bool]:
+        """`release` of one dependency, written with the other releases of the same task that arrive meanwhile
+        (`stands_in` only when every one of them has one: `_release`); the task as left, and whether the write
+        released it from this one. TaskNotFound when the task is not written."""
+        item = _Release(dependency, stands_in)
+        await self._releases.add(task_id, item)
+        assert item.task is not None
+        return item.task, item.changed
 
-    async def _release_together(self, task_id: str, dependencies: list[str]) -> None:
-        await self.release(task_id, set(dependencies))
+    async def _release_together(self, task_id: str, items: list[_Release]) -> None:
+        guards = [item.stands_in for item in items]
+        stands_in = guards[0] if all(guard is not None for guard in guards) else None
+        task, changed = await self._release(task_id, {item.dependency for item in items}, stands_in)
+        for item in items:
+            item.task, item.changed = task, changed
 
     async def schedule_task(self, task_id: str) -> Task:
         """scheduleTask: schedule a task that has no runs, whatever its dependencies say."""

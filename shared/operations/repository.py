@@ -63,7 +63,8 @@ FOLLOW_WAIT = 0.5
 class Resolver(Protocol):
     """What follows a task's resolution (shared/operations/resolution.py)."""
 
-    def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True) -> Awaitable[object]: ...
+    def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True,
+                             stands_in: Fallback | None = None) -> Awaitable[object]: ...
 
     def resolve_group_member(self, check: ResolvedCheck) -> Awaitable[None]: ...
 
@@ -103,17 +104,24 @@ class Guards:
         self._converted: set[int] = set()  # runs whose claim check became their resolution message
         self.group_failed = False  # a try that resolved the task's group with it was not written
         self.announced: int | None = None  # the sequence number a hint's dispatch request was put for
+        # A message that already stands in for this change's events should the process die before publishing
+        # them (a resolution's claim check, releasing its dependents): the hint goes without a dispatch request.
+        self.stands_in: Fallback | None = None
 
     async def hint(self, task: Task) -> None:
         """Hint the task's last (pending) run at the task's current priority; the run remembers the hint."""
         run_id = task.last_run_id
         key = (run_id, task.priority)
         if key not in self._hints:
-            # The events emitted so far (a change emits before it hints) are announced beside the hint, not after
-            # it: one round trip for both (modify hands `announced` to the write, which announces again only if
-            # more was emitted since, or a lost race made it decide again).
-            hint_id, self.announced = await all_of(self.tasks.put_pending_hint(task, run_id, self.now),
-                                                   self.tasks.announce(task))
+            if self.stands_in is not None:
+                hint_id = await self.tasks.put_pending_hint(task, run_id, self.now)
+                self.announced = task.event_seq + len(task.emitted)  # as if announced: the write puts no request
+            else:
+                # The events emitted so far (a change emits before it hints) are announced beside the hint, not
+                # after it: one round trip for both (modify hands `announced` to the write, which announces again
+                # only if more was emitted since, or a lost race made it decide again).
+                hint_id, self.announced = await all_of(self.tasks.put_pending_hint(task, run_id, self.now),
+                                                       self.tasks.announce(task))
             self._hints[key] = hint_id or ""
         task.runs[-1].hint_id = self._hints[key] or None
 
@@ -352,7 +360,8 @@ class TaskRepository:
     async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
         """A guarded resolution that leaves more to follow (dependents, an Index entry, a group with other members)
         is written: its dependents are released and its Index entry written here before the answer, its group left
-        after it, and its claim check, as it is, stands in for all of that and its events until they are done. A
+        after it, and its claim check, as it is, stands in for all of that and its events until they are done (the
+        released dependents' events too: their hints go without dispatch requests). A
         process that dies before it answers leaves it to the worker's retry of the report (a repeat is followed up:
         Lifecycle.resolve); one that dies after, to the check (at `takenUntil`). A release that takes over
         FOLLOW_WAIT (a large fan-out) gets a resolution message of its own first, so that an answer given before it
@@ -363,7 +372,8 @@ class TaskRepository:
         fallback = self.stores.events.guarded_by(
             self.check_queue(CLAIM_QUEUE, task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now),
             [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], also=1)  # and once followed up
-        releasing = asyncio.ensure_future(self.resolver.resolve_dependencies(check, with_group=False))
+        releasing = asyncio.ensure_future(self.resolver.resolve_dependencies(check, with_group=False,
+                                                                             stands_in=fallback))
         try:
             done, _ = await asyncio.wait({releasing}, timeout=FOLLOW_WAIT)
             if not done:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from shared import errors, faults
 from shared.domain.dependencies import LEGACY_PAGE, LISTED, Dependent
+from shared.domain.eventlog import Fallback
 from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
@@ -42,12 +43,17 @@ class Resolution:
         """The `task-resolved` shard of the check's task."""
         return self.tasks.check_queue(RESOLVED_QUEUE, check.taskId)
 
-    async def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True) -> ResolutionOutcome:
+    async def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True,
+                                   stands_in: Fallback | None = None) -> ResolutionOutcome:
         """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
         its dependents, handing the next page to a new message first, so no invocation runs long and several
         hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing. Not
         `with_group`: the group step is left out, for the caller to run after (`resolve_group_member`): the
-        dependents and the Index only (what a report's answer waits for: shared/operations/repository.py)."""
+        dependents and the Index only (what a report's answer waits for: shared/operations/repository.py).
+        `stands_in`: the resolution's claim check, which also stands in for the events of the dependents it
+        releases (no dispatch requests: Lifecycle.release_soon). Without one (a message, the check, a repeated
+        report following a resolution up), a dependent found released already has its events dispatched: the
+        process that released it may have died before publishing them."""
         stores = self.stores
         await stores.ready()
         faults.point("resolve-dependencies")
@@ -118,7 +124,7 @@ class Resolution:
                 return  # all-completed: it stays blocked (until scheduleTask, cancel or its deadline)
             async with limit:
                 if dependent.in_row:
-                    await self._release(check, dependent.task_id, now)
+                    await self._release(check, dependent.task_id, now, stands_in)
                     faults.point("resolution-mid-page")
                     return
                 if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
@@ -140,12 +146,17 @@ class Resolution:
         await asyncio.gather(group_step, *(unblock(d) for d in dependents))
         return "resolved"
 
-    async def _release(self, check: ResolvedCheck, dependent: str, now: dt.datetime) -> None:
+    async def _release(self, check: ResolvedCheck, dependent: str, now: dt.datetime,
+                       stands_in: Fallback | None) -> None:
         """Release a dependent that keeps what it waits for on its row. Not written yet: its createTask read this
         task before it resolved and is about to write it waiting for this one. Being written here, it is waited
         for; otherwise a message of its own comes back for it (`_release_later`)."""
         try:
-            await self.lifecycle.release_soon(dependent, check.taskId)
+            task, changed = await self.lifecycle.release_soon(dependent, check.taskId, stands_in)
+            if stands_in is None and not changed and task.runs:
+                # Released before: by a process that may have died before publishing it, this resolution's claim
+                # check standing in (usually found published: a read of its cursor).
+                await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, dependent), task.event_seq)
             return
         except errors.TaskNotFound:
             if await self.stores.events.in_flight.settled(TASKS_TABLE, dependent):

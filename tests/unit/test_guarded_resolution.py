@@ -145,13 +145,43 @@ async def test_a_resolution_with_dependents_releases_them_before_its_answer_and_
     # Nothing put or changed for the root (no resolution message, no update of its check): what was put is the
     # dependent's release (its pending hint; its events' dispatch request), done before the answer.
     assert all(not queue.startswith(("claim", "task-resolved")) for _, queue in puts.calls)
+    # The dependent's release puts its pending hint and no dispatch request: the root's check stands in for its
+    # events too.
+    assert [queue for _, queue in puts.calls if not queue.startswith("pending")] == []
+    assert len(puts.calls) == 1
     assert (await service.queries.task(dependent)).status()["state"] == "pending"
     [check] = bodies(queues, CLAIM_QUEUE)
     assert not ResolvedCheck.carried_by(check)  # the claim check as it was put stands in meanwhile
     await service.stores.settled()
     assert bodies(queues, CLAIM_QUEUE) == [] and bodies(queues, RESOLVED_QUEUE) == []  # followed up: deleted
+    assert bodies(queues, DISPATCH_QUEUE) == []
     assert "task-completed" in [e.exchange for e in publisher.published]
+    assert [e.exchange for e in publisher.published if dependent in e.routing_key] == ["task-defined",
+                                                                                       "task-pending"]
     assert (await service.stores.groups.get(root)) is not None
+
+
+async def test_a_process_dying_after_releasing_leaves_the_dependents_events_to_the_claim_check(
+        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
+        publisher: RecordingPublisher) -> None:
+    """The dependent is released (and the report answered), and the process dies before publishing its
+    task-pending: the root's check, which stood in for it, comes due, and its follow-up dispatches it."""
+    _, queues = storage
+    root, dependent = await claimed_root_with_dependent(service)
+    claimed = await service.tasks.load(root)
+    dies_after_answering(service)
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    assert (await service.queries.task(dependent)).status()["state"] == "pending"
+    assert "task-pending" not in [e.exchange for e in publisher.published if dependent in e.routing_key]
+    assert bodies(queues, DISPATCH_QUEUE) == []  # no request: only the check stands in
+    clock.advance(61)  # the root's takenUntil, and the dead writers' leases
+    other_publisher = RecordingPublisher()
+    other = process(clock, *storage, other_publisher)
+    assert claimed.taken_until is not None
+    assert await other.checks.check_claim(ClaimCheck(root, 0, claimed.taken_until)) == "followed-up"
+    await other.stores.settled()
+    assert [e.exchange for e in other_publisher.published if dependent in e.routing_key] == ["task-pending"]
+    assert "task-completed" in [e.exchange for e in other_publisher.published if root in e.routing_key]
 
 
 async def test_a_process_dying_after_answering_leaves_the_group_to_the_claim_check(
