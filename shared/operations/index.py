@@ -46,8 +46,8 @@ from shared.domain.index import (
 from shared.domain.tasks import Task
 from shared.logs import fields
 from shared.operations.stores import Stores
-from shared.storage.base import BATCH_LIMIT, Entity, Op, decode_key, encode_key
-from shared.storage.grouped import GroupCommit
+from shared.storage.base import Entity, Op, decode_key, encode_key
+from shared.storage.grouped import GroupCommit, distinct_rows
 
 log = logging.getLogger("queue.index")
 
@@ -308,12 +308,7 @@ class TaskIndex:
 
 def _distinct_paths(waiting: list[_NewEntry]) -> int:
     """How many of `waiting` one transaction takes: at most 100, no path twice (the first repeat waits)."""
-    rows: set[str] = set()
-    for count, item in enumerate(waiting):
-        if count == BATCH_LIMIT or item.entity.row_key in rows:
-            return count
-        rows.add(item.entity.row_key)
-    return len(waiting)
+    return distinct_rows(waiting, lambda item: item.entity.row_key)
 
 
 def _token(offset: int) -> str:

@@ -164,12 +164,16 @@ def _retrieved(done: asyncio.Future[None]) -> None:
         done.exception()
 
 
-def _distinct_rows(waiting: list[Op]) -> int:
-    """How many of `waiting` one transaction takes: the longest prefix of at most 100 rows, no row twice (rows of
-    the same key keep their order across batches)."""
+def distinct_rows(waiting: list[Item], row: Callable[[Item], str]) -> int:
+    """How many of `waiting` one transaction takes: the longest prefix of at most 100 rows, no row (its RowKey,
+    `row`) twice (rows of the same key keep their order across batches)."""
     rows: set[str] = set()
-    for count, op in enumerate(waiting):
-        if count == BATCH_LIMIT or op.entity.row_key in rows:
+    for count, item in enumerate(waiting):
+        if count == BATCH_LIMIT or row(item) in rows:
             return count
-        rows.add(op.entity.row_key)
+        rows.add(row(item))
     return len(waiting)
+
+
+def _distinct_rows(waiting: list[Op]) -> int:
+    return distinct_rows(waiting, lambda op: op.entity.row_key)
