@@ -56,6 +56,9 @@ KNOWN_ENTRIES = 10_000  # entries this process wrote, with their ETags ...
 KNOWN_ENTRIES_BYTES = 16 * 1024 * 1024  # ... at most (an entry's data is up to 32 KiB)
 WRITE_ATTEMPTS = 20  # conditional writes of one row that lose a race before the call fails (500, safe to retry)
 AT_ONCE = 32  # point reads of one findTasksAtIndex page in flight together
+# Entries' serialized bytes in one transaction of new paths (Azure takes 4 MiB a batch, and an entry's data may
+# take 200 KB escaped: 32 KiB of UTF-8 outside ASCII).
+BATCH_BYTES = 2 * 1024 * 1024
 
 
 class BadContinuation(errors.InvalidRequestArguments):
@@ -307,8 +310,15 @@ class TaskIndex:
 
 
 def _distinct_paths(waiting: list[_NewEntry]) -> int:
-    """How many of `waiting` one transaction takes: at most 100, no path twice (the first repeat waits)."""
-    return distinct_rows(waiting, lambda item: item.entity.row_key)
+    """How many of `waiting` one transaction takes: at most 100, no path twice (the first repeat waits), and at
+    most BATCH_BYTES of them as serialized (the first whatever its size)."""
+    count = distinct_rows(waiting, lambda item: item.entity.row_key)
+    size = 0
+    for taken, item in enumerate(waiting[:count]):
+        size += len(json.dumps(item.entity.data))
+        if taken and size > BATCH_BYTES:
+            return taken
+    return count
 
 
 def _token(offset: int) -> str:

@@ -263,6 +263,22 @@ def test_new_paths_of_a_namespace_that_come_together_are_one_transaction(service
     assert [run(index.find(e.path)).task_id for e in entries] == [e.task_id for e in entries]
 
 
+def test_new_paths_with_large_data_are_split_into_transactions_azure_takes(service, clock):
+    index = service.index
+    calls = IndexCalls(service.stores.tables)
+    data = {"text": "é" * 15_000}  # 30 KB of UTF-8, about 90 KB escaped
+    entries = [entry(f"big.latest.chunk-{i}", clock=clock, data=data) for i in range(60)]
+
+    async def together():
+        return await asyncio.gather(*(index.insert(e) for e in entries))
+
+    assert run(together()) == entries
+    sizes = [n for op, n in calls.calls if op == "commit"]
+    assert sum(sizes) == 60 and len(sizes) >= 3  # about 5.4 MB escaped: at most 2 MiB a transaction
+    assert all(n * 90_000 <= index_ops.BATCH_BYTES + 90_000 for n in sizes)
+    assert run(index.find("big.latest.chunk-59")).data == data
+
+
 def test_a_path_taken_among_new_ones_is_decided_on_its_row_and_the_others_still_go_in(service, clock):
     other_process = index_ops.TaskIndex(service.stores)  # remembers nothing this one wrote
     taken = run(other_process.insert(entry("push.latest.test.chunk-3", rank=9, clock=clock)))
