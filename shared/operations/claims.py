@@ -105,13 +105,11 @@ class Claims:
                         stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
                                                    now),
                         nothing() if guarded else self.tasks.announce(task))
-                if guarded:
-                    announced = task.event_seq + len(task.emitted)  # as if announced: the write puts no request
                 task.checks["claim"] = check
                 run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
                 run.started, run.taken_until, run.hint_id = now, taken_until, token
                 task.taken_until = taken_until
-                written = await self.tasks.write(task, announced=announced)
+                written = await self.tasks.write(task, announced=announced, guarded=guarded)
             if written:
                 if guarded:
                     self.tasks.guarded_by_claim(task, check, now)

@@ -168,36 +168,34 @@ class TaskIndex:
         if known is None:  # a new path, as far as this process knows: inserted with its namespace's new ones
             item = _NewEntry(new)
             await self._inserts.add(new.partition_key, item)
-            if item.etag is not None:
-                self._entries.put(entry.path, (item.etag, entry))
+            if self._kept(entry, item.etag):
                 return entry
-        else:
-            etag, current = known
-            if entry.displaces(current, self.stores.now()) and not (
-                    entry.same_as(current) and entry.indexed_at == current.indexed_at):
-                stored = await tables.replace(INDEX_TABLE, entry.to_entity(etag))
-                if stored is not None and stored.etag is not None:  # unchanged since this process wrote it
-                    self._entries.put(entry.path, (stored.etag, entry))
-                    return entry
-            # Changed since (another process), or not outranking what this process wrote: decided on the row.
+        elif _replaces(entry, known[1], self.stores.now()):
+            stored = await tables.replace(INDEX_TABLE, entry.to_entity(known[0]))
+            if self._kept(entry, stored.etag if stored else None):  # unchanged since this process wrote it
+                return entry
+        # Taken (another process), changed since, or not outranking what this process wrote: decided on the row.
         for _ in range(WRITE_ATTEMPTS):
             found = await tables.get(INDEX_TABLE, new.partition_key, new.row_key)
             if found is None:
                 stored = await tables.insert(INDEX_TABLE, new)
-                if stored is not None and stored.etag is not None:
-                    self._entries.put(entry.path, (stored.etag, entry))
+                if self._kept(entry, stored.etag if stored else None):
                     return entry
                 continue
             current = IndexedTask.from_entity(entry.path, found)
-            if not entry.displaces(current, self.stores.now()):
-                return current
-            if entry.same_as(current) and entry.indexed_at == current.indexed_at:
-                return current  # written before (a retried indexing): nothing to change
+            if not _replaces(entry, current, self.stores.now()):
+                return current  # it outranks this one, or is this one written before (a retried indexing)
             stored = await tables.replace(INDEX_TABLE, entry.to_entity(found.etag))
-            if stored is not None and stored.etag is not None:
-                self._entries.put(entry.path, (stored.etag, entry))
+            if self._kept(entry, stored.etag if stored else None):
                 return entry
         raise errors.InternalServerError(f"index path {entry.path} keeps changing; try again")
+
+    def _kept(self, entry: IndexedTask, etag: str | None) -> bool:
+        """Whether a write of `entry` stored it (it left an ETag): then remembered with that ETag."""
+        if etag is None:
+            return False
+        self._entries.put(entry.path, (etag, entry))
+        return True
 
     async def _insert_together(self, partition: str, items: list[_NewEntry]) -> None:
         """Insert new paths of one namespace: in one transaction when several came together; when it fails (a
@@ -307,6 +305,12 @@ class TaskIndex:
             if entry.expires < cutoff:
                 self._entries.pop(path)  # a remembered ETag would only fail its replace: read instead
         return deleted
+
+
+def _replaces(entry: IndexedTask, current: IndexedTask, now: dt.datetime) -> bool:
+    """Whether `entry` is written over `current` at its path: it displaces it, and is not that same completion's
+    entry written before."""
+    return entry.displaces(current, now) and not (entry.same_as(current) and entry.indexed_at == current.indexed_at)
 
 
 def _distinct_paths(waiting: list[_NewEntry]) -> int:

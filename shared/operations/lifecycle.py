@@ -116,11 +116,11 @@ class Lifecycle:
         guards = self.tasks.guards()
         guards.stands_in = stands_in
         now = guards.now
-        changed = scheduled = False
+        changed = False
 
         async def release(task: Task) -> Unchanged | None:
-            nonlocal changed, scheduled
-            changed = scheduled = False  # as the last try decided
+            nonlocal changed
+            changed = False  # as the last try decided
             if task.runs or task.waiting is None or not any(d in satisfied for d in task.waiting):
                 return UNCHANGED
             task.waiting = [d for d in task.waiting if d not in satisfied]
@@ -128,12 +128,11 @@ class Lifecycle:
                 task.runs.append(Run("pending", "scheduled", now))
                 task.emit("task-pending", 0)
                 await guards.hint(task)
-                scheduled = True
             changed = True
             return None
 
         task = await self.tasks.modify(task_id, release, guards)
-        if scheduled and stands_in is not None:
+        if changed and task.runs and stands_in is not None:  # it scheduled the task (it had no run before)
             self.stores.events.also_guarded_by(stands_in, Stream(TASKS_TABLE, task_id), task.event_seq)
         return task, changed
 

@@ -113,9 +113,8 @@ class Guards:
         run_id = task.last_run_id
         key = (run_id, task.priority)
         if key not in self._hints:
-            if self.stands_in is not None:
+            if self.stands_in is not None:  # modify's write is guarded: it puts no request
                 hint_id = await self.tasks.put_pending_hint(task, run_id, self.now)
-                self.announced = task.event_seq + len(task.emitted)  # as if announced: the write puts no request
             else:
                 # The events emitted so far (a change emits before it hints) are announced beside the hint, not
                 # after it: one round trip for both (modify hands `announced` to the write, which announces again
@@ -312,7 +311,8 @@ class TaskRepository:
                     _, announced = await all_of(guards.resolved(task), self.announce(task))
                 if resolving:
                     spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-                written = await self.write(task, announced=announced, group=group, guarded=claim is not None)
+                written = await self.write(task, announced=announced, group=group,
+                                           guarded=claim is not None or guards.stands_in is not None)
             if group is not None and not written:
                 guards.group_failed = True  # the task changed, or the group did: decide again without it
             if written:
