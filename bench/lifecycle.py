@@ -526,7 +526,8 @@ def main() -> int:
                 made, at = creation[0]
                 line += ("; creation alone: CPU ms per task " + ", ".join(
                     f"{name} {(at[name] - before[name]) * 1000 / tasks:.1f}" for name in watched)
-                    + f", storage calls per task {sum(made.values()) / tasks:.1f}")
+                    + f", storage calls per task {sum(made.values()) / tasks:.1f}"
+                    + " (" + ", ".join(f"{op} {n / tasks:.2f}" for op, n in sorted(made.items())) + ")")
             trips = {k: n for k, n in calls.items() if k.startswith(ROUND_TRIPS)}
             calls = {k: n for k, n in calls.items() if k not in trips}
             if calls:
