@@ -21,17 +21,23 @@ from tests.unit.test_service import _defaults
 
 
 class SlowQueues(MemoryQueues):
-    """Receives take a moment (as over a network) and are counted; `failing` makes them raise."""
+    """Receives take a moment (as over a network) and are counted; `failing` makes them raise; `gate`, when
+    set, holds each receive in flight until it opens (so a test's callers surely come while one is)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.receives: list[int] = []  # how many messages each receive asked for
         self.released = 0
         self.failing = False
+        self.gate: asyncio.Event | None = None
+        self.held = asyncio.Event()  # a receive waits at the gate
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
         self.receives.append(max_messages)
         await asyncio.sleep(0.01)
+        if self.gate is not None:
+            self.held.set()
+            await self.gate.wait()
         if self.failing:
             raise ConnectionError("storage unreachable")
         return await super().receive(queue, max_messages, visibility_timeout)
@@ -58,9 +64,13 @@ def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one()
         assert queues.receives == [32]  # eight callers at once: one receive for all of them
         # Callers that come while a receive is in flight wait for the next one, together.
         await _fill(queues, 7)
+        queues.gate = asyncio.Event()
         first = asyncio.ensure_future(shared.receive("q", 1, 30))
-        await asyncio.sleep(0.001)  # its receive is in flight
-        later = await asyncio.gather(first, *(shared.receive("q", 2, 30) for _ in range(3)))
+        await queues.held.wait()
+        others = asyncio.gather(*(shared.receive("q", 2, 30) for _ in range(3)))
+        await asyncio.sleep(0.02)  # they are waiting
+        queues.gate.set()
+        later = [await first, *await others]
         assert queues.receives == [32, 1, 6] and [len(answer) for answer in later] == [1, 2, 2, 2]
     asyncio.run(go())
 
@@ -69,9 +79,13 @@ def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_answer(
     async def go():
         queues = SlowQueues()
         shared = SharedReceives(queues)
+        queues.gate = asyncio.Event()
         first = asyncio.ensure_future(shared.receive("q", 1, 30))
-        await asyncio.sleep(0.001)  # its receive is in flight
-        answers = await asyncio.gather(first, *(shared.receive("q", 2, 30) for _ in range(3)))
+        await queues.held.wait()
+        others = asyncio.gather(*(shared.receive("q", 2, 30) for _ in range(3)))
+        await asyncio.sleep(0.02)  # they are waiting
+        queues.gate.set()
+        answers = [await first, *await others]
         assert queues.receives == [1]  # one receive: it found nothing, so the others are told the same
         assert [list(answer) for answer in answers] == [[]] * 4
         assert len({answer.sent_at for answer in answers}) == 1  # when that receive was sent, for each caller
