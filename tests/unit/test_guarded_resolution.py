@@ -35,6 +35,12 @@ def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher:
     return queue
 
 
+def another_process(clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> tuple[Queue, RecordingPublisher]:
+    """A second process on the same storage (the one the worker's next call reaches), and what it publishes."""
+    publisher = RecordingPublisher()
+    return process(clock, *storage, publisher), publisher
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -115,8 +121,7 @@ async def test_a_process_dying_after_a_sole_resolution_leaves_it_to_the_claim_ch
     [check] = bodies(queues, CLAIM_QUEUE)
     assert not ResolvedCheck.carried_by(check)  # the claim check as it was put
     clock.advance(61)  # its takenUntil, and the dead writer's lease (5 s) long over
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     assert claimed.run.taken_until is not None
     assert await other.checks.check_claim(ClaimCheck(task_id, 0, claimed.run.taken_until)) == "followed-up"
     await other.stores.settled()
@@ -175,8 +180,7 @@ async def test_a_process_dying_after_releasing_leaves_the_dependents_events_to_t
     assert "task-pending" not in [e.exchange for e in publisher.published if dependent in e.routing_key]
     assert bodies(queues, DISPATCH_QUEUE) == []  # no request: only the check stands in
     clock.advance(61)  # the root's takenUntil, and the dead writers' leases
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     assert claimed.taken_until is not None
     assert await other.checks.check_claim(ClaimCheck(root, 0, claimed.taken_until)) == "followed-up"
     await other.stores.settled()
@@ -196,8 +200,7 @@ async def test_a_process_dying_after_answering_leaves_the_group_to_the_claim_che
     [check] = bodies(queues, CLAIM_QUEUE)
     assert not ResolvedCheck.carried_by(check)
     clock.advance(61)  # its takenUntil, and the dead writer's lease
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     assert claimed.taken_until is not None
     assert await other.checks.check_claim(ClaimCheck(root, 0, claimed.taken_until)) == "followed-up"
     await other.stores.settled()
@@ -232,8 +235,7 @@ async def test_a_process_dying_before_answering_leaves_it_to_the_workers_retry_o
     assert (await service.queries.task(root)).status()["state"] == "completed"
     assert (await service.queries.task(dependent)).status()["state"] == "unscheduled"
     clock.advance(5)  # the dead writer's lease
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     await other.lifecycle.resolve(root, 0, "completed", "completed")  # the retry: a repeat
     assert (await other.queries.task(dependent)).status()["state"] == "pending"
     await other.stores.settled()
@@ -281,8 +283,7 @@ async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_
     handler decides on the remembered row (the soak's `events-dispatched` violation)."""
     _, queues = storage
     root, _ = await claimed_root_with_dependent(service)
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     remembered = await other.tasks.get(root)
     assert remembered is not None and remembered.state == "running"
     dies_after_answering(service)
@@ -322,8 +323,7 @@ async def test_a_process_dying_after_a_claim_leaves_task_running_to_the_runs_nex
     assert "task-running" not in [e.exchange for e in publisher.published]
     assert bodies(queues, DISPATCH_QUEUE) == []
     clock.advance(6)  # the dead writer's lease (5 s)
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     await other.lifecycle.resolve(task_id, 0, "completed", "completed")
     await other.stores.settled()
     assert [e.exchange for e in other_publisher.published] == ["task-running", "task-completed",
@@ -347,7 +347,6 @@ async def test_a_claims_event_the_bus_refused_gets_a_request_of_its_own(
     assert len(bodies(queues, CLAIM_QUEUE)) == 1  # the check, as it was
     publisher.fail = False
     clock.advance(6)  # and the lease, which the refused publishing gave up anyway
-    other_publisher = RecordingPublisher()
-    other = process(clock, *storage, other_publisher)
+    other, other_publisher = another_process(clock, storage)
     assert await other.stores.events.dispatch(request, other_publisher) == "published"
     assert [e.exchange for e in other_publisher.published] == ["task-running"]
