@@ -1,8 +1,9 @@
 """The Azurite that `make setup` installs carries local_host/azurite-patches (applied by patch-package), and the
-patches keep Azurite's behaviour: a message past its time to live is removed, the others stay, and a receive
-answers its own queue's messages only; a query naming one partition answers what the whole table's scan did; a
-replace takes the entity's place (found by key and by partition query afterwards, its ETag new, a failed batch
-restoring it), and LokiJS keeps its indices sorted."""
+patches keep Azurite's behaviour: a message past its time to live is removed (one put after a sweep too), the
+others stay, a receive takes the earliest visible ones in order and answers its own queue's messages only; a query
+naming one partition answers what the whole table's scan did; a replace takes the entity's place (found by key
+and by partition query afterwards, its ETag new, a failed batch restoring it), and LokiJS keeps its indices
+sorted."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def test_the_installed_azurite_is_patched() -> None:
     package = main.parents[3]
     source = (package / QUEUE_STORE).read_text()
     unpatched = "Azurite's queue service is not patched: run `make setup` (local_host/azurite-patches/README.md)"
-    assert "if (docs.length > 0) {\n            coll.remove(docs);" in source, unpatched
+    assert "if (expired.length > 0) {\n            coll.remove(expired);" in source, unpatched
+    assert "queryTime < earliest" in source, unpatched  # no scan while nothing can have expired
+    assert "LokiQueueMetadataStore.earliest(coll.chain().find(query).data()" in source, unpatched  # no sort
     assert "accountName: account,\n            queueName: queue," not in source, unpatched  # queue first
     assert "for (const doc of docs) {\n            coll.update(doc);" in source, unpatched  # receives keep indices
     tables = (package / TABLE_STORE).read_text()
@@ -53,6 +56,48 @@ def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> Non
             await asyncio.sleep(2.2)  # visible again (1 s) and past its time to live (1 s)
             assert [m.json()["n"] for m in await queues.receive(name, 32, 30)] == ["long"]
             assert await queues.receive(other, 32, 30) == []  # expired in its own queue too
+        finally:
+            await queues.close()
+
+    asyncio.run(go())
+
+
+def test_a_message_put_after_a_look_at_its_queue_still_expires_on_time(azurite: azurite_mod.Azurite) -> None:
+    """Azurite skips its sweep of expired messages while the queue's earliest expiry is ahead: a message put
+    after a sweep found nothing due for an hour moves that time forward, and goes once expired."""
+    async def go() -> None:
+        queues = RestQueues(azurite.connection_string)
+        name = f"late-{uuid.uuid4().hex[:10]}"
+        try:
+            await queues.ensure_queues([name])
+            await queues.put(name, b'{"n": "long"}', ttl=3600)
+            assert [m.json()["n"] for m in await queues.receive(name, 32, 1)] == ["long"]  # swept: an hour ahead
+            await queues.put(name, b'{"n": "short"}', ttl=1)
+            assert sorted(m.json()["n"] for m in await queues.receive(name, 32, 1)) == ["short"]
+            await asyncio.sleep(2.2)  # the long one visible again, the short one past its time to live
+            assert [m.json()["n"] for m in await queues.receive(name, 32, 30)] == ["long"]
+        finally:
+            await queues.close()
+
+    asyncio.run(go())
+
+
+def test_a_receive_takes_the_earliest_visible_of_many(azurite: azurite_mod.Azurite) -> None:
+    """A receive picks its messages from the visible ones in one pass (Azurite sorted them all): the first 32 of
+    100 by the time they became visible, then by when they were put."""
+    async def go() -> None:
+        queues = RestQueues(azurite.connection_string)
+        name = f"many-{uuid.uuid4().hex[:10]}"
+        try:
+            await queues.ensure_queues([name])
+            for i in range(100):
+                await queues.put(name, b'{"n": %d}' % i)
+            first = await queues.receive(name, 32, 1)  # 0-31, hidden for a second
+            assert [m.json()["n"] for m in first] == list(range(32))
+            assert [m.json()["n"] for m in await queues.receive(name, 32, 30)] == list(range(32, 64))
+            await asyncio.sleep(1.2)  # 0-31 visible again, since later than 64-99 were put
+            assert [m.json()["n"] for m in await queues.receive(name, 32, 30)] == list(range(64, 96))
+            assert [m.json()["n"] for m in await queues.receive(name, 32, 30)] == [96, 97, 98, 99, *range(28)]
         finally:
             await queues.close()
 
