@@ -69,6 +69,7 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
                 assert [e.row_key for e in page.entities] == [f"r{i:03d}" for i in range(100) if (p, i) != (1, 50)]
             got = await tables.get(table, "p2", "r007")
             assert got is not None and got.data == {"n": 7, "text": "a\nb\tc"}
+            assert await tables.insert(table, Entity("p2", "r008", {"n": 0})) is None  # found by key after loading
             await tables.upsert(table, Entity("p1", "r050", {"n": 50}))  # the indices still take writes
             assert (await tables.get(table, "p1", "r050")) is not None
             await asyncio.sleep(1.2)  # the five received (1 s) would be visible again, had their change been lost
