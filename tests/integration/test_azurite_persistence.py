@@ -46,6 +46,7 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
             for i in range(20):
                 await queues.put(queue, f'{{"n": {i}}}'.encode(), visible_in=0 if i % 2 else 3600)
             visible = await queues.receive(queue, 32, 1)
+            assert sorted(m.json()["n"] for m in visible) == list(range(1, 20, 2))  # their texts read back
             for message in visible[:5]:  # hidden for an hour now: their visibleTime changed
                 await queues.release(queue, message, 3600)
             return sorted(m.json()["n"] for m in visible[5:])
