@@ -105,8 +105,8 @@ const { readStreamToString } = require(process.argv[2]);
   for (let i = 0; i < chunks.length; i += 1) {
     if (await readStreamToString(await store.readExtent(chunks[i])) !== text(i)) wrong += 1;
   }
-  console.log(JSON.stringify({wrong, short, kept: store.recentChunks.size, bytes: store.recentChunkBytes,
-                              numbers: chunks.every((c) => typeof c.count === "number" && typeof c.offset === "number")}));
+  const numbers = chunks.every((c) => typeof c.count === "number" && typeof c.offset === "number");
+  console.log(JSON.stringify({wrong, short, kept: store.recentChunks.size, bytes: store.recentChunkBytes, numbers}));
 })().catch((err) => { console.error(err); process.exit(1); });
 """
 
