@@ -1,18 +1,17 @@
 """createTask: a definition checked, normalized and written with everything that must precede it.
 
-Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, a long list of
-dependencies); then what must precede the task, at once where it can: for a task without dependencies, the
-deadline row, the pending hint, the group membership, the expiry row (and the dispatch request, where this
-process does not publish what it writes: otherwise the answer waits for the events to be published, and a caller
-that got none retries, which dispatches them); for one with at most IN_ROW, its edges, each in one transaction that
-proves its dependency's state (shared/operations/edges.py), beside the index rows (the dispatch request, as
-before) and an existing group's membership; then the task, waiting for the dependencies not yet satisfied
-(shared/domain/dependencies.py). Round trips one after another: 2 without dependencies, 2 with (3 when a dependency
-is not remembered here and is read first; 3 when all are satisfied already: the pending hint goes before the task),
-up to ATTACH_AT_ONCE (100) dependencies: a longer list's edges take a round trip per further page, at most IN_ROW
-(1000) of them. A longer list still keeps Taskcluster's requirement rows: edges and index rows, the dependencies'
-read, the group membership with the notes to the dependencies, the task, then its requirements read (whoever sees
-it unblocked first, this request or the resolution of its last dependency, schedules it).
+Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, a long list of dependencies);
+then what must precede the task, at once where it can: for a task without dependencies, the deadline row, the
+pending hint, the group membership, the expiry row (and the dispatch request, where this process does not publish
+what it writes: otherwise the hint stands in for it); for one with at most IN_ROW, its edges, each in one
+transaction that proves its dependency's state (shared/operations/edges.py), beside the index rows (the dispatch
+request, as before) and an existing group's membership; then the task, waiting for the dependencies not yet
+satisfied (shared/domain/dependencies.py). Round trips one after another: 2 without dependencies, 2 with (3 when a
+dependency is not remembered here and is read first; 3 when all are satisfied already: the pending hint goes before
+the task), up to ATTACH_AT_ONCE (100) dependencies: a longer list's edges take a round trip per further page, at
+most IN_ROW (1000) of them. A longer list still keeps Taskcluster's requirement rows: edges and index rows, the
+dependencies' read, the group membership with the notes to the dependencies, the task, then its requirements read
+(whoever sees it unblocked first, this request or the resolution of its last dependency, schedules it).
 """
 
 from __future__ import annotations
@@ -58,15 +57,16 @@ class TaskCreation:
         self.stores = tasks.stores
         self.edges = DependencyEdges(tasks)
 
-    async def _announce(self, task: Task, writer_publishes: bool) -> int:
-        """The creation's dispatch request, unless this process publishes what it writes and keeps up
-        (`writer_publishes`: EventLog.answers_after_publishing, read once per creation) and the task waits for
-        dependencies (no run yet): then its answer waits for its event to be published instead
-        (`EventLog.published`), and a caller that got no answer retries, which dispatches it. One message put and
-        deleted per task less, the dearest part of a graph's events. A task pending at once keeps its request, put
-        beside its hint: its two events go out as its claim follows within milliseconds, and waiting for them
-        made the lone lifecycle's createTask slower under load (docs/performance.md)."""
-        if _answered_after_publishing(writer_publishes, task):
+    async def _announce(self, task: Task, writer_publishes: bool, *, hinted: bool = False) -> int:
+        """The creation's dispatch request, unless this process publishes what it writes and
+        - the task waits for dependencies (no run yet) and this process keeps up (`writer_publishes`:
+          EventLog.answers_after_publishing, read once per creation): its answer waits for its event to be
+          published instead (`EventLog.published`), and a caller that got no answer retries, which dispatches it;
+        - or the task is pending at once (`hinted`: its hint put beside): the hint stands in for the request
+          (`TaskRepository.guarded_by_hint`), the answer waiting for nothing (waiting for its two events made the
+          lone lifecycle's createTask slower under load: docs/performance.md).
+        One message put and deleted per task less. The sequence number announced, for `write`."""
+        if hinted or _answered_after_publishing(writer_publishes, task):
             return task.event_seq + len(task.emitted)
         return await self.tasks.announce(task)
 
@@ -92,6 +92,8 @@ class TaskCreation:
         writer_publishes = stores.events.answers_after_publishing
         if not dependencies:
             task.emit("task-pending", 0)
+        # A task pending at once (its hint put before its write): the hint stands in for its dispatch request.
+        hinted = stores.events.published_by_writers and self.tasks.hint_lives(task, now)
         hint_id: str | None = None
         with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
             # A new group named after the task (the default) is written in the task's own transaction.
@@ -129,7 +131,7 @@ class TaskCreation:
                     task.emit("task-pending", 0)
                     _, hint_id, announced = await all_of(nothing() if early else join(),
                                                          self.tasks.put_pending_hint(task, 0, now),
-                                                         self._announce(task, writer_publishes))
+                                                         self._announce(task, writer_publishes, hinted=hinted))
                     task.runs[0].hint_id = hint_id
                 elif not early:
                     await join()
@@ -159,7 +161,7 @@ class TaskCreation:
                 # of latency instead of five).
                 _, hint_id, _, _, announced = await all_of(
                     stores.deadlines.add(task_id, task.deadline), self.tasks.put_pending_hint(task, 0, now), join(),
-                    stores.expiry.add(task_id, task.expires), self._announce(task, writer_publishes))
+                    stores.expiry.add(task_id, task.expires), self._announce(task, writer_publishes, hinted=hinted))
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
             if not in_row:
@@ -170,6 +172,8 @@ class TaskCreation:
                 await stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
                 written = await self.tasks.write(task, insert=True, announced=announced)
         stream = Stream(TASKS_TABLE, task_id)
+        if written and hinted and hint_id is not None:
+            self.tasks.guarded_by_hint(task, hint_id, now)
         if written and _answered_after_publishing(writer_publishes, task):
             await stores.events.published(stream, task.event_seq)  # instead of a dispatch request (`_announce`)
         if not written:

@@ -357,6 +357,18 @@ class TaskRepository:
                                       QueueMessage(claim[0], claim[1], b"", 0, now),
                                       [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], keep=True)
 
+    def guarded_by_hint(self, task: Task, hint_id: str, now: dt.datetime) -> None:
+        """A new task pending at once written without a dispatch request for its events (`task-defined`,
+        `task-pending`): its pending hint stands in should this process die before publishing them. Whatever comes
+        of the run, a later change of the task's stream dispatches its events in order from the cursor, these
+        first: the claim the hint leads to (claimWork's, or claimTask's after a polling worker took it), the
+        deadline's resolution when nothing claims it, a cancel; and, were none to come, the reconciler's pass over
+        unresolved tasks (`QUEUE_RECONCILE_GRACE`) asks for the dispatch. A bus that refuses them gets a request of
+        its own (EventLog._after_publishing). The hint is the claimer's to delete: never here."""
+        queue = self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
+        self.stores.events.guarded_by(queue, QueueMessage(hint_id, "", b"", 0, now),
+                                      [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], keep=True)
+
     async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
         """A guarded resolution that leaves more to follow (dependents, an Index entry, a group with other members)
         is written: its dependents are released and its Index entry written here before the answer, its group left
@@ -510,13 +522,18 @@ class TaskRepository:
 
     # --- the messages changes put before they are written ------------------------------------------------------
 
+    @staticmethod
+    def hint_lives(task: Task, now: dt.datetime) -> bool:
+        """Whether a pending hint put now would be put and live (until the deadline): none once it has passed."""
+        return timeutil.ceil_seconds(task.deadline - now) > 0
+
     async def put_pending_hint(self, task: Task, run_id: int, now: dt.datetime) -> str | None:
         """Put a pending hint of run `run_id` (and the run's index row); its hintId, which the run keeps (only that
         hint may claim it). None when the deadline has passed: nothing may claim the run, the deadline check
         resolves it."""
-        ttl = timeutil.ceil_seconds(task.deadline - now)
-        if ttl <= 0:
+        if not self.hint_lives(task, now):
             return None
+        ttl = timeutil.ceil_seconds(task.deadline - now)
         task_id, task_queue_id, priority = task.task_id, task.task_queue_id, task.priority
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.stores.settings.hint_key,
                                                                                task_queue_id)

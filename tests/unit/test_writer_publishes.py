@@ -267,7 +267,9 @@ async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events
     bring another process to publish again after the lease if this one died, stays until then."""
     events, tables = service.stores.events, service.stores.tables
     events.marks.interval = 0.3
-    await service.creation.create_task(slugid(), task_definition())
+    group, task_id = slugid(), slugid()
+    for member in (slugid(), task_id):  # the group stays open when the task is cancelled
+        await service.creation.create_task(member, task_definition(taskGroupId=group))
     await service.stores.settled()
     assert requests_left(service) == []
     upsert = tables.upsert
@@ -277,20 +279,20 @@ async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events
             raise ConnectionResetError("storage is down")
         return await upsert(table, entity)
 
-    task_id = slugid()
     tables.upsert = failing_marks  # type: ignore[method-assign]
-    # A change with a request: a task pending at once puts one beside its hint (a dependent's creation has
-    # none, its answer waits instead; a claim has none, its check stands in).
-    await service.creation.create_task(task_id, task_definition())
+    # A change with a request: the cancel of a pending run puts one beside its resolution message (a task pending
+    # at once has none, its hint stands in; a dependent's creation has none, its answer waits instead; a claim
+    # has none, its check stands in).
+    await service.lifecycle.cancel_task(task_id)
     await service.stores.settled()
-    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]  # kept: the mark is not stored
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 3)]  # kept: the mark is not stored
     tables.upsert = upsert  # type: ignore[method-assign]
     await service.creation.create_task(slugid(), task_definition())  # its mark's write stores all
     await service.stores.settled()
-    assert await mark_of(tables, events.marks.holder) == 3
+    assert await mark_of(tables, events.marks.holder) == 4
     # The request left shows later and finds its events published, as the stored mark now says.
-    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 2)]
-    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 6
+    assert [(r.key, r.seq) for r in requests_left(service)] == [(task_id, 3)]
+    assert await fallback(service, publisher) == ["done"] and len(publisher.published) == 7
 
 
 async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when_it_shows(
