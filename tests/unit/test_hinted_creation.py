@@ -23,6 +23,18 @@ def requests(queues: MemoryQueues) -> list[DispatchRequest]:
     return [r for body in queues.contents(DISPATCH_QUEUE) for r in decode_requests(json.loads(body))]
 
 
+async def created_by_a_dying_process() -> tuple[Clock, MemoryTables, MemoryQueues, str]:
+    """A task pending at once, written by a process that dies before publishing its events (nothing it publishes
+    arrives, no request put); the storage, its clock and the taskId."""
+    clock, tables, queues, publisher = Clock(), MemoryTables(), MemoryQueues(), RecordingPublisher()
+    service = process(clock, tables, queues, publisher)
+    dies_after_answering(service)
+    task_id = slugid()
+    await service.creation.create_task(task_id, task_definition(taskQueueId=TASK_QUEUE))
+    assert publisher.published == [] and bodies(queues, DISPATCH_QUEUE) == []
+    return clock, tables, queues, task_id
+
+
 async def test_a_task_pending_at_once_puts_its_hint_and_no_dispatch_request() -> None:
     queues, publisher = MemoryQueues(), RecordingPublisher()
     service = process(Clock(), MemoryTables(), queues, publisher)
@@ -39,12 +51,7 @@ async def test_a_task_pending_at_once_puts_its_hint_and_no_dispatch_request() ->
 
 
 async def test_a_process_dying_before_publishing_leaves_the_events_to_the_claim_its_hint_leads_to() -> None:
-    clock, tables, queues, publisher = Clock(), MemoryTables(), MemoryQueues(), RecordingPublisher()
-    service = process(clock, tables, queues, publisher)
-    dies_after_answering(service)
-    task_id = slugid()
-    await service.creation.create_task(task_id, task_definition(taskQueueId=TASK_QUEUE))
-    assert publisher.published == [] and bodies(queues, DISPATCH_QUEUE) == []
+    clock, tables, queues, task_id = await created_by_a_dying_process()
     clock.advance(6)  # the dead writer's lease (5 s)
     other, other_publisher = another_process(clock, (tables, queues))
     claimed = await other.claims.claim_work(TASK_QUEUE, "wg", "w1", 1)  # through the hint
@@ -54,11 +61,7 @@ async def test_a_process_dying_before_publishing_leaves_the_events_to_the_claim_
 
 
 async def test_a_polling_workers_claim_publishes_them_too() -> None:
-    clock, tables, queues, publisher = Clock(), MemoryTables(), MemoryQueues(), RecordingPublisher()
-    service = process(clock, tables, queues, publisher)
-    dies_after_answering(service)
-    task_id = slugid()
-    await service.creation.create_task(task_id, task_definition(taskQueueId=TASK_QUEUE))
+    clock, tables, queues, task_id = await created_by_a_dying_process()
     clock.advance(6)
     other, other_publisher = another_process(clock, (tables, queues))
     await claim(other, task_id)  # claimTask: a worker that took the hint through its SAS URL
@@ -67,11 +70,7 @@ async def test_a_polling_workers_claim_publishes_them_too() -> None:
 
 
 async def test_a_task_nothing_claims_is_dispatched_by_the_reconcilers_pass() -> None:
-    clock, tables, queues, publisher = Clock(), MemoryTables(), MemoryQueues(), RecordingPublisher()
-    service = process(clock, tables, queues, publisher)
-    dies_after_answering(service)
-    task_id = slugid()
-    await service.creation.create_task(task_id, task_definition(taskQueueId=TASK_QUEUE))
+    clock, tables, queues, task_id = await created_by_a_dying_process()
     other, other_publisher = another_process(clock, (tables, queues))
     clock.advance(other.stores.settings.reconcile_grace + 1)
     report = await other.reconciler.run()
