@@ -9,6 +9,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,7 @@ from shared.storage.rest import RestQueues, RestTables
 from tests.amqp import Listener, broker_reachable, delete_exchanges
 from tests.conftest import azurite_of_its_own, slugid, task_definition
 from tests.unit.test_events import drain
+from tests.unit.test_guarded_resolution import dies_after_answering
 from tests.unit.test_service import _defaults
 
 pytestmark = pytest.mark.skipif(not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
@@ -75,11 +77,12 @@ def listener() -> Iterator[Listener]:
     listening.close()
 
 
-def service(connection: str) -> tuple[Queue, CountingTables]:
+def service(connection: str, queues: RestQueues | None = None, **overrides: Any) -> tuple[Queue, CountingTables]:
     settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0, event_bus="amqp",
-                             pulse_namespace=NAMESPACE, resolution_grace=0)  # resolution messages run by hand
+                             pulse_namespace=NAMESPACE, resolution_grace=0,  # resolution messages run by hand
+                             **overrides)
     tables = CountingTables(connection)
-    return build_queue(settings, tables, RestQueues(connection)), tables
+    return build_queue(settings, tables, queues or RestQueues(connection)), tables
 
 
 async def create(queue: Queue, **overrides: object) -> str:
@@ -268,3 +271,37 @@ def test_a_dependents_creation_puts_no_dispatch_request_and_is_answered_once_its
     assert [m.exchange for m in got] == ["task-defined"]
     got = listener.wait_for(2, lambda m: m.routing_key.split(".")[1] == root, timeout=10)
     assert [m.exchange for m in got] == ["task-defined", "task-pending"]
+
+
+def test_a_creator_dying_before_publishing_leaves_its_events_to_the_claim_of_its_hint(azurite, listener):
+    """No dispatch request beside a task pending at once: when its process dies between the write and the
+    publishing, another process's claimWork (through the hint) publishes task-defined and task-pending first."""
+    task_id = ""
+    task_queue = f"prov/hinted-{slugid()[:8]}"
+
+    async def go() -> None:
+        nonlocal task_id
+        connection = azurite.connection_string
+        queues = CountingQueues(connection)
+        dying, _ = service(connection, queues, event_lease=1)
+        other, _ = service(connection, event_lease=1)
+        publishers = [create_publisher(dying.stores.settings), create_publisher(other.stores.settings)]
+        assert publishers[0] is not None and publishers[1] is not None
+        dying.stores.events.publisher, other.stores.events.publisher = publishers
+        try:
+            dies_after_answering(dying)
+            task_id = await create(dying, taskQueueId=task_queue)
+            assert DISPATCH_QUEUE not in queues.puts
+            await asyncio.sleep(1.2)  # the dead writer's lease
+            claimed = await other.claims.claim_work(task_queue, "wg", "w1", 1)
+            assert [c.task.task_id for c in claimed] == [task_id]
+            await other.stores.settled()
+        finally:
+            for publisher in publishers:
+                await publisher.close()
+            await dying.stores.close()
+            await other.stores.close()
+
+    asyncio.run(go())
+    got = listener.wait_for(3, lambda m: m.routing_key.split(".")[1] == task_id, timeout=15)
+    assert [m.exchange for m in got] == ["task-defined", "task-pending", "task-running"]
