@@ -93,7 +93,7 @@ class TaskCreation:
         if not dependencies:
             task.emit("task-pending", 0)
         # A task pending at once (its hint put before its write): the hint stands in for its dispatch request.
-        hinted = stores.events.published_by_writers and self.tasks.hint_lives(task, now)
+        hinted = stores.events.published_by_writers and self.tasks.hint_ttl(task, now) > 0
         hint_id: str | None = None
         with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
             # A new group named after the task (the default) is written in the task's own transaction.

@@ -353,8 +353,11 @@ class TaskRepository:
         request), the check's expiry of the claim (a request), a reclaim's check after it; a check that comes due
         on a resolved run asks for the dispatch itself (Resolution.follow_up_run). A bus that refuses it gets a
         request of its own (EventLog._after_publishing). The check expires the claim: it is never deleted here."""
-        self.stores.events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
-                                      QueueMessage(claim[0], claim[1], b"", 0, now),
+        self._kept_in_for(task, self.check_queue(CLAIM_QUEUE, task.task_id), claim[0], claim[1], now)
+
+    def _kept_in_for(self, task: Task, queue: str, message_id: str, pop_receipt: str, now: dt.datetime) -> None:
+        """A message that stays (its handler's to delete) stands in for the events the task's change wrote."""
+        self.stores.events.guarded_by(queue, QueueMessage(message_id, pop_receipt, b"", 0, now),
                                       [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], keep=True)
 
     def guarded_by_hint(self, task: Task, hint_id: str, now: dt.datetime) -> None:
@@ -366,8 +369,7 @@ class TaskRepository:
         unresolved tasks (`QUEUE_RECONCILE_GRACE`) asks for the dispatch. A bus that refuses them gets a request of
         its own (EventLog._after_publishing). The hint is the claimer's to delete: never here."""
         queue = self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
-        self.stores.events.guarded_by(queue, QueueMessage(hint_id, "", b"", 0, now),
-                                      [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], keep=True)
+        self._kept_in_for(task, queue, hint_id, "", now)
 
     async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
         """A guarded resolution that leaves more to follow (dependents, an Index entry, a group with other members)
@@ -523,17 +525,17 @@ class TaskRepository:
     # --- the messages changes put before they are written ------------------------------------------------------
 
     @staticmethod
-    def hint_lives(task: Task, now: dt.datetime) -> bool:
-        """Whether a pending hint put now would be put and live (until the deadline): none once it has passed."""
-        return timeutil.ceil_seconds(task.deadline - now) > 0
+    def hint_ttl(task: Task, now: dt.datetime) -> int:
+        """Seconds a pending hint put now lives (until the deadline); 0: none is put, the deadline has passed."""
+        return timeutil.ceil_seconds(task.deadline - now)
 
     async def put_pending_hint(self, task: Task, run_id: int, now: dt.datetime) -> str | None:
         """Put a pending hint of run `run_id` (and the run's index row); its hintId, which the run keeps (only that
         hint may claim it). None when the deadline has passed: nothing may claim the run, the deadline check
         resolves it."""
-        if not self.hint_lives(task, now):
+        ttl = self.hint_ttl(task, now)
+        if ttl <= 0:
             return None
-        ttl = timeutil.ceil_seconds(task.deadline - now)
         task_id, task_queue_id, priority = task.task_id, task.task_queue_id, task.priority
         hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.stores.settings.hint_key,
                                                                                task_queue_id)
