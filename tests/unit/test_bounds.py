@@ -29,7 +29,9 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
-from tests.unit.test_service import _defaults
+from tests.unit.test_answered_creation import Gated
+from tests.unit.test_guarded_resolution import process
+from tests.unit.test_service import Clock, _defaults
 
 
 def test_bounded_keeps_the_most_recent_within_entries_and_bytes():
@@ -163,3 +165,18 @@ async def test_sdk_clients_per_queue_are_bounded(monkeypatch):
 @pytest.mark.parametrize("size", [1, 10_000])
 def test_text_weight_counts_nested_strings(size):
     assert text_weight({"a": ["x" * size, ("y",)]}) >= size + 2
+
+
+async def test_fallbacks_awaiting_their_events_publishing_are_bounded(monkeypatch):
+    """Each task pending at once registers its hint as its events' fallback until they are published (here they
+    never are while the broker hangs): at most REMEMBERED_REQUESTS streams are remembered."""
+    monkeypatch.setattr(eventlog_mod, "REMEMBERED_REQUESTS", 100)
+    publisher = Gated()
+    service = process(Clock(), MemoryTables(), MemoryQueues(), publisher)
+    for _ in range(400):
+        definition = task_definition()
+        await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))
+    assert len(service.stores.events._requested) == 100
+    publisher.gate.set()
+    await service.stores.settled()
+    assert len(service.stores.events._requested) == 0
