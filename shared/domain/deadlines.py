@@ -1,17 +1,23 @@
-"""Deadline checks, one queue message per second of deadlines instead of one per task.
+"""Deadline checks, one queue message per second of deadlines instead of one per task; and the way into the expiry
+index.
 
 TaskDeadlines: PartitionKey = the second a deadline comes due (`deadline + QUEUE_DEADLINE_DELAY`, rounded up:
-`YYYY-MM-DDTHH:MM:SS`), RowKey = taskId, `deadline`. createTask (and rerunTask) writes the task's row before the
-task, and makes sure a `task-deadlines` message `{bucket}` is queued, visible when that second is over; a process
+`YYYY-MM-DDTHH:MM:SS`), RowKey = taskId, `deadline`, `expires`. createTask (and rerunTask) writes the task's row before
+the task, and makes sure a `task-deadlines` message `{bucket}` is queued, visible when that second is over; a process
 puts one such message per bucket and remembers it, so a graph whose tasks share a deadline (as a decision task's
 do) queues one message, not thousands. When it comes due the handler checks a page of the bucket's tasks (each
-re-read: a resolved or re-deadlined task is left alone), deletes their rows, and hands the next page to a new
+re-read: a resolved or re-deadlined task is left alone), enters each task that exists in the expiry index
+(shared/domain/expiry.py), a transaction per expiry hour, deletes their rows, and hands the next page to a new
 message first, so no invocation runs long.
 
 Why: a check per task was a message held for the task's whole life, put and deleted once each; Azurite scans every
 message it holds on every queue call, so those made every queue operation O(unresolved tasks) locally
-(docs/performance.md), and on Azure they were two billed transactions per task. A lost bucket message is repaired
-as a lost per-task check was: the reconciler resolves unresolved tasks found past their deadline.
+(docs/performance.md), and on Azure they were two billed transactions per task. The expiry entry waits for the
+deadline (a task cannot expire before it: `expires` >= `deadline`) because a page of a bucket's tasks share an
+expiry hour and go in one transaction, where createTask wrote an entry of its own (half a storage call per task in
+a lone lifecycle). A lost bucket message is repaired as a lost per-task check was: the reconciler resolves
+unresolved tasks found past their deadline, and the expiry timer reads the rows left past their `expires` as
+entries (`expired`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 from shared import timeutil
 from shared.bounded import Bounded
+from shared.domain.expiry import ExpiryIndex
 from shared.domain.messages import DEADLINE_QUEUE, Shards, unsalted
 from shared.storage.base import Entity, QueueStore, TableStore, delete_all, put_json
 from shared.storage.grouped import GroupedUpserts
@@ -35,6 +42,9 @@ ANNOUNCE_MARGIN = dt.timedelta(seconds=2)
 ANNOUNCED_KEPT = 10_000  # deadline buckets whose message this process remembers having put
 PAGE = 100
 CONCURRENCY = 16
+# The outcomes of a task's check (shared/operations/checks.py) after which it is entered in the expiry index: the
+# task exists as the row knew it ("stale": another task of that id, whose own row enters it; "task-gone": none).
+EXPIRY_AFTER = frozenset({"exceeded", "already-resolved", "early"})
 
 
 def bucket_of(due: dt.datetime) -> str:
@@ -72,8 +82,8 @@ class DeadlineBucket:
 
 class DeadlineIndex:
     def __init__(self, tables: TableStore, queues: QueueStore, shards: Shards, delay_seconds: float,
-                 clock: Callable[[], dt.datetime] = timeutil.now) -> None:
-        self.tables, self.queues, self.shards = tables, queues, shards
+                 expiry: ExpiryIndex, clock: Callable[[], dt.datetime] = timeutil.now) -> None:
+        self.tables, self.queues, self.shards, self.expiry = tables, queues, shards, expiry
         self.delay = dt.timedelta(seconds=delay_seconds)
         self.clock = clock
         self._rows = GroupedUpserts(tables)  # a second's rows, a transaction for many requests
@@ -90,12 +100,26 @@ class DeadlineIndex:
     def queue(self, bucket: str) -> str:
         return self.shards.check_queue(DEADLINE_QUEUE, bucket)
 
-    async def add(self, task_id: str, deadline: dt.datetime) -> None:
-        """Before the task is written: its row, and its bucket's message (unless this process queued it)."""
+    async def add(self, task_id: str, deadline: dt.datetime, expires: dt.datetime) -> None:
+        """Before the task is written: its row (with its `expires`, entered in the expiry index at the deadline), and
+        its bucket's message (unless this process queued it)."""
         bucket = self.bucket(task_id, deadline)
         await asyncio.gather(
-            self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": timeutil.iso(deadline)})),
+            self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": timeutil.iso(deadline),
+                                                                        "expires": timeutil.iso(expires)})),
             self._announce(bucket))
+
+    async def expired(self, cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
+        """(bucket, taskId) of rows whose `expires` is before `cutoff`: rows a lost bucket message left (or whose
+        check has not come yet), which the expiry timer takes as entries. Only buckets before the cut-off's can
+        hold them (`expires` >= `deadline`): on Azure a range of partitions, empty but for such rows."""
+        page = await self.tables.query(DEADLINES_TABLE, "PartitionKey lt @bucket and expires lt @cutoff", {
+            "bucket": bucket_of(cutoff + self.delay + dt.timedelta(seconds=1)), "cutoff": timeutil.iso(cutoff)},
+            limit=limit)
+        return [(e.partition_key, e.row_key) for e in page.entities]
+
+    async def remove(self, bucket: str, task_id: str) -> None:
+        await self.tables.delete(DEADLINES_TABLE, bucket, task_id, etag="*")
 
     async def forget(self, task_id: str, deadline: dt.datetime) -> None:
         """Delete a task's row (it is expiring): gone already unless its bucket's message was lost, in which case
@@ -135,8 +159,9 @@ class DeadlineIndex:
 
     async def check(self, message: DeadlineBucket,
                     check_task: Callable[[str, dt.datetime], Awaitable[str]]) -> str:
-        """The bucket's message came due: `check_task(taskId, deadline)` a page of its tasks, then delete their
-        rows; the next page goes to a new message first. An outcome word."""
+        """The bucket's message came due: `check_task(taskId, deadline)` a page of its tasks (its outcome word),
+        enter them in the expiry index, then delete their rows; the next page goes to a new message first. An
+        outcome word."""
         now = self.clock()
         early = bucket_time(message.bucket) - now
         if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
@@ -150,14 +175,22 @@ class DeadlineIndex:
                                   DeadlineBucket(message.bucket, page.continuation).encode())
         limit = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(row: Entity) -> None:
+        async def one(row: Entity) -> str:
             async with limit:
-                await check_task(row.row_key, timeutil.parse(str(row.data["deadline"])))
+                return await check_task(row.row_key, timeutil.parse(str(row.data["deadline"])))
 
         results = await asyncio.gather(*(one(row) for row in page.entities), return_exceptions=True)
-        # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry.
-        await delete_all(self.tables, DEADLINES_TABLE, [(row.partition_key, row.row_key) for row, result
-                                                        in zip(page.entities, results, strict=True) if result is None])
+        checked = [(row, result) for row, result in zip(page.entities, results, strict=True)
+                   if not isinstance(result, BaseException)]
+        # The tasks checked enter the expiry index before their rows go (a transaction per hour: a page's tasks
+        # mostly share one); a row written before rows carried `expires` had its entry written by createTask.
+        await self.expiry.add_all([(row.row_key, timeutil.parse(str(row.data["expires"]))) for row, outcome in checked
+                                   if outcome in EXPIRY_AFTER and row.data.get("expires")])
+        # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry. So
+        # does a task not found: its createTask may still be under way (held up past the deadline), and its task,
+        # written after this, would have neither row nor entry; the expiry timer takes the row at its `expires`.
+        await delete_all(self.tables, DEADLINES_TABLE, [(row.partition_key, row.row_key) for row, outcome in checked
+                                                        if outcome != "task-gone" or not row.data.get("expires")])
         for result in results:
             if isinstance(result, BaseException):
                 raise result

@@ -13,7 +13,7 @@ import datetime as dt
 
 from shared import timeutil
 from shared.domain.messages import Shards
-from shared.storage.base import Entity, TableStore
+from shared.storage.base import Entity, TableStore, upsert_all
 from shared.storage.grouped import GroupedUpserts
 
 TASK_EXPIRY_TABLE = "TaskExpiry"
@@ -36,6 +36,11 @@ class ExpiryIndex:
     async def add(self, key: str, expires: dt.datetime) -> None:
         await self._rows.upsert(self.table, Entity(self.partition(key, expires), key,
                                                    {"expires": timeutil.iso(expires)}))
+
+    async def add_all(self, entries: list[tuple[str, dt.datetime]]) -> None:
+        """Many entries (key, expires) at once: a transaction per partition (and 100 entries)."""
+        await upsert_all(self.tables, self.table, [
+            Entity(self.partition(key, expires), key, {"expires": timeutil.iso(expires)}) for key, expires in entries])
 
     async def due(self, cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
         """(bucket, key) of entries whose `expires` is before `cutoff`, oldest hours first."""

@@ -18,8 +18,10 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from shared.domain.deadlines import DEADLINES_TABLE
 from shared.domain.dependencies import REQUIREMENTS_TABLE
 from shared.domain.eventrows import Stream
+from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
@@ -64,12 +66,14 @@ async def audit(stores: Stores, *, settled: bool = True) -> Audit:
     tasks = [Task.from_entity(e) async for e in _all(stores, TASKS_TABLE, "RowKey ge @lo and RowKey lt @hi",
                                                                 {"lo": TASK_ROW, "hi": TASK_ROW_END})]
     by_id = {t.task_id: t for t in tasks}
+    # Whose deadline rows are there (read whole: the bucket a row is in depends on the host's deadline delay).
+    deadline_rows = {e.row_key async for e in _all(stores, DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})}
     violations: list[Violation] = []
     limit = asyncio.Semaphore(CONCURRENCY)
 
     async def one(task: Task) -> None:
         async with limit:
-            violations.extend(await _check_task(stores, task, by_id, settled))
+            violations.extend(await _check_task(stores, task, by_id, deadline_rows, settled))
 
     await asyncio.gather(*(one(t) for t in tasks))
     violations.extend(await _check_groups(stores, by_id, settled))
@@ -77,7 +81,8 @@ async def audit(stores: Stores, *, settled: bool = True) -> Audit:
                  sorted(violations, key=lambda v: (v.invariant, v.task_id)))
 
 
-async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settled: bool) -> list[Violation]:
+async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], deadline_rows: set[str],
+                      settled: bool) -> list[Violation]:
     found: list[Violation] = []
     task_id = task.task_id
 
@@ -110,6 +115,11 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], settle
         cursor = await stores.events.cursor(Stream(TASKS_TABLE, task_id))
         if cursor.dispatched != task.event_seq:
             violated("events-dispatched", f"{cursor.dispatched} of {task.event_seq} events dispatched")
+
+    # Expiry: its deadline row (carrying `expires`) until its deadline is checked, then its expiry entry.
+    if task_id not in deadline_rows and await stores.tables.get(
+            TASK_EXPIRY_TABLE, stores.expiry.partition(task_id, task.expires), task_id) is None:
+        violated("expiry-indexed", "neither a TaskDeadlines row nor a TaskExpiry entry: it would never expire")
 
     group_id = task.definition["taskGroupId"]
     active = await stores.tables.get(GROUPS_TABLE, group_id, ACTIVE + task_id) is not None

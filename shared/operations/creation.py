@@ -1,9 +1,10 @@
 """createTask: a definition checked, normalized and written with everything that must precede it.
 
 Order, so that a crash anywhere leaves nothing that misleads: refusals first (group, a long list of dependencies);
-then what must precede the task, at once where it can: for a task without dependencies, the deadline row, the
-pending hint, the group membership, the expiry row (and the dispatch request, where this process does not publish
-what it writes: otherwise the hint stands in for it); for one with at most IN_ROW, its edges, each in one
+then what must precede the task, at once where it can: for a task without dependencies, the deadline row (which
+carries `expires` into the expiry index at the deadline: shared/domain/deadlines.py), the pending hint, the group
+membership (and the dispatch request, where this process does not publish what it writes: otherwise the hint
+stands in for it); for one with at most IN_ROW, its edges, each in one
 transaction that proves its dependency's state (shared/operations/edges.py), beside the index rows (the dispatch
 request, as before) and an existing group's membership; then the task, waiting for the dependencies not yet
 satisfied (shared/domain/dependencies.py). Round trips one after another: 2 without dependencies, 2 with (3 when a
@@ -113,7 +114,7 @@ class TaskCreation:
                 # joined once the dependencies are found, so that a refused task never makes one).
                 early = group is not None and sole is None
                 guards = asyncio.ensure_future(all_of(
-                    stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
+                    stores.deadlines.add(task_id, task.deadline, task.expires),
                     self._announce(task, writer_publishes), join() if early else nothing()))
                 try:
                     found = await self.edges.attach(task_id, dependencies, require, task.expires)
@@ -123,7 +124,7 @@ class TaskCreation:
                     if isinstance(failed, errors.InputError):
                         await self._undo(task_id, list(found), group_id if early else None)
                     raise
-                _, _, announced, _ = await guards
+                _, announced, _ = await guards
                 # What it waits for (a self-dependency included: only scheduleTask releases that).
                 task.waiting = [d for d in dependencies if d not in found or found[d].state not in accepted]
                 if not task.waiting:
@@ -141,11 +142,10 @@ class TaskCreation:
                            if len(dependencies) > POINT_READ_LIMIT else None)
                 # Edges before the dependencies are read (a dependency that resolves meanwhile finds this task);
                 # with them, the rows and messages that precede the task's write and that a refusal leaves
-                # harmlessly (the deadline and expiry index rows, the dispatch request: hints that find nothing).
-                _, _, _, announced = await all_of(
+                # harmlessly (the deadline row, the dispatch request: hints that find nothing).
+                _, _, announced = await all_of(
                     stores.deps.add(task_id, dependencies, require, task.expires),
-                    stores.deadlines.add(task_id, task.deadline), stores.expiry.add(task_id, task.expires),
-                    self._announce(task, writer_publishes))
+                    stores.deadlines.add(task_id, task.deadline, task.expires), self._announce(task, writer_publishes))
                 try:
                     # The group learns of the task once its dependencies were read and found (a phantom member
                     # would hold the group unresolved): with their notes, which refuse only a dependency deleted
@@ -159,9 +159,10 @@ class TaskCreation:
             else:
                 # What must precede the task's write, in any order among itself: so all at once (one round trip
                 # of latency instead of five).
-                _, hint_id, _, _, announced = await all_of(
-                    stores.deadlines.add(task_id, task.deadline), self.tasks.put_pending_hint(task, 0, now), join(),
-                    stores.expiry.add(task_id, task.expires), self._announce(task, writer_publishes, hinted=hinted))
+                _, hint_id, _, announced = await all_of(
+                    stores.deadlines.add(task_id, task.deadline, task.expires),
+                    self.tasks.put_pending_hint(task, 0, now), join(),
+                    self._announce(task, writer_publishes, hinted=hinted))
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
             if not in_row:

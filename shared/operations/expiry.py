@@ -2,7 +2,8 @@
 ago are deleted, a batch at a time within a time budget.
 
 Tasks, artifacts and objects are found through their expiry indexes (shared/domain/expiry.py: an entry per thing, by the
-hour it expires), written before the thing itself; each entry is a hint, and the thing is re-read before it is
+hour it expires), written before the thing itself (a task's when its deadline is checked, its deadline row standing
+in until then: shared/domain/deadlines.py); each entry is a hint, and the thing is re-read before it is
 deleted, so one whose expiry was extended, or that has not expired, is kept. An artifact's or object's blob goes
 before its row, so a row never names a deleted blob. A task's row goes last and only as it was read: a change
 written meanwhile (a deadline resolved late) has it read again, and the event rows that change added go too.
@@ -24,7 +25,6 @@ from shared.domain.artifacts import (
     row_key,
 )
 from shared.domain.eventrows import Stream
-from shared.domain.expiry import ExpiryIndex
 from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
@@ -43,10 +43,11 @@ class Expiry:
         self.tasks = tasks
         self.stores = tasks.stores
 
-    async def _drain(self, index: ExpiryIndex, batch: int, budget_seconds: float,
-                     expire: Callable[[str, str, dt.datetime], Awaitable[None]]) -> int:
-        """Hand each entry of `index` that is due to `expire(hour, key, cutoff)`, `batch` at a time (at most 16 at
-        once) until none is left or the time budget is spent; how many entries were handled."""
+    async def _drain(self, due: Callable[[dt.datetime, int], Awaitable[list[tuple[str, str]]]], batch: int,
+                     budget_seconds: float, expire: Callable[[str, str, dt.datetime], Awaitable[None]]) -> int:
+        """Hand each entry (partition, key) that `due(cutoff, batch)` finds to `expire(partition, key, cutoff)`,
+        `batch` at a time (at most 16 at once) until none is left or the time budget is spent; how many entries
+        were handled."""
         await self.stores.ready()
         cutoff = self.stores.now() - dt.timedelta(seconds=self.stores.settings.expiry_delay)
         give_up = time.monotonic() + budget_seconds
@@ -58,11 +59,11 @@ class Expiry:
                 await expire(hour, key, cutoff)
 
         while time.monotonic() < give_up:
-            due = await index.due(cutoff, batch)
-            if not due:
+            found = await due(cutoff, batch)
+            if not found:
                 break
-            await asyncio.gather(*(one(hour, key) for hour, key in due))
-            handled += len(due)
+            await asyncio.gather(*(one(hour, key) for hour, key in found))
+            handled += len(found)
         return handled
 
     async def expire_tasks(self, *, batch: int = 200, budget_seconds: float = 60) -> int:
@@ -79,10 +80,8 @@ class Expiry:
             if hour is not None and (later is None or stores.expiry.partition(GROUP_KEY + group_id, later) != hour):
                 await stores.expiry.remove(hour, GROUP_KEY + group_id)
 
-        async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
-            if task_id.startswith(GROUP_KEY):
-                await expire_group(task_id[len(GROUP_KEY):], cutoff, hour)
-                return
+        async def expire_task(task_id: str, cutoff: dt.datetime) -> bool:
+            """Delete the task and what it has; False when it kept changing (left for the next run)."""
             for _ in range(EXPIRE_ATTEMPTS):
                 task = await self.tasks.get(task_id)
                 self.tasks.known.forget(task_id)
@@ -102,10 +101,24 @@ class Expiry:
                     break
             else:
                 log.warning("task changed while expiring; kept for the next run", extra=fields(taskId=task_id))
-                return  # its index entry stays
-            await stores.expiry.remove(hour, task_id)
+                return False  # its index entry stays
+            return True
 
-        expired = await self._drain(stores.expiry, batch, budget_seconds, expire)
+        async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
+            if task_id.startswith(GROUP_KEY):
+                await expire_group(task_id[len(GROUP_KEY):], cutoff, hour)
+            elif await expire_task(task_id, cutoff):
+                await stores.expiry.remove(hour, task_id)
+
+        async def expire_unentered(bucket: str, task_id: str, cutoff: dt.datetime) -> None:
+            # A task enters the expiry index when its deadline is checked; its deadline row, which carries its
+            # `expires`, stands in while it has not (the bucket's message was lost, or has not come yet).
+            if await expire_task(task_id, cutoff):
+                await stores.deadlines.remove(bucket, task_id)
+
+        started = time.monotonic()
+        expired = await self._drain(stores.deadlines.expired, batch, budget_seconds, expire_unentered)
+        expired += await self._drain(stores.expiry.due, batch, budget_seconds - (time.monotonic() - started), expire)
         if expired:
             log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
         return expired
@@ -129,7 +142,7 @@ class Expiry:
                 deleted += 1
             await stores.artifact_expiry.remove(hour, key)
 
-        await self._drain(stores.artifact_expiry, batch, budget_seconds, expire)
+        await self._drain(stores.artifact_expiry.due, batch, budget_seconds, expire)
         if deleted:
             log.info("expired %d artifacts", deleted, extra=fields(event="artifacts-expired"))
         return deleted
@@ -181,7 +194,7 @@ class Expiry:
                 deleted += 1
             await stores.object_expiry.remove(hour, key)
 
-        await self._drain(stores.object_expiry, batch, budget_seconds, expire)
+        await self._drain(stores.object_expiry.due, batch, budget_seconds, expire)
         if deleted:
             log.info("expired %d objects", deleted, extra=fields(event="objects-expired"))
         return deleted

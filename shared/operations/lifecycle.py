@@ -173,7 +173,7 @@ class Lifecycle:
             if len(task.runs) >= MAX_RUNS:
                 raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
             if not deadline_indexed:  # its row is there until the deadline, unless the task predates the index
-                await self.stores.deadlines.add(task_id, task.deadline)
+                await self.stores.deadlines.add(task_id, task.deadline, task.expires)
                 deadline_indexed = True
             task.runs.append(Run("pending", "rerun", now))
             task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))

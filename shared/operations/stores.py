@@ -144,10 +144,11 @@ class Stores:
                           grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock,
                           background=background, mark_interval=settings.event_mark_interval,
                           dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key))
+        expiry = ExpiryIndex(tables, shards=shards)
         return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
-                   DependencyStore(tables), ExpiryIndex(tables, shards=shards),
+                   DependencyStore(tables), expiry,
                    ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE, shards), ExpiryIndex(tables, OBJECT_EXPIRY_TABLE, shards),
-                   DeadlineIndex(tables, queues, shards, settings.deadline_delay, clock),
+                   DeadlineIndex(tables, queues, shards, settings.deadline_delay, expiry, clock),
                    WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl),
                    SharedReceives(queues), background, shards)
 

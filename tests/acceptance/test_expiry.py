@@ -158,7 +158,9 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
     from concurrent.futures import ThreadPoolExecutor
 
     from shared.domain.deadlines import DEADLINES_TABLE
+    from shared.domain.expiry import TASK_EXPIRY_TABLE
     from shared.domain.messages import DEADLINE_QUEUE
+    from shared.storage.base import each_entity
 
     shards = shards_of(fast_host.env)
 
@@ -192,3 +194,15 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
             await queues.close()
 
     assert wait_for(lambda: asyncio.run(rows_left()) == [], timeout=10)
+
+    async def entered() -> set[str]:
+        tables, queues = stores_of(fast_host.env)
+        try:
+            return {e.row_key async for e in each_entity(tables, TASK_EXPIRY_TABLE, "PartitionKey ge @lo",
+                                                         {"lo": ""})} & set(tasks)
+        finally:
+            await tables.close()
+            await queues.close()
+
+    # Each task entered the expiry index as its deadline was checked (createTask wrote no entry of its own).
+    assert asyncio.run(entered()) == set(tasks)

@@ -18,6 +18,7 @@ from shared.domain import eventlog as eventlog_mod
 from shared.domain import groups as groups_mod
 from shared.domain import workers as workers_mod
 from shared.domain.deadlines import DeadlineIndex
+from shared.domain.expiry import ExpiryIndex
 from shared.domain.groups import TaskGroup
 from shared.domain.messages import Shards
 from shared.domain.tasks import KnownTasks
@@ -71,10 +72,11 @@ def test_pending_queue_maps_are_bounded(monkeypatch):
 
 async def test_deadline_buckets_announced_are_bounded(monkeypatch):
     monkeypatch.setattr(deadlines_mod, "ANNOUNCED_KEPT", 300)
-    index = DeadlineIndex(MemoryTables(), MemoryQueues(), Shards(checks=4, pending=4), 0)
+    tables = MemoryTables()
+    index = DeadlineIndex(tables, MemoryQueues(), Shards(checks=4, pending=4), 0, ExpiryIndex(tables))
     now = timeutil.now()
     for i in range(3_000):  # a bucket per second: 3,000 distinct deadlines
-        await index.add(slugid(), now + dt.timedelta(hours=1, seconds=i))
+        await index.add(slugid(), now + dt.timedelta(hours=1, seconds=i), now + dt.timedelta(days=1))
     assert len(index._announced) <= 300
 
 

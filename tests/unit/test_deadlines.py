@@ -10,8 +10,11 @@ import pytest
 from shared import timeutil
 from shared.domain import deadlines
 from shared.domain.deadlines import DEADLINES_TABLE, DeadlineBucket, bucket_of
+from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.messages import DEADLINE_QUEUE, DeadlineCheck
+from shared.maintenance.invariants import audit
 from shared.runtime import Queue
+from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import create, memory_queues
@@ -152,3 +155,156 @@ async def test_rerun_indexes_the_deadline_again(service: Queue, clock: Clock) ->
     await service.lifecycle.cancel_task(task_id)
     await service.lifecycle.rerun_task(task_id)
     assert await rows(service) == [task_id]
+
+
+async def entries(service: Queue) -> dict[str, str]:
+    """The expiry index: taskId -> the hour partition it is in."""
+    page = await service.stores.tables.query(TASK_EXPIRY_TABLE, "PartitionKey ge @lo", {"lo": ""})
+    return {e.row_key: e.partition_key for e in page.entities}
+
+
+async def test_a_task_enters_the_expiry_index_when_its_deadline_is_checked(service: Queue, clock: Clock) -> None:
+    """createTask writes no expiry entry: the deadline row carries `expires`, and the bucket's check enters each
+    task it checked, resolved or not, a transaction per hour, before it deletes the rows."""
+    deadline = clock.now + dt.timedelta(seconds=30)
+    expires = clock.now + dt.timedelta(days=2)
+    waiting = [(await create(service, deadline=timeutil.iso(deadline), expires=timeutil.iso(expires)))[0]
+               for _ in range(3)]
+    done, _ = await create(service, deadline=timeutil.iso(deadline), expires=timeutil.iso(expires))
+    await service.claims.claim(done, 0, "g", "w")
+    await service.lifecycle.resolve(done, 0, "completed", "completed")
+    assert await entries(service) == {}
+    page = await service.stores.tables.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})
+    assert {e.data["expires"] for e in page.entities} == {timeutil.iso(expires)}
+    [message] = queued(service)
+    clock.advance(33)
+    tables = service.stores.tables
+    transactions: list[str] = []
+    real_transact = tables.transact
+
+    async def counted(table: str, ops: list) -> bool:
+        transactions.append(table)
+        return await real_transact(table, ops)
+
+    tables.transact = counted  # type: ignore[method-assign]
+    assert await service.checks.check_deadlines(message) == "checked 4"
+    hour = timeutil.iso(expires)[:13]
+    assert await entries(service) == {t: hour for t in [*waiting, done]}
+    assert transactions.count(TASK_EXPIRY_TABLE) == 1
+    assert await rows(service) == []
+
+
+async def test_a_task_not_found_is_not_entered(service: Queue, clock: Clock) -> None:
+    """A row whose task is not there (its createTask refused after the row, or still under way) enters nothing and
+    stays, for the expiry timer to take at its `expires` (a task written after all is then expired, not left
+    forever); a row written before rows carried `expires` (its entry written by createTask then) goes as before."""
+    deadline = clock.now + dt.timedelta(seconds=30)
+    kept, _ = await create(service, deadline=timeutil.iso(deadline))
+    await service.stores.deadlines.add("never-written-task-id", deadline, deadline + dt.timedelta(days=1))
+    bucket = service.stores.deadlines.bucket("older-task-id", deadline)
+    await service.stores.tables.upsert(DEADLINES_TABLE, Entity(bucket, "older-task-id",
+                                                               {"deadline": timeutil.iso(deadline)}))
+    clock.advance(33)
+    assert await service.checks.check_deadlines({"bucket": bucket}) == "checked 3"
+    assert set(await entries(service)) == {kept}
+    assert await rows(service) == ["never-written-task-id"]
+    clock.advance(86400 + 3600)
+    assert await service.expiry.expire_tasks() == 1  # the row taken as an entry: no task, the row goes
+    assert await rows(service) == [] and set(await entries(service)) == {kept}  # expiring in a year
+
+
+async def test_an_entry_not_written_keeps_the_rows_for_the_retry(service: Queue, clock: Clock,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    deadline = timeutil.iso(clock.now + dt.timedelta(seconds=30))
+    tasks = {(await create(service, deadline=deadline))[0] for _ in range(3)}
+    [message] = queued(service)
+    clock.advance(33)
+    real = service.stores.expiry.add_all
+
+    async def failing(found: list) -> None:
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(service.stores.expiry, "add_all", failing)
+    with pytest.raises(OSError):
+        await service.checks.check_deadlines(message)
+    assert set(await rows(service)) == tasks and await entries(service) == {}
+    monkeypatch.setattr(service.stores.expiry, "add_all", real)
+    assert await service.checks.check_deadlines(message) == "checked 3"  # the queue's retry: already resolved
+    assert set(await entries(service)) == tasks and await rows(service) == []
+
+
+async def test_tasks_whose_bucket_message_was_lost_still_expire(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The expiry timer takes deadline rows past their task's `expires` as entries (the bucket's message was
+    lost): 250 tasks, read 100 at a time, all deleted with their rows; tasks not yet expired are left."""
+    service = memory_service(clock=clock, deadline_delay=2, expiry_delay=0)
+    deadline = clock.now + dt.timedelta(seconds=30)
+    expiring = {(await create(service, deadline=timeutil.iso(deadline),
+                              expires=timeutil.iso(deadline + dt.timedelta(minutes=5))))[0] for _ in range(250)}
+    later, _ = await create(service, deadline=timeutil.iso(deadline),
+                            expires=timeutil.iso(deadline + dt.timedelta(days=1)))
+    memory_queues(service).clear(DEADLINE_QUEUE)  # lost
+    reads: list[int] = []
+    real_expired = service.stores.deadlines.expired
+
+    async def counted(cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
+        found = await real_expired(cutoff, limit)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(service.stores.deadlines, "expired", counted)
+    clock.advance(3600)
+    assert await service.expiry.expire_tasks(batch=100) == 250
+    assert reads == [100, 100, 50, 0]
+    assert await rows(service) == [later]
+    for task_id in expiring:
+        assert await service.tasks.get(task_id) is None
+    assert (await service.queries.task(later)).status()["state"] == "pending"
+
+
+async def test_rerun_keeps_expires_on_the_row(service: Queue, clock: Clock) -> None:
+    expires = clock.now + dt.timedelta(days=3)
+    task_id, _ = await create(service, expires=timeutil.iso(expires))
+    await service.lifecycle.cancel_task(task_id)
+    await service.lifecycle.rerun_task(task_id)
+    page = await service.stores.tables.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})
+    assert [(e.row_key, e.data["expires"]) for e in page.entities] == [(task_id, timeutil.iso(expires))]
+
+
+async def test_the_audit_finds_a_task_that_would_never_expire(service: Queue, clock: Clock) -> None:
+    deadline = clock.now + dt.timedelta(seconds=30)
+    checked, _ = await create(service, deadline=timeutil.iso(deadline))
+    lost, _ = await create(service, deadline=timeutil.iso(deadline + dt.timedelta(hours=1)))
+    [message, _] = sorted(queued(service), key=lambda m: m["bucket"])
+    clock.advance(33)
+    assert await service.checks.check_deadlines(message) == "checked 1"
+    assert (await audit(service.stores, settled=False)).violations == []  # one by its entry, one by its row
+    await service.stores.deadlines.forget(lost, deadline + dt.timedelta(hours=1))
+    assert [(v.invariant, v.task_id) for v in (await audit(service.stores, settled=False)).violations] == [
+        ("expiry-indexed", lost)]
+    assert checked
+
+
+async def test_a_create_held_up_past_its_bucket_check_still_expires(service: Queue, clock: Clock,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """createTask writes the deadline row, stalls past the deadline (its bucket checked meanwhile: no task yet),
+    then writes the task: the row, kept for a task not found, is what expires it."""
+    deadline = clock.now + dt.timedelta(seconds=30)
+    expires = deadline + dt.timedelta(hours=1)
+    real_write = service.tasks.write
+    checked: list[str] = []
+
+    async def stalled(task, **kwargs):  # type: ignore[no-untyped-def]
+        clock.advance(33)
+        [message] = queued(service)
+        checked.append(await service.checks.check_deadlines(message))
+        return await real_write(task, **kwargs)
+
+    monkeypatch.setattr(service.tasks, "write", stalled)
+    task_id, _ = await create(service, deadline=timeutil.iso(deadline), expires=timeutil.iso(expires))
+    monkeypatch.setattr(service.tasks, "write", real_write)
+    assert checked == ["checked 1"] and await entries(service) == {}
+    assert await rows(service) == [task_id]
+    assert (await audit(service.stores, settled=False)).violations == []
+    clock.advance(2 * 3600)
+    assert await service.expiry.expire_tasks() == 1
+    assert await service.tasks.get(task_id) is None and await rows(service) == []

@@ -170,7 +170,8 @@ async def handle_resolutions(service: Queue) -> int:
 
 
 async def test_a_graph_runs_through_a_sharded_service() -> None:
-    service, tables, queues = sharded_service()
+    clock = Clock()
+    service, tables, queues = sharded_service(clock=clock)
     tq = f"prov/wt-{slugid()[:8].lower()}"
     group = slugid()
     layers: list[list[str]] = []
@@ -205,9 +206,13 @@ async def test_a_graph_runs_through_a_sharded_service() -> None:
     deadline_rows = [e for a in tables for e in (await a.query(DEADLINES_TABLE, "PartitionKey ge @lo",
                                                                 {"lo": ""})).entities]
     assert len({e.partition_key for e in deadline_rows}) == 3  # one deadline second, salted three ways
+    clock.now += dt.timedelta(hours=2)  # the deadline buckets come due: their tasks enter the expiry index
+    for bucket, count in collections.Counter(e.partition_key for e in deadline_rows).items():
+        assert await service.checks.check_deadlines({"bucket": bucket}) == f"checked {count}"
     expiry_rows = [e for a in tables for e in (await a.query(TASK_EXPIRY_TABLE, "PartitionKey ge @lo",
                                                               {"lo": ""})).entities]
     assert len({e.partition_key for e in expiry_rows}) >= 2
+    assert {e.row_key for e in expiry_rows} == set(everything)
     used = {name for q in queues for name in q._queues}
     for base in (CLAIM_QUEUE, RESOLVED_QUEUE, DEADLINE_QUEUE, DISPATCH_QUEUE):
         assert set(service.stores.shards.check_queues(base)) <= used, base
@@ -244,3 +249,27 @@ async def test_a_sharded_task_queue_lists_and_counts_its_salted_runs() -> None:
     # pollTaskUrls: every shard of every priority, highest first.
     urls, _ = await service.polling.poll_task_urls(tq)
     assert len(urls) == 21
+
+
+async def test_tasks_left_in_their_deadline_rows_expire_from_every_account() -> None:
+    """A lost bucket message leaves its tasks' deadline rows (salted partitions): the expiry timer's read of them
+    goes through every account (a scan, a share each) and deletes each task and its row."""
+    clock = Clock()
+    service, tables, queues = sharded_service(clock=clock)
+    expires = clock.now + dt.timedelta(hours=2)
+    tasks = [slugid() for _ in range(30)]
+    for task_id in tasks:
+        await service.creation.create_task(task_id, task_definition(
+            schedulerId="-", projectId="none", requires="all-completed", routes=[], priority="lowest", retries=5,
+            scopes=[], tags={}, extra={}, dependencies=[], created=timeutil.iso(clock.now),
+            deadline=timeutil.iso(clock.now + dt.timedelta(hours=1)), expires=timeutil.iso(expires)))
+    holders = [len((await a.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities) for a in tables]
+    assert sum(holders) == len(tasks), holders
+    for q in queues:
+        for name in [n for n in q._queues if n.startswith(DEADLINE_QUEUE)]:
+            q.clear(name)  # the buckets' messages, lost
+    clock.now = expires + dt.timedelta(hours=1)
+    assert await service.expiry.expire_tasks(batch=7) == len(tasks)
+    for task_id in tasks:
+        assert await service.tasks.get(task_id) is None
+    assert [(await a.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities for a in tables] == [[]] * 3
