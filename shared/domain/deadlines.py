@@ -6,8 +6,8 @@ TaskDeadlines: PartitionKey = the second a deadline comes due (`deadline + QUEUE
 the task, and makes sure a `task-deadlines` message `{bucket}` is queued, visible when that second is over; a process
 puts one such message per bucket and remembers it, so a graph whose tasks share a deadline (as a decision task's
 do) queues one message, not thousands. When it comes due the handler checks a page of the bucket's tasks (each
-re-read: a resolved or re-deadlined task is left alone), enters each task that exists in the expiry index
-(shared/domain/expiry.py), a transaction per expiry hour, deletes their rows, and hands the next page to a new
+re-read: a resolved or re-deadlined task is left alone), enters each in the expiry index (shared/domain/expiry.py),
+a transaction per expiry hour, deletes their rows, and hands the next page to a new
 message first, so no invocation runs long.
 
 Why: a check per task was a message held for the task's whole life, put and deleted once each; Azurite scans every
@@ -42,9 +42,12 @@ ANNOUNCE_MARGIN = dt.timedelta(seconds=2)
 ANNOUNCED_KEPT = 10_000  # deadline buckets whose message this process remembers having put
 PAGE = 100
 CONCURRENCY = 16
-# The outcomes of a task's check (shared/operations/checks.py) after which it is entered in the expiry index: the
-# task exists as the row knew it ("stale": another task of that id, whose own row enters it; "task-gone": none).
-EXPIRY_AFTER = frozenset({"exceeded", "already-resolved", "early"})
+# The outcomes of a task's check (shared/operations/checks.py) after which it is entered in the expiry index: all
+# but "stale" (another task of that id, whose own row enters it). A task not found ("task-gone") is entered too:
+# its createTask may still be under way (held up past the deadline), and the task, written after the check, would
+# otherwise never expire; where none comes (a refused createTask), the expiry timer drops the entry.
+EXPIRY_AFTER = frozenset({"exceeded", "already-resolved", "early", "task-gone"})
+PAGES_READ = 50  # pages one look for rows past their `expires` reads at most (see `expired`)
 
 
 def bucket_of(due: dt.datetime) -> str:
@@ -91,6 +94,7 @@ class DeadlineIndex:
         # At most ANNOUNCED_KEPT buckets: one forgotten costs a second message for its bucket, which is harmless.
         self._announced: Bounded[str, tuple[asyncio.Future[None], dt.datetime]] = Bounded(ANNOUNCED_KEPT)
         self._puts = 0
+        self._expired_from: str | None = None  # where the last look for expired rows, finding none, stopped
 
     def bucket(self, task_id: str, deadline: dt.datetime) -> str:
         """The task's bucket: the second its deadline comes due, salted by taskId when QUEUE_PENDING_SHARDS
@@ -110,13 +114,24 @@ class DeadlineIndex:
             self._announce(bucket))
 
     async def expired(self, cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
-        """(bucket, taskId) of rows whose `expires` is before `cutoff`: rows a lost bucket message left (or whose
-        check has not come yet), which the expiry timer takes as entries. Only buckets before the cut-off's can
-        hold them (`expires` >= `deadline`): on Azure a range of partitions, empty but for such rows."""
-        page = await self.tables.query(DEADLINES_TABLE, "PartitionKey lt @bucket and expires lt @cutoff", {
-            "bucket": bucket_of(cutoff + self.delay + dt.timedelta(seconds=1)), "cutoff": timeutil.iso(cutoff)},
-            limit=limit)
-        return [(e.partition_key, e.row_key) for e in page.entities]
+        """Up to `limit` (bucket, taskId) of rows whose `expires` is before `cutoff`: rows a lost bucket message
+        left (or whose check has not come yet), which the expiry timer takes as entries. Only buckets before the
+        cut-off's can hold them (`expires` >= `deadline`): on Azure a range of partitions, empty but for such rows.
+        Azure ends a query's page at a partition boundary, so a lost bucket whose rows expire later ends one, empty:
+        a look reads at most PAGES_READ pages, and one that found nothing there goes on from that point next time
+        (from the start once it reached the end), so rows behind many such buckets are still reached."""
+        found: list[tuple[str, str]] = []
+        token = self._expired_from
+        for _ in range(PAGES_READ):
+            page = await self.tables.query(DEADLINES_TABLE, "PartitionKey lt @bucket and expires lt @cutoff", {
+                "bucket": bucket_of(cutoff + self.delay + dt.timedelta(seconds=1)), "cutoff": timeutil.iso(cutoff)},
+                limit=limit - len(found), continuation=token)
+            found += [(e.partition_key, e.row_key) for e in page.entities]
+            token = page.continuation
+            if token is None or len(found) >= limit:
+                break
+        self._expired_from = token if not found else None
+        return found
 
     async def remove(self, bucket: str, task_id: str) -> None:
         await self.tables.delete(DEADLINES_TABLE, bucket, task_id, etag="*")
@@ -186,11 +201,8 @@ class DeadlineIndex:
         # mostly share one); a row written before rows carried `expires` had its entry written by createTask.
         await self.expiry.add_all([(row.row_key, timeutil.parse(str(row.data["expires"]))) for row, outcome in checked
                                    if outcome in EXPIRY_AFTER and row.data.get("expires")])
-        # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry. So
-        # does a task not found: its createTask may still be under way (held up past the deadline), and its task,
-        # written after this, would have neither row nor entry; the expiry timer takes the row at its `expires`.
-        await delete_all(self.tables, DEADLINES_TABLE, [(row.partition_key, row.row_key) for row, outcome in checked
-                                                        if outcome != "task-gone" or not row.data.get("expires")])
+        # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry.
+        await delete_all(self.tables, DEADLINES_TABLE, [(row.partition_key, row.row_key) for row, _ in checked])
         for result in results:
             if isinstance(result, BaseException):
                 raise result
