@@ -122,10 +122,10 @@ class DeadlineIndex:
         (from the start once it reached the end), so rows behind many such buckets are still reached."""
         found: list[tuple[str, str]] = []
         token = self._expired_from
+        bounds = {"bucket": bucket_of(cutoff + self.delay + dt.timedelta(seconds=1)), "cutoff": timeutil.iso(cutoff)}
         for _ in range(PAGES_READ):
-            page = await self.tables.query(DEADLINES_TABLE, "PartitionKey lt @bucket and expires lt @cutoff", {
-                "bucket": bucket_of(cutoff + self.delay + dt.timedelta(seconds=1)), "cutoff": timeutil.iso(cutoff)},
-                limit=limit - len(found), continuation=token)
+            page = await self.tables.query(DEADLINES_TABLE, "PartitionKey lt @bucket and expires lt @cutoff", bounds,
+                                           limit=limit - len(found), continuation=token)
             found += [(e.partition_key, e.row_key) for e in page.entities]
             token = page.continuation
             if token is None or len(found) >= limit:
@@ -139,7 +139,7 @@ class DeadlineIndex:
     async def forget(self, task_id: str, deadline: dt.datetime) -> None:
         """Delete a task's row (it is expiring): gone already unless its bucket's message was lost, in which case
         the reconciler resolved the task."""
-        await self.tables.delete(DEADLINES_TABLE, self.bucket(task_id, deadline), task_id, etag="*")
+        await self.remove(self.bucket(task_id, deadline), task_id)
 
     async def _announce(self, bucket: str) -> None:
         now = self.clock()

@@ -80,12 +80,16 @@ class Expiry:
             if hour is not None and (later is None or stores.expiry.partition(GROUP_KEY + group_id, later) != hour):
                 await stores.expiry.remove(hour, GROUP_KEY + group_id)
 
-        async def expire_task(task_id: str, cutoff: dt.datetime) -> bool:
-            """Delete the task and what it has; False when it kept changing (left for the next run)."""
+        async def expire_task(task_id: str, cutoff: dt.datetime, deadline_bucket: str | None = None) -> bool:
+            """Delete the task and what it has; False when it kept changing (left for the next run).
+            `deadline_bucket`: where the caller read its deadline row, deleted there when no task is left (a task's
+            own goes by its deadline, in the bucket this host's settings give, as always)."""
             for _ in range(EXPIRE_ATTEMPTS):
                 task = await self.tasks.get(task_id)
                 self.tasks.known.forget(task_id)
                 if task is None:
+                    if deadline_bucket is not None:
+                        await stores.deadlines.remove(deadline_bucket, task_id)
                     break
                 await self.forget_artifacts(task_id)
                 await stores.workers.run_resolved(task.task_queue_id, task_id)
@@ -113,8 +117,7 @@ class Expiry:
         async def expire_unentered(bucket: str, task_id: str, cutoff: dt.datetime) -> None:
             # A task enters the expiry index when its deadline is checked; its deadline row, which carries its
             # `expires`, stands in while it has not (the bucket's message was lost, or has not come yet).
-            if await expire_task(task_id, cutoff):
-                await stores.deadlines.remove(bucket, task_id)
+            await expire_task(task_id, cutoff, bucket)
 
         started = time.monotonic()
         expired = await self._drain(stores.deadlines.expired, batch, budget_seconds, expire_unentered)
