@@ -98,9 +98,19 @@ db.close(() => {
   const again = new Loki(file, {persistenceMethod: "fs"});
   again.loadDatabase({}, (err) => {
     const t = again.getCollection("t");
-    console.log(JSON.stringify({err: err ? String(err) : null, size: fs.statSync(file).size, count: t.count(),
-                                last: t.findOne({RowKey: "r59999"}).data.slice(10000),
-                                partition: t.find({PartitionKey: "p5"}).length}));
+    const result = {err: err ? String(err) : null, size: fs.statSync(file).size, count: t.count(),
+                    last: t.findOne({RowKey: "r59999"}).data.slice(10000),
+                    partition: t.find({PartitionKey: "p5"}).length};
+    for (const d of t.data.slice()) { d.data = pad + "v2-" + d.RowKey; t.update(d); }  // all of it, to the journal
+    again.saveDatabase((err) => {
+      result.journal = fs.statSync(file + ".journal").size;
+      const third = new Loki(file, {persistenceMethod: "fs"});
+      third.loadDatabase({}, (err) => {
+        result.journalErr = err ? String(err) : null;
+        result.changed = third.getCollection("t").find({data: pad + "v2-r12345"}).length;
+        console.log(JSON.stringify(result));
+      });
+    });
   });
 });
 """
@@ -108,12 +118,15 @@ db.close(() => {
 
 def test_a_database_larger_than_a_string_is_saved_and_loaded(tmp_path: Path) -> None:
     """600 MB of documents (Azurite's table service with ~50,000 tasks' rows): as one string, JSON.stringify
-    aborted the process ("Check failed" in Builtin_JsonStringify); a document per line, it is saved and read."""
+    aborted the process ("Check failed" in Builtin_JsonStringify); a document per line, it is saved and read. Then
+    every document changes: a journal as large, read a line at a time."""
     import json
 
     result = json.loads(run_node(LARGE, str(tmp_path / "large.json")))
-    assert result == {"err": None, "size": result["size"], "count": 60000, "last": "59999", "partition": 619}
+    assert result == {"err": None, "size": result["size"], "count": 60000, "last": "59999", "partition": 619,
+                      "journal": result["journal"], "journalErr": None, "changed": 1}
     assert result["size"] > 600_000_000
+    assert result["journal"] > 600_000_000  # every document changed: a journal past the longest string, read too
 
 
 EARLIER_FORM = """
