@@ -6,13 +6,25 @@ writes a database a document per line, from a snapshot, instead of one JSON stri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from local_host import azurite as azurite_mod
 from shared.storage.base import Entity, Op
 from shared.storage.rest import RestQueues, RestTables
+
+
+@contextlib.asynccontextmanager
+async def clients(store: azurite_mod.Azurite) -> AsyncIterator[tuple[RestTables, RestQueues]]:
+    tables, queues = RestTables(store.connection_string), RestQueues(store.connection_string)
+    try:
+        yield tables, queues
+    finally:
+        await tables.close()
+        await queues.close()
 
 
 def lokijs() -> Path:
@@ -36,8 +48,7 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
     table, queue = f"Persist{uuid.uuid4().hex[:8]}", f"persist-{uuid.uuid4().hex[:8]}"
 
     async def write() -> list[str]:
-        tables, queues = RestTables(store.connection_string), RestQueues(store.connection_string)
-        try:
+        async with clients(store) as (tables, queues):
             await tables.ensure_tables([table])
             await queues.ensure_queues([queue])
             for p in range(3):
@@ -51,9 +62,6 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
             for message in visible[:5]:  # hidden for an hour now: their visibleTime changed
                 await queues.release(queue, message, 3600)
             return sorted(m.json()["n"] for m in visible[5:])
-        finally:
-            await tables.close()
-            await queues.close()
 
     try:
         expected_visible = asyncio.run(write())
@@ -64,8 +72,7 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
     store = azurite_mod.start(data, ports=store.ports, key=store.key)
 
     async def read() -> None:
-        tables, queues = RestTables(store.connection_string), RestQueues(store.connection_string)
-        try:
+        async with clients(store) as (tables, queues):
             for p in range(3):
                 page = await tables.query(table, "PartitionKey eq @pk", {"pk": f"p{p}"})
                 assert [e.row_key for e in page.entities] == [f"r{i:03d}" for i in range(100) if (p, i) != (1, 50)]
@@ -76,9 +83,6 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
             assert (await tables.get(table, "p1", "r050")) is not None
             await asyncio.sleep(1.2)  # the five received (1 s) would be visible again, had their change been lost
             assert sorted(m.json()["n"] for m in await queues.receive(queue, 32, 30)) == expected_visible
-        finally:
-            await tables.close()
-            await queues.close()
 
     try:
         asyncio.run(read())
@@ -277,20 +281,15 @@ def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: P
     files = [data / "__azurite_db_table__.json", data / "__azurite_db_queue__.json"]
 
     async def first() -> None:
-        tables, queues = RestTables(store.connection_string), RestQueues(store.connection_string)
-        try:
+        async with clients(store) as (tables, queues):
             await tables.ensure_tables([table])
             await queues.ensure_queues([queue])
             await tables.transact(table, [Op("insert", Entity("p", f"r{i:03d}", {"n": i})) for i in range(100)])
             for i in range(10):
                 await queues.put(queue, f'{{"n": {i}}}'.encode())
-        finally:
-            await tables.close()
-            await queues.close()
 
     async def then() -> None:
-        tables, queues = RestTables(store.connection_string), RestQueues(store.connection_string)
-        try:
+        async with clients(store) as (tables, queues):
             await tables.upsert(table, Entity("p", "r001", {"n": -1}))
             await tables.transact(table, [Op("merge", Entity("p", "r002", {"m": 2}, "*")),
                                           Op("delete", Entity("p", "r003", {}, "*"))])
@@ -299,9 +298,6 @@ def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: P
             for message in taken:
                 await queues.delete(queue, message)
             await queues.put(queue, b'{"n": 10}')
-        finally:
-            await tables.close()
-            await queues.close()
 
     try:
         asyncio.run(first())
@@ -315,8 +311,7 @@ def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: P
     store = azurite_mod.start(data, ports=store.ports, key=store.key)
 
     async def read() -> None:
-        tables, queues = RestTables(store.connection_string), RestQueues(store.connection_string)
-        try:
+        async with clients(store) as (tables, queues):
             rows = {e.row_key: e.data for e in (await tables.query(table, "PartitionKey eq @pk", {"pk": "p"})).entities}
             assert len(rows) == 99 and "r003" not in rows
             assert rows["r001"] == {"n": -1} and rows["r002"] == {"n": 2, "m": 2} and rows["r004"] == {"n": 4}
@@ -324,9 +319,6 @@ def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: P
             assert await tables.insert(table, Entity("p", "r004", {"n": 0})) is None  # found by key after loading
             left = sorted(m.json()["n"] for m in await queues.receive(queue, 32, 30))
             assert len(left) == 8 and 10 in left
-        finally:
-            await tables.close()
-            await queues.close()
 
     try:
         asyncio.run(read())
