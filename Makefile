@@ -7,7 +7,7 @@ AZURITE := .tools/node_modules/.bin/azurite
 AZURITE_VERSION := 3.37.0
 # Azurite is patched after install (local_host/azurite-patches/README.md says why); the stamp names the patches.
 AZURITE_PATCHES := $(wildcard local_host/azurite-patches/*.patch)
-AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)-patched-12
+AZURITE_STAMP := .tools/.azurite-$(AZURITE_VERSION)-patched-13
 PATCH_PACKAGE_VERSION := 8.0.1
 # The official JavaScript client, which a test drives from a node script (tests/acceptance/js/).
 TC_CLIENT_VERSION := 87.1.3

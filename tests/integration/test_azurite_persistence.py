@@ -324,3 +324,39 @@ def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: P
         asyncio.run(read())
     finally:
         store.stop()
+
+
+JOURNAL_ANY_ADAPTER = """
+const Loki = require(process.argv[1]); const fs = require("fs"); const file = process.argv[2];
+const save = (db) => new Promise((res, rej) => db.saveDatabase(e => e ? rej(e) : res()));
+const load = (o) => new Promise((res, rej) => {
+  const d = new Loki(file, o());
+  d.loadDatabase({}, e => e ? rej(e) : res(d));
+});
+(async () => {
+  const out = {};
+  for (const [name, o] of [["default", () => ({})], ["instance", () => ({adapter: new Loki.LokiFsAdapter()})]]) {
+    for (const f of [file, file + ".journal"]) { try { fs.unlinkSync(f); } catch (e) {} }
+    const db = new Loki(file, o());
+    const t = db.addCollection("t", {indices: ["k"]});
+    t.insert({k: "a", n: 1});
+    await save(db);
+    const d = t.findOne({k: "a"}); d.n = 2; t.update(d); t.insert({k: "b", n: 3});
+    await save(db);
+    t.remove(t.findOne({k: "b"}));
+    await save(db);
+    const a = await load(o);
+    out[name] = [a.getCollection("t").findOne({k: "a"}).n, a.getCollection("t").count()];
+  }
+  console.log(JSON.stringify(out));
+})().catch(e => { console.error(e); process.exit(1); });
+"""
+
+
+def test_changes_are_journaled_however_the_file_adapter_was_chosen(tmp_path: Path) -> None:
+    """LokiJS's default persistence on Node and an adapter instance passed in track changes from their first
+    snapshot on, as the `fs` option does: an update after it, and an insert removed again, are what a load finds."""
+    import json
+
+    assert json.loads(run_node(JOURNAL_ANY_ADAPTER, str(tmp_path / "db.json"))) == {"default": [2, 1],
+                                                                                  "instance": [2, 1]}
