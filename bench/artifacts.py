@@ -1,8 +1,10 @@
 """Benchmark of artifacts: how many small artifacts a second go through createArtifact → PUT → finishArtifact,
-and how fast one large file goes up in blocks and comes back down through the redirect.
+how fast one large file goes up in blocks and comes back down through the redirect, and what an `s3` upload
+(one PUT through the queue, shared/operations/s3_uploads.py) costs the host per 100 MiB.
 
-    .venv/bin/python -m bench.artifacts                         # 400 small artifacts, one 256 MiB file
+    .venv/bin/python -m bench.artifacts                         # 400 small artifacts, one 256 MiB file each way
     .venv/bin/python -m bench.artifacts --small 0 --size 3G     # several GB (Azurite keeps blobs on disk)
+    .venv/bin/python -m bench.artifacts --small 0 --size 0 --s3-size 1G --s3-rounds 3
 
 Starts its own Azurite (blobs on disk, under a temporary folder it deletes) and local host. Small artifacts come
 from 8 threads, each working as a worker of its own claimed task. The large file is streamed from disk to its
@@ -28,7 +30,7 @@ from typing import Any
 import httpx
 import taskcluster
 
-from bench.lifecycle import Timer, definition, percentile, run_threads, start_embedded, stop_all
+from bench.lifecycle import Timer, cpu_seconds, definition, percentile, run_threads, start_embedded, stop_all
 from shared import timeutil
 from worker.artifact_upload import upload
 
@@ -118,21 +120,77 @@ def large_artifact(queue: taskcluster.Queue, root_url: str, size: int, folder: P
         raise SystemExit("the downloaded data differs from the uploaded data")
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory so far (Linux VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def s3_artifact(queue: taskcluster.Queue, root_url: str, size: int, watched: dict[str, list[int]],
+                rounds: int) -> None:
+    """`rounds` PUTs of `size` bytes to an `s3` putUrl, streamed from memory in 1 MiB pieces (the body is never
+    whole anywhere); the host's CPU and peak memory, Azurite's blob CPU, and the data read back by SHA-256."""
+    chunk = os.urandom(MiB)
+    for round_ in range(1, rounds + 1):
+        task_id, worker = claimed(queue, 100 + round_)
+        name = f"public/s3-{round_}.bin"
+        created = worker.createArtifact(task_id, "0", name, {
+            "storageType": "s3", "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+            "contentType": "application/octet-stream"})
+        digest = hashlib.sha256()
+
+        def body(digest: Any = digest) -> Any:
+            for offset in range(0, size, MiB):
+                piece = chunk[:min(MiB, size - offset)]
+                digest.update(piece)
+                yield piece
+
+        before = cpu_seconds(watched)
+        rss_before = peak_rss_mib(watched["host"][0])
+        started = time.perf_counter()
+        put = httpx.put(created["putUrl"], content=body(), headers={"Content-Length": str(size)}, timeout=600)
+        elapsed = time.perf_counter() - started
+        after = cpu_seconds(watched)
+        put.raise_for_status()
+        rss_after = peak_rss_mib(watched["host"][0])
+        url = taskcluster.Queue({"rootUrl": root_url}).buildUrl("getArtifact", task_id, "0", name)
+        back = hashlib.sha256()
+        with httpx.stream("GET", url, follow_redirects=True, timeout=600) as response:
+            for piece in response.iter_bytes(MiB):
+                back.update(piece)
+        per_100 = 100 * MiB / size
+        host_cpu = (after["host"] - before["host"]) * per_100
+        blob_cpu = (after["azurite-blob"] - before["azurite-blob"]) * per_100
+        print(f"\ns3 upload {round_}: {size / MiB:.0f} MiB in {elapsed:.1f} s ({size / MiB / elapsed:.0f} MiB/s, "
+              f"{put.status_code}); per 100 MiB: host CPU {host_cpu:.2f} s, Azurite blob CPU {blob_cpu:.2f} s; "
+              f"host peak memory {rss_before:.0f} -> {rss_after:.0f} MiB; SHA-256 "
+              f"{'matches' if back.hexdigest() == digest.hexdigest() else 'DIFFERS'}", flush=True)
+        if back.hexdigest() != digest.hexdigest():
+            raise SystemExit("the downloaded data differs from the uploaded data")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", type=int, default=400, help="small artifacts to create (0: none)")
     parser.add_argument("--size", type=parse_size, default=256 * MiB, help="size of the large file (0: none), "
                         "e.g. 256M, 3G")
+    parser.add_argument("--s3-size", type=parse_size, default=256 * MiB, help="size of each s3 upload (0: none)")
+    parser.add_argument("--s3-rounds", type=int, default=1, help="s3 uploads, one after another")
     args = parser.parse_args()
     processes: list[Any] = []
+    watched: dict[str, list[int]] = {}
     folder = Path(tempfile.mkdtemp(prefix="bench-artifacts-"))
     try:
-        root_url, credentials, _ = start_embedded(processes, in_memory=False)
+        root_url, credentials, _ = start_embedded(processes, watched, in_memory=False)
         queue = taskcluster.Queue({"rootUrl": root_url, "credentials": credentials, "maxRetries": 0})
         if args.small:
             small_artifacts(queue, args.small)
         if args.size:
             large_artifact(queue, root_url, args.size, folder)
+        if args.s3_size:
+            s3_artifact(queue, root_url, args.s3_size, watched, args.s3_rounds)
     finally:
         stop_all(processes)
         shutil.rmtree(folder, ignore_errors=True)

@@ -35,6 +35,7 @@ from shared.operations.polling import Polling
 from shared.operations.queries import Queries
 from shared.operations.repository import TaskRepository
 from shared.operations.resolution import Resolution
+from shared.operations.s3_uploads import S3Uploads
 from shared.operations.stores import Clock, Stores
 from shared.settings import Settings, check_serving, get_settings
 from shared.storage import queue_store, table_store
@@ -59,6 +60,7 @@ class Queue:
     queries: Queries
     artifacts: Artifacts
     artifact_reads: ArtifactReads
+    s3_uploads: S3Uploads
     objects: Objects
     polling: Polling
     expiry: Expiry
@@ -86,7 +88,8 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
-                 TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts), objects,
+                 TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts),
+                 S3Uploads(artifacts), objects,
                  Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution), index)
 
 

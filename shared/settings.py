@@ -166,6 +166,12 @@ class Settings(BaseSettings):
                                        "(`putUrl`) works; ask createArtifact again for a fresh one.")
     artifact_download_ttl: float = Field(default=1800, gt=0, description="Seconds a download URL given by "
                                          "getArtifact works.")
+    artifact_s3_max_bytes: int = Field(
+        default=5 * 1024**3, gt=0, le=190 * 1024**4, description="Largest `s3` artifact: its one PUT passes "
+        "through the queue (default 5 GiB, S3's single-PUT limit; on Azure Functions the HTTP request limit is "
+        "lower: docs/deploy.md).")
+    artifact_upload_slots: int = Field(default=8, ge=1, description="`s3` uploads a process streams to Blob "
+                                       "Storage at once, each holding up to two 4 MiB blocks; others wait.")
     artifact_exception_window: float = Field(default=1500, ge=0, description="Seconds after a run resolved "
                                              "`exception` during which artifacts may still be created "
                                              "(Taskcluster: 25 minutes).")
@@ -244,6 +250,13 @@ class Settings(BaseSettings):
         import hashlib
         import hmac
         return hmac.new(self.root_access_token.encode(), b"pending-hint-signing-key", hashlib.sha256).digest()
+
+    @property
+    def upload_key(self) -> bytes:
+        """The key that signs the queue's `s3` upload URLs (derived from the root access token, as hint_key)."""
+        import hashlib
+        import hmac
+        return hmac.new(self.root_access_token.encode(), b"s3-upload-signing-key", hashlib.sha256).digest()
 
     @property
     def storage_connection(self) -> StorageConnection:

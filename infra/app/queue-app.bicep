@@ -97,6 +97,8 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       QUEUE_TOKEN_SECRET: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=token-secret)'
       QUEUE_ROOT_URL: 'https://${app.properties.defaultHostName}'
       QUEUE_CLAIM_TIMEOUT: string(claimTimeout)
+      // An s3 artifact's PUT passes through the app, whose HTTP requests Functions caps at 100 MB (docs/deploy.md).
+      QUEUE_ARTIFACT_S3_MAX_BYTES: '104857600'
       // Timer schedules: the bindings name them (%QUEUE_EXPIRY_SCHEDULE%), so they must exist as app settings.
       QUEUE_EXPIRY_SCHEDULE: '0 */5 * * * *'
       QUEUE_RECONCILE_SCHEDULE: '30 */5 * * * *'

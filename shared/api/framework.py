@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -161,6 +161,7 @@ class Route:
     output: str | None = None
     stability: str = "stable"
     query: dict[str, str] = field(default_factory=dict)  # the query parameters it takes, and their patterns
+    streamed: bool = False  # the handler reads the body itself (`call.request.stream()`), of any size and type
     regex: re.Pattern[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -193,10 +194,10 @@ class Api:
 
     def route(self, method: str, path: str, *, name: str, title: str, scopes: ScopeTemplate | None,
               input: str | None = None, output: str | None = None, stability: str = "stable",
-              query: dict[str, str] | None = None) -> Callable[[Handler], Handler]:
+              query: dict[str, str] | None = None, streamed: bool = False) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.routes.append(Route(name, method, path, handler, title, scopes, input, output, stability,
-                                     dict(query or {})))
+                                     dict(query or {}), streamed))
             return handler
         return register
 
@@ -411,7 +412,7 @@ class ApiApp:
         try:
             _check_params(params)
             _check_query(route, dict(request.query_params))
-            raw = await _read_raw_body(request)
+            raw = b"" if route.streamed else await _read_raw_body(request)
             caller = await _authenticate(self.authenticator(), request, raw, api, route, params)
             body = _parse_body(raw, route, request.headers.get("content-type", ""))
             call = Call(route, params, dict(request.query_params), body, request, self.context(), caller)
@@ -430,6 +431,9 @@ class ApiApp:
             if exc.status >= 500:
                 log.error("%s failed: %s", route.name, exc.message)
             return error_response(exc, method=route.name, params=params, payload=body)
+        except ClientDisconnect:  # gone before its whole body came (or closed for sending none): nobody to answer
+            log.info("%s: the client went away before its request body came", route.name)
+            return Response(status_code=400)
         except Exception:
             log.exception("%s failed", route.name)
             return error_response(errors.InternalServerError(), method=route.name, params=params, payload=body)

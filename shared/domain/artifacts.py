@@ -7,9 +7,12 @@ artifact's data is a block blob; once finished, the artifact reads a snapshot of
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
+import hmac
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,13 +43,14 @@ class ArtifactNameInvalid(errors.InputError):
 
 
 class ContentTypeInvalid(errors.InputError):
-    """Artifact `{name}`: contentType `{contentType}` is not a media type (`type/subtype`, then parameters, in
-printable ASCII); downloads serve it as a header"""
+    """Artifact `{name}`: contentType `{contentType}` is not one media type (`type/subtype`, then `; name=value`
+parameters, each value a token or a quoted string); downloads serve it as a header"""
 
 
 class ArtifactTooLarge(errors.InputError):
-    """Artifact `{name}` is declared {size} bytes: an `s3` artifact holds at most {limit} bytes (4000 MiB, the
-largest block Blob Storage takes in one PUT); upload larger data as an `object` or `azure` artifact"""
+    """Artifact `{name}` is declared {size} bytes: an `s3` artifact holds at most {limit} bytes on this deployment
+(`QUEUE_ARTIFACT_S3_MAX_BYTES`; its upload is one PUT through the queue); upload larger data as an `object` or
+`azure` artifact"""
 
 
 class ArtifactExpiresInvalid(errors.InputError):
@@ -109,8 +113,22 @@ class UploadIncomplete(errors.InputError):
 
 
 StorageType = Literal["azure", "s3", "object", "reference", "link", "error"]
-S3_MAX_BYTES = 4000 * 1024 * 1024  # Put Block's limit: an `s3` artifact's data is one block
-S3_BLOCK = "s3-artifact"  # the one block an `s3` artifact's putUrl uploads (Put Block), committed when first read
+S3_MAX_BYTES = 5 * 1024**3  # S3's largest single PUT (5 GiB): the default of QUEUE_ARTIFACT_S3_MAX_BYTES
+# The one block the Put Block URL earlier versions handed out uploaded an `s3` artifact's data to, committed when the
+# artifact is first read (shared/operations/artifact_reads.py); uploads through the queue stage blocks of their own.
+S3_BLOCK = "s3-artifact"
+
+
+def upload_signature(key: bytes, task_id: str, run_id: int, name: str, expires: int) -> str:
+    """What signs an `s3` artifact's upload URL (shared/operations/s3_uploads.py): this artifact, until `expires`
+    (seconds since the epoch); unpadded base64url of an HMAC-SHA256."""
+    message = f"s3-upload\n{task_id}\n{run_id}\n{name}\n{expires}".encode()
+    return base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest()).decode().rstrip("=")
+
+
+def upload_path(task_id: str, run_id: int, name: str) -> str:
+    """The path, under the queue's API, that an `s3` artifact's data is PUT to."""
+    return f"/artifact-upload/{task_id}/{run_id}/{urllib.parse.quote(name, safe='/')}"
 
 
 def object_name(task_id: str, run_id: int, name: str) -> str:
@@ -118,12 +136,20 @@ def object_name(task_id: str, run_id: int, name: str) -> str:
     return f"t/{task_id}/{run_id}/{name}"
 
 
-def served_as(content_type: str, content_encoding: str | None = None) -> ServedAs:
-    """How a blob artifact's download answers: with its declared content type (and encoding), and as an attachment
-    (a download, not a page) unless the type is one a browser only displays. An artifact declared `text/html` or
-    `image/svg+xml` could otherwise run script in the storage account's origin."""
+def served_as(content_type: str, content_encoding: str | None = None, *, uploaded: dict[str, str] | None = None
+              ) -> ServedAs:
+    """How a blob artifact's download answers: with its declared content type, and as an attachment (a download,
+    not a page) unless the type is one a browser only displays (an artifact declared `text/html` or `image/svg+xml`
+    could otherwise run script in the storage account's origin). The encoding is the declared one, or what an `s3`
+    upload's PUT said (`uploaded`: its Content-Encoding, Content-Language, Cache-Control and an attachment's
+    Content-Disposition, which S3 keeps and serves)."""
     media = content_type.split(";", 1)[0].strip().lower()
-    return ServedAs(content_type, None if media in INLINE_TYPES else "attachment", content_encoding)
+    kept = uploaded or {}
+    disposition = None if media in INLINE_TYPES else "attachment"
+    if kept.get("disposition", "").lower().startswith("attachment"):
+        disposition = kept["disposition"]  # its file name, say; never `inline` for a type served as a download
+    return ServedAs(content_type, disposition, kept.get("encoding", content_encoding), kept.get("language"),
+                    kept.get("cacheControl"))
 
 
 def row_key(run_id: int, name: str) -> str:
@@ -161,9 +187,12 @@ class Artifact:
     expires: dt.datetime
     present: bool
     # azure: blob, uploadId and contentLength (this queue's form, finished by finishArtifact), or blob only (the
-    # Azure-era form, present at once); s3: blob, contentEncoding if given; the two lazily `sealed` (committed and
-    # snapshot) when first read; object: object, projectId, uploadId; reference: url; link: artifact; error:
-    # reason, message. A blob artifact's `snapshot` is what downloads read once it is finished or sealed.
+    # Azure-era form, present at once), sealed (snapshot) when its run resolves or when first read; s3: blob,
+    # contentEncoding if declared, and once its PUT through the queue committed: snapshot, `uploaded` (the PUT's
+    # size, ETag and representation headers, shared/operations/s3_uploads.py); one uploaded to the Put Block URL of
+    # earlier versions is sealed when first read; object: object, projectId, uploadId; reference: url; link:
+    # artifact; error: reason, message. A blob artifact's `snapshot` is what downloads read once it is finished or
+    # sealed.
     details: dict[str, Any] = field(default_factory=dict)
     etag: str | None = None
 

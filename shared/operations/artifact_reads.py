@@ -2,9 +2,11 @@
 snapshot, a reference's URL, or an object and credentials to download it), artifactInfo and the listings.
 
 An `s3` artifact, and an `azure` one created without `contentLength` (the Azure-era form), is present from its
-creation, and its worker calls nothing after uploading. Its data is sealed when the artifact is first read: an `s3`
-artifact's one uploaded block is committed with the declared content type and encoding, a snapshot is taken, and
-downloads read that snapshot from then on. An artifact whose data has not been uploaded yet answers 404.
+creation, and its worker calls nothing after uploading. An `s3` artifact's PUT through the queue records the
+snapshot downloads read (shared/operations/s3_uploads.py). One uploaded to the Put Block URL earlier versions handed
+out is sealed when first read: its one block is committed with the declared content type and encoding, a snapshot
+is taken, and downloads read that snapshot from then on. An artifact whose data has not been uploaded yet answers
+404.
 An Azure-era `azure` artifact of a run still pending or running is not sealed: reads go to its blob as it is, so a
 log the worker appends to (worker/live_log.py) is read as it grows; once the run resolved, reads go to the snapshot
 taken when it resolved (shared/operations/livelogs.py).
@@ -124,7 +126,8 @@ class ArtifactReads:
         expires = self.stores.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
         url = await self.artifacts.blobs.download_url(
             self.artifacts.container, str(artifact.blob), expires, snapshot=snapshot,
-            served_as=served_as(artifact.content_type, artifact.details.get("contentEncoding")))
+            served_as=served_as(artifact.content_type, artifact.details.get("contentEncoding"),
+                                uploaded=artifact.details.get("uploaded")))
         return Location(url)
 
     async def _live_snapshot(self, artifact: Artifact) -> str | None:

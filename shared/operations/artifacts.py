@@ -32,8 +32,6 @@ from shared.domain.artifacts import (
     DEFAULT_CONTENT_TYPE,
     EXPIRES_PAST,
     MAX_NAME_CHARS,
-    S3_BLOCK,
-    S3_MAX_BYTES,
     Artifact,
     ArtifactConflict,
     ArtifactExpiresInvalid,
@@ -54,6 +52,8 @@ from shared.domain.artifacts import (
     object_name,
     row_key,
     run_accepts_artifacts,
+    upload_path,
+    upload_signature,
 )
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.logs import fields
@@ -136,8 +136,8 @@ class Artifacts:
                 details.update(contentLength=body["contentLength"], uploadId=timeutil.slugid())
                 present = False
         elif storage_type == "s3":
-            if body.get("contentLength", 0) > S3_MAX_BYTES:
-                raise ArtifactTooLarge(name=name, size=body["contentLength"], limit=S3_MAX_BYTES)
+            if body.get("contentLength", 0) > self.settings.artifact_s3_max_bytes:
+                raise ArtifactTooLarge(name=name, size=body["contentLength"], limit=self.settings.artifact_s3_max_bytes)
             details = {"blob": blob_path(task_id, run_id, name)}
             if body.get("contentEncoding"):
                 details["contentEncoding"] = body["contentEncoding"]
@@ -224,9 +224,8 @@ class Artifacts:
         """Where and until when the data is uploaded."""
         url_expires = min(now + dt.timedelta(seconds=self.settings.artifact_upload_ttl), artifact.expires)
         blob = artifact.blob
-        if artifact.storage_type == "s3" and blob is not None:
-            put_url = await self.blobs.block_upload_url(self.container, blob, S3_BLOCK, url_expires)
-            return Created(artifact, put_url, url_expires)
+        if artifact.storage_type == "s3":
+            return Created(artifact, self._s3_put_url(artifact, url_expires), url_expires)
         if artifact.storage_type == "azure" and blob is not None:
             # Once finished, the data may not change: the URL can then only create the blob, which exists.
             finished = artifact.present and "contentLength" in artifact.details
@@ -235,6 +234,15 @@ class Artifacts:
         if artifact.storage_type == "object":
             return Created(artifact, credentials=self._upload_credentials(artifact, task, now))
         return Created(artifact)
+
+    def _s3_put_url(self, artifact: Artifact, expires: dt.datetime) -> str:
+        """The queue's own URL that a plain PUT uploads the data to, as to a presigned S3 URL (it answers as S3
+        does, and keeps the PUT's representation headers: shared/operations/s3_uploads.py)."""
+        seconds = int(expires.timestamp())
+        signature = upload_signature(self.settings.upload_key, artifact.task_id, artifact.run_id, artifact.name,
+                                     seconds)
+        path = upload_path(artifact.task_id, artifact.run_id, artifact.name)
+        return f"{self.settings.public_root_url}/api/queue/v1{path}?expires={seconds}&signature={signature}"
 
     def _upload_credentials(self, artifact: Artifact, task: Task, now: dt.datetime) -> dict[str, str]:
         """Temporary credentials that may upload exactly this object (Taskcluster's clientId and scope)."""

@@ -11,11 +11,11 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from shared import strict_json
+from shared import errors, strict_json
 from shared.errors import InvalidRequestArguments
 
 
@@ -362,10 +362,28 @@ class ServedAs:
     content_type: str
     content_disposition: str | None = None
     content_encoding: str | None = None
+    content_language: str | None = None
+    cache_control: str | None = None
+
+
+class BlocksMissing(errors.ServiceUnavailable):
+    """Another upload of the same data committed first, which discarded this upload's blocks: try again"""
+
+
+@dataclass(frozen=True)
+class BlobProperties:
+    """The properties a committed blob keeps and answers with (what S3 keeps of a PUT's headers)."""
+
+    content_type: str
+    content_encoding: str | None = None
+    content_language: str | None = None
+    content_disposition: str | None = None
+    cache_control: str | None = None
 
 
 class BlobStore(Protocol):
-    """Blob storage for artifacts. Data never passes through the queue: clients move it with signed URLs."""
+    """Blob storage for artifacts. Clients move most data with signed URLs; an `s3` artifact's upload passes
+    through the queue (shared/operations/s3_uploads.py), which stages it block by block."""
 
     async def ensure_container(self, container: str) -> None: ...
 
@@ -386,14 +404,19 @@ class BlobStore(Protocol):
         """Take a read-only snapshot of the blob as it is now; its size, content type and id (None: no such
         blob). No upload URL can change a snapshot, so data read from it stays as it was."""
 
-    async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
-        """A URL that a plain PUT (no Azure header) uploads one block of the blob to (Put Block), until
-        `expires`: what clients that know nothing of Azure can upload with."""
+    async def stage_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
+        """Upload one uncommitted block of the blob (Put Block); block ids of one blob have one length."""
+
+    async def commit_blocks(self, container: str, blob: str, block_ids: Sequence[str],
+                            properties: BlobProperties) -> None:
+        """Make the blob these staged blocks in this order, with these properties (Put Block List); its other
+        uncommitted blocks are discarded. BlocksMissing when one of them is not staged (any more)."""
 
     async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
                            content_encoding: str | None = None) -> bool:
         """Make the blob that one block (Put Block List), with these properties; False when no such block was
-        uploaded (a block already committed commits again)."""
+        uploaded (a block already committed commits again). What seals an `s3` artifact uploaded to the Put
+        Block URL that earlier versions handed out (docs/artifacts.md)."""
 
     async def write(self, container: str, blob: str, data: bytes, content_type: str) -> BlobInfo:
         """Write a (small) blob from here; its properties."""

@@ -11,12 +11,14 @@ import datetime as dt
 import itertools
 import operator
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from shared.storage.base import (
     BlobInfo,
+    BlobProperties,
+    BlocksMissing,
     Entity,
     Op,
     Page,
@@ -243,6 +245,7 @@ class MemoryBlobs:
         self.containers: set[str] = set()
         self._snapshots = itertools.count(1)
         self.blocks: dict[tuple[str, str, str], bytes] = {}
+        self.properties: dict[tuple[str, str], BlobProperties] = {}  # what commit_blocks set (tests read it)
 
     async def ensure_container(self, container: str) -> None:
         self.containers.add(container)
@@ -260,8 +263,10 @@ class MemoryBlobs:
             url += f"&snapshot={snapshot}"
         if served_as is not None:
             url += f"&rsct={served_as.content_type}&rscd={served_as.content_disposition or ''}"
-            if served_as.content_encoding:
-                url += f"&rsce={served_as.content_encoding}"
+            for key, value in (("rsce", served_as.content_encoding), ("rscl", served_as.content_language),
+                               ("rscc", served_as.cache_control)):
+                if value:
+                    url += f"&{key}={value}"
         return url
 
     def put(self, container: str, blob: str, data: bytes, content_type: str | None = None) -> None:
@@ -283,12 +288,22 @@ class MemoryBlobs:
         self.blobs[(container, f"{blob}?snapshot={snapshot}")] = found
         return BlobInfo(len(found[0]), found[1], None, snapshot)
 
-    async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
-        return self._url(container, blob, "cw", expires) + f"&comp=block&blockid={block_id}"
-
     def put_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
-        """What a PUT to block_upload_url does (tests)."""
+        """What a PUT to the Put Block URL of earlier versions did (tests of its uploads' sealing)."""
         self.blocks[(container, blob, block_id)] = data
+
+    async def stage_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
+        self.blocks[(container, blob, block_id)] = bytes(data)
+
+    async def commit_blocks(self, container: str, blob: str, block_ids: Sequence[str],
+                            properties: BlobProperties) -> None:
+        if any((container, blob, i) not in self.blocks for i in block_ids):
+            raise BlocksMissing()
+        data = b"".join(self.blocks[(container, blob, i)] for i in block_ids)
+        for block in [k for k in self.blocks if k[:2] == (container, blob)]:
+            del self.blocks[block]  # Put Block List discards the blob's other uncommitted blocks
+        self.blobs[(container, blob)] = (data, properties.content_type)
+        self.properties[(container, blob)] = properties
 
     async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
                            content_encoding: str | None = None) -> bool:

@@ -59,7 +59,9 @@ def test_s3_artifact_put_with_only_content_type_reads_back_with_the_official_hel
     assert created["storageType"] == "s3" and created["contentType"] == "application/x-bzip2"
     # What a worker that knows only S3 sends: the body, its length and the content type. No Azure header.
     put = requests.put(created["putUrl"], data=data, headers={"Content-Type": "application/x-bzip2"}, timeout=30)
-    assert put.status_code == 201, put.text
+    # As S3 answers a presigned PUT: 200, the data's MD5 as its ETag (scriptworker accepts only 200 or 204).
+    assert put.status_code == 200, put.text
+    assert put.headers["etag"] == f'"{hashlib.md5(data).hexdigest()}"'
     # Present at once, as in Taskcluster: listed, and readable once its data is there.
     listed = queue.listArtifacts(task_id, "0")["artifacts"]
     assert [(a["name"], a["storageType"]) for a in listed] == [(name, "s3")]
@@ -82,7 +84,7 @@ def test_s3_artifact_declared_gzip_is_served_with_its_encoding(host, queue):
     compressed = gzip.compress(text)
     put = requests.put(created["putUrl"], data=compressed,
                        headers={"Content-Type": "text/plain; charset=utf-8", "Content-Encoding": "gzip"}, timeout=30)
-    assert put.status_code == 201
+    assert put.status_code == 200
     url = queue.getLatestArtifact(task_id, name)["url"]
     raw = httpx.get(url, headers={"Accept-Encoding": "identity"})
     assert raw.headers["content-encoding"] == "gzip" and raw.headers["content-type"] == "text/plain; charset=utf-8"
@@ -90,7 +92,27 @@ def test_s3_artifact_declared_gzip_is_served_with_its_encoding(host, queue):
     assert int(raw.headers["content-length"]) == len(compressed)
 
 
-def test_s3_artifact_is_unavailable_until_uploaded_and_unchangeable_once_read(host, queue):
+def test_s3_artifact_encoding_given_only_in_the_put_is_kept_and_served(host, queue):
+    """What scriptworker does: gzip the log and say so only in the PUT's own header, as S3 keeps it."""
+    task_id, worker = claimed(queue)
+    name, text = "public/logs/chain_of_trust.log", ("signed line\n" * 5000).encode()
+    created = worker.createArtifact(task_id, "0", name, {"storageType": "s3", "expires": in_days(),
+                                                         "contentType": "text/plain"})
+    compressed = gzip.compress(text)
+    put = requests.put(created["putUrl"], data=compressed, timeout=30, headers={
+        "Content-Type": "text/plain", "Content-Encoding": "gzip", "Cache-Control": "max-age=60",
+        "Content-Language": "en"})
+    assert put.status_code == 200, put.text
+    raw = httpx.get(anonymous(host).artifact(task_id, "0", name)["url"], headers={"Accept-Encoding": "identity"})
+    assert raw.headers["content-encoding"] == "gzip" and int(raw.headers["content-length"]) == len(compressed)
+    assert raw.headers["cache-control"] == "max-age=60" and raw.headers["content-language"] == "en"
+    assert raw.content == text  # decoded by the client, as from S3
+    buf, _ = taskcluster.download.downloadArtifactToBuf(taskId=task_id, runId=0, name=name,
+                                                        queueService=anonymous(host))
+    assert bytes(buf) == text
+
+
+def test_s3_artifact_is_unavailable_until_uploaded_and_unchangeable_once_its_run_resolved(host, queue):
     task_id, worker = claimed(queue)
     name = "public/result.json"
     created = worker.createArtifact(task_id, "0", name, {"storageType": "s3", "expires": in_days(),
@@ -98,20 +120,25 @@ def test_s3_artifact_is_unavailable_until_uploaded_and_unchangeable_once_read(ho
     body = expect_error(404, "ResourceNotFound", anonymous(host).artifact, task_id, "0", name)
     assert "not uploaded" in body["message"] or "not available" in body["message"]
     assert requests.put(created["putUrl"], data=b'{"a": 1}', headers={"Content-Type": "application/json"},
-                        timeout=30).status_code == 201
+                        timeout=30).status_code == 200
     first = anonymous(host).artifact(task_id, "0", name)
     assert first["storageType"] == "s3" and httpx.get(first["url"]).json() == {"a": 1}
-    # The putUrl still works until it expires, but the artifact is what was read first.
-    requests.put(created["putUrl"], data=b'{"a": 2}', headers={"Content-Type": "application/json"}, timeout=30)
-    assert httpx.get(anonymous(host).artifact(task_id, "0", name)["url"]).json() == {"a": 1}
+    # While the run goes, a PUT replaces the data, as on S3 (a worker's retry).
+    assert requests.put(created["putUrl"], data=b'{"a": 2}', timeout=30).status_code == 200
+    assert httpx.get(anonymous(host).artifact(task_id, "0", name)["url"]).json() == {"a": 2}
+    assert httpx.get(first["url"]).json() == {"a": 1}  # a URL handed out reads what it was given
+    worker.reportCompleted(task_id, "0")
+    late = requests.put(created["putUrl"], data=b'{"a": 3}', timeout=30)
+    assert late.status_code == 409 and late.json()["code"] == "RequestConflict", late.text
+    assert httpx.get(anonymous(host).artifact(task_id, "0", name)["url"]).json() == {"a": 2}
 
 
-def test_s3_artifact_over_the_block_limit_is_refused_and_changes_nothing(queue):
+def test_s3_artifact_over_the_single_put_limit_is_refused_and_changes_nothing(queue):
     task_id, worker = claimed(queue)
     body = expect_error(400, "InputError", worker.createArtifact, task_id, "0", "public/huge", {
         "storageType": "s3", "expires": in_days(), "contentType": "application/binary",
-        "contentLength": 4000 * MIB + 1})
-    assert "4000 MiB" in body["message"] and "`object`" in body["message"]
+        "contentLength": 5 * 1024 * MIB + 1})
+    assert "QUEUE_ARTIFACT_S3_MAX_BYTES" in body["message"] and "`object`" in body["message"]
     assert queue.listArtifacts(task_id, "0")["artifacts"] == []
 
 

@@ -118,11 +118,14 @@ async def test_expired_objects_lose_blob_snapshots_and_row(service, clock, blobs
     assert not service.stores.tables._tables[OBJECT_EXPIRY_TABLE] and not service.stores.tables._tables[OBJECTS_TABLE]
 
 
-async def test_s3_artifact_is_sealed_from_its_block_when_first_read(service, clock, blobs):
+async def test_s3_artifact_uploaded_to_an_earlier_versions_block_url_is_sealed_when_first_read(service, clock, blobs):
+    """Earlier versions answered an `s3` createArtifact with a Put Block URL on Blob Storage; what was uploaded
+    there is committed and snapshotted at the first read, as then."""
     task_id = await running_task(service)
     created = await create_artifact(service, task_id, 0, "public/s3", {
         "storageType": "s3", "expires": expires(clock), "contentType": "text/plain", "contentEncoding": "gzip"})
-    assert set(created) == {"storageType", "putUrl", "expires", "contentType"} and "comp=block" in created["putUrl"]
+    assert set(created) == {"storageType", "putUrl", "expires", "contentType"} and "/artifact-upload/" in created[
+        "putUrl"]
     _, artifact = await service.artifact_reads.follow(task_id, 0, "public/s3")
     with pytest.raises(A.ArtifactNotUploaded):  # present, but nothing uploaded yet
         await artifact_url(service, artifact)

@@ -12,6 +12,7 @@ from shared.api import answers
 from shared.api.framework import Reply
 from shared.api.queue_v1.common import PAGING, QueueCall, api, paging
 from shared.domain.artifacts import Artifact
+from shared.operations.s3_uploads import UploadRequest
 
 STORAGE_TYPE_HEADER = "x-taskcluster-artifact-storage-type"
 GET_SCOPES = {"AllOf": [{"for": "name", "in": "names", "each": "queue:get-artifact:<name>"}]}
@@ -21,8 +22,8 @@ GET_SCOPES = {"AllOf": [{"for": "name", "in": "names", "each": "queue:get-artifa
            scopes="queue:create-artifact:<taskId>/<runId>", input="create-artifact-request",
            output="create-artifact-response")
 async def create_artifact(call: QueueCall) -> dict[str, Any]:
-    """Every storage type (docs/artifacts.md). `s3`: a `putUrl` that a plain PUT with the declared `Content-Type`
-    uploads to (up to 4000 MiB), present at once, as in Taskcluster. `object`: the object's name, `uploadId` and
+    """Every storage type (docs/artifacts.md). `s3`: a `putUrl` of the queue's own that a plain PUT uploads to,
+    as to S3 (uploadArtifactData), present at once, as in Taskcluster. `object`: the object's name, `uploadId` and
     temporary credentials for the Object service's createUpload/finishUpload; then finishArtifact. `azure` with
     `contentLength` (this queue's form): a `putUrl` that may only write the artifact's blob, and an `uploadId` for
     finishArtifact; without it (the Azure-era form): a `putUrl` for a PUT with `x-ms-blob-type: BlockBlob`, present
@@ -31,6 +32,21 @@ async def create_artifact(call: QueueCall) -> dict[str, Any]:
     created = await call.context.artifacts.create(call.params["taskId"], call.run_id(), call.params["name"],
                                                   call.body)
     return answers.created_artifact(created)
+
+
+@api.route("PUT", "/artifact-upload/<taskId>/<runId>/<name>", name="uploadArtifactData",
+           title="Upload an s3 Artifact's Data", scopes=None, stability="experimental", streamed=True,
+           query={"expires": r"^[0-9]{1,12}$", "signature": r"^[A-Za-z0-9_-]{43}$"})
+async def upload_artifact_data(call: QueueCall) -> Reply:
+    """The `putUrl` createArtifact answers for an `s3` artifact: a plain PUT of the data, as to a presigned S3
+    URL (no Azure header; the URL's signature is the authorization). Answers `200` with the data's MD5 as `ETag`,
+    as S3 does; the PUT's `Content-Encoding`, `Content-Language`, `Cache-Control` and an attachment's
+    `Content-Disposition` are kept and served on download. At most `QUEUE_ARTIFACT_S3_MAX_BYTES` (5 GiB by
+    default); refused once the run takes no more artifacts (docs/artifacts.md)."""
+    request = UploadRequest(call.params["taskId"], call.run_id(), call.params["name"],
+                            int(call.query.get("expires", "0")), call.query.get("signature", ""), call.request.headers)
+    etag = await call.context.s3_uploads.receive(request, call.request.stream())
+    return Reply(None, 200, {"etag": etag})
 
 
 @api.route("PUT", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="finishArtifact", title="Finish Artifact",

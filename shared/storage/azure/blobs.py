@@ -3,10 +3,10 @@ or a user delegation key when the connection is a managed identity)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
@@ -21,7 +21,7 @@ from azure.storage.blob.aio import BlobLeaseClient, BlobServiceClient, Exponenti
 
 from shared.connections import StorageConnection
 from shared.storage.azure.common import SAS_CLOCK_SKEW, Clients, DelegationKeys, Signer, as_connection
-from shared.storage.base import BlobInfo, ServedAs
+from shared.storage.base import BlobInfo, BlobProperties, BlocksMissing, ServedAs
 from shared.storage.retry import RetryPolicy
 
 
@@ -54,7 +54,8 @@ class AzureBlobs:
         options: dict[str, Any] = {"permission": permission, "expiry": expires, "start": start, "snapshot": snapshot}
         if served_as is not None:
             options.update(content_type=served_as.content_type, content_disposition=served_as.content_disposition,
-                           content_encoding=served_as.content_encoding)
+                           content_encoding=served_as.content_encoding,
+                           content_language=served_as.content_language, cache_control=served_as.cache_control)
         if self._by_identity:
             sas = generate_blob_sas(self._signer.account, container, blob,
                                     user_delegation_key=await self._delegation_keys.key(expires), **options)
@@ -80,11 +81,23 @@ class AzureBlobs:
         props = await blobs.get_blob_client(blob, snapshot=made["snapshot"]).get_blob_properties()
         return BlobInfo(int(props.size), props.content_settings.content_type, props.etag, made["snapshot"])
 
-    async def block_upload_url(self, container: str, blob: str, block_id: str, expires: dt.datetime) -> str:
-        url = await self._signed(container, blob, BlobSasPermissions(write=True), expires)  # Put Block needs no more
-        base, sas = url.split("?", 1)
-        encoded = urllib.parse.quote(base64.b64encode(block_id.encode()).decode(), safe="")
-        return f"{base}?comp=block&blockid={encoded}&{sas}"
+    async def stage_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
+        # The SDK base64-encodes block ids itself.
+        await self._clients.get(container).get_blob_client(blob).stage_block(block_id, data, length=len(data))
+
+    async def commit_blocks(self, container: str, blob: str, block_ids: Sequence[str],
+                            properties: BlobProperties) -> None:
+        client = self._clients.get(container).get_blob_client(blob)
+        try:
+            await client.commit_block_list([BlobBlock(block_id=i) for i in block_ids], content_settings=ContentSettings(
+                content_type=properties.content_type, content_encoding=properties.content_encoding,
+                content_language=properties.content_language, content_disposition=properties.content_disposition,
+                cache_control=properties.cache_control))
+        except HttpResponseError as exc:
+            code = getattr(exc, "error_code", None) or ""
+            if str(getattr(code, "value", code)) == "InvalidBlockList":
+                raise BlocksMissing() from None
+            raise
 
     async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
                            content_encoding: str | None = None) -> bool:

@@ -1,0 +1,149 @@
+"""An `s3` artifact's PUT through the queue (shared/operations/s3_uploads.py), on the memory connector: staged in
+blocks, committed with the PUT's representation headers, recorded with the artifact; every refusal stores nothing.
+The same on Azurite, with the official client and real workers: tests/acceptance/test_compatibility.py,
+test_signed_url_abuse.py, test_scriptworker.py."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import urllib.parse
+from collections.abc import AsyncIterator
+
+import pytest
+
+from shared.domain import artifacts as A
+from shared.domain.artifacts import blob_path
+from shared.operations import s3_uploads as U
+from shared.storage.base import BlobProperties, BlocksMissing
+from shared.storage.memory import MemoryBlobs
+from tests.answers import artifact_url, create_artifact
+from tests.unit.test_artifacts import CONTAINER, artifact_queue, expires, running_task
+from tests.unit.test_service import Clock
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def blobs():
+    return MemoryBlobs()
+
+
+@pytest.fixture
+def service(clock, blobs):
+    return artifact_queue(clock, blobs)
+
+
+async def pieces(data: bytes, size: int = 100_000) -> AsyncIterator[bytes]:
+    for offset in range(0, len(data), size):
+        yield data[offset:offset + size]
+
+
+async def s3(service, clock, name="public/data.bin", **body) -> tuple[str, U.UploadRequest]:
+    task_id = await running_task(service)
+    created = await create_artifact(service, task_id, 0, name, {
+        "storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream", **body})
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(created["putUrl"]).query))
+    return task_id, U.UploadRequest(task_id, 0, name, int(query["expires"]), query["signature"], {})
+
+
+def with_headers(request: U.UploadRequest, **headers: str) -> U.UploadRequest:
+    return U.UploadRequest(request.task_id, request.run_id, request.name, request.expires, request.signature,
+                           {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+async def test_a_put_is_staged_in_blocks_and_committed_with_its_headers(service, clock, blobs):
+    task_id, request = await s3(service, clock)
+    data = bytes(range(256)) * (9 * MiB // 256 + 7)  # three blocks and a bit
+    etag = await service.s3_uploads.receive(with_headers(
+        request, content_encoding="gzip", cache_control="max-age=60", content_length=str(len(data))), pieces(data))
+    assert etag == f'"{hashlib.md5(data).hexdigest()}"'
+    blob = blob_path(task_id, 0, "public/data.bin")
+    assert blobs.get(CONTAINER, blob) == data and not any(k[:2] == (CONTAINER, blob) for k in blobs.blocks)
+    assert blobs.properties[(CONTAINER, blob)] == BlobProperties("application/octet-stream", "gzip", None, None,
+                                                                 "max-age=60")
+    _, artifact = await service.artifact_reads.follow(task_id, 0, "public/data.bin")
+    assert artifact.sealed and artifact.details["uploaded"] == {
+        "encoding": "gzip", "cacheControl": "max-age=60", "bytes": str(len(data)), "etag": etag}
+    url = await artifact_url(service, artifact)
+    assert "rsce=gzip" in url and "rscc=max-age=60" in url and f"snapshot={artifact.details['snapshot']}" in url
+    assert blobs.get_snapshot(CONTAINER, blob, artifact.details["snapshot"]) == data
+
+
+async def test_the_declared_encoding_is_used_when_the_put_names_none(service, clock, blobs):
+    task_id, request = await s3(service, clock, contentEncoding="gzip")
+    await service.s3_uploads.receive(request, pieces(b"gz"))
+    assert blobs.properties[(CONTAINER, blob_path(task_id, 0, "public/data.bin"))].content_encoding == "gzip"
+    _, artifact = await service.artifact_reads.follow(task_id, 0, "public/data.bin")
+    assert "rsce=gzip" in await artifact_url(service, artifact)
+
+
+async def test_an_empty_body_is_an_empty_artifact(service, clock, blobs):
+    task_id, request = await s3(service, clock)
+    assert await service.s3_uploads.receive(request, pieces(b"")) == f'"{hashlib.md5(b"").hexdigest()}"'
+    assert blobs.get(CONTAINER, blob_path(task_id, 0, "public/data.bin")) == b""
+
+
+@pytest.mark.parametrize("problem", ["signature", "expired", "other-artifact", "encoding", "md5", "short",
+                                     "too-large", "resolved", "not-s3"])
+async def test_refusals_store_nothing(service, clock, blobs, problem):
+    task_id, request = await s3(service, clock)
+    data = b"data" * 1000
+    error: type[Exception] = {
+        "signature": U.UploadUrlInvalid, "expired": U.UploadUrlInvalid, "other-artifact": U.UploadUrlInvalid,
+        "encoding": U.UploadHeaderInvalid, "md5": U.UploadDigestMismatch, "short": U.UploadTruncated,
+        "too-large": U.UploadTooLarge, "resolved": A.RunNotAcceptingArtifacts, "not-s3": U.NotAnS3Artifact}[problem]
+    if problem == "signature":
+        request = U.UploadRequest(task_id, 0, request.name, request.expires, "A" * 43, {})
+    elif problem == "expired":
+        clock.advance(2 * 3600)
+    elif problem == "other-artifact":
+        request = U.UploadRequest(task_id, 0, "public/other.bin", request.expires, request.signature, {})
+    elif problem == "encoding":
+        request = with_headers(request, content_encoding="gzip\r\nx-evil: 1")
+    elif problem == "md5":
+        request = with_headers(request, content_md5=base64.b64encode(b"0" * 16).decode())
+    elif problem == "short":
+        request = with_headers(request, content_length=str(len(data) + 1))
+    elif problem == "too-large":
+        request = with_headers(request, content_length=str(6 * 1024**3))
+    elif problem == "resolved":
+        await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    elif problem == "not-s3":
+        await create_artifact(service, task_id, 0, "public/ref", {
+            "storageType": "reference", "expires": expires(clock), "url": "https://example.com/"})
+        request = U.UploadRequest(task_id, 0, "public/ref", request.expires, A.upload_signature(
+            service.settings.upload_key, task_id, 0, "public/ref", request.expires), {})
+    with pytest.raises(error):
+        await service.s3_uploads.receive(request, pieces(data))
+    assert blobs.get(CONTAINER, blob_path(task_id, 0, "public/data.bin")) is None
+    _, artifact = await service.artifact_reads.follow(task_id, 0, "public/data.bin")
+    assert "uploaded" not in artifact.details
+
+
+async def test_a_body_counted_past_the_limit_is_refused_while_it_streams(clock, blobs):
+    service = artifact_queue(clock, blobs)
+    object.__setattr__(service.settings, "artifact_s3_max_bytes", 1000)  # frozen settings, for this test only
+    task_id, request = await s3(service, clock)
+    with pytest.raises(U.UploadTooLarge):
+        await service.s3_uploads.receive(request, pieces(b"x" * 1001, 300))
+    assert blobs.get(CONTAINER, blob_path(task_id, 0, "public/data.bin")) is None
+
+
+async def test_a_put_whose_blocks_another_commit_discarded_is_told_to_retry(service, clock, blobs, monkeypatch):
+    _, request = await s3(service, clock)
+    real_commit = blobs.commit_blocks
+
+    async def racing(container, blob, ids, properties):
+        blobs.blocks.clear()  # another PUT of the same artifact committed first
+        await real_commit(container, blob, ids, properties)
+
+    monkeypatch.setattr(blobs, "commit_blocks", racing)
+    with pytest.raises(BlocksMissing) as refused:
+        await service.s3_uploads.receive(request, pieces(b"data"))
+    assert refused.value.status == 503
