@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from local_host import azurite
 from local_host.host import PROJECT, serve
@@ -123,9 +125,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.worker:
             worker = _start_worker(args.worker, args.worker_capacity, settings.public_root_url,
                                    settings.root_client_id, settings.root_access_token, data_dir)
+        # Ctrl-C stops the worker first, while the queue still takes its reports (its runs end worker-shutdown).
+        before_stop = None if worker is None else functools.partial(asyncio.to_thread, _stop_worker, worker)
         asyncio.run(serve(args.app, Path(args.host_json), port=settings.port, announce=announce,
-                          max_connections=settings.http_max_connections,
-                          header_timeout=settings.http_header_timeout))
+                          before_stop=before_stop, **http_bounds(settings)))
     finally:
         if worker is not None:
             _stop_worker(worker)
@@ -134,6 +137,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             embedded.stop()
             print(f"Azurite (pids {', '.join(map(str, embedded.pids))}) stopped", flush=True)
     return 0
+
+
+def http_bounds(settings: Settings) -> dict[str, Any]:
+    """The HTTP server's bounds (local_host/http.py), from the settings."""
+    return {"max_connections": settings.http_max_connections, "header_timeout": settings.http_header_timeout,
+            "body_timeout": settings.http_body_timeout, "per_peer_share": settings.http_per_peer_share}
 
 
 def _start_worker(task_queue_id: str, capacity: int, root_url: str, client_id: str, token: str,
@@ -149,10 +158,13 @@ def _start_worker(task_queue_id: str, capacity: int, root_url: str, client_id: s
 
 
 def _stop_worker(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (it reports its running tasks worker-shutdown, then exits), SIGKILL after 60 s; once."""
+    if process.returncode is not None:
+        return
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(30)
+            process.wait(60)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
@@ -166,7 +178,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = None if args.no_http else settings.port
     announce = f"local host ready on {settings.public_root_url}" if port else "local host ready (triggers only)"
     asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce,
-                      max_connections=settings.http_max_connections, header_timeout=settings.http_header_timeout))
+                      **http_bounds(settings)))
     return 0
 
 

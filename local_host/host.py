@@ -14,7 +14,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,11 @@ class _Server(uvicorn.Server):
 
 async def serve(app_reference: str = "function_app:app", host_json: Path = PROJECT / "host.json", *,
                 port: int | None = 7071, announce: str | None = None, max_connections: int = 1000,
-                header_timeout: float = 10.0) -> None:
-    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's bounds: local_host/http.py."""
+                header_timeout: float = 10.0, body_timeout: float = 60.0, per_peer_share: float = 0.5,
+                before_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's bounds: local_host/http.py.
+    `before_stop` runs at the first signal while the queue still serves (a worker beside it reports its runs);
+    a second signal stops at once."""
     app = load_app(app_reference)
     options = QueueOptions.from_host_json(host_json)
     runners = build_runners(app, options)
@@ -91,14 +94,29 @@ async def serve(app_reference: str = "function_app:app", host_json: Path = PROJE
         config = uvicorn.Config(asgi_app_of(app), host="127.0.0.1", port=port, log_config=None,
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=5,
                                 http=BoundedH11.configure(max_connections=max_connections,
-                                                          header_timeout=header_timeout),
+                                                          header_timeout=header_timeout, body_timeout=body_timeout,
+                                                          per_peer_share=per_peer_share),
                                 h11_max_incomplete_event_size=MAX_HEAD_BYTES)
         server = _Server(config)
 
-    def request_stop() -> None:
+    def stop_now() -> None:
         stop.set()
         if server is not None:
             server.should_exit = True
+
+    stopping: list[asyncio.Task[None]] = []
+
+    async def stop_after(first: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await first()
+        finally:
+            stop_now()
+
+    def request_stop() -> None:
+        if before_stop is None or stopping:
+            stop_now()
+        else:
+            stopping.append(asyncio.get_running_loop().create_task(stop_after(before_stop)))
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

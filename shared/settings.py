@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     http_header_timeout: float = Field(default=10, gt=0, description="Seconds a connection to the local host may "
                                        "take to send a whole request head (from opening, or from its previous "
                                        "answer); then it is closed.")
+    http_body_timeout: float = Field(default=10, gt=0, description="Seconds a connection to the local host may "
+                                     "send nothing while its request body is read (while the server itself waits, "
+                                     "the wait does not count); then it is closed.")
+    http_per_peer_share: float = Field(default=0.5, gt=0, le=1, description="Share of `http_max_connections` one "
+                                       "peer address may hold; one more from it is answered 503 and closed.")
     root_url: str | None = Field(
         default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>."
     )

@@ -204,12 +204,21 @@ def test_an_inspector_name_over_255_characters_is_a_json_404(host):
 
 @pytest.fixture(scope="module")
 def tight_host(host_factory):
-    return host_factory(http_max_connections=20, http_header_timeout=1)
+    return host_factory(http_max_connections=20, http_header_timeout=1, http_body_timeout=1)
 
 
-def open_socket(host) -> socket.socket:
+def open_socket(host, peer: str = "127.0.0.1") -> socket.socket:
+    """A connection from `peer` (any 127.x.y.z address is this machine's: a peer of its own)."""
     port = int(host.root_url.rsplit(":", 1)[1])
-    return socket.create_connection(("127.0.0.1", port), timeout=5)
+    return socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(peer, 0))
+
+
+def trickling(host, peer: str) -> socket.socket:
+    """A connection that sent a whole head and a first piece of a body it will send a piece at a time."""
+    sock = open_socket(host, peer)
+    sock.sendall(b"PUT /api/queue/v1/task/" + slugid().encode() + b" HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+    return sock
 
 
 def closed(sock: socket.socket, wait: float) -> bytes | None:
@@ -244,14 +253,33 @@ def test_a_connection_that_sends_no_whole_head_in_time_is_closed(tight_host):
     assert closed(kept, 3) == b""
 
 
-def test_connections_past_the_limit_are_answered_503_and_closed(tight_host):
-    held = [open_socket(tight_host) for _ in range(20)]
+def test_a_body_that_stops_coming_is_closed_and_one_that_keeps_coming_is_not(tight_host):
+    stalled = trickling(tight_host, "127.0.0.5")
+    assert closed(stalled, 3) == b""  # nothing for the body timeout (1 s): closed, nothing answered
+    steady = trickling(tight_host, "127.0.0.5")
+    for _ in range(8):  # 2.4 s in all, never 1 s without a byte
+        time.sleep(0.3)
+        steady.sendall(b" ")
+    assert closed(steady, 0.1) is None  # still open
+    steady.close()
+
+
+def test_one_peer_holds_at_most_its_share_of_the_connections(tight_host):
+    """1,000 connections trickling a body from one address once held every slot of the host; now one address
+    holds at most half (QUEUE_HTTP_PER_PEER_SHARE), and the host's own limit bounds them all."""
+    held = [trickling(tight_host, "127.0.0.2") for _ in range(10)]
     try:
-        refused = open_socket(tight_host)
-        answer = closed(refused, 3)
-        assert answer is not None and answer.startswith(b"HTTP/1.1 503"), answer
-        body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
-        assert body["code"] == "ServiceUnavailable" and "20 connections" in body["message"]
+        refused = closed(open_socket(tight_host, "127.0.0.2"), 3)
+        assert refused is not None and refused.startswith(b"HTTP/1.1 503"), refused
+        body = json.loads(refused.split(b"\r\n\r\n", 1)[1])
+        assert body["code"] == "ServiceUnavailable" and "10 connections from your address" in body["message"]
+        assert httpx.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200  # another peer gets in
+        held += [trickling(tight_host, "127.0.0.3") for _ in range(10)]
+        past_all = closed(open_socket(tight_host, "127.0.0.4"), 3)
+        assert past_all is not None and past_all.startswith(b"HTTP/1.1 503"), past_all
+        assert "20 connections" in json.loads(past_all.split(b"\r\n\r\n", 1)[1])["message"]
+        for sock in held:  # kept alive meanwhile, a byte at a time, under the body timeout
+            sock.sendall(b" ")
     finally:
         for sock in held:
             sock.close()

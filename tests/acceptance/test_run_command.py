@@ -85,10 +85,20 @@ def test_run_with_the_reference_worker_beside_the_queue(tmp_path):
         task_id = slugid()
         client.createTask(task_id, task_definition(taskQueueId=tq, payload={"command": "echo from make run"}))
         wait_for(lambda: client.status(task_id)["status"]["state"] == "completed", timeout=30)
+        # Ctrl-C with a task running: the worker is stopped first, while the queue still takes its report.
+        running = slugid()
+        client.createTask(running, task_definition(taskQueueId=tq, payload={"command": "sleep 120"}))
+        wait_for(lambda: client.status(running)["status"]["state"] == "running", timeout=30)
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0
         assert not alive(worker_pid), "the worker outlived make run"
-        assert "reference worker" in log.read_text() and "stopped" in log.read_text()
+        text = log.read_text()
+        assert "reference worker" in text and "stopped" in text
+        assert f"{running}/0  resolved exception/worker-shutdown" in text, text[-3000:]
+        assert "could not report" not in text and "Traceback" not in text, text[-3000:]
+        process, port, log = start_run(tmp_path, "w")  # the same data: the run was reported, not left claimed
+        run = httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/task/{running}/status").json()["status"]["runs"][0]
+        assert (run["state"], run["reasonResolved"]) == ("exception", "worker-shutdown")
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
