@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "tc-queue-worker",
                         help="where each task gets a folder of its own")
     parser.add_argument("--max-tasks", type=int, default=None, help="stop after this many runs")
+    parser.add_argument("--cancel-check", type=float, default=5.0, metavar="SECONDS",
+                        help="read a running task's status this often, to stop it within seconds of a cancel "
+                        "(default: 5; 0: only at the next reclaim)")
     parser.add_argument("--root-url", default=os.environ.get("TASKCLUSTER_ROOT_URL"),
                         help="the queue's rootUrl (default: $TASKCLUSTER_ROOT_URL)")
     args = parser.parse_args(argv)
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(root_url=args.root_url.rstrip("/"), credentials=credentials, task_queue_id=args.task_queue,
                       worker_group=args.worker_group, worker_id=args.worker_id, capacity=args.capacity,
                       mode="claim-work" if args.claim_work else "poll", work_dir=args.work_dir,
-                      max_tasks=args.max_tasks)
+                      max_tasks=args.max_tasks, cancel_check=max(0.0, args.cancel_check))
     return main_loop(options)
 
 

@@ -1,8 +1,9 @@
 """The reference worker: claims tasks of one task queue and runs their commands, up to `capacity` at once.
 
 For each claimed run: parse the payload (exception/malformed-payload when it cannot run), run the command in a
-folder of its own with its output captured, reclaim ahead of `takenUntil`, stop it when reclaim answers 409 (the
-task was cancelled, or the claim expired: the run is no longer ours, so nothing is reported), enforce
+folder of its own with its output captured, reclaim ahead of `takenUntil`, stop it when the run is no longer ours
+(its status, read every `cancel_check` seconds, says it was resolved: cancelled, or past its deadline; or reclaim
+answers 409): nothing is reported then; enforce
 `maxRunTime`, append its output to the live log (`public/logs/live.log`, worker/live_log.py) as it runs, upload
 the artifacts straight to Blob Storage, and report:
 completed on exit 0, failed otherwise, exception/internal-error when the worker itself failed, and
@@ -57,6 +58,7 @@ class Options:
     work_dir: Path = Path("worker-tasks")
     max_poll_interval: float = 5.0
     max_tasks: int | None = None  # stop after this many runs (tests, one-shot workers)
+    cancel_check: float = 5.0  # seconds between looks at a running task's status (0: learn it at reclaim only)
 
 
 class Output:
@@ -86,6 +88,7 @@ class TaskRun(threading.Thread):
         self.outcome = ""
         self.live: LiveLog | None = None
         self.live_started = False
+        self.next_status_check = time.monotonic() + worker.options.cancel_check
 
     def _client(self, credentials: dict[str, str]) -> taskcluster.Queue:
         return taskcluster.Queue({"rootUrl": self.worker.options.root_url, "credentials": credentials,
@@ -152,7 +155,7 @@ class TaskRun(threading.Thread):
                 reason = "shutdown"
             elif time.monotonic() - started > payload.max_run_time:
                 reason = "max-run-time"
-            elif self._due_reclaim() and not self._reclaim(log):
+            elif self._no_longer_ours(log):
                 reason = "lost"
             if reason:
                 self._kill(process)
@@ -186,6 +189,28 @@ class TaskRun(threading.Thread):
         # Reclaim when a third of the claim is left (at least 1 s before it lapses).
         remaining = (self.taken_until - timeutil.now()).total_seconds()
         return remaining < max(1.0, self.worker.claim_seconds / 3)
+
+    def _no_longer_ours(self, log: Any) -> bool:
+        """The run was resolved elsewhere (seen in its status), or its claim is lost (reclaim refused)."""
+        if self._due_reclaim() and not self._reclaim(log):
+            return True
+        return self._due_status_check() and self._resolved_elsewhere(log)
+
+    def _due_status_check(self) -> bool:
+        if not self.worker.options.cancel_check or time.monotonic() < self.next_status_check:
+            return False
+        self.next_status_check = time.monotonic() + self.worker.options.cancel_check
+        return True
+
+    def _resolved_elsewhere(self, log: Any) -> bool:
+        """Whether the run was resolved by someone else (cancelTask, cancelTaskGroup, a deadline): one status
+        read, so that a cancelled command stops within seconds rather than at the next reclaim."""
+        try:
+            runs = self.queue.status(self.task_id)["status"]["runs"]
+        except TaskclusterRestFailure as exc:
+            self.note(log, f"status check failed ({exc.status_code}); the reclaim will tell")
+            return False
+        return self.run_id < len(runs) and runs[self.run_id]["state"] != "running"
 
     def _reclaim(self, log: Any) -> bool:
         """Extend the claim; False when the queue says the run is no longer ours (409)."""

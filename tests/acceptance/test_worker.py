@@ -156,6 +156,29 @@ def test_a_task_cancelled_mid_run_is_stopped_and_the_worker_goes_on(host, tq, wo
     assert resolved(queue, after)["state"] == "completed"
 
 
+def test_a_cancel_reaches_a_long_claimed_command_within_seconds(host_factory, tmp_path):
+    """With claims of 10 minutes the first reclaim is ~7 minutes away: the worker learns of the cancel from the
+    task's status, read every --cancel-check seconds, kills the command and reports nothing."""
+    host = host_factory(claim_timeout=600, claim_work_wait=1, claim_work_poll_interval=0.2)
+    queue, own_tq = host.client(), task_queue_id()
+    worker = WorkerProcess(host, own_tq, tmp_path, "--cancel-check", "1")
+    try:
+        marker = tmp_path / "still-running"
+        script = f"import time\nfor i in range(600):\n    time.sleep(0.2)\n    open({str(marker)!r}, 'w').write(str(i))"
+        task_id = submit(queue, own_tq, {"command": [PY, "-c", script]})
+        wait_for(lambda: queue.status(task_id)["status"]["state"] == "running" and marker.exists(), timeout=30)
+        queue.cancelTask(task_id)
+        wait_for(lambda: f"{task_id}/0  killed: the run was cancelled" in worker.output(), timeout=10)
+        size = marker.read_text()
+        time.sleep(1)
+        assert marker.read_text() == size  # the command no longer runs
+        run = queue.status(task_id)["status"]["runs"][0]
+        assert (run["state"], run["reasonResolved"]) == ("exception", "canceled")  # as the cancel left it
+        assert f"{task_id}/0  resolved" not in worker.output() and "could not report" not in worker.output()
+    finally:
+        worker.stop()
+
+
 def test_the_workers_own_failure_is_reported_internal_error(host, tq, worker):
     queue = host.client()
     task_id = slugid()
