@@ -153,7 +153,8 @@ def test_an_object_name_cannot_take_the_row_of_a_long_name(host):
 
 # --- values storage or a header cannot hold -------------------------------------------------------------------
 
-@pytest.mark.parametrize("content_type", ["text/plain\r\nX-Evil: 1", "text/plain; charset=\u00e9", "plain", ""])
+@pytest.mark.parametrize("content_type", ["text/plain\r\nX-Evil: 1", "text/plain; charset=\u00e9", "plain", "",
+                                          "text/plain;x=y, text/html", "text/plain; q"])
 def test_content_types_that_are_not_media_types_are_refused(host, queue, content_type):
     task_id, worker = claimed(queue)
     request = {"storageType": "s3", "expires": in_days(), "contentType": content_type}

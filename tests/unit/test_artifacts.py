@@ -172,8 +172,9 @@ async def test_refusals_change_nothing(service, clock):
     task_id = await running_task(service)
     before = dict(service.stores.tables._tables[TASKS_TABLE])
     s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream",
-          "contentLength": 4000 * 2**20 + 1}
+          "contentLength": 5 * 2**30 + 1}
     for body, error in [(s3, A.ArtifactTooLarge),
+                        ({**s3, "contentLength": 1, "contentType": "text/plain;x=y, text/html"}, A.ContentTypeInvalid),
                         ({**s3, "contentLength": 1, "contentType": "text/plain\r\nX-Evil: 1"}, A.ContentTypeInvalid),
                         ({**s3, "contentLength": 1, "contentType": "text/plain; charset=\u00e9"}, A.ContentTypeInvalid),
                         (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))),
