@@ -58,6 +58,7 @@ TRIGGERED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, DISPATCH_QUEUE)
 # The repairs, by the name logged (`reason`) and counted.
 REPAIRS = {
     "hint-lost": "a pending run whose queue is empty was hinted again",
+    "hint-hidden": "a pending run whose queue showed nothing visible for a claim's timeout was hinted again",
     "hint-renewed": "a pending run waiting QUEUE_REHINT_AFTER (doubling) was hinted again, its first hint kept",
     "claim-expired": "a running run past its takenUntil was resolved claim-expired (retried if it may)",
     "deadline-exceeded": "an unresolved task past its deadline was resolved deadline-exceeded",
@@ -202,9 +203,11 @@ class Reconciler:
 
     async def _pending(self, task: Task, report: Report) -> None:
         """A pending run's hint cannot be looked up in its queue (a queue cannot be searched). An empty queue
-        proves it gone (Azure's approximate count is never below the real one, and counts hidden messages). A
-        queue that is not empty may hide a lost hint behind others: after QUEUE_REHINT_AFTER, doubling with each
-        hint, the run gets another, and keeps its first so it does not lose its place."""
+        proves it gone (Azure's approximate count is never below the real one, and counts hidden messages). One
+        whose messages are all hidden (a poll URL's `visibilitytimeout`, or work being claimed) after a claim's
+        timeout per hint it has: its hint was hidden, the run gets another (the hidden one is stale when it
+        comes back). A queue with visible messages may hide a lost hint behind others: after QUEUE_REHINT_AFTER,
+        doubling with each hint, the run gets another, and keeps its first so it does not lose its place."""
         now = self.stores.now()
         run, run_id = task.runs[-1], task.last_run_id
         waited = (now - run.scheduled).total_seconds()
@@ -217,6 +220,13 @@ class Reconciler:
                 self._repaired(report, "hint-lost", task.task_id, runId=run_id)
             return
         hints = max(1, len(run.hint_ids()))
+        # A worker's poll URL may hide what it receives for up to 7 days (its `visibilitytimeout`); a worker that
+        # took a hint claims within seconds. Pending a claim's timeout with nothing visible: its hint is hidden.
+        if (waited >= min(self.settings.claim_timeout, self.settings.rehint_after) * hints
+                and not await self.stores.queues.any_visible(queue)
+                and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)):
+            self._repaired(report, "hint-hidden", task.task_id, runId=run_id)
+            return
         if (waited >= self.settings.rehint_after * (2 ** (hints - 1))
                 and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)):
             self._repaired(report, "hint-renewed", task.task_id, runId=run_id)

@@ -319,6 +319,9 @@ class QueueStore(Protocol):
 
     async def approximate_count(self, queue: str) -> int: ...
 
+    async def any_visible(self, queue: str) -> bool:
+        """Whether a peek finds a message visible now (one a receive would get); False for a missing queue."""
+
     async def process_url(self, queue: str, expires: dt.datetime) -> str:
         """The queue's URL with a signature that may only get (receive) and delete its messages until `expires`:
         `<endpoint>/<queue>?<sas>`."""

@@ -219,6 +219,10 @@ class MemoryQueues:
     async def approximate_count(self, queue: str) -> int:
         return len(self._queues.get(queue, []))
 
+    async def any_visible(self, queue: str) -> bool:
+        now = dt.datetime.now(dt.UTC)
+        return any(m.visible_at <= now for m in self._queues.get(queue, []))
+
     def contents(self, queue: str) -> list[bytes]:
         """Tests: every message of `queue`, visible or not."""
         return [m.content for m in self._queues.get(queue, [])]

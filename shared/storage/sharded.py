@@ -216,6 +216,9 @@ class ShardedQueues:
     async def approximate_count(self, queue: str) -> int:
         return await self.account(queue).approximate_count(queue)
 
+    async def any_visible(self, queue: str) -> bool:
+        return await self.account(queue).any_visible(queue)
+
     async def process_url(self, queue: str, expires: dt.datetime) -> str:
         return await self.account(queue).process_url(queue, expires)
 

@@ -110,6 +110,25 @@ def test_queue_visibility_release_and_delete(azurite, Queues):
     run(go())
 
 
+def test_a_peek_tells_whether_any_message_is_visible(azurite, Queues):
+    """What the reconciler asks of a pending queue whose count is not zero: are its messages all hidden?"""
+    async def go():
+        queues = Queues(azurite.connection_string)
+        name = f"q-{uuid.uuid4().hex[:12]}"
+        try:
+            assert await queues.any_visible(name) is False  # no such queue
+            await queues.put(name, b'{"a":1}')
+            assert await queues.any_visible(name) is True
+            assert await queues.any_visible(name) is True  # a peek hides nothing
+            [taken] = await queues.receive(name, 32, 3600)  # hidden, as a poll URL's visibilitytimeout does
+            assert await queues.any_visible(name) is False and await queues.approximate_count(name) == 1
+            await queues.release(name, taken, 0)
+            assert await queues.any_visible(name) is True
+        finally:
+            await queues.close()
+    run(go())
+
+
 def test_a_put_message_is_deleted_by_the_id_and_receipt_its_put_returned(azurite, Queues):
     """What lets a resolution delete its spent checks: the put's answer deletes the message until someone
     receives it; once received, that receipt no longer matches and the delete is a harmless no-op."""

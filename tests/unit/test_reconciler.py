@@ -103,6 +103,25 @@ async def test_a_long_wait_renews_the_hint_and_keeps_the_first(service: Queue, c
     assert await service.stores.queues.approximate_count(pending_queue(tq, "lowest")) == 0
 
 
+async def test_a_hint_a_poller_hid_for_days_is_renewed_after_a_claims_timeout(service: Queue, clock: Clock) -> None:
+    """A poll URL's GET may set `visibilitytimeout` up to 7 days: the hint it took is hidden, not lost (the queue
+    still counts it). Once the run waited a claim's timeout (or rehint_after, if smaller) with nothing visible in
+    its queue, it is hinted again; a queue whose messages are visible is left to hint-renewed."""
+    service = memory_service(clock=clock, reconcile_grace=GRACE, rehint_after=600, claim_timeout=300)
+    task_id, definition = await create(service)
+    tq = definition["taskQueueId"]
+    queue = pending_queue(tq, "lowest")
+    hidden = await service.stores.queues.receive(queue, 32, 7 * 24 * 3600)  # what a hostile poll does
+    assert len(hidden) == 1 and await service.stores.queues.approximate_count(queue) == 1
+    clock.advance(GRACE + 1)
+    assert (await reconcile(service)).repairs == {}  # not yet a claim's timeout
+    clock.advance(300)
+    assert (await reconcile(service)).repairs == {"hint-hidden": 1}
+    assert await claim_all(service, tq) == [(task_id, 0)]
+    clock.advance(100)
+    assert (await reconcile(service)).repairs == {}  # claimed: nothing to repair
+
+
 async def test_a_lost_claim_check_expires_the_claim(service: Queue, clock: Clock) -> None:
     task_id, definition = await create(service)
     assert await claim_all(service, definition["taskQueueId"]) == [(task_id, 0)]

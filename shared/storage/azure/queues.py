@@ -186,6 +186,10 @@ class AzureQueues:
         props = await self._call("queue.count", lambda o: self._client(queue).get_queue_properties(**o))
         return 0 if isinstance(props, Refused) else int(props.approximate_message_count or 0)
 
+    async def any_visible(self, queue: str) -> bool:
+        peeked = await self._call("queue.peek", lambda o: self._client(queue).peek_messages(max_messages=1, **o))
+        return not isinstance(peeked, Refused) and len(peeked) > 0
+
     async def process_url(self, queue: str, expires: dt.datetime) -> str:
         return await self._signer.process_url(queue, expires)
 

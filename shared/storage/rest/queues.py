@@ -154,6 +154,15 @@ class RestQueues:
             raise StorageError("GET", queue, status, headers.get("x-ms-error-code"), payload.decode())
         return int(headers.get("x-ms-approximate-messages-count") or 0)
 
+    async def any_visible(self, queue: str) -> bool:
+        query = {"peekonly": "true", "numofmessages": "1"}
+        status, headers, payload, _ = await self._request("GET", f"{queue}/messages", "queue.peek", query)
+        if status == 404:
+            return False
+        if status != 200:
+            raise StorageError("GET", f"{queue}/messages", status, headers.get("x-ms-error-code"), payload.decode())
+        return len(ET.fromstring(payload)) > 0
+
     async def process_url(self, queue: str, expires: dt.datetime) -> str:
         return await self._signer.process_url(queue, expires)
 
