@@ -329,10 +329,13 @@ def load_settings(**overrides: object) -> Settings:
 
 # What App Service hands an app in place of a setting whose reference it could not resolve (on a first start, while
 # a just-granted role propagates; a vault or secret renamed): the reference itself, literally.
-UNRESOLVED_REFERENCE = re.compile(r"\s*@Microsoft\.(KeyVault|AppConfiguration)\s*\(", re.IGNORECASE)
-# A value a template or a person left for a secret: ${VAR}, $(VAR), <...>, {{...}}, __VAR__, "changeme" and kin.
-PLACEHOLDER = re.compile(r"\s*(\$\{[^}]*\}|\$\([^)]*\)|<[^<>]*>|\{\{[^}]*\}\}|__[A-Za-z0-9_]+__"
-                         r"|change[-_ ]?me|placeholder|replace[-_ ]?me|todo|x{3,})\s*", re.IGNORECASE)
+UNRESOLVED_REFERENCE = re.compile(r"\s*[\"']?\s*@Microsoft\.(KeyVault|AppConfiguration)\s*\(", re.IGNORECASE)
+# A value a template or a person left for a secret: ${VAR}, $(VAR), <...>, {{...}}, __VAR__, "changeme" and kin,
+# alone or repeated (`changeme-changeme-changeme` passes a length check), quoted or not.
+_PLACEHOLDER_WORD = (r"(?:\$\{[^}]*\}|\$\([^)]*\)|<[^<>]*>|\{\{[^}]*\}\}|__[A-Za-z0-9_]+__|change[-_ ]?me|placeholder"
+                     r"|replace[-_ ]?me|fix[-_ ]?me|todo|dummy|secret|password|x{3,})")
+PLACEHOLDER = re.compile(rf"\s*[\"']?\s*{_PLACEHOLDER_WORD}(?:[\s\-_.:,;/|+]+{_PLACEHOLDER_WORD})*\s*[\"']?\s*",
+                         re.IGNORECASE)
 SECRETS = ("root_access_token", "token_secret", "storage_account_key")
 # Settings read beside QUEUE_*: the Functions host's storage, and telemetry's.
 WATCHED_SETTINGS = ("AzureWebJobsStorage", "APPLICATIONINSIGHTS_CONNECTION_STRING")

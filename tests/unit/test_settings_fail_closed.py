@@ -37,7 +37,9 @@ def test_any_setting_the_app_reads_is_checked(name):
 
 @pytest.mark.parametrize("placeholder", [
     "${ROOT_ACCESS_TOKEN}", "<root-access-token>", "changeme", "x" * 22, "__ROOT_ACCESS_TOKEN__",
-    "{{ root_access_token }}", "@Microsoft.AppConfiguration(Key=x)"])
+    "{{ root_access_token }}", "@Microsoft.AppConfiguration(Key=x)", "changeme-changeme-changeme",
+    "ChangeMe ChangeMe ChangeMe", "'changeme_changeme_changeme'", f'"{REFERENCE}"', f"'{REFERENCE}'",
+    "secret-secret-secret-secret", "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"])
 def test_placeholder_secrets_are_refused(placeholder):
     settings = load_settings(**{**GOOD, "root_access_token": placeholder.ljust(22) if len(placeholder) < 22
                                 else placeholder})
@@ -46,6 +48,12 @@ def test_placeholder_secrets_are_refused(placeholder):
 
 def test_resolved_settings_serve():
     assert serving_problems(load_settings(**GOOD), {"QUEUE_ROOT_ACCESS_TOKEN": "r" * 30}) == []
+
+
+@pytest.mark.parametrize("secret", ["changeme-but-with-a-real-random-tail-8c1f0e", "9xQ2-changeme-R7pLk3vT8",
+                                    "secretary-of-state-abcdefgh", "t0d0-list-keeper-123456"])
+def test_secrets_that_only_hold_a_placeholder_word_serve(secret):
+    assert serving_problems(load_settings(**{**GOOD, "root_access_token": secret}), {}) == []
 
 
 def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatch):
