@@ -160,7 +160,7 @@ def test_refusals(host, queue):
            "url": "https://example.com/x"}
     body = expect_error(400, "InputError", queue.createArtifact, task_id, "0", "s", {
         "storageType": "s3", "expires": in_days(), "contentType": "text/plain", "contentLength": 2**40})
-    assert "at most 4194304000 bytes" in body["message"]
+    assert "at most 5368709120 bytes" in body["message"]
     expect_error(400, "InputError", queue.createArtifact, slugid(), "0", "x", ref)  # no such task: 400
     expect_error(400, "InputError", queue.createArtifact, task_id, "1", "x", ref)  # no such run
     expect_error(400, "InputError", queue.createArtifact, task_id, "0", "x", dict(ref, expires=in_days(400)))
