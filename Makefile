@@ -12,6 +12,11 @@ PATCH_PACKAGE_VERSION := 8.0.1
 # The official JavaScript client, which a test drives from a node script (tests/acceptance/js/).
 TC_CLIENT_VERSION := 87.1.3
 TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
+# Taskcluster's generic-worker and `taskcluster` CLI, which tests run unchanged: built from the Go module proxy
+# (tests/taskcluster-go/go.mod names the release, go.sum pins the hashes). Without Go their tests are skipped.
+GO_TOOLS := .tools/go/bin
+GO_TOOLS_STAMP := $(GO_TOOLS)/.built
+TC_GO := github.com/taskcluster/taskcluster/v97
 
 .PHONY: setup run test lint typecheck check clean
 
@@ -37,10 +42,17 @@ $(TC_CLIENT_STAMP): $(AZURITE_STAMP)
 		taskcluster-client@$(TC_CLIENT_VERSION)
 	@touch $@
 
+$(GO_TOOLS_STAMP): tests/taskcluster-go/go.mod tests/taskcluster-go/go.sum
+	@if command -v go >/dev/null; then \
+		mkdir -p $(GO_TOOLS) && cd tests/taskcluster-go && export GONOSUMDB=github.com/taskcluster GOFLAGS=-mod=readonly \
+		&& go build -tags insecure -o ../../$(GO_TOOLS)/generic-worker $(TC_GO)/workers/generic-worker \
+		&& go build -o ../../$(GO_TOOLS)/taskcluster $(TC_GO)/clients/client-shell && touch ../../$@; \
+	else echo "go not found: generic-worker and the taskcluster CLI are not built, their tests are skipped"; fi
+
 run: setup
 	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER))
 
-test: setup $(TC_CLIENT_STAMP)
+test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
