@@ -284,8 +284,10 @@ def test_one_peer_holds_at_most_its_share_of_the_connections(tight_host):
     finally:
         for sock in held:
             sock.close()
-    # Once they are gone, the host answers again.
-    wait_for(lambda: httpx.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200, timeout=10)
+    # Once they are gone, the host answers again, that peer too (its count went back down).
+    from_peer = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+    wait_for(lambda: from_peer.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200, timeout=10)
+    from_peer.close()
 
 
 # --- settings -----------------------------------------------------------------------------------------------
