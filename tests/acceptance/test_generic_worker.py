@@ -123,7 +123,7 @@ FILES = [{"type": "file", "path": "out/result.txt", "name": "public/build/result
 
 
 # With `createObjectArtifacts`, generic-worker's Go object client PUTs its body chunked (Go sends no length for
-# its reader), which Blob Storage refuses (400) where GCS takes it: the object putUrl goes straight to Blob
+# its reader), which Blob Storage refuses (411; Azurite 400) where GCS takes it: the object putUrl goes to Blob
 # Storage. Known gap (docs/artifacts.md); strict, so it fails once that upload works.
 OBJECT_UPLOAD_CHUNKED = pytest.mark.xfail(strict=True, reason="Blob Storage refuses the Go client's chunked PUT")
 
