@@ -36,6 +36,7 @@ from shared.operations.queries import Queries
 from shared.operations.repository import TaskRepository
 from shared.operations.resolution import Resolution
 from shared.operations.s3_uploads import S3Uploads
+from shared.operations.staging import BlockStaging
 from shared.operations.stores import Clock, Stores
 from shared.settings import Settings, check_serving, get_settings
 from shared.storage import queue_store, table_store
@@ -87,9 +88,10 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     tasks.resolver = resolution  # what follows a task's resolution is done by the process that wrote it
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
+    staging = BlockStaging(lambda: artifacts.blobs, settings.artifact_container, settings.artifact_upload_slots)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
                  TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts),
-                 S3Uploads(artifacts), objects,
+                 S3Uploads(artifacts, staging), objects,
                  Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution), index)
 
 

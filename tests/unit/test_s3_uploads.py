@@ -15,6 +15,7 @@ import pytest
 from shared.domain import artifacts as A
 from shared.domain.artifacts import blob_path
 from shared.operations import s3_uploads as U
+from shared.operations import staging as S
 from shared.storage.base import BlobProperties, BlocksMissing
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
@@ -96,8 +97,8 @@ async def test_refusals_store_nothing(service, clock, blobs, problem):
     data = b"data" * 1000
     error: type[Exception] = {
         "signature": U.UploadUrlInvalid, "expired": U.UploadUrlInvalid, "other-artifact": U.UploadUrlInvalid,
-        "encoding": U.UploadHeaderInvalid, "md5": U.UploadDigestMismatch, "short": U.UploadTruncated,
-        "too-large": U.UploadTooLarge, "resolved": A.RunNotAcceptingArtifacts, "not-s3": U.NotAnS3Artifact}[problem]
+        "encoding": U.UploadHeaderInvalid, "md5": S.UploadDigestMismatch, "short": S.UploadTruncated,
+        "too-large": S.UploadTooLarge, "resolved": A.RunNotAcceptingArtifacts, "not-s3": U.NotAnS3Artifact}[problem]
     if problem == "signature":
         request = U.UploadRequest(task_id, 0, request.name, request.expires, "A" * 43, {})
     elif problem == "expired":
@@ -128,9 +129,9 @@ async def test_refusals_store_nothing(service, clock, blobs, problem):
 
 async def test_a_body_counted_past_the_limit_is_refused_while_it_streams(clock, blobs):
     service = artifact_queue(clock, blobs)
-    object.__setattr__(service.settings, "artifact_s3_max_bytes", 1000)  # frozen settings, for this test only
+    service.s3_uploads.limit = S.Limit(1000, "QUEUE_ARTIFACT_S3_MAX_BYTES")  # as that setting would
     task_id, request = await s3(service, clock)
-    with pytest.raises(U.UploadTooLarge):
+    with pytest.raises(S.UploadTooLarge):
         await service.s3_uploads.receive(request, pieces(b"x" * 1001, 300))
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "public/data.bin")) is None
 

@@ -1,0 +1,137 @@
+"""A request body streamed to Blob Storage a block at a time: what the uploads that pass through the queue share
+(an `s3` artifact's PUT, shared/operations/s3_uploads.py; an object's PUT from a client that sends chunked bodies,
+shared/operations/object_uploads.py).
+
+Each upload stages blocks of its own (ids unique to the request) and its caller commits only them, so two racing
+uploads of one blob leave one of them whole. A process streams at most `QUEUE_ARTIFACT_UPLOAD_SLOTS` uploads at
+once, each holding up to two blocks (one staged while the next is read); the others wait with their bodies unread
+(the server stops reading a connection whose body is not consumed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+
+from shared import errors
+from shared.storage.base import BlobStore
+
+BLOCK_BYTES = 4 * 1024 * 1024
+
+
+class UploadTooLarge(errors.InputTooLarge):
+    """`{name}`: the upload is {size} bytes; at most {limit} bytes are taken here ({why})"""
+
+
+class UploadLengthInvalid(errors.InputError):
+    """`{name}`: the upload's Content-Length `{value}` is not a number of bytes"""
+
+
+class UploadDigestMismatch(errors.InputError):
+    """`{name}`: the upload's Content-MD5 is {given}, but the data received has MD5 {received} (S3's BadDigest);
+nothing was stored"""
+
+
+class UploadTruncated(errors.InputError):
+    """`{name}`: the upload declared Content-Length {declared} but sent {received} bytes; nothing was stored"""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The most bytes an upload may hold, and why (named in the refusal)."""
+
+    size: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A body staged as uncommitted blocks: their ids in order, its size and MD5."""
+
+    block_ids: list[str]
+    size: int
+    md5: bytes
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.md5.hex()}"'
+
+
+class BlockStaging:
+    def __init__(self, blobs: Callable[[], BlobStore], container: str, slots: int) -> None:
+        self._blobs, self.container = blobs, container
+        self._slots = asyncio.Semaphore(slots)
+
+    @staticmethod
+    def declared_length(name: str, headers: Mapping[str, str], limit: Limit) -> int | None:
+        """The body's Content-Length (None: chunked, bounded while it is read); over the limit, refused at once."""
+        value = headers.get("content-length")
+        if value is None:
+            return None
+        if not value.isdigit():
+            raise UploadLengthInvalid(name=name, value=value[:200])
+        if int(value) > limit.size:
+            raise UploadTooLarge(name=name, size=value, limit=limit.size, why=limit.why)
+        return int(value)
+
+    async def stage(self, name: str, blob: str, body: AsyncIterator[bytes], limit: Limit,
+                    headers: Mapping[str, str]) -> Staged:
+        """Stage the body as blocks of `blob`, once a slot is free; checked against its declared length and
+        Content-MD5. Nothing is committed: the caller commits `block_ids` (or leaves them to be discarded)."""
+        declared = self.declared_length(name, headers, limit)
+        async with self._slots:
+            staged = await self._stage(name, blob, body, limit)
+        if declared is not None and staged.size != declared:
+            raise UploadTruncated(name=name, declared=declared, received=staged.size)
+        _check_md5(name, headers.get("content-md5"), staged.md5)
+        return staged
+
+    async def _stage(self, name: str, blob: str, body: AsyncIterator[bytes], limit: Limit) -> Staged:
+        prefix = secrets.token_hex(8)
+        block_ids: list[str] = []
+        md5, size, buffer = hashlib.md5(usedforsecurity=False), 0, bytearray()
+        staging: asyncio.Task[None] | None = None
+
+        async def flush() -> None:
+            nonlocal staging, buffer
+            if staging is not None:
+                await staging
+            block_ids.append(f"{prefix}-{len(block_ids):06d}")
+            staging = asyncio.create_task(self._blobs().stage_block(self.container, blob, block_ids[-1],
+                                                                    bytes(buffer)))
+            buffer = bytearray()
+
+        try:
+            async for chunk in body:
+                size += len(chunk)
+                if size > limit.size:
+                    raise UploadTooLarge(name=name, size=f"more than {limit.size}", limit=limit.size, why=limit.why)
+                md5.update(chunk)
+                buffer += chunk
+                if len(buffer) >= BLOCK_BYTES:
+                    await flush()
+            if buffer:
+                await flush()
+            if staging is not None:
+                await staging
+        except BaseException:
+            if staging is not None and not staging.done():
+                staging.cancel()
+            raise
+        return Staged(block_ids, size, md5.digest())
+
+
+def _check_md5(name: str, given: str | None, md5: bytes) -> None:
+    if given is None:
+        return
+    try:
+        matches = base64.b64decode(given, validate=True) == md5
+    except binascii.Error:
+        matches = False
+    if not matches:
+        raise UploadDigestMismatch(name=name, given=given[:60], received=base64.b64encode(md5).decode())
