@@ -30,6 +30,7 @@ from shared.operations.expiry import Expiry
 from shared.operations.groups import TaskGroups
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
+from shared.operations.object_uploads import ObjectUploads
 from shared.operations.objects import Objects
 from shared.operations.polling import Polling
 from shared.operations.queries import Queries
@@ -62,6 +63,7 @@ class Queue:
     artifacts: Artifacts
     artifact_reads: ArtifactReads
     s3_uploads: S3Uploads
+    object_uploads: ObjectUploads
     objects: Objects
     polling: Polling
     expiry: Expiry
@@ -91,7 +93,7 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     staging = BlockStaging(lambda: artifacts.blobs, settings.artifact_container, settings.artifact_upload_slots)
     return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
                  TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts),
-                 S3Uploads(artifacts, staging), objects,
+                 S3Uploads(artifacts, staging), ObjectUploads(objects, staging), objects,
                  Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution), index)
 
 

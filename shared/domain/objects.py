@@ -10,8 +10,11 @@ downloaded. Queue artifacts of storage type `object` are objects named `t/<taskI
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
+import hmac
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +39,18 @@ def object_key(name: str) -> str:
 
 def object_blob(name: str) -> str:
     return "o/" + hashlib.sha256(name.encode()).hexdigest()
+
+
+def upload_data_signature(key: bytes, name: str, upload_id: str, expires: int) -> str:
+    """What signs the queue's own upload URL of an object (shared/operations/object_uploads.py): this object and
+    upload, until `expires` (seconds since the epoch); unpadded base64url of an HMAC-SHA256."""
+    message = f"object-upload\n{name}\n{upload_id}\n{expires}".encode()
+    return base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest()).decode().rstrip("=")
+
+
+def upload_data_path(name: str) -> str:
+    """The path, under the Object service's API, an object's data is PUT to through the queue."""
+    return f"/upload-data/{urllib.parse.quote(name, safe='/')}"
 
 
 def hashes_of(data: bytes) -> dict[str, str]:

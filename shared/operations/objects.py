@@ -14,6 +14,7 @@ import base64
 import binascii
 import datetime as dt
 import logging
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ from shared.domain.objects import (
     StoredObject,
     hashes_of,
     object_key,
+    upload_data_path,
+    upload_data_signature,
 )
 from shared.logs import fields
 from shared.operations.stores import Stores
@@ -114,8 +117,9 @@ class Objects:
 
     # --- uploads ----------------------------------------------------------------------------------------------
 
-    async def create_upload(self, name: str, body: dict[str, Any]) -> Upload:
-        """createUpload: `body` has passed the create-upload-request schema."""
+    async def create_upload(self, name: str, body: dict[str, Any], *, chunked: bool = False) -> Upload:
+        """createUpload: `body` has passed the create-upload-request schema. `chunked`: the caller PUTs its data
+        chunked, which Blob Storage refuses, so a `putUrl` is the queue's own (shared/operations/object_uploads.py)."""
         await self.stores.ready()
         now = self.stores.now()
         project_id, upload_id = body["projectId"], body["uploadId"]
@@ -134,7 +138,7 @@ class Objects:
                 await self.stores.object_expiry.add(object_key(name), expires)  # indexed before it exists
             stored = existing or StoredObject(name, project_id, upload_id, expires)
             stored.hashes = _merged(stored.hashes, given, name)
-            upload = await self._choose(stored, proposed, now)
+            upload = await self._choose(stored, proposed, now, chunked=chunked)
             if await self._write(stored, new=existing is None):
                 log.info("object %s: upload %s by %s", name, upload_id, upload.method or "no method",
                          extra=fields(event="object-upload", object=name))
@@ -144,7 +148,8 @@ class Objects:
                 raise UploadConflict(name=name, problem="its storage key is held by another object")
         raise errors.InternalServerError("The object's entry kept changing; try again")
 
-    async def _choose(self, stored: StoredObject, proposed: dict[str, Any], now: dt.datetime) -> Upload:
+    async def _choose(self, stored: StoredObject, proposed: dict[str, Any], now: dt.datetime, *,
+                      chunked: bool) -> Upload:
         inline = proposed.get("dataInline")
         if inline is not None:
             try:
@@ -165,6 +170,9 @@ class Objects:
             stored.content_type, stored.content_length, stored.method = put["contentType"], put["contentLength"], \
                 "putUrl"
             url_expires = min(now + dt.timedelta(seconds=self.settings.artifact_upload_ttl), stored.expires)
+            if chunked:
+                return Upload(stored, "putUrl", self._upload_data_url(stored, url_expires), url_expires,
+                              {"Content-Type": put["contentType"]})
             url = await self.blobs.upload_url(self.container, stored.blob, url_expires)
             # What Blob Storage needs of a single PUT: the blob type, the content type it stores, and a length
             # (it takes no chunked body; with the header, the official clients stream with a fixed length).
@@ -172,6 +180,12 @@ class Objects:
                           {"x-ms-blob-type": "BlockBlob", "Content-Type": put["contentType"],
                            "Content-Length": str(put["contentLength"])})
         return Upload(stored, None)
+
+    def _upload_data_url(self, stored: StoredObject, expires: dt.datetime) -> str:
+        seconds = int(expires.timestamp())
+        signature = upload_data_signature(self.settings.upload_key, stored.name, stored.upload_id, seconds)
+        query = urllib.parse.urlencode({"uploadId": stored.upload_id, "expires": seconds, "signature": signature})
+        return f"{self.settings.public_root_url}/api/object/v1{upload_data_path(stored.name)}?{query}"
 
     async def finish_upload(self, name: str, body: dict[str, Any]) -> None:
         """finishUpload: the data is there; the object becomes immutable (a repeat changes nothing but may add

@@ -123,12 +123,8 @@ FILES = [{"type": "file", "path": "out/result.txt", "name": "public/build/result
 
 
 # With `createObjectArtifacts`, generic-worker's Go object client PUTs its body chunked (Go sends no length for
-# its reader), which Blob Storage refuses (411; Azurite 400) where GCS takes it: the object putUrl goes to Blob
-# Storage. Known gap (docs/artifacts.md); strict, so it fails once that upload works.
-OBJECT_UPLOAD_CHUNKED = pytest.mark.xfail(strict=True, reason="Blob Storage refuses the Go client's chunked PUT")
-
-
-@pytest.mark.parametrize("kind", ["s3", pytest.param("object", marks=OBJECT_UPLOAD_CHUNKED)])
+# its reader), which Blob Storage refuses: its putUrl is the queue's own (shared/operations/object_uploads.py).
+@pytest.mark.parametrize("kind", ["s3", "object"])
 def test_generic_worker_runs_a_task_and_uploads_its_log_and_artifacts(host, request, kind):
     worker = request.getfixturevalue(f"{kind}_worker")
     queue = host.client()

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import urllib.parse
 
 import pytest
 
 from shared.domain import artifacts as A
 from shared.domain.artifacts import S3_BLOCK, blob_path
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE, object_blob
+from shared.operations import object_uploads as OU
 from shared.operations import objects as O
+from shared.operations import staging
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.conftest import slugid, task_definition
@@ -116,6 +119,51 @@ async def test_expired_objects_lose_blob_snapshots_and_row(service, clock, blobs
     assert not [k for k in blobs.blobs if k[1].startswith(object_blob("o/5"))]
     assert await service.objects.stored("o/5") is None
     assert not service.stores.tables._tables[OBJECT_EXPIRY_TABLE] and not service.stores.tables._tables[OBJECTS_TABLE]
+
+
+async def chunks(data: bytes, size: int = 1000):
+    for offset in range(0, len(data), size):
+        yield data[offset:offset + size]
+
+
+def data_request(url: str, name: str, **headers: str) -> OU.ObjectDataRequest:
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+    return OU.ObjectDataRequest(name, query["uploadId"], int(query["expires"]), query["signature"], headers)
+
+
+async def test_a_chunked_client_uploads_through_the_queue_then_finishes(service, clock, blobs):
+    """Taskcluster's Go client PUTs chunked bodies, which Blob Storage refuses: its putUrl is the queue's own."""
+    upload_id, data = slugid(), bytes(range(256)) * 40
+    methods = {"putUrl": {"contentType": "application/x-tar", "contentLength": len(data)}}
+    upload = await service.objects.create_upload("o/go", upload_request(clock, upload_id, methods), chunked=True)
+    assert upload.method == "putUrl" and upload.headers == {"Content-Type": "application/x-tar"}
+    assert upload.put_url.startswith("http://127.0.0.1:7071/api/object/v1/upload-data/o/go?uploadId=")
+    etag = await service.object_uploads.receive(data_request(upload.put_url, "o/go"), chunks(data))
+    assert etag == f'"{hashlib.md5(data).hexdigest()}"' and blobs.get(CONTAINER, object_blob("o/go")) == data
+    assert blobs.properties[(CONTAINER, object_blob("o/go"))].content_type == "application/x-tar"
+    await service.objects.finish_upload("o/go", {"projectId": "proj", "uploadId": upload_id,
+                                                 "hashes": {"sha256": hashlib.sha256(data).hexdigest()}})
+    with pytest.raises(O.UploadConflict, match="finished"):  # objects do not change
+        await service.object_uploads.receive(data_request(upload.put_url, "o/go"), chunks(b"other"))
+    assert (await service.objects.finished("o/go")).content_length == len(data)
+
+
+async def test_a_chunked_upload_is_refused_when_altered_expired_or_too_long(service, clock, blobs):
+    upload_id = slugid()
+    methods = {"putUrl": {"contentType": "text/plain", "contentLength": 10}}
+    upload = await service.objects.create_upload("o/bad", upload_request(clock, upload_id, methods), chunked=True)
+    good = data_request(upload.put_url, "o/bad")
+    for altered in [OU.ObjectDataRequest("o/other", good.upload_id, good.expires, good.signature, {}),
+                    OU.ObjectDataRequest("o/bad", slugid(), good.expires, good.signature, {}),
+                    OU.ObjectDataRequest("o/bad", good.upload_id, good.expires + 1, good.signature, {})]:
+        with pytest.raises(OU.ObjectUploadUrlInvalid, match="signature"):
+            await service.object_uploads.receive(altered, chunks(b"0123456789"))
+    with pytest.raises(staging.UploadTooLarge):  # past the proposed contentLength, counted as it streams
+        await service.object_uploads.receive(good, chunks(b"0123456789X", 4))
+    clock.advance(3600)
+    with pytest.raises(OU.ObjectUploadUrlInvalid, match="expired"):
+        await service.object_uploads.receive(good, chunks(b"0123456789"))
+    assert blobs.get(CONTAINER, object_blob("o/bad")) is None
 
 
 async def test_s3_artifact_uploaded_to_an_earlier_versions_block_url_is_sealed_when_first_read(service, clock, blobs):

@@ -10,12 +10,16 @@ from typing import Any
 
 from shared.api import answers, monitoring
 from shared.api.framework import Api, Call, Reply
+from shared.operations.object_uploads import ObjectDataRequest
 from shared.runtime import Queue
 
 api = Api("object", "v1")
 monitoring.register(api)
 ObjectCall = Call[Queue]
 UPLOAD_SCOPES = "object:upload:<projectId>:<name>"
+# Clients that PUT an upload chunked whatever the answered headers say, which Blob Storage refuses: Taskcluster's Go
+# client (Go sends no length for the reader it is given; it names itself so). They get the queue's own putUrl.
+CHUNKED_CLIENTS = ("Go-http-client/",)
 DOWNLOAD_SCOPES = "object:download:<name>"
 
 
@@ -25,9 +29,29 @@ async def create_upload(call: ObjectCall) -> dict[str, Any]:
     """Create the object (or, with the same `uploadId`, `projectId` and `expires`, answer again) and choose one
     of the proposed upload methods: `dataInline` (the data comes with this request; up to 64 KiB) or `putUrl` (a
     signed URL a single PUT with the answered `headers` writes, until its `expires`). An empty `uploadMethod`
-    means none of those proposed is possible. Then upload, and call finishUpload."""
+    means none of those proposed is possible. Then upload, and call finishUpload. A caller that sends chunked
+    bodies (Taskcluster's Go client) gets a `putUrl` of the queue's own (uploadObjectData), since Blob Storage
+    takes no chunked body."""
     await call.authorize(projectId=call.body["projectId"])
-    return answers.created_upload(await call.context.objects.create_upload(call.params["name"], call.body))
+    chunked = call.request.headers.get("user-agent", "").startswith(CHUNKED_CLIENTS)
+    return answers.created_upload(await call.context.objects.create_upload(call.params["name"], call.body,
+                                                                           chunked=chunked))
+
+
+@api.route("PUT", "/upload-data/<name>", name="uploadObjectData", title="Upload an object's data through the queue",
+           scopes=None, stability="experimental", streamed=True,
+           query={"uploadId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
+                  "expires": r"^[0-9]{1,12}$", "signature": r"^[A-Za-z0-9_-]{43}$"})
+async def upload_object_data(call: ObjectCall) -> Reply:
+    """The `putUrl` createUpload answers a caller that sends chunked bodies: a PUT of the data, chunked or not,
+    authorized by the URL's signature (this object and upload, until `expires`). The data is streamed to Blob
+    Storage; `200` with its MD5 as `ETag`. At most the proposed `contentLength`; refused once the object is
+    finished. Then finishUpload, as for any upload."""
+    query = call.query
+    request = ObjectDataRequest(call.params["name"], query.get("uploadId", ""), int(query.get("expires", "0")),
+                                query.get("signature", ""), call.request.headers)
+    etag = await call.context.object_uploads.receive(request, call.request.stream())
+    return Reply(None, 200, {"etag": etag})
 
 
 @api.route("POST", "/finish-upload/<name>", name="finishUpload", title="Mark an upload as complete",
