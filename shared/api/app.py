@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared import telemetry
+from shared.api import monitoring
 from shared.api.auth_v1 import api as auth_v1
 from shared.api.discovery import Discovery
 from shared.api.framework import ApiApp
@@ -34,7 +35,7 @@ def create_asgi_app() -> Any:
     inspector = Inspector()
 
     def documents(request: Request) -> Response | None:
-        return discovery(request) or inspector(request)
+        return monitoring.root_document(request) or discovery(request) or inspector(request)
 
     return telemetry.instrument_asgi(ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate,
                                             documents=documents))

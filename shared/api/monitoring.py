@@ -1,13 +1,19 @@
-"""The monitoring routes every service of a Taskcluster deployment answers (`ping`, `__heartbeat__`), registered on
-each API's route table."""
+"""The monitoring routes every service of a Taskcluster deployment answers (`ping`, and Dockerflow's
+`__heartbeat__`, `__lbheartbeat__` and `__version__`), registered on each API's route table; the Dockerflow three
+are also answered at the root (`root_document`)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from shared.api.framework import Api, Call
+from starlette.requests import Request
+from starlette.responses import Response
+
+from shared import errors
+from shared.api.framework import Api, Call, error_response, json_response
 from shared.settings import check_serving, get_settings
+from shared.version import version_object
 
 STARTED = time.monotonic()
 
@@ -24,6 +30,36 @@ async def heartbeat(call: Call[Any]) -> dict[str, Any]:
     return {}
 
 
+async def lbheartbeat(call: Call[Any]) -> dict[str, Any]:
+    """The process answers HTTP (a load balancer's probe): nothing is checked."""
+    return {}
+
+
+async def version(call: Call[Any]) -> dict[str, Any]:
+    """The running release: Dockerflow's `source`, `version`, `commit` and `build` (shared/version.py)."""
+    return version_object()
+
+
 def register(api: Api) -> None:
     api.route("GET", "/ping", name="ping", title="Ping Server", scopes=None)(ping)
     api.route("GET", "/__heartbeat__", name="heartbeat", title="Heartbeat", scopes=None)(heartbeat)
+    api.route("GET", "/__lbheartbeat__", name="lbheartbeat", title="Load Balancer Heartbeat", scopes=None)(
+        lbheartbeat)
+    api.route("GET", "/__version__", name="version", title="Taskcluster Version", scopes=None)(version)
+
+
+def root_document(request: Request) -> Response | None:
+    """`<rootUrl>/__version__`, `/__heartbeat__` and `/__lbheartbeat__`, as a Dockerflow service answers them;
+    None for any other path."""
+    path = request.scope["path"]
+    if path == "/__version__":
+        return json_response(version_object())
+    if path == "/__lbheartbeat__":
+        return json_response({})
+    if path == "/__heartbeat__":
+        try:
+            check_serving(get_settings())
+        except errors.QueueError as problem:
+            return error_response(problem, method="heartbeat", params={}, payload=None)
+        return json_response({})
+    return None

@@ -15,6 +15,7 @@ import httpx
 import pytest
 import taskcluster
 
+from shared import __version__
 from tests.acceptance.browsing import WAIT_MS, needs_browser, shot, sign_in, wait_js
 from tests.acceptance.test_worker import WorkerProcess, submit
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
@@ -231,6 +232,14 @@ def test_the_index_is_browsed_by_namespace_and_opens_the_indexed_task(host, page
     page.click(f"#index-tasks a:text-is('{task_id}')")
     wait_js(page, f"window.location.hash === '#/tasks/{task_id}'")
     page.wait_for_selector("text=completed", timeout=WAIT_MS)
+
+
+def test_the_footer_names_the_running_release(host, page):
+    page.goto(f"{host.root_url}/inspector/")
+    page.wait_for_function("document.getElementById('about').textContent.includes('tc-azure-queue')",
+                           timeout=WAIT_MS)
+    release = httpx.get(f"{host.root_url}/__version__").json()
+    assert page.inner_text("#about") == f"tc-azure-queue {__version__} · commit {release['commit'][:12]}"
 
 
 def test_the_inspector_files_are_served_with_a_content_security_policy(host):

@@ -10,6 +10,7 @@ import venv
 
 import pytest
 
+from shared import __version__
 from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
 
 PACKAGES = ("shared", "worker", "queue_admin", "functions", "local_host")
@@ -35,8 +36,8 @@ def installed(tmp_path_factory):
 def test_the_worker_extra_holds_the_worker_and_admin_command_and_only_what_they_need(installed):
     listed = subprocess.run([installed / "pip", "list", "--format=freeze", "--disable-pip-version-check"],
                             capture_output=True, text=True, check=True).stdout.lower()
-    for needed in ("taskcluster==", "httpx==", "azure-storage-blob=="):
-        assert needed in listed
+    for needed in ("taskcluster==", "httpx==", "azure-storage-blob==", f"tc-azure-queue=={__version__}"):
+        assert needed in listed  # the package's version is shared/__init__.py's, the one source
     for service_only in ("azure-functions", "starlette", "pydantic", "azure-data-tables", "aio-pika", "jsonschema"):
         assert f"{service_only}==" not in listed, service_only
     assert (installed / "tc-queue-worker").exists() and (installed / "tc-queue-admin").exists()

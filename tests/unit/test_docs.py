@@ -21,12 +21,13 @@ def test_api_reference_is_current():
 
 
 def test_every_route_declares_scopes_or_is_public_on_purpose():
+    monitoring = {"ping", "heartbeat", "lbheartbeat", "version"}
     public = {r.name for r in api.routes if r.scopes is None}
     # uploadArtifactData is authorized by its URL's signature, as a presigned S3 URL is (operations/s3_uploads.py)
-    assert public == {"ping", "heartbeat", "uploadArtifactData"}
-    assert {r.name for r in object_api.routes if r.scopes is None} == {"ping", "heartbeat", "uploadObjectData"}
+    assert public == {*monitoring, "uploadArtifactData"}
+    assert {r.name for r in object_api.routes if r.scopes is None} == {*monitoring, "uploadObjectData"}
     # What a caller asks about its own credentials needs none (as in Taskcluster's auth service).
-    assert {r.name for r in auth_api.routes if r.scopes is None} == {"ping", "heartbeat", "currentScopes"}
+    assert {r.name for r in auth_api.routes if r.scopes is None} == {*monitoring, "currentScopes"}
 
 
 def test_create_task_scopes_render_like_taskclusters():

@@ -148,6 +148,17 @@ function renderAccount() {
   replace(box, h("span", { class: "who" }, "Anonymous"), form, error);
 }
 
+// The footer names the running release (Dockerflow's /__version__): what an operator reports with a problem.
+async function renderAbout() {
+  try {
+    const about = await api.request("GET", "queue", "/__version__", { creds: null });
+    const commit = about.commit === "unknown" ? "commit unknown" : `commit ${about.commit.slice(0, 12)}`;
+    replace(document.getElementById("about"), `tc-azure-queue ${about.version} · ${commit}`);
+  } catch {
+    // an older queue without /__version__: no footer
+  }
+}
+
 document.getElementById("goto").addEventListener("submit", (event) => {
   event.preventDefault();
   open(new FormData(event.target).get("id"));
@@ -157,4 +168,5 @@ window.addEventListener("hashchange", () => {
   route();
 });
 renderAccount();
+renderAbout();
 route();
