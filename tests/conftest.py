@@ -198,8 +198,9 @@ def all_host_logs() -> str:
 
 def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "function_app:app",
                host_json: Path | None = None, extra_args: list[str] | None = None,
-               extra_env: dict[str, str] | None = None, **settings: Any) -> HostProcess:
-    """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves."""
+               extra_env: dict[str, str] | None = None, project: Path = PROJECT, **settings: Any) -> HostProcess:
+    """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves.
+    `project`: the code it runs (another release's, unpacked elsewhere; its own folder comes first on its path)."""
     sharded = sharding_env(storage)
     storage = through_fault_proxy(storage)
     port = azurite_mod.free_port()
@@ -220,7 +221,7 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
     if not http:
         args.append("--no-http")
     with open(log_path, "wb") as out:
-        process = subprocess.Popen(args, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(args, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
     host = HostProcess(process, f"http://127.0.0.1:{port}", log_path, env)
     STARTED_HOSTS.append(host)

@@ -1,0 +1,179 @@
+"""The latest release (RELEASES.md) and this code on one storage, as a deployment lives them: work left in flight by
+one is finished by the other, both ways, and with both serving at once; then the audit finds nothing
+(docs/deploy.md#releases-upgrades-and-rollbacks).
+
+The release's code is unpacked from this repository's history (`git archive`) and run as its own host process on the
+test's Azurite; what is in flight covers the rows and messages a running deployment holds: pending runs and their
+hints, a chain whose first task is running (its dependent waiting on an edge), a claim left to expire (its check
+message), a deadline not yet reached (its bucket message), completed tasks with `s3` (uploaded to whatever `putUrl`
+that release gave), `azure`, `reference` and `error` artifacts, task groups and their events."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import subprocess
+import tarfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import taskcluster
+
+from shared import __version__, timeutil
+from tests.acceptance.test_faults import run_audit
+from tests.conftest import PROJECT, HostProcess, slugid, task_definition, task_queue_id, wait_for
+
+CLAIM_TIMEOUT = 15  # outlasts the switch from one code to the other; the abandoned claim expires after it
+SETTINGS = {"claim_timeout": CLAIM_TIMEOUT, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
+            "resolution_grace": 1}
+WORKER = {"workerGroup": "compat", "workerId": "w1"}
+
+
+def latest_release() -> tuple[str, str]:
+    """The newest release in RELEASES.md that is not this code's own version: its version and commit."""
+    rows = re.findall(r"^\| ([0-9][^ |]*) \| ([0-9a-f]{40}) \|", (PROJECT / "RELEASES.md").read_text(), re.M)
+    earlier = [(version, commit) for version, commit in rows if version != __version__]
+    assert earlier, "RELEASES.md names no release before this code"
+    return earlier[-1]
+
+
+@pytest.fixture(scope="module")
+def release_code(tmp_path_factory) -> Path:
+    version, commit = latest_release()
+    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=PROJECT, capture_output=True)
+    if known.returncode != 0:
+        pytest.skip(f"release {version} ({commit}) is not in this clone's history (a shallow clone?)")
+    folder = tmp_path_factory.mktemp(f"release-{version}")
+    archive = folder / "code.tar"
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), commit], cwd=PROJECT, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder / "code", filter="data")
+    return folder / "code"
+
+
+@pytest.fixture
+def hosts(own_hosts, release_code) -> Callable[[str], HostProcess]:
+    """`hosts("release")` or `hosts("current")`: a host of that code on the test's own Azurite."""
+    def start(which: str) -> HostProcess:
+        return own_hosts(project=release_code if which == "release" else PROJECT, **SETTINGS)
+    return start
+
+
+@dataclass
+class InFlight:
+    """What one code left in flight, for the other to finish."""
+
+    queues: dict[str, str] = field(default_factory=lambda: {k: task_queue_id() for k in (
+        "pending", "chain", "abandoned", "artifacts", "deadline")})
+    ids: dict[str, str] = field(default_factory=dict)
+    data: dict[str, bytes] = field(default_factory=dict)
+
+    def create(self, queue: taskcluster.Queue, key: str, role: str, **overrides: Any) -> str:
+        task_id = self.ids[key] = slugid()
+        queue.createTask(task_id, task_definition(taskQueueId=self.queues[role], **overrides))
+        return task_id
+
+    def claim(self, queue: taskcluster.Queue, role: str) -> list[dict[str, Any]]:
+        return list(queue.claimWork(self.queues[role], {"tasks": 4, **WORKER})["tasks"])
+
+
+def leave(queue: taskcluster.Queue, flight: InFlight) -> None:
+    """Work in flight: pending, running with a dependent waiting, abandoned, before its deadline, and a completed
+    task with an artifact of each kind."""
+    now = timeutil.now()
+    flight.create(queue, "pending", "pending")
+    root = flight.create(queue, "root", "chain")
+    flight.create(queue, "dependent", "chain", dependencies=[root])
+    assert [c["status"]["taskId"] for c in flight.claim(queue, "chain")] == [root]  # the dependent waits
+    flight.create(queue, "abandoned", "abandoned")
+    assert len(flight.claim(queue, "abandoned")) == 1  # and never reported: its claim expires
+    flight.create(queue, "deadline", "deadline", deadline=timeutil.iso(now + dt.timedelta(seconds=20)))
+    art = flight.create(queue, "artifacts", "artifacts")
+    [claim] = flight.claim(queue, "artifacts")
+    worker = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"],
+                                "maxRetries": 0})
+    expires = timeutil.iso(now + dt.timedelta(days=1))
+    flight.data["s3"], flight.data["azure"] = b"s3 data " * 500, b"azure data " * 300
+    s3 = worker.createArtifact(art, "0", "public/s3.bin", {"storageType": "s3", "expires": expires,
+                                                           "contentType": "application/octet-stream"})
+    assert httpx.put(s3["putUrl"], content=flight.data["s3"]).status_code in (200, 201)  # as that release answers
+    azure = worker.createArtifact(art, "0", "public/azure.txt", {"storageType": "azure", "expires": expires,
+                                                                 "contentType": "text/plain",
+                                                                 "contentLength": len(flight.data["azure"])})
+    assert httpx.put(azure["putUrl"], content=flight.data["azure"], headers=azure["headers"]).status_code == 201
+    worker.finishArtifact(art, "0", "public/azure.txt", {"uploadId": azure["uploadId"]})
+    worker.createArtifact(art, "0", "public/ref", {"storageType": "reference", "expires": expires,
+                                                   "contentType": "text/plain", "url": "https://example.com/ref"})
+    worker.createArtifact(art, "0", "public/err", {"storageType": "error", "expires": expires,
+                                                   "reason": "file-missing-on-worker", "message": "gone"})
+    worker.reportCompleted(art, "0")
+
+
+def finish(queue: taskcluster.Queue, flight: InFlight) -> None:
+    """What the other code does with it: every task ends as it should, every artifact reads as it was written."""
+    ids = flight.ids
+    assert [c["status"]["taskId"] for c in flight.claim(queue, "pending")] == [ids["pending"]]
+    queue.reportCompleted(ids["pending"], "0")
+    queue.reportCompleted(ids["root"], "0")  # claimed by the other code
+    claimed: list[str] = []
+    wait_for(lambda: claimed.extend(c["status"]["taskId"] for c in flight.claim(queue, "chain")) or claimed,
+             timeout=30)
+    assert claimed == [ids["dependent"]]
+    queue.reportCompleted(ids["dependent"], "0")
+
+    def retried() -> bool:  # the claim the other code took expired here: a new run to claim
+        return [c["runId"] for c in flight.claim(queue, "abandoned") if c["status"]["taskId"] == ids["abandoned"]] \
+            == [1]
+    wait_for(retried, timeout=30)
+    queue.reportCompleted(ids["abandoned"], "1")
+    runs = queue.status(ids["abandoned"])["status"]["runs"]
+    assert [(r["state"], r.get("reasonResolved")) for r in runs] == [("exception", "claim-expired"),
+                                                                      ("completed", "completed")]
+    wait_for(lambda: queue.status(ids["deadline"])["status"]["state"] == "exception", timeout=40)
+    assert queue.status(ids["deadline"])["status"]["runs"][0]["reasonResolved"] == "deadline-exceeded"
+    anonymous = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "maxRetries": 0})
+    for name, data in (("public/s3.bin", flight.data["s3"]), ("public/azure.txt", flight.data["azure"])):
+        got = httpx.get(anonymous.buildUrl("getArtifact", ids["artifacts"], "0", name), follow_redirects=True)
+        assert got.status_code == 200 and hashlib.sha256(got.content).digest() == hashlib.sha256(data).digest(), name
+    ref = httpx.get(anonymous.buildUrl("getArtifact", ids["artifacts"], "0", "public/ref"))
+    assert ref.status_code == 303 and ref.headers["location"] == "https://example.com/ref"
+    assert httpx.get(anonymous.buildUrl("getArtifact", ids["artifacts"], "0", "public/err")).status_code == 424
+    for task_id in ids.values():
+        assert queue.status(task_id)["status"]["state"] in ("completed", "exception"), task_id
+
+
+@pytest.fixture
+def audit_clean(own_azurite) -> Iterator[None]:
+    yield
+    assert run_audit(own_azurite, published=False) == []
+
+
+@pytest.mark.parametrize("first,then", [("release", "current"), ("current", "release")],
+                         ids=["upgrade", "rollback"])
+def test_work_left_by_one_is_finished_by_the_other(hosts, audit_clean, first, then):
+    before = hosts(first)
+    flight = InFlight()
+    leave(before.client(), flight)
+    before.stop()
+    after = hosts(then)
+    finish(after.client(), flight)
+
+
+def test_both_serving_at_once_finish_each_others_work(hosts, audit_clean):
+    """A rollout: old and new instances side by side on one storage, each taking the other's work (and each
+    one's triggers taking any check message)."""
+    release, current = hosts("release"), hosts("current")
+    from_release, from_current = InFlight(), InFlight()
+    leave(release.client(), from_release)
+    leave(current.client(), from_current)
+    with ThreadPoolExecutor(2) as both:  # at once: each one's running root is reported within its claim
+        done = [both.submit(finish, current.client(), from_release), both.submit(finish, release.client(),
+                                                                                 from_current)]
+        for finished in done:
+            finished.result()
