@@ -25,7 +25,7 @@ from typing import Any
 
 from local_host import azurite
 from local_host.host import PROJECT, serve
-from shared import logs
+from shared import __version__, logs
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
 from shared.settings import Settings, check_serving, load_settings
@@ -72,6 +72,35 @@ def _data_dir() -> Path:
     return data_dir if data_dir.is_absolute() else PROJECT / data_dir
 
 
+# The form of what a `make run` data dir holds (Azurite's files, as this release's patched Azurite writes them, and
+# the secrets): raised when a release writes a form the previous one cannot read, so that the previous one refuses
+# the data dir with one line rather than crash on it (docs/deploy.md#releases-upgrades-and-rollbacks).
+DATA_FORMAT = 1
+FORMAT_FILE = "format.json"
+
+
+class DataDirTooNew(SettingsError):
+    """The data dir {path} was written by tc-azure-queue {written_by} in data format {found}; this release
+({version}) reads format {known} and older. Run that release (or a newer one) on it, or give this one another
+QUEUE_DATA_DIR"""
+
+
+def _check_data_format(data_dir: Path) -> None:
+    """Refuse a data dir written in a newer form than this release reads; record this release's form in it."""
+    marker = data_dir / FORMAT_FILE
+    try:
+        found = json.loads(marker.read_text())
+    except FileNotFoundError:
+        found = {}  # a new data dir, or one from before the marker (format 1)
+    except ValueError:
+        found = {"dataFormat": DATA_FORMAT + 1, "writtenBy": "an unknown release (unreadable format.json)"}
+    if int(found.get("dataFormat", 1)) > DATA_FORMAT:
+        raise DataDirTooNew(path=str(data_dir), written_by=found.get("writtenBy", "?"), found=found.get("dataFormat"),
+                            version=__version__, known=DATA_FORMAT)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"dataFormat": DATA_FORMAT, "writtenBy": __version__}) + "\n")
+
+
 def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
     note = " (generated; kept in the data dir)" if generated else ""
     return "\n".join([
@@ -98,6 +127,7 @@ def _binding_defaults() -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     data_dir = _data_dir()
+    _check_data_format(data_dir)
     own_storage = StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is None
     generated = _secrets(data_dir, azurite_key=own_storage)
     embedded = None
@@ -246,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SettingsError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"error: {' '.join(exc.message.split())}", file=sys.stderr)  # one line
         return 2
     except KeyboardInterrupt:
         return 130

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import time
 import httpx
 
 from local_host.azurite import free_port
+from shared import __version__
 from tests.conftest import PROJECT, queue_client, slugid, task_definition, wait_for
 
 
@@ -147,6 +149,33 @@ def test_run_gives_its_azurite_a_key_of_its_own_and_keeps_the_data_private(tmp_p
     try:
         assert json.loads((tmp_path / "k" / "secrets.json").read_text())["AZURITE_ACCOUNT_KEY"] == key
         assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/ping").status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
+
+
+def test_a_data_dir_written_in_a_newer_form_is_refused_with_one_line(tmp_path):
+    """A later release that changes what the data dir holds raises its format; this one then refuses the data dir
+    rather than crash on it (and a data dir it can read is marked with its own)."""
+    data = tmp_path / "newer"
+    data.mkdir()
+    (data / "format.json").write_text('{"dataFormat": 99, "writtenBy": "9.0.0"}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
+    env.update(QUEUE_PORT=str(free_port()), QUEUE_DATA_DIR=str(data))
+    done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run"], cwd=PROJECT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: The data dir {data} was written by tc-azure-queue 9.0.0 in data format 99; ")
+    assert "reads format 1 and older" in line and "QUEUE_DATA_DIR" in line
+    assert sorted(p.name for p in data.iterdir()) == ["format.json"]  # nothing started, nothing written
+
+
+def test_a_data_dir_is_marked_with_the_form_this_release_writes(tmp_path):
+    process, _, _ = start_run(tmp_path, "marked")
+    try:
+        marker = json.loads((tmp_path / "marked" / "format.json").read_text())
+        assert marker == {"dataFormat": 1, "writtenBy": __version__}
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(30)
