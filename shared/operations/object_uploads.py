@@ -13,17 +13,15 @@ it expires; it is refused once the object is finished.
 
 from __future__ import annotations
 
-import datetime as dt
-import hmac
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-from shared import errors, timeutil
+from shared import errors
 from shared.domain.objects import StoredObject, upload_data_signature
 from shared.logs import fields
 from shared.operations.objects import Objects, UploadConflict
-from shared.operations.staging import BlockStaging, Limit
+from shared.operations.staging import BlockStaging, Limit, url_refusal
 from shared.storage.base import BlobProperties
 
 log = logging.getLogger("queue.objects")
@@ -70,11 +68,7 @@ class ObjectUploads:
 
     def _check_signature(self, request: ObjectDataRequest) -> None:
         expected = upload_data_signature(self.settings.upload_key, request.name, request.upload_id, request.expires)
-        problem = None
-        if not hmac.compare_digest(expected, request.signature):
-            problem = "its signature does not match"
-        elif request.expires < self.stores.now().timestamp():
-            problem = f"it expired at {timeutil.iso(dt.datetime.fromtimestamp(request.expires, dt.UTC))}"
+        problem = url_refusal(expected, request.signature, request.expires, self.stores.now())
         if problem is not None:
             raise ObjectUploadUrlInvalid(name=request.name, problem=problem)
 

@@ -14,19 +14,17 @@ data, as on S3, while the run takes artifacts; two racing PUTs leave one of them
 
 from __future__ import annotations
 
-import datetime as dt
-import hmac
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 
-from shared import errors, timeutil
+from shared import errors
 from shared.domain.artifacts import Artifact, RunNotAcceptingArtifacts, run_accepts_artifacts, upload_signature
 from shared.domain.tasks import TASKS_TABLE
 from shared.logs import fields
 from shared.operations.artifacts import Artifacts
-from shared.operations.staging import BlockStaging, Limit
+from shared.operations.staging import BlockStaging, Limit, url_refusal
 from shared.storage.base import BlobProperties
 
 log = logging.getLogger("queue.uploads")
@@ -96,11 +94,7 @@ class S3Uploads:
     def _check_signature(self, request: UploadRequest) -> None:
         expected = upload_signature(self.settings.upload_key, request.task_id, request.run_id, request.name,
                                     request.expires)
-        problem = None
-        if not hmac.compare_digest(expected, request.signature):
-            problem = "its signature does not match"
-        elif request.expires < self.stores.now().timestamp():
-            problem = f"it expired at {timeutil.iso(dt.datetime.fromtimestamp(request.expires, dt.UTC))}"
+        problem = url_refusal(expected, request.signature, request.expires, self.stores.now())
         if problem is not None:
             raise UploadUrlInvalid(name=request.name, runId=request.run_id, taskId=request.task_id, problem=problem)
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import datetime as dt
 import hashlib
+import hmac
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
-from shared import errors
+from shared import errors, timeutil
 from shared.storage.base import BlobStore
 
 BLOCK_BYTES = 4 * 1024 * 1024
@@ -124,6 +126,15 @@ class BlockStaging:
                 staging.cancel()
             raise
         return Staged(block_ids, size, md5.digest())
+
+
+def url_refusal(expected: str, given: str, expires: int, now: dt.datetime) -> str | None:
+    """Why a signed upload URL does not allow its upload (its signature, then its expiry), or None."""
+    if not hmac.compare_digest(expected, given):
+        return "its signature does not match"
+    if expires < now.timestamp():
+        return f"it expired at {timeutil.iso(dt.datetime.fromtimestamp(expires, dt.UTC))}"
+    return None
 
 
 def _check_md5(name: str, given: str | None, md5: bytes) -> None:
