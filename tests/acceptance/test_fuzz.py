@@ -124,8 +124,8 @@ def route_params(route: Route, api_: Api, draw: Any) -> str:
             chosen = real[draw(st.integers(min_value=0, max_value=10**6)) % len(real)]
         else:
             chosen = slugid() if kind == "new" else draw(ODD_TEXT)
-        if chosen.startswith("%"):
-            return chosen  # already percent-encoded, as sent
+        if re.fullmatch(r"(%[0-9A-Fa-f]{2}|[A-Za-z0-9._~-])+", chosen) and "%" in chosen:
+            return chosen  # already percent-encoded, as sent (generated text that only starts with `%` is quoted)
         return urllib.parse.quote(chosen, safe="/" if name == "taskQueueId" else "")
     return re.sub(r"<([a-zA-Z]+)>", lambda m: value(m.group(1)), route.path)
 

@@ -6,10 +6,13 @@ The release's code is unpacked from this repository's history (`git archive`) an
 test's Azurite; what is in flight covers the rows and messages a running deployment holds: pending runs and their
 hints, a chain whose first task is running (its dependent waiting on an edge), a claim left to expire (its check
 message), a deadline not yet reached (its bucket message), completed tasks with `s3` (uploaded to whatever `putUrl`
-that release gave), `azure`, `reference` and `error` artifacts, task groups and their events."""
+that release gave), `azure`, `reference` and `error` artifacts, task groups and their events, the Index entry of a
+completed task's route, the worker information of a worker that claimed, an object of the Object service, and a
+client and a role of the Auth service."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
 import re
@@ -27,11 +30,20 @@ import taskcluster
 
 from shared import __version__, timeutil
 from tests.acceptance.test_faults import run_audit
-from tests.conftest import PROJECT, HostProcess, slugid, task_definition, task_queue_id, wait_for
+from tests.conftest import (
+    PROJECT,
+    ROOT_ACCESS_TOKEN,
+    ROOT_CLIENT_ID,
+    HostProcess,
+    slugid,
+    task_definition,
+    task_queue_id,
+    wait_for,
+)
 
 CLAIM_TIMEOUT = 15  # outlasts the switch from one code to the other; the abandoned claim expires after it
 SETTINGS = {"claim_timeout": CLAIM_TIMEOUT, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
-            "resolution_grace": 1}
+            "resolution_grace": 1, "worker_info_interval": 0}
 WORKER = {"workerGroup": "compat", "workerId": "w1"}
 
 
@@ -73,6 +85,8 @@ class InFlight:
         "pending", "chain", "abandoned", "artifacts", "deadline")})
     ids: dict[str, str] = field(default_factory=dict)
     data: dict[str, bytes] = field(default_factory=dict)
+    tag: str = field(default_factory=lambda: slugid().lower().replace("_", "x").replace("-", "y"))
+    client: dict[str, str] = field(default_factory=dict)
 
     def create(self, queue: taskcluster.Queue, key: str, role: str, **overrides: Any) -> str:
         task_id = self.ids[key] = slugid()
@@ -89,12 +103,12 @@ def leave(queue: taskcluster.Queue, flight: InFlight) -> None:
     now = timeutil.now()
     flight.create(queue, "pending", "pending")
     root = flight.create(queue, "root", "chain")
-    flight.create(queue, "dependent", "chain", dependencies=[root])
+    flight.create(queue, "dependent", "chain", dependencies=[root], taskGroupId=root)
     assert [c["status"]["taskId"] for c in flight.claim(queue, "chain")] == [root]  # the dependent waits
     flight.create(queue, "abandoned", "abandoned")
     assert len(flight.claim(queue, "abandoned")) == 1  # and never reported: its claim expires
     flight.create(queue, "deadline", "deadline", deadline=timeutil.iso(now + dt.timedelta(seconds=20)))
-    art = flight.create(queue, "artifacts", "artifacts")
+    art = flight.create(queue, "artifacts", "artifacts", routes=[f"index.compat.{flight.tag}.done"])
     [claim] = flight.claim(queue, "artifacts")
     worker = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"],
                                 "maxRetries": 0})
@@ -113,6 +127,27 @@ def leave(queue: taskcluster.Queue, flight: InFlight) -> None:
     worker.createArtifact(art, "0", "public/err", {"storageType": "error", "expires": expires,
                                                    "reason": "file-missing-on-worker", "message": "gone"})
     worker.reportCompleted(art, "0")
+    leave_beside_the_tasks(queue.options["rootUrl"], flight)
+
+
+def leave_beside_the_tasks(root_url: str, flight: InFlight) -> None:
+    """An object of the Object service, and a client and a role of the Auth service."""
+    credentials = {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
+    objects = taskcluster.Object({"rootUrl": root_url, "credentials": credentials, "maxRetries": 0})
+    flight.data["object"] = f"object of {flight.tag}".encode()
+    name, upload_id = f"compat/{flight.tag}", slugid()
+    objects.createUpload(name, {"projectId": "compat", "uploadId": upload_id,
+                                "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+                                "proposedUploadMethods": {"dataInline": {
+                                    "contentType": "text/plain",
+                                    "objectData": base64.b64encode(flight.data["object"]).decode()}}})
+    objects.finishUpload(name, {"projectId": "compat", "uploadId": upload_id})
+    auth = taskcluster.Auth({"rootUrl": root_url, "credentials": credentials, "maxRetries": 0})
+    auth.createRole(f"project:compat-{flight.tag}", {"description": "compat", "scopes": [f"secrets:get:{flight.tag}"]})
+    created = auth.createClient(f"compat/{flight.tag}", {
+        "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "compat",
+        "scopes": [f"assume:project:compat-{flight.tag}"]})
+    flight.client = {"clientId": created["clientId"], "accessToken": created["accessToken"]}
 
 
 def finish(queue: taskcluster.Queue, flight: InFlight) -> None:
@@ -146,6 +181,35 @@ def finish(queue: taskcluster.Queue, flight: InFlight) -> None:
     assert httpx.get(anonymous.buildUrl("getArtifact", ids["artifacts"], "0", "public/err")).status_code == 424
     for task_id in ids.values():
         assert queue.status(task_id)["status"]["state"] in ("completed", "exception"), task_id
+    finish_beside_the_tasks(queue, flight)
+
+
+def finish_beside_the_tasks(queue: taskcluster.Queue, flight: InFlight) -> None:
+    """The other code reads what the first left beside the tasks: their group and events, the Index entry, the
+    worker, the object, the client and its role."""
+    root_url, ids = queue.options["rootUrl"], flight.ids
+    group = queue.listTaskGroup(ids["root"])
+    assert sorted(t["status"]["taskId"] for t in group["tasks"]) == sorted([ids["root"], ids["dependent"]])
+    events = httpx.get(f"{root_url}/api/queue/v1/task/{ids['artifacts']}/events").json()["events"]
+    assert [e["exchange"].rsplit("/", 1)[1] for e in events][:4] == ["task-defined", "task-pending", "task-running",
+                                                                     "artifact-created"], events
+    index = taskcluster.Index({"rootUrl": root_url, "maxRetries": 0})
+    assert wait_for(lambda: _found(index, f"compat.{flight.tag}.done"), timeout=20) == ids["artifacts"]
+    provisioner, worker_type = flight.queues["artifacts"].split("/")
+    assert queue.getWorker(provisioner, worker_type, WORKER["workerGroup"], WORKER["workerId"])["workerId"] == "w1"
+    objects = taskcluster.Object({"rootUrl": root_url, "maxRetries": 0, "credentials": {
+        "clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}})
+    url = objects.startDownload(f"compat/{flight.tag}", {"acceptDownloadMethods": {"simple": True}})["url"]
+    assert httpx.get(url).content == flight.data["object"]
+    mine = taskcluster.Auth({"rootUrl": root_url, "credentials": flight.client, "maxRetries": 0})
+    assert f"secrets:get:{flight.tag}" in mine.currentScopes()["scopes"]  # the client, and the role it assumes
+
+
+def _found(index: taskcluster.Index, path: str) -> str | None:
+    try:
+        return str(index.findTask(path)["taskId"])
+    except taskcluster.exceptions.TaskclusterRestFailure:
+        return None
 
 
 @pytest.fixture
