@@ -15,7 +15,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import json
 import re
+import signal
 import subprocess
 import tarfile
 from collections.abc import Callable, Iterator
@@ -30,11 +32,13 @@ import taskcluster
 
 from shared import __version__, timeutil
 from tests.acceptance.test_faults import run_audit
+from tests.acceptance.test_run_command import start_run
 from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,
     ROOT_CLIENT_ID,
     HostProcess,
+    queue_client,
     slugid,
     task_definition,
     task_queue_id,
@@ -241,3 +245,29 @@ def test_both_serving_at_once_finish_each_others_work(hosts, audit_clean):
                                                                                  from_current)]
         for finished in done:
             finished.result()
+
+
+def test_this_code_starts_on_the_latest_releases_make_run_data_dir(release_code, tmp_path):
+    """`make run` of the latest release, then of this code on the same data dir: same credentials, same tasks."""
+    def stamp(code: Path) -> list[str]:
+        return re.findall(r"^AZURITE_(?:VERSION|STAMP) := .*$", (code / "Makefile").read_text(), re.M)
+    if stamp(release_code) != stamp(PROJECT):
+        pytest.skip("the release runs another Azurite build than this code (build it in its own .tools)")
+    (release_code / ".tools").symlink_to(PROJECT / ".tools")  # the same Azurite build
+    process, port, log = start_run(tmp_path, "data", project=release_code)
+    try:
+        token = re.search(r"TASKCLUSTER_ACCESS_TOKEN=(\S+)", log.read_text()).group(1)
+        task_id = slugid()
+        queue_client(f"http://127.0.0.1:{port}", credentials={"clientId": "root", "accessToken": token}).createTask(
+            task_id, task_definition())
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    process, port, log = start_run(tmp_path, "data")
+    try:
+        assert "(generated" not in log.read_text() and token in log.read_text()
+        assert httpx.get(f"http://127.0.0.1:{port}/api/queue/v1/task/{task_id}/status").status_code == 200
+        assert json.loads((tmp_path / "data" / "format.json").read_text())["writtenBy"] == __version__
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
