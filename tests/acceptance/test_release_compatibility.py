@@ -16,10 +16,12 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import signal
 import subprocess
 import tarfile
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,8 +33,10 @@ import pytest
 import taskcluster
 
 from shared import __version__, timeutil
+from shared.domain.events import EXCHANGES
 from tests.acceptance.test_faults import run_audit
 from tests.acceptance.test_run_command import start_run
+from tests.amqp import broker_reachable, delete_exchanges
 from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,
@@ -46,8 +50,13 @@ from tests.conftest import (
 )
 
 CLAIM_TIMEOUT = 15  # outlasts the switch from one code to the other; the abandoned claim expires after it
+NAMESPACE = f"test-compat-{uuid.uuid4().hex[:8]}"
+# Where a broker runs (always in CI), both codes publish, and the audit checks every event went out: the dispatch
+# messages and publication marks one code left are the other's to finish.
+BUS = ({"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
+       if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER") else {})
 SETTINGS = {"claim_timeout": CLAIM_TIMEOUT, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
-            "resolution_grace": 1, "worker_info_interval": 0}
+            "resolution_grace": 1, "worker_info_interval": 0, **BUS}
 WORKER = {"workerGroup": "compat", "workerId": "w1"}
 
 
@@ -57,6 +66,13 @@ def latest_release() -> tuple[str, str]:
     earlier = [(version, commit) for version, commit in rows if version != __version__]
     assert earlier, "RELEASES.md names no release before this code"
     return earlier[-1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_exchanges() -> Iterator[None]:
+    yield
+    if BUS:
+        delete_exchanges(NAMESPACE, list(EXCHANGES))
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +235,7 @@ def _found(index: taskcluster.Index, path: str) -> str | None:
 @pytest.fixture
 def audit_clean(own_azurite) -> Iterator[None]:
     yield
-    assert run_audit(own_azurite, published=False) == []
+    assert run_audit(own_azurite, published=bool(BUS)) == []
 
 
 @pytest.mark.parametrize("first,then", [("release", "current"), ("current", "release")],
