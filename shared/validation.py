@@ -36,9 +36,9 @@ FORMATS_USED = ("date-time", "uri", "regex")  # by the schemas (a test checks th
 # One media type as HTTP headers carry it (RFC 9110 8.3.1: `type/subtype`, then `; name=value` parameters whose
 # value is a token or a quoted string): what a `contentType` of an artifact or an object must be, since downloads
 # serve it as a header. A list (`text/plain;x=y, text/html`) is refused: browsers may take its last type.
-_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # an HTTP token (RFC 9110 5.6.2)
 _QUOTED = r'"(?:[\t\x20\x21\x23-\x5b\x5d-\x7e]|\\[\t\x20-\x7e])*"'
-MEDIA_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*(?:{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))?)*")
+MEDIA_TYPE = re.compile(rf"{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*(?:{TOKEN}=(?:{TOKEN}|{_QUOTED}))?)*")
 
 
 

@@ -7,16 +7,15 @@ artifact's data is a block blob; once finished, the artifact reads a snapshot of
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
-import hmac
 import re
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from shared import errors, timeutil
+from shared.credentials import url_signature
 from shared.domain.tasks import Run
 from shared.storage.base import Entity, ServedAs, pack_json, unhashed_key, unpack_json
 
@@ -122,8 +121,7 @@ S3_BLOCK = "s3-artifact"
 def upload_signature(key: bytes, task_id: str, run_id: int, name: str, expires: int) -> str:
     """What signs an `s3` artifact's upload URL (shared/operations/s3_uploads.py): this artifact, until `expires`
     (seconds since the epoch); unpadded base64url of an HMAC-SHA256."""
-    message = f"s3-upload\n{task_id}\n{run_id}\n{name}\n{expires}".encode()
-    return base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest()).decode().rstrip("=")
+    return url_signature(key, "s3-upload", task_id, run_id, name, expires)
 
 
 def upload_path(task_id: str, run_id: int, name: str) -> str:

@@ -10,15 +10,14 @@ downloaded. Queue artifacts of storage type `object` are objects named `t/<taskI
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
-import hmac
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Literal
 
 from shared import timeutil
+from shared.credentials import url_signature
 from shared.storage.base import Entity, pack_json, unhashed_key, unpack_json
 
 OBJECTS_TABLE = "Objects"
@@ -44,8 +43,7 @@ def object_blob(name: str) -> str:
 def upload_data_signature(key: bytes, name: str, upload_id: str, expires: int) -> str:
     """What signs the queue's own upload URL of an object (shared/operations/object_uploads.py): this object and
     upload, until `expires` (seconds since the epoch); unpadded base64url of an HMAC-SHA256."""
-    message = f"object-upload\n{name}\n{upload_id}\n{expires}".encode()
-    return base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest()).decode().rstrip("=")
+    return url_signature(key, "object-upload", name, upload_id, expires)
 
 
 def upload_data_path(name: str) -> str:

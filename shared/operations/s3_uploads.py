@@ -19,7 +19,7 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 
-from shared import errors
+from shared import errors, validation
 from shared.domain.artifacts import Artifact, RunNotAcceptingArtifacts, run_accepts_artifacts, upload_signature
 from shared.domain.tasks import TASKS_TABLE
 from shared.logs import fields
@@ -29,7 +29,7 @@ from shared.storage.base import BlobProperties
 
 log = logging.getLogger("queue.uploads")
 
-_TOKEN_LIST = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:[ \t]*,[ \t]*[!#$%&'*+.^_`|~0-9A-Za-z-]+)*")
+_TOKEN_LIST = re.compile(rf"{validation.TOKEN}(?:[ \t]*,[ \t]*{validation.TOKEN})*")
 _PRINTABLE = re.compile(r"[\x20-\x7e]{1,1024}")
 # The representation headers S3 keeps from a PUT and serves on download (its `Expires` and `x-amz-meta-*` are
 # not kept: Blob Storage's SAS cannot serve them), with what each must look like.

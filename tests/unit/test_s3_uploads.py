@@ -5,6 +5,7 @@ test_signed_url_abuse.py, test_scriptworker.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import urllib.parse
@@ -148,3 +149,29 @@ async def test_a_put_whose_blocks_another_commit_discarded_is_told_to_retry(serv
     with pytest.raises(BlocksMissing) as refused:
         await service.s3_uploads.receive(request, pieces(b"data"))
     assert refused.value.status == 503
+
+
+async def test_uploads_at_once_are_bounded_by_the_slots_and_the_others_wait_unread():
+    """QUEUE_ARTIFACT_UPLOAD_SLOTS bounds what uploads hold (each at most two blocks): with one slot, a second
+    upload reads none of its body until the first is staged."""
+    gate, read_by_second = asyncio.Event(), []
+
+    class SlowBlobs(MemoryBlobs):
+        async def stage_block(self, container, blob, block_id, data):
+            await gate.wait()
+            await super().stage_block(container, blob, block_id, data)
+
+    staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=1)
+    limit = S.Limit(1000, "test")
+
+    async def second_body():
+        read_by_second.append(True)
+        yield b"second"
+
+    first = asyncio.create_task(staging.stage("a", "a", pieces(b"first"), limit, {}))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(staging.stage("b", "b", second_body(), limit, {}))
+    await asyncio.sleep(0.05)
+    assert read_by_second == []  # waiting for the slot, its body unread
+    gate.set()
+    assert (await first).size == 5 and (await second).size == 6 and read_by_second == [True]
