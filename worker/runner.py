@@ -19,6 +19,7 @@ import datetime as dt
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -400,9 +401,26 @@ class Worker:
         return None
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def install_signal_handlers(worker: Worker) -> None:
-    signal.signal(signal.SIGTERM, worker.stop)
-    signal.signal(signal.SIGINT, worker.stop)
+    """SIGTERM / SIGINT stop the worker from a thread of their own, never from the handler: a handler runs in the
+    main thread between two of its steps, and taking a lock the main thread holds (its output's, an Event's)
+    would hang the worker for good. Python writes each signal's number to the wakeup socket; the handler does
+    nothing."""
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: None)
+
+    def watch(keep: socket.socket = writer) -> None:  # the writer lives as long as the watcher
+        while received := reader.recv(64):
+            if any(number in STOP_SIGNALS for number in received):
+                worker.stop()
+
+    threading.Thread(target=watch, name="stop-signals", daemon=True).start()
 
 
 def main_loop(options: Options) -> int:

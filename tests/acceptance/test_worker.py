@@ -205,8 +205,8 @@ def test_sigterm_stops_running_tasks_as_worker_shutdown(host, tmp_path):
         task_id = submit(queue, tq, {"command": ["sleep", "60"]}, retries=1)
         wait_for(lambda: queue.status(task_id)["status"]["state"] == "running", timeout=30)
         started = time.monotonic()
-        assert process.stop() == 0
-        assert time.monotonic() - started < 20
+        assert process.stop() == 0, process.output()
+        assert time.monotonic() - started < 20, process.output()
     finally:
         process.stop()
     status = queue.status(task_id)["status"]
