@@ -50,10 +50,12 @@ def claimed(queue: taskcluster.Queue, index: int) -> tuple[str, taskcluster.Queu
     queue.createTask(task_id, body)
     claims: list[dict[str, Any]] = []
     while not claims:
-        claims = queue.claimWork(body["taskQueueId"], {"tasks": 1, "workerGroup": "bench",
-                                                       "workerId": f"w{index}"})["tasks"]
-    worker = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "credentials": claims[0]["credentials"],
-                                "maxRetries": 0})
+        claims = queue.claimWork(body["taskQueueId"], {"tasks": 1, "workerGroup": "bench", "workerId": f"w{index}"})[
+            "tasks"
+        ]
+    worker = taskcluster.Queue(
+        {"rootUrl": queue.options["rootUrl"], "credentials": claims[0]["credentials"], "maxRetries": 0}
+    )
     return task_id, worker
 
 
@@ -68,18 +70,31 @@ def small_artifacts(queue: taskcluster.Queue, count: int) -> None:
         with httpx.Client() as http:
             for i in range(per_thread):
                 name = f"public/small/{i}.txt"
-                created = timer.call("createArtifact", worker.createArtifact, task_id, "0", name, {
-                    "storageType": "azure", "expires": expires, "contentType": "text/plain",
-                    "contentLength": len(data)})
+                created = timer.call(
+                    "createArtifact",
+                    worker.createArtifact,
+                    task_id,
+                    "0",
+                    name,
+                    {
+                        "storageType": "azure",
+                        "expires": expires,
+                        "contentType": "text/plain",
+                        "contentLength": len(data),
+                    },
+                )
                 put = functools.partial(http.put, content=data, headers=created["headers"])
                 timer.call("PUT to Blob", put, created["putUrl"]).raise_for_status()
-                timer.call("finishArtifact", worker.finishArtifact, task_id, "0", name,
-                           {"uploadId": created["uploadId"]})
+                timer.call(
+                    "finishArtifact", worker.finishArtifact, task_id, "0", name, {"uploadId": created["uploadId"]}
+                )
 
     elapsed = run_threads(THREADS, work)
     total = per_thread * THREADS
-    print(f"\nsmall artifacts: {total} of 4 KiB from {THREADS} threads in {elapsed:.1f} s = "
-          f"{total / elapsed:.0f} artifacts/s (create + PUT + finish)")
+    print(
+        f"\nsmall artifacts: {total} of 4 KiB from {THREADS} threads in {elapsed:.1f} s = "
+        f"{total / elapsed:.0f} artifacts/s (create + PUT + finish)"
+    )
     for name, samples in timer.samples.items():
         print(f"  {name:<16} p50 {percentile(samples, 0.5):6.1f} ms   p95 {percentile(samples, 0.95):6.1f} ms")
 
@@ -90,14 +105,17 @@ def large_artifact(queue: taskcluster.Queue, root_url: str, size: int, folder: P
     digest = hashlib.sha256()
     with open(path, "wb") as out:
         for offset in range(0, size, MiB):
-            piece = chunk[:min(MiB, size - offset)]
+            piece = chunk[: min(MiB, size - offset)]
             out.write(piece)
             digest.update(piece)
     task_id, worker = claimed(queue, 99)
     expires = timeutil.iso(timeutil.now() + dt.timedelta(days=1))
-    created = worker.createArtifact(task_id, "0", "public/large.bin", {
-        "storageType": "azure", "expires": expires, "contentType": "application/octet-stream",
-        "contentLength": size})
+    created = worker.createArtifact(
+        task_id,
+        "0",
+        "public/large.bin",
+        {"storageType": "azure", "expires": expires, "contentType": "application/octet-stream", "contentLength": size},
+    )
     started = time.perf_counter()
     upload(created, path)
     up = time.perf_counter() - started
@@ -113,9 +131,11 @@ def large_artifact(queue: taskcluster.Queue, root_url: str, size: int, folder: P
             received += len(piece)
     down = time.perf_counter() - started
     same = back.hexdigest() == digest.hexdigest() and received == size
-    print(f"\nlarge artifact: {size / MiB:.0f} MiB up in {up:.1f} s ({size / MiB / up:.0f} MiB/s, blocks of 8 MiB, "
-          f"4 at a time), down through the redirect in {down:.1f} s ({size / MiB / down:.0f} MiB/s); "
-          f"SHA-256 {'matches' if same else 'DIFFERS'}")
+    print(
+        f"\nlarge artifact: {size / MiB:.0f} MiB up in {up:.1f} s ({size / MiB / up:.0f} MiB/s, blocks of 8 MiB, "
+        f"4 at a time), down through the redirect in {down:.1f} s ({size / MiB / down:.0f} MiB/s); "
+        f"SHA-256 {'matches' if same else 'DIFFERS'}"
+    )
     if not same:
         raise SystemExit("the downloaded data differs from the uploaded data")
 
@@ -128,22 +148,28 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def s3_artifact(queue: taskcluster.Queue, root_url: str, size: int, watched: dict[str, list[int]],
-                rounds: int) -> None:
+def s3_artifact(queue: taskcluster.Queue, root_url: str, size: int, watched: dict[str, list[int]], rounds: int) -> None:
     """`rounds` PUTs of `size` bytes to an `s3` putUrl, streamed from memory in 1 MiB pieces (the body is never
     whole anywhere); the host's CPU and peak memory, Azurite's blob CPU, and the data read back by SHA-256."""
     chunk = os.urandom(MiB)
     for round_ in range(1, rounds + 1):
         task_id, worker = claimed(queue, 100 + round_)
         name = f"public/s3-{round_}.bin"
-        created = worker.createArtifact(task_id, "0", name, {
-            "storageType": "s3", "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
-            "contentType": "application/octet-stream"})
+        created = worker.createArtifact(
+            task_id,
+            "0",
+            name,
+            {
+                "storageType": "s3",
+                "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+                "contentType": "application/octet-stream",
+            },
+        )
         digest = hashlib.sha256()
 
         def body(digest: Any = digest) -> Any:
             for offset in range(0, size, MiB):
-                piece = chunk[:min(MiB, size - offset)]
+                piece = chunk[: min(MiB, size - offset)]
                 digest.update(piece)
                 yield piece
 
@@ -163,10 +189,13 @@ def s3_artifact(queue: taskcluster.Queue, root_url: str, size: int, watched: dic
         per_100 = 100 * MiB / size
         host_cpu = (after["host"] - before["host"]) * per_100
         blob_cpu = (after["azurite-blob"] - before["azurite-blob"]) * per_100
-        print(f"\ns3 upload {round_}: {size / MiB:.0f} MiB in {elapsed:.1f} s ({size / MiB / elapsed:.0f} MiB/s, "
-              f"{put.status_code}); per 100 MiB: host CPU {host_cpu:.2f} s, Azurite blob CPU {blob_cpu:.2f} s; "
-              f"host peak memory {rss_before:.0f} -> {rss_after:.0f} MiB; SHA-256 "
-              f"{'matches' if back.hexdigest() == digest.hexdigest() else 'DIFFERS'}", flush=True)
+        print(
+            f"\ns3 upload {round_}: {size / MiB:.0f} MiB in {elapsed:.1f} s ({size / MiB / elapsed:.0f} MiB/s, "
+            f"{put.status_code}); per 100 MiB: host CPU {host_cpu:.2f} s, Azurite blob CPU {blob_cpu:.2f} s; "
+            f"host peak memory {rss_before:.0f} -> {rss_after:.0f} MiB; SHA-256 "
+            f"{'matches' if back.hexdigest() == digest.hexdigest() else 'DIFFERS'}",
+            flush=True,
+        )
         if back.hexdigest() != digest.hexdigest():
             raise SystemExit("the downloaded data differs from the uploaded data")
 
@@ -174,8 +203,9 @@ def s3_artifact(queue: taskcluster.Queue, root_url: str, size: int, watched: dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", type=int, default=400, help="small artifacts to create (0: none)")
-    parser.add_argument("--size", type=parse_size, default=256 * MiB, help="size of the large file (0: none), "
-                        "e.g. 256M, 3G")
+    parser.add_argument(
+        "--size", type=parse_size, default=256 * MiB, help="size of the large file (0: none), e.g. 256M, 3G"
+    )
     parser.add_argument("--s3-size", type=parse_size, default=256 * MiB, help="size of each s3 upload (0: none)")
     parser.add_argument("--s3-rounds", type=int, default=1, help="s3 uploads, one after another")
     args = parser.parse_args()

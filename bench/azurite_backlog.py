@@ -51,20 +51,32 @@ async def measure(store: azurite.Azurite, backlog: int, messages: int, per_recei
             taken += len(received)
         elapsed = time.perf_counter() - started
         after = cpu_seconds(pids)
-        print(f"{backlog} more waiting: {messages} messages put and taken in {elapsed:.1f} s; Azurite queue CPU "
-              f"{(put_done['queue'] - before['queue']) / messages * 1000:.2f} ms per put, "
-              f"{(after['queue'] - put_done['queue']) / messages * 1000:.2f} ms per take", flush=True)
+        print(
+            f"{backlog} more waiting: {messages} messages put and taken in {elapsed:.1f} s; Azurite queue CPU "
+            f"{(put_done['queue'] - before['queue']) / messages * 1000:.2f} ms per put, "
+            f"{(after['queue'] - put_done['queue']) / messages * 1000:.2f} ms per take",
+            flush=True,
+        )
     finally:
         await queues.close()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backlogs", type=int, nargs="+", default=[0, 2000, 2000],
-                        help="messages added to the waiting queue before each measurement")
+    parser.add_argument(
+        "--backlogs",
+        type=int,
+        nargs="+",
+        default=[0, 2000, 2000],
+        help="messages added to the waiting queue before each measurement",
+    )
     parser.add_argument("--messages", type=int, default=500, help="messages put and taken per measurement")
-    parser.add_argument("--per-receive", type=int, default=32, help="messages asked for per receive (claimWork "
-                        "asks for its worker's capacity: often 1 to 4)")
+    parser.add_argument(
+        "--per-receive",
+        type=int,
+        default=32,
+        help="messages asked for per receive (claimWork asks for its worker's capacity: often 1 to 4)",
+    )
     parser.add_argument("--in-memory", action="store_true", help="Azurite without its data on disk")
     args = parser.parse_args()
     store = azurite.start(Path(tempfile.mkdtemp(prefix="bench-backlog-")), in_memory=args.in_memory)

@@ -43,8 +43,15 @@ MINIMAL_LIFECYCLE = {"insert": 1, "read": 1, "replace": 2, "put": 3, "take": 2}
 MINIMAL_CALLS = 9  # a take is a delete and a share of a receive of up to 32 messages
 
 
-async def timed(name: str, seconds: float, concurrency: int, call: Callable[[int], Awaitable[int | None]],
-                pids: dict[str, list[int]], *, most: int | None = None) -> tuple[str, int, float, dict[str, float]]:
+async def timed(
+    name: str,
+    seconds: float,
+    concurrency: int,
+    call: Callable[[int], Awaitable[int | None]],
+    pids: dict[str, list[int]],
+    *,
+    most: int | None = None,
+) -> tuple[str, int, float, dict[str, float]]:
     """Run `call` from `concurrency` loops for `seconds` (or `most` calls in all, if sooner)."""
     counter = itertools.count()
     stop_at = time.monotonic() + seconds
@@ -95,8 +102,10 @@ async def measure(store: azurite.Azurite, seconds: float, concurrency: int, mess
                 etags[key] = fresh.etag if fresh is not None else None
 
         async def transact(i: int) -> None:
-            await tables.transact(TABLE, [Op("upsert", Entity(f"x{i}", f"a:x{i}", PAYLOAD)),
-                                          Op("upsert", Entity(f"x{i}", f"b:x{i}", {"n": i}))])
+            await tables.transact(
+                TABLE,
+                [Op("upsert", Entity(f"x{i}", f"a:x{i}", PAYLOAD)), Op("upsert", Entity(f"x{i}", f"b:x{i}", {"n": i}))],
+            )
 
         async def put(i: int) -> None:
             await queues.put(QUEUE, b'{"taskId": "%d"}' % i)
@@ -108,14 +117,19 @@ async def measure(store: azurite.Azurite, seconds: float, concurrency: int, mess
             return len(messages)
 
         rows: list[tuple[str, int, float, dict[str, float]]] = []
-        for name, call in (("insert", insert), ("read", read), ("replace", replace), ("transaction", transact),
-                           ("put", put), ("take", take)):
+        for name, call in (
+            ("insert", insert),
+            ("read", read),
+            ("replace", replace),
+            ("transaction", transact),
+            ("put", put),
+            ("take", take),
+        ):
             if name == "read":
                 inserted = len(etags)
             # Puts stop at `messages`: Azurite's queue calls cost more the more messages it holds (in any queue),
             # and the takes then drain them.
-            rows.append(await timed(name, seconds, concurrency, call, pids,
-                                    most=messages if name == "put" else None))
+            rows.append(await timed(name, seconds, concurrency, call, pids, most=messages if name == "put" else None))
         azurite_ms: dict[str, float] = {}
         both_ms: dict[str, float] = {}  # Azurite's and this client's CPU
         for name, calls, elapsed, cpu in rows:
@@ -123,14 +137,20 @@ async def measure(store: azurite.Azurite, seconds: float, concurrency: int, mess
             azurite_ms[name] = spent / max(calls, 1) * 1000
             client_ms = cpu["client"] / max(calls, 1) * 1000
             both_ms[name] = azurite_ms[name] + client_ms
-            print(f"{name:>15}: {calls / elapsed:7.0f} a second ({calls} in {elapsed:.1f} s, {concurrency} at once); "
-                  f"Azurite {azurite_ms[name]:.2f} ms CPU a call, this client {client_ms:.2f}", flush=True)
+            print(
+                f"{name:>15}: {calls / elapsed:7.0f} a second ({calls} in {elapsed:.1f} s, {concurrency} at once); "
+                f"Azurite {azurite_ms[name]:.2f} ms CPU a call, this client {client_ms:.2f}",
+                flush=True,
+            )
         floor = sum(azurite_ms[kind] * count for kind, count in MINIMAL_LIFECYCLE.items())
         with_client = sum(both_ms[kind] * count for kind, count in MINIMAL_LIFECYCLE.items())
-        print(f"fewest calls a lifecycle needs: {MINIMAL_CALLS} and shares of receives; Azurite's CPU for them "
-              f"{floor:.1f} ms (at most {2000 / floor:.0f} lifecycles/s on 2 cores with nothing else running); "
-              f"with the calling side's CPU for the same calls {with_client:.1f} ms (at most "
-              f"{2000 / with_client:.0f}/s, before the API's own work: HTTP, Hawk, schemas)", flush=True)
+        print(
+            f"fewest calls a lifecycle needs: {MINIMAL_CALLS} and shares of receives; Azurite's CPU for them "
+            f"{floor:.1f} ms (at most {2000 / floor:.0f} lifecycles/s on 2 cores with nothing else running); "
+            f"with the calling side's CPU for the same calls {with_client:.1f} ms (at most "
+            f"{2000 / with_client:.0f}/s, before the API's own work: HTTP, Hawk, schemas)",
+            flush=True,
+        )
     finally:
         await tables.close()
         await queues.close()
@@ -141,8 +161,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--messages", type=int, default=1000,
-                        help="messages put (and then taken): what the queue holds while they are taken")
+    parser.add_argument(
+        "--messages",
+        type=int,
+        default=1000,
+        help="messages put (and then taken): what the queue holds while they are taken",
+    )
     args = parser.parse_args()
     store = azurite.start(Path(tempfile.mkdtemp(prefix="bench-azurite-")), in_memory=True)
     try:

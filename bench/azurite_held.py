@@ -47,8 +47,13 @@ async def measure(store: azurite.Azurite, data: Path, counts: list[int], rate: f
 
         async def fill(partition: int) -> None:
             async with limit:
-                await tables.transact(TABLE, [Op("insert", Entity(f"held-{partition:06d}", f"row-{i:03d}",
-                                                                  {"payload": payload})) for i in range(100)])
+                await tables.transact(
+                    TABLE,
+                    [
+                        Op("insert", Entity(f"held-{partition:06d}", f"row-{i:03d}", {"payload": payload}))
+                        for i in range(100)
+                    ],
+                )
 
         for target in counts:
             first = held // 100
@@ -62,16 +67,20 @@ async def measure(store: azurite.Azurite, data: Path, counts: list[int], rate: f
                     await asyncio.sleep(1 / rate)
                 share = (cpu_seconds(pids)["table"] - before) / (time.monotonic() - started)
                 db = data / "__azurite_db_table__.json"
-                print(f"{held} entities held, window {window}: Azurite table CPU {share * 100:.1f} % of a core under "
-                      f"{rate:g} upserts a second; database file {file_size(db)}, journal "
-                      f"{file_size(Path(f'{db}.journal'))}", flush=True)
+                print(
+                    f"{held} entities held, window {window}: Azurite table CPU {share * 100:.1f} % of a core under "
+                    f"{rate:g} upserts a second; database file {file_size(db)}, journal "
+                    f"{file_size(Path(f'{db}.journal'))}",
+                    flush=True,
+                )
     finally:
         await tables.close()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.azurite_held", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.azurite_held", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--entities", type=int, nargs="+", default=[0, 20_000, 100_000])
     parser.add_argument("--rate", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=20.0)

@@ -42,13 +42,19 @@ async def measure(store: azurite.Azurite, others: list[int], queries: int) -> No
 
         async def fill(partition: int) -> None:
             async with limit:
-                await tables.transact(TABLE, [Op("insert", Entity(f"other-{partition:06d}", f"row-{i:03d}",
-                                                                  {"payload": "x" * 200})) for i in range(100)])
+                await tables.transact(
+                    TABLE,
+                    [
+                        Op("insert", Entity(f"other-{partition:06d}", f"row-{i:03d}", {"payload": "x" * 200}))
+                        for i in range(100)
+                    ],
+                )
 
         async def query() -> None:
             async with limit:
-                page = await tables.query(TABLE, "PartitionKey eq @pk and RowKey ge @lo", {"pk": "hot", "lo": "row-"},
-                                          limit=100)
+                page = await tables.query(
+                    TABLE, "PartitionKey eq @pk and RowKey ge @lo", {"pk": "hot", "lo": "row-"}, limit=100
+                )
                 assert len(page.entities) == 10
 
         async def change(kind: str, i: int) -> None:
@@ -82,16 +88,22 @@ async def measure(store: azurite.Azurite, others: list[int], queries: int) -> No
             per_insert = (filled["table"] - before["table"]) / inserted * 1000 if inserted else 0.0
             per_query = (after["table"] - filled["table"]) / queries * 1000
             costs = {kind: await per_change(kind, queries) for kind in ("insert", "replace", "merge", "delete")}
-            print(f"{held} entities in other partitions: {queries} partition queries in {elapsed:.1f} s; Azurite table "
-                  f"CPU {per_query:.2f} ms per query, {per_insert:.2f} ms per entity inserted (in batches of 100); "
-                  "one entity's " + ", ".join(f"{kind} {ms:.2f}" for kind, ms in costs.items()) + " ms", flush=True)
+            print(
+                f"{held} entities in other partitions: {queries} partition queries in {elapsed:.1f} s; Azurite table "
+                f"CPU {per_query:.2f} ms per query, {per_insert:.2f} ms per entity inserted (in batches of 100); "
+                "one entity's " + ", ".join(f"{kind} {ms:.2f}" for kind, ms in costs.items()) + " ms",
+                flush=True,
+            )
     finally:
         await tables.close()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.azurite_partition", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.azurite_partition",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--others", type=int, nargs="+", default=[0, 10_000, 40_000])
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()

@@ -38,8 +38,11 @@ async def measure(connection_string: str, sizes: list[int]) -> None:
             for message in messages:
                 await queues.delete(other, message)
             delete_ms = (time.perf_counter() - started) / len(messages) * 1000
-            print(f"{n:>6} invisible messages held: receive (nothing visible) {receive_ms:5.1f} ms, "
-                  f"delete in another queue {delete_ms:5.1f} ms", flush=True)
+            print(
+                f"{n:>6} invisible messages held: receive (nothing visible) {receive_ms:5.1f} ms, "
+                f"delete in another queue {delete_ms:5.1f} ms",
+                flush=True,
+            )
     finally:
         await queues.close()
 

@@ -52,8 +52,9 @@ class Counter:
         await channel.set_qos(prefetch_count=1000)
         queue = await channel.declare_queue(exclusive=True, auto_delete=True)
         for name in ("task-defined", "task-pending"):
-            exchange = await channel.declare_exchange(exchange_name(name, self.namespace),
-                                                      aio_pika.ExchangeType.TOPIC, durable=True)
+            exchange = await channel.declare_exchange(
+                exchange_name(name, self.namespace), aio_pika.ExchangeType.TOPIC, durable=True
+            )
             await queue.bind(exchange, "#")
 
         async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
@@ -86,8 +87,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the last event")
-    parser.add_argument("--backlog", action="store_true", help="create while the broker is unreachable, then "
-                        "measure the drain")
+    parser.add_argument(
+        "--backlog", action="store_true", help="create while the broker is unreachable, then measure the drain"
+    )
     args = parser.parse_args()
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     processes: list[Any] = []
@@ -95,10 +97,17 @@ def main() -> int:
     proxy = None
     if args.backlog:
         from tests.amqp import TcpProxy
+
         proxy = TcpProxy()
         proxy.cut()
-    os.environ.update({"QUEUE_EVENT_BUS": "amqp", "QUEUE_AMQP_URL": proxy.url if proxy else AMQP_URL,
-                       "QUEUE_PULSE_NAMESPACE": namespace, "QUEUE_EVENT_RETRY_MAX_DELAY": "1"})
+    os.environ.update(
+        {
+            "QUEUE_EVENT_BUS": "amqp",
+            "QUEUE_AMQP_URL": proxy.url if proxy else AMQP_URL,
+            "QUEUE_PULSE_NAMESPACE": namespace,
+            "QUEUE_EVENT_RETRY_MAX_DELAY": "1",
+        }
+    )
     counter = Counter(namespace)
     try:
         root_url, creds, _ = start_embedded(processes)
@@ -133,14 +142,20 @@ def main() -> int:
         delivered = counter.count()
         with counter.lock:
             last = max(counter.arrivals.values(), default=started)
-            lags = [(counter.arrivals[("task-pending", t)] - at) * 1000 for t, at in answered.items()
-                    if ("task-pending", t) in counter.arrivals]
+            lags = [
+                (counter.arrivals[("task-pending", t)] - at) * 1000
+                for t, at in answered.items()
+                if ("task-pending", t) in counter.arrivals
+            ]
         label = "events (backlog drained after the broker came back)" if proxy else "events"
-        print(f"{label}: {len(answered)} tasks created in {created_in:.1f} s ({len(answered) / created_in:.0f}/s); "
-              f"{delivered}/{expected} events delivered in {last - started:.1f} s "
-              f"({delivered / max(last - started, 1e-9):.0f} events/s); task-pending arrives after createTask "
-              f"answered: p50 {percentile(lags, 0.5):.0f} ms, p95 {percentile(lags, 0.95):.0f} ms, "
-              f"max {max(lags, default=float('nan')):.0f} ms", flush=True)
+        print(
+            f"{label}: {len(answered)} tasks created in {created_in:.1f} s ({len(answered) / created_in:.0f}/s); "
+            f"{delivered}/{expected} events delivered in {last - started:.1f} s "
+            f"({delivered / max(last - started, 1e-9):.0f} events/s); task-pending arrives after createTask "
+            f"answered: p50 {percentile(lags, 0.5):.0f} ms, p95 {percentile(lags, 0.95):.0f} ms, "
+            f"max {max(lags, default=float('nan')):.0f} ms",
+            flush=True,
+        )
         return 0 if delivered >= expected else 1
     finally:
         stop_all(processes)

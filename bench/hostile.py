@@ -74,17 +74,21 @@ class Pinger:
 
     def line(self) -> str:
         ms = sorted(x * 1000 for x in self.latencies) or [0.0]
-        return (f"pings p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.1f} ms, "
-                f"most {ms[-1]:.1f} ms ({len(ms)} pings)")
+        return (
+            f"pings p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.1f} ms, "
+            f"most {ms[-1]:.1f} ms ({len(ms)} pings)"
+        )
 
 
 def flood(root_url: str, pid: int, count: int) -> None:
     with httpx.Client(base_url=root_url, timeout=60) as http:
+
         def send(n: int, offset: int) -> None:
             for i in range(offset, offset + n):
                 http.get("/api/queue/v1/ping", params={"bewit": bewit(f"{i:08x}" + "A" * 40_000)})
                 http.get("/api/queue/v1/ping", params={"bewit": bewit(f"nobody/{i}")})
                 http.get(f"/inspector/x/{i}" + "B" * 20_000)
+
         send(50, 0)
         before = rss_mb(pid)
         started = time.perf_counter()
@@ -93,15 +97,23 @@ def flood(root_url: str, pid: int, count: int) -> None:
         middle = rss_mb(pid)
         send(count, 50 + count)  # as many again: what is kept grows, what is the allocator's high water does not
         after = rss_mb(pid)
-    print(f"flood: {3 * count} anonymous requests in {elapsed:.1f} s; host RSS {before:.0f} -> {middle:.0f} MB "
-          f"({middle - before:+.1f} MB), then {3 * count} more -> {after:.0f} MB ({after - middle:+.1f} MB)",
-          flush=True)
+    print(
+        f"flood: {3 * count} anonymous requests in {elapsed:.1f} s; host RSS {before:.0f} -> {middle:.0f} MB "
+        f"({middle - before:+.1f} MB), then {3 * count} more -> {after:.0f} MB ({after - middle:+.1f} MB)",
+        flush=True,
+    )
 
 
 def stall(root_url: str, token: str) -> None:
     scopes = [f"queue:get-task:{i}z*" for i in range(1200)]
-    narrowed = taskcluster.Auth({"rootUrl": root_url, "maxRetries": 0, "authorizedScopes": scopes,
-                                 "credentials": {"clientId": "root", "accessToken": token}})
+    narrowed = taskcluster.Auth(
+        {
+            "rootUrl": root_url,
+            "maxRetries": 0,
+            "authorizedScopes": scopes,
+            "credentials": {"clientId": "root", "accessToken": token},
+        }
+    )
     times = []
     with Pinger(root_url) as pinger, httpx.Client(timeout=60) as http:
         for _ in range(20):
@@ -109,26 +121,39 @@ def stall(root_url: str, token: str) -> None:
             answer = http.get(narrowed.buildSignedUrl("currentScopes"))
             times.append(time.perf_counter() - started)
             assert answer.status_code == 200, answer.text[:300]
-    print(f"stall: 20 signed URLs of 1,200 authorizedScopes answered in {statistics.median(times) * 1000:.0f} ms "
-          f"each (p50); {pinger.line()}", flush=True)
+    print(
+        f"stall: 20 signed URLs of 1,200 authorizedScopes answered in {statistics.median(times) * 1000:.0f} ms "
+        f"each (p50); {pinger.line()}",
+        flush=True,
+    )
 
 
 def roles(root_url: str, token: str) -> None:
-    root = taskcluster.Auth({"rootUrl": root_url, "maxRetries": 0,
-                             "credentials": {"clientId": "root", "accessToken": token}})
+    root = taskcluster.Auth(
+        {"rootUrl": root_url, "maxRetries": 0, "credentials": {"clientId": "root", "accessToken": token}}
+    )
     expires = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).isoformat()
-    root.createClient("bench/admin", {"expires": expires, "description": "delegated role admin",
-                                      "scopes": ["auth:create-role:project:me:*", "assume:project:me:*"]})
+    root.createClient(
+        "bench/admin",
+        {
+            "expires": expires,
+            "description": "delegated role admin",
+            "scopes": ["auth:create-role:project:me:*", "assume:project:me:*"],
+        },
+    )
     admin_token = root.resetAccessToken("bench/admin")["accessToken"]
-    admin = taskcluster.Auth({"rootUrl": root_url, "maxRetries": 0,
-                              "credentials": {"clientId": "bench/admin", "accessToken": admin_token}})
+    admin = taskcluster.Auth(
+        {"rootUrl": root_url, "maxRetries": 0, "credentials": {"clientId": "bench/admin", "accessToken": admin_token}}
+    )
     admin.createRole("project:me:L16-*", {"description": "", "scopes": ["queue:get-task:<..>"]})
     top, outcome = 16, "every level written"
     started = time.perf_counter()
     for level in range(15, -1, -1):
         try:
-            admin.createRole(f"project:me:L{level:02d}-*", {"description": "", "scopes": [
-                f"assume:project:me:L{level + 1:02d}-<..>{c}" for c in "ab"]})
+            admin.createRole(
+                f"project:me:L{level:02d}-*",
+                {"description": "", "scopes": [f"assume:project:me:L{level + 1:02d}-<..>{c}" for c in "ab"]},
+            )
             top = level
         except TaskclusterRestFailure as exc:
             outcome = f"level {level} refused ({exc.status_code}: {exc.body['message'].splitlines()[0][:160]})"
@@ -143,13 +168,17 @@ def roles(root_url: str, token: str) -> None:
         except Exception as exc:  # the host stalled past the client's timeout
             size = f"failed ({type(exc).__name__})"
         expanded = time.perf_counter() - started
-    print(f"roles: {outcome}; roles written in {written:.1f} s; `assume:project:me:L{top:02d}-z` expands to {size} "
-          f"scopes in {expanded:.1f} s; {pinger.line()}", flush=True)
+    print(
+        f"roles: {outcome}; roles written in {written:.1f} s; `assume:project:me:L{top:02d}-z` expands to {size} "
+        f"scopes in {expanded:.1f} s; {pinger.line()}",
+        flush=True,
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.hostile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=600)
     args = parser.parse_args()
     stops: list[Any] = []

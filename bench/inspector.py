@@ -82,11 +82,21 @@ def log_bench(browser: Any, root_url: str, creds: dict[str, str], lines: int) ->
     queue.createTask(task_id, definition(tq))
     while not queue.claimWork(tq, {"tasks": 1, "workerGroup": "bench", "workerId": "log"})["tasks"]:
         time.sleep(0.1)
-    text = "".join(f"[task 2026-11-25T10:{i // 60 % 60:02}:{i % 60:02}.000Z] step {i} \x1b[32mok\x1b[0m "
-                   f"{'ERROR disk full' if i % 25000 == 7 else 'some output of the build'}\n" for i in range(lines))
-    created = queue.createArtifact(task_id, "0", "public/logs/live.log", {
-        "storageType": "azure", "contentType": "text/plain; charset=utf-8",
-        "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1))})
+    text = "".join(
+        f"[task 2026-11-25T10:{i // 60 % 60:02}:{i % 60:02}.000Z] step {i} \x1b[32mok\x1b[0m "
+        f"{'ERROR disk full' if i % 25000 == 7 else 'some output of the build'}\n"
+        for i in range(lines)
+    )
+    created = queue.createArtifact(
+        task_id,
+        "0",
+        "public/logs/live.log",
+        {
+            "storageType": "azure",
+            "contentType": "text/plain; charset=utf-8",
+            "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+        },
+    )
     httpx.put(created["putUrl"], content=text.encode(), headers={"x-ms-blob-type": "BlockBlob"}).raise_for_status()
     queue.reportCompleted(task_id, "0")
     address = f"{root_url}/inspector/#/tasks/{task_id}/runs/0/logs/public%2Flogs%2Flive.log"
@@ -96,31 +106,37 @@ def log_bench(browser: Any, root_url: str, creds: dict[str, str], lines: int) ->
     page.wait_for_selector("#log-status:has-text('the whole log')", timeout=300_000)
     opened = time.perf_counter() - started
     drawn = page.locator("#log .line").count()
-    print(f"log of {lines:,} lines ({len(text) / 1e6:.1f} MB): whole on the page {opened:.2f} s after opening, "
-          f"{drawn:,} lines drawn", flush=True)
+    print(
+        f"log of {lines:,} lines ({len(text) / 1e6:.1f} MB): whole on the page {opened:.2f} s after opening, "
+        f"{drawn:,} lines drawn",
+        flush=True,
+    )
     page.evaluate("document.querySelector('#log').scrollTop = 0")
     started = time.perf_counter()
     page.fill("#log-search", "disk full")
     page.press("#log-search", "Enter")
     page.wait_for_selector("#log .hit.current", timeout=60_000)
     searched = time.perf_counter() - started
-    print(f"search 'disk full': first match shown {searched:.2f} s after Enter "
-          f"({page.inner_text('#log-search-count')})", flush=True)
+    print(
+        f"search 'disk full': first match shown {searched:.2f} s after Enter ({page.inner_text('#log-search-count')})",
+        flush=True,
+    )
     page.hover("#log")
     started = time.perf_counter()
     for _ in range(30):
         page.mouse.wheel(0, 3000)
     page.evaluate("new Promise(requestAnimationFrame)")
     scrolled = time.perf_counter() - started
-    print(f"30 wheel scrolls of 3,000 px: {scrolled:.2f} s; {page.locator('#log .line').count():,} lines drawn "
-          "after", flush=True)
+    print(
+        f"30 wheel scrolls of 3,000 px: {scrolled:.2f} s; {page.locator('#log .line').count():,} lines drawn after",
+        flush=True,
+    )
     middle = lines // 2
     started = time.perf_counter()
     page.goto(f"{address}#L{middle}")
     page.reload()
     page.wait_for_selector(f"#log .line.sel[data-n='{middle}']", timeout=300_000)
-    print(f"reload at #L{middle}: the line selected and shown {time.perf_counter() - started:.2f} s after",
-          flush=True)
+    print(f"reload at #L{middle}: the line selected and shown {time.perf_counter() - started:.2f} s after", flush=True)
     page.close()
 
 
@@ -147,8 +163,11 @@ def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argpar
     page.wait_for_selector(f"#count-pending[data-count='{total}']", timeout=300_000)
     shown = time.perf_counter() - started
     first_calls, first_bytes = traffic.since(started)
-    print(f"first paint: every task shown {shown:.2f} s after opening ({first_calls} API calls, "
-          f"{first_bytes / 1e6:.2f} MB)", flush=True)
+    print(
+        f"first paint: every task shown {shown:.2f} s after opening ({first_calls} API calls, "
+        f"{first_bytes / 1e6:.2f} MB)",
+        flush=True,
+    )
     # Refreshes: the text of #group-updated changes after each; the page says what it read (the whole
     # group, or the unresolved tasks' statuses), and each kind is reported apart.
     window_start = time.perf_counter()
@@ -169,8 +188,11 @@ def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argpar
     for kind, seen in kinds.items():
         calls = sum(c for c, _ in seen) / len(seen)
         size = sum(b for _, b in seen) / len(seen)
-        print(f"  reading {'the whole group' if kind == 'whole' else 'unresolved statuses'}: {len(seen)} "
-              f"refreshes, each {calls:.1f} API calls, {size / 1e3:.0f} kB", flush=True)
+        print(
+            f"  reading {'the whole group' if kind == 'whole' else 'unresolved statuses'}: {len(seen)} "
+            f"refreshes, each {calls:.1f} API calls, {size / 1e3:.0f} kB",
+            flush=True,
+        )
     first_row = page.get_attribute("#group-tasks tbody tr", "data-task-id")
     clicked = time.perf_counter()
     page.click("a[rel=next]")
@@ -179,21 +201,22 @@ def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argpar
     page.wait_for_selector("#group-tasks tbody tr")
     turned = time.perf_counter() - clicked
     click_calls, click_bytes = traffic.since(clicked)
-    print(f"next page: rows shown {turned:.2f} s after the click; {click_calls} API calls, "
-          f"{click_bytes / 1e3:.0f} kB until then", flush=True)
+    print(
+        f"next page: rows shown {turned:.2f} s after the click; {click_calls} API calls, "
+        f"{click_bytes / 1e3:.0f} kB until then",
+        flush=True,
+    )
     page.close()
     started = time.perf_counter()
     calls, token = 0, None
     while True:
-        answer = queue.listTaskGroup(group, query={"limit": 1000, **({"continuationToken": token} if token
-                                                                      else {})})
+        answer = queue.listTaskGroup(group, query={"limit": 1000, **({"continuationToken": token} if token else {})})
         calls += 1
         token = answer.get("continuationToken")
         if not token:
             break
     listing = time.perf_counter() - started
-    print(f"reading the group through the official client: {calls} listTaskGroup calls, {listing:.2f} s",
-          flush=True)
+    print(f"reading the group through the official client: {calls} listTaskGroup calls, {listing:.2f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -38,17 +38,31 @@ class Counting:
         async def counted(*args: Any, **kwargs: Any) -> Any:
             self.counts[f"{self.kind}.{name}"] += 1
             return await attr(*args, **kwargs)
+
         return counted
 
 
 def definition(task_queue: str, group: str) -> dict[str, Any]:
     now = timeutil.now()
-    return {"taskQueueId": task_queue, "taskGroupId": group, "schedulerId": "-", "projectId": "none",
-            "created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(hours=1)),
-            "expires": timeutil.iso(now + dt.timedelta(days=1)), "payload": {}, "dependencies": [],
-            "requires": "all-completed", "routes": [], "priority": "lowest", "retries": 5, "scopes": [],
-            "tags": {}, "extra": {}, "metadata": {"name": "n", "description": "d", "owner": "o@example.com",
-                                                  "source": "https://example.com"}}
+    return {
+        "taskQueueId": task_queue,
+        "taskGroupId": group,
+        "schedulerId": "-",
+        "projectId": "none",
+        "created": timeutil.iso(now),
+        "deadline": timeutil.iso(now + dt.timedelta(hours=1)),
+        "expires": timeutil.iso(now + dt.timedelta(days=1)),
+        "payload": {},
+        "dependencies": [],
+        "requires": "all-completed",
+        "routes": [],
+        "priority": "lowest",
+        "retries": 5,
+        "scopes": [],
+        "tags": {},
+        "extra": {},
+        "metadata": {"name": "n", "description": "d", "owner": "o@example.com", "source": "https://example.com"},
+    }
 
 
 async def counted_service() -> tuple[Queue, Counting, Counting]:
@@ -65,9 +79,12 @@ async def main() -> None:
     service, tables, queues = await counted_service()
     counts = tables.counts
     group = timeutil.slugid()
-    for label, task_group in (("", None),  # a first lifecycle: the worker's records, the empty priority queues
-                              ("a task that is its own group (as bench.lifecycle's)", None),
-                              ("first task of a group", group), ("next task of the group", group)):
+    for label, task_group in (
+        ("", None),  # a first lifecycle: the worker's records, the empty priority queues
+        ("a task that is its own group (as bench.lifecycle's)", None),
+        ("first task of a group", group),
+        ("next task of the group", group),
+    ):
         task_id = timeutil.slugid()
         steps: dict[str, collections.Counter[str]] = {}
         counts.clear()
@@ -116,20 +133,28 @@ async def graph() -> None:
         return result
 
     await step("createTask root", service.creation.create_task(root, definition("prov/graph", group)))
-    await step("createTask middle (needs root)", service.creation.create_task(
-        middle, {**definition("prov/graph", group), "dependencies": [root]}))
-    await step("createTask leaf (needs middle)", service.creation.create_task(
-        leaf, {**definition("prov/graph", group), "dependencies": [middle]}))
+    await step(
+        "createTask middle (needs root)",
+        service.creation.create_task(middle, {**definition("prov/graph", group), "dependencies": [root]}),
+    )
+    await step(
+        "createTask leaf (needs middle)",
+        service.creation.create_task(leaf, {**definition("prov/graph", group), "dependencies": [middle]}),
+    )
     for name, task_id in (("root", root), ("middle", middle), ("leaf", leaf)):
         claimed = await step(f"claimWork {name}", service.claims.claim_work("prov/graph", "wg", "w1", 1))
         assert claimed and claimed[0].task.task_id == task_id, name
-        await step(f"reportCompleted {name}, and after", service.lifecycle.resolve(task_id, 0, "completed",
-                                                                                  "completed"))
+        await step(
+            f"reportCompleted {name}, and after", service.lifecycle.resolve(task_id, 0, "completed", "completed")
+        )
     print("a graph: root -> middle -> leaf, in a group of many")
     for label, c in steps:
         print(f"  {label:36} {sum(c.values()):3}  " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    middle_calls = sum(sum(c.values()) for label, c in steps
-                       if label.startswith(("createTask middle", "claimWork middle", "reportCompleted middle")))
+    middle_calls = sum(
+        sum(c.values())
+        for label, c in steps
+        if label.startswith(("createTask middle", "claimWork middle", "reportCompleted middle"))
+    )
     print(f"  the middle task, in all (create, claim, complete and the resolution of its dependent): {middle_calls}")
 
 

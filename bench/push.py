@@ -36,8 +36,15 @@ def shape(size: int) -> dict[str, int]:
     """How many tasks of each kind a push of about `size` tasks has (tests take what the others leave)."""
     fixed = DOCKER_IMAGES + TOOLCHAINS + 3 * PLATFORMS + 1
     chunks = max(1, (size - fixed) // PLATFORMS)
-    return {"docker-image": DOCKER_IMAGES, "toolchain": TOOLCHAINS, "build": PLATFORMS,
-            "test": chunks * PLATFORMS, "signing": PLATFORMS, "summary": PLATFORMS, "upload": 1}
+    return {
+        "docker-image": DOCKER_IMAGES,
+        "toolchain": TOOLCHAINS,
+        "build": PLATFORMS,
+        "test": chunks * PLATFORMS,
+        "signing": PLATFORMS,
+        "summary": PLATFORMS,
+        "upload": 1,
+    }
 
 
 def build_graph(size: int, provisioner: str) -> tuple[Any, dict[str, str], dict[str, int]]:
@@ -60,8 +67,11 @@ def build_graph(size: int, provisioner: str) -> tuple[Any, dict[str, str], dict[
     for i in range(TOOLCHAINS):
         add("toolchain", f"toolchain-{i}", [f"docker-image-{i % DOCKER_IMAGES}"])
     for p in range(PLATFORMS):
-        add("build", f"build-p{p}", [f"toolchain-{(3 * p + k) % TOOLCHAINS}" for k in range(3)]
-            + [f"docker-image-{p % DOCKER_IMAGES}"])
+        add(
+            "build",
+            f"build-p{p}",
+            [f"toolchain-{(3 * p + k) % TOOLCHAINS}" for k in range(3)] + [f"docker-image-{p % DOCKER_IMAGES}"],
+        )
     for p in range(PLATFORMS):
         for c in range(chunks):
             add("test", f"test-p{p}-{c + 1}", [f"build-p{p}", f"docker-image-{(p + c) % DOCKER_IMAGES}"])
@@ -84,29 +94,53 @@ def _definition(kind: str, label: str, dependencies: list[str], provisioner: str
     """A task as a taskgraph transform leaves it: timestamps relative (create_tasks resolves them), index and
     treeherder routes, scopes, a docker-worker-like payload with artifacts, treeherder `extra`."""
     return {
-        "provisionerId": provisioner, "workerType": kind,
-        "created": {"relative-datestamp": "0 seconds"}, "deadline": {"relative-datestamp": "1 day"},
+        "provisionerId": provisioner,
+        "workerType": kind,
+        "created": {"relative-datestamp": "0 seconds"},
+        "deadline": {"relative-datestamp": "1 day"},
         "expires": {"relative-datestamp": "28 days"},
-        "dependencies": list(dependencies), "requires": "all-completed", "priority": "low",
+        "dependencies": list(dependencies),
+        "requires": "all-completed",
+        "priority": "low",
         "routes": [f"index.bench.v2.push.latest.{kind}.{label}", "tc-treeherder.v2.bench.0123456789abcdef.42"],
         "scopes": [f"secrets:get:project/bench/{kind}", "queue:get-artifact:project/bench/*"],
-        "payload": {"image": "bench/image:latest", "maxRunTime": 3600, "command": ["run-task", "--", label],
-                    "env": {"MOZ_BUILD_DATE": "20261125000000", "TASKCLUSTER_CACHES": "/builds/worker/checkouts"},
-                    "artifacts": {"public/build": {"type": "directory", "path": "/builds/worker/artifacts",
-                                                   "expires": {"relative-datestamp": "28 days"}}}},
-        "extra": {"index": {"rank": 1764000000}, "parent": "decision", "treeherder": {
-            "machine": {"platform": label.split("-")[-1]}, "symbol": label[:20], "tier": 1, "jobKind": "test"}},
+        "payload": {
+            "image": "bench/image:latest",
+            "maxRunTime": 3600,
+            "command": ["run-task", "--", label],
+            "env": {"MOZ_BUILD_DATE": "20261125000000", "TASKCLUSTER_CACHES": "/builds/worker/checkouts"},
+            "artifacts": {
+                "public/build": {
+                    "type": "directory",
+                    "path": "/builds/worker/artifacts",
+                    "expires": {"relative-datestamp": "28 days"},
+                }
+            },
+        },
+        "extra": {
+            "index": {"rank": 1764000000},
+            "parent": "decision",
+            "treeherder": {
+                "machine": {"platform": label.split("-")[-1]},
+                "symbol": label[:20],
+                "tier": 1,
+                "jobKind": "test",
+            },
+        },
         "tags": {"kind": kind, "label": label, "createdForUser": "bench@example.com"},
-        "metadata": {"name": label, "description": f"{kind} task of a benchmark push", "owner": "bench@example.com",
-                     "source": "https://example.com/bench/taskcluster/kinds/" + kind},
+        "metadata": {
+            "name": label,
+            "description": f"{kind} task of a benchmark push",
+            "owner": "bench@example.com",
+            "source": "https://example.com/bench/taskcluster/kinds/" + kind,
+        },
     }
 
 
 class Pool:
     """`threads` workers claiming from one task queue (4 at a time) and completing each claim, until `target`."""
 
-    def __init__(self, client: Callable[..., taskcluster.Queue], task_queue: str, threads: int,
-                 target: int) -> None:
+    def __init__(self, client: Callable[..., taskcluster.Queue], task_queue: str, threads: int, target: int) -> None:
         self.client, self.task_queue, self.target = client, task_queue, target
         self.completed = 0
         self.lock = threading.Lock()
@@ -120,8 +154,9 @@ class Pool:
     def _work(self, i: int) -> None:
         queue = self.client()
         while not self.done.is_set():
-            claims = queue.claimWork(self.task_queue, {"workerGroup": "bench", "workerId": f"w{i}",
-                                                       "tasks": 4})["tasks"]
+            claims = queue.claimWork(self.task_queue, {"workerGroup": "bench", "workerId": f"w{i}", "tasks": 4})[
+                "tasks"
+            ]
             for claim in claims:
                 self.client(claim["credentials"]).reportCompleted(claim["status"]["taskId"], str(claim["runId"]))
                 with self.lock:
@@ -136,15 +171,24 @@ def progress(size: int, what: str, count: Callable[[], int]) -> threading.Event:
 
     def report() -> None:
         while not stop.wait(15):
-            print(f"  push {size}: {what} {count()} after {time.perf_counter() - started:.0f} s", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  push {size}: {what} {count()} after {time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
     threading.Thread(target=report, daemon=True).start()
     return stop
 
 
-def scenario_push(client: Callable[..., taskcluster.Queue], size: int, root_url: str,
-                  credentials: dict[str, str], mark: Callable[[], None] = lambda: None,
-                  created_mark: Callable[[], None] = lambda: None) -> str:
+def scenario_push(
+    client: Callable[..., taskcluster.Queue],
+    size: int,
+    root_url: str,
+    credentials: dict[str, str],
+    mark: Callable[[], None] = lambda: None,
+    created_mark: Callable[[], None] = lambda: None,
+) -> str:
     """Create and run the push; `created_mark` is called once it is created, `mark` once it ran, before the check
     that reads every task (whose calls and CPU are the benchmark's, not the push's)."""
     from taskgraph import create
@@ -156,18 +200,37 @@ def scenario_push(client: Callable[..., taskcluster.Queue], size: int, root_url:
     decision = timeutil.slugid()
     now = timeutil.now()
     queue = client()
-    queue.createTask(decision, {
-        "taskQueueId": f"{provisioner}/decision", "taskGroupId": decision, "schedulerId": "bench-level-3",
-        "created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(days=1)), "payload": {},
-        "metadata": {"name": "Decision Task", "description": "the push's decision task", "owner": "bench@example.com",
-                     "source": "https://example.com/bench"}})
-    [claim] = queue.claimWork(f"{provisioner}/decision", {"workerGroup": "bench", "workerId": "decision",
-                                                           "tasks": 1})["tasks"]
+    queue.createTask(
+        decision,
+        {
+            "taskQueueId": f"{provisioner}/decision",
+            "taskGroupId": decision,
+            "schedulerId": "bench-level-3",
+            "created": timeutil.iso(now),
+            "deadline": timeutil.iso(now + dt.timedelta(days=1)),
+            "payload": {},
+            "metadata": {
+                "name": "Decision Task",
+                "description": "the push's decision task",
+                "owner": "bench@example.com",
+                "source": "https://example.com/bench",
+            },
+        },
+    )
+    [claim] = queue.claimWork(f"{provisioner}/decision", {"workerGroup": "bench", "workerId": "decision", "tasks": 1})[
+        "tasks"
+    ]
+
     def text(value: str | bytes) -> str:
         return value.decode() if isinstance(value, bytes) else value  # the client may have encoded them
 
-    os.environ.update({"TASKCLUSTER_ROOT_URL": root_url, "TASKCLUSTER_CLIENT_ID": text(credentials["clientId"]),
-                       "TASKCLUSTER_ACCESS_TOKEN": text(credentials["accessToken"])})
+    os.environ.update(
+        {
+            "TASKCLUSTER_ROOT_URL": root_url,
+            "TASKCLUSTER_CLIENT_ID": text(credentials["clientId"]),
+            "TASKCLUSTER_ACCESS_TOKEN": text(credentials["accessToken"]),
+        }
+    )
     for cached in (tc_util.get_taskcluster_client, tc_util.get_root_url, tc_util.get_session):
         getattr(cached, "cache_clear", lambda: None)()  # taskgraph remembers its client and rootUrl
     started = time.perf_counter()
@@ -188,13 +251,15 @@ def scenario_push(client: Callable[..., taskcluster.Queue], size: int, root_url:
     ids = list(label_to_taskid.values())
     bad = []
     for i in range(0, len(ids), 500):
-        for status in queue.statuses({"taskIds": ids[i:i + 500]})["statuses"]:
+        for status in queue.statuses({"taskIds": ids[i : i + 500]})["statuses"]:
             runs = status["status"]["runs"]
             if len(runs) != 1 or runs[0]["state"] != "completed":
                 bad.append(status["taskId"])
     workers = sum(POOLS.values())
     kinds = ", ".join(f"{counts[k]} {k}" for k in KINDS)
-    return (f"push {total} ({kinds}): taskgraph's create_tasks (50 at a time) created them in "
-            f"{create_seconds:.1f} s ({total / create_seconds:.0f} tasks/s); run by {workers} workers in pools per "
-            f"kind in {run_seconds:.1f} s ({total / run_seconds:.0f} tasks/s); completed exactly once: "
-            f"{total - len(bad)}, other: {len(bad)}")
+    return (
+        f"push {total} ({kinds}): taskgraph's create_tasks (50 at a time) created them in "
+        f"{create_seconds:.1f} s ({total / create_seconds:.0f} tasks/s); run by {workers} workers in pools per "
+        f"kind in {run_seconds:.1f} s ({total / run_seconds:.0f} tasks/s); completed exactly once: "
+        f"{total - len(bad)}, other: {len(bad)}"
+    )

@@ -29,11 +29,15 @@ CONFIGURATIONS = {
     "unsharded": [],
     "sharded": ["--accounts", "4", "--check-shards", "8", "--pending-shards", "4"],
 }
-SUMMARY = re.compile(r"^soak: tasks (?P<tasks>\d+).*\(5xx answers (?P<server_errors>\d+)\), lost (?P<lost>\d+), "
-                     r"doubled claims (?P<doubled>\d+), time (?P<seconds>\d+) s, (?P<rate>[\d.]+) tasks/s")
+SUMMARY = re.compile(
+    r"^soak: tasks (?P<tasks>\d+).*\(5xx answers (?P<server_errors>\d+)\), lost (?P<lost>\d+), "
+    r"doubled claims (?P<doubled>\d+), time (?P<seconds>\d+) s, (?P<rate>[\d.]+) tasks/s"
+)
 REFUSED = re.compile(r"over the model's targets \(factor [\d.]+\): (?P<refused>\d+) refused of (?P<requests>\d+)")
-CEILING = re.compile(r"^  (?P<scope>.+): (?P<per_task>[\d.]+) per task against [\d.]+/s -> (?P<ceiling>[\d.]+) "
-                     r"tasks/s")
+CEILING = re.compile(
+    r"^  (?P<scope>.+): (?P<per_task>[\d.]+) per task against [\d.]+/s -> (?P<ceiling>[\d.]+) "
+    r"tasks/s"
+)
 
 
 @dataclass
@@ -55,10 +59,27 @@ class Result:
 
 
 def run(name: str, args: argparse.Namespace) -> Result:
-    command = [sys.executable, "-m", "bench.soak", "--tasks", str(args.tasks), "--hosts", str(args.hosts),
-               "--workers", str(args.workers), "--factor", str(args.factor), "--kill-every", "0",
-               "--azurite-every", "0", "--abandon", "0", *(["--events"] if args.events else []),
-               *CONFIGURATIONS[name]]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.soak",
+        "--tasks",
+        str(args.tasks),
+        "--hosts",
+        str(args.hosts),
+        "--workers",
+        str(args.workers),
+        "--factor",
+        str(args.factor),
+        "--kill-every",
+        "0",
+        "--azurite-every",
+        "0",
+        "--abandon",
+        "0",
+        *(["--events"] if args.events else []),
+        *CONFIGURATIONS[name],
+    ]
     print(f"scale: {name}: {' '.join(command[2:])}", flush=True)
     done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=args.timeout)
     result, finished = Result(name, done.returncode), False
@@ -78,8 +99,11 @@ def run(name: str, args: argparse.Namespace) -> Result:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
         raise SystemExit(f"scale: the {name} soak did not finish (exit {done.returncode})")
     lowest = sorted(result.ceilings)[:3]
-    print(f"  storage requests {result.requests}, refused (503 ServerBusy) {result.refused}; the model's lowest "
-          "ceilings: " + ", ".join(f"{scope} {c:.1f} tasks/s" for c, scope in lowest), flush=True)
+    print(
+        f"  storage requests {result.requests}, refused (503 ServerBusy) {result.refused}; the model's lowest "
+        "ceilings: " + ", ".join(f"{scope} {c:.1f} tasks/s" for c, scope in lowest),
+        flush=True,
+    )
     return result
 
 
@@ -99,12 +123,14 @@ def main() -> int:
             results[name].append(run(name, args))
     print("scale: configuration, tasks/s per round, clients' 5xx, lost, doubled", flush=True)
     for name, runs in results.items():
-        print(f"  {name}: {', '.join(f'{r.rate:.1f}' for r in runs)}; 5xx {sum(r.server_errors for r in runs)}, "
-              f"lost {sum(r.lost for r in runs)}, doubled {sum(r.doubled for r in runs)}", flush=True)
+        print(
+            f"  {name}: {', '.join(f'{r.rate:.1f}' for r in runs)}; 5xx {sum(r.server_errors for r in runs)}, "
+            f"lost {sum(r.lost for r in runs)}, doubled {sum(r.doubled for r in runs)}",
+            flush=True,
+        )
     base = sum(r.rate for r in results["unsharded"]) / args.rounds
     sharded = sum(r.rate for r in results["sharded"]) / args.rounds
-    print(f"scale: sharded / unsharded = {sharded / base:.1f}x ({sharded:.1f} against {base:.1f} tasks/s)",
-          flush=True)
+    print(f"scale: sharded / unsharded = {sharded / base:.1f}x ({sharded:.1f} against {base:.1f} tasks/s)", flush=True)
     failed = not all(r.clean for runs in results.values() for r in runs)
     return 1 if failed else 0
 

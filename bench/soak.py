@@ -70,27 +70,43 @@ def create_task(queue: taskcluster.Queue, task_id: str, body: dict[str, Any]) ->
 class Host:
     """One `python -m local_host serve` process on a fixed port, restartable."""
 
-    def __init__(self, index: int, storage: str, log_dir: Path, claim_timeout: float, grace: float,
-                 extra_env: dict[str, str]) -> None:
+    def __init__(
+        self, index: int, storage: str, log_dir: Path, claim_timeout: float, grace: float, extra_env: dict[str, str]
+    ) -> None:
         self.index, self.port = index, azurite.free_port()
         self.root_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"host-{index}.log"
-        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")},
-                    "QUEUE_STORAGE": storage, "QUEUE_PORT": str(self.port), "QUEUE_ROOT_ACCESS_TOKEN": TOKEN,
-                    "QUEUE_TOKEN_SECRET": TOKEN_SECRET,
-                    "QUEUE_LOG_LEVEL": "WARNING", "QUEUE_CLAIM_TIMEOUT": str(claim_timeout),
-                    "QUEUE_CLAIM_WORK_WAIT": "2", "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
-                    "QUEUE_PENDING_HINT_VISIBILITY": "5", "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",
-                    "QUEUE_RECONCILE_GRACE": str(grace), "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
-                    "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *", "PYTHONUNBUFFERED": "1", **extra_env}
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")},
+            "QUEUE_STORAGE": storage,
+            "QUEUE_PORT": str(self.port),
+            "QUEUE_ROOT_ACCESS_TOKEN": TOKEN,
+            "QUEUE_TOKEN_SECRET": TOKEN_SECRET,
+            "QUEUE_LOG_LEVEL": "WARNING",
+            "QUEUE_CLAIM_TIMEOUT": str(claim_timeout),
+            "QUEUE_CLAIM_WORK_WAIT": "2",
+            "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
+            "QUEUE_PENDING_HINT_VISIBILITY": "5",
+            "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",
+            "QUEUE_RECONCILE_GRACE": str(grace),
+            "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
+            "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *",
+            "PYTHONUNBUFFERED": "1",
+            **extra_env,
+        }
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
 
     def start(self) -> None:
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"], cwd=PROJECT,
-                env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"],
+                cwd=PROJECT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     @property
     def alive(self) -> bool:
@@ -138,23 +154,51 @@ class Soak:
             storage = store.connection_string
             if args.faults or args.factor:
                 # On Azurite's ports, which a restart keeps: the proxy outlives every restart.
-                proxy = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
-                                          "--rate", str(args.faults), "--delay", "0.5", "--seed", str(args.seed),
-                                          "--factor", str(args.factor)],
-                                         cwd=PROJECT, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                proxy = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "local_host.fault_proxy",
+                        "--storage",
+                        storage,
+                        "--rate",
+                        str(args.faults),
+                        "--delay",
+                        "0.5",
+                        "--seed",
+                        str(args.seed),
+                        "--factor",
+                        str(args.factor),
+                    ],
+                    cwd=PROJECT,
+                    stdout=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                )
                 self.proxies.append(proxy)
                 assert proxy.stdout is not None
                 storage = proxy.stdout.readline().decode().removeprefix("CONNECTION ").strip()
             storages.append(storage)
-        self.sharding = {"QUEUE_STORAGE_SHARDS": str(args.accounts), "QUEUE_CHECK_SHARDS": str(args.check_shards),
-                         "QUEUE_PENDING_SHARDS": str(args.pending_shards),
-                         **{f"QUEUE_STORAGE_{i}": storages[i] for i in range(1, args.accounts)}}
+        self.sharding = {
+            "QUEUE_STORAGE_SHARDS": str(args.accounts),
+            "QUEUE_CHECK_SHARDS": str(args.check_shards),
+            "QUEUE_PENDING_SHARDS": str(args.pending_shards),
+            **{f"QUEUE_STORAGE_{i}": storages[i] for i in range(1, args.accounts)},
+        }
         self.namespace = f"soak-{secrets.token_hex(4)}"
-        self.events = ({"QUEUE_EVENT_BUS": "amqp", "QUEUE_PULSE_NAMESPACE": self.namespace, "QUEUE_EVENT_LEASE": "3",
-                        "QUEUE_EVENT_RETRY_MAX_DELAY": "2"} if args.events else {})
-        self.hosts = [Host(i, storages[0], data_dir, args.claim_timeout, args.grace, {**self.events,
-                                                                                      **self.sharding})
-                      for i in range(args.hosts)]
+        self.events = (
+            {
+                "QUEUE_EVENT_BUS": "amqp",
+                "QUEUE_PULSE_NAMESPACE": self.namespace,
+                "QUEUE_EVENT_LEASE": "3",
+                "QUEUE_EVENT_RETRY_MAX_DELAY": "2",
+            }
+            if args.events
+            else {}
+        )
+        self.hosts = [
+            Host(i, storages[0], data_dir, args.claim_timeout, args.grace, {**self.events, **self.sharding})
+            for i in range(args.hosts)
+        ]
         self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
         self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
@@ -169,8 +213,9 @@ class Soak:
 
     def client(self, credentials: dict[str, str] | None = None) -> taskcluster.Queue:
         live = [h for h in self.hosts if h.alive] or self.hosts
-        return taskcluster.Queue({"rootUrl": self.rng.choice(live).root_url,
-                                  "credentials": credentials or CREDENTIALS, "maxRetries": 0})
+        return taskcluster.Queue(
+            {"rootUrl": self.rng.choice(live).root_url, "credentials": credentials or CREDENTIALS, "maxRetries": 0}
+        )
 
     def call(self, make: Callable[[taskcluster.Queue], Any], give_up: float = 300) -> Any:
         """Call a random live host until one answers (a host may die mid-call; the calls used are idempotent)."""
@@ -197,6 +242,7 @@ class Soak:
 
     def wait_ready(self, host: Host) -> None:
         import httpx
+
         give_up = time.monotonic() + 60
         while time.monotonic() < give_up:
             try:
@@ -211,11 +257,21 @@ class Soak:
 
     def definition(self, group: str, dependencies: list[str]) -> dict[str, Any]:
         now = timeutil.now()
-        return {"taskQueueId": self.tq, "taskGroupId": group, "created": timeutil.iso(now),
-                "deadline": timeutil.iso(now + dt.timedelta(hours=2)), "retries": 20, "payload": {},
-                "dependencies": dependencies,
-                "metadata": {"name": "soak", "description": "soak task", "owner": "soak@example.com",
-                             "source": "https://example.com/soak"}}
+        return {
+            "taskQueueId": self.tq,
+            "taskGroupId": group,
+            "created": timeutil.iso(now),
+            "deadline": timeutil.iso(now + dt.timedelta(hours=2)),
+            "retries": 20,
+            "payload": {},
+            "dependencies": dependencies,
+            "metadata": {
+                "name": "soak",
+                "description": "soak task",
+                "owner": "soak@example.com",
+                "source": "https://example.com/soak",
+            },
+        }
 
     def create_graph(self) -> None:
         """Layers growing 4x (fan-out) up to 200 wide; each task waits for 1-3 tasks of the layer before it
@@ -229,8 +285,14 @@ class Soak:
         previous: list[str] = []
         for width in widths:
             layer = [timeutil.slugid() for _ in range(width)]
-            plan = [(t, t if i % 5 == 4 else groups[i % 4], sorted(set(self.rng.sample(
-                previous, min(len(previous), self.rng.randint(1, 3)))))) for i, t in enumerate(layer)]
+            plan = [
+                (
+                    t,
+                    t if i % 5 == 4 else groups[i % 4],
+                    sorted(set(self.rng.sample(previous, min(len(previous), self.rng.randint(1, 3))))),
+                )
+                for i, t in enumerate(layer)
+            ]
             self._create_layer(plan)
             self.task_ids.extend(layer)
             previous = layer
@@ -261,8 +323,9 @@ class Soak:
         rng = random.Random(self.args.seed * 1000 + index)
         while not self.stop_work.is_set():
             try:
-                claims = self.client().claimWork(self.tq, {"workerGroup": "soak", "workerId": f"w{index}",
-                                                           "tasks": 4})["tasks"]
+                claims = self.client().claimWork(self.tq, {"workerGroup": "soak", "workerId": f"w{index}", "tasks": 4})[
+                    "tasks"
+                ]
             except Exception:
                 time.sleep(0.3)
                 continue
@@ -311,9 +374,11 @@ class Soak:
     def progress(self, started: float) -> str:
         with self.lock:
             claims = sum(self.claims.values())
-            return (f"t={time.monotonic() - started:4.0f}s created {self.created}/{self.args.tasks} "
-                    f"completed {len(self.completed)} claims {claims} abandoned {self.abandoned} "
-                    f"host kills {sum(h.kills for h in self.hosts)} azurite restarts {self.azurite_restarts}")
+            return (
+                f"t={time.monotonic() - started:4.0f}s created {self.created}/{self.args.tasks} "
+                f"completed {len(self.completed)} claims {claims} abandoned {self.abandoned} "
+                f"host kills {sum(h.kills for h in self.hosts)} azurite restarts {self.azurite_restarts}"
+            )
 
     def run(self) -> int:
         started = time.monotonic()
@@ -321,8 +386,11 @@ class Soak:
             host.start()
         for host in self.hosts:
             self.wait_ready(host)
-        print(f"soak: {self.args.accounts} Azurite (data in {self.data_dir}), {len(self.hosts)} hosts, "
-              f"{self.args.workers} workers, task queue {self.tq}", flush=True)
+        print(
+            f"soak: {self.args.accounts} Azurite (data in {self.data_dir}), {len(self.hosts)} hosts, "
+            f"{self.args.workers} workers, task queue {self.tq}",
+            flush=True,
+        )
         chaos = threading.Thread(target=self.chaos, daemon=True)
         workers = [threading.Thread(target=self.worker, args=(i,), daemon=True) for i in range(self.args.workers)]
         reporter_stop = threading.Event()
@@ -375,9 +443,14 @@ class Soak:
             bus = {"event_bus": "amqp", "pulse_namespace": self.namespace, "event_lease": 3} if self.events else {}
             # Straight to the Azurites, not through the proxies.
             os.environ.update({f"QUEUE_STORAGE_{i}": store.connection_string for i, store in enumerate(self.stores)})
-            settings = load_settings(storage=self.stores[0].connection_string, root_access_token=TOKEN,
-                                     storage_shards=self.args.accounts, check_shards=self.args.check_shards,
-                                     pending_shards=self.args.pending_shards, **bus)
+            settings = load_settings(
+                storage=self.stores[0].connection_string,
+                root_access_token=TOKEN,
+                storage_shards=self.args.accounts,
+                check_shards=self.args.check_shards,
+                pending_shards=self.args.pending_shards,
+                **bus,
+            )
             service = build_queue(settings, *data_stores(settings, "sdk"))
             try:
                 return await audit(service.stores)
@@ -386,8 +459,12 @@ class Soak:
 
         result = asyncio.run(run_audit())
         give_up = time.monotonic() + 30
-        while self.events and result.violations and time.monotonic() < give_up and all(
-                v.invariant == "events-dispatched" for v in result.violations):
+        while (
+            self.events
+            and result.violations
+            and time.monotonic() < give_up
+            and all(v.invariant == "events-dispatched" for v in result.violations)
+        ):
             # Events a killed host held: its lease runs out and its dispatch requests show (a few seconds).
             time.sleep(2)
             result = asyncio.run(run_audit())
@@ -401,12 +478,15 @@ class Soak:
         for violation in result.violations[:20]:
             print(f"  {violation}")
         repaired = ", ".join(f"{k} {v}" for k, v in sorted(repairs.items())) or "none"
-        print(f"soak: tasks {result.tasks}, runs {result.runs}, retries {result.runs - result.tasks} "
-              f"(abandoned claims {self.abandoned}, late reports {self.late_reports}), repairs "
-              f"{sum(repairs.values())} ({repaired}), host kills {sum(h.kills for h in self.hosts)}, azurite "
-              f"restarts {self.azurite_restarts}, client retries {self.errors} (5xx answers "
-              f"{self.server_errors}), lost {lost}, doubled claims {doubled}, time {seconds:.0f} s, "
-              f"{result.tasks / seconds:.1f} tasks/s", flush=True)
+        print(
+            f"soak: tasks {result.tasks}, runs {result.runs}, retries {result.runs - result.tasks} "
+            f"(abandoned claims {self.abandoned}, late reports {self.late_reports}), repairs "
+            f"{sum(repairs.values())} ({repaired}), host kills {sum(h.kills for h in self.hosts)}, azurite "
+            f"restarts {self.azurite_restarts}, client retries {self.errors} (5xx answers "
+            f"{self.server_errors}), lost {lost}, doubled claims {doubled}, time {seconds:.0f} s, "
+            f"{result.tasks / seconds:.1f} tasks/s",
+            flush=True,
+        )
         return 1 if lost or doubled or result.violations else 0
 
     def azurite_dir(self, account: int) -> Path:
@@ -423,8 +503,7 @@ class Soak:
                 label = f"account {account}: {name}" if len(models) > 1 else name
                 rows.append((rate / per_task if per_task else float("inf"), label, per_task, rate))
         rows.sort()
-        print(f"scale model (factor {models[0]['factor']:g}), per task and the ceiling each scope sets:",
-              flush=True)
+        print(f"scale model (factor {models[0]['factor']:g}), per task and the ceiling each scope sets:", flush=True)
         for ceiling, name, per_task, rate in rows[:8]:
             print(f"  {name}: {per_task:.1f} per task against {rate:g}/s -> {ceiling:.1f} tasks/s", flush=True)
 
@@ -446,6 +525,7 @@ class Soak:
         if self.events:
             from shared.domain.events import EXCHANGES
             from tests.amqp import delete_exchanges
+
             delete_exchanges(self.namespace, list(EXCHANGES))
 
 
@@ -454,26 +534,46 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--kill-every", type=float, default=8, help="seconds between host kills (on average; "
-                        "0: none)")
-    parser.add_argument("--azurite-every", type=float, default=60,
-                        help="seconds between Azurite restarts (on average; 0: none)")
+    parser.add_argument("--kill-every", type=float, default=8, help="seconds between host kills (on average; 0: none)")
+    parser.add_argument(
+        "--azurite-every", type=float, default=60, help="seconds between Azurite restarts (on average; 0: none)"
+    )
     parser.add_argument("--abandon", type=float, default=0.02, help="share of claims a worker abandons")
     parser.add_argument("--claim-timeout", type=float, default=5)
-    parser.add_argument("--grace", type=float, default=5, help="the hosts' QUEUE_RECONCILE_GRACE: a short one "
-                        "also repairs what is only late under load (harmless; it counts as a repair)")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=5,
+        help="the hosts' QUEUE_RECONCILE_GRACE: a short one "
+        "also repairs what is only late under load (harmless; it counts as a repair)",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for every task")
-    parser.add_argument("--faults", type=float, default=0.0, help="share of the hosts' storage calls that fail "
-                        "(through the fault proxy; 0: none)")
-    parser.add_argument("--factor", type=float, default=0.0, help="the scale model: Azure's storage targets "
-                        "divided by this (through the proxy; 0: none)")
-    parser.add_argument("--accounts", type=int, default=1, help="storage accounts (an Azurite each, and a proxy "
-                        "each with --factor or --faults): QUEUE_STORAGE_SHARDS")
+    parser.add_argument(
+        "--faults",
+        type=float,
+        default=0.0,
+        help="share of the hosts' storage calls that fail (through the fault proxy; 0: none)",
+    )
+    parser.add_argument(
+        "--factor",
+        type=float,
+        default=0.0,
+        help="the scale model: Azure's storage targets divided by this (through the proxy; 0: none)",
+    )
+    parser.add_argument(
+        "--accounts",
+        type=int,
+        default=1,
+        help="storage accounts (an Azurite each, and a proxy each with --factor or --faults): QUEUE_STORAGE_SHARDS",
+    )
     parser.add_argument("--check-shards", type=int, default=1, help="QUEUE_CHECK_SHARDS of the hosts")
     parser.add_argument("--pending-shards", type=int, default=1, help="QUEUE_PENDING_SHARDS of the hosts")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--events", action="store_true", help="the hosts publish to the local RabbitMQ, and the "
-                        "audit checks every event was dispatched")
+    parser.add_argument(
+        "--events",
+        action="store_true",
+        help="the hosts publish to the local RabbitMQ, and the audit checks every event was dispatched",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data folder (Azurite's data, host logs)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -487,6 +587,7 @@ def main() -> int:
             print(f"data and host logs kept in {data_dir}")
         else:
             import shutil
+
             shutil.rmtree(data_dir, ignore_errors=True)
 
 

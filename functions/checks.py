@@ -33,8 +33,12 @@ async def later_if_busy(queue: str, msg: func.QueueMessage, handle: Callable[[],
     try:
         await handle()
     except StorageUnavailable as exc:
-        log.warning("storage busy (%s): message put back for %d s", exc.message, BUSY_DELAY,
-                    extra=fields(event="busy-later", queue=queue, messageId=msg.id, dequeueCount=msg.dequeue_count))
+        log.warning(
+            "storage busy (%s): message put back for %d s",
+            exc.message,
+            BUSY_DELAY,
+            extra=fields(event="busy-later", queue=queue, messageId=msg.id, dequeueCount=msg.dequeue_count),
+        )
         await get_queue().stores.queues.put(queue, msg.get_body(), visible_in=BUSY_DELAY)
 
 
@@ -48,9 +52,14 @@ def _claim_expiry(queue: str) -> Callable[[func.QueueMessage], Awaitable[None]]:
 
         async def handle() -> None:
             outcome = await get_queue().checks.check_claim(check)
-            log.debug("claim check: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
-                                                                queue=queue, messageId=msg.id))
+            log.debug(
+                "claim check: %s",
+                outcome,
+                extra=fields(taskId=check.taskId, runId=check.runId, queue=queue, messageId=msg.id),
+            )
+
         await later_if_busy(queue, msg, handle)
+
     return claim_expiry
 
 
@@ -60,33 +69,47 @@ def _task_deadline(queue: str) -> Callable[[func.QueueMessage], Awaitable[None]]
 
         async def handle() -> None:
             outcome = await get_queue().checks.check_deadlines(body)
-            log.debug("deadline check %s: %s", body.get("bucket", ""), outcome,
-                      extra=fields(taskId=body.get("taskId"), queue=queue, messageId=msg.id))
+            log.debug(
+                "deadline check %s: %s",
+                body.get("bucket", ""),
+                outcome,
+                extra=fields(taskId=body.get("taskId"), queue=queue, messageId=msg.id),
+            )
+
         await later_if_busy(queue, msg, handle)
+
     return task_deadline
 
 
 def _task_resolved(queue: str) -> Callable[[func.QueueMessage], Awaitable[None]]:
     async def task_resolved(msg: func.QueueMessage) -> None:
         await _resolution(queue, msg, ResolvedCheck.decode(msg.get_json()))
+
     return task_resolved
 
 
 async def _resolution(queue: str, msg: func.QueueMessage, check: ResolvedCheck) -> None:
     async def handle() -> None:
         outcome = await get_queue().resolution.follow_up(check)
-        log.debug("resolution: %s", outcome, extra=fields(taskId=check.taskId, runId=check.runId,
-                                                           queue=queue, messageId=msg.id))
+        log.debug(
+            "resolution: %s",
+            outcome,
+            extra=fields(taskId=check.taskId, runId=check.runId, queue=queue, messageId=msg.id),
+        )
+
     await later_if_busy(queue, msg, handle)
 
 
 # One function per shard of each check queue (one, with its name of old, unless QUEUE_CHECK_SHARDS says more).
-for _name, _base, _make in (("claim_expiry", CLAIM_QUEUE, _claim_expiry), ("task_deadline", DEADLINE_QUEUE,
-                                                                          _task_deadline),
-                            ("task_resolved", RESOLVED_QUEUE, _task_resolved)):
+for _name, _base, _make in (
+    ("claim_expiry", CLAIM_QUEUE, _claim_expiry),
+    ("task_deadline", DEADLINE_QUEUE, _task_deadline),
+    ("task_resolved", RESOLVED_QUEUE, _task_resolved),
+):
     for _suffix, _queue, _connection in trigger_queues(_base):
-        bp.function_name(_name + _suffix)(bp.queue_trigger(arg_name="msg", queue_name=_queue,
-                                                           connection=_connection)(_make(_queue)))
+        bp.function_name(_name + _suffix)(
+            bp.queue_trigger(arg_name="msg", queue_name=_queue, connection=_connection)(_make(_queue))
+        )
 
 
 @bp.function_name("expire_tasks")

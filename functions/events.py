@@ -48,8 +48,11 @@ async def event_dispatch(msg: func.QueueMessage) -> None:
         for request, error in failed:
             # Rather than let the host move it to the poison queue (its events would wait for a later change of
             # the same stream), or use up its attempts on busy storage: a new message, after a growing delay.
-            log.error("dispatch keeps failing; put back for later", exc_info=error,
-                      extra=fields(taskId=request.key, queue=DISPATCH_QUEUE))
+            log.error(
+                "dispatch keeps failing; put back for later",
+                exc_info=error,
+                extra=fields(taskId=request.key, queue=DISPATCH_QUEUE),
+            )
             await events.retry_later(request)
         return
     for request, outcome in zip(requests, outcomes, strict=True):
@@ -57,5 +60,6 @@ async def event_dispatch(msg: func.QueueMessage) -> None:
 
 
 for _suffix, _queue, _connection in trigger_queues(DISPATCH_QUEUE):  # a function per shard of the queue
-    bp.function_name("event_dispatch" + _suffix)(bp.queue_trigger(arg_name="msg", queue_name=_queue,
-                                                                  connection=_connection)(event_dispatch))
+    bp.function_name("event_dispatch" + _suffix)(
+        bp.queue_trigger(arg_name="msg", queue_name=_queue, connection=_connection)(event_dispatch)
+    )

@@ -81,8 +81,8 @@ FORMAT_FILE = "format.json"
 
 class DataDirTooNew(SettingsError):
     """The data dir {path} was written by tc-azure-queue {written_by} in data format {found}; this release
-({version}) reads format {known} and older. Run that release (or a newer one) on it, or give this one another
-QUEUE_DATA_DIR"""
+    ({version}) reads format {known} and older. Run that release (or a newer one) on it, or give this one another
+    QUEUE_DATA_DIR"""
 
 
 def _check_data_format(data_dir: Path) -> None:
@@ -95,28 +95,35 @@ def _check_data_format(data_dir: Path) -> None:
     except ValueError:
         found = {"dataFormat": DATA_FORMAT + 1, "writtenBy": "an unknown release (unreadable format.json)"}
     if int(found.get("dataFormat", 1)) > DATA_FORMAT:
-        raise DataDirTooNew(path=str(data_dir), written_by=found.get("writtenBy", "?"), found=found.get("dataFormat"),
-                            version=__version__, known=DATA_FORMAT)
+        raise DataDirTooNew(
+            path=str(data_dir),
+            written_by=found.get("writtenBy", "?"),
+            found=found.get("dataFormat"),
+            version=__version__,
+            known=DATA_FORMAT,
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"dataFormat": DATA_FORMAT, "writtenBy": __version__}) + "\n")
 
 
 def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
     note = " (generated; kept in the data dir)" if generated else ""
-    return "\n".join([
-        "",
-        f"Taskcluster queue listening on {root_url}",
-        f"  rootUrl:      {root_url}",
-        f"  inspector:    {root_url}/inspector/  (task groups, tasks, logs and task queues in the browser)",
-        f"  clientId:     {client_id}",
-        f"  accessToken:  {token}{note}",
-        "  for the taskcluster clients:",
-        f"    export TASKCLUSTER_ROOT_URL={root_url}",
-        f"    export TASKCLUSTER_CLIENT_ID={client_id}",
-        f"    export TASKCLUSTER_ACCESS_TOKEN={token}",
-        "Press Ctrl-C to stop.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "",
+            f"Taskcluster queue listening on {root_url}",
+            f"  rootUrl:      {root_url}",
+            f"  inspector:    {root_url}/inspector/  (task groups, tasks, logs and task queues in the browser)",
+            f"  clientId:     {client_id}",
+            f"  accessToken:  {token}{note}",
+            "  for the taskcluster clients:",
+            f"    export TASKCLUSTER_ROOT_URL={root_url}",
+            f"    export TASKCLUSTER_CLIENT_ID={client_id}",
+            f"    export TASKCLUSTER_ACCESS_TOKEN={token}",
+            "Press Ctrl-C to stop.",
+            "",
+        ]
+    )
 
 
 def _binding_defaults() -> None:
@@ -136,12 +143,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         key = json.loads((data_dir / "secrets.json").read_text())[AZURITE_KEY]
         # Not on the host's port, which is free until the host binds it after Azurite has started.
         host_port = int(os.environ.get("QUEUE_PORT") or Settings.model_fields["port"].default)
-        embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory, key=key,
-                                 avoid=frozenset({host_port}))
+        embedded = azurite.start(data_dir / "azurite", in_memory=args.in_memory, key=key, avoid=frozenset({host_port}))
         os.environ["QUEUE_STORAGE"] = embedded.connection_string
         pids = ", ".join(map(str, embedded.pids))
-        print(f"Azurite (pids {pids}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "
-              f"{embedded.queue_port}, table {embedded.table_port}; data in {data_dir / 'azurite'}", flush=True)
+        print(
+            f"Azurite (pids {pids}) on 127.0.0.1 ports blob {embedded.blob_port}, queue "
+            f"{embedded.queue_port}, table {embedded.table_port}; data in {data_dir / 'azurite'}",
+            flush=True,
+        )
         # So `python -m local_host clients ...` finds the running storage.
         runtime.write_text(json.dumps({"QUEUE_STORAGE": embedded.connection_string, "pid": os.getpid()}))
         runtime.chmod(0o600)
@@ -150,15 +159,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         _binding_defaults()
         settings = check_serving(load_settings())
         logs.configure(settings.log_level)
-        announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token,
-                           generated)
+        announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token, generated)
         if args.worker:
-            worker = _start_worker(args.worker, args.worker_capacity, settings.public_root_url,
-                                   settings.root_client_id, settings.root_access_token, data_dir)
+            worker = _start_worker(
+                args.worker,
+                args.worker_capacity,
+                settings.public_root_url,
+                settings.root_client_id,
+                settings.root_access_token,
+                data_dir,
+            )
         # Ctrl-C stops the worker first, while the queue still takes its reports (its runs end worker-shutdown).
         before_stop = None if worker is None else functools.partial(asyncio.to_thread, _stop_worker, worker)
-        asyncio.run(serve(args.app, Path(args.host_json), port=settings.port, announce=announce,
-                          before_stop=before_stop, **http_bounds(settings)))
+        asyncio.run(
+            serve(
+                args.app,
+                Path(args.host_json),
+                port=settings.port,
+                announce=announce,
+                before_stop=before_stop,
+                **http_bounds(settings),
+            )
+        )
     finally:
         if worker is not None:
             _stop_worker(worker)
@@ -171,18 +193,42 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def http_bounds(settings: Settings) -> dict[str, Any]:
     """The HTTP server's bounds (local_host/http.py), from the settings."""
-    return {"max_connections": settings.http_max_connections, "header_timeout": settings.http_header_timeout,
-            "body_timeout": settings.http_body_timeout, "per_peer_share": settings.http_per_peer_share}
+    return {
+        "max_connections": settings.http_max_connections,
+        "header_timeout": settings.http_header_timeout,
+        "body_timeout": settings.http_body_timeout,
+        "per_peer_share": settings.http_per_peer_share,
+    }
 
 
-def _start_worker(task_queue_id: str, capacity: int, root_url: str, client_id: str, token: str,
-                  data_dir: Path) -> subprocess.Popen[bytes]:
+def _start_worker(
+    task_queue_id: str, capacity: int, root_url: str, client_id: str, token: str, data_dir: Path
+) -> subprocess.Popen[bytes]:
     """The reference worker beside the queue (its own session, so Ctrl-C reaches the host only; stopped by PID)."""
-    env = {**os.environ, "TASKCLUSTER_ROOT_URL": root_url, "TASKCLUSTER_CLIENT_ID": client_id,
-           "TASKCLUSTER_ACCESS_TOKEN": token}
-    process = subprocess.Popen([sys.executable, "-m", "worker", "--task-queue", task_queue_id, "--capacity",
-                                str(capacity), "--worker-group", "local", "--work-dir", str(data_dir / "worker")],
-                               cwd=PROJECT, env=env, start_new_session=True)
+    env = {
+        **os.environ,
+        "TASKCLUSTER_ROOT_URL": root_url,
+        "TASKCLUSTER_CLIENT_ID": client_id,
+        "TASKCLUSTER_ACCESS_TOKEN": token,
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worker",
+            "--task-queue",
+            task_queue_id,
+            "--capacity",
+            str(capacity),
+            "--worker-group",
+            "local",
+            "--work-dir",
+            str(data_dir / "worker"),
+        ],
+        cwd=PROJECT,
+        env=env,
+        start_new_session=True,
+    )
     print(f"reference worker (pid {process.pid}) taking tasks of {task_queue_id}", flush=True)
     return process
 
@@ -207,8 +253,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.configure(settings.log_level)
     port = None if args.no_http else settings.port
     announce = f"local host ready on {settings.public_root_url}" if port else "local host ready (triggers only)"
-    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce,
-                      **http_bounds(settings)))
+    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce, **http_bounds(settings)))
     return 0
 
 
@@ -233,6 +278,7 @@ def cmd_clients(args: argparse.Namespace) -> int:
     if not _running_storage():
         return 2
     from shared.auth.admin import run_clients_command
+
     return asyncio.run(run_clients_command(load_settings(), args))
 
 
@@ -243,16 +289,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
     logs.configure("WARNING")
     from shared.maintenance.invariants import run_audit_command
     from shared.runtime import build_queue, data_stores
+
     settings = load_settings()
     queue = build_queue(settings, *data_stores(settings, "sdk"))
     return asyncio.run(run_audit_command(queue.stores, queue.reconciler if args.reconcile else None))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m local_host", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--settings", default=str(PROJECT / "local.settings.json"),
-                        help="local.settings.json to read (default: the project's)")
+    parser = argparse.ArgumentParser(
+        prog="python -m local_host", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--settings",
+        default=str(PROJECT / "local.settings.json"),
+        help="local.settings.json to read (default: the project's)",
+    )
     parser.add_argument("--app", default="function_app:app", help="module:attribute of the function app")
     parser.add_argument("--host-json", default=str(PROJECT / "host.json"))
     sub = parser.add_subparsers(dest="command", required=True)
@@ -266,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     srv.set_defaults(func=cmd_serve)
     clients = sub.add_parser("clients", help="create, list, reset, disable, enable or delete clients")
     from shared.auth.admin import add_client_arguments
+
     add_client_arguments(clients)
     clients.set_defaults(func=cmd_clients)
     check = sub.add_parser("audit", help="check the invariants over every task (exit 1 on a violation)")

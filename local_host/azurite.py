@@ -36,12 +36,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def connection_string(blob: int, queue: int, table: int, key: str, scheme: str = "http", account: str = ACCOUNT
-                      ) -> str:
+def connection_string(blob: int, queue: int, table: int, key: str, scheme: str = "http", account: str = ACCOUNT) -> str:
     base = f"{scheme}://127.0.0.1"
-    return (f"DefaultEndpointsProtocol={scheme};AccountName={account};AccountKey={key};"
-            f"BlobEndpoint={base}:{blob}/{account};QueueEndpoint={base}:{queue}/{account};"
-            f"TableEndpoint={base}:{table}/{account};")
+    return (
+        f"DefaultEndpointsProtocol={scheme};AccountName={account};AccountKey={key};"
+        f"BlobEndpoint={base}:{blob}/{account};QueueEndpoint={base}:{queue}/{account};"
+        f"TableEndpoint={base}:{table}/{account};"
+    )
 
 
 def _listening(port: int) -> bool:
@@ -86,8 +87,14 @@ class Azurite:
         queue's further accounts, QUEUE_STORAGE_<n>, in one Azurite for tests)."""
         if not 0 <= account < self.accounts:
             raise ValueError(f"this Azurite serves {self.accounts} accounts")
-        return connection_string(self.blob_port, self.queue_port, self.table_port, self.key, self.scheme,
-                                 ACCOUNT if account == 0 else f"shard{account}")
+        return connection_string(
+            self.blob_port,
+            self.queue_port,
+            self.table_port,
+            self.key,
+            self.scheme,
+            ACCOUNT if account == 0 else f"shard{account}",
+        )
 
     def endpoint(self, service: str) -> str:
         """The service's endpoint, path-style: `<scheme>://127.0.0.1:<port>/devstoreaccount1`."""
@@ -124,7 +131,8 @@ def find_binary(name: str) -> str:
     if found:
         return found
     raise FileNotFoundError(
-        f"{name} not found in {DEFAULT_BIN_DIR}: run `make setup` (it installs azurite@3.37.0 from npm)")
+        f"{name} not found in {DEFAULT_BIN_DIR}: run `make setup` (it installs azurite@3.37.0 from npm)"
+    )
 
 
 def allow_browser_reads(azurite: Azurite) -> None:
@@ -132,14 +140,26 @@ def allow_browser_reads(azurite: Azurite) -> None:
     the signed URLs the queue redirects artifact downloads to (the Taskcluster UI, the task inspector)."""
     client = BlobServiceClient.from_connection_string(azurite.connection_string)
     with client:
-        client.set_service_properties(cors=[CorsRule(["*"], ["GET", "HEAD"], allowed_headers=["*"],
-                                                     exposed_headers=["*"], max_age_in_seconds=3600)])
+        client.set_service_properties(
+            cors=[
+                CorsRule(["*"], ["GET", "HEAD"], allowed_headers=["*"], exposed_headers=["*"], max_age_in_seconds=3600)
+            ]
+        )
 
 
-def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
-          startup_timeout: float = 30, ports: dict[str, int] | None = None,
-          tls: tuple[Path, Path] | None = None, oauth: bool = False, key: str | None = None,
-          avoid: frozenset[int] = frozenset(), accounts: int = 1) -> Azurite:
+def start(
+    data_dir: Path | None,
+    *,
+    in_memory: bool = False,
+    attempts: int = 5,
+    startup_timeout: float = 30,
+    ports: dict[str, int] | None = None,
+    tls: tuple[Path, Path] | None = None,
+    oauth: bool = False,
+    key: str | None = None,
+    avoid: frozenset[int] = frozenset(),
+    accounts: int = 1,
+) -> Azurite:
     """Start Azurite's services on free loopback ports (or on `ports`, to restart one on its data); data in
     `data_dir` (or in memory), which only its owner may read. Retries if a port was taken meanwhile. `key`: the
     account key (default: a new one; DEVELOPMENT_KEY only where a caller asks for it). `tls` (certificate, key:
@@ -189,8 +209,14 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
             if log_path:
                 log_path.chmod(0o600)
             processes["+".join(services)] = subprocess.Popen(
-                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env=environment, umask=0o077)  # what it writes is readable by its owner only
+                args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=environment,
+                umask=0o077,
+            )  # what it writes is readable by its owner only
         azurite = Azurite(processes, chosen, log_path, key, "https" if tls else "http", accounts)
         give_up = time.monotonic() + startup_timeout
         while time.monotonic() < give_up:
@@ -206,5 +232,6 @@ def start(data_dir: Path | None, *, in_memory: bool = False, attempts: int = 5,
         else:
             last_error = f"Azurite did not listen within {startup_timeout} s"
         azurite.stop()
-    raise RuntimeError(f"could not start Azurite: {last_error}"
-                       + (f" (see {data_dir / 'azurite.log'})" if data_dir else ""))
+    raise RuntimeError(
+        f"could not start Azurite: {last_error}" + (f" (see {data_dir / 'azurite.log'})" if data_dir else "")
+    )

@@ -48,8 +48,17 @@ from local_host.limits import Limits
 
 KINDS = ("busy", "timeout", "reset-before", "reset-after", "delay")
 SERVICES = ("queue", "table")
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
-              "content-length", "host"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "content-length",
+    "host",
+}
 MAX_HEAD = 64 * 1024
 
 
@@ -82,8 +91,9 @@ def error_body(service: str, code: str, message: str) -> tuple[bytes, str]:
     if service == "table":
         body = json.dumps({"odata.error": {"code": code, "message": {"lang": "en-US", "value": detail}}})
         return body.encode(), "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"
-    return (f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{detail}</Message>'
-            f"</Error>").encode(), "application/xml"
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{detail}</Message></Error>'
+    ).encode(), "application/xml"
 
 
 @dataclass
@@ -179,12 +189,14 @@ class FaultProxy:
         return ";".join(f"{k}={v}" for k, v in values.items()) + ";"
 
     async def start(self) -> FaultProxy:
-        self._session = aiohttp.ClientSession(auto_decompress=False, trust_env=False,
-                                              skip_auto_headers=("User-Agent", "Content-Type", "Accept-Encoding"),
-                                              timeout=aiohttp.ClientTimeout(total=60))
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False,
+            trust_env=False,
+            skip_auto_headers=("User-Agent", "Content-Type", "Accept-Encoding"),
+            timeout=aiohttp.ClientTimeout(total=60),
+        )
         for service in SERVICES:
-            server = await asyncio.start_server(functools.partial(self._serve, service), "127.0.0.1", 0,
-                                                limit=MAX_HEAD)
+            server = await asyncio.start_server(functools.partial(self._serve, service), "127.0.0.1", 0, limit=MAX_HEAD)
             self.ports[service] = server.sockets[0].getsockname()[1]
             self._servers.append(server)
         return self
@@ -223,14 +235,17 @@ class FaultProxy:
         op = operation(service, request.method, request.path, request.query, request.lower)
         self.seen[op] += 1
         self.last_headers[op] = request.lower
-        over = (self.limits.admit(service, request.method, request.path, request.query, request.body)
-                if self.limits is not None else None)
+        over = (
+            self.limits.admit(service, request.method, request.path, request.query, request.body)
+            if self.limits is not None
+            else None
+        )
         if over is not None:  # every caller counts against the account's targets, SAS requests of workers too
-            message = ("Operations per second is over the account limit." if over == "account"
-                       else "The server is busy.")
+            message = "Operations per second is over the account limit." if over == "account" else "The server is busy."
             body, content_type = error_body(service, "ServerBusy", message)
-            await self._write(writer, 503, "Server Busy", [("Content-Type", content_type),
-                                                            ("x-ms-error-code", "ServerBusy")], body)
+            await self._write(
+                writer, 503, "Server Busy", [("Content-Type", content_type), ("x-ms-error-code", "ServerBusy")], body
+            )
             return True
         kind = self.faults.choose(op, self.rng) if "authorization" in request.lower else None
         if kind is not None:
@@ -240,8 +255,9 @@ class FaultProxy:
             return False
         if kind == "busy":
             body, content_type = error_body(service, "ServerBusy", "The server is busy.")
-            await self._write(writer, 503, "Server Busy", [("Content-Type", content_type),
-                                                            ("x-ms-error-code", "ServerBusy")], body)
+            await self._write(
+                writer, 503, "Server Busy", [("Content-Type", content_type), ("x-ms-error-code", "ServerBusy")], body
+            )
             return True
         if kind == "delay":
             await asyncio.sleep(self.faults.delay)
@@ -250,10 +266,16 @@ class FaultProxy:
             _reset(writer)
             return False
         if kind == "timeout":
-            body, content_type = error_body(service, "OperationTimedOut",
-                                            "Operation could not be completed within the specified time.")
-            await self._write(writer, 500, "Operation Timed Out", [("Content-Type", content_type),
-                                                                    ("x-ms-error-code", "OperationTimedOut")], body)
+            body, content_type = error_body(
+                service, "OperationTimedOut", "Operation could not be completed within the specified time."
+            )
+            await self._write(
+                writer,
+                500,
+                "Operation Timed Out",
+                [("Content-Type", content_type), ("x-ms-error-code", "OperationTimedOut")],
+                body,
+            )
             return True
         await self._write(writer, status, reason, headers, body)
         return True
@@ -263,17 +285,28 @@ class FaultProxy:
         base = urllib.parse.urlsplit(self.upstream[f"{service.capitalize()}Endpoint"])
         url = f"{base.scheme}://{base.netloc}{request.target}"
         headers = [(k, v) for k, v in request.headers if k.lower() not in HOP_BY_HOP]
-        async with self._session.request(request.method, URL(url, encoded=True), headers=headers,
-                                         data=request.body if request.body else None) as response:
+        async with self._session.request(
+            request.method, URL(url, encoded=True), headers=headers, data=request.body if request.body else None
+        ) as response:
             body = await response.read()
-            return (response.status, response.reason or "", [(k, v) for k, v in response.headers.items()
-                                                              if k.lower() not in HOP_BY_HOP], body)
+            return (
+                response.status,
+                response.reason or "",
+                [(k, v) for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP],
+                body,
+            )
 
     @staticmethod
-    async def _write(writer: asyncio.StreamWriter, status: int, reason: str, headers: list[tuple[str, str]],
-                     body: bytes) -> None:
-        head = [f"HTTP/1.1 {status} {reason}", *(f"{k}: {v}" for k, v in headers), f"Content-Length: {len(body)}",
-                "", ""]
+    async def _write(
+        writer: asyncio.StreamWriter, status: int, reason: str, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        head = [
+            f"HTTP/1.1 {status} {reason}",
+            *(f"{k}: {v}" for k, v in headers),
+            f"Content-Length: {len(body)}",
+            "",
+            "",
+        ]
         writer.write("\r\n".join(head).encode("latin-1") + body)
         await writer.drain()
 
@@ -285,8 +318,7 @@ async def _main(args: argparse.Namespace) -> None:
         raise SystemExit(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     operations = frozenset(o.strip() for o in args.operations.split(",")) if args.operations else None
     limits = Limits(args.factor) if args.factor else None
-    proxy = await FaultProxy(args.storage, Faults(args.rate, kinds, operations, args.delay, args.seed),
-                             limits).start()
+    proxy = await FaultProxy(args.storage, Faults(args.rate, kinds, operations, args.delay, args.seed), limits).start()
     print(f"CONNECTION {proxy.connection_string}", flush=True)
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -294,32 +326,45 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stopped.set)
     await stopped.wait()
     injected = ", ".join(f"{kind} {op}: {n}" for (kind, op), n in sorted(proxy.injected.items()))
-    print(f"requests {sum(proxy.seen.values())}, faults {sum(proxy.injected.values())}: {injected}",
-          file=sys.stderr, flush=True)
+    print(
+        f"requests {sum(proxy.seen.values())}, faults {sum(proxy.injected.values())}: {injected}",
+        file=sys.stderr,
+        flush=True,
+    )
     if limits is not None:
         over = ", ".join(f"{name}: {n}" for name, n in limits.throttled.most_common(10))
-        print(f"over the model's targets (factor {limits.factor:g}): {sum(limits.throttled.values())} refused "
-              f"of {limits.admitted + sum(limits.throttled.values())}; most: {over or 'none'}", file=sys.stderr,
-              flush=True)
+        print(
+            f"over the model's targets (factor {limits.factor:g}): {sum(limits.throttled.values())} refused "
+            f"of {limits.admitted + sum(limits.throttled.values())}; most: {over or 'none'}",
+            file=sys.stderr,
+            flush=True,
+        )
         busiest = ", ".join(f"{name}: {used:g} (target {rate:g}/s)" for name, used, rate in limits.busiest())
         print(f"admitted by the busiest scopes: {busiest}", file=sys.stderr, flush=True)
         # For a benchmark reading this process's output: the same, as one JSON line.
-        print("LIMITS " + json.dumps({"factor": limits.factor, "throttled": dict(limits.throttled),
-                                      "busiest": limits.busiest(12)}), flush=True)
+        print(
+            "LIMITS "
+            + json.dumps({"factor": limits.factor, "throttled": dict(limits.throttled), "busiest": limits.busiest(12)}),
+            flush=True,
+        )
     await proxy.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m local_host.fault_proxy", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m local_host.fault_proxy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--storage", required=True, help="connection string of the storage to proxy (Azurite)")
     parser.add_argument("--rate", type=float, default=0.05, help="fraction of the queue's calls that get a fault")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
     parser.add_argument("--operations", default="", help="comma-separated operation kinds (default: all)")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds of a `delay` fault")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--factor", type=float, default=0.0,
-                        help="model Azure's scalability targets divided by this (0: no limits)")
+    parser.add_argument(
+        "--factor", type=float, default=0.0, help="model Azure's scalability targets divided by this (0: no limits)"
+    )
     asyncio.run(_main(parser.parse_args(argv)))
 
 

@@ -48,10 +48,19 @@ def print_storage_calls() -> None:
     {"<API method>": {"<storage round trips one after another>": <requests so far>, ...}, ...}}` on stdout
     (bench.lifecycle reads it before and after each scenario to print storage calls per task and round trips
     per API call)."""
-    print("storage-calls " + json.dumps({
-        "calls": dict(sorted(ATTEMPTS.items())),
-        "roundTrips": {method: {str(n): count for n, count in sorted(tally.items())}
-                       for method, tally in sorted(roundtrips.TALLY.items())}}), flush=True)
+    print(
+        "storage-calls "
+        + json.dumps(
+            {
+                "calls": dict(sorted(ATTEMPTS.items())),
+                "roundTrips": {
+                    method: {str(n): count for n, count in sorted(tally.items())}
+                    for method, tally in sorted(roundtrips.TALLY.items())
+                },
+            }
+        ),
+        flush=True,
+    )
 
 
 def load_app(reference: str) -> Any:
@@ -77,10 +86,18 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def serve(app_reference: str = "function_app:app", host_json: Path = PROJECT / "host.json", *,
-                port: int | None = 7071, announce: str | None = None, max_connections: int = 1000,
-                header_timeout: float = 10.0, body_timeout: float = 60.0, per_peer_share: float = 0.5,
-                before_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+async def serve(
+    app_reference: str = "function_app:app",
+    host_json: Path = PROJECT / "host.json",
+    *,
+    port: int | None = 7071,
+    announce: str | None = None,
+    max_connections: int = 1000,
+    header_timeout: float = 10.0,
+    body_timeout: float = 60.0,
+    per_peer_share: float = 0.5,
+    before_stop: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's bounds: local_host/http.py.
     `before_stop` runs at the first signal while the queue still serves (a worker beside it reports its runs);
     a second signal stops at once."""
@@ -91,12 +108,22 @@ async def serve(app_reference: str = "function_app:app", host_json: Path = PROJE
     stop = asyncio.Event()
     server: _Server | None = None
     if port is not None:
-        config = uvicorn.Config(asgi_app_of(app), host="127.0.0.1", port=port, log_config=None,
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=5,
-                                http=BoundedH11.configure(max_connections=max_connections,
-                                                          header_timeout=header_timeout, body_timeout=body_timeout,
-                                                          per_peer_share=per_peer_share),
-                                h11_max_incomplete_event_size=MAX_HEAD_BYTES)
+        config = uvicorn.Config(
+            asgi_app_of(app),
+            host="127.0.0.1",
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+            http=BoundedH11.configure(
+                max_connections=max_connections,
+                header_timeout=header_timeout,
+                body_timeout=body_timeout,
+                per_peer_share=per_peer_share,
+            ),
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        )
         server = _Server(config)
 
     def stop_now() -> None:
@@ -166,10 +193,12 @@ async def _close_stores(app: Any, runners: list[Any]) -> None:
         await store.close()
     with contextlib.suppress(Exception):
         from shared.runtime import get_queue
+
         if get_queue.cache_info().currsize:
             await get_queue().close()
     with contextlib.suppress(Exception):
         from shared.runtime import get_publisher
+
         publisher = get_publisher() if get_publisher.cache_info().currsize else None
         if publisher is not None:
             await publisher.close()

@@ -31,7 +31,7 @@ from shared.api.framework import MAX_HEAD_BYTES, error_body
 
 class InvalidHttpRequest(errors.InvalidRequestArguments):
     """The request is not valid HTTP/1.1 ({problem}): the request line and headers must be well-formed and at most
-{limit} bytes in all"""
+    {limit} bytes in all"""
 
 
 class TooManyConnections(errors.ServiceUnavailable):
@@ -57,12 +57,21 @@ class BoundedH11(H11Protocol):
     by_peer: ClassVar[collections.Counter[str]] = collections.Counter()  # open connections per peer address
 
     @classmethod
-    def configure(cls, *, max_connections: int, header_timeout: float, body_timeout: float = 10.0,
-                  per_peer_share: float = 0.5) -> type[BoundedH11]:
+    def configure(
+        cls, *, max_connections: int, header_timeout: float, body_timeout: float = 10.0, per_peer_share: float = 0.5
+    ) -> type[BoundedH11]:
         per_peer = max(1, math.ceil(max_connections * per_peer_share))
-        return type("ConfiguredBoundedH11", (cls,), {
-            "max_connections": max_connections, "header_timeout": header_timeout, "body_timeout": body_timeout,
-            "per_peer": per_peer, "by_peer": collections.Counter()})
+        return type(
+            "ConfiguredBoundedH11",
+            (cls,),
+            {
+                "max_connections": max_connections,
+                "header_timeout": header_timeout,
+                "body_timeout": body_timeout,
+                "per_peer": per_peer,
+                "by_peer": collections.Counter(),
+            },
+        )
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -77,9 +86,11 @@ class BoundedH11(H11Protocol):
             problem = TooManyFromPeer(limit=self.per_peer, total=self.max_connections)
         if problem is not None:
             body = _json(problem)
-            transport.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-                            b"retry-after: %d\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
-                            % (problem.retry_after, len(body), body))
+            transport.write(
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                b"retry-after: %d\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                % (problem.retry_after, len(body), body)
+            )
             transport.close()
             return
         self._peer = address
@@ -135,9 +146,15 @@ class BoundedH11(H11Protocol):
         """uvicorn answers a request it cannot parse (malformed, or a head over the limit) with a plain-text 400;
         Taskcluster's clients and tools expect its JSON error format."""
         body = _json(InvalidHttpRequest(problem=msg.rstrip("."), limit=MAX_HEAD_BYTES))
-        response = h11.Response(status_code=400, reason=b"Bad Request", headers=[
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")])
+        response = h11.Response(
+            status_code=400,
+            reason=b"Bad Request",
+            headers=[
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        )
         for event in (response, h11.Data(data=body), h11.EndOfMessage()):
             self.transport.write(self.conn.send(event) or b"")
         self.transport.close()

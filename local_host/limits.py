@@ -34,8 +34,9 @@ _PK_IN_KEY = re.compile(r"PartitionKey='((?:[^']|'')*)'")
 _PK_IN_FILTER = re.compile(r"PartitionKey\s+eq\s+'((?:[^']|'')*)'")
 _PK_IN_JSON = re.compile(rb'"PartitionKey"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _BATCH_OP = re.compile(rb"^(?:POST|PUT|MERGE|PATCH|DELETE|GET) \S+ HTTP/1\.1", re.MULTILINE)
-_BATCH_TABLE = re.compile(rb"^(?:POST|PUT|MERGE|PATCH|DELETE|GET) https?://[^/\s]+/[^/\s]+/([A-Za-z0-9]+)",
-                          re.MULTILINE)
+_BATCH_TABLE = re.compile(
+    rb"^(?:POST|PUT|MERGE|PATCH|DELETE|GET) https?://[^/\s]+/[^/\s]+/([A-Za-z0-9]+)", re.MULTILINE
+)
 
 
 @dataclass

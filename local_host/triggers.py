@@ -74,8 +74,9 @@ class QueueOptions:
         options = cls(
             batch_size=batch,
             new_batch_threshold=int(queues.get("newBatchThreshold", batch // 2)),
-            max_polling_interval=max(MIN_POLLING_INTERVAL,
-                                     parse_timespan(queues.get("maxPollingInterval", "00:01:00"))),
+            max_polling_interval=max(
+                MIN_POLLING_INTERVAL, parse_timespan(queues.get("maxPollingInterval", "00:01:00"))
+            ),
             visibility_timeout=parse_timespan(queues.get("visibilityTimeout", "00:00:00")),
             max_dequeue_count=int(queues.get("maxDequeueCount", 5)),
             message_encoding=str(queues.get("messageEncoding", "base64")),
@@ -111,11 +112,13 @@ class LocalQueueMessage(func.QueueMessage):
 
 def resolve_setting_expression(value: str) -> str:
     """Binding expressions `%NAME%` are app settings (environment variables)."""
+
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in os.environ:
             raise KeyError(f"binding expression %{name}% names an app setting that is not set")
         return os.environ[name]
+
     return re.sub(r"%([^%]+)%", one, value)
 
 
@@ -133,8 +136,15 @@ _tracer = trace.get_tracer("local_host")
 
 
 class QueueTriggerRunner:
-    def __init__(self, name: str, queue: str, function: Callable[..., Any], arg_name: str,
-                 store: QueueStore, options: QueueOptions) -> None:
+    def __init__(
+        self,
+        name: str,
+        queue: str,
+        function: Callable[..., Any],
+        arg_name: str,
+        store: QueueStore,
+        options: QueueOptions,
+    ) -> None:
         self.name, self.queue, self.function, self.arg_name = name, queue, function, arg_name
         self.store, self.options = store, options
         self.poison_queue = f"{queue}-poison"
@@ -199,9 +209,13 @@ class QueueTriggerRunner:
         except Exception:
             message = lease.message
             self.failed += 1
-            log.exception("function %s failed (attempt %d of %d)", self.name, message.dequeue_count,
-                          self.options.max_dequeue_count,
-                          extra=fields(queue=self.queue, messageId=message.id, dequeueCount=message.dequeue_count))
+            log.exception(
+                "function %s failed (attempt %d of %d)",
+                self.name,
+                message.dequeue_count,
+                self.options.max_dequeue_count,
+                extra=fields(queue=self.queue, messageId=message.id, dequeueCount=message.dequeue_count),
+            )
             if message.dequeue_count >= self.options.max_dequeue_count:
                 await self._poison(message)
             else:
@@ -212,8 +226,12 @@ class QueueTriggerRunner:
 
     async def _poison(self, message: QueueMessage) -> None:
         self.poisoned += 1
-        log.error("message moved to %s after %d attempts", self.poison_queue, message.dequeue_count,
-                  extra=fields(queue=self.queue, messageId=message.id, dequeueCount=message.dequeue_count))
+        log.error(
+            "message moved to %s after %d attempts",
+            self.poison_queue,
+            message.dequeue_count,
+            extra=fields(queue=self.queue, messageId=message.id, dequeueCount=message.dequeue_count),
+        )
         await self.store.put(self.poison_queue, message.content)
         await self.store.delete(self.queue, message)
 
@@ -245,8 +263,11 @@ class Lease:
             try:
                 renewed = await self.store.release(self.queue, self.message, RECEIVE_VISIBILITY)
             except Exception:
-                log.warning("renewing a message lease failed; it may run twice", exc_info=True,
-                            extra=fields(queue=self.queue, messageId=self.message.id))
+                log.warning(
+                    "renewing a message lease failed; it may run twice",
+                    exc_info=True,
+                    extra=fields(queue=self.queue, messageId=self.message.id),
+                )
                 continue
             if renewed is None:
                 return  # gone (or renewed by a lost answer: the message comes back after the lease)
@@ -254,8 +275,9 @@ class Lease:
 
 
 class TimerTriggerRunner:
-    def __init__(self, name: str, schedule: str, function: Callable[..., Any], arg_name: str,
-                 run_on_startup: bool) -> None:
+    def __init__(
+        self, name: str, schedule: str, function: Callable[..., Any], arg_name: str, run_on_startup: bool
+    ) -> None:
         self.name, self.schedule, self.function, self.arg_name = name, schedule, function, arg_name
         self.run_on_startup = run_on_startup
         self.runs = 0
@@ -288,9 +310,9 @@ class TimerTriggerRunner:
             log.exception("timer function %s failed", self.name)
 
 
-def build_runners(app: Any, options: QueueOptions,
-                  store_for: Callable[[str], QueueStore] | None = None
-                  ) -> list[QueueTriggerRunner | TimerTriggerRunner]:
+def build_runners(
+    app: Any, options: QueueOptions, store_for: Callable[[str], QueueStore] | None = None
+) -> list[QueueTriggerRunner | TimerTriggerRunner]:
     """One runner per queue or timer trigger registered on `app` (from `app.get_functions()`, called once)."""
     stores: dict[str, QueueStore] = {}
 
@@ -314,12 +336,26 @@ def build_runners(app: Any, options: QueueOptions,
         user_function = function.get_user_function()
         if binding["type"] == "queueTrigger":
             queue = resolve_setting_expression(binding["queueName"])
-            runners.append(QueueTriggerRunner(name, queue, user_function, binding["name"],
-                                              store_for(binding.get("connection") or "AzureWebJobsStorage"),
-                                              options))
+            runners.append(
+                QueueTriggerRunner(
+                    name,
+                    queue,
+                    user_function,
+                    binding["name"],
+                    store_for(binding.get("connection") or "AzureWebJobsStorage"),
+                    options,
+                )
+            )
         elif binding["type"] == "timerTrigger":
-            runners.append(TimerTriggerRunner(name, resolve_setting_expression(binding["schedule"]),
-                                              user_function, binding["name"], bool(binding.get("runOnStartup"))))
+            runners.append(
+                TimerTriggerRunner(
+                    name,
+                    resolve_setting_expression(binding["schedule"]),
+                    user_function,
+                    binding["name"],
+                    bool(binding.get("runOnStartup")),
+                )
+            )
         elif binding["type"] != "httpTrigger":
             raise NotImplementedError(f"the local host does not run {binding['type']} ({name})")
     return runners

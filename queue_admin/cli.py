@@ -24,8 +24,9 @@ from taskcluster.exceptions import TaskclusterFailure, TaskclusterRestFailure
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tc-queue-admin", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="tc-queue-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", action="store_true", help="print the API's answers as JSON")
     kinds = parser.add_subparsers(dest="kind", required=True)
 
@@ -34,17 +35,30 @@ def _parser() -> argparse.ArgumentParser:
     listing = actions.add_parser("list", help="every client (with --prefix, those whose id starts so)")
     listing.add_argument("--prefix", default="")
     for name in ("show", "reset", "disable", "enable", "delete"):
-        actions.add_parser(name, help={"show": "a client and its expanded scopes",
-                                       "reset": "a new access token (printed once)"}.get(name, f"{name} a client")
-                           ).add_argument("client_id")
+        actions.add_parser(
+            name,
+            help={"show": "a client and its expanded scopes", "reset": "a new access token (printed once)"}.get(
+                name, f"{name} a client"
+            ),
+        ).add_argument("client_id")
     for name in ("create", "update"):
-        one = actions.add_parser(name, help=f"{name} a client" + (" (its access token is printed once)"
-                                                                   if name == "create" else ""))
+        one = actions.add_parser(
+            name, help=f"{name} a client" + (" (its access token is printed once)" if name == "create" else "")
+        )
         one.add_argument("client_id")
-        one.add_argument("--scope", action="append", default=[], dest="scopes", metavar="SCOPE",
-                         help="a scope it holds (repeat for more)")
-        one.add_argument("--expires", default="1 year", help='when it stops working: "1 year", "30 days", or '
-                         "an ISO 8601 date-time (default: 1 year)")
+        one.add_argument(
+            "--scope",
+            action="append",
+            default=[],
+            dest="scopes",
+            metavar="SCOPE",
+            help="a scope it holds (repeat for more)",
+        )
+        one.add_argument(
+            "--expires",
+            default="1 year",
+            help='when it stops working: "1 year", "30 days", or an ISO 8601 date-time (default: 1 year)',
+        )
         one.add_argument("--description", default="")
 
     roles = kinds.add_parser("roles", help="list, show, create, update, delete")
@@ -78,8 +92,12 @@ def _call(auth: taskcluster.Auth, args: argparse.Namespace) -> Any:
         if action == "list":
             return auth.listClients(query={"prefix": args.prefix} if args.prefix else {})
         simple: dict[str, Callable[[str], Any]] = {
-            "show": auth.client, "reset": auth.resetAccessToken, "disable": auth.disableClient,
-            "enable": auth.enableClient, "delete": auth.deleteClient}
+            "show": auth.client,
+            "reset": auth.resetAccessToken,
+            "disable": auth.disableClient,
+            "enable": auth.enableClient,
+            "delete": auth.deleteClient,
+        }
         if action in simple:
             return simple[action](args.client_id)
         body = {"scopes": args.scopes, "expires": _expires(args.expires), "description": args.description}
@@ -125,8 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     options = taskcluster.optionsFromEnvironment()
     if not options.get("rootUrl"):
-        print("error: set TASKCLUSTER_ROOT_URL (and TASKCLUSTER_CLIENT_ID / TASKCLUSTER_ACCESS_TOKEN)",
-              file=sys.stderr)
+        print("error: set TASKCLUSTER_ROOT_URL (and TASKCLUSTER_CLIENT_ID / TASKCLUSTER_ACCESS_TOKEN)", file=sys.stderr)
         return 2
     auth = taskcluster.Auth({**options, "maxRetries": 2})
     try:

@@ -22,9 +22,14 @@ class Bounded(Generic[K, V]):
     """An LRU map of at most `max_entries` entries and `max_bytes` estimated bytes (`weigh(key, value)` each,
     plus ENTRY_OVERHEAD); putting an entry evicts the least recently used ones beyond either bound."""
 
-    def __init__(self, max_entries: int, *, max_bytes: int | None = None,
-                 weigh: Callable[[K, V], int] | None = None,
-                 on_evict: Callable[[K, V], None] | None = None) -> None:
+    def __init__(
+        self,
+        max_entries: int,
+        *,
+        max_bytes: int | None = None,
+        weigh: Callable[[K, V], int] | None = None,
+        on_evict: Callable[[K, V], None] | None = None,
+    ) -> None:
         if max_entries < 0:
             raise ValueError("max_entries must be at least 0")
         self.max_entries, self.max_bytes = max_entries, max_bytes

@@ -45,8 +45,9 @@ class StorageConnection:
     account_key: str | None = None  # only to sign queue SAS when connecting by identity
 
     @classmethod
-    def from_environ(cls, name: str, environ: Mapping[str, str], *, account_key: str | None = None
-                     ) -> StorageConnection | None:
+    def from_environ(
+        cls, name: str, environ: Mapping[str, str], *, account_key: str | None = None
+    ) -> StorageConnection | None:
         """The connection an app setting prefix describes (`<name>` or `<name>__...`); None if none does."""
         text = _lookup(environ, name) or _lookup(environ, f"{name}__connectionString")
         if text:
@@ -61,8 +62,13 @@ class StorageConnection:
         credential = _lookup(environ, f"{name}__credential")
         if credential and credential.lower() != "managedidentity":
             raise ValueError(f"{name}__credential must be `managedidentity` (got {credential!r})")
-        return cls(table_uri=uris["table"], queue_uri=uris["queue"], blob_uri=uris["blob"],
-                   client_id=_lookup(environ, f"{name}__clientId"), account_key=account_key)
+        return cls(
+            table_uri=uris["table"],
+            queue_uri=uris["queue"],
+            blob_uri=uris["blob"],
+            client_id=_lookup(environ, f"{name}__clientId"),
+            account_key=account_key,
+        )
 
     @property
     def uses_identity(self) -> bool:
@@ -71,14 +77,16 @@ class StorageConnection:
     def endpoint(self, service: Service) -> str:
         uri = {"table": self.table_uri, "queue": self.queue_uri, "blob": self.blob_uri}[service]
         if uri is None:
-            raise ValueError(f"no {service} service URI configured (set <connection>__{service}ServiceUri or "
-                             "__accountName)")
+            raise ValueError(
+                f"no {service} service URI configured (set <connection>__{service}ServiceUri or __accountName)"
+            )
         return uri.rstrip("/")
 
     def account_name(self, service: Service) -> str:
         """The account's name, from the endpoint: `https://<account>.<service>...` or, for Azurite and other
         path-style endpoints on an IP address or localhost, `https://host:port/<account>`."""
         from urllib.parse import urlsplit
+
         parts = urlsplit(self.endpoint(service))
         host = parts.hostname or ""
         if host in ("localhost", "127.0.0.1") or host.replace(".", "").isdigit():
@@ -98,6 +106,7 @@ def async_credential(client_id: str | None) -> Any:
     managed identity `client_id` where given, else DefaultAzureCredential (system identity, or a developer's
     `az login`)."""
     from azure.identity.aio import DefaultAzureCredential, ManagedIdentityCredential
+
     if client_id:
         return ManagedIdentityCredential(client_id=client_id)
     return DefaultAzureCredential()

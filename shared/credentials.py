@@ -32,8 +32,16 @@ def derive_access_token(issuer_access_token: str, seed: str) -> str:
     return base64.urlsafe_b64encode(_hmac(issuer_access_token, seed)).decode().rstrip("=")
 
 
-def signature(issuer_access_token: str, *, client_id: str | None, issuer: str | None, seed: str,
-              start: int, expiry: int, scopes: Sequence[str]) -> str:
+def signature(
+    issuer_access_token: str,
+    *,
+    client_id: str | None,
+    issuer: str | None,
+    seed: str,
+    start: int,
+    expiry: int,
+    scopes: Sequence[str],
+) -> str:
     lines = ["version:1"]
     if client_id is not None:
         lines += [f"clientId:{client_id}", f"issuer:{issuer}"]
@@ -46,8 +54,15 @@ def new_seed() -> str:
     return secrets.token_urlsafe(33)
 
 
-def issue(*, issuer: str, issuer_access_token: str, client_id: str, scopes: Sequence[str],
-          start: dt.datetime, expiry: dt.datetime) -> dict[str, str]:
+def issue(
+    *,
+    issuer: str,
+    issuer_access_token: str,
+    client_id: str,
+    scopes: Sequence[str],
+    start: dt.datetime,
+    expiry: dt.datetime,
+) -> dict[str, str]:
     """Named temporary credentials `{clientId, accessToken, certificate}` (certificate as a JSON string)."""
     if expiry - start > MAX_LIFETIME:
         raise ValueError("temporary credentials may last at most 31 days")
@@ -59,8 +74,15 @@ def issue(*, issuer: str, issuer_access_token: str, client_id: str, scopes: Sequ
         "start": start_ms,
         "expiry": expiry_ms,
         "seed": seed,
-        "signature": signature(issuer_access_token, client_id=client_id, issuer=issuer, seed=seed,
-                               start=start_ms, expiry=expiry_ms, scopes=scopes),
+        "signature": signature(
+            issuer_access_token,
+            client_id=client_id,
+            issuer=issuer,
+            seed=seed,
+            start=start_ms,
+            expiry=expiry_ms,
+            scopes=scopes,
+        ),
         "issuer": issuer,
     }
     return {

@@ -34,6 +34,7 @@ class QueueError(Exception):
 
 # --- The Taskcluster error codes: status and code are declared here and nowhere else. -------------------
 
+
 class MalformedPayload(QueueError):
     """The request body is not valid JSON: {error}"""
 
@@ -110,6 +111,7 @@ class ServiceUnavailable(QueueError):
 
 
 # --- Specific errors, named for what happened. --------------------------------------------------------------
+
 
 class SettingsError(InternalServerError):
     """Invalid settings: {problems}"""

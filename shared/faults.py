@@ -14,18 +14,20 @@ import sys
 
 EXIT_STATUS = 70
 RAISE = ":raise"
-POINTS = frozenset({
-    "before-state-write",  # the change's messages are put (hint, checks, dispatch request); nothing is written
-    "after-state-write",  # a state change and its events are stored; nothing else happened yet
-    "claimed-before-response",  # claimWork claimed runs and deleted their hints; the worker hears nothing
-    "resolution-mid-page",  # dependency resolution scheduled one dependent of its page; the rest are not done
-    "dispatch-before-publish",  # the dispatcher holds the stream's lease and read its events
-    "dispatch-after-publish",  # an event is published; the cursor has not moved
-    "check-claim",  # a claim check is about to be handled
-    "check-deadline",  # a deadline check is about to be handled
-    "resolve-dependencies",  # a resolution message is about to be handled
-    "before-indexing",  # a completed task's index routes are about to be written
-})
+POINTS = frozenset(
+    {
+        "before-state-write",  # the change's messages are put (hint, checks, dispatch request); nothing is written
+        "after-state-write",  # a state change and its events are stored; nothing else happened yet
+        "claimed-before-response",  # claimWork claimed runs and deleted their hints; the worker hears nothing
+        "resolution-mid-page",  # dependency resolution scheduled one dependent of its page; the rest are not done
+        "dispatch-before-publish",  # the dispatcher holds the stream's lease and read its events
+        "dispatch-after-publish",  # an event is published; the cursor has not moved
+        "check-claim",  # a claim check is about to be handled
+        "check-deadline",  # a deadline check is about to be handled
+        "resolve-dependencies",  # a resolution message is about to be handled
+        "before-indexing",  # a completed task's index routes are about to be written
+    }
+)
 
 _exits: frozenset[str] = frozenset()
 _raises: frozenset[str] = frozenset()

@@ -11,8 +11,23 @@ import logging
 import sys
 from typing import Any
 
-FIELDS = ("event", "taskId", "taskGroupId", "runId", "taskQueueId", "workerGroup", "workerId", "reason", "queue",
-          "messageId", "dequeueCount", "durationMs", "object", "operation", "requestId")
+FIELDS = (
+    "event",
+    "taskId",
+    "taskGroupId",
+    "runId",
+    "taskQueueId",
+    "workerGroup",
+    "workerId",
+    "reason",
+    "queue",
+    "messageId",
+    "dequeueCount",
+    "durationMs",
+    "object",
+    "operation",
+    "requestId",
+)
 
 
 def fields(**values: Any) -> dict[str, Any]:

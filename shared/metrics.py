@@ -20,21 +20,28 @@ from opentelemetry.metrics import CallbackOptions, Observation
 _meter = metrics.get_meter("queue")
 
 API_REQUESTS = _meter.create_counter(
-    "queue.api.requests", description="API requests answered, by method (the route's name) and status code")
+    "queue.api.requests", description="API requests answered, by method (the route's name) and status code"
+)
 STORAGE_ROUND_TRIPS = _meter.create_histogram(
-    "queue.api.storage_round_trips", description="storage calls an API request waited for one after another (its "
-    "critical path, which storage latency multiplies), by method")
+    "queue.api.storage_round_trips",
+    description="storage calls an API request waited for one after another (its "
+    "critical path, which storage latency multiplies), by method",
+)
 CLAIMS = _meter.create_counter("queue.claims", description="runs claimed, by task queue")
 RESOLUTIONS = _meter.create_counter(
-    "queue.resolutions", description="runs resolved, by state and reasonResolved (reported, cancelled, expired)")
+    "queue.resolutions", description="runs resolved, by state and reasonResolved (reported, cancelled, expired)"
+)
 CLAIM_EXPIRIES = _meter.create_counter("queue.claim_expiries", description="claims that expired (takenUntil passed)")
-DEADLINE_EXPIRIES = _meter.create_counter("queue.deadline_expiries",
-                                          description="tasks resolved exception/deadline-exceeded by their deadline")
+DEADLINE_EXPIRIES = _meter.create_counter(
+    "queue.deadline_expiries", description="tasks resolved exception/deadline-exceeded by their deadline"
+)
 REPAIRS = _meter.create_counter("queue.reconciler.repairs", description="reconciler repairs, by reason")
-POISON_MESSAGES = _meter.create_counter("queue.poison_messages",
-                                        description="messages found in a poison queue, by queue")
-DISPATCH_LAG = _meter.create_histogram("queue.events.dispatch_lag", unit="s",
-                                       description="seconds from an event's change to its publication")
+POISON_MESSAGES = _meter.create_counter(
+    "queue.poison_messages", description="messages found in a poison queue, by queue"
+)
+DISPATCH_LAG = _meter.create_histogram(
+    "queue.events.dispatch_lag", unit="s", description="seconds from an event's change to its publication"
+)
 
 
 CENSUS_QUEUES = 1_000  # task queues the pending gauges report, at most (those with the most pending runs)
@@ -61,15 +68,23 @@ class _Census:
     def oldest(self, _: CallbackOptions) -> Iterable[Observation]:
         now = dt.datetime.now(dt.UTC)
         with self._lock:
-            return [Observation(max(0.0, (now - since).total_seconds()), {"taskQueueId": q})
-                    for q, (_, since) in self._pending.items() if since is not None]
+            return [
+                Observation(max(0.0, (now - since).total_seconds()), {"taskQueueId": q})
+                for q, (_, since) in self._pending.items()
+                if since is not None
+            ]
 
 
 CENSUS = _Census()
-_meter.create_observable_gauge("queue.pending_tasks", [CENSUS.counts],
-                               description="pending runs per task queue, at the reconciler's last pass")
-_meter.create_observable_gauge("queue.pending_oldest_age", [CENSUS.oldest], unit="s",
-                               description="age of the oldest pending run per task queue, at the last pass")
+_meter.create_observable_gauge(
+    "queue.pending_tasks", [CENSUS.counts], description="pending runs per task queue, at the reconciler's last pass"
+)
+_meter.create_observable_gauge(
+    "queue.pending_oldest_age",
+    [CENSUS.oldest],
+    unit="s",
+    description="age of the oldest pending run per task queue, at the last pass",
+)
 
 
 def resolved(state: str, reason: str) -> None:

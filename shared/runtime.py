@@ -78,8 +78,13 @@ class Queue:
         await self.stores.close()
 
 
-def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
-                clock: Clock = timeutil.now) -> Queue:
+def build_queue(
+    settings: Settings,
+    tables: TableStore,
+    queues: QueueStore,
+    blobs: BlobStore | None = None,
+    clock: Clock = timeutil.now,
+) -> Queue:
     stores = Stores.create(settings, tables, queues, blobs, clock)
     tasks = TaskRepository(stores)
     lifecycle = Lifecycle(tasks)
@@ -91,10 +96,26 @@ def build_queue(settings: Settings, tables: TableStore, queues: QueueStore, blob
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
     staging = BlockStaging(lambda: artifacts.blobs, settings.artifact_container, settings.artifact_upload_slots)
-    return Queue(stores, tasks, TaskCreation(tasks, lifecycle), lifecycle, claims, checks, resolution,
-                 TaskGroups(tasks, lifecycle), Queries(tasks), artifacts, ArtifactReads(artifacts),
-                 S3Uploads(artifacts, staging), ObjectUploads(objects, staging), objects,
-                 Polling(claims), Expiry(tasks), Reconciler(tasks, lifecycle, checks, resolution), index)
+    return Queue(
+        stores,
+        tasks,
+        TaskCreation(tasks, lifecycle),
+        lifecycle,
+        claims,
+        checks,
+        resolution,
+        TaskGroups(tasks, lifecycle),
+        Queries(tasks),
+        artifacts,
+        ArtifactReads(artifacts),
+        S3Uploads(artifacts, staging),
+        ObjectUploads(objects, staging),
+        objects,
+        Polling(claims),
+        Expiry(tasks),
+        Reconciler(tasks, lifecycle, checks, resolution),
+        index,
+    )
 
 
 @functools.cache
@@ -111,12 +132,14 @@ def get_queue() -> Queue:
 
 
 # Tables read whole or by their own keys, by every process: kept in the first account when there are several.
-GLOBAL_TABLES = frozenset({CLIENTS_TABLE, ROLES_TABLE, WORKER_INFO_TABLE, INDEX_TABLE, MARKS_TABLE, OBJECTS_TABLE,
-                           OBJECT_EXPIRY_TABLE})
+GLOBAL_TABLES = frozenset(
+    {CLIENTS_TABLE, ROLES_TABLE, WORKER_INFO_TABLE, INDEX_TABLE, MARKS_TABLE, OBJECTS_TABLE, OBJECT_EXPIRY_TABLE}
+)
 
 
-def data_stores(settings: Settings, client: str | None = None, environ: Mapping[str, str] | None = None
-                ) -> tuple[TableStore, QueueStore]:
+def data_stores(
+    settings: Settings, client: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[TableStore, QueueStore]:
     """The table and queue stores of the data accounts: the account's own with one, routed over
     `QUEUE_STORAGE_SHARDS` of them otherwise (shared/storage/sharded.py; the further accounts' connections from
     `environ`, the process's environment by default)."""
@@ -124,15 +147,21 @@ def data_stores(settings: Settings, client: str | None = None, environ: Mapping[
     connections = settings.storage_connections(environ)
     if len(connections) == 1:
         return table_store(connections[0], client, policy), queue_store(connections[0], client, policy=policy)
-    return (ShardedTables([table_store(c, client, policy) for c in connections], GLOBAL_TABLES),
-            ShardedQueues([queue_store(c, client, policy=policy) for c in connections]))
+    return (
+        ShardedTables([table_store(c, client, policy) for c in connections], GLOBAL_TABLES),
+        ShardedQueues([queue_store(c, client, policy=policy) for c in connections]),
+    )
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:
     """How storage calls are retried and timed out (shared/storage/retry.py)."""
-    return RetryPolicy(budget=settings.storage_retry_budget, backoff=settings.storage_retry_backoff,
-                       max_backoff=settings.storage_retry_max_backoff, timeout=settings.storage_timeout,
-                       connect_timeout=settings.storage_connect_timeout)
+    return RetryPolicy(
+        budget=settings.storage_retry_budget,
+        backoff=settings.storage_retry_backoff,
+        max_backoff=settings.storage_retry_max_backoff,
+        timeout=settings.storage_timeout,
+        connect_timeout=settings.storage_connect_timeout,
+    )
 
 
 @functools.cache
@@ -144,9 +173,14 @@ def get_publisher() -> Publisher | None:
 @functools.cache
 def get_authenticator() -> Authenticator:
     settings = get_settings()
-    clients = ClientStore(get_queue().stores.tables, token_secret=settings.token_secret,
-                          root_client_id=settings.root_client_id, root_access_token=settings.root_access_token,
-                          cache_seconds=settings.client_cache_seconds)
+    clients = ClientStore(
+        get_queue().stores.tables,
+        token_secret=settings.token_secret,
+        root_client_id=settings.root_client_id,
+        root_access_token=settings.root_access_token,
+        cache_seconds=settings.client_cache_seconds,
+    )
     roles = RoleStore(get_queue().stores.tables, cache_seconds=settings.client_cache_seconds)
-    return Authenticator(clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew,
-                         roles=roles)
+    return Authenticator(
+        clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew, roles=roles
+    )

@@ -56,7 +56,7 @@ def _sorted_steps(items: list[str], key: Callable[[str], Any] | None) -> Generat
     yield between slices (so a caller on an event loop can let others run)."""
     runs = []
     for at in range(0, len(items), SORT_SLICE):
-        runs.append(sorted(items[at:at + SORT_SLICE], key=key))
+        runs.append(sorted(items[at : at + SORT_SLICE], key=key))
         yield
     if len(runs) <= 1:
         return runs[0] if runs else []
@@ -105,7 +105,7 @@ class ScopeSet:
         several milliseconds to index)."""
         stems: list[str] = []
         for at in range(0, len(normalized), 4 * SORT_SLICE):
-            stems += [s[:-1] for s in normalized[at:at + 4 * SORT_SLICE] if s.endswith("*")]
+            stems += [s[:-1] for s in normalized[at : at + 4 * SORT_SLICE] if s.endswith("*")]
             yield
         return cls(normalized, normalized=True, stems=stems)
 
@@ -181,8 +181,7 @@ def problems_of(scopes: Sequence[object], what: str) -> list[str]:
             break
         total += len(scope)
         if len(scope) > MAX_SCOPE_LENGTH:
-            problems.append(f"{what} holds a scope of {len(scope)} characters: at most {MAX_SCOPE_LENGTH} are "
-                            "accepted")
+            problems.append(f"{what} holds a scope of {len(scope)} characters: at most {MAX_SCOPE_LENGTH} are accepted")
             break
         if scope.endswith("**"):
             problems.append(f"{what} holds `{scope}`: a scope may not end in `**`")

@@ -72,12 +72,15 @@ def _check(value: Any, *, surrogates_possible: bool) -> None:
             for key, child in items:
                 path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}"
                 if surrogates_possible and isinstance(key, str) and _SURROGATE.search(key):
-                    raise JsonRefused(f"a key at {where or 'the top'} holds a lone surrogate (\\ud800-\\udfff): "
-                                      "strings must be valid Unicode")
+                    raise JsonRefused(
+                        f"a key at {where or 'the top'} holds a lone surrogate (\\ud800-\\udfff): "
+                        "strings must be valid Unicode"
+                    )
                 stack.append((child, depth + 1, path))
         elif surrogates_possible and isinstance(node, str) and _SURROGATE.search(node):
-            raise JsonRefused(f"{where or 'the value'} holds a lone surrogate (\\ud800-\\udfff): strings must be "
-                              "valid Unicode")
+            raise JsonRefused(
+                f"{where or 'the value'} holds a lone surrogate (\\ud800-\\udfff): strings must be valid Unicode"
+            )
 
 
 def dumps(value: Any) -> bytes:

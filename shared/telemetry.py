@@ -39,6 +39,7 @@ def _credential(environ: os._Environ[str] | dict[str, str]) -> Any:
     if auth.get("authorization", "").upper() != "AAD":
         return None
     from azure.identity import ManagedIdentityCredential
+
     return ManagedIdentityCredential(client_id=auth.get("clientid") or None)
 
 
@@ -48,8 +49,9 @@ def configure() -> bool:
     environ = os.environ
     connection_string = environ.get(CONNECTION_SETTING)
     if connection_string and environ.get(WORKER_TELEMETRY_SETTING, "").strip().lower() == "true":
-        log.info("telemetry: the Functions worker exports it (%s=true); not configured again here",
-                 WORKER_TELEMETRY_SETTING)
+        log.info(
+            "telemetry: the Functions worker exports it (%s=true); not configured again here", WORKER_TELEMETRY_SETTING
+        )
         return True
     if not connection_string:
         if environ.get("OTEL_METRICS_EXPORTER", "").lower() == "console":
@@ -67,18 +69,23 @@ def configure() -> bool:
     for noisy in ("azure", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     configure_azure_monitor(
-        connection_string=connection_string, credential=_credential(environ),
+        connection_string=connection_string,
+        credential=_credential(environ),
         disable_logging=under_functions_host(environ),  # the host forwards them
         resource=Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME", SERVICE_NAME)}),
         logger_name="",  # the root logger: the queue's loggers and the host's
         # Live metrics stream to the endpoint the connection string names (Azure's always name one).
         enable_live_metrics="liveendpoint=" in connection_string.lower(),
         # Only what this code uses; the other bundled instrumentations (Django, Flask, psycopg2...) stay off.
-        instrumentation_options={name: {"enabled": False} for name in (
-            "django", "fastapi", "flask", "psycopg2", "requests", "urllib", "urllib3")},
+        instrumentation_options={
+            name: {"enabled": False}
+            for name in ("django", "fastapi", "flask", "psycopg2", "requests", "urllib", "urllib3")
+        },
     )
-    log.info("telemetry: exporting %s to Application Insights",
-             "traces (the Functions host exports the logs)" if under_functions_host(environ) else "logs and traces")
+    log.info(
+        "telemetry: exporting %s to Application Insights",
+        "traces (the Functions host exports the logs)" if under_functions_host(environ) else "logs and traces",
+    )
     return True
 
 
@@ -103,4 +110,5 @@ def instrument_asgi(app: Any) -> Any:
     if not configure():
         return app
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
     return OpenTelemetryMiddleware(app, excluded_urls="api/queue/v1/ping")

@@ -41,8 +41,6 @@ _QUOTED = r'"(?:[\t\x20\x21\x23-\x5b\x5d-\x7e]|\\[\t\x20-\x7e])*"'
 MEDIA_TYPE = re.compile(rf"{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*(?:{TOKEN}=(?:{TOKEN}|{_QUOTED}))?)*")
 
 
-
-
 def _expand_consts(node: Any, constants: dict[str, Any]) -> Any:
     if isinstance(node, dict):
         if set(node) == {"$const"}:
@@ -64,11 +62,13 @@ def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
     # queue: the official schemas (v1) and this service's own additions (ext), by their names; the Object
     # service's and the Auth service's, written for this project, as `object/<name>` and `auth/<name>`; the
     # Index's, the official ones (their constants are the queue's slugid pattern), as `index/<name>`.
-    files = [*((p, p.stem, BASE) for p in sorted((SCHEMA_DIR / "v1").glob("*.yml"))),
-             *((p, p.stem, BASE) for p in sorted(EXT_DIR.glob("*.yml"))),
-             *((p, f"object/{p.stem}", ROOT + "object/v1/") for p in sorted(OBJECT_DIR.glob("*.yml"))),
-             *((p, f"auth/{p.stem}", ROOT + "auth/v1/") for p in sorted(AUTH_DIR.glob("*.yml"))),
-             *((p, f"index/{p.stem}", ROOT + "index/v1/") for p in sorted(INDEX_DIR.glob("*.yml")))]
+    files = [
+        *((p, p.stem, BASE) for p in sorted((SCHEMA_DIR / "v1").glob("*.yml"))),
+        *((p, p.stem, BASE) for p in sorted(EXT_DIR.glob("*.yml"))),
+        *((p, f"object/{p.stem}", ROOT + "object/v1/") for p in sorted(OBJECT_DIR.glob("*.yml"))),
+        *((p, f"auth/{p.stem}", ROOT + "auth/v1/") for p in sorted(AUTH_DIR.glob("*.yml"))),
+        *((p, f"index/{p.stem}", ROOT + "index/v1/") for p in sorted(INDEX_DIR.glob("*.yml"))),
+    ]
     for path, name, base in files:
         schema = _expand_consts(yaml.safe_load(path.read_text()), constants)
         schema.pop("$schema", None)  # a pointer to draft-06, which is what we validate with
@@ -93,7 +93,7 @@ def ecma_source(pattern: str) -> str:
     while i < len(pattern):
         char = pattern[i]
         if char == "\\":
-            out.append(pattern[i:i + 2])
+            out.append(pattern[i : i + 2])
             i += 2
             continue
         if in_class:
@@ -190,8 +190,11 @@ def _describe(error: ValidationError) -> str:
 
 def _tag_errors(branch: list[ValidationError], depth: int) -> dict[Any, ValidationError]:
     """The branch's `enum`/`const` errors on properties of the instance, by property name."""
-    return {e.absolute_path[depth]: e for e in branch
-            if e.validator in ("enum", "const") and len(e.absolute_path) == depth + 1}
+    return {
+        e.absolute_path[depth]: e
+        for e in branch
+        if e.validator in ("enum", "const") and len(e.absolute_path) == depth + 1
+    }
 
 
 def _explain(error: ValidationError) -> list[ValidationError]:
@@ -227,8 +230,10 @@ def _ecma_patterns(node: Any) -> Any:
     """A copy of a schema whose `pattern`s have JavaScript's meaning for a validator that compiles them with
     plain `re` (an inline ASCII flag, `$` as `\\Z`)."""
     if isinstance(node, dict):
-        return {k: ("(?a)" + ecma_source(v) if k == "pattern" and isinstance(v, str) else _ecma_patterns(v))
-                for k, v in node.items()}
+        return {
+            k: ("(?a)" + ecma_source(v) if k == "pattern" and isinstance(v, str) else _ecma_patterns(v))
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_ecma_patterns(v) for v in node]
     return node
@@ -236,11 +241,13 @@ def _ecma_patterns(node: Any) -> Any:
 
 def _format_check(name: str) -> Callable[[object], bool]:
     """The format checker jsonschema uses for `name`, as a fastjsonschema custom format."""
+
     def check(instance: object) -> bool:
         try:
             return bool(_FORMATS.conforms(instance, name))
         except Exception:
             return False
+
     return check
 
 
@@ -255,9 +262,15 @@ def compiled_validator(name: str, fill_defaults: bool) -> Callable[[Any], Any]:
     def resolve(uri: str) -> dict[str, Any]:
         return cast(dict[str, Any], schemas[uri.split("#", 1)[0]])
 
-    return cast(Callable[[Any], Any], fastjsonschema.compile(
-        resolve(_registry()[1][name]["$id"]), handlers={"https": resolve},
-        formats={f: _format_check(f) for f in FORMATS_USED}, use_default=fill_defaults))
+    return cast(
+        Callable[[Any], Any],
+        fastjsonschema.compile(
+            resolve(_registry()[1][name]["$id"]),
+            handlers={"https": resolve},
+            formats={f: _format_check(f) for f in FORMATS_USED},
+            use_default=fill_defaults,
+        ),
+    )
 
 
 def errors_of(name: str, instance: Any, *, fill_defaults: bool = False) -> list[str]:

@@ -42,8 +42,12 @@ def from_checkout() -> dict[str, str]:
         return {"source": SOURCE, "version": __version__, "commit": UNKNOWN, "build": UNKNOWN}
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
-    return {"source": _git("remote", "get-url", "origin") or SOURCE, "version": __version__, "commit": commit,
-            "build": "local checkout"}
+    return {
+        "source": _git("remote", "get-url", "origin") or SOURCE,
+        "version": __version__,
+        "commit": commit,
+        "build": "local checkout",
+    }
 
 
 @functools.cache

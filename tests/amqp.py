@@ -74,15 +74,22 @@ class Listener:
         queue = await channel.declare_queue(exclusive=True, auto_delete=True)
         prefix = exchange_name("", self.namespace)
         for exchange, pattern in self.bindings:
-            declared = await channel.declare_exchange(exchange_name(exchange, self.namespace),
-                                                      aio_pika.ExchangeType.TOPIC, durable=True)
+            declared = await channel.declare_exchange(
+                exchange_name(exchange, self.namespace), aio_pika.ExchangeType.TOPIC, durable=True
+            )
             await queue.bind(declared, pattern)
 
         async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
             async with message.process():
-                item = Received((message.exchange or "").removeprefix(prefix), message.routing_key or "",
-                                json.loads(message.body), dict(message.headers or {}), message.message_id,
-                                message.content_type, message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT)
+                item = Received(
+                    (message.exchange or "").removeprefix(prefix),
+                    message.routing_key or "",
+                    json.loads(message.body),
+                    dict(message.headers or {}),
+                    message.message_id,
+                    message.content_type,
+                    message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT,
+                )
                 with self._lock:
                     self.received.append(item)
 
@@ -92,8 +99,9 @@ class Listener:
         with self._lock:
             return [m for m in self.received if predicate(m)]
 
-    def wait_for(self, count: int, predicate: Callable[[Received], bool] = lambda m: True,
-                 timeout: float = 20) -> list[Received]:
+    def wait_for(
+        self, count: int, predicate: Callable[[Received], bool] = lambda m: True, timeout: float = 20
+    ) -> list[Received]:
         give_up = time.monotonic() + timeout
         while True:
             found = self.messages(predicate)
@@ -140,8 +148,9 @@ class TcpProxy:
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                    flowing: asyncio.Event | None = None) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, flowing: asyncio.Event | None = None
+    ) -> None:
         with contextlib.suppress(Exception):
             while data := await reader.read(65536):
                 if flowing is not None:

@@ -12,8 +12,9 @@ from shared.runtime import Queue
 from shared.storage.base import QueueMessage
 
 
-async def claim_work(queue: Queue, task_queue_id: str, worker_group: str, worker_id: str, count: int,
-                     **options: Any) -> list[dict[str, Any]]:
+async def claim_work(
+    queue: Queue, task_queue_id: str, worker_group: str, worker_id: str, count: int, **options: Any
+) -> list[dict[str, Any]]:
     claims = await queue.claims.claim_work(task_queue_id, worker_group, worker_id, count, **options)
     return [answers.claim(c, queue.claims.credentials(c), include_task=True) for c in claims]
 
@@ -31,12 +32,12 @@ async def task_events(queue: Queue, task_id: str, *, limit: int, continuation: s
 async def group_events(queue: Queue, group_id: str, *, limit: int, continuation: str | None) -> dict[str, Any]:
     events, token = await queue.groups.events(group_id, limit=limit, continuation=continuation)
     namespace = queue.settings.pulse_namespace
-    return answers.page("events", [answers.event(seq, e, namespace) for seq, e in events], token,
-                        taskGroupId=group_id)
+    return answers.page("events", [answers.event(seq, e, namespace) for seq, e in events], token, taskGroupId=group_id)
 
 
-async def list_artifacts(queue: Queue, task_id: str, run_id: int | None, *, limit: int,
-                         continuation: str | None) -> dict[str, Any]:
+async def list_artifacts(
+    queue: Queue, task_id: str, run_id: int | None, *, limit: int, continuation: str | None
+) -> dict[str, Any]:
     found, token = await queue.artifact_reads.list(task_id, run_id, limit=limit, continuation=continuation)
     return answers.page("artifacts", [answers.artifact(a) for a in found], token)
 

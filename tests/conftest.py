@@ -58,22 +58,26 @@ def sharding_env(storage: str, *, proxied: bool = True) -> dict[str, str]:
     if SHARDS == 1 or instance is None:
         return {}
     via = through_fault_proxy if proxied else str
-    return {"QUEUE_STORAGE_SHARDS": str(SHARDS), "QUEUE_CHECK_SHARDS": str(SHARDS),
-            "QUEUE_PENDING_SHARDS": str(SHARDS),
-            **{f"QUEUE_STORAGE_{n}": via(instance.account_connection_string(n)) for n in range(1, SHARDS)}}
+    return {
+        "QUEUE_STORAGE_SHARDS": str(SHARDS),
+        "QUEUE_CHECK_SHARDS": str(SHARDS),
+        "QUEUE_PENDING_SHARDS": str(SHARDS),
+        **{f"QUEUE_STORAGE_{n}": via(instance.account_connection_string(n)) for n in range(1, SHARDS)},
+    }
 
 
 def azurite_env(instance: azurite_mod.Azurite) -> dict[str, str]:
     """The storage settings of a host on this Azurite (sharded like the hosts), straight to it."""
-    return {"QUEUE_STORAGE": instance.connection_string,
-            **sharding_env(instance.connection_string, proxied=False)}
+    return {"QUEUE_STORAGE": instance.connection_string, **sharding_env(instance.connection_string, proxied=False)}
 
 
 def sharding_settings(env: Mapping[str, str]) -> dict[str, int]:
     """Settings (load_settings' arguments) that split storage as a host with this environment does."""
-    return {"storage_shards": int(env.get("QUEUE_STORAGE_SHARDS") or 1),
-            "check_shards": int(env.get("QUEUE_CHECK_SHARDS") or 1),
-            "pending_shards": int(env.get("QUEUE_PENDING_SHARDS") or 1)}
+    return {
+        "storage_shards": int(env.get("QUEUE_STORAGE_SHARDS") or 1),
+        "check_shards": int(env.get("QUEUE_CHECK_SHARDS") or 1),
+        "pending_shards": int(env.get("QUEUE_PENDING_SHARDS") or 1),
+    }
 
 
 def through_fault_proxy(storage: str) -> str:
@@ -81,9 +85,22 @@ def through_fault_proxy(storage: str) -> str:
     if not STORAGE_FAULTS or "TableEndpoint=" not in storage:
         return storage
     if storage not in _FAULT_PROXIES:
-        process = subprocess.Popen([sys.executable, "-m", "local_host.fault_proxy", "--storage", storage,
-                                    "--rate", str(STORAGE_FAULTS), "--delay", "0.3"], cwd=PROJECT,
-                                   stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "local_host.fault_proxy",
+                "--storage",
+                storage,
+                "--rate",
+                str(STORAGE_FAULTS),
+                "--delay",
+                "0.3",
+            ],
+            cwd=PROJECT,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
         assert process.stdout is not None
         line = process.stdout.readline().decode()
         if not line.startswith("CONNECTION "):
@@ -154,12 +171,14 @@ class HostProcess:
 
 
 def queue_client(root_url: str, **options: Any) -> taskcluster.Queue:
-    return taskcluster.Queue({
-        "rootUrl": root_url,
-        "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN},
-        "maxRetries": 0,
-        **options,
-    })
+    return taskcluster.Queue(
+        {
+            "rootUrl": root_url,
+            "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN},
+            "maxRetries": 0,
+            **options,
+        }
+    )
 
 
 def shards_of(env: Mapping[str, str]) -> Shards:
@@ -176,15 +195,17 @@ def stores_of(env: Mapping[str, str], client: str = "rest") -> tuple[TableStore,
 
 def base_env(storage: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
-    env.update({
-        "QUEUE_STORAGE": storage,
-        "QUEUE_ROOT_CLIENT_ID": ROOT_CLIENT_ID,
-        "QUEUE_ROOT_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
-        "QUEUE_TOKEN_SECRET": TOKEN_SECRET,
-        "QUEUE_VALIDATE_RESPONSES": "true",
-        "QUEUE_LOG_LEVEL": "INFO",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "QUEUE_STORAGE": storage,
+            "QUEUE_ROOT_CLIENT_ID": ROOT_CLIENT_ID,
+            "QUEUE_ROOT_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
+            "QUEUE_TOKEN_SECRET": TOKEN_SECRET,
+            "QUEUE_VALIDATE_RESPONSES": "true",
+            "QUEUE_LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -196,9 +217,18 @@ def all_host_logs() -> str:
     return "\n".join(host.log() for host in STARTED_HOSTS if host.log_path.exists())
 
 
-def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "function_app:app",
-               host_json: Path | None = None, extra_args: list[str] | None = None,
-               extra_env: dict[str, str] | None = None, project: Path = PROJECT, **settings: Any) -> HostProcess:
+def start_host(
+    storage: str,
+    log_dir: Path,
+    *,
+    http: bool = True,
+    app: str = "function_app:app",
+    host_json: Path | None = None,
+    extra_args: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
+    project: Path = PROJECT,
+    **settings: Any,
+) -> HostProcess:
     """Start `python -m local_host serve` (a separate process, as in production) and wait until it serves.
     `project`: the code it runs (another release's, unpacked elsewhere; its own folder comes first on its path)."""
     sharded = sharding_env(storage)
@@ -221,8 +251,9 @@ def start_host(storage: str, log_dir: Path, *, http: bool = True, app: str = "fu
     if not http:
         args.append("--no-http")
     with open(log_path, "wb") as out:
-        process = subprocess.Popen(args, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            args, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     host = HostProcess(process, f"http://127.0.0.1:{port}", log_path, env)
     STARTED_HOSTS.append(host)
     give_up = time.monotonic() + 30
@@ -261,8 +292,9 @@ def hosts_stopped_after(azurite: azurite_mod.Azurite, log_dir: Path) -> Iterator
 
 
 @pytest.fixture(scope="module")
-def host_factory(azurite: azurite_mod.Azurite,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HostProcess]]:
+def host_factory(
+    azurite: azurite_mod.Azurite, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., HostProcess]]:
     """Hosts for one module, stopped when it ends: a host left running polls its queues for the rest of the
     session (twenty of them kept a core and Azurite's queue service busy, and the later tests' timings slipped),
     and one whose module's own Azurite has stopped retries against nothing."""
@@ -271,8 +303,9 @@ def host_factory(azurite: azurite_mod.Azurite,
 
 
 @pytest.fixture(scope="session")
-def _session_hosts(azurite: azurite_mod.Azurite,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., HostProcess]]:
+def _session_hosts(
+    azurite: azurite_mod.Azurite, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., HostProcess]]:
     with hosts_stopped_after(azurite, tmp_path_factory.mktemp("session-hosts")) as factory:
         yield factory
 
@@ -310,8 +343,12 @@ def task_definition(**overrides: Any) -> dict[str, Any]:
         "created": timeutil.iso(now),
         "deadline": timeutil.iso(now + dt.timedelta(hours=1)),
         "payload": {"command": ["echo", "hello"]},
-        "metadata": {"name": "test task", "description": "a task made by the test suite",
-                     "owner": "tests@example.com", "source": "https://example.com/tests"},
+        "metadata": {
+            "name": "test task",
+            "description": "a task made by the test suite",
+            "owner": "tests@example.com",
+            "source": "https://example.com/tests",
+        },
     }
     definition.update(overrides)
     return {k: v for k, v in definition.items() if v is not None}

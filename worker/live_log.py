@@ -35,8 +35,17 @@ URL_REFRESH = dt.timedelta(minutes=5)  # ask for a fresh putUrl this long before
 class LiveLog:
     """Appends what the file at `path` gains to the run's `public/logs/live.log`, from a thread of its own."""
 
-    def __init__(self, queue: Callable[[], Any], task_id: str, run_id: int, path: Path, expires: str,
-                 report: Callable[[str], None], *, interval: float = INTERVAL) -> None:
+    def __init__(
+        self,
+        queue: Callable[[], Any],
+        task_id: str,
+        run_id: int,
+        path: Path,
+        expires: str,
+        report: Callable[[str], None],
+        *,
+        interval: float = INTERVAL,
+    ) -> None:
         self._queue, self.task_id, self.run_id = queue, task_id, run_id
         self.path, self.expires, self.report, self.interval = path, expires, report, interval
         self.offset = 0  # bytes of the file already in the blob
@@ -58,8 +67,7 @@ class LiveLog:
         except (TaskclusterRestFailure, AzureError) as exc:
             self.report(f"live log not started: {exc}")
             return False
-        self._thread = threading.Thread(target=self._loop, name=f"live-log-{self.task_id}-{self.run_id}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"live-log-{self.task_id}-{self.run_id}", daemon=True)
         self._thread.start()
         return True
 
@@ -73,8 +81,12 @@ class LiveLog:
         return self._append(final=True)
 
     def _connect(self) -> None:
-        created = self._queue().createArtifact(self.task_id, str(self.run_id), NAME, {
-            "storageType": "azure", "expires": self.expires, "contentType": CONTENT_TYPE})
+        created = self._queue().createArtifact(
+            self.task_id,
+            str(self.run_id),
+            NAME,
+            {"storageType": "azure", "expires": self.expires, "contentType": CONTENT_TYPE},
+        )
         if self._blob is not None:
             self._blob.close()
         self._blob = BlobClient.from_blob_url(created["putUrl"])

@@ -1,10 +1,10 @@
 """The reference worker's task payload: what to run, with what environment, for how long, and what to upload.
 
-    {"command": ["python", "-c", "print(1)"] | "echo hello && make",   (a list runs as is; a string with /bin/sh -c)
-     "env": {"NAME": "value"},                                          (added to the task's environment)
-     "maxRunTime": 3600,                                                (seconds; the run fails when exceeded)
-     "artifacts": [{"name": "public/build/out.tar.gz", "path": "out.tar.gz",
-                    "contentType": "application/gzip", "expires": "<date>"}]}   (paths relative to the task's folder)
+{"command": ["python", "-c", "print(1)"] | "echo hello && make",   (a list runs as is; a string with /bin/sh -c)
+ "env": {"NAME": "value"},                                          (added to the task's environment)
+ "maxRunTime": 3600,                                                (seconds; the run fails when exceeded)
+ "artifacts": [{"name": "public/build/out.tar.gz", "path": "out.tar.gz",
+                "contentType": "application/gzip", "expires": "<date>"}]}   (paths relative to the task's folder)
 """
 
 from __future__ import annotations

@@ -92,8 +92,7 @@ class TaskRun(threading.Thread):
         self.next_status_check = time.monotonic() + worker.options.cancel_check
 
     def _client(self, credentials: dict[str, str]) -> taskcluster.Queue:
-        return taskcluster.Queue({"rootUrl": self.worker.options.root_url, "credentials": credentials,
-                                  "maxRetries": 5})
+        return taskcluster.Queue({"rootUrl": self.worker.options.root_url, "credentials": credentials, "maxRetries": 5})
 
     def note(self, log: Any, message: str) -> None:
         log.write(f"[worker {timeutil.iso(timeutil.now())}] {message}\n".encode())
@@ -104,8 +103,14 @@ class TaskRun(threading.Thread):
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "ab") as log:
-                self.live = LiveLog(lambda: self.queue, self.task_id, self.run_id, self.log_path,
-                                    self.claim["task"]["expires"], lambda line: self.worker.out(line, self.label))
+                self.live = LiveLog(
+                    lambda: self.queue,
+                    self.task_id,
+                    self.run_id,
+                    self.log_path,
+                    self.claim["task"]["expires"],
+                    lambda line: self.worker.out(line, self.label),
+                )
                 self.live_started = self.live.start()
                 self.outcome = self._run(log)
         except Exception as exc:  # the worker's own failure: the task is not to blame
@@ -145,8 +150,15 @@ class TaskRun(threading.Thread):
             env.pop(name, None)  # the worker's own credentials are not the task's
         started = time.monotonic()
         try:
-            process = subprocess.Popen(payload.command, cwd=self.folder, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                payload.command,
+                cwd=self.folder,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             self.note(log, f"could not start the command: {exc}")
             return "exit 127"
@@ -168,8 +180,13 @@ class TaskRun(threading.Thread):
             self.note(log, f"killed: maxRunTime of {payload.max_run_time} s exceeded")
             return "exit max-run-time"
         if reason:
-            self.note(log, {"shutdown": "killed: the worker is shutting down",
-                            "lost": "killed: the run was cancelled or its claim expired"}[reason])
+            self.note(
+                log,
+                {
+                    "shutdown": "killed: the worker is shutting down",
+                    "lost": "killed: the run was cancelled or its claim expired",
+                }[reason],
+            )
             return reason
         self.note(log, f"exit code {process.returncode} after {elapsed:.1f} s")
         return f"exit {process.returncode}"
@@ -237,9 +254,17 @@ class TaskRun(threading.Thread):
             expires = self._expires(task, spec.expires)
             try:
                 if not path.is_file():
-                    self.queue.createArtifact(self.task_id, str(self.run_id), spec.name, {
-                        "storageType": "error", "expires": expires, "reason": "file-missing-on-worker",
-                        "message": f"{spec.path} does not exist (or is not a file) after the command ran"})
+                    self.queue.createArtifact(
+                        self.task_id,
+                        str(self.run_id),
+                        spec.name,
+                        {
+                            "storageType": "error",
+                            "expires": expires,
+                            "reason": "file-missing-on-worker",
+                            "message": f"{spec.path} does not exist (or is not a file) after the command ran",
+                        },
+                    )
                     self.note(log, f"artifact {spec.name}: {spec.path} is missing")
                     continue
                 size = self._put(spec.name, path, spec.content_type, expires)
@@ -248,9 +273,17 @@ class TaskRun(threading.Thread):
                 self.note(log, f"artifact {spec.name} not uploaded: {exc}")
 
     def _put(self, name: str, path: Path, content_type: str, expires: str) -> int:
-        created = self.queue.createArtifact(self.task_id, str(self.run_id), name, {
-            "storageType": "azure", "expires": expires, "contentType": content_type,
-            "contentLength": path.stat().st_size})
+        created = self.queue.createArtifact(
+            self.task_id,
+            str(self.run_id),
+            name,
+            {
+                "storageType": "azure",
+                "expires": expires,
+                "contentType": content_type,
+                "contentLength": path.stat().st_size,
+            },
+        )
         size = upload(created, path)
         self.queue.finishArtifact(self.task_id, str(self.run_id), name, {"uploadId": created["uploadId"]})
         return size
@@ -321,8 +354,10 @@ class Worker:
         """Claim and run tasks until stopped (or `max_tasks` runs have ended); 0 on a clean stop."""
         self.options.work_dir.mkdir(parents=True, exist_ok=True)
         o = self.options
-        self.out(f"worker {o.worker_group}/{o.worker_id} on {o.task_queue_id}: up to {o.capacity} at once, "
-                 f"finding work by {'signed-URL polling' if o.mode == 'poll' else 'claimWork'}")
+        self.out(
+            f"worker {o.worker_group}/{o.worker_id} on {o.task_queue_id}: up to {o.capacity} at once, "
+            f"finding work by {'signed-URL polling' if o.mode == 'poll' else 'claimWork'}"
+        )
         idle = 0.5
         while not self.stopping.is_set():
             if o.max_tasks is not None and self.started_runs >= o.max_tasks:

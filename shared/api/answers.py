@@ -60,14 +60,23 @@ def claim(claimed: Claim, credentials: dict[str, str], *, include_task: bool) ->
 
 def event(seq: int, recorded: Event, namespace: str) -> dict[str, Any]:
     """An item of list-events-response."""
-    return {"seq": seq, "exchange": exchange_name(recorded.exchange, namespace), "routingKey": recorded.routing_key,
-            "routes": list(recorded.cc), "time": recorded.time, "payload": recorded.payload}
+    return {
+        "seq": seq,
+        "exchange": exchange_name(recorded.exchange, namespace),
+        "routingKey": recorded.routing_key,
+        "routes": list(recorded.cc),
+        "time": recorded.time,
+        "payload": recorded.payload,
+    }
 
 
 def group(found: TaskGroup) -> dict[str, Any]:
     """task-group-response"""
-    out: dict[str, Any] = {"taskGroupId": found.task_group_id, "schedulerId": found.scheduler_id,
-                           "expires": timeutil.iso(found.expires)}
+    out: dict[str, Any] = {
+        "taskGroupId": found.task_group_id,
+        "schedulerId": found.scheduler_id,
+        "expires": timeutil.iso(found.expires),
+    }
     if found.sealed:
         out["sealed"] = timeutil.iso(found.sealed)
     return out
@@ -80,15 +89,22 @@ def queued_run(item: QueuedRun, state: str) -> dict[str, Any]:
     if state == "pending":
         out["inserted"] = timeutil.iso(run.scheduled)
     else:
-        out.update(workerGroup=run.worker_group, workerId=run.worker_id,
-                   claimed=timeutil.iso(run.started) if run.started else None)
+        out.update(
+            workerGroup=run.worker_group,
+            workerId=run.worker_id,
+            claimed=timeutil.iso(run.started) if run.started else None,
+        )
     return out
 
 
 def artifact(found: Artifact) -> dict[str, Any]:
     """artifact-response (storageType `azure` included: this queue's extension)."""
-    out: dict[str, Any] = {"storageType": found.storage_type, "name": found.name,
-                           "expires": timeutil.iso(found.expires), "contentType": found.content_type}
+    out: dict[str, Any] = {
+        "storageType": found.storage_type,
+        "name": found.name,
+        "expires": timeutil.iso(found.expires),
+        "contentType": found.content_type,
+    }
     if "contentLength" in found.details:
         out["contentLength"] = found.details["contentLength"]
     return out
@@ -98,17 +114,28 @@ def created_artifact(created: Created) -> dict[str, Any]:
     """create-artifact-response: where and how the data is uploaded."""
     made = created.artifact
     if made.storage_type == "object" and created.credentials is not None:
-        return {"storageType": "object", "name": made.details["object"], "projectId": made.details["projectId"],
-                "uploadId": made.details["uploadId"], "expires": timeutil.iso(made.expires),
-                "credentials": created.credentials}
+        return {
+            "storageType": "object",
+            "name": made.details["object"],
+            "projectId": made.details["projectId"],
+            "uploadId": made.details["uploadId"],
+            "expires": timeutil.iso(made.expires),
+            "credentials": created.credentials,
+        }
     if created.put_url is None or created.put_url_expires is None:
         return {"storageType": made.storage_type}
-    out: dict[str, Any] = {"storageType": made.storage_type, "putUrl": created.put_url,
-           "expires": timeutil.iso(created.put_url_expires), "contentType": made.content_type}
+    out: dict[str, Any] = {
+        "storageType": made.storage_type,
+        "putUrl": created.put_url,
+        "expires": timeutil.iso(created.put_url_expires),
+        "contentType": made.content_type,
+    }
     if made.storage_type == "azure" and "uploadId" in made.details:  # this queue's form: a finish step
         # A single PUT sends both; a block upload sends the content type with its block list.
-        out.update(uploadId=made.details["uploadId"],
-                   headers={"x-ms-blob-type": "BlockBlob", CONTENT_TYPE_HEADER: made.content_type})
+        out.update(
+            uploadId=made.details["uploadId"],
+            headers={"x-ms-blob-type": "BlockBlob", CONTENT_TYPE_HEADER: made.content_type},
+        )
     return out
 
 
@@ -129,10 +156,19 @@ def created_upload(upload: Upload) -> dict[str, Any]:
     if upload.method == "dataInline":
         method = {"dataInline": True}
     elif upload.method == "putUrl" and upload.put_url and upload.put_url_expires:
-        method = {"putUrl": {"url": upload.put_url, "expires": timeutil.iso(upload.put_url_expires),
-                             "headers": upload.headers or {}}}
-    return {"projectId": stored.project_id, "uploadId": stored.upload_id, "expires": timeutil.iso(stored.expires),
-            "uploadMethod": method}
+        method = {
+            "putUrl": {
+                "url": upload.put_url,
+                "expires": timeutil.iso(upload.put_url_expires),
+                "headers": upload.headers or {},
+            }
+        }
+    return {
+        "projectId": stored.project_id,
+        "uploadId": stored.upload_id,
+        "expires": timeutil.iso(stored.expires),
+        "uploadMethod": method,
+    }
 
 
 def download(found: Download) -> dict[str, Any]:
@@ -149,14 +185,24 @@ def stored_object(found: StoredObject) -> dict[str, Any]:
 
 def provisioner(found: Provisioner) -> dict[str, Any]:
     """provisioner-response"""
-    return {"provisionerId": found.provisioner_id, "description": found.description, "stability": found.stability,
-            "expires": timeutil.iso(found.expires), "lastDateActive": timeutil.iso(found.last_date_active)}
+    return {
+        "provisionerId": found.provisioner_id,
+        "description": found.description,
+        "stability": found.stability,
+        "expires": timeutil.iso(found.expires),
+        "lastDateActive": timeutil.iso(found.last_date_active),
+    }
 
 
 def task_queue(found: TaskQueueInfo) -> dict[str, Any]:
     """taskqueue-response"""
-    return {"taskQueueId": found.task_queue_id, "description": found.description, "stability": found.stability,
-            "expires": timeutil.iso(found.expires), "lastDateActive": timeutil.iso(found.last_date_active)}
+    return {
+        "taskQueueId": found.task_queue_id,
+        "description": found.description,
+        "stability": found.stability,
+        "expires": timeutil.iso(found.expires),
+        "lastDateActive": timeutil.iso(found.last_date_active),
+    }
 
 
 def worker_type(found: TaskQueueInfo) -> dict[str, Any]:
@@ -168,11 +214,17 @@ def worker_type(found: TaskQueueInfo) -> dict[str, Any]:
 def worker(found: Worker) -> dict[str, Any]:
     """worker-response"""
     provisioner_id, worker_type_ = found.task_queue_id.split("/", 1)
-    out: dict[str, Any] = {"provisionerId": provisioner_id, "workerType": worker_type_,
-                           "taskQueueId": found.task_queue_id, "workerGroup": found.worker_group,
-                           "workerId": found.worker_id, "recentTasks": found.recent_tasks,
-                           "expires": timeutil.iso(found.expires), "firstClaim": timeutil.iso(found.first_claim),
-                           "quarantineDetails": found.quarantine_details}
+    out: dict[str, Any] = {
+        "provisionerId": provisioner_id,
+        "workerType": worker_type_,
+        "taskQueueId": found.task_queue_id,
+        "workerGroup": found.worker_group,
+        "workerId": found.worker_id,
+        "recentTasks": found.recent_tasks,
+        "expires": timeutil.iso(found.expires),
+        "firstClaim": timeutil.iso(found.first_claim),
+        "quarantineDetails": found.quarantine_details,
+    }
     if found.quarantine_until:
         out["quarantineUntil"] = timeutil.iso(found.quarantine_until)
     if found.last_date_active:
@@ -182,8 +234,11 @@ def worker(found: Worker) -> dict[str, Any]:
 
 def worker_item(found: Worker) -> dict[str, Any]:
     """An item of list-workers-response."""
-    out: dict[str, Any] = {"workerGroup": found.worker_group, "workerId": found.worker_id,
-                           "firstClaim": timeutil.iso(found.first_claim)}
+    out: dict[str, Any] = {
+        "workerGroup": found.worker_group,
+        "workerId": found.worker_id,
+        "firstClaim": timeutil.iso(found.first_claim),
+    }
     if found.quarantine_until:
         out["quarantineUntil"] = timeutil.iso(found.quarantine_until)
     if found.recent_tasks:

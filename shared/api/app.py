@@ -30,12 +30,14 @@ def create_asgi_app() -> Any:
     import, so a missing setting shows as a clear error in the response and the logs rather than as a failed
     import."""
     validate = os.environ.get("QUEUE_VALIDATE_RESPONSES", "").lower() in ("1", "true", "yes")
-    discovery = Discovery(APIS, root_url=lambda: get_settings().public_root_url,
-                          namespace=lambda: get_settings().pulse_namespace)
+    discovery = Discovery(
+        APIS, root_url=lambda: get_settings().public_root_url, namespace=lambda: get_settings().pulse_namespace
+    )
     inspector = Inspector()
 
     def documents(request: Request) -> Response | None:
         return monitoring.root_document(request) or discovery(request) or inspector(request)
 
-    return telemetry.instrument_asgi(ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate,
-                                            documents=documents))
+    return telemetry.instrument_asgi(
+        ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate, documents=documents)
+    )

@@ -40,23 +40,38 @@ EXCHANGES_SCHEMA = ORIGIN + "schemas/common/exchanges-reference-v0.json#"
 MANIFEST_SCHEMA = ORIGIN + "schemas/common/manifest-v3.json#"
 
 SERVICES = {
-    "queue": ("Queue", "The queue service is responsible for accepting tasks and tracking their state as they "
-              "are executed by workers, in order to ensure they are eventually resolved. This one runs on Azure "
-              "Functions over Azure Storage (the extension methods are marked in their descriptions)."),
-    "object": ("Object Service", "The object service provides HTTP-accessible storage for large blobs of data: "
-               "here, block blobs of the artifact container, uploaded once and then immutable."),
-    "index": ("Task Index", "The index service is responsible for indexing tasks: a completed task's "
-              "`index.<namespace>` routes make it findable by name, and a task indexed so can be found, listed and "
-              "its artifacts downloaded by that name. Built into this queue (indexed from its own record of each "
-              "completion, no event bus needed)."),
-    "auth": ("Authentication", "Clients, roles and scope expansion, in the shapes of Taskcluster's auth service. "
-             "This queue authenticates in process, with the clients and roles these routes manage."),
+    "queue": (
+        "Queue",
+        "The queue service is responsible for accepting tasks and tracking their state as they "
+        "are executed by workers, in order to ensure they are eventually resolved. This one runs on Azure "
+        "Functions over Azure Storage (the extension methods are marked in their descriptions).",
+    ),
+    "object": (
+        "Object Service",
+        "The object service provides HTTP-accessible storage for large blobs of data: "
+        "here, block blobs of the artifact container, uploaded once and then immutable.",
+    ),
+    "index": (
+        "Task Index",
+        "The index service is responsible for indexing tasks: a completed task's "
+        "`index.<namespace>` routes make it findable by name, and a task indexed so can be found, listed and "
+        "its artifacts downloaded by that name. Built into this queue (indexed from its own record of each "
+        "completion, no event bus needed).",
+    ),
+    "auth": (
+        "Authentication",
+        "Clients, roles and scope expansion, in the shapes of Taskcluster's auth service. "
+        "This queue authenticates in process, with the clients and roles these routes manage.",
+    ),
 }
 
 # What the words of the routing keys mean (Taskcluster's summaries, shortened).
 KEY_WORDS: dict[str, tuple[str, bool, bool]] = {  # name -> (summary, required, multipleWords)
-    "routingKeyKind": ("Identifier for the routing-key kind: always `primary` for the formalized routing key.",
-                       True, False),
+    "routingKeyKind": (
+        "Identifier for the routing-key kind: always `primary` for the formalized routing key.",
+        True,
+        False,
+    ),
     "taskId": ("`taskId` for the task this message concerns", True, False),
     "runId": ("`runId` of the latest run for the task, `_` if no run exists.", False, False),
     "workerGroup": ("`workerGroup` of the latest run, `_` if not claimed.", False, False),
@@ -95,9 +110,14 @@ def _schema_ref(service: str, name: str) -> str:
 
 def _entry(api: Api, route: Route) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "type": "function", "method": route.method.lower(), "route": route.path,
+        "type": "function",
+        "method": route.method.lower(),
+        "route": route.path,
         "args": [arg.strip("<>") for arg in route.path.split("/") if arg.startswith("<")],
-        "query": sorted(route.query), "name": route.name, "stability": route.stability, "title": route.title,
+        "query": sorted(route.query),
+        "name": route.name,
+        "stability": route.stability,
+        "title": route.title,
         "description": inspect.getdoc(route.handler) or route.title,
     }
     if route.scopes is not None:
@@ -112,9 +132,14 @@ def _entry(api: Api, route: Route) -> dict[str, Any]:
 def api_reference(api: Api) -> dict[str, Any]:
     """The API reference (api-reference-v0) of one route table."""
     title, description = SERVICES[api.service_name]
-    return {"$schema": REFERENCE_SCHEMA, "apiVersion": api.version, "serviceName": api.service_name,
-            "title": f"{title} API", "description": description,
-            "entries": [_entry(api, route) for route in api.routes]}
+    return {
+        "$schema": REFERENCE_SCHEMA,
+        "apiVersion": api.version,
+        "serviceName": api.service_name,
+        "title": f"{title} API",
+        "description": description,
+        "entries": [_entry(api, route) for route in api.routes],
+    }
 
 
 def exchanges_reference(namespace: str) -> dict[str, Any]:
@@ -127,26 +152,37 @@ def exchanges_reference(namespace: str) -> dict[str, Any]:
             summary, required, multiple = KEY_WORDS[word]
             if exchange in GROUP_EXCHANGES and word == "taskGroupId":
                 summary = "`taskGroupId` of the group this message concerns"
-            item: dict[str, Any] = {"name": word, "summary": summary, "required": required,
-                                    "multipleWords": multiple}
+            item: dict[str, Any] = {"name": word, "summary": summary, "required": required, "multipleWords": multiple}
             if word == "routingKeyKind":
                 item["constant"] = "primary"
             key.append(item)
-        entries.append({"type": "topic-exchange", "exchange": exchange, "name": _camel(exchange),
-                        "title": EXCHANGE_TITLES[exchange],
-                        "description": f"Published on `{exchange}` (docs/events.md); the payload follows the "
-                                       f"schema named.", "routingKey": key, "schema": _schema_ref("queue", schema)})
-    return {"$schema": EXCHANGES_SCHEMA, "apiVersion": "v1", "serviceName": "queue",
-            "title": "Queue AMQP Exchanges", "description": "The exchanges the queue publishes its messages on "
-            "(AMQP topic exchanges, and Service Bus topics of the same names).",
-            "exchangePrefix": f"exchange/{namespace}/v1/", "entries": entries}
+        entries.append(
+            {
+                "type": "topic-exchange",
+                "exchange": exchange,
+                "name": _camel(exchange),
+                "title": EXCHANGE_TITLES[exchange],
+                "description": f"Published on `{exchange}` (docs/events.md); the payload follows the schema named.",
+                "routingKey": key,
+                "schema": _schema_ref("queue", schema),
+            }
+        )
+    return {
+        "$schema": EXCHANGES_SCHEMA,
+        "apiVersion": "v1",
+        "serviceName": "queue",
+        "title": "Queue AMQP Exchanges",
+        "description": "The exchanges the queue publishes its messages on "
+        "(AMQP topic exchanges, and Service Bus topics of the same names).",
+        "exchangePrefix": f"exchange/{namespace}/v1/",
+        "entries": entries,
+    }
 
 
 class Discovery:
     """Answers GETs of the manifest, the references and the schemas (`documents` of the ApiApp)."""
 
-    def __init__(self, apis: list[Api], *, root_url: Callable[[], str],
-                 namespace: Callable[[], str]) -> None:
+    def __init__(self, apis: list[Api], *, root_url: Callable[[], str], namespace: Callable[[], str]) -> None:
         self.apis = apis
         self.root_url = root_url
         self.namespace = namespace
@@ -158,8 +194,10 @@ class Discovery:
         for api in self.apis:
             docs[f"/references/{api.service_name}/{api.version}/api.json"] = api_reference(api)
         docs["/references/queue/v1/exchanges.json"] = exchanges_reference(self.namespace())
-        docs["/references/manifest.json"] = {"$schema": MANIFEST_SCHEMA,
-                                             "references": [ORIGIN + path[1:] for path in sorted(docs)]}
+        docs["/references/manifest.json"] = {
+            "$schema": MANIFEST_SCHEMA,
+            "references": [ORIGIN + path[1:] for path in sorted(docs)],
+        }
         for path, schema in validation.published().items():
             docs[f"/schemas/{path}"] = schema
         for api in self.apis:  # not in the manifest: it lists Taskcluster's reference formats

@@ -77,6 +77,7 @@ def render_scopes(template: ScopeTemplate | None, params: dict[str, Any]) -> Sco
             if not isinstance(value, str | int):
                 raise TypeError(f"scope parameter {match.group(1)} must be a string")
             return str(value)
+
         return re.sub(r"<([a-zA-Z]+)>", one, text)
 
     def expand(node: ScopeTemplate) -> list[ScopeExpr]:
@@ -86,7 +87,7 @@ def render_scopes(template: ScopeTemplate | None, params: dict[str, Any]) -> Sco
             return [subst(node["each"], {**params, node["for"]: item}) for item in params[node["in"]]]
         if "if" in node:
             return expand(node["then"]) if params.get(node["if"]) else []
-        (kind, children), = node.items()
+        ((kind, children),) = node.items()
         return [{kind: [r for child in children for r in expand(child)]}]
 
     rendered = expand(template)
@@ -126,11 +127,13 @@ class Call(Generic[ContextT]):
         if missing is not None:
             who = f"Client `{self.caller.client_id}`" if self.caller.client_id else "An anonymous caller"
             held = self.caller.scopes
-            shown = ", ".join(held[:HELD_SHOWN]) + (f" and {len(held) - HELD_SHOWN} more" if len(held) > HELD_SHOWN
-                                                     else "")
+            shown = ", ".join(held[:HELD_SHOWN]) + (
+                f" and {len(held) - HELD_SHOWN} more" if len(held) > HELD_SHOWN else ""
+            )
             raise errors.InsufficientScopes(
                 f"{who} lacks the scopes for {self.route.name}. Missing: {describe(missing)}\n\n"
-                f"Required: {describe(self.required_scopes)}\n\nHeld: {shown or '(none)'}")
+                f"Required: {describe(self.required_scopes)}\n\nHeld: {shown or '(none)'}"
+            )
 
     async def client_gone(self) -> bool:
         return await self.request.is_disconnected()
@@ -192,19 +195,32 @@ class Api:
     def version(self) -> str:
         return self.prefix.split("/")[3]
 
-    def route(self, method: str, path: str, *, name: str, title: str, scopes: ScopeTemplate | None,
-              input: str | None = None, output: str | None = None, stability: str = "stable",
-              query: dict[str, str] | None = None, streamed: bool = False) -> Callable[[Handler], Handler]:
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        name: str,
+        title: str,
+        scopes: ScopeTemplate | None,
+        input: str | None = None,
+        output: str | None = None,
+        stability: str = "stable",
+        query: dict[str, str] | None = None,
+        streamed: bool = False,
+    ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.routes.append(Route(name, method, path, handler, title, scopes, input, output, stability,
-                                     dict(query or {}), streamed))
+            self.routes.append(
+                Route(name, method, path, handler, title, scopes, input, output, stability, dict(query or {}), streamed)
+            )
             return handler
+
         return register
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         if not path.startswith(self.prefix):
             return None
-        rest = path[len(self.prefix):] or "/"
+        rest = path[len(self.prefix) :] or "/"
         for route in self.routes:
             if route.method == method:
                 found = route.regex.match(rest)
@@ -214,8 +230,11 @@ class Api:
 
 
 def _check_params(params: dict[str, str]) -> None:
-    bad = [f"{name}: `{value!r}` does not match {PARAM_PATTERNS[name]}" for name, value in params.items()
-           if name in PARAM_PATTERNS and not validation.ecma_pattern(PARAM_PATTERNS[name]).search(value)]
+    bad = [
+        f"{name}: `{value!r}` does not match {PARAM_PATTERNS[name]}"
+        for name, value in params.items()
+        if name in PARAM_PATTERNS and not validation.ecma_pattern(PARAM_PATTERNS[name]).search(value)
+    ]
     if "runId" in params and not bad and int(params["runId"]) > MAX_RUN_ID:
         bad.append(f"runId: {params['runId']} is larger than {MAX_RUN_ID}")
     if bad:
@@ -230,8 +249,10 @@ def _check_query(route: Route, query: dict[str, str]) -> None:
             continue
         pattern = route.query.get(key)
         if pattern is None:
-            bad.append(f"Query-string parameter: {key} is not supported by {route.name}"
-                       + (f" (it takes {', '.join(sorted(route.query))})" if route.query else ""))
+            bad.append(
+                f"Query-string parameter: {key} is not supported by {route.name}"
+                + (f" (it takes {', '.join(sorted(route.query))})" if route.query else "")
+            )
         elif not validation.ecma_pattern(pattern).search(value):
             bad.append(f"Query-string parameter: {key}={value!r} does not match {pattern}")
     if bad:
@@ -287,7 +308,9 @@ def _parse_body(raw: bytes, route: Route, content_type: str) -> Any:
     if problems:
         raise errors.InputValidationError(
             "Request payload must match the schema {schema}:\n{problems}",
-            schema=f"{route.input}.json#", problems="\n".join(f"* {p}" for p in problems))
+            schema=f"{route.input}.json#",
+            problems="\n".join(f"* {p}" for p in problems),
+        )
     return body
 
 
@@ -297,13 +320,18 @@ def _auth_request(request: Request, raw: bytes, path: str) -> AuthRequest:
     scheme = request.headers.get("x-forwarded-proto", scope.get("scheme", "http")).split(",")[0].strip()
     host = request.headers.get("host") or "{}:{}".format(*scope.get("server") or ("localhost", 80))
     query = "?" + scope["query_string"].decode("latin-1") if scope.get("query_string") else ""
-    return AuthRequest(method=request.method, url=f"{scheme}://{host}{path}{query}",
-                       authorization=request.headers.get("authorization"), content=raw,
-                       content_type=request.headers.get("content-type", ""))
+    return AuthRequest(
+        method=request.method,
+        url=f"{scheme}://{host}{path}{query}",
+        authorization=request.headers.get("authorization"),
+        content=raw,
+        content_type=request.headers.get("content-type", ""),
+    )
 
 
-async def _authenticate(authenticator: Authenticator, request: Request, raw: bytes, api: Api, route: Route,
-                        params: dict[str, str]) -> Caller:
+async def _authenticate(
+    authenticator: Authenticator, request: Request, raw: bytes, api: Api, route: Route, params: dict[str, str]
+) -> Caller:
     """Authenticate with the raw path; failing that, with the path as the official clients write it (each
     parameter percent-encoded, `/` as `%2F`), since the Azure Functions ASGI adapter hands the app a decoded
     path as `raw_path`, which would fail the MAC of every request whose parameters hold an encoded character
@@ -313,8 +341,9 @@ async def _authenticate(authenticator: Authenticator, request: Request, raw: byt
         return await authenticator.authenticate(_auth_request(request, raw, raw_path))
     except errors.AuthenticationFailed as first:
         failure = first
-        canonical = api.prefix + re.sub(r"<([a-zA-Z]+)>",
-                                        lambda m: urllib.parse.quote(params[m.group(1)], safe=""), route.path)
+        canonical = api.prefix + re.sub(
+            r"<([a-zA-Z]+)>", lambda m: urllib.parse.quote(params[m.group(1)], safe=""), route.path
+        )
     if canonical != raw_path:
         with contextlib.suppress(errors.AuthenticationFailed):
             return await authenticator.authenticate(_auth_request(request, raw, canonical))
@@ -324,10 +353,15 @@ async def _authenticate(authenticator: Authenticator, request: Request, raw: byt
 def error_body(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> dict[str, Any]:
     """Taskcluster's error format."""
     stamp = timeutil.iso(timeutil.now())
-    message = (f"{exc.message}\n\n---\n\n* method:     {method}\n* errorCode:  {exc.code}\n"
-               f"* statusCode: {exc.status}\n* time:       {stamp}")
-    return {"code": exc.code, "message": message,
-            "requestInfo": {"method": method, "params": params, "payload": payload, "time": stamp}}
+    message = (
+        f"{exc.message}\n\n---\n\n* method:     {method}\n* errorCode:  {exc.code}\n"
+        f"* statusCode: {exc.status}\n* time:       {stamp}"
+    )
+    return {
+        "code": exc.code,
+        "message": message,
+        "requestInfo": {"method": method, "params": params, "payload": payload, "time": stamp},
+    }
 
 
 def error_response(exc: errors.QueueError, *, method: str, params: dict[str, str], payload: Any) -> Response:
@@ -349,9 +383,15 @@ class ApiApp:
     """The ASGI application serving one or more `Api` tables; `context` gives what handlers see as `call.context`,
     and `documents` answers a GET that no route matches (the references and schemas), or None."""
 
-    def __init__(self, apis: list[Api], context: Callable[[], Any],
-                 authenticator: Callable[[], Authenticator], *, validate_responses: bool = False,
-                 documents: Documents | None = None) -> None:
+    def __init__(
+        self,
+        apis: list[Api],
+        context: Callable[[], Any],
+        authenticator: Callable[[], Authenticator],
+        *,
+        validate_responses: bool = False,
+        documents: Documents | None = None,
+    ) -> None:
         self.apis = apis
         self.context = context
         self.authenticator = authenticator
@@ -398,14 +438,17 @@ class ApiApp:
         started = dt.datetime.now(dt.UTC)
         # The decoded path as the server gave it (request.url.path re-quotes `#` and `?` within a segment).
         method, path = request.method, request.scope["path"]
-        found = next(((api, match) for api in self.apis
-                      if (match := api.match("GET" if method == "HEAD" else method, path))), None)
+        found = next(
+            ((api, match) for api in self.apis if (match := api.match("GET" if method == "HEAD" else method, path))),
+            None,
+        )
         if found is None:
             document = self.documents(request) if self.documents and method in ("GET", "HEAD") else None
             if document is not None:
                 return document
-            return error_response(errors.UnknownRoute(method=method, path=path), method="unknown",
-                                  params={}, payload=None)
+            return error_response(
+                errors.UnknownRoute(method=method, path=path), method="unknown", params={}, payload=None
+            )
         api, (route, params) = found
         request.scope["queue.route"] = f"{api.service_name}.{route.name}"
         body: Any = None
@@ -422,8 +465,7 @@ class ApiApp:
                 problems = validation.errors_of(route.output, reply.body)
                 if problems:
                     log.error("response of %s does not match %s: %s", route.name, route.output, problems)
-                    raise errors.InternalServerError("Response does not match its schema: {p}",
-                                                     p="; ".join(problems))
+                    raise errors.InternalServerError("Response does not match its schema: {p}", p="; ".join(problems))
             if reply.body is None:
                 return Response(status_code=reply.status, headers=reply.headers)
             return json_response(reply.body, reply.status, reply.headers)

@@ -23,12 +23,16 @@ from starlette.responses import RedirectResponse, Response
 
 STATIC = Path(__file__).parent / "static" / "inspector"
 PREFIX = "/inspector/"
-MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-               ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
 SECURITY_HEADERS = {
     # Code and styles only from here; API calls to here, and artifact reads (logs) to Blob Storage anywhere.
     "content-security-policy": "default-src 'self'; connect-src 'self' https: http:; img-src 'self' data:; "
-                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
@@ -72,7 +76,7 @@ class Inspector:
             return self._address_page(request)
         if not path.startswith(PREFIX):
             return None
-        name = path[len(PREFIX):] or "index.html"
+        name = path[len(PREFIX) :] or "index.html"
         found = _file(name)
         if found is None:
             return None

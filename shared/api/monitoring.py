@@ -43,8 +43,7 @@ async def version(call: Call[Any]) -> dict[str, Any]:
 def register(api: Api) -> None:
     api.route("GET", "/ping", name="ping", title="Ping Server", scopes=None)(ping)
     api.route("GET", "/__heartbeat__", name="heartbeat", title="Heartbeat", scopes=None)(heartbeat)
-    api.route("GET", "/__lbheartbeat__", name="lbheartbeat", title="Load Balancer Heartbeat", scopes=None)(
-        lbheartbeat)
+    api.route("GET", "/__lbheartbeat__", name="lbheartbeat", title="Load Balancer Heartbeat", scopes=None)(lbheartbeat)
     api.route("GET", "/__version__", name="version", title="Taskcluster Version", scopes=None)(version)
 
 

@@ -18,12 +18,24 @@ from shared import validation
 from shared.api.framework import PARAM_PATTERNS, Api, Route
 
 ERROR_BODY = {
-    "type": "object", "description": "Taskcluster's error format.",
-    "properties": {"code": {"type": "string"}, "message": {"type": "string"},
-                   "requestInfo": {"type": "object", "properties": {
-                       "method": {"type": "string"}, "params": {"type": "object"}, "payload": {},
-                       "time": {"type": "string"}}, "required": ["method", "params", "payload", "time"]}},
-    "required": ["code", "message", "requestInfo"], "additionalProperties": False,
+    "type": "object",
+    "description": "Taskcluster's error format.",
+    "properties": {
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+        "requestInfo": {
+            "type": "object",
+            "properties": {
+                "method": {"type": "string"},
+                "params": {"type": "object"},
+                "payload": {},
+                "time": {"type": "string"},
+            },
+            "required": ["method", "params", "payload", "time"],
+        },
+    },
+    "required": ["code", "message", "requestInfo"],
+    "additionalProperties": False,
 }
 
 
@@ -57,24 +69,40 @@ def inline(node: Any, base: str, seen: tuple[str, ...] = ()) -> Any:
 def _operation(route: Route) -> dict[str, Any]:
     names = re.findall(r"<([a-zA-Z]+)>", route.path)
     parameters: list[dict[str, Any]] = [
-        {"name": n, "in": "path", "required": True,
-         "schema": {"type": "string", **({"pattern": PARAM_PATTERNS[n]} if n in PARAM_PATTERNS else {})}}
-        for n in names]
-    parameters += [{"name": n, "in": "query", "required": False, "schema": {"type": "string", "pattern": pattern}}
-                   for n, pattern in sorted(route.query.items())]
+        {
+            "name": n,
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string", **({"pattern": PARAM_PATTERNS[n]} if n in PARAM_PATTERNS else {})},
+        }
+        for n in names
+    ]
+    parameters += [
+        {"name": n, "in": "query", "required": False, "schema": {"type": "string", "pattern": pattern}}
+        for n, pattern in sorted(route.query.items())
+    ]
     ok: dict[str, Any] = {"description": "Success"}
     if route.output:
         ok["content"] = {"application/json": {"schema": inline(validation.schema(route.output), route.output)}}
     operation: dict[str, Any] = {
-        "operationId": route.name, "summary": route.title,
-        "description": inspect.getdoc(route.handler) or route.title, "parameters": parameters,
-        "responses": {"200": ok, "default": {"description": "An error, in Taskcluster's format", "content": {
-            "application/json": {"schema": ERROR_BODY}}}},
+        "operationId": route.name,
+        "summary": route.title,
+        "description": inspect.getdoc(route.handler) or route.title,
+        "parameters": parameters,
+        "responses": {
+            "200": ok,
+            "default": {
+                "description": "An error, in Taskcluster's format",
+                "content": {"application/json": {"schema": ERROR_BODY}},
+            },
+        },
         "x-taskcluster-scopes": route.scopes,
     }
     if route.input:
-        operation["requestBody"] = {"required": True, "content": {"application/json": {
-            "schema": inline(validation.schema(route.input), route.input)}}}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": inline(validation.schema(route.input), route.input)}},
+        }
     return operation
 
 
@@ -86,11 +114,14 @@ def openapi(api: Api, root_url: str) -> dict[str, Any]:
         paths.setdefault(path, {})[route.method.lower()] = _operation(route)
     return {
         "openapi": "3.1.0",
-        "info": {"title": f"{api.service_name} API", "version": api.version,
-                 "description": "Generated from the route table (shared/api/openapi.py). Requests authenticate "
-                                "with Taskcluster's Hawk (docs/auth.md), which OpenAPI cannot describe; a "
-                                "request without it is anonymous. Each operation names its scopes in "
-                                "`x-taskcluster-scopes`."},
+        "info": {
+            "title": f"{api.service_name} API",
+            "version": api.version,
+            "description": "Generated from the route table (shared/api/openapi.py). Requests authenticate "
+            "with Taskcluster's Hawk (docs/auth.md), which OpenAPI cannot describe; a "
+            "request without it is anonymous. Each operation names its scopes in "
+            "`x-taskcluster-scopes`.",
+        },
         "servers": [{"url": f"{root_url.rstrip('/')}{api.prefix}"}],
         "paths": paths,
     }

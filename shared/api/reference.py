@@ -1,6 +1,6 @@
 """Writes the API reference (docs/api.md) from the route table, so the docs cannot drift from the code.
 
-    python -m shared.api.reference > docs/api.md
+python -m shared.api.reference > docs/api.md
 """
 
 from __future__ import annotations
@@ -73,8 +73,13 @@ def _scopes(route: Route) -> str:
     return "\n\n```json\n" + json.dumps(route.scopes, indent=2) + "\n```\n"
 
 
-ROUTE_MODULES = (monitoring, *queue_v1.ROUTE_MODULES, *object_v1.ROUTE_MODULES, *auth_v1.ROUTE_MODULES,
-                 *index_v1.ROUTE_MODULES)
+ROUTE_MODULES = (
+    monitoring,
+    *queue_v1.ROUTE_MODULES,
+    *object_v1.ROUTE_MODULES,
+    *auth_v1.ROUTE_MODULES,
+    *index_v1.ROUTE_MODULES,
+)
 OBJECT_HEADER = """
 # Object service API v1
 
@@ -112,8 +117,10 @@ dot-separated words, none empty (`400 InvalidRequestArguments`) |
 def _in_order(api: Api) -> list[Route]:
     """The routes by the module that declares them (tasks, work, groups, artifacts, workers), then as declared."""
     modules = [m.__name__ for m in ROUTE_MODULES]
-    return sorted(api.routes, key=lambda r: modules.index(r.handler.__module__)
-                  if r.handler.__module__ in modules else len(modules))
+    return sorted(
+        api.routes,
+        key=lambda r: modules.index(r.handler.__module__) if r.handler.__module__ in modules else len(modules),
+    )
 
 
 def render(apis: list[Api]) -> str:
@@ -126,17 +133,22 @@ def render(apis: list[Api]) -> str:
         if api is index_v1.api:
             parts.append(INDEX_HEADER)
         routes = _in_order(api)
-        parts.append("\n## Endpoints\n\n| name | method and route | input | output | stability |\n"
-                     "|---|---|---|---|---|")
+        parts.append(
+            "\n## Endpoints\n\n| name | method and route | input | output | stability |\n|---|---|---|---|---|"
+        )
         for r in routes:
-            parts.append(f"| [`{r.name}`](#{r.name.lower()}) | `{r.method} {r.path}` | {r.input or '-'} | "
-                         f"{r.output or '-'} | {r.stability} |")
+            parts.append(
+                f"| [`{r.name}`](#{r.name.lower()}) | `{r.method} {r.path}` | {r.input or '-'} | "
+                f"{r.output or '-'} | {r.stability} |"
+            )
         for r in routes:
             doc = inspect.getdoc(r.handler)
-            parts.append(f"\n### {r.name}\n\n{r.title}. `{r.method} {api.prefix}{r.path}`\n\n"
-                         + (f"{doc}\n\n" if doc else "")
-                         + (f"Query: {', '.join(f'`{q}`' for q in sorted(r.query))}\n\n" if r.query else "")
-                         + f"Scopes: {_scopes(r)}")
+            parts.append(
+                f"\n### {r.name}\n\n{r.title}. `{r.method} {api.prefix}{r.path}`\n\n"
+                + (f"{doc}\n\n" if doc else "")
+                + (f"Query: {', '.join(f'`{q}`' for q in sorted(r.query))}\n\n" if r.query else "")
+                + f"Scopes: {_scopes(r)}"
+            )
     return "\n".join(parts) + "\n"
 
 

@@ -16,22 +16,35 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a client and print its access token (once)")
     create.add_argument("client_id")
-    create.add_argument("--scope", action="append", default=[], dest="scopes", metavar="SCOPE",
-                        help="a scope the client holds (repeat for more)")
+    create.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        dest="scopes",
+        metavar="SCOPE",
+        help="a scope the client holds (repeat for more)",
+    )
     create.add_argument("--expires", help="expiry, an ISO 8601 date-time (default: never)")
     create.add_argument("--description", default="")
     sub.add_parser("list", help="list clients (without tokens)")
-    for action, text in [("reset", "give the client a new access token and print it (once)"),
-                         ("disable", "stop the client from authenticating"), ("enable", "undo disable"),
-                         ("delete", "delete the client")]:
+    for action, text in [
+        ("reset", "give the client a new access token and print it (once)"),
+        ("disable", "stop the client from authenticating"),
+        ("enable", "undo disable"),
+        ("delete", "delete the client"),
+    ]:
         sub.add_parser(action, help=text).add_argument("client_id")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _describe(client: Client, *, with_token: bool) -> dict[str, object]:
-    out: dict[str, object] = {"clientId": client.client_id, "scopes": list(client.scopes),
-                              "expires": timeutil.iso(client.expires) if client.expires else None,
-                              "disabled": client.disabled, "description": client.description}
+    out: dict[str, object] = {
+        "clientId": client.client_id,
+        "scopes": list(client.scopes),
+        "expires": timeutil.iso(client.expires) if client.expires else None,
+        "disabled": client.disabled,
+        "description": client.description,
+    }
     if with_token:
         out["accessToken"] = client.access_token
     return out
@@ -39,8 +52,12 @@ def _describe(client: Client, *, with_token: bool) -> dict[str, object]:
 
 async def run_clients_command(settings: Settings, args: argparse.Namespace) -> int:
     tables = AzureTables(settings.storage_connection)
-    store = ClientStore(tables, token_secret=settings.token_secret, root_client_id=settings.root_client_id,
-                        root_access_token=settings.root_access_token)
+    store = ClientStore(
+        tables,
+        token_secret=settings.token_secret,
+        root_client_id=settings.root_client_id,
+        root_access_token=settings.root_access_token,
+    )
     try:
         if args.action == "list":
             shown = [_describe(c, with_token=False) for c in await store.list()]

@@ -64,16 +64,25 @@ class ClientNotFound(errors.ResourceNotFound):
 
 
 class ClientStore:
-    def __init__(self, tables: TableStore, *, token_secret: str | None, root_client_id: str,
-                 root_access_token: str, cache_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        tables: TableStore,
+        *,
+        token_secret: str | None,
+        root_client_id: str,
+        root_access_token: str,
+        cache_seconds: float = 10.0,
+    ) -> None:
         self.tables = tables
         # How long a process trusts what it read: a reset, disable or delete takes effect within this.
         self.cache_seconds = cache_seconds
         self._secret = token_secret
         self._root = Client(root_client_id, root_access_token, ("*",))
         self._known: Bounded[str, tuple[float, Client]] = Bounded(
-            KNOWN_CLIENTS, max_bytes=KNOWN_CLIENTS_BYTES,
-            weigh=lambda key, value: text_weight(key, value[1].scopes, value[1].description) + 200)
+            KNOWN_CLIENTS,
+            max_bytes=KNOWN_CLIENTS_BYTES,
+            weigh=lambda key, value: text_weight(key, value[1].scopes, value[1].description) + 200,
+        )
         self._unknown: Bounded[str, float] = Bounded(UNKNOWN_CLIENTS, weigh=lambda key, _: text_weight(key))
         self._ready = False
 
@@ -92,13 +101,21 @@ class ClientStore:
         data = entity.data
         expires = timeutil.parse(data["expires"]) if data.get("expires") else None
         client_id = decode_key(entity.partition_key)
+
         def when(key: str) -> dt.datetime | None:
             return timeutil.parse(data[key]) if data.get(key) else None
 
-        return Client(client_id, self._derive(client_id, data["nonce"]),
-                      stored_scopes(data), expires, bool(data.get("disabled")),
-                      data.get("description", ""), when("created"), when("lastModified") or when("created"),
-                      when("lastRotated") or when("created"))
+        return Client(
+            client_id,
+            self._derive(client_id, data["nonce"]),
+            stored_scopes(data),
+            expires,
+            bool(data.get("disabled")),
+            data.get("description", ""),
+            when("created"),
+            when("lastModified") or when("created"),
+            when("lastRotated") or when("created"),
+        )
 
     def _forget(self, client_id: str) -> None:
         self._known.pop(client_id)
@@ -143,12 +160,14 @@ class ClientStore:
         if len(description) > MAX_DESCRIPTION:
             problems.append(f"the description holds {len(description)} characters: at most {MAX_DESCRIPTION}")
         if problems:
-            raise errors.InputError("Client `{clientId}` cannot be stored: {problems}", clientId=client_id,
-                                    problems="; ".join(problems))
+            raise errors.InputError(
+                "Client `{clientId}` cannot be stored: {problems}", clientId=client_id, problems="; ".join(problems)
+            )
         return sorted(set(scopes))
 
-    async def create(self, client_id: str, scopes: list[str], *, expires: dt.datetime | None = None,
-                     description: str = "") -> Client:
+    async def create(
+        self, client_id: str, scopes: list[str], *, expires: dt.datetime | None = None, description: str = ""
+    ) -> Client:
         if not CLIENT_ID_PATTERN.fullmatch(client_id) or client_id == self._root.client_id:
             raise errors.InputError("Invalid clientId `{clientId}`", clientId=client_id[:300])
         if not self._secret:
@@ -157,9 +176,16 @@ class ClientStore:
         await self._ensure()
         nonce = secrets.token_urlsafe(24)
         now = timeutil.iso(timeutil.now())
-        data = {"nonce": nonce, **pack_json("scopes", kept), "description": description,
-                "expires": timeutil.iso(expires) if expires else "", "disabled": False,
-                "created": now, "lastModified": now, "lastRotated": now}
+        data = {
+            "nonce": nonce,
+            **pack_json("scopes", kept),
+            "description": description,
+            "expires": timeutil.iso(expires) if expires else "",
+            "disabled": False,
+            "created": now,
+            "lastModified": now,
+            "lastRotated": now,
+        }
         stored = await self.tables.insert(CLIENTS_TABLE, Entity(encode_key(client_id), CLIENT_ROW, data))
         if stored is None:
             raise ClientExists(clientId=client_id)
@@ -186,15 +212,22 @@ class ClientStore:
         """A new access token; the old one stops working (within `cache_seconds` in other processes)."""
         return await self._modify(client_id, nonce=secrets.token_urlsafe(24), lastRotated=timeutil.iso(timeutil.now()))
 
-    async def update(self, client_id: str, *, scopes: list[str], description: str,
-                     expires: dt.datetime | None) -> Client:
+    async def update(
+        self, client_id: str, *, scopes: list[str], description: str, expires: dt.datetime | None
+    ) -> Client:
         """New scopes, description and expiry (Taskcluster's updateClient)."""
         if client_id == self._root.client_id:
-            raise errors.InputError("The root client `{clientId}` is set by QUEUE_ROOT_CLIENT_ID and cannot be "
-                                    "changed here", clientId=client_id)
+            raise errors.InputError(
+                "The root client `{clientId}` is set by QUEUE_ROOT_CLIENT_ID and cannot be changed here",
+                clientId=client_id,
+            )
         kept = self._checked(client_id, scopes, description)
-        return await self._modify(client_id, **pack_json("scopes", kept), description=description,
-                                  expires=timeutil.iso(expires) if expires else "")
+        return await self._modify(
+            client_id,
+            **pack_json("scopes", kept),
+            description=description,
+            expires=timeutil.iso(expires) if expires else "",
+        )
 
     async def set_disabled(self, client_id: str, disabled: bool) -> Client:
         return await self._modify(client_id, disabled=disabled)

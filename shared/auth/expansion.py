@@ -42,13 +42,13 @@ Steps = Generator[None, None, T]  # a computation that yields between slices of 
 
 class ExpansionTooLarge(errors.InputError):
     """Expanding `{what}` through the roles {problem}: an expansion may give at most {limit} scopes and take at
-most {work} steps (docs/security.md)"""
+    most {work} steps (docs/security.md)"""
 
 
 def assumed(scope: str) -> str | None:
     """What `scope` asks to assume (`assume:X` -> `X`; a kleene covering `assume:` -> `*`), or None."""
     if scope.startswith(ASSUME):
-        return scope[len(ASSUME):]
+        return scope[len(ASSUME) :]
     if scope.endswith("*") and ASSUME.startswith(scope[:-1]):
         return "*"
     return None
@@ -58,7 +58,7 @@ def _parameterize(scope: str, param: str) -> str:
     if PARAM not in scope:
         return scope
     if param.endswith("*"):
-        return scope[:scope.index(PARAM)] + param  # a kleene parameter covers everything after it
+        return scope[: scope.index(PARAM)] + param  # a kleene parameter covers everything after it
     return scope.replace(PARAM, param, 1)
 
 
@@ -69,7 +69,7 @@ def grants(wanted: str, role_id: str, scopes: Sequence[str]) -> list[str]:
     if role_id.endswith("*"):
         prefix = role_id[:-1]
         if stem.startswith(prefix):
-            param = wanted[len(prefix):]
+            param = wanted[len(prefix) :]
         elif kleene and prefix.startswith(stem):
             param = "*"  # the held kleene covers the whole role
         else:
@@ -95,11 +95,14 @@ class RoleIndex:
         starts with, and the role named `wanted` (or, for a kleene, every role whose id starts with its stem)."""
         kleene = wanted.endswith("*")
         stem = wanted[:-1] if kleene else wanted
-        found = [stem[:n] + "*" for n in self._lengths[:bisect.bisect_right(self._lengths, len(stem))]
-                 if stem[:n] in self._prefixes]
+        found = [
+            stem[:n] + "*"
+            for n in self._lengths[: bisect.bisect_right(self._lengths, len(stem))]
+            if stem[:n] in self._prefixes
+        ]
         if kleene:
             # Role ids are printable ASCII, so every id starting with the stem sorts before stem + DEL.
-            found += self._ids[bisect.bisect_left(self._ids, stem):bisect.bisect_left(self._ids, stem + "\x7f")]
+            found += self._ids[bisect.bisect_left(self._ids, stem) : bisect.bisect_left(self._ids, stem + "\x7f")]
         elif stem in self.roles:
             found.append(stem)
         return list(dict.fromkeys(found))
@@ -110,12 +113,15 @@ class RoleIndex:
 
     def _range(self, stem: str) -> list[str]:
         """Every role whose id starts with `stem`."""
-        return self._ids[bisect.bisect_left(self._ids, stem):bisect.bisect_left(self._ids, stem + "\x7f")]
+        return self._ids[bisect.bisect_left(self._ids, stem) : bisect.bisect_left(self._ids, stem + "\x7f")]
 
     def _prefixed_by(self, stem: str) -> list[str]:
         """The `*`-roles whose prefix `stem` starts with (matched whatever follows `stem`)."""
-        return [stem[:n] + "*" for n in self._lengths[:bisect.bisect_right(self._lengths, len(stem))]
-                if stem[:n] in self._prefixes]
+        return [
+            stem[:n] + "*"
+            for n in self._lengths[: bisect.bisect_right(self._lengths, len(stem))]
+            if stem[:n] in self._prefixes
+        ]
 
     def depends(self, role_id: str) -> list[Reach]:
         """What each `assume:` scope of the role can reach, for `check_steps`: the roles it assumes whatever the
@@ -160,13 +166,13 @@ def _groups(stem: str, tail: str, ranged: list[str]) -> list[list[str]]:
     `*` (a kleene covers it), and a `*`-role `<stem><rest>*` when `k` starts with `rest` (its prefix matches)."""
     kleene = tail.endswith("*")
     text = tail[:-1] if kleene else tail
-    roles = [(r[len(stem):-1] if r.endswith("*") else r[len(stem):], r.endswith("*"), r) for r in ranged]
+    roles = [(r[len(stem) : -1] if r.endswith("*") else r[len(stem) :], r.endswith("*"), r) for r in ranged]
     keys: set[str] = set()
     for rest, star, _ in roles:
         if kleene:
             at = rest.find(text) if text else 0
             while at >= 0:
-                keys.add(rest[:at + len(text)])
+                keys.add(rest[: at + len(text)])
                 at = rest.find(text, at + 1) if text else -1
         elif star or rest.endswith(text):
             keys.add(rest)  # a role named `<stem><k>`, or a `*`-role's prefix continued by `p`
@@ -174,7 +180,7 @@ def _groups(stem: str, tail: str, ranged: list[str]) -> list[list[str]]:
         return [ranged] if ranged else []
 
     def reached(key: str, rest: str, star: bool) -> bool:
-        return (rest == key or (kleene and rest.startswith(key)) or (star and key.startswith(rest)))
+        return rest == key or (kleene and rest.startswith(key)) or (star and key.startswith(rest))
 
     groups = [[r for rest, star, r in roles if reached(key, rest, star)] for key in keys]
     return [g for g in groups if g]
@@ -219,8 +225,12 @@ class _Work:
         self.total += steps
         self._slice += steps
         if self.total > self.limit:
-            raise ExpansionTooLarge(what=self.what, problem=f"takes more than {self.limit} steps",
-                                    limit=MAX_EXPANDED_SCOPES, work=self.limit)
+            raise ExpansionTooLarge(
+                what=self.what,
+                problem=f"takes more than {self.limit} steps",
+                limit=MAX_EXPANDED_SCOPES,
+                work=self.limit,
+            )
         if self._slice >= SLICE_WORK:
             self._slice = 0
             return True
@@ -233,8 +243,9 @@ def _describe(scopes: Sequence[str]) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
-def expansion_steps(scopes: Iterable[str], index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
-                    work: int = MAX_EXPANSION_WORK) -> Steps[tuple[str, ...]]:
+def expansion_steps(
+    scopes: Iterable[str], index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES, work: int = MAX_EXPANSION_WORK
+) -> Steps[tuple[str, ...]]:
     """`scopes` with every scope the roles they assume give, transitively; normalized. ExpansionTooLarge past
     `limit` scopes or `work` steps."""
     start = normalize(scopes)
@@ -271,9 +282,14 @@ def expansion_steps(scopes: Iterable[str], index: RoleIndex, *, limit: int = MAX
                 cover.add(scope)
                 chars += len(scope)
                 if len(held) > limit or chars > MAX_EXPANDED_CHARS:
-                    raise ExpansionTooLarge(what=counter.what, problem=f"gives more than {limit} scopes"
-                                            if len(held) > limit else f"gives more than {MAX_EXPANDED_CHARS} "
-                                            "characters of scopes", limit=limit, work=work)
+                    raise ExpansionTooLarge(
+                        what=counter.what,
+                        problem=f"gives more than {limit} scopes"
+                        if len(held) > limit
+                        else f"gives more than {MAX_EXPANDED_CHARS} characters of scopes",
+                        limit=limit,
+                        work=work,
+                    )
                 more = assumed(scope)
                 if more is not None and more not in asked:
                     todo.append(more)
@@ -290,8 +306,9 @@ class RoleCheck:
     bounds: dict[str, int]
 
 
-def check_steps(index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
-                work: int = MAX_EXPANSION_WORK) -> Steps[RoleCheck]:
+def check_steps(
+    index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES, work: int = MAX_EXPANSION_WORK
+) -> Steps[RoleCheck]:
     """Walk the role graph once (iteratively, depth first): find a cycle, or bound each role's expansion by the
     scopes along every path from it (`bound(R) = |scopes(R)| + sum of bound(B) over each assume scope of R and
     each role B it could assume`)."""
@@ -323,7 +340,7 @@ def check_steps(index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES,
                 stack[-1] = (role_id, edges, at + 1)
                 other = edges[at]
                 if other in on_path:
-                    return RoleCheck([*path[on_path[other]:], other], bounds)
+                    return RoleCheck([*path[on_path[other] :], other], bounds)
                 if other not in bounds:
                     entering = other
                 continue

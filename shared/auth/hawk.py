@@ -111,8 +111,14 @@ def _shown(client_id: str) -> str:
 
 
 class Authenticator:
-    def __init__(self, clients: ClientStore, anonymous_scopes: Sequence[str], *,
-                 certificate_skew_seconds: float = 300, roles: RoleStore | None = None) -> None:
+    def __init__(
+        self,
+        clients: ClientStore,
+        anonymous_scopes: Sequence[str],
+        *,
+        certificate_skew_seconds: float = 300,
+        roles: RoleStore | None = None,
+    ) -> None:
         self.clients = clients
         self.roles = roles
         self.anonymous_scopes = tuple(anonymous_scopes)
@@ -154,8 +160,9 @@ class Authenticator:
             raise AuthFailure(reason=problem)
         return client
 
-    async def _key_and_scopes(self, client_id: str, ext: Mapping[str, Any],
-                              now: dt.datetime) -> tuple[str, tuple[str, ...], dt.datetime | None]:
+    async def _key_and_scopes(
+        self, client_id: str, ext: Mapping[str, Any], now: dt.datetime
+    ) -> tuple[str, tuple[str, ...], dt.datetime | None]:
         """The MAC key, scopes and expiry of the credentials named by `client_id` and `ext`."""
         certificate = ext.get("certificate")
         if certificate is None:
@@ -170,8 +177,9 @@ class Authenticator:
             raise AuthFailure(reason="certificate must be a JSON object")
         return await self._temporary(client_id, certificate, now)
 
-    async def _temporary(self, client_id: str, cert: dict[str, Any],
-                         now: dt.datetime) -> tuple[str, tuple[str, ...], dt.datetime | None]:
+    async def _temporary(
+        self, client_id: str, cert: dict[str, Any], now: dt.datetime
+    ) -> tuple[str, tuple[str, ...], dt.datetime | None]:
         """Check a temporary-credentials certificate in the order Taskcluster's auth service does."""
         if cert.get("version") != 1:
             raise AuthFailure(reason="certificate version must be 1")
@@ -204,16 +212,24 @@ class Authenticator:
             raise AuthFailure(reason=f"issuer `{_shown(issuer_id)}` may not create client `{_shown(named)}`")
         if not issuer_scopes.satisfies_all(scopes):
             raise AuthFailure(reason=f"issuer `{_shown(issuer_id)}` does not have every scope of the certificate")
-        expected = credentials.signature(issuer.access_token, client_id=named, issuer=issuer_id if named else None,
-                                         seed=seed, start=int(start), expiry=int(expiry), scopes=scopes)
+        expected = credentials.signature(
+            issuer.access_token,
+            client_id=named,
+            issuer=issuer_id if named else None,
+            seed=seed,
+            start=int(start),
+            expiry=int(expiry),
+            scopes=scopes,
+        )
         if not hmac.compare_digest(expected, str(cert.get("signature", ""))):
             raise AuthFailure(reason="certificate signature is invalid")
         cert_expiry = dt.datetime.fromtimestamp(expiry / 1000, dt.UTC)
         expires = min(cert_expiry, issuer.expires) if issuer.expires else cert_expiry
         return credentials.derive_access_token(issuer.access_token, seed), tuple(scopes), expires
 
-    async def _caller(self, client_id: str, scopes: tuple[str, ...], expires: dt.datetime | None,
-                      ext: Mapping[str, Any]) -> Caller:
+    async def _caller(
+        self, client_id: str, scopes: tuple[str, ...], expires: dt.datetime | None, ext: Mapping[str, Any]
+    ) -> Caller:
         """Every client also holds the anonymous scopes, as in Taskcluster; `authorizedScopes`, which that
         set must satisfy, then replaces it: narrowing, never widening. Roles are expanded in both."""
         held = await self._held(tuple(dict.fromkeys(scopes + self.anonymous_scopes)), f"`{_shown(client_id)}`")
@@ -236,16 +252,20 @@ class Authenticator:
         try:
             mohawk.Receiver(
                 lambda _id: {"id": client_id, "key": key, "algorithm": "sha256"},
-                request.authorization, request.url, request.method,
-                content=request.content, content_type=request.content_type,
+                request.authorization,
+                request.url,
+                request.method,
+                content=request.content,
+                content_type=request.content_type,
                 accept_untrusted_content=True,  # the payload hash is checked when the client sends one
                 timestamp_skew_in_seconds=HAWK_SKEW_SECONDS,
             )
         except mohawk.exc.HawkFail as exc:
             raise AuthFailure(reason=_hawk_failure(exc)) from None
         except (ValueError, TypeError, UnicodeError):  # an unusable Host header or URL, a non-numeric ts...
-            raise AuthFailure(reason="the request cannot be checked: its Host header, URL or Hawk fields are "
-                              "malformed") from None
+            raise AuthFailure(
+                reason="the request cannot be checked: its Host header, URL or Hawk fields are malformed"
+            ) from None
         return await self._caller(client_id, scopes, expires, ext)
 
     async def _bewit(self, request: Request, bewit: str) -> Caller:
@@ -264,9 +284,14 @@ class Authenticator:
             raise AuthFailure(reason="the signed URL has expired")
         ext = _decode_ext(ext_text)
         key, scopes, expires = await self._key_and_scopes(client_id, ext, now)
-        resource = Resource(url=_strip_bewit(request.url), method="GET",
-                            credentials={"id": client_id, "key": key, "algorithm": "sha256"},
-                            timestamp=expiration, nonce="", ext=ext_text or None)
+        resource = Resource(
+            url=_strip_bewit(request.url),
+            method="GET",
+            credentials={"id": client_id, "key": key, "algorithm": "sha256"},
+            timestamp=expiration,
+            nonce="",
+            ext=ext_text or None,
+        )
         expected = calculate_mac("bewit", resource, None)
         if not hmac.compare_digest(expected.decode("ascii") if isinstance(expected, bytes) else expected, mac):
             raise AuthFailure(reason="bewit MAC mismatch")

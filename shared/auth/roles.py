@@ -86,7 +86,8 @@ class RoleStore:
         self._index: RoleIndex | None = None
         self._read_at = 0.0
         self._expansions: Bounded[tuple[str, ...], ScopeSet | ExpansionTooLarge] = Bounded(
-            EXPANSIONS_KEPT, max_bytes=EXPANSIONS_BYTES, weigh=_expansion_weight)
+            EXPANSIONS_KEPT, max_bytes=EXPANSIONS_BYTES, weigh=_expansion_weight
+        )
         self._ready = False
 
     async def _ensure(self) -> None:
@@ -97,8 +98,14 @@ class RoleStore:
     @staticmethod
     def _from_entity(entity: Entity) -> Role:
         data = entity.data
-        return Role(decode_key(entity.partition_key), stored_scopes(data), data.get("description", ""),
-                    timeutil.parse(data["created"]), timeutil.parse(data["lastModified"]), entity.etag)
+        return Role(
+            decode_key(entity.partition_key),
+            stored_scopes(data),
+            data.get("description", ""),
+            timeutil.parse(data["created"]),
+            timeutil.parse(data["lastModified"]),
+            entity.etag,
+        )
 
     async def list(self) -> list[Role]:
         await self._ensure()
@@ -156,37 +163,47 @@ class RoleStore:
         scopes = normalize(wanted)
         for scope in scopes:
             if PARAM in scope and not role_id.endswith("*"):
-                raise InvalidRole(roleId=role_id, problem=f"`{scope}`: only roles whose id ends in `*` may use "
-                                  "`<..>`")
+                raise InvalidRole(roleId=role_id, problem=f"`{scope}`: only roles whose id ends in `*` may use `<..>`")
             if scope.count(PARAM) > 1 or scope.endswith("*" + PARAM):
-                raise InvalidRole(roleId=role_id, problem=f"`{scope}`: `<..>` may stand once, and not right "
-                                  "after a `*`")
+                raise InvalidRole(
+                    roleId=role_id, problem=f"`{scope}`: `<..>` may stand once, and not right after a `*`"
+                )
         stored = {r.role_id: r.scopes for r in await self.list()}
         stored[role_id] = scopes
         if len(stored) > MAX_ROLES:
             raise InvalidRole(roleId=role_id, problem=f"a deployment holds at most {MAX_ROLES} roles")
         chars = sum(len(s) for held in stored.values() for s in held)
         if chars > MAX_ROLES_CHARS:
-            raise InvalidRole(roleId=role_id, problem=f"the roles would hold {chars} characters of scopes in all: "
-                              f"at most {MAX_ROLES_CHARS}")
+            raise InvalidRole(
+                roleId=role_id,
+                problem=f"the roles would hold {chars} characters of scopes in all: at most {MAX_ROLES_CHARS}",
+            )
         try:
             found = await run_async(check_steps(RoleIndex(stored)))
         except ExpansionTooLarge as exc:
             raise InvalidRole(roleId=role_id, problem="checking the roles with it " + exc.message) from None
         if found.cycle is not None:
-            raise InvalidRole(roleId=role_id, problem="roles may not assume each other in a cycle: "
-                              + " -> ".join(found.cycle))
+            raise InvalidRole(
+                roleId=role_id, problem="roles may not assume each other in a cycle: " + " -> ".join(found.cycle)
+            )
         too_large = sorted(r for r, bound in found.bounds.items() if bound > MAX_EXPANDED_SCOPES)
         if too_large:
-            raise InvalidRole(roleId=role_id, problem=f"`assume:{too_large[0]}` could expand to more than "
-                              f"{MAX_EXPANDED_SCOPES} scopes (counted along every path of roles it assumes), the "
-                              "bound of an expansion")
+            raise InvalidRole(
+                roleId=role_id,
+                problem=f"`assume:{too_large[0]}` could expand to more than "
+                f"{MAX_EXPANDED_SCOPES} scopes (counted along every path of roles it assumes), the "
+                "bound of an expansion",
+            )
         return scopes
 
     @staticmethod
     def _data(scopes: tuple[str, ...], description: str, created: str, modified: str) -> dict[str, object]:
-        return {**pack_json("scopes", list(scopes)), "description": description, "created": created,
-                "lastModified": modified}
+        return {
+            **pack_json("scopes", list(scopes)),
+            "description": description,
+            "created": created,
+            "lastModified": modified,
+        }
 
     async def create(self, role_id: str, wanted: Sequence[str], description: str) -> Role:
         """A new role; the same request again answers the role as it is (Taskcluster's createRole)."""
@@ -209,8 +226,7 @@ class RoleStore:
         while True:
             current = await self.get(role_id)
             data = self._data(scopes, description, timeutil.iso(current.created), timeutil.iso(timeutil.now()))
-            stored = await self.tables.replace(ROLES_TABLE, Entity(encode_key(role_id), ROLE_ROW, data,
-                                                                   current.etag))
+            stored = await self.tables.replace(ROLES_TABLE, Entity(encode_key(role_id), ROLE_ROW, data, current.etag))
             if stored is not None:
                 self._forget()
                 return self._from_entity(stored)

@@ -24,8 +24,7 @@ log = logging.getLogger("queue.events.amqp")
 
 
 class AmqpPublisher:
-    def __init__(self, url: str, *, namespace: str, timeout: float = 10,
-                 in_flight: int = PUBLISHES_IN_FLIGHT) -> None:
+    def __init__(self, url: str, *, namespace: str, timeout: float = 10, in_flight: int = PUBLISHES_IN_FLIGHT) -> None:
         self.url, self.namespace, self.timeout = url, namespace, timeout
         self.turns = Turns(in_flight)
         self._connection: AbstractConnection | None = None
@@ -45,24 +44,35 @@ class AmqpPublisher:
             found = self._exchanges.get(exchange)
             if found is None:
                 found = await self._channel.declare_exchange(
-                    exchange_name(exchange, self.namespace), aio_pika.ExchangeType.TOPIC, durable=True,
-                    timeout=self.timeout)
+                    exchange_name(exchange, self.namespace),
+                    aio_pika.ExchangeType.TOPIC,
+                    durable=True,
+                    timeout=self.timeout,
+                )
                 self._exchanges[exchange] = found
             return found
 
     async def publish(self, event: Event) -> None:
         message = aio_pika.Message(
-            json.dumps(event.payload, separators=(",", ":")).encode(), content_type="application/json",
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT, message_id=event.message_id or None,
-            headers={"CC": list(event.cc)} if event.cc else None)
+            json.dumps(event.payload, separators=(",", ":")).encode(),
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            message_id=event.message_id or None,
+            headers={"CC": list(event.cc)} if event.cc else None,
+        )
         using: list[AbstractChannel] = []
         async with self.turns.turn() as started:
             try:
                 exchange = await self._exchange(event.exchange, using)
                 # mandatory=False: an exchange nobody is bound to is normal, as on Pulse.
                 await exchange.publish(message, event.routing_key, mandatory=False, timeout=self.timeout)
-            except (TimeoutError, aio_pika.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError,
-                    OSError, ConnectionError) as exc:
+            except (
+                TimeoutError,
+                aio_pika.exceptions.AMQPError,
+                aio_pika.exceptions.ChannelInvalidStateError,
+                OSError,
+                ConnectionError,
+            ) as exc:
                 # ChannelInvalidStateError (a RuntimeError): the channel was closed under this publish.
                 if self.turns.broken(exc, started):
                     await self._drop(using[0] if using else None)

@@ -124,5 +124,6 @@ def subscription_filter(pattern: str, exchange: str) -> str:
 def rule_name(pattern: str) -> str:
     """A rule name for a binding (Service Bus: at most 50 characters of letters, digits, `.-_`)."""
     import hashlib
+
     slug = re.sub(r"[^A-Za-z0-9._-]", "_", pattern)[:36]
     return f"{slug}-{hashlib.sha1(pattern.encode()).hexdigest()[:8]}"

@@ -29,47 +29,63 @@ def topic_name(exchange: str, namespace: str) -> str:
 
 
 def application_properties(event: Event, namespace: str) -> dict[str, str]:
-    return {"exchange": exchange_name(event.exchange, namespace), "routingKey": event.routing_key,
-            **event.words, ROUTES_PROPERTY: routes_property(event.cc)}
+    return {
+        "exchange": exchange_name(event.exchange, namespace),
+        "routingKey": event.routing_key,
+        **event.words,
+        ROUTES_PROPERTY: routes_property(event.cc),
+    }
 
 
 def to_message(event: Event, namespace: str) -> Any:
     """The ServiceBusMessage for an event."""
     from azure.servicebus import ServiceBusMessage
+
     return ServiceBusMessage(
-        json.dumps(event.payload, separators=(",", ":")), content_type="application/json",
-        subject=event.routing_key, message_id=event.message_id or None,
-        application_properties=application_properties(event, namespace))  # type: ignore[arg-type]
+        json.dumps(event.payload, separators=(",", ":")),
+        content_type="application/json",
+        subject=event.routing_key,
+        message_id=event.message_id or None,
+        application_properties=application_properties(event, namespace),  # type: ignore[arg-type]
+    )
 
 
 class ServiceBusPublisher:
     """Publishes through an `azure.servicebus.aio.ServiceBusClient` (or anything with its `get_topic_sender`)."""
 
-    def __init__(self, client: Any, *, namespace: str, timeout: float = 10,
-                 in_flight: int = PUBLISHES_IN_FLIGHT) -> None:
+    def __init__(
+        self, client: Any, *, namespace: str, timeout: float = 10, in_flight: int = PUBLISHES_IN_FLIGHT
+    ) -> None:
         self.client, self.namespace, self.timeout = client, namespace, timeout
         self.turns = Turns(in_flight)
         self._senders: dict[str, Any] = {}
 
     @classmethod
-    def from_connection_string(cls, connection_string: str, *, namespace: str,
-                               timeout: float = 10) -> ServiceBusPublisher:
+    def from_connection_string(
+        cls, connection_string: str, *, namespace: str, timeout: float = 10
+    ) -> ServiceBusPublisher:
         from azure.servicebus.aio import ServiceBusClient
-        return cls(ServiceBusClient.from_connection_string(connection_string), namespace=namespace,
-                   timeout=timeout)
+
+        return cls(ServiceBusClient.from_connection_string(connection_string), namespace=namespace, timeout=timeout)
 
     @classmethod
-    def from_identity(cls, fully_qualified_namespace: str, client_id: str | None, *, namespace: str,
-                      timeout: float = 10) -> ServiceBusPublisher:
+    def from_identity(
+        cls, fully_qualified_namespace: str, client_id: str | None, *, namespace: str, timeout: float = 10
+    ) -> ServiceBusPublisher:
         """Connect with the managed identity (it needs the Azure Service Bus Data Sender role)."""
         from azure.servicebus.aio import ServiceBusClient
 
         from shared.connections import async_credential
-        return cls(ServiceBusClient(fully_qualified_namespace, async_credential(client_id)), namespace=namespace,
-                   timeout=timeout)
+
+        return cls(
+            ServiceBusClient(fully_qualified_namespace, async_credential(client_id)),
+            namespace=namespace,
+            timeout=timeout,
+        )
 
     async def publish(self, event: Event) -> None:
         from azure.servicebus.exceptions import ServiceBusError
+
         topic = topic_name(event.exchange, self.namespace)
         async with self.turns.turn() as started:
             sender = self._senders.get(topic)
@@ -102,12 +118,12 @@ def subscription_rules(bindings: Iterable[tuple[str, str]], namespace: str) -> d
     rules: dict[str, list[tuple[str, str]]] = {}
     for exchange, pattern in bindings:
         rules.setdefault(topic_name(exchange, namespace), []).append(
-            (rule_name(pattern), subscription_filter(pattern, exchange)))
+            (rule_name(pattern), subscription_filter(pattern, exchange))
+        )
     return rules
 
 
-def ensure_subscription(admin: Any, subscription: str, bindings: Iterable[tuple[str, str]], *,
-                        namespace: str) -> None:
+def ensure_subscription(admin: Any, subscription: str, bindings: Iterable[tuple[str, str]], *, namespace: str) -> None:
     """Create (or reset) `subscription` on each bound topic with one SQL rule per binding, using an
     `azure.servicebus.management.ServiceBusAdministrationClient`."""
     from azure.core.exceptions import ResourceExistsError

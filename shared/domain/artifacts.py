@@ -31,8 +31,20 @@ MAX_LINK_DEPTH = 32
 DEFAULT_CONTENT_TYPE = "application/binary"
 CONTENT_TYPE_HEADER = "x-ms-blob-content-type"
 # Content types a browser displays without running anything: served inline. Any other is an attachment.
-INLINE_TYPES = frozenset({"text/plain", "text/csv", "application/json", "application/x-ndjson", "image/png",
-                          "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp"})
+INLINE_TYPES = frozenset(
+    {
+        "text/plain",
+        "text/csv",
+        "application/json",
+        "application/x-ndjson",
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "image/avif",
+        "image/bmp",
+    }
+)
 # Blob names kept readable when they are plainly safe in a URL path; any other name is hashed.
 _PLAIN_BLOB_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
 
@@ -43,13 +55,13 @@ class ArtifactNameInvalid(errors.InputError):
 
 class ContentTypeInvalid(errors.InputError):
     """Artifact `{name}`: contentType `{contentType}` is not one media type (`type/subtype`, then `; name=value`
-parameters, each value a token or a quoted string); downloads serve it as a header"""
+    parameters, each value a token or a quoted string); downloads serve it as a header"""
 
 
 class ArtifactTooLarge(errors.InputError):
     """Artifact `{name}` is declared {size} bytes: an `s3` artifact holds at most {limit} bytes on this deployment
-(`QUEUE_ARTIFACT_S3_MAX_BYTES`; its upload is one PUT through the queue); upload larger data as an `object` or
-`azure` artifact"""
+    (`QUEUE_ARTIFACT_S3_MAX_BYTES`; its upload is one PUT through the queue); upload larger data as an `object` or
+    `azure` artifact"""
 
 
 class ArtifactExpiresInvalid(errors.InputError):
@@ -70,7 +82,7 @@ class RunNeverClaimed(errors.InputError):
 
 class RunNotAcceptingArtifacts(errors.RequestConflict):
     """Run {runId} of task `{taskId}` is {state}: artifacts can be created while a run is running, and for {window}
-seconds after it resolved as exception"""
+    seconds after it resolved as exception"""
 
 
 class ArtifactConflict(errors.RequestConflict):
@@ -83,7 +95,7 @@ class ArtifactNotFound(errors.ResourceNotFound):
 
 class ArtifactNotUploaded(errors.ResourceNotFound):
     """Artifact `{name}` of run {runId} of task `{taskId}` is not available: its data was not uploaded (or, for
-`azure` and `object` artifacts, finishArtifact was not called)"""
+    `azure` and `object` artifacts, finishArtifact was not called)"""
 
 
 class ArtifactExpired(errors.ResourceExpired):
@@ -100,7 +112,7 @@ class ArtifactLinkInvalid(errors.InputError):
 
 class NothingToFinish(errors.InputError):
     """Artifact `{name}` is a `{storageType}` artifact: only `azure` (with contentLength) and `object` artifacts
-are finished"""
+    are finished"""
 
 
 class UploadIdMismatch(errors.InputError):
@@ -134,8 +146,9 @@ def object_name(task_id: str, run_id: int, name: str) -> str:
     return f"t/{task_id}/{run_id}/{name}"
 
 
-def served_as(content_type: str, content_encoding: str | None = None, *, uploaded: dict[str, str] | None = None
-              ) -> ServedAs:
+def served_as(
+    content_type: str, content_encoding: str | None = None, *, uploaded: dict[str, str] | None = None
+) -> ServedAs:
     """How a blob artifact's download answers: with its declared content type, and as an attachment (a download,
     not a page) unless the type is one a browser only displays (an artifact declared `text/html` or `image/svg+xml`
     could otherwise run script in the storage account's origin). The encoding is the declared one, or what an `s3`
@@ -146,8 +159,13 @@ def served_as(content_type: str, content_encoding: str | None = None, *, uploade
     disposition = None if media in INLINE_TYPES else "attachment"
     if kept.get("disposition", "").lower().startswith("attachment"):
         disposition = kept["disposition"]  # its file name, say; never `inline` for a type served as a download
-    return ServedAs(content_type, disposition, kept.get("encoding", content_encoding), kept.get("language"),
-                    kept.get("cacheControl"))
+    return ServedAs(
+        content_type,
+        disposition,
+        kept.get("encoding", content_encoding),
+        kept.get("language"),
+        kept.get("cacheControl"),
+    )
 
 
 def row_key(run_id: int, name: str) -> str:
@@ -205,22 +223,43 @@ class Artifact:
         return "snapshot" in self.details or (self.storage_type == "azure" and "contentLength" in self.details)
 
     def to_event(self) -> dict[str, Any]:
-        return {"storageType": self.storage_type, "name": self.name, "expires": timeutil.iso(self.expires),
-                "contentType": self.content_type}
+        return {
+            "storageType": self.storage_type,
+            "name": self.name,
+            "expires": timeutil.iso(self.expires),
+            "contentType": self.content_type,
+        }
 
     def to_entity(self) -> Entity:
-        return Entity(self.task_id, row_key(self.run_id, self.name), {
-            "runId": self.run_id, "name": self.name, "storageType": self.storage_type,
-            "contentType": self.content_type, "expires": timeutil.iso(self.expires), "present": self.present,
-            **pack_json("details", self.details)}, self.etag)
+        return Entity(
+            self.task_id,
+            row_key(self.run_id, self.name),
+            {
+                "runId": self.run_id,
+                "name": self.name,
+                "storageType": self.storage_type,
+                "contentType": self.content_type,
+                "expires": timeutil.iso(self.expires),
+                "present": self.present,
+                **pack_json("details", self.details),
+            },
+            self.etag,
+        )
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Artifact:
         data = entity.data
-        return cls(entity.partition_key, int(data["runId"]), data["name"], data["storageType"],
-                   data["contentType"], timeutil.parse(data["expires"]), bool(data["present"]),
-                   unpack_json("details", data),
-                   entity.etag)
+        return cls(
+            entity.partition_key,
+            int(data["runId"]),
+            data["name"],
+            data["storageType"],
+            data["contentType"],
+            timeutil.parse(data["expires"]),
+            bool(data["present"]),
+            unpack_json("details", data),
+            entity.etag,
+        )
 
 
 def conflicts(old: Artifact, new: Artifact) -> list[str]:
@@ -251,5 +290,4 @@ def conflicts(old: Artifact, new: Artifact) -> list[str]:
 def run_accepts_artifacts(run: Run, now: dt.datetime, window: float) -> bool:
     if run.state == "running":
         return True
-    return (run.state == "exception" and run.resolved is not None
-            and run.resolved + dt.timedelta(seconds=window) > now)
+    return run.state == "exception" and run.resolved is not None and run.resolved + dt.timedelta(seconds=window) > now

@@ -84,8 +84,15 @@ class DeadlineBucket:
 
 
 class DeadlineIndex:
-    def __init__(self, tables: TableStore, queues: QueueStore, shards: Shards, delay_seconds: float,
-                 expiry: ExpiryIndex, clock: Callable[[], dt.datetime] = timeutil.now) -> None:
+    def __init__(
+        self,
+        tables: TableStore,
+        queues: QueueStore,
+        shards: Shards,
+        delay_seconds: float,
+        expiry: ExpiryIndex,
+        clock: Callable[[], dt.datetime] = timeutil.now,
+    ) -> None:
         self.tables, self.queues, self.shards, self.expiry = tables, queues, shards, expiry
         self.delay = dt.timedelta(seconds=delay_seconds)
         self.clock = clock
@@ -109,9 +116,12 @@ class DeadlineIndex:
         its bucket's message (unless this process queued it)."""
         bucket = self.bucket(task_id, deadline)
         await asyncio.gather(
-            self._rows.upsert(DEADLINES_TABLE, Entity(bucket, task_id, {"deadline": timeutil.iso(deadline),
-                                                                        "expires": timeutil.iso(expires)})),
-            self._announce(bucket))
+            self._rows.upsert(
+                DEADLINES_TABLE,
+                Entity(bucket, task_id, {"deadline": timeutil.iso(deadline), "expires": timeutil.iso(expires)}),
+            ),
+            self._announce(bucket),
+        )
 
     async def expired(self, cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
         """Up to `limit` (bucket, taskId) of rows whose `expires` is before `cutoff`: rows a lost bucket message
@@ -124,8 +134,13 @@ class DeadlineIndex:
         token = self._expired_from
         bounds = {"bucket": bucket_of(cutoff + self.delay + dt.timedelta(seconds=1)), "cutoff": timeutil.iso(cutoff)}
         for _ in range(PAGES_READ):
-            page = await self.tables.query(DEADLINES_TABLE, "PartitionKey lt @bucket and expires lt @cutoff", bounds,
-                                           limit=limit - len(found), continuation=token)
+            page = await self.tables.query(
+                DEADLINES_TABLE,
+                "PartitionKey lt @bucket and expires lt @cutoff",
+                bounds,
+                limit=limit - len(found),
+                continuation=token,
+            )
             found += [(e.partition_key, e.row_key) for e in page.entities]
             token = page.continuation
             if token is None or len(found) >= limit:
@@ -155,8 +170,9 @@ class DeadlineIndex:
         put: asyncio.Future[None] = loop.create_future()
         self._announced.put(bucket, (put, due))
         try:
-            await self.queues.put(self.queue(bucket), DeadlineBucket(bucket).encode(),
-                                  visible_in=timeutil.ceil_seconds(due - now))
+            await self.queues.put(
+                self.queue(bucket), DeadlineBucket(bucket).encode(), visible_in=timeutil.ceil_seconds(due - now)
+            )
         except BaseException as exc:
             self._announced.pop(bucket)
             put.set_exception(exc)
@@ -172,22 +188,28 @@ class DeadlineIndex:
             if put.done() and due - now <= ANNOUNCE_MARGIN:
                 self._announced.pop(key)
 
-    async def check(self, message: DeadlineBucket,
-                    check_task: Callable[[str, dt.datetime], Awaitable[str]]) -> str:
+    async def check(self, message: DeadlineBucket, check_task: Callable[[str, dt.datetime], Awaitable[str]]) -> str:
         """The bucket's message came due: `check_task(taskId, deadline)` a page of its tasks (its outcome word),
         enter them in the expiry index, then delete their rows; the next page goes to a new message first. An
         outcome word."""
         now = self.clock()
         early = bucket_time(message.bucket) - now
         if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
-            await self.queues.put(self.queue(message.bucket), message.encode(),
-                                  visible_in=max(1, timeutil.ceil_seconds(early)))
+            await self.queues.put(
+                self.queue(message.bucket), message.encode(), visible_in=max(1, timeutil.ceil_seconds(early))
+            )
             return "early"
-        page = await self.tables.query(DEADLINES_TABLE, "PartitionKey eq @pk", {"pk": message.bucket}, limit=PAGE,
-                                       continuation=message.continuation)
+        page = await self.tables.query(
+            DEADLINES_TABLE,
+            "PartitionKey eq @pk",
+            {"pk": message.bucket},
+            limit=PAGE,
+            continuation=message.continuation,
+        )
         if page.continuation is not None:
-            await self.queues.put(self.queue(message.bucket),
-                                  DeadlineBucket(message.bucket, page.continuation).encode())
+            await self.queues.put(
+                self.queue(message.bucket), DeadlineBucket(message.bucket, page.continuation).encode()
+            )
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def one(row: Entity) -> str:
@@ -195,12 +217,20 @@ class DeadlineIndex:
                 return await check_task(row.row_key, timeutil.parse(str(row.data["deadline"])))
 
         results = await asyncio.gather(*(one(row) for row in page.entities), return_exceptions=True)
-        checked = [(row, result) for row, result in zip(page.entities, results, strict=True)
-                   if not isinstance(result, BaseException)]
+        checked = [
+            (row, result)
+            for row, result in zip(page.entities, results, strict=True)
+            if not isinstance(result, BaseException)
+        ]
         # The tasks checked enter the expiry index before their rows go (a transaction per hour: a page's tasks
         # mostly share one); a row written before rows carried `expires` had its entry written by createTask.
-        await self.expiry.add_all([(row.row_key, timeutil.parse(str(row.data["expires"]))) for row, outcome in checked
-                                   if outcome in EXPIRY_AFTER and row.data.get("expires")])
+        await self.expiry.add_all(
+            [
+                (row.row_key, timeutil.parse(str(row.data["expires"])))
+                for row, outcome in checked
+                if outcome in EXPIRY_AFTER and row.data.get("expires")
+            ]
+        )
         # The rows of the tasks checked go in one batch; a failed check keeps its row for the message's retry.
         await delete_all(self.tables, DEADLINES_TABLE, [(row.partition_key, row.row_key) for row, _ in checked])
         for result in results:

@@ -77,7 +77,7 @@ def listed_with(listed: list[tuple[str, str]] | None, edges: list[Entity]) -> li
     if listed is None:
         return None
     known = {task_id for task_id, _ in listed}
-    added = [(e.row_key[len(EDGE):], str(e.data["require"])) for e in edges if e.row_key[len(EDGE):] not in known]
+    added = [(e.row_key[len(EDGE) :], str(e.data["require"])) for e in edges if e.row_key[len(EDGE) :] not in known]
     return None if len(listed) + len(added) > LISTED else [*listed, *dict(added).items()]
 
 
@@ -106,11 +106,18 @@ class DependencyStore:
             return Entity(dep, task_id, data)
 
         # The two tables at once: both only precede the dependencies' read.
-        await all_at_once([
-            upsert_all(self.tables, REQUIREMENTS_TABLE, [Entity(task_id, dep, {"expires": stored})
-                                                         for dep in dependencies]),
-            upsert_all(self.tables, DEPENDENCIES_TABLE, [*(edge(dep) for dep in dependencies),
-                                                         *(Entity(dep, MARK + dep, {}) for dep in unmarked)])])
+        await all_at_once(
+            [
+                upsert_all(
+                    self.tables, REQUIREMENTS_TABLE, [Entity(task_id, dep, {"expires": stored}) for dep in dependencies]
+                ),
+                upsert_all(
+                    self.tables,
+                    DEPENDENCIES_TABLE,
+                    [*(edge(dep) for dep in dependencies), *(Entity(dep, MARK + dep, {}) for dep in unmarked)],
+                ),
+            ]
+        )
         for dep in unmarked:
             self._marked[dep] = None
         while len(self._marked) > MARKS_REMEMBERED:
@@ -123,8 +130,9 @@ class DependencyStore:
 
     async def remove_here(self, task_id: str, dependencies: list[str]) -> None:
         """Delete the edges `task_id` wrote in its dependencies' partitions (a createTask that was refused)."""
-        await delete_all(self.tables, TASKS_TABLE, [(dep, EDGE + task_id) for dep in dependencies],
-                         at_once=ATTACH_AT_ONCE)
+        await delete_all(
+            self.tables, TASKS_TABLE, [(dep, EDGE + task_id) for dep in dependencies], at_once=ATTACH_AT_ONCE
+        )
 
     async def unmark(self, task_ids: list[str]) -> None:
         """Delete the markers of tasks that do not exist (a refused createTask named them)."""
@@ -153,8 +161,9 @@ class DependencyStore:
         """Whether a task (created with `dependentsMarked`) may have dependents: its marker row exists."""
         return await self.tables.get(DEPENDENCIES_TABLE, task_id, MARK + task_id) is not None
 
-    async def dependents(self, task_id: str, *, limit: int, continuation: str | None, here: bool = False,
-                         legacy: bool = True) -> tuple[list[Dependent], str | None]:
+    async def dependents(
+        self, task_id: str, *, limit: int, continuation: str | None, here: bool = False, legacy: bool = True
+    ) -> tuple[list[Dependent], str | None]:
         """A page of the tasks that depend on `task_id`: those whose edges are `here` (in its own partition),
         then, when `legacy`, those of TaskDependency. The continuation names the place (one from before the
         edges here, unmarked, is TaskDependency's)."""
@@ -162,36 +171,64 @@ class DependencyStore:
         if continuation is None or continuation.startswith(HERE_PAGE):
             if continuation is not None or here:
                 page = await self.tables.query(
-                    TASKS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                    {"pk": task_id, "lo": EDGE, "hi": EDGE_END}, limit=limit,
-                    continuation=continuation[len(HERE_PAGE):] if continuation else None)
-                found = [Dependent(e.row_key[len(EDGE):], str(e.data.get("require", "completed")),
-                                   int(e.data.get("count", 0)), None, in_row=True) for e in page.entities]
+                    TASKS_TABLE,
+                    "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                    {"pk": task_id, "lo": EDGE, "hi": EDGE_END},
+                    limit=limit,
+                    continuation=continuation[len(HERE_PAGE) :] if continuation else None,
+                )
+                found = [
+                    Dependent(
+                        e.row_key[len(EDGE) :],
+                        str(e.data.get("require", "completed")),
+                        int(e.data.get("count", 0)),
+                        None,
+                        in_row=True,
+                    )
+                    for e in page.entities
+                ]
                 if page.continuation is not None:
                     return found, HERE_PAGE + page.continuation
             if not legacy or len(found) >= limit:
                 return found, (LEGACY_PAGE if legacy else None)
             continuation = None
         elif continuation.startswith(LEGACY_PAGE):
-            continuation = continuation[len(LEGACY_PAGE):] or None
-        page = await self.tables.query(DEPENDENCIES_TABLE, "PartitionKey eq @pk and RowKey lt @mark",
-                                       {"pk": task_id, "mark": MARK}, limit=limit - len(found),
-                                       continuation=continuation)
-        found += [Dependent(e.row_key, str(e.data.get("require", "completed")), int(e.data.get("count", 0)),
-                            json.loads(e.data["others"]) if e.data.get("others") is not None else None,
-                            bool(e.data.get("inRow", False)))
-                  for e in page.entities]
+            continuation = continuation[len(LEGACY_PAGE) :] or None
+        page = await self.tables.query(
+            DEPENDENCIES_TABLE,
+            "PartitionKey eq @pk and RowKey lt @mark",
+            {"pk": task_id, "mark": MARK},
+            limit=limit - len(found),
+            continuation=continuation,
+        )
+        found += [
+            Dependent(
+                e.row_key,
+                str(e.data.get("require", "completed")),
+                int(e.data.get("count", 0)),
+                json.loads(e.data["others"]) if e.data.get("others") is not None else None,
+                bool(e.data.get("inRow", False)),
+            )
+            for e in page.entities
+        ]
         return found, None if page.continuation is None else LEGACY_PAGE + page.continuation
 
     async def forget_task(self, task_id: str) -> None:
         """Delete every edge row kept under `task_id`'s own partitions (task expiry)."""
-        for table, where in ((REQUIREMENTS_TABLE, ""), (DEPENDENCIES_TABLE, ""),
-                             (TASKS_TABLE, " and RowKey ge @lo and RowKey lt @hi")):
+        for table, where in (
+            (REQUIREMENTS_TABLE, ""),
+            (DEPENDENCIES_TABLE, ""),
+            (TASKS_TABLE, " and RowKey ge @lo and RowKey lt @hi"),
+        ):
             token: str | None = None
             while True:
-                page = await self.tables.query(table, "PartitionKey eq @pk" + where,
-                                               {"pk": task_id, "lo": EDGE, "hi": EDGE_END} if where else
-                                               {"pk": task_id}, limit=1000, continuation=token)
+                page = await self.tables.query(
+                    table,
+                    "PartitionKey eq @pk" + where,
+                    {"pk": task_id, "lo": EDGE, "hi": EDGE_END} if where else {"pk": task_id},
+                    limit=1000,
+                    continuation=token,
+                )
                 await delete_all(self.tables, table, [(e.partition_key, e.row_key) for e in page.entities])
                 token = page.continuation
                 if token is None:

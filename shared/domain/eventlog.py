@@ -116,11 +116,21 @@ class Held:
 
 
 class EventLog:
-    def __init__(self, tables: TableStore, queues: QueueStore, *, dispatching: bool, lease_seconds: float = 30,
-                 retry_delay: int = 1, grace_seconds: float = 60, max_backoff: int = 60,
-                 clock: Any = timeutil.now, background: Background | None = None,
-                 mark_interval: float = 0.2, dispatch_queue: Callable[[str], str] = lambda key: DISPATCH_QUEUE
-                 ) -> None:
+    def __init__(
+        self,
+        tables: TableStore,
+        queues: QueueStore,
+        *,
+        dispatching: bool,
+        lease_seconds: float = 30,
+        retry_delay: int = 1,
+        grace_seconds: float = 60,
+        max_backoff: int = 60,
+        clock: Any = timeutil.now,
+        background: Background | None = None,
+        mark_interval: float = 0.2,
+        dispatch_queue: Callable[[str], str] = lambda key: DISPATCH_QUEUE,
+    ) -> None:
         self.tables, self.queues = tables, queues
         self.dispatch_queue = dispatch_queue  # the dispatch queue (shard) of a stream's key
         self.dispatching = dispatching
@@ -128,7 +138,8 @@ class EventLog:
         self.grace_seconds, self.max_backoff = grace_seconds, max_backoff
         self.clock = clock
         self._announced: GroupCommit[tuple[str, bool], DispatchRequest] = GroupCommit(
-            self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH))
+            self._put_requests, lambda waiting: min(len(waiting), DISPATCH_BATCH)
+        )
         # Requests put to show only later (their changes' writers publish here), per stream: (seq, its message).
         self._requested: dict[Stream, list[tuple[int, Fallback]]] = {}
         # What this process wrote lately, so that its dispatcher need not read it back: event rows (immutable
@@ -137,7 +148,8 @@ class EventLog:
         # cursor only moves forward, the events up to where this process moved it are published, whoever moved
         # it since.
         self._events: Bounded[tuple[str, str, int], Entity] = Bounded(
-            REMEMBERED_EVENTS, max_bytes=REMEMBERED_EVENTS_BYTES, weigh=lambda key, row: text_weight(row.data))
+            REMEMBERED_EVENTS, max_bytes=REMEMBERED_EVENTS_BYTES, weigh=lambda key, row: text_weight(row.data)
+        )
         self._cursors: Bounded[Stream, Cursor] = Bounded(REMEMBERED_CURSORS)
         self._locks: dict[Stream, _StreamLock] = {}  # streams being dispatched in this process
         self.in_flight = InFlight()  # changes announced here and being written (their writers register)
@@ -185,8 +197,9 @@ class EventLog:
         if not later:
             await self.queues.put(queue, encode_requests(requests))
             return
-        message = Fallback(await self.queues.put(queue, encode_requests(requests), visible_in=self.fallback_delay),
-                             len(requests))
+        message = Fallback(
+            await self.queues.put(queue, encode_requests(requests), visible_in=self.fallback_delay), len(requests)
+        )
         for request in requests:
             self._requested.setdefault(request.stream, []).append((request.seq, message))
         self._forget_requests()
@@ -220,8 +233,15 @@ class EventLog:
         all (no bus)."""
         return not self.dispatching or self.publisher is not None
 
-    def guarded_by(self, queue: str, message: QueueMessage, streams: Sequence[tuple[Stream, int]], *,
-                   also: int = 0, keep: bool = False) -> Fallback:
+    def guarded_by(
+        self,
+        queue: str,
+        message: QueueMessage,
+        streams: Sequence[tuple[Stream, int]],
+        *,
+        also: int = 0,
+        keep: bool = False,
+    ) -> Fallback:
         """A change was written whose events, up to the given sequence numbers of `streams`, a message put before
         it stands in for, should this process die before publishing them (its claim check, or the resolution
         message that check became): no dispatch request was put for them. The message is deleted once this process
@@ -256,8 +276,7 @@ class EventLog:
         """Whether a change may go without a dispatch request when its answer waits for its publishing here
         (`published`): this process publishes what it writes, and keeps up (PUBLISH_KEEPING_UP). Read it once
         per change: it may change between its guards and its answer."""
-        return (self.dispatching and self.publisher is not None
-                and self.publishing_seconds < PUBLISH_KEEPING_UP)
+        return self.dispatching and self.publisher is not None and self.publishing_seconds < PUBLISH_KEEPING_UP
 
     async def published(self, stream: Stream, seq: int) -> None:
         """A change this process wrote, with events up to `seq`, for which no dispatch request was put: its caller
@@ -300,12 +319,17 @@ class EventLog:
             return
         await self.dispatch(DispatchRequest(stream.table, stream.key, seq, timeutil.iso(self.clock())), publisher)
 
-    async def list(self, stream: Stream, *, limit: int, continuation: str | None) -> tuple[list[tuple[int, Event]],
-                                                                                           str | None]:
+    async def list(
+        self, stream: Stream, *, limit: int, continuation: str | None
+    ) -> tuple[list[tuple[int, Event]], str | None]:
         prefix = stream.event_prefix  # ";" sorts right after its last ":"
-        page = await self.tables.query(stream.storage, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                       {"pk": stream.key, "lo": prefix, "hi": prefix[:-1] + ";"}, limit=limit,
-                                       continuation=continuation)
+        page = await self.tables.query(
+            stream.storage,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": stream.key, "lo": prefix, "hi": prefix[:-1] + ";"},
+            limit=limit,
+            continuation=continuation,
+        )
         return [(seq_of(e), event_of(stream.table, e)) for e in page.entities], page.continuation
 
     async def forget(self, stream: Stream, last_seq: int) -> None:
@@ -325,8 +349,7 @@ class EventLog:
             return cursor.certified()
         return cursor
 
-    async def _write_cursor(self, stream: Stream, dispatched: int, lease_until: str,
-                            etag: str | None) -> str | None:
+    async def _write_cursor(self, stream: Stream, dispatched: int, lease_until: str, etag: str | None) -> str | None:
         """Write the cursor conditionally (insert when new); its new ETag, or None when someone else moved it."""
         entity = cursor_entity(stream, dispatched, lease_until, etag)
         stored = await (self.tables.replace if etag else self.tables.insert)(stream.storage, entity)
@@ -407,8 +430,11 @@ class EventLog:
                 await self.in_flight.settled(stream.table, stream.key)
             now = self.clock()
             remembered = self._cursors.get(stream)
-            if remembered is not None and not remembered.leased(now) and (
-                    remembered.hold is None or self.marks.covers_here(remembered.hold)):
+            if (
+                remembered is not None
+                and not remembered.leased(now)
+                and (remembered.hold is None or self.marks.covers_here(remembered.hold))
+            ):
                 # This process wrote it last: where a dispatch of its own moved it, or a writer's publishing that
                 # this process's stored mark certifies, the events before are published (a cursor only moves
                 # forward); otherwise the lease write below checks that it is still the stored one.
@@ -432,15 +458,19 @@ class EventLog:
         # A change not written this long after its request was put never will be: a write gives up sooner than
         # the fallback delay (after which a request shows that a publishing process put), or than the grace.
         if waiting == "not-written" and now - timeutil.parse(request.since) > dt.timedelta(
-                seconds=min(self.grace_seconds, self.fallback_delay - 1)):
-            log.warning("dropping a dispatch request whose change was never written",
-                        extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
+            seconds=min(self.grace_seconds, self.fallback_delay - 1)
+        ):
+            log.warning(
+                "dropping a dispatch request whose change was never written",
+                extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE),
+            )
             return "stale"
         await self.queues.put(self.dispatch_queue(stream.key), request.encode(), visible_in=self.retry_delay)
         return waiting
 
-    async def _publish(self, request: DispatchRequest, dispatched: int, lease: str, last: Entity,
-                       publisher: Publisher) -> DispatchOutcome:
+    async def _publish(
+        self, request: DispatchRequest, dispatched: int, lease: str, last: Entity, publisher: Publisher
+    ) -> DispatchOutcome:
         """Publish events `dispatched + 1` .. `request.seq` (the last one, `last`, already read) in order, and
         those after it that this process wrote (their own requests then find them published)."""
         stream = request.stream
@@ -449,12 +479,23 @@ class EventLog:
         if failure is None:
             return "published"
         delay = await self.retry_later(request)
-        log.warning("event bus refused an event (%s); retrying in %d s", failure, delay,
-                    extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE))
+        log.warning(
+            "event bus refused an event (%s); retrying in %d s",
+            failure,
+            delay,
+            extra=fields(taskId=stream.key, queue=DISPATCH_QUEUE),
+        )
         return "bus-failed"
 
-    async def _publish_rows(self, stream: Stream, dispatched: int, lease: str, rows: Sequence[Entity | None],
-                            publisher: Publisher, held: Held | None = None) -> PublishError | None:
+    async def _publish_rows(
+        self,
+        stream: Stream,
+        dispatched: int,
+        lease: str,
+        rows: Sequence[Entity | None],
+        publisher: Publisher,
+        held: Held | None = None,
+    ) -> PublishError | None:
         """Publish `rows` (events `dispatched + 1` ...) and then the later ones this process wrote, in order, those
         written while it published too (their changes found the stream held), holding the lease (ETag `lease`);
         move the cursor past what was published, giving up the lease. The bus's refusal, if it refused.
@@ -539,8 +580,9 @@ class EventLog:
         entity = cursor_entity(stream, cursor.dispatched, lease_until, cursor.etag, hold=hold, hold_seq=last)
         return Held(stream, lock, Op("upsert" if new else "replace", entity), cursor.dispatched, hold, last)
 
-    async def commit_change(self, table: str, stream: Stream, ops: Sequence[Op], *, new: bool = False,
-                            also: Sequence[Stream] = ()) -> Sequence[str | None] | None:
+    async def commit_change(
+        self, table: str, stream: Stream, ops: Sequence[Op], *, new: bool = False, also: Sequence[Stream] = ()
+    ) -> Sequence[str | None] | None:
         """Commit a change's transaction (`ops`, rows of the stream's partition, its events among them): with the
         stream's lease when this process can publish the events itself (`hold`; then it does, right after), and a
         fresh dispatch cursor when the change creates the entity (`new`). `also`: other streams of the same
@@ -576,7 +618,7 @@ class EventLog:
             return None
         for s in streams:
             self.recorded(s, written, etags)
-        for held, lease in zip(helds, etags[len(ops) + len(fresh):], strict=True):  # the leases are the last rows
+        for held, lease in zip(helds, etags[len(ops) + len(fresh) :], strict=True):  # the leases are the last rows
             # Another stream's events (the group's resolution) go out after the change's own (its task's).
             self._publish_held(held, lease, after=stream if held.stream != stream and seqs[stream] else None)
         if self.publisher is not None and self.dispatching:
@@ -595,8 +637,12 @@ class EventLog:
         try:
             await self.dispatch(request, publisher)
         except Exception:
-            log.warning("dispatching %s after its write failed; its dispatch request will", stream.label,
-                        exc_info=True, extra=fields(taskId=stream.key))
+            log.warning(
+                "dispatching %s after its write failed; its dispatch request will",
+                stream.label,
+                exc_info=True,
+                extra=fields(taskId=stream.key),
+            )
             return
         # Published, found published, or put back as a request of its own (busy, refused): settled either way.
         self._settled(stream, seq)
@@ -634,8 +680,12 @@ class EventLog:
                         pass
                 failure = await self._publish_rows(held.stream, held.dispatched, lease, [], publisher, held)
             except Exception:
-                log.warning("publishing %s after its write failed; its dispatch request will", held.stream.label,
-                            exc_info=True, extra=fields(taskId=held.stream.key))
+                log.warning(
+                    "publishing %s after its write failed; its dispatch request will",
+                    held.stream.label,
+                    exc_info=True,
+                    extra=fields(taskId=held.stream.key),
+                )
                 return
             finally:
                 self._release(held)
@@ -667,6 +717,7 @@ class EventLog:
         """Put the request back as a new message after a delay that doubles with each attempt (up to
         `max_backoff`), so a dispatch that keeps failing waits instead of ending in the poison queue."""
         delay = int(min(self.max_backoff, 2 ** min(request.attempt, 30)))
-        await self.queues.put(self.dispatch_queue(request.key), replace(request, attempt=request.attempt + 1).encode(),
-                              visible_in=delay)
+        await self.queues.put(
+            self.dispatch_queue(request.key), replace(request, attempt=request.attempt + 1).encode(), visible_in=delay
+        )
         return delay

@@ -67,7 +67,7 @@ class Stream:
         """Whether `entity` is one of this stream's event rows."""
         key = entity.row_key
         prefix = self.event_prefix
-        return key.startswith(prefix) and key[len(prefix) + 8:] == ":" + self.key
+        return key.startswith(prefix) and key[len(prefix) + 8 :] == ":" + self.key
 
 
 def event_row_key(stream: Stream, seq: int) -> str:
@@ -79,21 +79,35 @@ def cursor_row_key(stream: Stream) -> str:
 
 
 def event_entity(stream: Stream, seq: int, event: Event) -> Entity:
-    return Entity(stream.key, event_row_key(stream, seq), {
-        "exchange": event.exchange, "routingKey": event.routing_key, "time": event.time,
-        **pack_json("payload", event.payload), **pack_json("cc", event.cc)})
+    return Entity(
+        stream.key,
+        event_row_key(stream, seq),
+        {
+            "exchange": event.exchange,
+            "routingKey": event.routing_key,
+            "time": event.time,
+            **pack_json("payload", event.payload),
+            **pack_json("cc", event.cc),
+        },
+    )
 
 
 def event_of(table: str, entity: Entity) -> Event:
     data = entity.data
-    return Event(data["exchange"], data["routingKey"], unpack_json("payload", data), unpack_json("cc", data),
-                 data.get("time", ""), f"{table}/{entity.partition_key}/{seq_of(entity)}")
+    return Event(
+        data["exchange"],
+        data["routingKey"],
+        unpack_json("payload", data),
+        unpack_json("cc", data),
+        data.get("time", ""),
+        f"{table}/{entity.partition_key}/{seq_of(entity)}",
+    )
 
 
 def seq_of(entity: Entity) -> int:
     """The number of an event row (`[tag]event:<seq>:<key>`)."""
     start = entity.row_key.index(":") + 1
-    return int(entity.row_key[start:start + 8])
+    return int(entity.row_key[start : start + 8])
 
 
 def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[Op]:
@@ -102,8 +116,15 @@ def event_ops(stream: Stream, first_seq: int, events: Iterable[Event]) -> list[O
     return [Op("upsert", event_entity(stream, first_seq + i, e)) for i, e in enumerate(events)]
 
 
-def cursor_entity(stream: Stream, dispatched: int, lease_until: str = "", etag: str | None = None, *,
-                  hold: Hold | None = None, hold_seq: int = 0) -> Entity:
+def cursor_entity(
+    stream: Stream,
+    dispatched: int,
+    lease_until: str = "",
+    etag: str | None = None,
+    *,
+    hold: Hold | None = None,
+    hold_seq: int = 0,
+) -> Entity:
     """The cursor row; with `hold`, a writer's lease that its publication mark may certify up to `hold_seq`
     (shared/domain/publishmarks.py)."""
     data: dict[str, Any] = {"dispatched": dispatched, "leaseUntil": lease_until}
@@ -132,8 +153,9 @@ class DispatchRequest:
     @classmethod
     def decode(cls, body: Any) -> DispatchRequest:
         try:
-            return cls(str(body["table"]), str(body["key"]), int(body["seq"]), str(body["since"]),
-                       int(body.get("attempt", 0)))
+            return cls(
+                str(body["table"]), str(body["key"]), int(body["seq"]), str(body["since"]), int(body.get("attempt", 0))
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed dispatch request: {body!r}") from exc
 
@@ -173,8 +195,13 @@ class Cursor:
             return cls(0, "", None)
         data = entity.data
         holder = str(data.get("holder") or "")
-        return cls(int(data["dispatched"]), str(data.get("leaseUntil") or ""), entity.etag,
-                   Hold(holder, int(data.get("holdNo", 0))) if holder else None, int(data.get("holdSeq", 0)))
+        return cls(
+            int(data["dispatched"]),
+            str(data.get("leaseUntil") or ""),
+            entity.etag,
+            Hold(holder, int(data.get("holdNo", 0))) if holder else None,
+            int(data.get("holdSeq", 0)),
+        )
 
     def certified(self) -> Cursor:
         """The cursor once its hold's mark covers it: published up to `hold_seq`, the lease given up."""

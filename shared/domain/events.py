@@ -40,8 +40,18 @@ EXCHANGES = {**TASK_EXCHANGES, **GROUP_EXCHANGES}
 
 # The words of a task routing key, as Taskcluster names them (the Service Bus adapter uses them as property
 # names); `reserved` is always `_` so consumers bind with a trailing `#`.
-TASK_KEY_WORDS = ("routingKeyKind", "taskId", "runId", "workerGroup", "workerId", "provisionerId", "workerType",
-                  "schedulerId", "taskGroupId", "reserved")
+TASK_KEY_WORDS = (
+    "routingKeyKind",
+    "taskId",
+    "runId",
+    "workerGroup",
+    "workerId",
+    "provisionerId",
+    "workerType",
+    "schedulerId",
+    "taskGroupId",
+    "reserved",
+)
 GROUP_KEY_WORDS = ("routingKeyKind", "taskGroupId", "schedulerId", "reserved")
 MISSING = "_"
 
@@ -81,13 +91,22 @@ def task_routing_key(task: Task, run_id: int | None) -> str:
     run = task.runs[run_id] if run_id is not None else None
     d = task.definition
     provisioner_id, _, worker_type = d["taskQueueId"].partition("/")
-    words = ["primary", task.task_id, run_id, run.worker_group if run else None, run.worker_id if run else None,
-             provisioner_id, worker_type, d["schedulerId"], d["taskGroupId"], None]
+    words = [
+        "primary",
+        task.task_id,
+        run_id,
+        run.worker_group if run else None,
+        run.worker_id if run else None,
+        provisioner_id,
+        worker_type,
+        d["schedulerId"],
+        d["taskGroupId"],
+        None,
+    ]
     return ".".join(_word(w) for w in words)
 
 
-def task_event(task: Task, exchange: str, run_id: int | None = None, *, now: dt.datetime,
-               **extra: Any) -> Event:
+def task_event(task: Task, exchange: str, run_id: int | None = None, *, now: dt.datetime, **extra: Any) -> Event:
     """A task exchange's message about `task` as it is now; `extra` adds the exchange's own fields."""
     if exchange not in TASK_EXCHANGES:
         raise ValueError(f"not a task exchange: {exchange}")
@@ -102,12 +121,16 @@ def task_event(task: Task, exchange: str, run_id: int | None = None, *, now: dt.
         if exchange == "task-running":
             payload["takenUntil"] = timeutil.iso(run.taken_until) if run.taken_until else None
     payload.update(extra)
-    return Event(exchange, task_routing_key(task, run_id), payload,
-                 [f"route.{r}" for r in task.definition.get("routes", [])], timeutil.iso(now))
+    return Event(
+        exchange,
+        task_routing_key(task, run_id),
+        payload,
+        [f"route.{r}" for r in task.definition.get("routes", [])],
+        timeutil.iso(now),
+    )
 
 
-def group_event(exchange: str, task_group_id: str, scheduler_id: str, *, now: dt.datetime,
-                **fields: Any) -> Event:
+def group_event(exchange: str, task_group_id: str, scheduler_id: str, *, now: dt.datetime, **fields: Any) -> Event:
     """A task-group exchange's message (these carry no CC routes)."""
     if exchange not in GROUP_EXCHANGES:
         raise ValueError(f"not a task-group exchange: {exchange}")

@@ -34,19 +34,26 @@ class ExpiryIndex:
         return self.shards.salted(bucket(expires), key)
 
     async def add(self, key: str, expires: dt.datetime) -> None:
-        await self._rows.upsert(self.table, Entity(self.partition(key, expires), key,
-                                                   {"expires": timeutil.iso(expires)}))
+        await self._rows.upsert(
+            self.table, Entity(self.partition(key, expires), key, {"expires": timeutil.iso(expires)})
+        )
 
     async def add_all(self, entries: list[tuple[str, dt.datetime]]) -> None:
         """Many entries (key, expires) at once: a transaction per partition (and 100 entries)."""
-        await upsert_all(self.tables, self.table, [
-            Entity(self.partition(key, expires), key, {"expires": timeutil.iso(expires)}) for key, expires in entries])
+        await upsert_all(
+            self.tables,
+            self.table,
+            [Entity(self.partition(key, expires), key, {"expires": timeutil.iso(expires)}) for key, expires in entries],
+        )
 
     async def due(self, cutoff: dt.datetime, limit: int) -> list[tuple[str, str]]:
         """(bucket, key) of entries whose `expires` is before `cutoff`, oldest hours first."""
-        page = await self.tables.query(self.table, "PartitionKey le @bucket and expires lt @cutoff",
-                                       {"bucket": bucket(cutoff) + "~~", "cutoff": timeutil.iso(cutoff)},
-                                       limit=limit)  # "~~": the cut-off's hour with its salted partitions
+        page = await self.tables.query(
+            self.table,
+            "PartitionKey le @bucket and expires lt @cutoff",
+            {"bucket": bucket(cutoff) + "~~", "cutoff": timeutil.iso(cutoff)},
+            limit=limit,
+        )  # "~~": the cut-off's hour with its salted partitions
         return [(e.partition_key, e.row_key) for e in page.entities]
 
     async def remove(self, hour: str, key: str) -> None:

@@ -92,24 +92,43 @@ class TaskGroup:
     sole: str = ""  # the only task that has joined; "" once another has (or in a row older than this field)
 
     def to_entity(self) -> Entity:
-        return Entity(self.task_group_id, group_row(self.task_group_id), {
-            "schedulerId": self.scheduler_id, "expires": timeutil.iso(self.expires),
-            "sealed": timeutil.iso(self.sealed) if self.sealed else "",
-            "eventSeq": self.event_seq, "sole": self.sole}, self.etag)
+        return Entity(
+            self.task_group_id,
+            group_row(self.task_group_id),
+            {
+                "schedulerId": self.scheduler_id,
+                "expires": timeutil.iso(self.expires),
+                "sealed": timeutil.iso(self.sealed) if self.sealed else "",
+                "eventSeq": self.event_seq,
+                "sole": self.sole,
+            },
+            self.etag,
+        )
 
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskGroup:
         sealed = entity.data.get("sealed")
-        return cls(entity.partition_key, entity.data["schedulerId"], timeutil.parse(entity.data["expires"]),
-                   timeutil.parse(sealed) if sealed else None, entity.etag, int(entity.data.get("eventSeq", 0)),
-                   str(entity.data.get("sole") or ""))
+        return cls(
+            entity.partition_key,
+            entity.data["schedulerId"],
+            timeutil.parse(entity.data["expires"]),
+            timeutil.parse(sealed) if sealed else None,
+            entity.etag,
+            int(entity.data.get("eventSeq", 0)),
+            str(entity.data.get("sole") or ""),
+        )
 
 
 def group_changed(exchange: str, group: TaskGroup, now: dt.datetime) -> Event:
     """task-group-resolved / task-group-sealed: the task-group-changed-message."""
-    return group_event(exchange, group.task_group_id, group.scheduler_id, now=now,
-                       expires=timeutil.iso(group.expires),
-                       **({"sealed": timeutil.iso(group.sealed)} if group.sealed else {}))
+    return group_event(
+        exchange,
+        group.task_group_id,
+        group.scheduler_id,
+        now=now,
+        expires=timeutil.iso(group.expires),
+        **({"sealed": timeutil.iso(group.sealed)} if group.sealed else {}),
+    )
 
 
 @dataclass(frozen=True)
@@ -127,25 +146,31 @@ def extended(expires: dt.datetime, since: dt.datetime) -> dt.datetime:
     return expires + min(EXPIRES_EXTENSION, max(expires - since, dt.timedelta(0)) / 10)
 
 
-def _new_group(task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime,
-               since: dt.datetime) -> tuple[TaskGroup, list[Op]]:
+def _new_group(
+    task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime, since: dt.datetime
+) -> tuple[TaskGroup, list[Op]]:
     """A new group's row, `task_id` its only member, and a fresh dispatch cursor (one left by an expired group of
     the same id must not skip events)."""
     group = TaskGroup(task_group_id, scheduler_id, extended(expires, since), None, sole=task_id)
-    return group, [Op("insert", group.to_entity()),
-                   Op("upsert", cursor_entity(Stream(GROUP_STREAMS, task_group_id), 0))]
+    return group, [
+        Op("insert", group.to_entity()),
+        Op("upsert", cursor_entity(Stream(GROUP_STREAMS, task_group_id), 0)),
+    ]
 
 
 def _member_rows(task_group_id: str, task_id: str, expires: dt.datetime, since: dt.datetime) -> list[Op]:
     """The member and active rows of a task joining (the active row's `since` lets the reconciler find the
     unresolved tasks it has not looked at for a while)."""
     stored = timeutil.iso(expires)
-    return [Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": stored})),
-            Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored, "since": timeutil.iso(since)}))]
+    return [
+        Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": stored})),
+        Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored, "since": timeutil.iso(since)})),
+    ]
 
 
-def _change_ops(group: TaskGroup, changed: TaskGroup, events: list[Event],
-                more: Sequence[Op]) -> tuple[TaskGroup, list[Op]]:
+def _change_ops(
+    group: TaskGroup, changed: TaskGroup, events: list[Event], more: Sequence[Op]
+) -> tuple[TaskGroup, list[Op]]:
     """The group row `group` replaced by `changed` (conditional on its ETag), counting `events`, with the events'
     rows and `more` rows of the partition: the group as written, and the transaction's ops."""
     changed = replace(changed, event_seq=group.event_seq + len(events))
@@ -207,8 +232,9 @@ class TaskGroupStore:
                 if task_group_id not in self._refreshing:
                     refresh = asyncio.ensure_future(self.get(task_group_id))
                     self._refreshing[task_group_id] = refresh
-                    refresh.add_done_callback(lambda done: (self._refreshing.pop(task_group_id, None),
-                                                            done.cancelled() or done.exception()))
+                    refresh.add_done_callback(
+                        lambda done: (self._refreshing.pop(task_group_id, None), done.cancelled() or done.exception())
+                    )
                 return hit[1]
         entity = await self.tables.get(GROUPS_TABLE, task_group_id, group_row(task_group_id))
         group = TaskGroup.from_entity(entity) if entity is not None else None
@@ -222,8 +248,9 @@ class TaskGroupStore:
         known = self._cache.get(task_group_id)
         return known[1] if known is not None else await self.get(task_group_id)
 
-    async def check_joinable(self, task_group_id: str, scheduler_id: str, *,
-                             likely_new: bool = False) -> TaskGroup | None:
+    async def check_joinable(
+        self, task_group_id: str, scheduler_id: str, *, likely_new: bool = False
+    ) -> TaskGroup | None:
         """Refuse a task that may not join: another scheduler's group, or a sealed one. `likely_new`: the group
         is probably not there yet (a task that is its own group, as most are): unless this process knows the group,
         nothing is read, and `join` inserts it, finding out then (and checking) if it existed."""
@@ -232,14 +259,22 @@ class TaskGroupStore:
         group = await self.get(task_group_id, cached=True)
         if group is not None:
             if group.scheduler_id != scheduler_id:
-                raise TaskGroupSchedulerConflict(taskGroupId=task_group_id, existing=group.scheduler_id,
-                                                 schedulerId=scheduler_id)
+                raise TaskGroupSchedulerConflict(
+                    taskGroupId=task_group_id, existing=group.scheduler_id, schedulerId=scheduler_id
+                )
             if group.sealed:
                 raise TaskGroupSealed(taskGroupId=task_group_id)
         return group
 
-    async def join(self, task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime, since: dt.datetime,
-                   group: TaskGroup | None) -> None:
+    async def join(
+        self,
+        task_group_id: str,
+        scheduler_id: str,
+        task_id: str,
+        expires: dt.datetime,
+        since: dt.datetime,
+        group: TaskGroup | None,
+    ) -> None:
         """Add a task to its group (member and active rows, and the group row when new, when its expiry must
         grow or when this task is not its only member), in one transaction; re-checked and retried when the group
         changed meanwhile. `group`: what the caller's check_joinable just answered (a new group's row is not read
@@ -251,8 +286,11 @@ class TaskGroupStore:
                 written, ops = _new_group(task_group_id, scheduler_id, task_id, expires, since)
             elif group.expires < expires or group.sole not in ("", task_id):
                 # Conditional on the ETag: a sole member's resolution (resolve_sole) and this join race safely.
-                written = replace(group, expires=max(group.expires, extended(expires, since)),
-                                  sole=group.sole if group.sole == task_id else "")
+                written = replace(
+                    group,
+                    expires=max(group.expires, extended(expires, since)),
+                    sole=group.sole if group.sole == task_id else "",
+                )
                 ops = [Op("replace", written.to_entity())]
             else:
                 # Only its own rows, which no condition guards: written with the rows of the members joining at the
@@ -312,8 +350,12 @@ class TaskGroupStore:
 
         return GroupRows(Stream(GROUP_STREAMS, task_id), ops, changed.event_seq if events else None, done)
 
-    async def update(self, task_group_id: str, change: Callable[[TaskGroup], TaskGroup | None],
-                     announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
+    async def update(
+        self,
+        task_group_id: str,
+        change: Callable[[TaskGroup], TaskGroup | None],
+        announce: Callable[[TaskGroup], list[Event]],
+    ) -> TaskGroup:
         """Read-modify-write the group row (conditional on its ETag, retried on a lost race), together with the
         events `announce` builds from the changed group, in one transaction. `change` returns None for no change."""
         group = await self._latest(task_group_id)
@@ -329,8 +371,9 @@ class TaskGroupStore:
                 return written
             group = await self.get(task_group_id)  # a lost race reads the row again
 
-    async def _write(self, group: TaskGroup, changed: TaskGroup, events: list[Event],
-                     more: Sequence[Op] = ()) -> TaskGroup | None:
+    async def _write(
+        self, group: TaskGroup, changed: TaskGroup, events: list[Event], more: Sequence[Op] = ()
+    ) -> TaskGroup | None:
         """Replace the group row `group` (conditional on its ETag) by `changed`, with `events` and `more` rows of
         the partition, in one transaction; the group written, or None when the transaction failed."""
         task_group_id = group.task_group_id
@@ -345,13 +388,15 @@ class TaskGroupStore:
         self._remember(replace(changed, etag=etags[0]))
         return replace(changed, etag=None)
 
-    async def seal(self, task_group_id: str, stamp: dt.datetime,
-                   announce: Callable[[TaskGroup], list[Event]]) -> TaskGroup:
+    async def seal(
+        self, task_group_id: str, stamp: dt.datetime, announce: Callable[[TaskGroup], list[Event]]
+    ) -> TaskGroup:
         """Seal once, announcing it; sealing again keeps the first time and announces nothing."""
         return await self.update(task_group_id, lambda g: None if g.sealed else replace(g, sealed=stamp), announce)
 
-    async def resolve_sole(self, task_group_id: str, task_id: str,
-                           announce: Callable[[TaskGroup], list[Event]]) -> bool:
+    async def resolve_sole(
+        self, task_group_id: str, task_id: str, announce: Callable[[TaskGroup], list[Event]]
+    ) -> bool:
         """A resolved task that is its group's only member: delete its active row and record the group's
         resolution (`announce`) in one transaction, instead of a delete, a look at the active set and then the
         group's update. False, having written nothing, when it is not the only member (any more), or its active
@@ -416,8 +461,10 @@ class TaskGroupStore:
         if not seen or len(leaving) >= BATCH_LIMIT:
             return False
         witness = seen[-1]
-        ops = [*(_active_delete(task_group_id, task_id) for task_id in sorted(leaving)),
-               Op("merge", Entity(task_group_id, ACTIVE + witness, {}))]
+        ops = [
+            *(_active_delete(task_group_id, task_id) for task_id in sorted(leaving)),
+            Op("merge", Entity(task_group_id, ACTIVE + witness, {})),
+        ]
         return await self.tables.transact(GROUPS_TABLE, ops)
 
     async def _probe_active(self, task_group_id: str, resolved: set[str]) -> bool:
@@ -434,29 +481,42 @@ class TaskGroupStore:
                 seen.remove(candidate)
         return False
 
-    async def active_since(self, cutoff: dt.datetime, *, limit: int,
-                           continuation: str | None) -> tuple[list[tuple[str, str]], str | None]:
+    async def active_since(
+        self, cutoff: dt.datetime, *, limit: int, continuation: str | None
+    ) -> tuple[list[tuple[str, str]], str | None]:
         """A page of (taskGroupId, taskId) of unresolved tasks whose active row is older than `cutoff`, across
         every group (a scan of the table on the server's side: the reconciler's, a few times an hour)."""
-        page = await self.tables.query(GROUPS_TABLE, "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
-                                       {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": timeutil.iso(cutoff)},
-                                       limit=limit,
-                                       continuation=continuation)
-        return [(e.partition_key, e.row_key[len(ACTIVE):]) for e in page.entities], page.continuation
+        page = await self.tables.query(
+            GROUPS_TABLE,
+            "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
+            {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": timeutil.iso(cutoff)},
+            limit=limit,
+            continuation=continuation,
+        )
+        return [(e.partition_key, e.row_key[len(ACTIVE) :]) for e in page.entities], page.continuation
 
     async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
         """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""
-        page = await self.tables.query(GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                       {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]}, limit=limit)
-        return [e.row_key[len(prefix):] for e in page.entities]
+        page = await self.tables.query(
+            GROUPS_TABLE,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]},
+            limit=limit,
+        )
+        return [e.row_key[len(prefix) :] for e in page.entities]
 
-    async def members(self, task_group_id: str, *, limit: int,
-                      continuation: str | None) -> tuple[list[str], str | None]:
+    async def members(
+        self, task_group_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[str], str | None]:
         """A page of member taskIds, in taskId order."""
         page = await self.tables.query(
-            GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-            {"pk": task_group_id, "lo": MEMBER, "hi": _END[MEMBER]}, limit=limit, continuation=continuation)
-        return [e.row_key[len(MEMBER):] for e in page.entities], page.continuation
+            GROUPS_TABLE,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": task_group_id, "lo": MEMBER, "hi": _END[MEMBER]},
+            limit=limit,
+            continuation=continuation,
+        )
+        return [e.row_key[len(MEMBER) :] for e in page.entities], page.continuation
 
     async def all_members(self, task_group_id: str) -> list[str]:
         ids: list[str] = []
@@ -468,8 +528,9 @@ class TaskGroupStore:
                 return ids
 
     async def forget_member(self, task_group_id: str, task_id: str) -> None:
-        await delete_all(self.tables, GROUPS_TABLE,
-                         [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)])
+        await delete_all(
+            self.tables, GROUPS_TABLE, [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)]
+        )
 
     async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> dt.datetime | None:
         """Delete an expired group that has no members left. A group left empty before it expires (it outlives its

@@ -41,7 +41,7 @@ FORBIDDEN = frozenset("/\\#?")  # characters no index path may hold (a path is o
 
 class InvalidIndexPath(errors.InvalidRequestArguments):
     """`{path}` is not an index path: {why}. An index path is at most 255 characters of printable ASCII without
-spaces or `/ \\ # ?`, in at most 64 dot-separated words, none of them empty"""
+    spaces or `/ \\ # ?`, in at most 64 dot-separated words, none of them empty"""
 
 
 class IndexedTaskNotFound(errors.ResourceNotFound):
@@ -115,21 +115,41 @@ class IndexedTask:
     indexed_at: dt.datetime  # when the completion (or insertTask) it records happened: equal ranks, later wins
 
     def to_api(self) -> dict[str, Any]:
-        return {"namespace": self.path, "taskId": self.task_id, "rank": self.rank, "data": self.data,
-                "expires": timeutil.iso(self.expires)}
+        return {
+            "namespace": self.path,
+            "taskId": self.task_id,
+            "rank": self.rank,
+            "data": self.data,
+            "expires": timeutil.iso(self.expires),
+        }
 
     def to_entity(self, etag: str | None = None) -> Entity:
         namespace, name = split(self.path)
         # `data` in chunks: 32 KiB of UTF-8 may take six times as many characters as escaped JSON.
-        return Entity(entry_partition(namespace), encode_key(name), {
-            "taskId": self.task_id, "rank": json.dumps(self.rank), **pack_json("data", self.data),
-            "expires": timeutil.iso(self.expires), "indexedAt": timeutil.iso(self.indexed_at)}, etag)
+        return Entity(
+            entry_partition(namespace),
+            encode_key(name),
+            {
+                "taskId": self.task_id,
+                "rank": json.dumps(self.rank),
+                **pack_json("data", self.data),
+                "expires": timeutil.iso(self.expires),
+                "indexedAt": timeutil.iso(self.indexed_at),
+            },
+            etag,
+        )
 
     @classmethod
     def from_entity(cls, path: str, entity: Entity) -> IndexedTask:
         d = entity.data
-        return cls(path, d["taskId"], json.loads(d["rank"]), unpack_json("data", d), timeutil.parse(d["expires"]),
-                   timeutil.parse(d["indexedAt"]))
+        return cls(
+            path,
+            d["taskId"],
+            json.loads(d["rank"]),
+            unpack_json("data", d),
+            timeutil.parse(d["expires"]),
+            timeutil.parse(d["indexedAt"]),
+        )
 
     def displaces(self, other: IndexedTask, now: dt.datetime) -> bool:
         """Whether this entry replaces `other` at the same path: a higher rank, or an equal rank recorded
@@ -141,8 +161,12 @@ class IndexedTask:
         return self.indexed_at >= other.indexed_at
 
     def same_as(self, other: IndexedTask) -> bool:
-        return (self.task_id, self.rank, self.data, self.expires) == (other.task_id, other.rank, other.data,
-                                                                      other.expires)
+        return (self.task_id, self.rank, self.data, self.expires) == (
+            other.task_id,
+            other.rank,
+            other.data,
+            other.expires,
+        )
 
 
 def data_size(data: dict[str, Any]) -> int:
@@ -175,7 +199,7 @@ def route_entries(definition: Mapping[str, Any]) -> tuple[list[RouteEntry], list
     """The entries a completed task's `index.` routes ask for, with Taskcluster's rules: rank, expires and data
     from `task.extra.index` (defaults 0, the task's `expires`, `{}`); and why the others cannot be indexed (a
     malformed path, a wrong type in `extra.index`), to be logged: a completion is never refused for them."""
-    paths = [r[len(ROUTE_PREFIX):] for r in definition.get("routes", []) if r.startswith(ROUTE_PREFIX)]
+    paths = [r[len(ROUTE_PREFIX) :] for r in definition.get("routes", []) if r.startswith(ROUTE_PREFIX)]
     if not paths:
         return [], []
     options = (definition.get("extra") or {}).get("index") or {}

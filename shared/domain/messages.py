@@ -113,8 +113,11 @@ class PendingHint:
 
     def verify(self, key: bytes, task_queue_id: str) -> bool:
         """Whether the hint was written by this queue, unaltered, for a run of `task_queue_id`."""
-        return bool(self.sig) and self.priority in PRIORITIES and hmac.compare_digest(
-            self.sig, self._mac(key, task_queue_id))
+        return (
+            bool(self.sig)
+            and self.priority in PRIORITIES
+            and hmac.compare_digest(self.sig, self._mac(key, task_queue_id))
+        )
 
     def encode(self) -> bytes:
         return put_json(asdict(self))
@@ -122,8 +125,13 @@ class PendingHint:
     @classmethod
     def decode(cls, body: Any) -> PendingHint | None:
         try:
-            return cls(str(body["taskId"]), int(body["runId"]), str(body["hintId"]), str(body.get("priority", "")),
-                       str(body.get("sig", "")))
+            return cls(
+                str(body["taskId"]),
+                int(body["runId"]),
+                str(body["hintId"]),
+                str(body.get("priority", "")),
+                str(body.get("sig", "")),
+            )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -174,9 +182,16 @@ class ResolvedCheck:
     dependent: str | None = None
 
     def encode(self) -> bytes:
-        return put_json({"taskId": self.taskId, "runId": self.runId, "taskGroupId": self.taskGroupId,
-                         "continuation": self.continuation, "since": timeutil.iso(self.since),
-                         **({} if self.dependent is None else {"dependent": self.dependent})})
+        return put_json(
+            {
+                "taskId": self.taskId,
+                "runId": self.runId,
+                "taskGroupId": self.taskGroupId,
+                "continuation": self.continuation,
+                "since": timeutil.iso(self.since),
+                **({} if self.dependent is None else {"dependent": self.dependent}),
+            }
+        )
 
     @staticmethod
     def carried_by(body: Any) -> bool:
@@ -186,5 +201,11 @@ class ResolvedCheck:
     @classmethod
     def decode(cls, body: Any) -> ResolvedCheck:
         dependent = body.get("dependent")
-        return cls(str(body["taskId"]), int(body["runId"]), str(body["taskGroupId"]), body.get("continuation"),
-                   timeutil.parse(str(body["since"])), None if dependent is None else str(dependent))
+        return cls(
+            str(body["taskId"]),
+            int(body["runId"]),
+            str(body["taskGroupId"]),
+            body.get("continuation"),
+            timeutil.parse(str(body["since"])),
+            None if dependent is None else str(dependent),
+        )

@@ -74,17 +74,38 @@ class StoredObject:
         return object_blob(self.name)
 
     def to_entity(self) -> Entity:
-        return Entity(object_key(self.name), OBJECT_ROW, {
-            "name": self.name, "projectId": self.project_id, "uploadId": self.upload_id,
-            "expires": timeutil.iso(self.expires), "state": self.state, "contentType": self.content_type,
-            "contentLength": -1 if self.content_length is None else self.content_length,
-            "method": self.method or "", "snapshot": self.snapshot or "", **pack_json("hashes", self.hashes)},
-            self.etag)
+        return Entity(
+            object_key(self.name),
+            OBJECT_ROW,
+            {
+                "name": self.name,
+                "projectId": self.project_id,
+                "uploadId": self.upload_id,
+                "expires": timeutil.iso(self.expires),
+                "state": self.state,
+                "contentType": self.content_type,
+                "contentLength": -1 if self.content_length is None else self.content_length,
+                "method": self.method or "",
+                "snapshot": self.snapshot or "",
+                **pack_json("hashes", self.hashes),
+            },
+            self.etag,
+        )
 
     @classmethod
     def from_entity(cls, entity: Entity) -> StoredObject:
         d = entity.data
         length = int(d.get("contentLength", -1))
-        return cls(d["name"], d["projectId"], d["uploadId"], timeutil.parse(d["expires"]), d["state"],
-                   d["contentType"], None if length < 0 else length, d.get("method") or None,
-                   unpack_json("hashes", d), d.get("snapshot") or None, entity.etag)
+        return cls(
+            d["name"],
+            d["projectId"],
+            d["uploadId"],
+            timeutil.parse(d["expires"]),
+            d["state"],
+            d["contentType"],
+            None if length < 0 else length,
+            d.get("method") or None,
+            unpack_json("hashes", d),
+            d.get("snapshot") or None,
+            entity.etag,
+        )

@@ -112,8 +112,11 @@ class PublicationMarks:
             if not self._all_written(marks):
                 self._replaced[marks.holder] = marks
             self._current = _Marks(timeutil.slugid())
-        log.warning("a hold's outcome is unknown; later holds are named %s", self._current.holder,
-                    extra=fields(event="publication-mark-renewed"))
+        log.warning(
+            "a hold's outcome is unknown; later holds are named %s",
+            self._current.holder,
+            extra=fields(event="publication-mark-renewed"),
+        )
 
     def _marks_of(self, hold: Hold) -> _Marks | None:
         # Holds of a replaced id finish into it (its mark may still grow below the unknown one) until its mark
@@ -195,11 +198,15 @@ class PublicationMarks:
                     up_to = self._coverable(marks)
                 self._last_write = time.monotonic()
                 try:
-                    await self.tables.upsert(MARKS_TABLE, Entity(marks.holder, MARK_ROW, {
-                        "upTo": up_to, "at": timeutil.iso(timeutil.now())}))
+                    await self.tables.upsert(
+                        MARKS_TABLE, Entity(marks.holder, MARK_ROW, {"upTo": up_to, "at": timeutil.iso(timeutil.now())})
+                    )
                 except Exception:  # readers wait for the lease, as without the mark; tried again later
-                    log.warning("writing the publication mark failed", exc_info=True,
-                                extra=fields(event="publication-mark-failed"))
+                    log.warning(
+                        "writing the publication mark failed",
+                        exc_info=True,
+                        extra=fields(event="publication-mark-failed"),
+                    )
                     return
                 marks.wrote(up_to)
         finally:

@@ -28,14 +28,25 @@ def task_row(task_id: str) -> str:
     write O(tasks) locally (docs/performance.md)."""
     return TASK_ROW + task_id
 
+
 Priority = Literal["highest", "very-high", "high", "medium", "low", "very-low", "lowest"]
 RunState = Literal["pending", "running", "completed", "failed", "exception"]
 ResolvedState = Literal["completed", "failed", "exception"]
 TaskState = Literal[RunState, "unscheduled"]
 ReasonCreated = Literal["scheduled", "retry", "task-retry", "rerun", "exception"]
-ReasonResolved = Literal["completed", "failed", "deadline-exceeded", "canceled", "superseded", "claim-expired",
-                         "worker-shutdown", "malformed-payload", "resource-unavailable", "internal-error",
-                         "intermittent-task"]
+ReasonResolved = Literal[
+    "completed",
+    "failed",
+    "deadline-exceeded",
+    "canceled",
+    "superseded",
+    "claim-expired",
+    "worker-shutdown",
+    "malformed-payload",
+    "resource-unavailable",
+    "internal-error",
+    "intermittent-task",
+]
 
 PRIORITIES: tuple[Priority, ...] = get_args(Priority)  # highest first
 MAX_RUNS = 50
@@ -73,10 +84,29 @@ class TaskDefinition(TypedDict):
     tags: dict[str, str]
     extra: dict[str, Any]
 
+
 # The definition fields of task.yml, in the order the API returns them.
-DEFINITION_FIELDS = ("provisionerId", "workerType", "taskQueueId", "schedulerId", "projectId", "taskGroupId",
-                     "dependencies", "requires", "routes", "priority", "retries", "created", "deadline",
-                     "expires", "scopes", "payload", "metadata", "tags", "extra")
+DEFINITION_FIELDS = (
+    "provisionerId",
+    "workerType",
+    "taskQueueId",
+    "schedulerId",
+    "projectId",
+    "taskGroupId",
+    "dependencies",
+    "requires",
+    "routes",
+    "priority",
+    "retries",
+    "created",
+    "deadline",
+    "expires",
+    "scopes",
+    "payload",
+    "metadata",
+    "tags",
+    "extra",
+)
 
 MAX_DEFINITION_CHARS = 400_000  # an entity holds 1 MiB, strings counted as UTF-16
 
@@ -129,10 +159,15 @@ class Run:
     def to_api(self, run_id: int) -> dict[str, Any]:
         """task-status.yml's run (also what is stored, without the runId)."""
         out: dict[str, Any] = {"runId": run_id, "state": self.state, "reasonCreated": self.reason_created}
-        for key, value in (("reasonResolved", self.reason_resolved), ("workerGroup", self.worker_group),
-                           ("workerId", self.worker_id), ("takenUntil", _text(self.taken_until)),
-                           ("scheduled", _text(self.scheduled)), ("started", _text(self.started)),
-                           ("resolved", _text(self.resolved))):
+        for key, value in (
+            ("reasonResolved", self.reason_resolved),
+            ("workerGroup", self.worker_group),
+            ("workerId", self.worker_id),
+            ("takenUntil", _text(self.taken_until)),
+            ("scheduled", _text(self.scheduled)),
+            ("started", _text(self.started)),
+            ("resolved", _text(self.resolved)),
+        ):
             if value is not None:
                 out[key] = value
         return out
@@ -148,10 +183,19 @@ class Run:
 
     @classmethod
     def from_stored(cls, data: dict[str, Any]) -> Run:
-        return cls(data["state"], data["reasonCreated"], timeutil.parse(data["scheduled"]),
-                   data.get("reasonResolved"), data.get("workerGroup"), data.get("workerId"),
-                   _time(data.get("takenUntil")), _time(data.get("started")), _time(data.get("resolved")),
-                   data.get("hintId"), dict(data.get("live") or {}))
+        return cls(
+            data["state"],
+            data["reasonCreated"],
+            timeutil.parse(data["scheduled"]),
+            data.get("reasonResolved"),
+            data.get("workerGroup"),
+            data.get("workerId"),
+            _time(data.get("takenUntil")),
+            _time(data.get("started")),
+            _time(data.get("resolved")),
+            data.get("hintId"),
+            dict(data.get("live") or {}),
+        )
 
 
 @dataclass
@@ -248,8 +292,11 @@ class Task:
             "checks": json.dumps(self.checks, separators=(",", ":")) if self.checks else "",
             "dependentsMarked": self.dependents_marked,
             **({} if self.has_dependents is None else {"hasDependents": self.has_dependents}),
-            **({"dependentsHere": True, "dependents": encode_dependents(self.dependents)}
-               if self.dependents_here else {}),
+            **(
+                {"dependentsHere": True, "dependents": encode_dependents(self.dependents)}
+                if self.dependents_here
+                else {}
+            ),
             **({} if self.waiting is None else {"waiting": json.dumps(self.waiting, separators=(",", ":"))}),
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
@@ -305,8 +352,9 @@ class KnownTasks:
 
     def __init__(self, size: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.size = size
-        self._rows: Bounded[str, Entity] = Bounded(size, max_bytes=max_bytes,
-                                                   weigh=lambda task_id, row: text_weight(row.data))
+        self._rows: Bounded[str, Entity] = Bounded(
+            size, max_bytes=max_bytes, weigh=lambda task_id, row: text_weight(row.data)
+        )
 
     def get(self, task_id: str) -> Task | None:
         entity = self._rows.get(task_id)

@@ -110,19 +110,38 @@ class Worker:
         return self.quarantine_until is not None and self.quarantine_until > now
 
     def to_entity(self) -> Entity:
-        return Entity(_workers_partition(self.task_queue_id), _worker_key(self.worker_group, self.worker_id), {
-            "taskQueueId": self.task_queue_id, "workerGroup": self.worker_group, "workerId": self.worker_id,
-            "firstClaim": timeutil.iso(self.first_claim), "expires": timeutil.iso(self.expires),
-            "lastDateActive": _text(self.last_date_active), "quarantineUntil": _text(self.quarantine_until),
-            **pack_json("recentTasks", self.recent_tasks),
-            **pack_json("quarantineDetails", self.quarantine_details)}, self.etag)
+        return Entity(
+            _workers_partition(self.task_queue_id),
+            _worker_key(self.worker_group, self.worker_id),
+            {
+                "taskQueueId": self.task_queue_id,
+                "workerGroup": self.worker_group,
+                "workerId": self.worker_id,
+                "firstClaim": timeutil.iso(self.first_claim),
+                "expires": timeutil.iso(self.expires),
+                "lastDateActive": _text(self.last_date_active),
+                "quarantineUntil": _text(self.quarantine_until),
+                **pack_json("recentTasks", self.recent_tasks),
+                **pack_json("quarantineDetails", self.quarantine_details),
+            },
+            self.etag,
+        )
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Worker:
         d = entity.data
-        return cls(d["taskQueueId"], d["workerGroup"], d["workerId"], timeutil.parse(d["firstClaim"]),
-                   timeutil.parse(d["expires"]), _time(d.get("lastDateActive")), unpack_json("recentTasks", d),
-                   _time(d.get("quarantineUntil")), unpack_json("quarantineDetails", d), entity.etag)
+        return cls(
+            d["taskQueueId"],
+            d["workerGroup"],
+            d["workerId"],
+            timeutil.parse(d["firstClaim"]),
+            timeutil.parse(d["expires"]),
+            _time(d.get("lastDateActive")),
+            unpack_json("recentTasks", d),
+            _time(d.get("quarantineUntil")),
+            unpack_json("quarantineDetails", d),
+            entity.etag,
+        )
 
 
 @dataclass(frozen=True)
@@ -136,8 +155,13 @@ class Provisioner:
     @classmethod
     def from_entity(cls, entity: Entity) -> Provisioner:
         d = entity.data
-        return cls(entity.row_key, d.get("description", ""), d.get("stability", "experimental"),
-                   timeutil.parse(d["expires"]), timeutil.parse(d["lastDateActive"]))
+        return cls(
+            entity.row_key,
+            d.get("description", ""),
+            d.get("stability", "experimental"),
+            timeutil.parse(d["expires"]),
+            timeutil.parse(d["lastDateActive"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -153,8 +177,13 @@ class TaskQueueInfo:
     @classmethod
     def from_entity(cls, entity: Entity) -> TaskQueueInfo:
         d = entity.data
-        return cls(d["taskQueueId"], d.get("description", ""), d.get("stability", "experimental"),
-                   timeutil.parse(d["expires"]), timeutil.parse(d["lastDateActive"]))
+        return cls(
+            d["taskQueueId"],
+            d.get("description", ""),
+            d.get("stability", "experimental"),
+            timeutil.parse(d["expires"]),
+            timeutil.parse(d["lastDateActive"]),
+        )
 
 
 class WorkerInfo:
@@ -169,8 +198,7 @@ class WorkerInfo:
         self._buffered: Bounded[tuple[str, str, str], list[dict[str, Any]]] = Bounded(WORKERS_REMEMBERED)  # claims
         # not yet written
         self._worker_written: Bounded[tuple[str, str, str], float] = Bounded(WORKERS_REMEMBERED)
-        self._quarantine: Bounded[tuple[str, str, str], tuple[float, dt.datetime | None]] = Bounded(
-            WORKERS_REMEMBERED)
+        self._quarantine: Bounded[tuple[str, str, str], tuple[float, dt.datetime | None]] = Bounded(WORKERS_REMEMBERED)
 
     # --- recording activity (from claims) ---------------------------------------------------------------------
 
@@ -195,16 +223,33 @@ class WorkerInfo:
         async def seen(partition: str, row: str, data: dict[str, Any]) -> None:
             written = self._active_written.get((partition, row))
             if written is None or time.monotonic() - written > ACTIVE_INTERVAL.total_seconds():
-                await self.tables.upsert(WORKER_INFO_TABLE, Entity(partition, row, {
-                    **data, "description": "", "stability": "experimental", "expires": queue_expires,
-                    "lastDateActive": stamp}))
+                await self.tables.upsert(
+                    WORKER_INFO_TABLE,
+                    Entity(
+                        partition,
+                        row,
+                        {
+                            **data,
+                            "description": "",
+                            "stability": "experimental",
+                            "expires": queue_expires,
+                            "lastDateActive": stamp,
+                        },
+                    ),
+                )
                 self._active_written.put((partition, row), time.monotonic())
 
-        await all_at_once([
-            seen(PROVISIONERS, provisioner_id, {}),
-            seen(TASK_QUEUES, encode_key(task_queue_id), {"taskQueueId": task_queue_id,
-                                                          "provisionerId": provisioner_id, "workerType": worker_type}),
-            self._worker_seen(task_queue_id, worker_group, worker_id, now)])
+        await all_at_once(
+            [
+                seen(PROVISIONERS, provisioner_id, {}),
+                seen(
+                    TASK_QUEUES,
+                    encode_key(task_queue_id),
+                    {"taskQueueId": task_queue_id, "provisionerId": provisioner_id, "workerType": worker_type},
+                ),
+                self._worker_seen(task_queue_id, worker_group, worker_id, now),
+            ]
+        )
 
     async def _worker_seen(self, task_queue_id: str, worker_group: str, worker_id: str, now: dt.datetime) -> None:
         key = (task_queue_id, worker_group, worker_id)
@@ -228,8 +273,9 @@ class WorkerInfo:
         except Exception:
             log.warning("could not record worker %s/%s as active", worker_group, worker_id, exc_info=True)
 
-    async def _write_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
-                            claims: list[dict[str, Any]], now: dt.datetime) -> None:
+    async def _write_worker(
+        self, task_queue_id: str, worker_group: str, worker_id: str, claims: list[dict[str, Any]], now: dt.datetime
+    ) -> None:
         stamp, expires = timeutil.to_ms(now), timeutil.to_ms(now + WORKER_EXPIRY)
         for _ in range(WRITE_ATTEMPTS):
             worker = await self._worker(task_queue_id, worker_group, worker_id)
@@ -242,12 +288,17 @@ class WorkerInfo:
             worker.last_date_active, worker.expires = stamp, max(worker.expires, expires)
             if await self.tables.replace(WORKER_INFO_TABLE, worker.to_entity()) is not None:
                 return
-        log.warning("worker info of %s/%s not written: too many concurrent changes", worker_group, worker_id,
-                    extra=fields(workerGroup=worker_group, workerId=worker_id))
+        log.warning(
+            "worker info of %s/%s not written: too many concurrent changes",
+            worker_group,
+            worker_id,
+            extra=fields(workerGroup=worker_group, workerId=worker_id),
+        )
 
     async def _worker(self, task_queue_id: str, worker_group: str, worker_id: str) -> Worker | None:
-        entity = await self.tables.get(WORKER_INFO_TABLE, _workers_partition(task_queue_id),
-                                       _worker_key(worker_group, worker_id))
+        entity = await self.tables.get(
+            WORKER_INFO_TABLE, _workers_partition(task_queue_id), _worker_key(worker_group, worker_id)
+        )
         return Worker.from_entity(entity) if entity is not None else None
 
     async def quarantined_until(self, task_queue_id: str, worker_group: str, worker_id: str) -> dt.datetime | None:
@@ -264,22 +315,27 @@ class WorkerInfo:
     async def check_not_quarantined(self, task_queue_id: str, worker_group: str, worker_id: str) -> None:
         until = await self.quarantined_until(task_queue_id, worker_group, worker_id)
         if until is not None:
-            raise WorkerQuarantined(workerGroup=worker_group, workerId=worker_id,
-                                    quarantineUntil=timeutil.iso(until))
+            raise WorkerQuarantined(workerGroup=worker_group, workerId=worker_id, quarantineUntil=timeutil.iso(until))
 
     # --- the API ----------------------------------------------------------------------------------------------
 
-    async def _query(self, partition: str, *, limit: int, continuation: str | None, prefix: str = "",
-                     extra: str = "", parameters: dict[str, Any] | None = None) -> Page:
+    async def _query(
+        self,
+        partition: str,
+        *,
+        limit: int,
+        continuation: str | None,
+        prefix: str = "",
+        extra: str = "",
+        parameters: dict[str, Any] | None = None,
+    ) -> Page:
         flt, params = "PartitionKey eq @pk", {"pk": partition, **(parameters or {})}
         if prefix:
             flt += " and RowKey ge @lo and RowKey lt @hi"
             params.update(lo=prefix, hi=prefix[:-1] + chr(ord(prefix[-1]) + 1))
-        return await self.tables.query(WORKER_INFO_TABLE, flt + extra, params, limit=limit,
-                                       continuation=continuation)
+        return await self.tables.query(WORKER_INFO_TABLE, flt + extra, params, limit=limit, continuation=continuation)
 
-    async def list_provisioners(self, *, limit: int,
-                                continuation: str | None) -> tuple[list[Provisioner], str | None]:
+    async def list_provisioners(self, *, limit: int, continuation: str | None) -> tuple[list[Provisioner], str | None]:
         page = await self._query(PROVISIONERS, limit=limit, continuation=continuation)
         return [Provisioner.from_entity(e) for e in page.entities], page.continuation
 
@@ -289,10 +345,12 @@ class WorkerInfo:
             raise ProvisionerNotFound(provisionerId=provisioner_id)
         return Provisioner.from_entity(entity)
 
-    async def list_worker_types(self, provisioner_id: str, *, limit: int,
-                                continuation: str | None) -> tuple[list[TaskQueueInfo], str | None]:
-        page = await self._query(TASK_QUEUES, limit=limit, continuation=continuation,
-                                 prefix=encode_key(f"{provisioner_id}/"))
+    async def list_worker_types(
+        self, provisioner_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[TaskQueueInfo], str | None]:
+        page = await self._query(
+            TASK_QUEUES, limit=limit, continuation=continuation, prefix=encode_key(f"{provisioner_id}/")
+        )
         return [TaskQueueInfo.from_entity(e) for e in page.entities], page.continuation
 
     async def get_task_queue(self, task_queue_id: str) -> TaskQueueInfo:
@@ -301,21 +359,22 @@ class WorkerInfo:
             raise TaskQueueNotFound(taskQueueId=task_queue_id)
         return TaskQueueInfo.from_entity(entity)
 
-    async def list_task_queues(self, *, limit: int,
-                               continuation: str | None) -> tuple[list[TaskQueueInfo], str | None]:
+    async def list_task_queues(self, *, limit: int, continuation: str | None) -> tuple[list[TaskQueueInfo], str | None]:
         page = await self._query(TASK_QUEUES, limit=limit, continuation=continuation)
         return [TaskQueueInfo.from_entity(e) for e in page.entities], page.continuation
 
-    async def list_workers(self, task_queue_id: str, *, quarantined: bool | None, limit: int,
-                           continuation: str | None) -> tuple[list[Worker], str | None]:
+    async def list_workers(
+        self, task_queue_id: str, *, quarantined: bool | None, limit: int, continuation: str | None
+    ) -> tuple[list[Worker], str | None]:
         now = timeutil.iso(self.clock())
         extra, params = "", {}
         if quarantined is True:
             extra, params = " and quarantineUntil gt @now", {"now": now}
         elif quarantined is False:
             extra, params = " and quarantineUntil le @now", {"now": now}  # "" (never quarantined) sorts first
-        page = await self._query(_workers_partition(task_queue_id), limit=limit, continuation=continuation,
-                                 extra=extra, parameters=params)
+        page = await self._query(
+            _workers_partition(task_queue_id), limit=limit, continuation=continuation, extra=extra, parameters=params
+        )
         return [Worker.from_entity(e) for e in page.entities], page.continuation
 
     async def get_worker(self, task_queue_id: str, worker_group: str, worker_id: str) -> Worker:
@@ -324,8 +383,9 @@ class WorkerInfo:
             raise WorkerNotFound(workerGroup=worker_group, workerId=worker_id, taskQueueId=task_queue_id)
         return worker
 
-    async def _change_worker(self, task_queue_id: str, worker_group: str, worker_id: str,
-                             change: Callable[[Worker], None], *, create: bool) -> Worker:
+    async def _change_worker(
+        self, task_queue_id: str, worker_group: str, worker_id: str, change: Callable[[Worker], None], *, create: bool
+    ) -> Worker:
         for _ in range(WRITE_ATTEMPTS):
             worker = await self._worker(task_queue_id, worker_group, worker_id)
             if worker is None:
@@ -342,25 +402,38 @@ class WorkerInfo:
                 return worker
         raise errors.InternalServerError("The worker's entry kept changing; try again")
 
-    async def quarantine(self, task_queue_id: str, worker_group: str, worker_id: str, until: dt.datetime,
-                         info: str, client_id: str) -> Worker:
+    async def quarantine(
+        self, task_queue_id: str, worker_group: str, worker_id: str, until: dt.datetime, info: str, client_id: str
+    ) -> Worker:
         """quarantineWorker: no work until `until` (a time in the past lifts the quarantine)."""
         stamp = timeutil.iso(self.clock())
 
         def change(worker: Worker) -> None:
             worker.quarantine_until = until
-            worker.quarantine_details = [*worker.quarantine_details, {
-                "clientId": client_id, "updatedAt": stamp, "quarantineUntil": timeutil.iso(until),
-                "quarantineInfo": info}][-20:]
+            worker.quarantine_details = [
+                *worker.quarantine_details,
+                {
+                    "clientId": client_id,
+                    "updatedAt": stamp,
+                    "quarantineUntil": timeutil.iso(until),
+                    "quarantineInfo": info,
+                },
+            ][-20:]
 
         worker = await self._change_worker(task_queue_id, worker_group, worker_id, change, create=False)
         self._quarantine.pop((task_queue_id, worker_group, worker_id))
-        log.info("worker %s/%s quarantined until %s", worker_group, worker_id, timeutil.iso(until),
-                 extra=fields(workerGroup=worker_group, workerId=worker_id))
+        log.info(
+            "worker %s/%s quarantined until %s",
+            worker_group,
+            worker_id,
+            timeutil.iso(until),
+            extra=fields(workerGroup=worker_group, workerId=worker_id),
+        )
         return worker
 
     async def declare(self, task_queue_id: str, worker_group: str, worker_id: str, expires: dt.datetime) -> Worker:
         """declareWorker: create or update the worker's entry with this `expires`."""
+
         def change(worker: Worker) -> None:
             worker.expires = expires
 
@@ -374,25 +447,43 @@ class WorkerInfo:
         return self.shards.salted(encode_key(task_queue_id), task_id)
 
     async def run_pending(self, task_queue_id: str, task_id: str, run_id: int, since: dt.datetime) -> None:
-        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(self.runs_partition(task_queue_id, task_id),
-                                                                    task_id, {
-            "state": "pending", "runId": run_id, "since": timeutil.iso(since)}))
+        await self._index_rows.upsert(
+            TASK_QUEUE_RUNS_TABLE,
+            Entity(
+                self.runs_partition(task_queue_id, task_id),
+                task_id,
+                {"state": "pending", "runId": run_id, "since": timeutil.iso(since)},
+            ),
+        )
 
-    async def run_claimed(self, task_queue_id: str, task_id: str, run_id: int, worker_group: str,
-                          worker_id: str, since: dt.datetime) -> None:
-        await self._index_rows.upsert(TASK_QUEUE_RUNS_TABLE, Entity(self.runs_partition(task_queue_id, task_id),
-                                                                    task_id, {
-            "state": "running", "runId": run_id, "since": timeutil.iso(since), "workerGroup": worker_group,
-            "workerId": worker_id}))
+    async def run_claimed(
+        self, task_queue_id: str, task_id: str, run_id: int, worker_group: str, worker_id: str, since: dt.datetime
+    ) -> None:
+        await self._index_rows.upsert(
+            TASK_QUEUE_RUNS_TABLE,
+            Entity(
+                self.runs_partition(task_queue_id, task_id),
+                task_id,
+                {
+                    "state": "running",
+                    "runId": run_id,
+                    "since": timeutil.iso(since),
+                    "workerGroup": worker_group,
+                    "workerId": worker_id,
+                },
+            ),
+        )
 
     async def run_resolved(self, task_queue_id: str, task_id: str, *, linger: float = 0.0) -> None:
         """The run leaves the index. `linger`: when nobody waits for it, how long the delete may wait for another
         row of the task queue's partition to go with (GroupCommit.add)."""
-        await self._index_rows.delete(TASK_QUEUE_RUNS_TABLE, self.runs_partition(task_queue_id, task_id), task_id,
-                                      linger=linger)
+        await self._index_rows.delete(
+            TASK_QUEUE_RUNS_TABLE, self.runs_partition(task_queue_id, task_id), task_id, linger=linger
+        )
 
-    async def runs(self, task_queue_id: str, state: str, *, limit: int,
-                   continuation: str | None) -> tuple[list[Entity], str | None]:
+    async def runs(
+        self, task_queue_id: str, state: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[Entity], str | None]:
         """A page of the task queue's runs in `state`, its salted partitions one after another (with one, the
         store's own token; with more, a token naming the partition it goes on in)."""
         partitions = self.shards.salts(encode_key(task_queue_id))
@@ -401,9 +492,13 @@ class WorkerInfo:
             at, inner = read_chain_token(continuation, len(partitions))
         found: list[Entity] = []
         while True:
-            page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
-                                           {"pk": partitions[at], "state": state}, limit=limit - len(found),
-                                           continuation=inner)
+            page = await self.tables.query(
+                TASK_QUEUE_RUNS_TABLE,
+                "PartitionKey eq @pk and state eq @state",
+                {"pk": partitions[at], "state": state},
+                limit=limit - len(found),
+                continuation=inner,
+            )
             found.extend(page.entities)
             if page.continuation is not None:
                 return found, (page.continuation if len(partitions) == 1 else chain_token(at, page.continuation))
@@ -413,12 +508,17 @@ class WorkerInfo:
             if len(found) >= limit:
                 return found, chain_token(at, None)
 
-    async def runs_since(self, cutoff: dt.datetime, *, limit: int,
-                         continuation: str | None) -> tuple[list[Entity], str | None]:
+    async def runs_since(
+        self, cutoff: dt.datetime, *, limit: int, continuation: str | None
+    ) -> tuple[list[Entity], str | None]:
         """A page of index rows of every task queue written before `cutoff` (the reconciler's scan)."""
-        page = await self.tables.query(TASK_QUEUE_RUNS_TABLE, "since lt @cutoff", {"cutoff": timeutil.iso(cutoff)},
-                                       limit=limit,
-                                       continuation=continuation)
+        page = await self.tables.query(
+            TASK_QUEUE_RUNS_TABLE,
+            "since lt @cutoff",
+            {"cutoff": timeutil.iso(cutoff)},
+            limit=limit,
+            continuation=continuation,
+        )
         return page.entities, page.continuation
 
     async def drop_run(self, row: Entity) -> bool:
@@ -433,8 +533,12 @@ class WorkerInfo:
         total = 0
         for partition in self.shards.salts(encode_key(task_queue_id)):
             await self._index_rows.flush(TASK_QUEUE_RUNS_TABLE, partition)
-            rows = each_entity(self.tables, TASK_QUEUE_RUNS_TABLE, "PartitionKey eq @pk and state eq @state",
-                               {"pk": partition, "state": state})
+            rows = each_entity(
+                self.tables,
+                TASK_QUEUE_RUNS_TABLE,
+                "PartitionKey eq @pk and state eq @state",
+                {"pk": partition, "state": state},
+            )
             total += sum([1 async for _ in rows])
         return total
 
@@ -456,12 +560,17 @@ class WorkerInfo:
         give_up = time.monotonic() + budget_seconds
         deleted, continuation = 0, None
         while time.monotonic() < give_up:
-            page = await self.tables.query(WORKER_INFO_TABLE, "expires lt @cutoff", {"cutoff": timeutil.iso(cutoff)},
-                                           limit=100,
-                                           continuation=continuation)
+            page = await self.tables.query(
+                WORKER_INFO_TABLE,
+                "expires lt @cutoff",
+                {"cutoff": timeutil.iso(cutoff)},
+                limit=100,
+                continuation=continuation,
+            )
             stale = [e for e in page.entities if (e.data.get("quarantineUntil") or "") <= timeutil.iso(cutoff)]
-            results = await asyncio.gather(*(self.tables.delete(WORKER_INFO_TABLE, e.partition_key, e.row_key,
-                                                                etag=e.etag) for e in stale))
+            results = await asyncio.gather(
+                *(self.tables.delete(WORKER_INFO_TABLE, e.partition_key, e.row_key, etag=e.etag) for e in stale)
+            )
             deleted += sum(results)
             continuation = page.continuation
             if continuation is None:

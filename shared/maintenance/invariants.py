@@ -63,8 +63,12 @@ async def _all(stores: Stores, table: str, filter: str, parameters: dict[str, st
 
 async def audit(stores: Stores, *, settled: bool = True) -> Audit:
     await stores.ready()
-    tasks = [Task.from_entity(e) async for e in _all(stores, TASKS_TABLE, "RowKey ge @lo and RowKey lt @hi",
-                                                                {"lo": TASK_ROW, "hi": TASK_ROW_END})]
+    tasks = [
+        Task.from_entity(e)
+        async for e in _all(
+            stores, TASKS_TABLE, "RowKey ge @lo and RowKey lt @hi", {"lo": TASK_ROW, "hi": TASK_ROW_END}
+        )
+    ]
     by_id = {t.task_id: t for t in tasks}
     # Whose deadline rows are there (read whole: the bucket a row is in depends on the host's deadline delay).
     deadline_rows = {e.row_key async for e in _all(stores, DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})}
@@ -77,12 +81,17 @@ async def audit(stores: Stores, *, settled: bool = True) -> Audit:
 
     await asyncio.gather(*(one(t) for t in tasks))
     violations.extend(await _check_groups(stores, by_id, settled))
-    return Audit(len(tasks), sum(len(t.runs) for t in tasks), Counter(t.state for t in tasks),
-                 sorted(violations, key=lambda v: (v.invariant, v.task_id)))
+    return Audit(
+        len(tasks),
+        sum(len(t.runs) for t in tasks),
+        Counter(t.state for t in tasks),
+        sorted(violations, key=lambda v: (v.invariant, v.task_id)),
+    )
 
 
-async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], deadline_rows: set[str],
-                      settled: bool) -> list[Violation]:
+async def _check_task(
+    stores: Stores, task: Task, by_id: dict[str, Task], deadline_rows: set[str], settled: bool
+) -> list[Violation]:
     found: list[Violation] = []
     task_id = task.task_id
 
@@ -117,14 +126,17 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], deadli
             violated("events-dispatched", f"{cursor.dispatched} of {task.event_seq} events dispatched")
 
     # Expiry: its deadline row (carrying `expires`) until its deadline is checked, then its expiry entry.
-    if task_id not in deadline_rows and await stores.tables.get(
-            TASK_EXPIRY_TABLE, stores.expiry.partition(task_id, task.expires), task_id) is None:
+    if (
+        task_id not in deadline_rows
+        and await stores.tables.get(TASK_EXPIRY_TABLE, stores.expiry.partition(task_id, task.expires), task_id) is None
+    ):
         violated("expiry-indexed", "neither a TaskDeadlines row nor a TaskExpiry entry: it would never expire")
 
     group_id = task.definition["taskGroupId"]
     active = await stores.tables.get(GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
-    index = await stores.tables.get(TASK_QUEUE_RUNS_TABLE, stores.workers.runs_partition(task.task_queue_id, task_id),
-                                    task_id)
+    index = await stores.tables.get(
+        TASK_QUEUE_RUNS_TABLE, stores.workers.runs_partition(task.task_queue_id, task_id), task_id
+    )
     resolved = task.state in RESOLVED_STATES
     if not resolved and not active:
         violated("group-active", "unresolved but not in its group's active set")
@@ -149,17 +161,29 @@ async def _check_task(stores: Stores, task: Task, by_id: dict[str, Task], deadli
                     continue
                 if dependent.waiting is not None:
                     if task_id in dependent.waiting:
-                        found.append(Violation("dependents-released", dependent.task_id,
-                                               f"still waits for {task_id}, which is {task.state}"))
+                        found.append(
+                            Violation(
+                                "dependents-released",
+                                dependent.task_id,
+                                f"still waits for {task_id}, which is {task.state}",
+                            )
+                        )
                     elif not dependent.waiting and dependent.state not in RESOLVED_STATES:
-                        found.append(Violation("dependents-released", dependent.task_id,
-                                               "waits for nothing but has no run"))
+                        found.append(
+                            Violation("dependents-released", dependent.task_id, "waits for nothing but has no run")
+                        )
                 elif await stores.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
-                    found.append(Violation("dependents-released", dependent.task_id,
-                                           f"still waits for {task_id}, which is {task.state}"))
+                    found.append(
+                        Violation(
+                            "dependents-released",
+                            dependent.task_id,
+                            f"still waits for {task_id}, which is {task.state}",
+                        )
+                    )
                 elif not await stores.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:
-                    found.append(Violation("dependents-released", dependent.task_id,
-                                           "waits for nothing but has no run"))
+                    found.append(
+                        Violation("dependents-released", dependent.task_id, "waits for nothing but has no run")
+                    )
             if token is None:
                 break
     return found
@@ -172,23 +196,33 @@ async def _check_groups(stores: Stores, by_id: dict[str, Task], settled: bool) -
     for task in by_id.values():
         groups.setdefault(task.definition["taskGroupId"], []).append(task)
     for group_id, members in groups.items():
-        active = [e.row_key[len(ACTIVE):] async for e in _all(
-            stores, GROUPS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-            {"pk": group_id, "lo": ACTIVE, "hi": "a;"})]
+        active = [
+            e.row_key[len(ACTIVE) :]
+            async for e in _all(
+                stores,
+                GROUPS_TABLE,
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                {"pk": group_id, "lo": ACTIVE, "hi": "a;"},
+            )
+        ]
         phantoms = [t for t in active if t not in by_id]
         if phantoms and settled:
             found.append(Violation("group-active", group_id, f"active rows of tasks that do not exist: {phantoms}"))
         if settled and not active and all(t.state in RESOLVED_STATES for t in members):
-            events, _ = await stores.events.list(Stream(GROUP_STREAMS, group_id), limit=1000,
-                                                  continuation=None)
+            events, _ = await stores.events.list(Stream(GROUP_STREAMS, group_id), limit=1000, continuation=None)
             if not any(e.exchange == "task-group-resolved" for _, e in events):
                 found.append(Violation("group-resolved", group_id, "every task resolved, but no task-group-resolved"))
         group = await stores.groups.get(group_id)
         if settled and stores.events.dispatching and group is not None:
             cursor = await stores.events.cursor(Stream(GROUP_STREAMS, group_id))
             if cursor.dispatched != group.event_seq:
-                found.append(Violation("events-dispatched", group_id,
-                                       f"{cursor.dispatched} of the group's {group.event_seq} events dispatched"))
+                found.append(
+                    Violation(
+                        "events-dispatched",
+                        group_id,
+                        f"{cursor.dispatched} of the group's {group.event_seq} events dispatched",
+                    )
+                )
     return found
 
 

@@ -91,8 +91,10 @@ class Report:
 
     def summary(self) -> str:
         repairs = ", ".join(f"{k} {v}" for k, v in sorted(self.repairs.items())) or "none"
-        return (f"checked {self.checked}, repairs: {repairs}; poison messages {self.poison}, "
-                f"failures {self.failures}{'' if self.complete else ', out of time'}")
+        return (
+            f"checked {self.checked}, repairs: {repairs}; poison messages {self.poison}, "
+            f"failures {self.failures}{'' if self.complete else ', out of time'}"
+        )
 
 
 class Reconciler:
@@ -120,19 +122,34 @@ class Reconciler:
         report = Report()
         await self._poison(report, give_up)
         cutoff = now - dt.timedelta(seconds=self.settings.reconcile_grace)
-        await self._scan("active", report, give_up, lambda token: self.stores.groups.active_since(
-            cutoff, limit=PAGE, continuation=token), lambda item: self._active(report, *item))
-        await self._scan("runs", report, give_up, lambda token: self.stores.workers.runs_since(
-            cutoff, limit=PAGE, continuation=token), lambda row: self._index_row(report, row))
+        await self._scan(
+            "active",
+            report,
+            give_up,
+            lambda token: self.stores.groups.active_since(cutoff, limit=PAGE, continuation=token),
+            lambda item: self._active(report, *item),
+        )
+        await self._scan(
+            "runs",
+            report,
+            give_up,
+            lambda token: self.stores.workers.runs_since(cutoff, limit=PAGE, continuation=token),
+            lambda row: self._index_row(report, row),
+        )
         if time.monotonic() < give_up:
             metrics.CENSUS.record(await self.stores.workers.pending_census())
         level = logging.WARNING if report.repairs or report.failures or report.poison else logging.INFO
         log.log(level, "reconciler pass: %s", report.summary(), extra=fields(event="reconciled"))
         return report
 
-    async def _scan(self, name: str, report: Report, give_up: float,
-                    page: Callable[[str | None], Awaitable[tuple[list[Any], str | None]]],
-                    check: Callable[[Any], Awaitable[None]]) -> None:
+    async def _scan(
+        self,
+        name: str,
+        report: Report,
+        give_up: float,
+        page: Callable[[str | None], Awaitable[tuple[list[Any], str | None]]],
+        check: Callable[[Any], Awaitable[None]],
+    ) -> None:
         """Check each item of the pages, from where this scan last ran out of time, until done or `give_up`."""
         limit = asyncio.Semaphore(CONCURRENCY)
 
@@ -180,8 +197,9 @@ class Reconciler:
             # Resolved, yet still in its group's active set (the caller found the row): the resolution was lost.
             run = task.runs[-1]
             if run.resolved and run.resolved + grace <= now:
-                await self.resolution.resolve_dependencies(ResolvedCheck(task_id, task.last_run_id,
-                                                                         task.definition["taskGroupId"], None, now))
+                await self.resolution.resolve_dependencies(
+                    ResolvedCheck(task_id, task.last_run_id, task.definition["taskGroupId"], None, now)
+                )
                 self._repaired(report, "resolution", task_id, runId=task.last_run_id)
             return
         deadline_due = task.deadline + dt.timedelta(seconds=self.settings.deadline_delay) + grace
@@ -195,8 +213,10 @@ class Reconciler:
         run, run_id = task.runs[-1], task.last_run_id
         if run.state == "running":
             assert run.taken_until is not None
-            if run.taken_until + grace <= now and await self.checks.check_claim(
-                    ClaimCheck(task_id, run_id, run.taken_until)) == "expired":
+            if (
+                run.taken_until + grace <= now
+                and await self.checks.check_claim(ClaimCheck(task_id, run_id, run.taken_until)) == "expired"
+            ):
                 self._repaired(report, "claim-expired", task_id, runId=run_id)
         elif run.state == "pending":
             await self._pending(task, report)
@@ -222,13 +242,16 @@ class Reconciler:
         hints = max(1, len(run.hint_ids()))
         # A worker's poll URL may hide what it receives for up to 7 days (its `visibilitytimeout`); a worker that
         # took a hint claims within seconds. Pending a claim's timeout with nothing visible: its hint is hidden.
-        if (waited >= min(self.settings.claim_timeout, self.settings.rehint_after) * hints
-                and not await self.stores.queues.any_visible(queue)
-                and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)):
+        if (
+            waited >= min(self.settings.claim_timeout, self.settings.rehint_after) * hints
+            and not await self.stores.queues.any_visible(queue)
+            and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)
+        ):
             self._repaired(report, "hint-hidden", task.task_id, runId=run_id)
             return
-        if (waited >= self.settings.rehint_after * (2 ** (hints - 1))
-                and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)):
+        if waited >= self.settings.rehint_after * (2 ** (hints - 1)) and await self.lifecycle.rehint(
+            task.task_id, run_id, keep_previous=True
+        ):
             self._repaired(report, "hint-renewed", task.task_id, runId=run_id)
 
     async def _blocked(self, task: Task, report: Report) -> None:
@@ -238,14 +261,23 @@ class Reconciler:
         grace = dt.timedelta(seconds=self.settings.reconcile_grace)
         task_id = task.task_id
         in_row = task.waiting is not None  # what it waits for is on its row (shared/domain/dependencies.py)
-        waiting = [d for d in (task.waiting if task.waiting is not None else await stores.deps.requirements(
-            task_id, limit=REQUIREMENTS_CHECKED)) if d != task_id]
+        waiting = [
+            d
+            for d in (
+                task.waiting
+                if task.waiting is not None
+                else await stores.deps.requirements(task_id, limit=REQUIREMENTS_CHECKED)
+            )
+            if d != task_id
+        ]
         self_dependent = task_id in task.definition["dependencies"]
         if waiting:
             accepted = ("completed",) if task.definition["requires"] == "all-completed" else RESOLVED_STATES
-            done = [t.task_id for t in await self.tasks.load_many(waiting[:REQUIREMENTS_CHECKED])
-                    if t.state in accepted and (resolved := t.runs[-1].resolved) is not None
-                    and resolved + grace <= now]
+            done = [
+                t.task_id
+                for t in await self.tasks.load_many(waiting[:REQUIREMENTS_CHECKED])
+                if t.state in accepted and (resolved := t.runs[-1].resolved) is not None and resolved + grace <= now
+            ]
             if not done:
                 return
             if in_row:
@@ -315,10 +347,19 @@ class Reconciler:
         except ValueError:
             body = None
         task_id = str(body.get("taskId") or body.get("key") or "") if isinstance(body, dict) else ""
-        log.error("poison message in %s (dequeued %d times): %s", poison, message.dequeue_count,
-                  message.content.decode(errors="replace"),
-                  extra=fields(event="poison", queue=poison, messageId=message.id, taskId=task_id or None,
-                               dequeueCount=message.dequeue_count))
+        log.error(
+            "poison message in %s (dequeued %d times): %s",
+            poison,
+            message.dequeue_count,
+            message.content.decode(errors="replace"),
+            extra=fields(
+                event="poison",
+                queue=poison,
+                messageId=message.id,
+                taskId=task_id or None,
+                dequeueCount=message.dequeue_count,
+            ),
+        )
         queues = self.stores.queues
         try:
             if base == RESOLVED_QUEUE or (base == CLAIM_QUEUE and ResolvedCheck.carried_by(body)):
@@ -331,13 +372,17 @@ class Reconciler:
                 requests = [replace(r, attempt=0) for r in decode_requests(body)]
                 await queues.put(queue, encode_requests(requests))
         except (KeyError, TypeError, ValueError):
-            log.error("dropping a malformed poison message (its content is logged above)",
-                      extra=fields(queue=poison, messageId=message.id))
+            log.error(
+                "dropping a malformed poison message (its content is logged above)",
+                extra=fields(queue=poison, messageId=message.id),
+            )
         except Exception:
             report.failures += 1
-            log.exception("poison message still fails; it stays in %s", poison,
-                          extra=fields(event="repair-failed", queue=poison, messageId=message.id,
-                                       taskId=task_id or None))
+            log.exception(
+                "poison message still fails; it stays in %s",
+                poison,
+                extra=fields(event="repair-failed", queue=poison, messageId=message.id, taskId=task_id or None),
+            )
             return
         await queues.delete(poison, message)
         self._repaired(report, "poison", task_id or None, queue=poison)

@@ -95,16 +95,23 @@ class ArtifactReads:
             if not artifact.present:
                 raise ArtifactNotUploaded(name=chain[-1], runId=run_id, taskId=task_id)
             if artifact.expires < now:
-                raise ArtifactExpired(name=chain[-1], runId=run_id, taskId=task_id,
-                                      expires=timeutil.iso(artifact.expires))
+                raise ArtifactExpired(
+                    name=chain[-1], runId=run_id, taskId=task_id, expires=timeutil.iso(artifact.expires)
+                )
             if artifact.storage_type != "link":
                 return chain, artifact
             target = artifact.details["artifact"]
-            problem = ("loops" if target in chain else f"is longer than {MAX_LINK_DEPTH} links"
-                       if len(chain) > MAX_LINK_DEPTH else None)
+            problem = (
+                "loops"
+                if target in chain
+                else f"is longer than {MAX_LINK_DEPTH} links"
+                if len(chain) > MAX_LINK_DEPTH
+                else None
+            )
             if problem is not None:
-                raise ArtifactLinkInvalid(name=name, runId=run_id, taskId=task_id, problem=problem,
-                                          chain=" -> ".join([*chain, target]))
+                raise ArtifactLinkInvalid(
+                    name=name, runId=run_id, taskId=task_id, problem=problem, chain=" -> ".join([*chain, target])
+                )
             chain.append(target)
 
     async def location(self, artifact: Artifact) -> Location:
@@ -125,9 +132,16 @@ class ArtifactReads:
             snapshot = (await self._seal(artifact)).details["snapshot"]
         expires = self.stores.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
         url = await self.artifacts.blobs.download_url(
-            self.artifacts.container, str(artifact.blob), expires, snapshot=snapshot,
-            served_as=served_as(artifact.content_type, artifact.details.get("contentEncoding"),
-                                uploaded=artifact.details.get("uploaded")))
+            self.artifacts.container,
+            str(artifact.blob),
+            expires,
+            snapshot=snapshot,
+            served_as=served_as(
+                artifact.content_type,
+                artifact.details.get("contentEncoding"),
+                uploaded=artifact.details.get("uploaded"),
+            ),
+        )
         return Location(url)
 
     async def _live_snapshot(self, artifact: Artifact) -> str | None:
@@ -152,14 +166,27 @@ class ArtifactReads:
         if artifact.storage_type == "s3":
             # The uploaded block becomes the blob, with the declared properties. A worker that wrote the blob
             # itself (a Put Blob, with the URL's write permission) left no block: its blob is taken as it is.
-            await blobs.commit_block(container, blob, S3_BLOCK, content_type=artifact.content_type,
-                                     content_encoding=artifact.details.get("contentEncoding"))
+            await blobs.commit_block(
+                container,
+                blob,
+                S3_BLOCK,
+                content_type=artifact.content_type,
+                content_encoding=artifact.details.get("contentEncoding"),
+            )
         snapshot: BlobInfo | None = await blobs.snapshot(container, blob)
         if snapshot is None:
             raise ArtifactNotUploaded(name=artifact.name, runId=artifact.run_id, taskId=artifact.task_id)
-        sealed = Artifact(artifact.task_id, artifact.run_id, artifact.name, artifact.storage_type,
-                          artifact.content_type, artifact.expires, artifact.present,
-                          {**artifact.details, "snapshot": snapshot.snapshot}, artifact.etag)
+        sealed = Artifact(
+            artifact.task_id,
+            artifact.run_id,
+            artifact.name,
+            artifact.storage_type,
+            artifact.content_type,
+            artifact.expires,
+            artifact.present,
+            {**artifact.details, "snapshot": snapshot.snapshot},
+            artifact.etag,
+        )
         written = await self.stores.tables.replace(TASKS_TABLE, sealed.to_entity())
         if written is None:  # changed meanwhile (sealed by another reader, or its expiry extended): read it again
             again = await self.artifacts.row(artifact.task_id, artifact.run_id, artifact.name)
@@ -170,11 +197,16 @@ class ArtifactReads:
 
     def _download_credentials(self, artifact: Artifact) -> dict[str, str]:
         """Temporary credentials that may download exactly this object, for an hour (Taskcluster's)."""
-        name = artifact.name if CLIENT_ID_SAFE.fullmatch(artifact.name) else hashlib.sha256(
-            artifact.name.encode()).hexdigest()[:32]
-        return self.stores.credentials(f"artifact-download/{artifact.task_id}/{artifact.run_id}/{name}",
-                                       [f"object:download:{artifact.details['object']}"],
-                                       self.stores.now() + DOWNLOAD_CREDENTIALS)
+        name = (
+            artifact.name
+            if CLIENT_ID_SAFE.fullmatch(artifact.name)
+            else hashlib.sha256(artifact.name.encode()).hexdigest()[:32]
+        )
+        return self.stores.credentials(
+            f"artifact-download/{artifact.task_id}/{artifact.run_id}/{name}",
+            [f"object:download:{artifact.details['object']}"],
+            self.stores.now() + DOWNLOAD_CREDENTIALS,
+        )
 
     async def info(self, task_id: str, run_id: int | None, name: str) -> Artifact:
         """artifactInfo: the artifact itself (a link is not followed); only present artifacts are shown."""
@@ -183,12 +215,16 @@ class ArtifactReads:
             raise ArtifactNotFound(name=name, runId=run_id, taskId=task_id)
         return artifact
 
-    async def list(self, task_id: str, run_id: int | None, *, limit: int,
-                   continuation: str | None) -> tuple[list[Artifact], str | None]:
+    async def list(
+        self, task_id: str, run_id: int | None, *, limit: int, continuation: str | None
+    ) -> tuple[list[Artifact], str | None]:
         """listArtifacts: a page of the run's present artifacts, in name order."""
         run_id = await self._run_of(task_id, run_id)
         page = await self.stores.tables.query(
-            TASKS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi and present eq @present",
+            TASKS_TABLE,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi and present eq @present",
             {"pk": task_id, "lo": f"{ARTIFACT_ROW}{run_id}:", "hi": f"{ARTIFACT_ROW}{run_id};", "present": True},
-            limit=limit, continuation=continuation)
+            limit=limit,
+            continuation=continuation,
+        )
         return [Artifact.from_entity(e) for e in page.entities], page.continuation

@@ -69,7 +69,7 @@ UPLOAD_CREDENTIALS = dt.timedelta(hours=24)  # object artifacts' upload credenti
 
 class TooManyLiveArtifacts(errors.InputError):
     """Artifact `{name}`: a run may have at most {limit} `azure` artifacts created without `contentLength` (live
-logs, sealed when the run resolves); give `contentLength` and call finishArtifact for the others"""
+    logs, sealed when the run resolves); give `contentLength` and call finishArtifact for the others"""
 
 
 @dataclass(frozen=True)
@@ -126,8 +126,9 @@ class Artifacts:
             raise ContentTypeInvalid(name=name, contentType=content_type[:300])
         expires = timeutil.to_ms(timeutil.parse(body["expires"]))
         if expires < now - EXPIRES_PAST:
-            raise ArtifactExpiresInvalid(expires=timeutil.iso(expires),
-                                         problem="it must not be more than 15 minutes in the past")
+            raise ArtifactExpiresInvalid(
+                expires=timeutil.iso(expires), problem="it must not be more than 15 minutes in the past"
+            )
         details: dict[str, Any]
         present = True
         if storage_type == "azure":
@@ -142,8 +143,11 @@ class Artifacts:
             if body.get("contentEncoding"):
                 details["contentEncoding"] = body["contentEncoding"]
         elif storage_type == "object":
-            details = {"object": object_name(task_id, run_id, name), "projectId": task.definition["projectId"],
-                       "uploadId": timeutil.slugid()}
+            details = {
+                "object": object_name(task_id, run_id, name),
+                "projectId": task.definition["projectId"],
+                "uploadId": timeutil.slugid(),
+            }
             present = False
         elif storage_type == "reference":
             details = {"url": body["url"]}
@@ -160,11 +164,17 @@ class Artifacts:
         if not run.worker_group:
             raise RunNeverClaimed(taskId=task.task_id, runId=run_id)
         if expires > task.expires:
-            raise ArtifactExpiresInvalid(expires=timeutil.iso(expires), problem=f"an artifact may not outlive its "
-                                         f"task, which expires {task.definition['expires']}")
+            raise ArtifactExpiresInvalid(
+                expires=timeutil.iso(expires),
+                problem=f"an artifact may not outlive its task, which expires {task.definition['expires']}",
+            )
         if not run_accepts_artifacts(run, now, self.settings.artifact_exception_window):
-            raise RunNotAcceptingArtifacts(taskId=task.task_id, runId=run_id, state=run.state,
-                                           window=f"{self.settings.artifact_exception_window:g}")
+            raise RunNotAcceptingArtifacts(
+                taskId=task.task_id,
+                runId=run_id,
+                state=run.state,
+                window=f"{self.settings.artifact_exception_window:g}",
+            )
 
     async def create(self, task_id: str, run_id: int, name: str, body: dict[str, Any]) -> Created:
         """createArtifact: `body` has passed the create-artifact-request schema."""
@@ -188,7 +198,10 @@ class Artifacts:
                         artifact = replace(wanted, details=old.details, present=old.present)
                     artifact.etag = old.etag
                     if (artifact.storage_type, artifact.expires, artifact.details) == (
-                            old.storage_type, old.expires, old.details):
+                        old.storage_type,
+                        old.expires,
+                        old.details,
+                    ):
                         return await self._created(artifact, task, now)  # the same request again: no write
                 if artifact.expires not in indexed:  # the expiry index first: a crash leaves no unindexed row
                     await self.stores.artifact_expiry.add(index_key(task_id, run_id, name), artifact.expires)
@@ -197,13 +210,20 @@ class Artifacts:
                 if live:
                     live = self._track_live(task, run_id, name)
                 # As Taskcluster: announced when present, except `s3` (whose data may never come).
-                if artifact.present and artifact.storage_type != "s3" and (old is None or (
-                        old.storage_type, old.details) != (artifact.storage_type, artifact.details)):
+                if (
+                    artifact.present
+                    and artifact.storage_type != "s3"
+                    and (old is None or (old.storage_type, old.details) != (artifact.storage_type, artifact.details))
+                ):
                     task.emit("artifact-created", run_id, artifact=artifact.to_event())
                 op = Op("insert" if old is None else "replace", artifact.to_entity())
                 if await self.tasks.write(task, extra=[op], touch=not live):  # the run records a live artifact
-                    log.info("artifact %s created (%s)", name, artifact.storage_type,
-                             extra=fields(event="artifact-created", taskId=task_id, runId=run_id))
+                    log.info(
+                        "artifact %s created (%s)",
+                        name,
+                        artifact.storage_type,
+                        extra=fields(event="artifact-created", taskId=task_id, runId=run_id),
+                    )
                     return await self._created(artifact, task, now)
                 task.emitted.clear()
 
@@ -239,8 +259,9 @@ class Artifacts:
         """The queue's own URL that a plain PUT uploads the data to, as to a presigned S3 URL (it answers as S3
         does, and keeps the PUT's representation headers: shared/operations/s3_uploads.py)."""
         seconds = int(expires.timestamp())
-        signature = upload_signature(self.settings.upload_key, artifact.task_id, artifact.run_id, artifact.name,
-                                     seconds)
+        signature = upload_signature(
+            self.settings.upload_key, artifact.task_id, artifact.run_id, artifact.name, seconds
+        )
         path = upload_path(artifact.task_id, artifact.run_id, artifact.name)
         return f"{self.settings.public_root_url}/api/queue/v1{path}?expires={seconds}&signature={signature}"
 
@@ -282,8 +303,12 @@ class Artifacts:
                 artifact.present = True
                 task.emit("artifact-created", run_id, artifact=artifact.to_event())
                 if await self.tasks.write(task, extra=[Op("replace", artifact.to_entity())], touch=True):
-                    log.info("artifact %s finished (%s)", name, artifact.storage_type,
-                             extra=fields(event="artifact-created", taskId=task_id, runId=run_id))
+                    log.info(
+                        "artifact %s finished (%s)",
+                        name,
+                        artifact.storage_type,
+                        extra=fields(event="artifact-created", taskId=task_id, runId=run_id),
+                    )
                     return
                 task.emitted.clear()
 
@@ -293,16 +318,23 @@ class Artifacts:
         snapshot = await self.blobs.snapshot(self.container, str(artifact.blob))
         declared = artifact.details["contentLength"]
         if snapshot is None:
-            raise UploadIncomplete(name=artifact.name, problem="no blob was uploaded to its putUrl (or a block "
-                                   "upload did not commit its block list)")
+            raise UploadIncomplete(
+                name=artifact.name,
+                problem="no blob was uploaded to its putUrl (or a block upload did not commit its block list)",
+            )
         if snapshot.size != declared:
-            raise UploadIncomplete(name=artifact.name, problem=f"the uploaded blob holds {snapshot.size} bytes, "
-                                   f"but contentLength {declared} was declared")
+            raise UploadIncomplete(
+                name=artifact.name,
+                problem=f"the uploaded blob holds {snapshot.size} bytes, but contentLength {declared} was declared",
+            )
         return snapshot
 
     async def _check_object(self, artifact: Artifact, upload_id: str) -> None:
         found = await self.objects.stored(artifact.details["object"])
         if found is None or found.upload_id != upload_id or found.state != "finished":
-            raise UploadIncomplete(name=artifact.name, problem=f"object `{artifact.details['object']}` was not "
-                                   "uploaded with this uploadId and finished (object.createUpload, the upload, then "
-                                   "object.finishUpload)")
+            raise UploadIncomplete(
+                name=artifact.name,
+                problem=f"object `{artifact.details['object']}` was not "
+                "uploaded with this uploadId and finished (object.createUpload, the upload, then "
+                "object.finishUpload)",
+            )

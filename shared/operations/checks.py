@@ -53,12 +53,17 @@ class Checks:
             if run is not None and run.resolved_state:
                 outcome = "followed-up"
                 return UNCHANGED
-            if (run is None or run.state != "running" or run.taken_until != check.takenUntil
-                    or task.taken_until != check.takenUntil):
+            if (
+                run is None
+                or run.state != "running"
+                or run.taken_until != check.takenUntil
+                or task.taken_until != check.takenUntil
+            ):
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(self.tasks.check_queue(CLAIM_QUEUE, check.taskId), check.encode(),
-                                            check.takenUntil, now):
+            if await self._put_back_if_early(
+                self.tasks.check_queue(CLAIM_QUEUE, check.taskId), check.encode(), check.takenUntil, now
+            ):
                 outcome = "early"
                 return UNCHANGED
             if deadline_passed(task, now):
@@ -92,11 +97,18 @@ class Checks:
         else:
             await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, task.task_id), task.event_seq)
             if task.state in RESOLVED_STATES and run_id == task.last_run_id:
-                check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None,
-                                      task.runs[run_id].resolved or self.stores.now())
+                check = ResolvedCheck(
+                    task.task_id,
+                    run_id,
+                    task.definition["taskGroupId"],
+                    None,
+                    task.runs[run_id].resolved or self.stores.now(),
+                )
                 await self.stores.queues.put(self.tasks.check_queue(RESOLVED_QUEUE, task.task_id), check.encode())
-        log.info("resolution followed up by its claim check", extra=fields(event="resolution-followed-up",
-                                                                           taskId=task.task_id, runId=run_id))
+        log.info(
+            "resolution followed up by its claim check",
+            extra=fields(event="resolution-followed-up", taskId=task.task_id, runId=run_id),
+        )
 
     async def check_deadlines(self, body: Any) -> str:
         """A `task-deadlines` message came due: a bucket of deadlines (shared/domain/deadlines.py), or one task's
@@ -105,8 +117,8 @@ class Checks:
         if isinstance(body, dict) and "taskId" in body:
             return await self.check_deadline(DeadlineCheck.decode(body))
         return await self.stores.deadlines.check(
-            DeadlineBucket.decode(body), lambda task_id, deadline: self.check_deadline(DeadlineCheck(task_id,
-                                                                                                     deadline)))
+            DeadlineBucket.decode(body), lambda task_id, deadline: self.check_deadline(DeadlineCheck(task_id, deadline))
+        )
 
     async def check_deadline(self, check: DeadlineCheck) -> DeadlineCheckOutcome:
         """A deadline check came due: resolve whatever is unresolved as deadline-exceeded."""
@@ -120,13 +132,13 @@ class Checks:
             if task.deadline != check.deadline:
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(self.tasks.check_queue(DEADLINE_QUEUE, check.taskId), check.encode(),
-                                            check.deadline, now):
+            if await self._put_back_if_early(
+                self.tasks.check_queue(DEADLINE_QUEUE, check.taskId), check.encode(), check.deadline, now
+            ):
                 outcome = "early"
                 return UNCHANGED
             if not task.runs:
-                task.runs.append(Run("exception", "exception", now, reason_resolved="deadline-exceeded",
-                                     resolved=now))
+                task.runs.append(Run("exception", "exception", now, reason_resolved="deadline-exceeded", resolved=now))
             elif not task.runs[-1].resolved_state:
                 task.runs[-1].resolve("exception", "deadline-exceeded", now)
             else:

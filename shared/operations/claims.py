@@ -58,8 +58,15 @@ class Claims:
         self.tasks = tasks
         self.stores = tasks.stores
 
-    async def claim(self, task_id: str, run_id: int, worker_group: str, worker_id: str,
-                    hint_id: str | None = None, token: str | None = None) -> Claim | ClaimRefusal:
+    async def claim(
+        self,
+        task_id: str,
+        run_id: int,
+        worker_group: str,
+        worker_id: str,
+        hint_id: str | None = None,
+        token: str | None = None,
+    ) -> Claim | ClaimRefusal:
         """Claim run `run_id` for a worker, through hint `hint_id` if given. The run keeps `token` (by default the
         hint id): the same worker claiming again with the same token (or none, as claimTask does) gets the same
         claim back; anyone else gets CONFLICT."""
@@ -72,8 +79,7 @@ class Claims:
         # As in TaskRepository.modify: a remembered row may start a claim; a refusal or a repeated claim made on
         # it stands only if the stored row is still the same.
         task: Task | None = self.tasks.known.get(task_id)
-        if (task is None or run_id >= len(task.runs)) and await stores.events.in_flight.settled(
-                TASKS_TABLE, task_id):
+        if (task is None or run_id >= len(task.runs)) and await stores.events.in_flight.settled(TASKS_TABLE, task_id):
             task = self.tasks.known.get(task_id)  # its hint was put here just before its write: now it is known
         fresh = read = task is None
         while True:
@@ -102,9 +108,9 @@ class Claims:
                     # stale check, never a running run that nothing expires.
                     check, _, announced = await all_of(  # independent of each other; all before the write
                         self.tasks.put_claim_check(task_id, run_id, taken_until, now),
-                        stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id,
-                                                   now),
-                        nothing() if guarded else self.tasks.announce(task))
+                        stores.workers.run_claimed(task.task_queue_id, task_id, run_id, worker_group, worker_id, now),
+                        nothing() if guarded else self.tasks.announce(task),
+                    )
                 task.checks["claim"] = check
                 run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
                 run.started, run.taken_until, run.hint_id = now, taken_until, token
@@ -118,8 +124,9 @@ class Claims:
                 return Claim(task, run_id)
             read = True  # lost a race
 
-    async def claim_task(self, task_id: str, task_queue_id: str, run_id: int, worker_group: str,
-                         worker_id: str) -> Claim:
+    async def claim_task(
+        self, task_id: str, task_queue_id: str, run_id: int, worker_group: str, worker_id: str
+    ) -> Claim:
         """claimTask (deprecated API): claim a given run of a task of `task_queue_id` (which the caller read for
         the scopes), raising the Taskcluster error when refused."""
         stores = self.stores
@@ -155,8 +162,9 @@ class Claims:
                 # The message's id in the token: the same message received again (its claimWork answer was
                 # lost before the message was deleted) gives the worker its claim again; a second copy of the
                 # hint (a put retried after a lost answer) does not.
-                result = await self.claim(hint.taskId, hint.runId, worker_group, worker_id, hint.hintId,
-                                          f"{hint.hintId}@{message.id}")
+                result = await self.claim(
+                    hint.taskId, hint.runId, worker_group, worker_id, hint.hintId, f"{hint.hintId}@{message.id}"
+                )
                 if result not in (ClaimRefusal.TASK_NOT_FOUND, ClaimRefusal.RUN_NOT_FOUND) or pause is None:
                     break
                 await asyncio.sleep(pause)  # the hint is written just ahead of its run
@@ -181,11 +189,20 @@ class Claims:
         try:
             await self.stores.queues.delete(queue, message)
         except Exception:
-            log.warning("could not delete a consumed pending hint", exc_info=True,
-                        extra=fields(queue=queue, messageId=message.id))
+            log.warning(
+                "could not delete a consumed pending hint",
+                exc_info=True,
+                extra=fields(queue=queue, messageId=message.id),
+            )
 
-    async def claim_work(self, task_queue_id: str, worker_group: str, worker_id: str, count: int,
-                         gone: Callable[[], Awaitable[bool]] | None = None) -> list[Claim]:
+    async def claim_work(
+        self,
+        task_queue_id: str,
+        worker_group: str,
+        worker_id: str,
+        count: int,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+    ) -> list[Claim]:
         """claimWork: claim up to `count` pending runs, highest priority first, FIFO within a priority.
 
         Returns as soon as a polling round claimed something; otherwise polls until `claim_work_wait`
@@ -201,7 +218,8 @@ class Claims:
         settings = stores.settings
         give_up = time.monotonic() + settings.claim_work_wait
         quarantine: asyncio.Future[dt.datetime | None] | None = asyncio.ensure_future(
-            stores.workers.quarantined_until(task_queue_id, worker_group, worker_id))
+            stores.workers.quarantined_until(task_queue_id, worker_group, worker_id)
+        )
         seen: asyncio.Future[None] | None = None
         try:
             while True:
@@ -218,8 +236,7 @@ class Claims:
                         if until is not None:
                             return await self._quarantined(give_up, gone, received)
                         seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker_group, worker_id))
-                    got, lost_now = await self._claim_in_order(received, worker_group, worker_id,
-                                                               count - len(claims))
+                    got, lost_now = await self._claim_in_order(received, worker_group, worker_id, count - len(claims))
                     claims.extend(got)
                     lost = lost or lost_now
                 if quarantine is not None:  # every queue was skipped (found empty a moment ago): nothing received
@@ -228,8 +245,9 @@ class Claims:
                         return await self._quarantined(give_up, gone, [])
                     seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker_group, worker_id))
                 if lost and len(claims) < count:
-                    claims.extend(await self.claim_from_index(task_queue_id, count - len(claims), worker_group,
-                                                              worker_id))
+                    claims.extend(
+                        await self.claim_from_index(task_queue_id, count - len(claims), worker_group, worker_id)
+                    )
                 if claims:
                     faults.point("claimed-before-response")
                     # Nothing after the claims may fail the request: they are saved, and a worker that never hears
@@ -245,8 +263,10 @@ class Claims:
                     return []
                 # Until the next poll, or until this process puts a hint for the task queue: the callers waiting
                 # then share the receive that follows (SharedReceives).
-                await stores.empty_queues.wakeups.wait(pending_queues(task_queue_id, stores.shards.pending),
-                                                       min(settings.claim_work_poll_interval, remaining))
+                await stores.empty_queues.wakeups.wait(
+                    pending_queues(task_queue_id, stores.shards.pending),
+                    min(settings.claim_work_poll_interval, remaining),
+                )
         finally:
             for pending in (quarantine, seen):
                 if pending is not None and not pending.done():
@@ -273,8 +293,10 @@ class Claims:
         """Up to `wanted` hints from each of `queues`, received at once (one round trip where one queue after
         another took up to seven). If one receive fails, what the others got goes back and the failure is raised."""
         stores = self.stores
-        got = await asyncio.gather(*(stores.receives.receive(q, wanted, stores.settings.pending_hint_visibility)
-                                     for q in queues), return_exceptions=True)
+        got = await asyncio.gather(
+            *(stores.receives.receive(q, wanted, stores.settings.pending_hint_visibility) for q in queues),
+            return_exceptions=True,
+        )
         received = [(q, r) for q, r in zip(queues, got, strict=True) if not isinstance(r, BaseException)]
         failed = next((r for r in got if isinstance(r, BaseException)), None)
         if failed is not None:
@@ -290,8 +312,9 @@ class Claims:
             self._give_back_all(received)
             raise
 
-    async def _claim_in_order(self, received: list[tuple[str, Received]], worker_group: str, worker_id: str,
-                              wanted: int) -> tuple[list[Claim], bool]:
+    async def _claim_in_order(
+        self, received: list[tuple[str, Received]], worker_group: str, worker_id: str, wanted: int
+    ) -> tuple[list[Claim], bool]:
         """Claim from what `received` got, queue by queue, highest priority first: what a higher queue claimed is
         not taken from a lower one, whose extra hints go back at once. The claims, and whether a receive lost its
         answer."""
@@ -311,8 +334,9 @@ class Claims:
             claims.extend(r for r in results if r is not None)
         return claims, lost
 
-    async def _quarantined(self, give_up: float, gone: Callable[[], Awaitable[bool]] | None,
-                           received: list[tuple[str, Received]]) -> list[Claim]:
+    async def _quarantined(
+        self, give_up: float, gone: Callable[[], Awaitable[bool]] | None, received: list[tuple[str, Received]]
+    ) -> list[Claim]:
         """As Taskcluster: a quarantined worker waits the whole long-poll and gets nothing (what was received for
         it goes back)."""
         self._give_back_all(received)
@@ -333,19 +357,18 @@ class Claims:
         try:
             await self.stores.queues.release(queue, message, 0)
         except Exception:
-            log.info("could not give back a pending hint", exc_info=True, extra=fields(queue=queue,
-                                                                                        messageId=message.id))
+            log.info(
+                "could not give back a pending hint", exc_info=True, extra=fields(queue=queue, messageId=message.id)
+            )
 
-    async def claim_from_index(self, task_queue_id: str, count: int, worker_group: str,
-                               worker_id: str) -> list[Claim]:
+    async def claim_from_index(self, task_queue_id: str, count: int, worker_group: str, worker_id: str) -> list[Claim]:
         """Claim up to `count` pending runs that the task queue's index lists, oldest first, without a hint.
 
         Used while hints that a receive with a lost answer took stay hidden (until their visibility ends,
         QUEUE_PENDING_HINT_VISIBILITY, 5 minutes), so the runs they name do not wait that long. Their hints,
         when they come back, find the runs claimed and are dropped. Priority is not known here: in this rare
         case the oldest pending runs go first."""
-        rows, _ = await self.stores.workers.runs(task_queue_id, "pending", limit=min(100, 4 * count),
-                                                 continuation=None)
+        rows, _ = await self.stores.workers.runs(task_queue_id, "pending", limit=min(100, 4 * count), continuation=None)
         if not rows:
             self.stores.empty_queues.none_hidden(pending_queues(task_queue_id, self.stores.shards.pending))
         rows.sort(key=lambda row: str(row.data.get("since") or ""))
@@ -353,13 +376,17 @@ class Claims:
         for row in rows:
             if len(claims) >= count:
                 break
-            result = await self.claim(row.row_key, int(row.data["runId"]), worker_group, worker_id,
-                                      token=f"index@{uuid.uuid4().hex}")  # never the same claim again
+            result = await self.claim(
+                row.row_key, int(row.data["runId"]), worker_group, worker_id, token=f"index@{uuid.uuid4().hex}"
+            )  # never the same claim again
             if isinstance(result, Claim):
                 claims.append(result)
         if claims:
-            log.info("claimed %d pending runs from the index after a lost receive", len(claims),
-                     extra=fields(event="claimed-from-index", taskQueueId=task_queue_id))
+            log.info(
+                "claimed %d pending runs from the index after a lost receive",
+                len(claims),
+                extra=fields(event="claimed-from-index", taskQueueId=task_queue_id),
+            )
         return claims
 
     async def reclaim_task(self, task_id: str, run_id: int) -> Claim:
@@ -400,15 +427,28 @@ class Claims:
         task, run_id, run = claim.task, claim.run_id, claim.run
         assert run.taken_until is not None and run.worker_group and run.worker_id
         taken_until = run.taken_until
-        client_id = (f"task-client/{task.task_id}/{run_id}/on/{run.worker_group}/{run.worker_id}"
-                     f"/until/{timeutil.js_seconds(taken_until)}")
-        scopes = [f"queue:reclaim-task:{task.task_id}/{run_id}", f"queue:resolve-task:{task.task_id}/{run_id}",
-                  f"queue:create-artifact:{task.task_id}/{run_id}", *task.definition["scopes"]]
+        client_id = (
+            f"task-client/{task.task_id}/{run_id}/on/{run.worker_group}/{run.worker_id}"
+            f"/until/{timeutil.js_seconds(taken_until)}"
+        )
+        scopes = [
+            f"queue:reclaim-task:{task.task_id}/{run_id}",
+            f"queue:resolve-task:{task.task_id}/{run_id}",
+            f"queue:create-artifact:{task.task_id}/{run_id}",
+            *task.definition["scopes"],
+        ]
         return self.stores.credentials(client_id, scopes, taken_until)
 
 
-def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: str, hint_id: str | None,
-                  token: str | None, now: dt.datetime) -> Claim | ClaimRefusal | None:
+def claim_outcome(
+    task: Task | None,
+    run_id: int,
+    worker_group: str,
+    worker_id: str,
+    hint_id: str | None,
+    token: str | None,
+    now: dt.datetime,
+) -> Claim | ClaimRefusal | None:
     """What a claim of `task` as read comes to without writing: a refusal, the worker's own claim again, or None
     (the run is pending: claim it)."""
     if task is None:
@@ -418,8 +458,12 @@ def claim_outcome(task: Task | None, run_id: int, worker_group: str, worker_id: 
     run = task.runs[run_id]
     if deadline_passed(task, now):
         return ClaimRefusal.DEADLINE_PASSED
-    if (run.state == "running" and run.worker_group == worker_group and run.worker_id == worker_id
-            and (token is None or run.hint_id == token)):
+    if (
+        run.state == "running"
+        and run.worker_group == worker_group
+        and run.worker_id == worker_id
+        and (token is None or run.hint_id == token)
+    ):
         return Claim(task, run_id)
     if run_id != task.last_run_id or run.state != "pending":
         return ClaimRefusal.CONFLICT

@@ -86,8 +86,15 @@ class TaskCreation:
         accepted = ("completed",) if require == "completed" else RESOLVED_STATES
         satisfied: list[str] = []
         late: list[str] = []
-        task = Task(task_id, definition, [], retries_left=definition["retries"], dependents_marked=True,
-                    has_dependents=False, waiting=[] if in_row else None)
+        task = Task(
+            task_id,
+            definition,
+            [],
+            retries_left=definition["retries"],
+            dependents_marked=True,
+            has_dependents=False,
+            waiting=[] if in_row else None,
+        )
         task.emit("task-defined")
         # Decided once: whether its events go without a dispatch request, its answer waiting for them (`_announce`).
         writer_publishes = stores.events.answers_after_publishing
@@ -98,12 +105,18 @@ class TaskCreation:
         hint_id: str | None = None
         with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
             # A new group named after the task (the default) is written in the task's own transaction.
-            sole = stores.groups.new_sole(task_id, scheduler_id, task.expires, now) if (
-                group_id == task_id and group is None) else None
+            sole = (
+                stores.groups.new_sole(task_id, scheduler_id, task.expires, now)
+                if (group_id == task_id and group is None)
+                else None
+            )
 
             def join() -> Coroutine[Any, Any, None]:
-                return (stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
-                        if sole is None else nothing())
+                return (
+                    stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
+                    if sole is None
+                    else nothing()
+                )
 
             if in_row:
                 # The edges, each in one transaction with its dependency's flag, conditional on the row remembered
@@ -113,9 +126,13 @@ class TaskCreation:
                 # whose waits for one another's writes then add no round trip (a refusal leaves them; a new group is
                 # joined once the dependencies are found, so that a refused task never makes one).
                 early = group is not None and sole is None
-                guards = asyncio.ensure_future(all_of(
-                    stores.deadlines.add(task_id, task.deadline, task.expires),
-                    self._announce(task, writer_publishes), join() if early else nothing()))
+                guards = asyncio.ensure_future(
+                    all_of(
+                        stores.deadlines.add(task_id, task.deadline, task.expires),
+                        self._announce(task, writer_publishes),
+                        join() if early else nothing(),
+                    )
+                )
                 try:
                     found = await self.edges.attach(task_id, dependencies, require, task.expires)
                     _refuse_dependencies([d for d in dependencies if d != task_id], found, definition)
@@ -130,22 +147,29 @@ class TaskCreation:
                 if not task.waiting:
                     task.runs.append(Run("pending", "scheduled", now))
                     task.emit("task-pending", 0)
-                    _, hint_id, announced = await all_of(nothing() if early else join(),
-                                                         self.tasks.put_pending_hint(task, 0, now),
-                                                         self._announce(task, writer_publishes, hinted=hinted))
+                    _, hint_id, announced = await all_of(
+                        nothing() if early else join(),
+                        self.tasks.put_pending_hint(task, 0, now),
+                        self._announce(task, writer_publishes, hinted=hinted),
+                    )
                     task.runs[0].hint_id = hint_id
                 elif not early:
                     await join()
                 written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
             elif dependencies:
-                checked = (await self._precheck_dependencies(task_id, definition)
-                           if len(dependencies) > POINT_READ_LIMIT else None)
+                checked = (
+                    await self._precheck_dependencies(task_id, definition)
+                    if len(dependencies) > POINT_READ_LIMIT
+                    else None
+                )
                 # Edges before the dependencies are read (a dependency that resolves meanwhile finds this task);
                 # with them, the rows and messages that precede the task's write and that a refusal leaves
                 # harmlessly (the deadline row, the dispatch request: hints that find nothing).
                 _, _, announced = await all_of(
                     stores.deps.add(task_id, dependencies, require, task.expires),
-                    stores.deadlines.add(task_id, task.deadline, task.expires), self._announce(task, writer_publishes))
+                    stores.deadlines.add(task_id, task.deadline, task.expires),
+                    self._announce(task, writer_publishes),
+                )
                 try:
                     # The group learns of the task once its dependencies were read and found (a phantom member
                     # would hold the group unresolved): with their notes, which refuse only a dependency deleted
@@ -161,8 +185,10 @@ class TaskCreation:
                 # of latency instead of five).
                 _, hint_id, _, announced = await all_of(
                     stores.deadlines.add(task_id, task.deadline, task.expires),
-                    self.tasks.put_pending_hint(task, 0, now), join(),
-                    self._announce(task, writer_publishes, hinted=hinted))
+                    self.tasks.put_pending_hint(task, 0, now),
+                    join(),
+                    self._announce(task, writer_publishes, hinted=hinted),
+                )
                 task.runs.append(Run("pending", "scheduled", now))
                 task.runs[0].hint_id = hint_id
             if not in_row:
@@ -197,8 +223,9 @@ class TaskCreation:
             # The satisfied dependencies' rows go, and the others are read (they may have gone meanwhile, their
             # dependency resolved and its resolver found this task not written yet): at once.
             waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency
-            _, blocked = await all_of(stores.deps.satisfy(task_id, satisfied),
-                                      stores.deps.blocked(task_id, waiting_for))
+            _, blocked = await all_of(
+                stores.deps.satisfy(task_id, satisfied), stores.deps.blocked(task_id, waiting_for)
+            )
             if not blocked:
                 return await self.lifecycle.schedule_unblocked(task_id)
         return task
@@ -213,12 +240,15 @@ class TaskCreation:
             await leave_group(stores, task_group_id, task_id)
             await stores.groups.forget_member(task_group_id, task_id)
 
-        await all_of(stores.deps.remove_here(task_id, dependencies),
-                     leave(joined) if joined is not None else nothing())
+        await all_of(stores.deps.remove_here(task_id, dependencies), leave(joined) if joined is not None else nothing())
 
-    async def _check_dependencies(self, task_id: str, definition: TaskDefinition,
-                                  checked: dict[str, Task] | None = None,
-                                  alongside: Callable[[], Coroutine[Any, Any, None]] = nothing) -> list[str]:
+    async def _check_dependencies(
+        self,
+        task_id: str,
+        definition: TaskDefinition,
+        checked: dict[str, Task] | None = None,
+        alongside: Callable[[], Coroutine[Any, Any, None]] = nothing,
+    ) -> list[str]:
         """Check the dependencies exist and outlive this task's deadline; the ones already satisfied. Those that
         were satisfied in `checked` (read before the edges were written) are not read again. `alongside` runs
         once they were read and found, at the same time as the notes to those that learn of a first dependent."""
@@ -239,8 +269,12 @@ class TaskCreation:
                 raise errors.InputError("Dependencies not found: {missing}", missing=dependency.task_id)
             found[dependency.task_id] = noted
 
-        await all_at_once([alongside(), *(note(t) for t in list(found.values())
-                                          if t.state not in accepted and t.has_dependents is False)])
+        await all_at_once(
+            [
+                alongside(),
+                *(note(t) for t in list(found.values()) if t.state not in accepted and t.has_dependents is False),
+            ]
+        )
         return [d for d, t in found.items() if t.state in accepted]
 
     async def _precheck_dependencies(self, task_id: str, definition: TaskDefinition) -> dict[str, Task]:
@@ -250,7 +284,7 @@ class TaskCreation:
         wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
         found: dict[str, Task] = {}
         for start in range(0, len(wanted), DEPENDENCY_BATCH):
-            batch = wanted[start:start + DEPENDENCY_BATCH]
+            batch = wanted[start : start + DEPENDENCY_BATCH]
             tasks = {t.task_id: t for t in await self.tasks.load_many(batch)}
             _refuse_dependencies(batch, tasks, definition)
             found.update(tasks)
@@ -266,8 +300,9 @@ def normalize(task_id: str, body: dict[str, Any]) -> TaskDefinition:
             raise errors.InputError("Either taskQueueId, or both provisionerId and workerType, must be given")
         tq = f"{prov}/{wt}"
     elif (prov is not None or wt is not None) and f"{prov}/{wt}" != tq:
-        raise errors.InputError("taskQueueId `{tq}` does not match provisionerId/workerType `{prov}/{wt}`",
-                                tq=tq, prov=prov, wt=wt)
+        raise errors.InputError(
+            "taskQueueId `{tq}` does not match provisionerId/workerType `{prov}/{wt}`", tq=tq, prov=prov, wt=wt
+        )
     prov, wt = tq.split("/", 1)
     definition.update(taskQueueId=tq, provisionerId=prov, workerType=wt)
     definition.setdefault("taskGroupId", task_id)
@@ -277,8 +312,9 @@ def normalize(task_id: str, body: dict[str, Any]) -> TaskDefinition:
         definition["expires"] = timeutil.normalize(definition["expires"])
     else:  # a year after the deadline (the latest date there is, for a deadline the checks will refuse anyway)
         deadline = timeutil.parse(definition["deadline"])
-        definition["expires"] = timeutil.iso(deadline + min(DEFAULT_EXPIRES, dt.datetime.max.replace(
-            tzinfo=dt.UTC) - deadline))
+        definition["expires"] = timeutil.iso(
+            deadline + min(DEFAULT_EXPIRES, dt.datetime.max.replace(tzinfo=dt.UTC) - deadline)
+        )
     return cast(TaskDefinition, {key: definition[key] for key in DEFINITION_FIELDS})
 
 
@@ -288,8 +324,9 @@ def check_definition(definition: TaskDefinition, now: dt.datetime, max_deadline_
     expires = timeutil.parse(definition["expires"])
     problems = []
     if abs(created - now) > CREATED_DRIFT:
-        problems.append(f"created ({definition['created']}) must be within 15 minutes of the current time "
-                        f"({timeutil.iso(now)})")
+        problems.append(
+            f"created ({definition['created']}) must be within 15 minutes of the current time ({timeutil.iso(now)})"
+        )
     if created > deadline:
         problems.append("created must not be after deadline")
     if deadline < now:

@@ -38,11 +38,11 @@ class DependencyEdges:
     def __init__(self, tasks: TaskRepository) -> None:
         self.tasks = tasks
         # By dependency: the edges that arrive while one of its transactions is in flight go in the next one.
-        self._edges: GroupCommit[str, _Edge] = GroupCommit(self._write, lambda edges: min(len(edges),
-                                                                                          BATCH_LIMIT - 1))
+        self._edges: GroupCommit[str, _Edge] = GroupCommit(self._write, lambda edges: min(len(edges), BATCH_LIMIT - 1))
 
-    async def attach(self, task_id: str, dependencies: list[str], require: str,
-                     expires: dt.datetime) -> dict[str, Task]:
+    async def attach(
+        self, task_id: str, dependencies: list[str], require: str, expires: dt.datetime
+    ) -> dict[str, Task]:
         """Write `task_id`'s edge in each of its dependencies' partitions (a self-dependency aside), a page of
         ATTACH_AT_ONCE at a time (one round trip up to that many, one more per further page; a long list does not
         take a connection pool's worth at once); each dependency as it stood once its edge was written (missing
@@ -51,7 +51,7 @@ class DependencyEdges:
         edges = [edge_here(dep, task_id, require, count, expires) for dep in dependencies if dep != task_id]
         found: list[Task | None] = []
         for start in range(0, len(edges), ATTACH_AT_ONCE):
-            found += await asyncio.gather(*(self._attach(edge) for edge in edges[start:start + ATTACH_AT_ONCE]))
+            found += await asyncio.gather(*(self._attach(edge) for edge in edges[start : start + ATTACH_AT_ONCE]))
         return {t.task_id: t for t in found if t is not None}
 
     async def _attach(self, entity: Entity) -> Task | None:
@@ -73,8 +73,15 @@ class DependencyEdges:
                 if task is None:
                     return None
             listed = listed_with(task.dependents if task.dependents_here else [], edges)
-            flag = Op("merge", Entity(dependency, task_row(dependency), {
-                "dependentsHere": True, "dependents": encode_dependents(listed)}, task.etag))
+            flag = Op(
+                "merge",
+                Entity(
+                    dependency,
+                    task_row(dependency),
+                    {"dependentsHere": True, "dependents": encode_dependents(listed)},
+                    task.etag,
+                ),
+            )
             written = await self.tasks.stores.tables.commit(TASKS_TABLE, [flag, *(Op("upsert", e) for e in edges)])
             if written is not None:
                 # The row as stored now: the one the merge was conditional on, flagged and listing the edges.

@@ -43,8 +43,13 @@ class Expiry:
         self.tasks = tasks
         self.stores = tasks.stores
 
-    async def _drain(self, due: Callable[[dt.datetime, int], Awaitable[list[tuple[str, str]]]], batch: int,
-                     budget_seconds: float, expire: Callable[[str, str, dt.datetime], Awaitable[None]]) -> int:
+    async def _drain(
+        self,
+        due: Callable[[dt.datetime, int], Awaitable[list[tuple[str, str]]]],
+        batch: int,
+        budget_seconds: float,
+        expire: Callable[[str, str, dt.datetime], Awaitable[None]],
+    ) -> int:
         """Hand each entry (partition, key) that `due(cutoff, batch)` finds to `expire(partition, key, cutoff)`,
         `batch` at a time (at most 16 at once) until none is left or the time budget is spent; how many entries
         were handled."""
@@ -110,7 +115,7 @@ class Expiry:
 
         async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
             if task_id.startswith(GROUP_KEY):
-                await expire_group(task_id[len(GROUP_KEY):], cutoff, hour)
+                await expire_group(task_id[len(GROUP_KEY) :], cutoff, hour)
             elif await expire_task(task_id, cutoff):
                 await stores.expiry.remove(hour, task_id)
 
@@ -139,8 +144,7 @@ class Expiry:
             # Gone already, or its expiry was extended since this entry (the later one is indexed too).
             if artifact is not None and artifact.expires < cutoff:
                 if not await self._delete_artifact(artifact):
-                    log.warning("artifact %s changed while expiring; kept", artifact.name,
-                                extra=fields(taskId=task_id))
+                    log.warning("artifact %s changed while expiring; kept", artifact.name, extra=fields(taskId=task_id))
                     return  # looked at again on the next run
                 deleted += 1
             await stores.artifact_expiry.remove(hour, key)
@@ -155,18 +159,22 @@ class Expiry:
         expiry was extended in between, which the ETag catches."""
         if artifact.blob is not None:
             await self._blobs_delete(artifact.blob)
-        return await self.stores.tables.delete(TASKS_TABLE, artifact.task_id, row_key(artifact.run_id,
-                                                                                        artifact.name),
-                                               etag=artifact.etag)
+        return await self.stores.tables.delete(
+            TASKS_TABLE, artifact.task_id, row_key(artifact.run_id, artifact.name), etag=artifact.etag
+        )
 
     async def forget_artifacts(self, task_id: str) -> None:
         """Delete every artifact of an expiring task (all expired: none may outlive its task), blobs first."""
         tables = self.stores.tables
         continuation: str | None = None
         while True:
-            page = await tables.query(TASKS_TABLE, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                      {"pk": task_id, "lo": ARTIFACT_ROW, "hi": ARTIFACT_ROW_END},
-                                      limit=100, continuation=continuation)
+            page = await tables.query(
+                TASKS_TABLE,
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+                {"pk": task_id, "lo": ARTIFACT_ROW, "hi": ARTIFACT_ROW_END},
+                limit=100,
+                continuation=continuation,
+            )
             artifacts = [Artifact.from_entity(e) for e in page.entities]
             await asyncio.gather(*(self._blobs_delete(a.blob) for a in artifacts if a.blob is not None))
             await delete_all(tables, TASKS_TABLE, [(e.partition_key, e.row_key) for e in page.entities])
@@ -191,8 +199,11 @@ class Expiry:
             if stored is not None and stored.expires < cutoff:
                 await self._blobs_delete(stored.blob)
                 if not await stores.tables.delete(OBJECTS_TABLE, key, OBJECT_ROW, etag=stored.etag):
-                    log.warning("object %s changed while expiring; kept", stored.name,
-                                extra=fields(event="object-expiry", object=stored.name))
+                    log.warning(
+                        "object %s changed while expiring; kept",
+                        stored.name,
+                        extra=fields(event="object-expiry", object=stored.name),
+                    )
                     return
                 deleted += 1
             await stores.object_expiry.remove(hour, key)

@@ -43,19 +43,20 @@ class TaskGroups:
             raise TaskGroupNotFound(taskGroupId=task_group_id)
         return group
 
-    async def members(self, task_group_id: str, *, limit: int,
-                      continuation: str | None) -> tuple[TaskGroup, list[Task], str | None]:
+    async def members(
+        self, task_group_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[TaskGroup, list[Task], str | None]:
         """A page of the group's tasks (a member whose task is gone, expired, is left out)."""
         group = await self.get(task_group_id)
-        ids, token = await self.stores.groups.members(task_group_id, limit=min(limit, MAX_PAGE),
-                                                      continuation=continuation)
+        ids, token = await self.stores.groups.members(
+            task_group_id, limit=min(limit, MAX_PAGE), continuation=continuation
+        )
         return group, await self.tasks.load_many(ids), token
 
     async def seal(self, task_group_id: str) -> TaskGroup:
         await self.stores.ready()
         now = self.stores.now()
-        return await self.stores.groups.seal(task_group_id, now,
-                                             lambda g: [group_changed("task-group-sealed", g, now)])
+        return await self.stores.groups.seal(task_group_id, now, lambda g: [group_changed("task-group-sealed", g, now)])
 
     async def cancel(self, task_group_id: str) -> GroupChange:
         """Cancel every unresolved task of a sealed group whose deadline has not passed."""
@@ -91,14 +92,27 @@ class TaskGroups:
 
         changed = [t for t in await asyncio.gather(*(change(t) for t in ids)) if t]
         now = self.stores.now()
-        await self.stores.groups.update(task_group_id, lambda g: g, lambda g: [group_event(
-            "task-group-priority-changed", g.task_group_id, g.scheduler_id, now=now, newPriority=new_priority,
-            tasksAffected=len(changed))])
+        await self.stores.groups.update(
+            task_group_id,
+            lambda g: g,
+            lambda g: [
+                group_event(
+                    "task-group-priority-changed",
+                    g.task_group_id,
+                    g.scheduler_id,
+                    now=now,
+                    newPriority=new_priority,
+                    tasksAffected=len(changed),
+                )
+            ],
+        )
         return GroupChange(group, len(ids), changed)
 
-    async def events(self, task_group_id: str, *, limit: int,
-                     continuation: str | None) -> tuple[list[tuple[int, Event]], str | None]:
+    async def events(
+        self, task_group_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[tuple[int, Event]], str | None]:
         """The group's recorded events (sealed, resolved, priority changed), in order."""
         await self.get(task_group_id)
-        return await self.stores.events.list(Stream(GROUP_STREAMS, task_group_id), limit=min(limit, MAX_PAGE),
-                                             continuation=continuation)
+        return await self.stores.events.list(
+            Stream(GROUP_STREAMS, task_group_id), limit=min(limit, MAX_PAGE), continuation=continuation
+        )

@@ -63,7 +63,7 @@ BATCH_BYTES = 2 * 1024 * 1024
 
 class BadContinuation(errors.InvalidRequestArguments):
     """continuationToken `{token}` is not one this index gave: pass back the `continuationToken` of the previous
-page unchanged"""
+    page unchanged"""
 
 
 @dataclass
@@ -79,12 +79,13 @@ class TaskIndex:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
         # namespace -> the expiry stored for it, as last written or read here (rows only ever grow later)
-        self._namespaces: Bounded[str, dt.datetime] = Bounded(KNOWN_NAMESPACES, max_bytes=4 * 1024 * 1024,
-                                                              weigh=lambda k, _: len(k))
+        self._namespaces: Bounded[str, dt.datetime] = Bounded(
+            KNOWN_NAMESPACES, max_bytes=4 * 1024 * 1024, weigh=lambda k, _: len(k)
+        )
         # path -> the entry this process last wrote there, with the ETag it left
         self._entries: Bounded[str, tuple[str, IndexedTask]] = Bounded(
-            KNOWN_ENTRIES, max_bytes=KNOWN_ENTRIES_BYTES,
-            weigh=lambda path, known: len(path) + data_size(known[1].data))
+            KNOWN_ENTRIES, max_bytes=KNOWN_ENTRIES_BYTES, weigh=lambda path, known: len(path) + data_size(known[1].data)
+        )
         self._inserts: GroupCommit[str, _NewEntry] = GroupCommit(self._insert_together, _distinct_paths)
 
     # --- reads ---------------------------------------------------------------------------------------------
@@ -104,8 +105,9 @@ class TaskIndex:
             raise IndexedTaskNotFound(path=path)
         return entry
 
-    async def find_many(self, paths: list[str], *, limit: int,
-                        continuation: str | None) -> tuple[list[IndexedTask], str | None]:
+    async def find_many(
+        self, paths: list[str], *, limit: int, continuation: str | None
+    ) -> tuple[list[IndexedTask], str | None]:
         """The entries at `paths` that exist, `limit` paths looked up per page (Taskcluster's findTasksAtIndex);
         a malformed path is one where nothing can be indexed."""
         if len(paths) > MAX_FIND_MANY:
@@ -114,7 +116,7 @@ class TaskIndex:
         start = _offset(continuation) if continuation is not None else 0
         if start > len(paths):
             raise BadContinuation(token=continuation)
-        chunk = paths[start:start + limit]
+        chunk = paths[start : start + limit]
         limiter = asyncio.Semaphore(AT_ONCE)
 
         async def one(path: str) -> IndexedTask | None:
@@ -128,27 +130,39 @@ class TaskIndex:
         end = start + len(chunk)
         return found, (_token(end) if end < len(paths) else None)
 
-    async def list_tasks(self, namespace: str, *, limit: int,
-                         continuation: str | None) -> tuple[list[IndexedTask], str | None]:
+    async def list_tasks(
+        self, namespace: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[IndexedTask], str | None]:
         words(namespace)
         await self.stores.ready()
         page = await self._listing(entry_partition(namespace), limit, continuation)
         return [IndexedTask.from_entity(join(namespace, decode_key(e.row_key)), e) for e in page[0]], page[1]
 
-    async def list_namespaces(self, namespace: str, *, limit: int,
-                              continuation: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    async def list_namespaces(
+        self, namespace: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
         words(namespace)
         await self.stores.ready()
         rows, token = await self._listing(namespace_partition(namespace), limit, continuation)
-        return [{"namespace": join(namespace, decode_key(e.row_key)), "name": decode_key(e.row_key),
-                 "expires": e.data["expires"]} for e in rows], token
+        return [
+            {
+                "namespace": join(namespace, decode_key(e.row_key)),
+                "name": decode_key(e.row_key),
+                "expires": e.data["expires"],
+            }
+            for e in rows
+        ], token
 
     async def _listing(self, partition: str, limit: int, continuation: str | None) -> tuple[list[Entity], str | None]:
         """One page of a partition's rows that have not expired. A page may hold fewer than `limit` rows (the
         storage service filters after it takes `limit` rows) and still have a continuation: follow it."""
-        page = await self.stores.tables.query(INDEX_TABLE, "PartitionKey eq @pk and expires gt @now",
-                                              {"pk": partition, "now": timeutil.iso(self.stores.now())},
-                                              limit=limit, continuation=continuation)
+        page = await self.stores.tables.query(
+            INDEX_TABLE,
+            "PartitionKey eq @pk and expires gt @now",
+            {"pk": partition, "now": timeutil.iso(self.stores.now())},
+            limit=limit,
+            continuation=continuation,
+        )
         return page.entities, page.continuation
 
     # --- writes ---------------------------------------------------------------------------------------------
@@ -218,8 +232,11 @@ class TaskIndex:
         """Every namespace down to `namespace` exists and expires no earlier than `expires` (rounded up to the
         hour). Those this process knows to be so are not written."""
         needed = hour_ceiling(expires)
-        todo = [(parent, name) for parent, name in ancestors(namespace)
-                if (self._namespaces.get(join(parent, name)) or dt.datetime.min.replace(tzinfo=dt.UTC)) < needed]
+        todo = [
+            (parent, name)
+            for parent, name in ancestors(namespace)
+            if (self._namespaces.get(join(parent, name)) or dt.datetime.min.replace(tzinfo=dt.UTC)) < needed
+        ]
         await asyncio.gather(*(self._ensure_namespace(parent, name, needed) for parent, name in todo))
 
     async def _ensure_namespace(self, parent: str, name: str, needed: dt.datetime) -> None:
@@ -264,8 +281,9 @@ class TaskIndex:
         resolved = task.runs[run_id].resolved
         indexed_at = resolved if resolved is not None else self.stores.now()
         await self.stores.ready()
-        await asyncio.gather(*(self.insert(IndexedTask(e.path, task.task_id, e.rank, e.data, e.expires, indexed_at))
-                               for e in entries))
+        await asyncio.gather(
+            *(self.insert(IndexedTask(e.path, task.task_id, e.rank, e.data, e.expires, indexed_at)) for e in entries)
+        )
         log.debug("indexed at %d paths", len(entries), extra=fields(taskId=task.task_id, runId=run_id))
         return len(entries)
 
@@ -292,8 +310,13 @@ class TaskIndex:
                 return await tables.delete(INDEX_TABLE, entity.partition_key, entity.row_key, etag=entity.etag)
 
         while time.monotonic() < give_up:
-            page = await tables.query(INDEX_TABLE, "expires lt @cutoff", {"cutoff": timeutil.iso(cutoff)},
-                                      limit=100, continuation=continuation)
+            page = await tables.query(
+                INDEX_TABLE,
+                "expires lt @cutoff",
+                {"cutoff": timeutil.iso(cutoff)},
+                limit=100,
+                continuation=continuation,
+            )
             deleted += sum(await asyncio.gather(*(delete(e) for e in page.entities)))
             continuation = page.continuation
             if continuation is None:

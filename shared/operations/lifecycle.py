@@ -107,8 +107,7 @@ class Lifecycle:
         deadline passed). Idempotent: a dependency no longer listed changes nothing."""
         return (await self._release(task_id, satisfied, None))[0]
 
-    async def _release(self, task_id: str, satisfied: Collection[str],
-                       stands_in: Fallback | None) -> tuple[Task, bool]:
+    async def _release(self, task_id: str, satisfied: Collection[str], stands_in: Fallback | None) -> tuple[Task, bool]:
         """`release`, and whether this call wrote it. `stands_in`: a message that already stands in for the
         events should this process die before publishing them (the resolving dependency's claim check, from
         `guarded_by`): the hint goes without a dispatch request, and the message waits for these events too."""
@@ -136,8 +135,7 @@ class Lifecycle:
             self.stores.events.also_guarded_by(stands_in, Stream(TASKS_TABLE, task_id), task.event_seq)
         return task, changed
 
-    async def release_soon(self, task_id: str, dependency: str,
-                           stands_in: Fallback | None = None) -> tuple[Task, bool]:
+    async def release_soon(self, task_id: str, dependency: str, stands_in: Fallback | None = None) -> tuple[Task, bool]:
         """`release` of one dependency, written with the other releases of the same task that arrive meanwhile
         (`stands_in` only when every one of them has one: `_release`); the task as left, and whether the write
         released it from this one. TaskNotFound when the task is not written."""
@@ -229,8 +227,9 @@ class Lifecycle:
             if run.state == state and run.reason_resolved == reason:
                 return UNCHANGED
             if run.resolved_state:
-                raise errors.RunResolvedDifferently(taskId=task_id, runId=run_id, state=run.state,
-                                                    reasonResolved=run.reason_resolved)
+                raise errors.RunResolvedDifferently(
+                    taskId=task_id, runId=run_id, state=run.state, reasonResolved=run.reason_resolved
+                )
             if run_id != task.last_run_id or run.state != "running":
                 raise errors.RunNotRunning(taskId=task_id, runId=run_id, state=run.state)
             run.resolve(state, reason, now)
@@ -249,8 +248,12 @@ class Lifecycle:
             # it to the claim check (shared/operations/repository.py): followed up now (idempotent), the answer
             # waiting for it as the first one would have.
             await self.tasks.resolver.follow_up_run(task, run_id)
-        log.info("run resolved %s/%s", state, reason,
-                 extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason))
+        log.info(
+            "run resolved %s/%s",
+            state,
+            reason,
+            extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason),
+        )
         return task
 
     async def rehint(self, task_id: str, run_id: int, *, keep_previous: bool) -> bool:
@@ -270,7 +273,7 @@ class Lifecycle:
             earlier = run.hint_ids()
             await guards.hint(task)
             assert run.hint_id is not None
-            kept = [*earlier[:1], *earlier[1:][-(MAX_HINTS - 2):]] if keep_previous else []
+            kept = [*earlier[:1], *earlier[1:][-(MAX_HINTS - 2) :]] if keep_previous else []
             run.hint_id = " ".join([*kept, run.hint_id])
             hinted = True
             return None
@@ -312,6 +315,7 @@ class Lifecycle:
         await self.stores.ready()
         task = await self.change_priority(task_id, new_priority, strict=True)
         assert task is not None  # strict: refused otherwise
-        log.info("task priority changed to %s", new_priority, extra=fields(event="task-priority-changed",
-                                                                           taskId=task_id))
+        log.info(
+            "task priority changed to %s", new_priority, extra=fields(event="task-priority-changed", taskId=task_id)
+        )
         return task

@@ -23,8 +23,13 @@ NOT_UPLOADED = "-"  # recorded for a live artifact whose blob did not exist when
 
 def unsealed(task: Task) -> list[tuple[int, str]]:
     """The live artifacts of the task's resolved runs whose blob was not snapshotted yet: (runId, name)."""
-    return [(run_id, name) for run_id, run in enumerate(task.runs) if run.resolved_state
-            for name, snapshot in run.live.items() if not snapshot]
+    return [
+        (run_id, name)
+        for run_id, run in enumerate(task.runs)
+        if run.resolved_state
+        for name, snapshot in run.live.items()
+        if not snapshot
+    ]
 
 
 async def seal_live(stores: Stores, task: Task) -> None:
@@ -34,7 +39,8 @@ async def seal_live(stores: Stores, task: Task) -> None:
     if not pending or stores.blobs is None:
         return
     container = stores.settings.artifact_container
-    taken = await asyncio.gather(*(stores.blobs.snapshot(container, blob_path(task.task_id, run_id, name))
-                                   for run_id, name in pending))
+    taken = await asyncio.gather(
+        *(stores.blobs.snapshot(container, blob_path(task.task_id, run_id, name)) for run_id, name in pending)
+    )
     for (run_id, name), info in zip(pending, taken, strict=True):
         task.runs[run_id].live[name] = info.snapshot if info is not None and info.snapshot else NOT_UPLOADED

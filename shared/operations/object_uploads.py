@@ -29,7 +29,7 @@ log = logging.getLogger("queue.objects")
 
 class ObjectUploadUrlInvalid(errors.InsufficientScopes):
     """This upload URL does not allow an upload of object `{name}`: {problem}. Ask createUpload again (same
-uploadId, projectId and expires) for a fresh one"""
+    uploadId, projectId and expires) for a fresh one"""
 
 
 class NoSuchUpload(errors.ResourceNotFound):
@@ -57,13 +57,20 @@ class ObjectUploads:
         """Store the body as the object's data (not yet finished); its ETag (the quoted MD5 of the data)."""
         self._check_signature(request)
         stored = await self._uploading(request)
-        limit = Limit(stored.content_length if stored.content_length is not None
-                      else self.settings.artifact_s3_max_bytes, "the contentLength proposed at createUpload")
+        limit = Limit(
+            stored.content_length if stored.content_length is not None else self.settings.artifact_s3_max_bytes,
+            "the contentLength proposed at createUpload",
+        )
         staged = await self.staging.stage(request.name, stored.blob, body, limit, request.headers)
-        await self.objects.blobs.commit_blocks(self.objects.container, stored.blob, staged.block_ids,
-                                               BlobProperties(stored.content_type))
-        log.info("object %s: %d bytes uploaded through the queue", request.name, staged.size,
-                 extra=fields(event="object-uploaded", object=request.name))
+        await self.objects.blobs.commit_blocks(
+            self.objects.container, stored.blob, staged.block_ids, BlobProperties(stored.content_type)
+        )
+        log.info(
+            "object %s: %d bytes uploaded through the queue",
+            request.name,
+            staged.size,
+            extra=fields(event="object-uploaded", object=request.name),
+        )
         return staged.etag
 
     def _check_signature(self, request: ObjectDataRequest) -> None:

@@ -140,16 +140,22 @@ class Objects:
             stored.hashes = _merged(stored.hashes, given, name)
             upload = await self._choose(stored, proposed, now, chunked=chunked)
             if await self._write(stored, new=existing is None):
-                log.info("object %s: upload %s by %s", name, upload_id, upload.method or "no method",
-                         extra=fields(event="object-upload", object=name))
+                log.info(
+                    "object %s: upload %s by %s",
+                    name,
+                    upload_id,
+                    upload.method or "no method",
+                    extra=fields(event="object-upload", object=name),
+                )
                 return upload
             if existing is None and await self.stored(name) is None:
                 # The key is held by another name's entry (one written before keys escaped a leading `~`).
                 raise UploadConflict(name=name, problem="its storage key is held by another object")
         raise errors.InternalServerError("The object's entry kept changing; try again")
 
-    async def _choose(self, stored: StoredObject, proposed: dict[str, Any], now: dt.datetime, *,
-                      chunked: bool) -> Upload:
+    async def _choose(
+        self, stored: StoredObject, proposed: dict[str, Any], now: dt.datetime, *, chunked: bool
+    ) -> Upload:
         inline = proposed.get("dataInline")
         if inline is not None:
             try:
@@ -159,26 +165,46 @@ class Objects:
             if len(data) <= DATA_INLINE_MAX:
                 for algorithm, value in hashes_of(data).items():  # the data is here: its hashes can be checked
                     if stored.hashes.get(algorithm, value) != value:
-                        raise HashMismatch(name=stored.name, algorithm=algorithm, actual=value,
-                                           given=stored.hashes[algorithm])
+                        raise HashMismatch(
+                            name=stored.name, algorithm=algorithm, actual=value, given=stored.hashes[algorithm]
+                        )
                 await self.blobs.write(self.container, stored.blob, data, inline["contentType"])
-                stored.content_type, stored.content_length, stored.method = inline["contentType"], len(data), \
-                    "dataInline"
+                stored.content_type, stored.content_length, stored.method = (
+                    inline["contentType"],
+                    len(data),
+                    "dataInline",
+                )
                 return Upload(stored, "dataInline")
         put = proposed.get("putUrl")
         if put is not None:
-            stored.content_type, stored.content_length, stored.method = put["contentType"], put["contentLength"], \
-                "putUrl"
+            stored.content_type, stored.content_length, stored.method = (
+                put["contentType"],
+                put["contentLength"],
+                "putUrl",
+            )
             url_expires = min(now + dt.timedelta(seconds=self.settings.artifact_upload_ttl), stored.expires)
             if chunked:
-                return Upload(stored, "putUrl", self._upload_data_url(stored, url_expires), url_expires,
-                              {"Content-Type": put["contentType"]})
+                return Upload(
+                    stored,
+                    "putUrl",
+                    self._upload_data_url(stored, url_expires),
+                    url_expires,
+                    {"Content-Type": put["contentType"]},
+                )
             url = await self.blobs.upload_url(self.container, stored.blob, url_expires)
             # What Blob Storage needs of a single PUT: the blob type, the content type it stores, and a length
             # (it takes no chunked body; with the header, the official clients stream with a fixed length).
-            return Upload(stored, "putUrl", url, url_expires,
-                          {"x-ms-blob-type": "BlockBlob", "Content-Type": put["contentType"],
-                           "Content-Length": str(put["contentLength"])})
+            return Upload(
+                stored,
+                "putUrl",
+                url,
+                url_expires,
+                {
+                    "x-ms-blob-type": "BlockBlob",
+                    "Content-Type": put["contentType"],
+                    "Content-Length": str(put["contentLength"]),
+                },
+            )
         return Upload(stored, None)
 
     def _upload_data_url(self, stored: StoredObject, expires: dt.datetime) -> str:
@@ -205,8 +231,12 @@ class Objects:
             else:
                 await self._seal(stored, given)
             if await self._write(stored, new=False):
-                log.info("object %s finished (%s bytes)", name, stored.content_length,
-                         extra=fields(event="object-finished", object=name))
+                log.info(
+                    "object %s finished (%s bytes)",
+                    name,
+                    stored.content_length,
+                    extra=fields(event="object-finished", object=name),
+                )
                 return
         raise errors.InternalServerError("The object's entry kept changing; try again")
 
@@ -214,11 +244,15 @@ class Objects:
         """Snapshot the uploaded blob, check it, and make the record finished (not yet written)."""
         snapshot = await self.blobs.snapshot(self.container, stored.blob)
         if snapshot is None:
-            raise UploadIncomplete(name=stored.name, problem="nothing was uploaded (PUT the data to the putUrl of "
-                                   "createUpload first)")
+            raise UploadIncomplete(
+                name=stored.name, problem="nothing was uploaded (PUT the data to the putUrl of createUpload first)"
+            )
         if stored.content_length is not None and snapshot.size != stored.content_length:
-            raise UploadIncomplete(name=stored.name, problem=f"the upload holds {snapshot.size} bytes, but "
-                                   f"contentLength {stored.content_length} was proposed")
+            raise UploadIncomplete(
+                name=stored.name,
+                problem=f"the upload holds {snapshot.size} bytes, but "
+                f"contentLength {stored.content_length} was proposed",
+            )
         hashes = _merged(stored.hashes, given, stored.name)
         if snapshot.size <= DATA_CHECKED:
             data = await self.blobs.read(self.container, stored.blob, snapshot=snapshot.snapshot) or b""
@@ -227,8 +261,11 @@ class Objects:
                     raise HashMismatch(name=stored.name, algorithm=algorithm, actual=value, given=hashes[algorithm])
                 hashes[algorithm] = value
         elif not any(a in hashes for a in ACCEPTABLE_HASHES):
-            raise UploadIncomplete(name=stored.name, problem=f"an object over {DATA_CHECKED} bytes needs the "
-                                   f"hashes of its data ({' or '.join(ACCEPTABLE_HASHES)}), which clients check")
+            raise UploadIncomplete(
+                name=stored.name,
+                problem=f"an object over {DATA_CHECKED} bytes needs the "
+                f"hashes of its data ({' or '.join(ACCEPTABLE_HASHES)}), which clients check",
+            )
         stored.state, stored.snapshot, stored.hashes = "finished", snapshot.snapshot, hashes
         stored.content_length = snapshot.size
 
@@ -243,8 +280,9 @@ class Objects:
     async def url(self, stored: StoredObject) -> tuple[str, dt.datetime]:
         """A short-lived read URL of the object's data, served with its content type; and until when it works."""
         expires = self.stores.now() + dt.timedelta(seconds=self.settings.artifact_download_ttl)
-        return await self.blobs.download_url(self.container, stored.blob, expires, snapshot=stored.snapshot,
-                                             served_as=served_as(stored.content_type)), expires
+        return await self.blobs.download_url(
+            self.container, stored.blob, expires, snapshot=stored.snapshot, served_as=served_as(stored.content_type)
+        ), expires
 
     async def start_download(self, name: str, accepted: dict[str, Any]) -> Download:
         stored = await self.finished(name)
@@ -255,8 +293,7 @@ class Objects:
         raise NoDownloadMethod(offered=", ".join(accepted) or "none")
 
 
-def _check_same_upload(stored: StoredObject, name: str, project_id: str, upload_id: str,
-                       expires: dt.datetime) -> None:
+def _check_same_upload(stored: StoredObject, name: str, project_id: str, upload_id: str, expires: dt.datetime) -> None:
     problems = []
     if stored.upload_id != upload_id:
         problems.append("it is being uploaded with another uploadId")

@@ -43,7 +43,7 @@ class PolledMessagesInvalid(errors.InputError):
 
 class HintsRefused(errors.InputError):
     """No message in xmlMessage is a hint this queue wrote for task queue `{taskQueueId}` (forged, altered, or of
-another task queue): {problems}"""
+    another task queue): {problems}"""
 
 
 def _text(node: ET.Element, tag: str) -> str:
@@ -68,8 +68,15 @@ def parse_messages(xml_text: str) -> list[QueueMessage]:
             dequeue_count = int(node.findtext("DequeueCount") or 1)
         except (TypeError, ValueError):
             raise PolledMessagesInvalid(problem="a QueueMessage with an unreadable InsertionTime") from None
-        messages.append(QueueMessage(_text(node, "MessageId"), _text(node, "PopReceipt"),
-                                     _text(node, "MessageText").encode(), dequeue_count, inserted))
+        messages.append(
+            QueueMessage(
+                _text(node, "MessageId"),
+                _text(node, "PopReceipt"),
+                _text(node, "MessageText").encode(),
+                dequeue_count,
+                inserted,
+            )
+        )
     if len(messages) > MAX_MESSAGES:
         raise PolledMessagesInvalid(problem=f"{len(messages)} messages; a poll returns at most {MAX_MESSAGES}")
     return messages
@@ -99,12 +106,17 @@ class Polling:
         urls = []
         for name in names:
             base, sas = (await stores.queues.process_url(name, expires)).split("?", 1)
-            urls.append((f"{base}/messages?visibilitytimeout={stores.settings.pending_hint_visibility}&{sas}",
-                         f"{base}/messages/{{{{messageId}}}}?popreceipt={{{{popReceipt}}}}&{sas}"))
+            urls.append(
+                (
+                    f"{base}/messages?visibilitytimeout={stores.settings.pending_hint_visibility}&{sas}",
+                    f"{base}/messages/{{{{messageId}}}}?popreceipt={{{{popReceipt}}}}&{sas}",
+                )
+            )
         return urls, expires
 
-    async def claim_polled(self, task_queue_id: str, worker_group: str, worker_id: str, count: int,
-                           xml_text: str) -> list[Claim]:
+    async def claim_polled(
+        self, task_queue_id: str, worker_group: str, worker_id: str, count: int, xml_text: str
+    ) -> list[Claim]:
         """claimWork with `xmlMessage`: claim the runs the polled hints name (up to `count`), without
         long-polling. Messages beyond `count` are made visible again for other workers."""
         stores = self.stores
@@ -122,19 +134,30 @@ class Polling:
             else:
                 queue = stores.shards.pending_queue(task_queue_id, hint.priority, hint.taskId)
                 # try_hint reads the hint from the content: hand it the decoded JSON, as a received message has it.
-                wanted.append((queue, QueueMessage(message.id, message.pop_receipt, hint.encode(),
-                                                   message.dequeue_count, message.inserted)))
+                wanted.append(
+                    (
+                        queue,
+                        QueueMessage(
+                            message.id, message.pop_receipt, hint.encode(), message.dequeue_count, message.inserted
+                        ),
+                    )
+                )
         if problems:
-            log.warning("refused %d polled messages: %s", len(problems), "; ".join(problems),
-                        extra=fields(workerGroup=worker_group, workerId=worker_id))
+            log.warning(
+                "refused %d polled messages: %s",
+                len(problems),
+                "; ".join(problems),
+                extra=fields(workerGroup=worker_group, workerId=worker_id),
+            )
         if not wanted and problems:
             raise HintsRefused(taskQueueId=task_queue_id, problems="; ".join(problems))
         if await stores.workers.quarantined_until(task_queue_id, worker_group, worker_id):
             claimed, extra = [], wanted  # a quarantined worker gets no work: the hints go back to the others
         else:
             claimed, extra = wanted[:count], wanted[count:]
-        results = await asyncio.gather(*(self.claims.try_hint(queue, m, worker_group, worker_id)
-                                         for queue, m in claimed))
+        results = await asyncio.gather(
+            *(self.claims.try_hint(queue, m, worker_group, worker_id) for queue, m in claimed)
+        )
         # Claims are saved by now: a hint that cannot be released stays hidden until its visibility ends, no more.
         await asyncio.gather(*(stores.queues.release(queue, m, 0) for queue, m in extra), return_exceptions=True)
         if any(r is not None for r in results):

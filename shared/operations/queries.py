@@ -59,29 +59,36 @@ class Queries:
         await self.stores.ready()
         return await self.tasks.load_many(t for t in task_ids if TASK_ID.fullmatch(t))
 
-    async def dependents(self, task_id: str, *, limit: int,
-                         continuation: str | None) -> tuple[list[Task], str | None]:
+    async def dependents(self, task_id: str, *, limit: int, continuation: str | None) -> tuple[list[Task], str | None]:
         """listDependentTasks: a page of the tasks that depend on `task_id` (404 when it does not exist)."""
         task = await self.task(task_id)
-        dependents, token = await self.stores.deps.dependents(task_id, limit=min(limit, MAX_PAGE),
-                                                              continuation=continuation, here=task.dependents_here,
-                                                              legacy=task.has_dependents is not False)
+        dependents, token = await self.stores.deps.dependents(
+            task_id,
+            limit=min(limit, MAX_PAGE),
+            continuation=continuation,
+            here=task.dependents_here,
+            legacy=task.has_dependents is not False,
+        )
         return await self.tasks.load_many(d.task_id for d in dependents), token
 
-    async def task_events(self, task_id: str, *, limit: int,
-                          continuation: str | None) -> tuple[list[tuple[int, Event]], str | None]:
+    async def task_events(
+        self, task_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[tuple[int, Event]], str | None]:
         """A task's recorded events, in order (whether or not a bus is configured)."""
         await self.task(task_id)
-        return await self.stores.events.list(Stream(TASKS_TABLE, task_id), limit=min(limit, MAX_PAGE),
-                                             continuation=continuation)
+        return await self.stores.events.list(
+            Stream(TASKS_TABLE, task_id), limit=min(limit, MAX_PAGE), continuation=continuation
+        )
 
-    async def task_queue_runs(self, task_queue_id: str, state: str, *, limit: int,
-                              continuation: str | None) -> tuple[list[QueuedRun], str | None]:
+    async def task_queue_runs(
+        self, task_queue_id: str, state: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[QueuedRun], str | None]:
         """listPendingTasks (`pending`) / listClaimedTasks (`running`): the index's rows, each checked against its
         task (a row a crash left stale is left out)."""
         await self.stores.ready()
-        rows, token = await self.stores.workers.runs(task_queue_id, state, limit=min(limit, MAX_PAGE),
-                                                     continuation=continuation)
+        rows, token = await self.stores.workers.runs(
+            task_queue_id, state, limit=min(limit, MAX_PAGE), continuation=continuation
+        )
         tasks = {t.task_id: t for t in await self.tasks.load_many(r.row_key for r in rows)}
         out: list[QueuedRun] = []
         for row in rows:
@@ -97,6 +104,7 @@ class Queries:
         counts of hints, some of them stale). A row a crash left stale counts until the reconciler drops it."""
         await self.stores.ready()
         workers = self.stores.workers
-        pending, claimed = await asyncio.gather(workers.count_runs(task_queue_id, "pending"),
-                                                workers.count_runs(task_queue_id, "running"))
+        pending, claimed = await asyncio.gather(
+            workers.count_runs(task_queue_id, "pending"), workers.count_runs(task_queue_id, "running")
+        )
         return QueueCounts(pending, claimed)

@@ -95,7 +95,7 @@ class SharedReceives:
                     roundtrips.waited(spans, waiter.arrived, waiter.spans)
                 messages = list(received)
                 for waiter in batch:
-                    mine, messages = messages[:waiter.wanted], messages[waiter.wanted:]
+                    mine, messages = messages[: waiter.wanted], messages[waiter.wanted :]
                     if waiter.answer.done():  # cancelled meanwhile: its share goes back to the queue
                         messages = mine + messages
                         continue

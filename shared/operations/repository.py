@@ -63,8 +63,9 @@ FOLLOW_WAIT = 0.5
 class Resolver(Protocol):
     """What follows a task's resolution (shared/operations/resolution.py)."""
 
-    def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True,
-                             stands_in: Fallback | None = None) -> Awaitable[object]: ...
+    def resolve_dependencies(
+        self, check: ResolvedCheck, *, with_group: bool = True, stands_in: Fallback | None = None
+    ) -> Awaitable[object]: ...
 
     def resolve_group_member(self, check: ResolvedCheck) -> Awaitable[None]: ...
 
@@ -119,8 +120,9 @@ class Guards:
                 # The events emitted so far (a change emits before it hints) are announced beside the hint, not
                 # after it: one round trip for both (modify hands `announced` to the write, which announces again
                 # only if more was emitted since, or a lost race made it decide again).
-                hint_id, self.announced = await all_of(self.tasks.put_pending_hint(task, run_id, self.now),
-                                                       self.tasks.announce(task))
+                hint_id, self.announced = await all_of(
+                    self.tasks.put_pending_hint(task, run_id, self.now), self.tasks.announce(task)
+                )
             self._hints[key] = hint_id or ""
         task.runs[-1].hint_id = self._hints[key] or None
 
@@ -139,15 +141,23 @@ class Guards:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             claim = task.checks.get("claim")
             claim_queue = self.tasks.check_queue(CLAIM_QUEUE, task.task_id)
-            converted = None if claim is None else await queues.release(
-                claim_queue, QueueMessage(claim[0], claim[1], b"", 0, self.now), grace, content=check.encode())
+            converted = (
+                None
+                if claim is None
+                else await queues.release(
+                    claim_queue, QueueMessage(claim[0], claim[1], b"", 0, self.now), grace, content=check.encode()
+                )
+            )
             if converted is not None:
                 self._converted.add(run_id)
                 self._resolved[run_id] = (claim_queue, converted, check)
             else:
                 resolved_queue = self.tasks.check_queue(RESOLVED_QUEUE, task.task_id)
-                self._resolved[run_id] = (resolved_queue, await queues.put(resolved_queue, check.encode(),
-                                                                           visible_in=grace), check)
+                self._resolved[run_id] = (
+                    resolved_queue,
+                    await queues.put(resolved_queue, check.encode(), visible_in=grace),
+                    check,
+                )
         if run_id in self._converted:
             task.checks.pop("claim", None)  # it is the resolution message now: not to be deleted
 
@@ -159,8 +169,9 @@ class Guards:
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             resolved_queue = self.tasks.check_queue(RESOLVED_QUEUE, task.task_id)
-            put = await self.tasks.stores.queues.put(resolved_queue, check.encode(),
-                                                     visible_in=self.tasks.resolution_grace)
+            put = await self.tasks.stores.queues.put(
+                resolved_queue, check.encode(), visible_in=self.tasks.resolution_grace
+            )
             self._resolved[run_id] = (resolved_queue, put, check)
 
     def resolution_message(self, run_id: int) -> tuple[str, QueueMessage, ResolvedCheck] | None:
@@ -241,12 +252,14 @@ class TaskRepository:
             return await self._note(current, satisfies)  # it stopped at another's notion of satisfied
         return current
 
-    async def _note(self, task: Task, satisfies: Callable[[Task], bool] = lambda t: t.state in RESOLVED_STATES
-                    ) -> Task | None:
+    async def _note(
+        self, task: Task, satisfies: Callable[[Task], bool] = lambda t: t.state in RESOLVED_STATES
+    ) -> Task | None:
         current: Task | None = task
         while current is not None and current.has_dependents is not True and not satisfies(current):
-            flag = Op("merge", Entity(current.task_id, task_row(current.task_id), {"hasDependents": True},
-                                      current.etag))
+            flag = Op(
+                "merge", Entity(current.task_id, task_row(current.task_id), {"hasDependents": True}, current.etag)
+            )
             written = await self.stores.tables.commit(TASKS_TABLE, [flag])
             if written is not None:
                 # The row as stored now: the one the merge was conditional on, flagged (its claim starts from it).
@@ -305,14 +318,16 @@ class TaskRepository:
                 # follow, any other turns the check into its resolution message beside the write.
                 if claim is None and group is not None:  # nothing is left to follow: no resolution message
                     assert group.announce is not None
-                    _, announced = await all_of(self.stores.events.announce(group.stream, group.announce),
-                                                self.announce(task))
+                    _, announced = await all_of(
+                        self.stores.events.announce(group.stream, group.announce), self.announce(task)
+                    )
                 elif claim is None and resolving:  # the resolution message and the dispatch request: both first
                     _, announced = await all_of(guards.resolved(task), self.announce(task))
                 if resolving:
                     spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-                written = await self.write(task, announced=announced, group=group,
-                                           guarded=claim is not None or guards.stands_in is not None)
+                written = await self.write(
+                    task, announced=announced, group=group, guarded=claim is not None or guards.stands_in is not None
+                )
             if group is not None and not written:
                 guards.group_failed = True  # the task changed, or the group did: decide again without it
             if written:
@@ -343,8 +358,9 @@ class TaskRepository:
         streams = [(Stream(TASKS_TABLE, task.task_id), task.event_seq)]
         if group.announce is not None:
             streams.append((group.stream, group.announce))
-        self.stores.events.guarded_by(self.check_queue(CLAIM_QUEUE, task.task_id),
-                                      QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams)
+        self.stores.events.guarded_by(
+            self.check_queue(CLAIM_QUEUE, task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams
+        )
 
     def guarded_by_claim(self, task: Task, claim: list[str], now: dt.datetime) -> None:
         """A claim written without a dispatch request for its `task-running`: its claim check stands in should this
@@ -357,8 +373,12 @@ class TaskRepository:
 
     def _kept_in_for(self, task: Task, queue: str, message_id: str, pop_receipt: str, now: dt.datetime) -> None:
         """A message that stays (its handler's to delete) stands in for the events the task's change wrote."""
-        self.stores.events.guarded_by(queue, QueueMessage(message_id, pop_receipt, b"", 0, now),
-                                      [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], keep=True)
+        self.stores.events.guarded_by(
+            queue,
+            QueueMessage(message_id, pop_receipt, b"", 0, now),
+            [(Stream(TASKS_TABLE, task.task_id), task.event_seq)],
+            keep=True,
+        )
 
     def guarded_by_hint(self, task: Task, hint_id: str, now: dt.datetime) -> None:
         """A new task pending at once written without a dispatch request for its events (`task-defined`,
@@ -384,23 +404,31 @@ class TaskRepository:
         run_id = task.last_run_id
         check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, guards.now)
         fallback = self.stores.events.guarded_by(
-            self.check_queue(CLAIM_QUEUE, task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now),
-            [(Stream(TASKS_TABLE, task.task_id), task.event_seq)], also=1)  # and once followed up
-        releasing = asyncio.ensure_future(self.resolver.resolve_dependencies(check, with_group=False,
-                                                                             stands_in=fallback))
+            self.check_queue(CLAIM_QUEUE, task.task_id),
+            QueueMessage(claim[0], claim[1], b"", 0, guards.now),
+            [(Stream(TASKS_TABLE, task.task_id), task.event_seq)],
+            also=1,
+        )  # and once followed up
+        releasing = asyncio.ensure_future(
+            self.resolver.resolve_dependencies(check, with_group=False, stands_in=fallback)
+        )
         try:
             done, _ = await asyncio.wait({releasing}, timeout=FOLLOW_WAIT)
             if not done:
                 try:
                     await guards.message_after(task)
                 except Exception:
-                    log.warning("could not put a resolution message; the claim check stands in", exc_info=True,
-                                extra=fields(taskId=task.task_id))
+                    log.warning(
+                        "could not put a resolution message; the claim check stands in",
+                        exc_info=True,
+                        extra=fields(taskId=task.task_id),
+                    )
         finally:  # also when the request is cancelled (its caller left): the rest is done all the same
             self.stores.afterwards(self._followed(check, task, releasing, fallback, guards))
 
-    async def _followed(self, check: ResolvedCheck, task: Task, releasing: asyncio.Future[object],
-                        fallback: Fallback, guards: Guards) -> None:
+    async def _followed(
+        self, check: ResolvedCheck, task: Task, releasing: asyncio.Future[object], fallback: Fallback, guards: Guards
+    ) -> None:
         """`_follow_here` after the answer: its group left, then the check's part done (deleted once the
         events are out too), and the resolution message put for a slow release deleted. Should any step fail, a
         resolution message (put now unless there is one) takes over from the check, after `resolution_grace`."""
@@ -410,14 +438,20 @@ class TaskRepository:
             await releasing
             await self.resolver.resolve_group_member(check)
         except Exception:
-            log.warning("following a resolution up here failed; its resolution message will", exc_info=True,
-                        extra=fields(taskId=check.taskId, runId=check.runId))
+            log.warning(
+                "following a resolution up here failed; its resolution message will",
+                exc_info=True,
+                extra=fields(taskId=check.taskId, runId=check.runId),
+            )
             if message is None:
                 try:
                     await guards.message_after(task)
                 except Exception:
-                    log.warning("could not put a resolution message; the claim check stands in", exc_info=True,
-                                extra=fields(taskId=check.taskId))
+                    log.warning(
+                        "could not put a resolution message; the claim check stands in",
+                        exc_info=True,
+                        extra=fields(taskId=check.taskId),
+                    )
                     return
             self.stores.events.done_with(fallback)
             return
@@ -431,15 +465,20 @@ class TaskRepository:
         resolution, to be written in the task's own transaction, which then leaves nothing for a resolution
         message to do (its dependents and its group are what that resolves). None otherwise, or when an earlier
         try of this change already put that message (its handler would resolve the group a second time)."""
-        if (task.has_dependents is not False or task.dependents_here
-                or task.definition["taskGroupId"] != task.task_id or guards.group_failed
-                or (task.state == "completed" and indexed(task.definition))  # indexing follows it
-                or guards.resolution_message(task.last_run_id) is not None
-                or any(run.reason_created == "rerun" for run in task.runs)):  # it left the group's active set before
+        if (
+            task.has_dependents is not False
+            or task.dependents_here
+            or task.definition["taskGroupId"] != task.task_id
+            or guards.group_failed
+            or (task.state == "completed" and indexed(task.definition))  # indexing follows it
+            or guards.resolution_message(task.last_run_id) is not None
+            or any(run.reason_created == "rerun" for run in task.runs)
+        ):  # it left the group's active set before
             return None
         now = self.stores.now()
-        return self.stores.groups.resolve_sole_ops(task.task_id,
-                                                   lambda g: [group_changed("task-group-resolved", g, now)])
+        return self.stores.groups.resolve_sole_ops(
+            task.task_id, lambda g: [group_changed("task-group-resolved", g, now)]
+        )
 
     async def announce(self, task: Task) -> int:
         """Ask for the dispatch of the events the task's change emitted so far, ahead of `write` (which then
@@ -450,9 +489,17 @@ class TaskRepository:
             await self.stores.events.announce(Stream(TASKS_TABLE, task.task_id), seq)
         return seq
 
-    async def write(self, task: Task, *, insert: bool = False, extra: Sequence[Op] = (),
-                    touch: bool = False, announced: int | None = None, group: GroupRows | None = None,
-                    guarded: bool = False) -> bool:
+    async def write(
+        self,
+        task: Task,
+        *,
+        insert: bool = False,
+        extra: Sequence[Op] = (),
+        touch: bool = False,
+        announced: int | None = None,
+        group: GroupRows | None = None,
+        guarded: bool = False,
+    ) -> bool:
         """Store a changed task (replace, conditional on its ETag; or insert) together with the events it
         announces and `extra` rows of its partition (artifacts), in one transaction. `touch`: the task itself
         did not change, only its event count is written (still conditional on the ETag, so that the extra rows
@@ -464,21 +511,35 @@ class TaskRepository:
             writing.enter_context(self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id))
             if group is not None and group.announce is not None:
                 writing.enter_context(self.stores.events.in_flight.writing(group.stream.table, group.stream.key))
-            etags = await self._write(task, insert=insert, extra=[*extra, *(group.ops if group else ())],
-                                      touch=touch, announced=task.event_seq + len(task.emitted) if guarded
-                                      else announced, also=[group.stream] if group else [])
+            etags = await self._write(
+                task,
+                insert=insert,
+                extra=[*extra, *(group.ops if group else ())],
+                touch=touch,
+                announced=task.event_seq + len(task.emitted) if guarded else announced,
+                also=[group.stream] if group else [],
+            )
         if group is not None:
-            group.done(None if etags is None else etags[1 + len(extra):1 + len(extra) + len(group.ops)])
+            group.done(None if etags is None else etags[1 + len(extra) : 1 + len(extra) + len(group.ops)])
         return etags is not None
 
-    async def _write(self, task: Task, *, insert: bool, extra: Sequence[Op], touch: bool,
-                     announced: int | None, also: Sequence[Stream]) -> Sequence[str | None] | None:
+    async def _write(
+        self,
+        task: Task,
+        *,
+        insert: bool,
+        extra: Sequence[Op],
+        touch: bool,
+        announced: int | None,
+        also: Sequence[Stream],
+    ) -> Sequence[str | None] | None:
         """`write`: the transaction's ETags (the task's first, then `extra`'s), or None when it lost a race."""
         tables = self.stores.tables
         if task.emitted or extra or touch:
             now = self.stores.now()
-            events = [task_event(task, exchange, run_id, now=now, **fields_)
-                      for exchange, run_id, fields_ in task.emitted]
+            events = [
+                task_event(task, exchange, run_id, now=now, **fields_) for exchange, run_id, fields_ in task.emitted
+            ]
             first = task.event_seq + 1
             task.event_seq += len(events)
             stream = Stream(TASKS_TABLE, task.task_id)
@@ -486,8 +547,9 @@ class TaskRepository:
                 await self.stores.events.announce(stream, task.event_seq)
             faults.point("before-state-write")
             if touch:
-                task_op = Op("merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq},
-                                             task.etag))
+                task_op = Op(
+                    "merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq}, task.etag)
+                )
             else:
                 task_op = Op("insert" if insert else "replace", task.to_entity())
             ops = [task_op, *extra, *event_ops(stream, first, events)]
@@ -518,8 +580,9 @@ class TaskRepository:
         faults.point("after-state-write")
         if task.runs and task.runs[-1].state == "pending" and task.runs[-1].hint_id:
             # Its hint went out before this write; the claimWork calls waiting here may claim it now.
-            self.stores.empty_queues.wakeups.filled(self.stores.shards.pending_queue(task.task_queue_id,
-                                                                                     task.priority, task.task_id))
+            self.stores.empty_queues.wakeups.filled(
+                self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
+            )
         return etags
 
     # --- the messages changes put before they are written ------------------------------------------------------
@@ -537,28 +600,32 @@ class TaskRepository:
         if ttl <= 0:
             return None
         task_id, task_queue_id, priority = task.task_id, task.task_queue_id, task.priority
-        hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(self.stores.settings.hint_key,
-                                                                               task_queue_id)
+        hint = PendingHint(task_id, run_id, timeutil.slugid(), priority).signed(
+            self.stores.settings.hint_key, task_queue_id
+        )
         queue = self.stores.shards.pending_queue(task_queue_id, priority, task_id)
         await all_of(  # both before the run is written; neither depends on the other
             self.stores.workers.run_pending(task_queue_id, task_id, run_id, now),
-            self.stores.queues.put(queue, hint.encode(), ttl=ttl))
+            self.stores.queues.put(queue, hint.encode(), ttl=ttl),
+        )
         self.stores.empty_queues.filled(queue)
         return hint.hintId
 
-    async def put_claim_check(self, task_id: str, run_id: int, taken_until: dt.datetime,
-                              now: dt.datetime) -> list[str]:
+    async def put_claim_check(self, task_id: str, run_id: int, taken_until: dt.datetime, now: dt.datetime) -> list[str]:
         """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
         delay = timeutil.ceil_seconds(taken_until - now)
-        sent = await self.stores.queues.put(self.check_queue(CLAIM_QUEUE, task_id),
-                                            ClaimCheck(task_id, run_id, taken_until).encode(), visible_in=delay)
+        sent = await self.stores.queues.put(
+            self.check_queue(CLAIM_QUEUE, task_id), ClaimCheck(task_id, run_id, taken_until).encode(), visible_in=delay
+        )
         return [sent.id, sent.pop_receipt]
 
     async def _tidy_resolved(self, task_queue_id: str, task_id: str, spent: dict[str, list[str]]) -> None:
         """After a resolution is written: the run leaves the task queue's index; its spent checks go."""
         try:
-            await asyncio.gather(self.stores.workers.run_resolved(task_queue_id, task_id, linger=INDEX_TIDY_LINGER),
-                                 self.delete_checks(task_id, spent))
+            await asyncio.gather(
+                self.stores.workers.run_resolved(task_queue_id, task_id, linger=INDEX_TIDY_LINGER),
+                self.delete_checks(task_id, spent),
+            )
         except Exception:
             log.warning("could not tidy up after a resolution", exc_info=True, extra=fields(taskId=task_id))
 
@@ -572,8 +639,11 @@ class TaskRepository:
         try:
             await self.resolver.resolve_dependencies(check)
         except Exception:
-            log.warning("resolving here failed; its resolution message will", exc_info=True,
-                        extra=fields(taskId=check.taskId, runId=check.runId))
+            log.warning(
+                "resolving here failed; its resolution message will",
+                exc_info=True,
+                extra=fields(taskId=check.taskId, runId=check.runId),
+            )
             return
         await self._delete_resolution_message(queue, message, check)
 
@@ -581,21 +651,27 @@ class TaskRepository:
         try:
             await self.stores.queues.delete(queue, message)
         except Exception:  # its handler will find the work done
-            log.info("could not delete a resolution message done here", exc_info=True,
-                     extra=fields(taskId=check.taskId, runId=check.runId))
+            log.info(
+                "could not delete a resolution message done here",
+                exc_info=True,
+                extra=fields(taskId=check.taskId, runId=check.runId),
+            )
 
     async def delete_checks(self, task_id: str, spent: dict[str, list[str]]) -> None:
         """Delete checks a change made pointless (the task resolved; a claim was renewed). Best effort: a check
         already received (its pop receipt changed) or gone is left to its handler, which finds nothing to do.
         Why bother: a queued check costs nothing on Azure until it comes due, but Azurite scans every message
         it holds on every queue operation, so spent checks slow everything down locally."""
-        queues = {"claim": self.check_queue(CLAIM_QUEUE, task_id), "deadline": self.check_queue(DEADLINE_QUEUE,
-                                                                                                task_id)}
+        queues = {
+            "claim": self.check_queue(CLAIM_QUEUE, task_id),
+            "deadline": self.check_queue(DEADLINE_QUEUE, task_id),
+        }
 
         async def delete(kind: str, message_id: str, pop_receipt: str) -> None:
             try:
-                await self.stores.queues.delete(queues[kind], QueueMessage(message_id, pop_receipt, b"", 0,
-                                                                           self.stores.now()))
+                await self.stores.queues.delete(
+                    queues[kind], QueueMessage(message_id, pop_receipt, b"", 0, self.stores.now())
+                )
             except Exception:
                 log.warning("could not delete a spent %s check", kind, exc_info=True, extra=fields(taskId=task_id))
 

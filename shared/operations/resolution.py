@@ -43,8 +43,9 @@ class Resolution:
         """The `task-resolved` shard of the check's task."""
         return self.tasks.check_queue(RESOLVED_QUEUE, check.taskId)
 
-    async def resolve_dependencies(self, check: ResolvedCheck, *, with_group: bool = True,
-                                   stands_in: Fallback | None = None) -> ResolutionOutcome:
+    async def resolve_dependencies(
+        self, check: ResolvedCheck, *, with_group: bool = True, stands_in: Fallback | None = None
+    ) -> ResolutionOutcome:
         """A task resolved. On the first page: take it out of its group's active set. Then unblock a page of
         its dependents, handing the next page to a new message first, so no invocation runs long and several
         hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing. Not
@@ -64,11 +65,13 @@ class Resolution:
         # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
         known = self.tasks.known.get(check.taskId)
         if (known is None or not resolved_run(known, check.runId)) and await stores.events.in_flight.settled(
-                TASKS_TABLE, check.taskId):
+            TASKS_TABLE, check.taskId
+        ):
             known = self.tasks.known.get(check.taskId)  # the resolution was being written here: now it is known
         for pause in (*SETTLE_PAUSES, None):
-            task = known if known is not None and resolved_run(known, check.runId) else await self.tasks.get(
-                check.taskId)
+            task = (
+                known if known is not None and resolved_run(known, check.runId) else await self.tasks.get(check.taskId)
+            )
             known = None
             run = task.runs[check.runId] if task is not None and check.runId < len(task.runs) else None
             if task is None or (run is not None and run.resolved_state) or pause is None:
@@ -78,8 +81,9 @@ class Resolution:
             if run is None or not run.resolved_state:
                 # Still not written: wait for it a while; once old, it was a write that lost a race.
                 if now - check.since < dt.timedelta(seconds=stores.settings.hint_grace):
-                    await stores.queues.put(self.queue_of(check), check.encode(),
-                                            visible_in=stores.settings.hint_retry_delay)
+                    await stores.queues.put(
+                        self.queue_of(check), check.encode(), visible_in=stores.settings.hint_retry_delay
+                    )
                     return "not-yet"
                 if run is not None and run.state == "running" and run.taken_until is not None:
                     # This may have been the run's claim check, turned into a resolution that was never written
@@ -88,7 +92,8 @@ class Resolution:
                 return "stale"
             resolution = run.state
         group_step: asyncio.Future[Any] = asyncio.ensure_future(
-            self.resolve_group_member(check) if with_group else nothing())
+            self.resolve_group_member(check) if with_group else nothing()
+        )
         if resolution is None:
             await group_step
             return "task-gone"
@@ -97,9 +102,18 @@ class Resolution:
             # Indexed beside the group step: should either fail, the message comes back and both run again.
             group_step = asyncio.gather(group_step, self.index.index_completed(task, check.runId))
         legacy = task.has_dependents is not False  # TaskDependency edges (requirement rows, or older rows)
-        if check.continuation is None and not task.dependents_here and (not legacy or (
-                task.has_dependents is None and task.dependents_marked
-                and not await stores.deps.has_dependents(check.taskId))):
+        if (
+            check.continuation is None
+            and not task.dependents_here
+            and (
+                not legacy
+                or (
+                    task.has_dependents is None
+                    and task.dependents_marked
+                    and not await stores.deps.has_dependents(check.taskId)
+                )
+            )
+        ):
             await group_step
             return "resolved"  # nothing depends on it (its row says so, or no marker): no partition query
         listed = task.dependents if task.dependents_here and check.continuation is None else None
@@ -108,13 +122,18 @@ class Resolution:
             # and its dependent saw this resolution): no query, unless older edges are in TaskDependency too.
             dependents, token = [Dependent(d, require, 0, None, in_row=True) for d, require in listed], None
             if legacy:  # and those of TaskDependency (dependents with long lists, older rows): their first page
-                more, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
-                                                           continuation=LEGACY_PAGE, legacy=True)
+                more, token = await stores.deps.dependents(
+                    check.taskId, limit=DEPENDENTS_PAGE, continuation=LEGACY_PAGE, legacy=True
+                )
                 dependents += more
         else:
-            dependents, token = await stores.deps.dependents(check.taskId, limit=DEPENDENTS_PAGE,
-                                                             continuation=check.continuation,
-                                                             here=task.dependents_here, legacy=legacy)
+            dependents, token = await stores.deps.dependents(
+                check.taskId,
+                limit=DEPENDENTS_PAGE,
+                continuation=check.continuation,
+                here=task.dependents_here,
+                legacy=legacy,
+            )
         if token is not None:
             await stores.queues.put(self.queue_of(check), replace(check, continuation=token).encode())
         limit = asyncio.Semaphore(LOAD_CONCURRENCY)
@@ -146,8 +165,9 @@ class Resolution:
         await asyncio.gather(group_step, *(unblock(d) for d in dependents))
         return "resolved"
 
-    async def _release(self, check: ResolvedCheck, dependent: str, now: dt.datetime,
-                       stands_in: Fallback | None) -> None:
+    async def _release(
+        self, check: ResolvedCheck, dependent: str, now: dt.datetime, stands_in: Fallback | None
+    ) -> None:
         """Release a dependent that keeps what it waits for on its row. Not written yet: its createTask read this
         task before it resolved and is about to write it waiting for this one. Being written here, it is waited
         for; otherwise a message of its own comes back for it (`_release_later`)."""
@@ -164,8 +184,9 @@ class Resolution:
                     await self.lifecycle.release(dependent, (check.taskId,))
                     return
         later = replace(check, continuation=None, since=now, dependent=dependent)
-        await self.stores.queues.put(self.queue_of(check), later.encode(),
-                                     visible_in=self.stores.settings.hint_retry_delay)
+        await self.stores.queues.put(
+            self.queue_of(check), later.encode(), visible_in=self.stores.settings.hint_retry_delay
+        )
 
     async def _release_later(self, check: ResolvedCheck, now: dt.datetime) -> ResolutionOutcome:
         """A message of one dependent not written when its dependency's resolution looked: released once written;
@@ -177,8 +198,9 @@ class Resolution:
             return "resolved"
         except errors.TaskNotFound:
             if now - check.since < dt.timedelta(seconds=self.stores.settings.hint_grace):
-                await self.stores.queues.put(self.queue_of(check), check.encode(),
-                                             visible_in=self.stores.settings.hint_retry_delay)
+                await self.stores.queues.put(
+                    self.queue_of(check), check.encode(), visible_in=self.stores.settings.hint_retry_delay
+                )
                 return "not-yet"
             return "stale"
 
@@ -198,8 +220,12 @@ class Resolution:
             group = await stores.groups.get(group_id)
             if group is not None:
                 await stores.events.ensure_dispatched(Stream(GROUP_STREAMS, group_id), group.event_seq)
-                if (group.sole == task.task_id and task.has_dependents is False and not task.dependents_here
-                        and not await stores.groups.is_active(group_id, task.task_id)):
+                if (
+                    group.sole == task.task_id
+                    and task.has_dependents is False
+                    and not task.dependents_here
+                    and not await stores.groups.is_active(group_id, task.task_id)
+                ):
                     return
         resolved = task.runs[run_id].resolved or stores.now()
         await self.resolve_dependencies(ResolvedCheck(task.task_id, run_id, group_id, None, resolved))

@@ -33,13 +33,17 @@ _TOKEN_LIST = re.compile(rf"{validation.TOKEN}(?:[ \t]*,[ \t]*{validation.TOKEN}
 _PRINTABLE = re.compile(r"[\x20-\x7e]{1,1024}")
 # The representation headers S3 keeps from a PUT and serves on download (its `Expires` and `x-amz-meta-*` are
 # not kept: Blob Storage's SAS cannot serve them), with what each must look like.
-KEPT_HEADERS = {"content-encoding": ("encoding", _TOKEN_LIST), "content-language": ("language", _TOKEN_LIST),
-                "cache-control": ("cacheControl", _PRINTABLE), "content-disposition": ("disposition", _PRINTABLE)}
+KEPT_HEADERS = {
+    "content-encoding": ("encoding", _TOKEN_LIST),
+    "content-language": ("language", _TOKEN_LIST),
+    "cache-control": ("cacheControl", _PRINTABLE),
+    "content-disposition": ("disposition", _PRINTABLE),
+}
 
 
 class UploadUrlInvalid(errors.InsufficientScopes):
     """This upload URL does not allow an upload of artifact `{name}` of run {runId} of task `{taskId}`: {problem}.
-Ask createArtifact again for a fresh `putUrl`"""
+    Ask createArtifact again for a fresh `putUrl`"""
 
 
 class UploadHeaderInvalid(errors.InputError):
@@ -48,7 +52,7 @@ class UploadHeaderInvalid(errors.InputError):
 
 class NotAnS3Artifact(errors.ResourceNotFound):
     """Artifact `{name}` of run {runId} of task `{taskId}` is not an `s3` artifact created by createArtifact: only
-those are uploaded here"""
+    those are uploaded here"""
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,10 @@ class S3Uploads:
         self.artifacts, self.staging = artifacts, staging
         self.stores = artifacts.stores
         self.settings = self.stores.settings
-        self.limit = Limit(self.settings.artifact_s3_max_bytes, "`QUEUE_ARTIFACT_S3_MAX_BYTES` for an `s3` "
-                           "artifact; upload larger data as an `object` or `azure` artifact")
+        self.limit = Limit(
+            self.settings.artifact_s3_max_bytes,
+            "`QUEUE_ARTIFACT_S3_MAX_BYTES` for an `s3` artifact; upload larger data as an `object` or `azure` artifact",
+        )
 
     async def receive(self, request: UploadRequest, body: AsyncIterator[bytes]) -> str:
         """Store the body as the artifact's data; its ETag (the quoted MD5 of the data, as S3's)."""
@@ -80,20 +86,34 @@ class S3Uploads:
         artifact = await self._accepting(request)
         blob = str(artifact.blob)
         staged = await self.staging.stage(request.name, blob, body, self.limit, request.headers)
-        await self.artifacts.blobs.commit_blocks(self.artifacts.container, blob, staged.block_ids, BlobProperties(
-            artifact.content_type, kept.get("encoding", artifact.details.get("contentEncoding")), kept.get("language"),
-            kept.get("disposition"), kept.get("cacheControl")))
+        await self.artifacts.blobs.commit_blocks(
+            self.artifacts.container,
+            blob,
+            staged.block_ids,
+            BlobProperties(
+                artifact.content_type,
+                kept.get("encoding", artifact.details.get("contentEncoding")),
+                kept.get("language"),
+                kept.get("disposition"),
+                kept.get("cacheControl"),
+            ),
+        )
         snapshot = await self.artifacts.blobs.snapshot(self.artifacts.container, blob)
         if snapshot is None:  # deleted between the commit and the snapshot: the artifact expired meanwhile
             raise NotAnS3Artifact(name=request.name, runId=request.run_id, taskId=request.task_id)
         await self._record(artifact, {**kept, "bytes": str(staged.size), "etag": staged.etag}, str(snapshot.snapshot))
-        log.info("artifact %s uploaded (%d bytes)", request.name, staged.size,
-                 extra=fields(event="artifact-uploaded", taskId=request.task_id, runId=request.run_id))
+        log.info(
+            "artifact %s uploaded (%d bytes)",
+            request.name,
+            staged.size,
+            extra=fields(event="artifact-uploaded", taskId=request.task_id, runId=request.run_id),
+        )
         return staged.etag
 
     def _check_signature(self, request: UploadRequest) -> None:
-        expected = upload_signature(self.settings.upload_key, request.task_id, request.run_id, request.name,
-                                    request.expires)
+        expected = upload_signature(
+            self.settings.upload_key, request.task_id, request.run_id, request.name, request.expires
+        )
         problem = url_refusal(expected, request.signature, request.expires, self.stores.now())
         if problem is not None:
             raise UploadUrlInvalid(name=request.name, runId=request.run_id, taskId=request.task_id, problem=problem)
@@ -105,8 +125,12 @@ class S3Uploads:
             if not value:
                 continue
             if not form.fullmatch(value):
-                raise UploadHeaderInvalid(name=request.name, header=header, value=value[:200], expected=(
-                    "a list of tokens" if form is _TOKEN_LIST else "at most 1024 printable ASCII characters"))
+                raise UploadHeaderInvalid(
+                    name=request.name,
+                    header=header,
+                    value=value[:200],
+                    expected=("a list of tokens" if form is _TOKEN_LIST else "at most 1024 printable ASCII characters"),
+                )
             kept[key] = value
         return kept
 
@@ -115,14 +139,20 @@ class S3Uploads:
         as one to S3 would)."""
         task = await self.artifacts.tasks.get(request.task_id)
         artifact = await self.artifacts.row(request.task_id, request.run_id, request.name)
-        if (task is None or artifact is None or artifact.storage_type != "s3" or artifact.blob is None
-                or request.run_id >= len(task.runs)):
+        if (
+            task is None
+            or artifact is None
+            or artifact.storage_type != "s3"
+            or artifact.blob is None
+            or request.run_id >= len(task.runs)
+        ):
             raise NotAnS3Artifact(name=request.name, runId=request.run_id, taskId=request.task_id)
         run = task.runs[request.run_id]
         window = self.settings.artifact_exception_window
         if not run_accepts_artifacts(run, self.stores.now(), window):
-            raise RunNotAcceptingArtifacts(taskId=request.task_id, runId=request.run_id, state=run.state,
-                                           window=f"{window:g}")
+            raise RunNotAcceptingArtifacts(
+                taskId=request.task_id, runId=request.run_id, state=run.state, window=f"{window:g}"
+            )
         return artifact
 
     async def _record(self, artifact: Artifact, uploaded: dict[str, str], snapshot: str) -> None:

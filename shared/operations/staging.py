@@ -36,7 +36,7 @@ class UploadLengthInvalid(errors.InputError):
 
 class UploadDigestMismatch(errors.InputError):
     """`{name}`: the upload's Content-MD5 is {given}, but the data received has MD5 {received} (S3's BadDigest);
-nothing was stored"""
+    nothing was stored"""
 
 
 class UploadTruncated(errors.InputError):
@@ -81,8 +81,9 @@ class BlockStaging:
             raise UploadTooLarge(name=name, size=value, limit=limit.size, why=limit.why)
         return int(value)
 
-    async def stage(self, name: str, blob: str, body: AsyncIterator[bytes], limit: Limit,
-                    headers: Mapping[str, str]) -> Staged:
+    async def stage(
+        self, name: str, blob: str, body: AsyncIterator[bytes], limit: Limit, headers: Mapping[str, str]
+    ) -> Staged:
         """Stage the body as blocks of `blob`, once a slot is free; checked against its declared length and
         Content-MD5. Nothing is committed: the caller commits `block_ids` (or leaves them to be discarded)."""
         declared = self.declared_length(name, headers, limit)
@@ -104,8 +105,7 @@ class BlockStaging:
             if staging is not None:
                 await staging
             block_ids.append(f"{prefix}-{len(block_ids):06d}")
-            staging = asyncio.create_task(self._blobs().stage_block(self.container, blob, block_ids[-1],
-                                                                    bytes(buffer)))
+            staging = asyncio.create_task(self._blobs().stage_block(self.container, blob, block_ids[-1], bytes(buffer)))
             buffer = bytearray()
 
         try:

@@ -35,9 +35,20 @@ from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore, all_at_once
 
 FILLED_REMEMBERED = 10_000  # pending queues whose last hint put here is remembered
-TABLES = (TASKS_TABLE, REQUIREMENTS_TABLE, DEPENDENCIES_TABLE, TASK_EXPIRY_TABLE,
-          ARTIFACT_EXPIRY_TABLE, WORKER_INFO_TABLE, TASK_QUEUE_RUNS_TABLE, DEADLINES_TABLE, OBJECTS_TABLE,
-          OBJECT_EXPIRY_TABLE, MARKS_TABLE, INDEX_TABLE)
+TABLES = (
+    TASKS_TABLE,
+    REQUIREMENTS_TABLE,
+    DEPENDENCIES_TABLE,
+    TASK_EXPIRY_TABLE,
+    ARTIFACT_EXPIRY_TABLE,
+    WORKER_INFO_TABLE,
+    TASK_QUEUE_RUNS_TABLE,
+    DEADLINES_TABLE,
+    OBJECTS_TABLE,
+    OBJECT_EXPIRY_TABLE,
+    MARKS_TABLE,
+    INDEX_TABLE,
+)
 Clock = Callable[[], dt.datetime]
 
 
@@ -135,28 +146,60 @@ class Stores:
     _pending_queues_ready: Bounded[str, None] = field(default_factory=lambda: Bounded(FILLED_REMEMBERED), init=False)
 
     @classmethod
-    def create(cls, settings: Settings, tables: TableStore, queues: QueueStore, blobs: BlobStore | None = None,
-               clock: Clock = timeutil.now) -> Stores:
+    def create(
+        cls,
+        settings: Settings,
+        tables: TableStore,
+        queues: QueueStore,
+        blobs: BlobStore | None = None,
+        clock: Clock = timeutil.now,
+    ) -> Stores:
         background = Background()
         shards = Shards(settings.check_shards, settings.pending_shards)
-        events = EventLog(tables, queues, dispatching=settings.event_bus != "none",
-                          lease_seconds=settings.event_lease, retry_delay=settings.hint_retry_delay,
-                          grace_seconds=settings.hint_grace, max_backoff=settings.event_retry_max_delay, clock=clock,
-                          background=background, mark_interval=settings.event_mark_interval,
-                          dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key))
+        events = EventLog(
+            tables,
+            queues,
+            dispatching=settings.event_bus != "none",
+            lease_seconds=settings.event_lease,
+            retry_delay=settings.hint_retry_delay,
+            grace_seconds=settings.hint_grace,
+            max_backoff=settings.event_retry_max_delay,
+            clock=clock,
+            background=background,
+            mark_interval=settings.event_mark_interval,
+            dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key),
+        )
         expiry = ExpiryIndex(tables, shards=shards)
-        return cls(settings, tables, queues, blobs, clock, events, TaskGroupStore(tables, events),
-                   DependencyStore(tables), expiry,
-                   ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE, shards), ExpiryIndex(tables, OBJECT_EXPIRY_TABLE, shards),
-                   DeadlineIndex(tables, queues, shards, settings.deadline_delay, expiry, clock),
-                   WorkerInfo(tables, settings, clock), EmptyPendingQueues(settings.pending_empty_ttl),
-                   SharedReceives(queues), background, shards)
+        return cls(
+            settings,
+            tables,
+            queues,
+            blobs,
+            clock,
+            events,
+            TaskGroupStore(tables, events),
+            DependencyStore(tables),
+            expiry,
+            ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE, shards),
+            ExpiryIndex(tables, OBJECT_EXPIRY_TABLE, shards),
+            DeadlineIndex(tables, queues, shards, settings.deadline_delay, expiry, clock),
+            WorkerInfo(tables, settings, clock),
+            EmptyPendingQueues(settings.pending_empty_ttl),
+            SharedReceives(queues),
+            background,
+            shards,
+        )
 
     def credentials(self, client_id: str, scopes: list[str], expiry: dt.datetime) -> dict[str, str]:
         """Named temporary credentials signed by the root client, from now until `expiry` (Taskcluster's)."""
-        return credentials.issue(issuer=self.settings.root_client_id,
-                                 issuer_access_token=self.settings.root_access_token, client_id=client_id,
-                                 scopes=scopes, start=self.clock(), expiry=expiry)
+        return credentials.issue(
+            issuer=self.settings.root_client_id,
+            issuer_access_token=self.settings.root_access_token,
+            client_id=client_id,
+            scopes=scopes,
+            start=self.clock(),
+            expiry=expiry,
+        )
 
     def now(self) -> dt.datetime:
         """The time, to the millisecond (what times are written with: a time kept equals the same time read)."""
@@ -178,11 +221,15 @@ class Stores:
             raise
 
     async def _make_ready(self) -> None:
-        await all_at_once([self.tables.ensure_tables(list(TABLES)),
-                           self.queues.ensure_queues([name for base in (*FIXED_QUEUES, DISPATCH_QUEUE)
-                                                      for name in self.shards.check_queues(base)]),
-                           *([self.blobs.ensure_container(self.settings.artifact_container)]
-                             if self.blobs is not None else [])])
+        await all_at_once(
+            [
+                self.tables.ensure_tables(list(TABLES)),
+                self.queues.ensure_queues(
+                    [name for base in (*FIXED_QUEUES, DISPATCH_QUEUE) for name in self.shards.check_queues(base)]
+                ),
+                *([self.blobs.ensure_container(self.settings.artifact_container)] if self.blobs is not None else []),
+            ]
+        )
         self._ready = True
 
     async def ensure_pending_queues(self, task_queue_id: str) -> None:

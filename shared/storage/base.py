@@ -40,7 +40,7 @@ class Page:
 
 class InvalidContinuation(InvalidRequestArguments):
     """continuationToken `{token}` is not one this queue gave: pass back the `continuationToken` of the previous
-page unchanged"""
+    page unchanged"""
 
 
 MAX_KEY_LENGTH = 1024  # characters of a PartitionKey or RowKey
@@ -49,8 +49,9 @@ MAX_KEY_LENGTH = 1024  # characters of a PartitionKey or RowKey
 def encode_continuation(partition_key: str, row_key: str | None) -> str:
     """A page's continuation token: the keys of the next row (as Azure names it), base64url JSON. Every table
     store uses this form, so a token survives a change of store (they are also kept in queue messages)."""
-    return base64.urlsafe_b64encode(json.dumps({"PartitionKey": partition_key, "RowKey": row_key},
-                                               separators=(",", ":")).encode()).decode()
+    return base64.urlsafe_b64encode(
+        json.dumps({"PartitionKey": partition_key, "RowKey": row_key}, separators=(",", ":")).encode()
+    ).decode()
 
 
 def decode_continuation(token: str) -> tuple[str, str | None]:
@@ -61,8 +62,9 @@ def decode_continuation(token: str) -> tuple[str, str | None]:
         partition_key, row_key = keys["PartitionKey"], keys.get("RowKey")
     except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
         raise InvalidContinuation(token=token[:100]) from None
-    if not all(isinstance(k, str) and len(k) <= MAX_KEY_LENGTH and k.isprintable() for k in (partition_key,
-                                                                                           row_key or "")):
+    if not all(
+        isinstance(k, str) and len(k) <= MAX_KEY_LENGTH and k.isprintable() for k in (partition_key, row_key or "")
+    ):
         raise InvalidContinuation(token=token[:100])
     return partition_key, row_key
 
@@ -71,8 +73,7 @@ def chain_token(part: int, inner: str | None) -> str:
     """A continuation over several queries read one after another (accounts, salted partitions): the part it
     continues in, and that part's own token (None: from its start). A store's token is opaque (Azure's next keys
     are encoded), so the part is said, not inferred from it."""
-    return base64.urlsafe_b64encode(json.dumps({"Part": part, "Inner": inner},
-                                               separators=(",", ":")).encode()).decode()
+    return base64.urlsafe_b64encode(json.dumps({"Part": part, "Inner": inner}, separators=(",", ":")).encode()).decode()
 
 
 def read_chain_token(token: str, parts: int) -> tuple[int, str | None]:
@@ -82,8 +83,11 @@ def read_chain_token(token: str, parts: int) -> tuple[int, str | None]:
         part, inner = value["Part"], value["Inner"]
     except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
         raise InvalidContinuation(token=token[:100]) from None
-    if not (isinstance(part, int) and 0 <= part < parts and (
-            inner is None or (isinstance(inner, str) and len(inner) <= 4 * MAX_KEY_LENGTH))):
+    if not (
+        isinstance(part, int)
+        and 0 <= part < parts
+        and (inner is None or (isinstance(inner, str) and len(inner) <= 4 * MAX_KEY_LENGTH))
+    ):
         raise InvalidContinuation(token=token[:100])
     return part, inner
 
@@ -118,8 +122,15 @@ class TableStore(Protocol):
         """Delete (if unchanged since `etag`, when given; `"*"`: whatever it is, without asking whether it
         existed); False when absent or changed."""
 
-    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
-                    continuation: str | None = None) -> Page:
+    async def query(
+        self,
+        table: str,
+        filter: str,
+        parameters: dict[str, Any],
+        *,
+        limit: int | None = None,
+        continuation: str | None = None,
+    ) -> Page:
         """One page of entities matching an OData filter (`PartitionKey eq @pk and RowKey ge @from`, ...),
         in key order."""
 
@@ -169,8 +180,9 @@ async def _each_partition(work: list[Coroutine[Any, Any, None]], at_once: int = 
         await all_at_once([one(w) for w in work])
 
 
-async def upsert_all(tables: TableStore, table: str, entities: list[Entity], *,
-                     at_once: int = PARTITIONS_AT_ONCE) -> None:
+async def upsert_all(
+    tables: TableStore, table: str, entities: list[Entity], *, at_once: int = PARTITIONS_AT_ONCE
+) -> None:
     """Upsert many entities, a transaction per partition and 100 (not atomic as a whole), `at_once` partitions at
     the same time."""
     by_partition: dict[str, list[Entity]] = {}
@@ -182,14 +194,13 @@ async def upsert_all(tables: TableStore, table: str, entities: list[Entity], *,
             await tables.upsert(table, rows[0])  # the plain call: one request either way, and no batch machinery
             return
         for i in range(0, len(rows), BATCH_LIMIT):
-            if not await tables.transact(table, [Op("upsert", e) for e in rows[i:i + BATCH_LIMIT]]):
+            if not await tables.transact(table, [Op("upsert", e) for e in rows[i : i + BATCH_LIMIT]]):
                 raise RuntimeError(f"an upsert transaction on {table} did not apply")  # upserts have no condition
 
     await _each_partition([partition(rows) for rows in by_partition.values()], at_once)
 
 
-async def each_entity(tables: TableStore, table: str, filter: str,
-                      parameters: dict[str, Any]) -> AsyncIterator[Entity]:
+async def each_entity(tables: TableStore, table: str, filter: str, parameters: dict[str, Any]) -> AsyncIterator[Entity]:
     """Every entity the query matches, page after page of 1,000."""
     token: str | None = None
     while True:
@@ -206,8 +217,9 @@ async def query_all(tables: TableStore, table: str, filter: str, parameters: dic
     return [entity async for entity in each_entity(tables, table, filter, parameters)]
 
 
-async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]], *,
-                     at_once: int = PARTITIONS_AT_ONCE) -> None:
+async def delete_all(
+    tables: TableStore, table: str, keys: list[tuple[str, str]], *, at_once: int = PARTITIONS_AT_ONCE
+) -> None:
     """Delete many entities that may or may not exist (a batch where it can, one by one where it cannot), `at_once`
     partitions at the same time."""
     by_partition: dict[str, list[str]] = {}
@@ -219,7 +231,7 @@ async def delete_all(tables: TableStore, table: str, keys: list[tuple[str, str]]
             await tables.delete(table, pk, rks[0], etag="*")
             return
         for i in range(0, len(rks), BATCH_LIMIT):
-            chunk = rks[i:i + BATCH_LIMIT]
+            chunk = rks[i : i + BATCH_LIMIT]
             if not await tables.transact(table, [Op("delete", Entity(pk, rk)) for rk in chunk]):
                 for rk in chunk:  # some were gone already
                     await tables.delete(table, pk, rk)
@@ -244,6 +256,7 @@ def unhashed_key(name: str) -> str:
 
 def decode_key(key: str) -> str:
     import urllib.parse
+
     return urllib.parse.unquote(key)
 
 
@@ -279,8 +292,9 @@ class Received(list[QueueMessage]):
     lost: bool = False
     sent_at: float | None = None  # when the receive that answered was sent (time.monotonic), if known
 
-    def __init__(self, messages: Iterable[QueueMessage] = (), *, lost: bool = False,
-                 sent_at: float | None = None) -> None:
+    def __init__(
+        self, messages: Iterable[QueueMessage] = (), *, lost: bool = False, sent_at: float | None = None
+    ) -> None:
         super().__init__(messages)
         self.lost, self.sent_at = lost, sent_at
 
@@ -311,8 +325,9 @@ class QueueStore(Protocol):
     async def delete(self, queue: str, message: QueueMessage) -> None:
         """Delete a received message; a message already gone is not an error."""
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
-                      content: bytes | None = None) -> QueueMessage | None:
+    async def release(
+        self, queue: str, message: QueueMessage, visible_in: int, *, content: bytes | None = None
+    ) -> QueueMessage | None:
         """Make a message visible again after `visible_in` s (Update Message), with new `content` if given; None
         if it is gone (deleted, or received by someone else since its pop receipt was issued). A message not yet
         received may be updated with the pop receipt its put returned."""
@@ -335,7 +350,7 @@ JSON_CHUNK = 30_000  # characters of ASCII JSON per property (a string property 
 def pack_json(name: str, value: Any) -> dict[str, Any]:
     """`value` as JSON split over properties `<name>_0..n` plus `<name>Chunks` (a property holds 64 KiB)."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=True)
-    chunks = [text[i:i + JSON_CHUNK] for i in range(0, len(text), JSON_CHUNK)] or [""]
+    chunks = [text[i : i + JSON_CHUNK] for i in range(0, len(text), JSON_CHUNK)] or [""]
     packed: dict[str, Any] = {f"{name}_{i}": chunk for i, chunk in enumerate(chunks)}
     packed[f"{name}Chunks"] = len(chunks)
     return packed
@@ -395,8 +410,15 @@ class BlobStore(Protocol):
         nothing else: not read it, not touch another blob. Without `overwrite` it may only create the blob, so
         it is useless once the blob exists."""
 
-    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
-                           served_as: ServedAs | None = None) -> str:
+    async def download_url(
+        self,
+        container: str,
+        blob: str,
+        expires: dt.datetime,
+        *,
+        snapshot: str | None = None,
+        served_as: ServedAs | None = None,
+    ) -> str:
         """A URL that may read this one blob (or this snapshot of it) until `expires`, answered with the headers
         of `served_as` when given."""
 
@@ -410,13 +432,15 @@ class BlobStore(Protocol):
     async def stage_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
         """Upload one uncommitted block of the blob (Put Block); block ids of one blob have one length."""
 
-    async def commit_blocks(self, container: str, blob: str, block_ids: Sequence[str],
-                            properties: BlobProperties) -> None:
+    async def commit_blocks(
+        self, container: str, blob: str, block_ids: Sequence[str], properties: BlobProperties
+    ) -> None:
         """Make the blob these staged blocks in this order, with these properties (Put Block List); its other
         uncommitted blocks are discarded. BlocksMissing when one of them is not staged (any more)."""
 
-    async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
-                           content_encoding: str | None = None) -> bool:
+    async def commit_block(
+        self, container: str, blob: str, block_id: str, *, content_type: str, content_encoding: str | None = None
+    ) -> bool:
         """Make the blob that one block (Put Block List), with these properties; False when no such block was
         uploaded (a block already committed commits again). What seals an `s3` artifact uploaded to the Put
         Block URL that earlier versions handed out (docs/artifacts.md)."""

@@ -56,8 +56,7 @@ class GroupCommit(Generic[Key, Item]):
     arrived while the previous write of that key was in flight; `take` picks each write's items from the
     waiting ones (a prefix, so that items keep their order)."""
 
-    def __init__(self, write: Callable[[Key, list[Item]], Awaitable[None]],
-                 take: Callable[[list[Item]], int]) -> None:
+    def __init__(self, write: Callable[[Key, list[Item]], Awaitable[None]], take: Callable[[list[Item]], int]) -> None:
         self._write_items, self._take = write, take
         self._groups: dict[Key, _Group[Item]] = {}
 
@@ -146,8 +145,7 @@ class GroupedUpserts:
 
     async def delete(self, table: str, partition_key: str, row_key: str, *, linger: float = 0.0) -> None:
         """Delete a row if it exists; returns once it is gone. `linger`: see GroupCommit.add."""
-        await self._commit.add((table, partition_key), Op("delete", Entity(partition_key, row_key, {})),
-                               linger=linger)
+        await self._commit.add((table, partition_key), Op("delete", Entity(partition_key, row_key, {})), linger=linger)
 
 
 def _settle(callers: list[_Caller[Item]], error: Exception | None) -> None:

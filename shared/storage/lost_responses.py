@@ -45,6 +45,7 @@ async def written_by_us(get: Reader, table: str, entity: Entity, *, merge: bool 
 
 async def transaction_applied(get: Reader, table: str, ops: list[Op]) -> list[str | None] | None:
     """Each operation's ETag if every row is as the transaction left it; None if any is not."""
+
     async def one(op: Op) -> tuple[bool, str | None]:
         stored = await get(table, op.entity.partition_key, op.entity.row_key)
         if op.kind == "delete":

@@ -80,11 +80,23 @@ class MemoryTables:
         del rows[(partition_key, row_key)]
         return True
 
-    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
-                    continuation: str | None = None) -> Page:
+    async def query(
+        self,
+        table: str,
+        filter: str,
+        parameters: dict[str, Any],
+        *,
+        limit: int | None = None,
+        continuation: str | None = None,
+    ) -> Page:
         compare: dict[str, Callable[[Any, Any], bool]] = {
-            "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-            "ge": operator.ge}
+            "eq": operator.eq,
+            "ne": operator.ne,
+            "lt": operator.lt,
+            "le": operator.le,
+            "gt": operator.gt,
+            "ge": operator.ge,
+        }
         conditions = []
         for clause in filter.split(" and "):
             prop, op, ref = clause.strip().split(" ", 2)
@@ -96,8 +108,7 @@ class MemoryTables:
             return {"PartitionKey": e.partition_key, "RowKey": e.row_key}.get(prop, e.data.get(prop))
 
         rows = sorted(self._table(table).values(), key=lambda e: (e.partition_key, e.row_key))
-        matched = [e for e in rows
-                   if all(value(e, p) is not None and f(value(e, p), v) for p, f, v in conditions)]
+        matched = [e for e in rows if all(value(e, p) is not None and f(value(e, p), v) for p, f, v in conditions)]
         # As Azure's, the continuation names the next row by its keys (not by position: rows deleted meanwhile
         # must not make a page skip any).
         start = 0
@@ -125,7 +136,8 @@ class MemoryTables:
             if op.kind == "insert" and current is not None:
                 return None
             if op.kind in ("replace", "merge", "delete") and (
-                    current is None or (op.entity.etag is not None and current.etag != op.entity.etag)):
+                current is None or (op.entity.etag is not None and current.etag != op.entity.etag)
+            ):
                 return None
             if op.kind == "delete":
                 del staged[key]
@@ -133,8 +145,9 @@ class MemoryTables:
                 continue
             if op.kind == "merge":
                 assert current is not None
-                staged[key] = self._stamp(Entity(current.partition_key, current.row_key,
-                                                 {**current.data, **op.entity.data}))
+                staged[key] = self._stamp(
+                    Entity(current.partition_key, current.row_key, {**current.data, **op.entity.data})
+                )
             else:
                 staged[key] = self._stamp(op.entity)
             etags.append(staged[key].etag)
@@ -169,8 +182,14 @@ class MemoryQueues:
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
         now = dt.datetime.now(dt.UTC)
         expires = now + dt.timedelta(seconds=ttl) if ttl else None
-        stored = _Stored(uuid.uuid4().hex, content, now, expires, now + dt.timedelta(seconds=visible_in),
-                         pop_receipt=uuid.uuid4().hex)
+        stored = _Stored(
+            uuid.uuid4().hex,
+            content,
+            now,
+            expires,
+            now + dt.timedelta(seconds=visible_in),
+            pop_receipt=uuid.uuid4().hex,
+        )
         self._queues.setdefault(queue, []).append(stored)
         announce_put(queue, visible_in)
         return QueueMessage(stored.id, stored.pop_receipt, content, 0, now, expires, stored.visible_at)
@@ -188,8 +207,11 @@ class MemoryQueues:
                     m.dequeue_count += 1
                     m.pop_receipt = uuid.uuid4().hex
                     m.visible_at = now + dt.timedelta(seconds=visibility_timeout)
-                    out.append(QueueMessage(m.id, m.pop_receipt, m.content, m.dequeue_count, m.inserted,
-                                            m.expires, m.visible_at))
+                    out.append(
+                        QueueMessage(
+                            m.id, m.pop_receipt, m.content, m.dequeue_count, m.inserted, m.expires, m.visible_at
+                        )
+                    )
         return out
 
     def _find(self, queue: str, message: QueueMessage) -> _Stored | None:
@@ -203,8 +225,9 @@ class MemoryQueues:
         if found is not None:
             self._queues[queue].remove(found)
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
-                      content: bytes | None = None) -> QueueMessage | None:
+    async def release(
+        self, queue: str, message: QueueMessage, visible_in: int, *, content: bytes | None = None
+    ) -> QueueMessage | None:
         found = self._find(queue, message)
         if found is None:
             return None
@@ -213,8 +236,15 @@ class MemoryQueues:
         if content is not None:
             found.content = content
         announce_put(queue, visible_in)
-        return QueueMessage(found.id, found.pop_receipt, found.content, found.dequeue_count, found.inserted,
-                            found.expires, found.visible_at)
+        return QueueMessage(
+            found.id,
+            found.pop_receipt,
+            found.content,
+            found.dequeue_count,
+            found.inserted,
+            found.expires,
+            found.visible_at,
+        )
 
     async def approximate_count(self, queue: str) -> int:
         return len(self._queues.get(queue, []))
@@ -260,15 +290,25 @@ class MemoryBlobs:
     async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         return self._url(container, blob, "cw" if overwrite else "c", expires)
 
-    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
-                           served_as: ServedAs | None = None) -> str:
+    async def download_url(
+        self,
+        container: str,
+        blob: str,
+        expires: dt.datetime,
+        *,
+        snapshot: str | None = None,
+        served_as: ServedAs | None = None,
+    ) -> str:
         url = self._url(container, blob, "r", expires)
         if snapshot is not None:
             url += f"&snapshot={snapshot}"
         if served_as is not None:
             url += f"&rsct={served_as.content_type}&rscd={served_as.content_disposition or ''}"
-            for key, value in (("rsce", served_as.content_encoding), ("rscl", served_as.content_language),
-                               ("rscc", served_as.cache_control)):
+            for key, value in (
+                ("rsce", served_as.content_encoding),
+                ("rscl", served_as.content_language),
+                ("rscc", served_as.cache_control),
+            ):
                 if value:
                     url += f"&{key}={value}"
         return url
@@ -299,8 +339,9 @@ class MemoryBlobs:
     async def stage_block(self, container: str, blob: str, block_id: str, data: bytes) -> None:
         self.blocks[(container, blob, block_id)] = bytes(data)
 
-    async def commit_blocks(self, container: str, blob: str, block_ids: Sequence[str],
-                            properties: BlobProperties) -> None:
+    async def commit_blocks(
+        self, container: str, blob: str, block_ids: Sequence[str], properties: BlobProperties
+    ) -> None:
         if any((container, blob, i) not in self.blocks for i in block_ids):
             raise BlocksMissing()
         data = b"".join(self.blocks[(container, blob, i)] for i in block_ids)
@@ -309,8 +350,9 @@ class MemoryBlobs:
         self.blobs[(container, blob)] = (data, properties.content_type)
         self.properties[(container, blob)] = properties
 
-    async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
-                           content_encoding: str | None = None) -> bool:
+    async def commit_block(
+        self, container: str, blob: str, block_id: str, *, content_type: str, content_encoding: str | None = None
+    ) -> bool:
         data = self.blocks.get((container, blob, block_id))
         if data is None:
             return False

@@ -55,8 +55,11 @@ def _observe_attempts(_: CallbackOptions) -> Iterable[Observation]:
     return [Observation(n, {"operation": op}) for op, n in list(ATTEMPTS.items())]
 
 
-_meter.create_observable_counter("storage.requests", [_observe_attempts],
-                                 description="storage requests sent (attempts, retries included), by operation")
+_meter.create_observable_counter(
+    "storage.requests",
+    [_observe_attempts],
+    description="storage requests sent (attempts, retries included), by operation",
+)
 
 T = TypeVar("T")
 
@@ -97,8 +100,13 @@ def status_verdict(status: int, code: str | None, retry_after: str | None = None
     after = None
     if retry_after and retry_after.isdigit():
         after = float(retry_after)
-    return Verdict(retry=True, ambiguous=status not in NOT_APPLIED_STATUSES, throttled=status in THROTTLE_STATUSES,
-                   retry_after=after, why=f"{status} {code or ''}".strip())
+    return Verdict(
+        retry=True,
+        ambiguous=status not in NOT_APPLIED_STATUSES,
+        throttled=status in THROTTLE_STATUSES,
+        retry_after=after,
+        why=f"{status} {code or ''}".strip(),
+    )
 
 
 def error_verdict(exc: BaseException, *, sent: bool = True) -> Verdict:
@@ -128,9 +136,13 @@ def new_request_id() -> str:
     return str(uuid.uuid4())
 
 
-async def with_retries(policy: RetryPolicy, operation: str, attempt: Callable[[str], Awaitable[T]],
-                       judge: Callable[[T | None, BaseException | None], Verdict],
-                       request_id: str | None = None) -> Call[T]:
+async def with_retries(
+    policy: RetryPolicy,
+    operation: str,
+    attempt: Callable[[str], Awaitable[T]],
+    judge: Callable[[T | None, BaseException | None], Verdict],
+    request_id: str | None = None,
+) -> Call[T]:
     """Run `attempt(request_id)` until `judge` says its result (or exception) needs no retry, or the budget is
     spent: then StorageUnavailable (or the last exception, when it is not one to retry). The request id is the
     same for every attempt of the call (`x-ms-client-request-id`, logged on failure)."""
@@ -159,14 +171,30 @@ async def with_retries(policy: RetryPolicy, operation: str, attempt: Callable[[s
         elapsed = time.monotonic() - started
         if elapsed + wait > policy.budget:
             FAILURES.add(1, {"operation": operation})
-            log.warning("storage %s failed after %d attempts in %.1f s: %s (x-ms-client-request-id %s)",
-                        operation, retries, elapsed, verdict.why, request_id,
-                        extra=fields(event="storage-failed", operation=operation, requestId=request_id))
-            raise StorageUnavailable(operation=operation, budget=policy.budget, last=verdict.why,
-                                     retry_after=max(1, round(policy.max_backoff))) from failure
+            log.warning(
+                "storage %s failed after %d attempts in %.1f s: %s (x-ms-client-request-id %s)",
+                operation,
+                retries,
+                elapsed,
+                verdict.why,
+                request_id,
+                extra=fields(event="storage-failed", operation=operation, requestId=request_id),
+            )
+            raise StorageUnavailable(
+                operation=operation,
+                budget=policy.budget,
+                last=verdict.why,
+                retry_after=max(1, round(policy.max_backoff)),
+            ) from failure
         RETRIES.add(1, {"operation": operation, "reason": "throttled" if verdict.throttled else "failed"})
-        log.info("storage %s: %s; retry %d in %.2f s (x-ms-client-request-id %s)", operation, verdict.why,
-                 retries, wait, request_id,
-                 extra=fields(event="storage-retry", operation=operation, requestId=request_id))
+        log.info(
+            "storage %s: %s; retry %d in %.2f s (x-ms-client-request-id %s)",
+            operation,
+            verdict.why,
+            retries,
+            wait,
+            request_id,
+            extra=fields(event="storage-retry", operation=operation, requestId=request_id),
+        )
         ambiguous = ambiguous or verdict.ambiguous
         await asyncio.sleep(wait)

@@ -91,9 +91,12 @@ def read_scan_token(token: str, accounts: int) -> list[Position]:
         where = value["Accounts"]
     except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error):
         raise InvalidContinuation(token=token[:100]) from None
-    valid = (isinstance(where, list) and len(where) == accounts and all(
-        at is START or at is DONE or (isinstance(at, str) and len(at) <= 4 * MAX_KEY_LENGTH) for at in where)
-        and any(at is not DONE for at in where))  # a scan finished everywhere has no token
+    valid = (
+        isinstance(where, list)
+        and len(where) == accounts
+        and all(at is START or at is DONE or (isinstance(at, str) and len(at) <= 4 * MAX_KEY_LENGTH) for at in where)
+        and any(at is not DONE for at in where)
+    )  # a scan finished everywhere has no token
     if not valid:
         raise InvalidContinuation(token=token[:100])
     return list(where)
@@ -146,31 +149,46 @@ class ShardedTables:
             return []
         return await self.account(table, ops[0].entity.partition_key).commit(table, ops)
 
-    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
-                    continuation: str | None = None) -> Page:
+    async def query(
+        self,
+        table: str,
+        filter: str,
+        parameters: dict[str, Any],
+        *,
+        limit: int | None = None,
+        continuation: str | None = None,
+    ) -> Page:
         named = _PARTITION.search(filter)
-        if table in self.global_tables or (named and " or " not in filter and isinstance(
-                parameters.get(named["name"]), str)):
+        if table in self.global_tables or (
+            named and " or " not in filter and isinstance(parameters.get(named["name"]), str)
+        ):
             partition = "" if table in self.global_tables else str(parameters[named["name"]])  # type: ignore[index]
-            return await self.account(table, partition).query(table, filter, parameters, limit=limit,
-                                                              continuation=continuation)
+            return await self.account(table, partition).query(
+                table, filter, parameters, limit=limit, continuation=continuation
+            )
         return await self._scan(table, filter, parameters, limit, continuation)
 
-    async def _scan(self, table: str, filter: str, parameters: dict[str, Any], limit: int | None,
-                    continuation: str | None) -> Page:
+    async def _scan(
+        self, table: str, filter: str, parameters: dict[str, Any], limit: int | None, continuation: str | None
+    ) -> Page:
         """A query of no one partition: every account at once, each a share of the page, so a timer's or the
         reconciler's pass moves on in every account (a share per account; the token says where each stands)."""
-        where: list[Position] = ([START] * len(self.accounts) if continuation is None
-                                 else read_scan_token(continuation, len(self.accounts)))
+        where: list[Position] = (
+            [START] * len(self.accounts) if continuation is None else read_scan_token(continuation, len(self.accounts))
+        )
         live = [a for a, at in enumerate(where) if at is not DONE]
         if limit is not None:
-            live = live[:max(1, limit)]  # a page smaller than the accounts: the first ones this time
-        shares = [None if limit is None else limit // len(live) + (1 if j < limit % len(live) else 0)
-                  for j in range(len(live))]
-        pages = await asyncio.gather(*(
-            self.accounts[a].query(table, filter, parameters, limit=share,
-                                   continuation=_inner(where[a]))
-            for a, share in zip(live, shares, strict=True)))
+            live = live[: max(1, limit)]  # a page smaller than the accounts: the first ones this time
+        shares = [
+            None if limit is None else limit // len(live) + (1 if j < limit % len(live) else 0)
+            for j in range(len(live))
+        ]
+        pages = await asyncio.gather(
+            *(
+                self.accounts[a].query(table, filter, parameters, limit=share, continuation=_inner(where[a]))
+                for a, share in zip(live, shares, strict=True)
+            )
+        )
         found: list[Entity] = []
         for a, page in zip(live, pages, strict=True):
             found.extend(page.entities)
@@ -209,8 +227,9 @@ class ShardedQueues:
     async def delete(self, queue: str, message: QueueMessage) -> None:
         await self.account(queue).delete(queue, message)
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
-                      content: bytes | None = None) -> QueueMessage | None:
+    async def release(
+        self, queue: str, message: QueueMessage, visible_in: int, *, content: bytes | None = None
+    ) -> QueueMessage | None:
         return await self.account(queue).release(queue, message, visible_in, content=content)
 
     async def approximate_count(self, queue: str) -> int:

@@ -19,8 +19,10 @@ from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, t
 
 CHROMIUM = os.environ.get("QUEUE_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 # Skipped without Chromium on a developer's machine; `.ci/run` installs Debian's and sets QUEUE_TEST_REQUIRE_BROWSER.
-needs_browser = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("QUEUE_TEST_REQUIRE_BROWSER"),
-                                   reason="no Chromium (apt-get install chromium)")
+needs_browser = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("QUEUE_TEST_REQUIRE_BROWSER"),
+    reason="no Chromium (apt-get install chromium)",
+)
 SHOTS = PROJECT / "docs" / "inspector"
 TAKE_SHOTS = os.environ.get("QUEUE_TEST_SCREENSHOTS") == "1"
 WAIT_MS = 30_000
@@ -70,8 +72,9 @@ def claimed_task(queue: Any, **definition: Any) -> str:
 def start_live_log(queue: Any, task_id: str, name: str = LOG) -> str:
     """Creates the artifact as the reference worker does for a live log (`azure`, no contentLength) and its
     append blob; answers the blob's URL to append to."""
-    created = queue.createArtifact(task_id, "0", name, {"storageType": "azure", "expires": in_days(),
-                                                        "contentType": "text/plain; charset=utf-8"})
+    created = queue.createArtifact(
+        task_id, "0", name, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain; charset=utf-8"}
+    )
     assert httpx.put(created["putUrl"], headers={"x-ms-blob-type": "AppendBlob"}).status_code == 201
     return str(created["putUrl"])
 
@@ -85,9 +88,11 @@ def append_log(blob_url: str, text: str) -> None:
 def finished_task_with_log(queue: Any, text: str, name: str = LOG, **definition: Any) -> str:
     """A completed task whose run 0 has the artifact `name` holding `text`."""
     task_id = claimed_task(queue, **definition)
-    created = queue.createArtifact(task_id, "0", name, {"storageType": "azure", "expires": in_days(),
-                                                        "contentType": "text/plain; charset=utf-8"})
-    assert httpx.put(created["putUrl"], content=text.encode(),
-                     headers={"x-ms-blob-type": "BlockBlob"}).status_code == 201
+    created = queue.createArtifact(
+        task_id, "0", name, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain; charset=utf-8"}
+    )
+    assert (
+        httpx.put(created["putUrl"], content=text.encode(), headers={"x-ms-blob-type": "BlockBlob"}).status_code == 201
+    )
     queue.reportCompleted(task_id, "0")
     return task_id

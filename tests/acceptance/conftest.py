@@ -23,8 +23,9 @@ def own_azurite(tmp_path) -> Iterator[azurite_mod.Azurite]:
 
 
 @pytest.fixture
-def own_hosts(host_factory: Callable[..., HostProcess],
-              own_azurite: azurite_mod.Azurite) -> Iterator[Callable[..., HostProcess]]:
+def own_hosts(
+    host_factory: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite
+) -> Iterator[Callable[..., HostProcess]]:
     """Hosts on the test's own Azurite, stopped when the test ends (before that Azurite is)."""
     started: list[HostProcess] = []
 

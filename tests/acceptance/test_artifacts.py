@@ -27,8 +27,13 @@ EXCEPTION_WINDOW = 2
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(artifact_upload_ttl=UPLOAD_TTL, artifact_exception_window=EXCEPTION_WINDOW,
-                        expiry_schedule="*/1 * * * * *", expiry_delay=0, claim_work_wait=1)
+    return host_factory(
+        artifact_upload_ttl=UPLOAD_TTL,
+        artifact_exception_window=EXCEPTION_WINDOW,
+        expiry_schedule="*/1 * * * * *",
+        expiry_delay=0,
+        claim_work_wait=1,
+    )
 
 
 @pytest.fixture
@@ -43,8 +48,9 @@ def claimed(queue, **overrides):
     queue.createTask(task_id, definition)
     [claim] = queue.claimWork(definition["taskQueueId"], {"tasks": 1, **WORKER})["tasks"]
     assert claim["status"]["taskId"] == task_id
-    worker = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"],
-                                "maxRetries": 0})
+    worker = taskcluster.Queue(
+        {"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"], "maxRetries": 0}
+    )
     return task_id, worker
 
 
@@ -53,8 +59,13 @@ def in_days(days=1):
 
 
 def azure_request(data, content_type="text/plain; charset=utf-8", **extra):
-    return {"storageType": "azure", "expires": in_days(), "contentType": content_type,
-            "contentLength": len(data), **extra}
+    return {
+        "storageType": "azure",
+        "expires": in_days(),
+        "contentType": content_type,
+        "contentLength": len(data),
+        **extra,
+    }
 
 
 def put(created, data):
@@ -85,12 +96,18 @@ def test_upload_through_put_url_and_download_through_the_redirect(host, queue):
     first = response.history[0]
     assert first.status_code == 303 and first.headers["x-taskcluster-artifact-storage-type"] == "azure"
     # The official download helper (artifact endpoint), unchanged.
-    buf, content_type = taskcluster.download.downloadArtifactToBuf(taskId=task_id, runId=0, name=name,
-                                                                   queueService=anonymous(host))
+    buf, content_type = taskcluster.download.downloadArtifactToBuf(
+        taskId=task_id, runId=0, name=name, queueService=anonymous(host)
+    )
     assert bytes(buf) == data and content_type.startswith("text/plain")
     info = queue.artifactInfo(task_id, "0", name)
-    assert info == {"storageType": "azure", "name": name, "expires": info["expires"],
-                    "contentType": "text/plain; charset=utf-8", "contentLength": len(data)}
+    assert info == {
+        "storageType": "azure",
+        "name": name,
+        "expires": info["expires"],
+        "contentType": "text/plain; charset=utf-8",
+        "contentLength": len(data),
+    }
     assert queue.latestArtifactInfo(task_id, name) == info
     recorded = httpx.get(f"{host.root_url}/api/queue/v1/task/{task_id}/events").json()["events"]
     events = [e for e in recorded if e["exchange"].endswith("/artifact-created")]
@@ -103,13 +120,15 @@ def test_a_file_larger_than_one_block_goes_up_in_blocks(host, queue, tmp_path):
     data = os.urandom(5 * 1024 * 1024 + 12345)
     path = tmp_path / "big.bin"
     path.write_bytes(data)
-    created = worker.createArtifact(task_id, "0", "public/big.bin",
-                                    azure_request(data, content_type="application/octet-stream"))
+    created = worker.createArtifact(
+        task_id, "0", "public/big.bin", azure_request(data, content_type="application/octet-stream")
+    )
     block = 1024 * 1024
     assert upload(created, path, block_size=block, single_put_limit=block) == len(data)
     worker.finishArtifact(task_id, "0", "public/big.bin", {"uploadId": created["uploadId"]})
-    committed = BlobClient.from_connection_string(host.env["QUEUE_STORAGE"], "artifacts",
-                                                  f"{task_id}/0/public/big.bin").get_block_list()[0]
+    committed = BlobClient.from_connection_string(
+        host.env["QUEUE_STORAGE"], "artifacts", f"{task_id}/0/public/big.bin"
+    ).get_block_list()[0]
     assert len(committed) == 6  # five whole blocks and a partial one
     url = anonymous(host).buildUrl("getArtifact", task_id, "0", "public/big.bin")
     assert httpx.get(url, follow_redirects=True).content == data
@@ -121,8 +140,10 @@ def test_put_url_writes_only_its_own_blob_for_a_limited_time(host, queue):
     base, query = created["putUrl"].split("?", 1)
     assert put(created, b"abc").status_code == 201
     assert httpx.get(created["putUrl"]).status_code == 403  # it cannot read
-    assert httpx.put(f"{base.replace('a.txt', 'b.txt')}?{query}", content=b"x",
-                     headers=created["headers"]).status_code == 403  # nor write another blob
+    assert (
+        httpx.put(f"{base.replace('a.txt', 'b.txt')}?{query}", content=b"x", headers=created["headers"]).status_code
+        == 403
+    )  # nor write another blob
     assert httpx.delete(created["putUrl"]).status_code == 403  # nor delete
     container = base.rsplit(f"/{task_id}/", 1)[0]
     assert httpx.get(f"{container}?restype=container&comp=list&{query}").status_code == 403  # nor list
@@ -148,41 +169,72 @@ def test_same_request_again_gives_a_fresh_url_and_other_differences_conflict(hos
     assert second["putUrl"] != first["putUrl"] and second["uploadId"] == first["uploadId"]
     longer = dict(request, expires=in_days(2))
     worker.createArtifact(task_id, "0", "public/x", longer)
-    for changed in (request, dict(longer, contentType="image/png"), dict(longer, contentLength=6),
-                    {"storageType": "reference", "expires": in_days(2), "contentType": "text/plain",
-                     "url": "https://example.com"}):
+    for changed in (
+        request,
+        dict(longer, contentType="image/png"),
+        dict(longer, contentLength=6),
+        {"storageType": "reference", "expires": in_days(2), "contentType": "text/plain", "url": "https://example.com"},
+    ):
         expect_error(409, "RequestConflict", worker.createArtifact, task_id, "0", "public/x", changed)
 
 
 def test_refusals(host, queue):
     task_id, worker = claimed(queue)
-    ref = {"storageType": "reference", "expires": in_days(), "contentType": "text/plain",
-           "url": "https://example.com/x"}
-    body = expect_error(400, "InputError", queue.createArtifact, task_id, "0", "s", {
-        "storageType": "s3", "expires": in_days(), "contentType": "text/plain", "contentLength": 2**40})
+    ref = {
+        "storageType": "reference",
+        "expires": in_days(),
+        "contentType": "text/plain",
+        "url": "https://example.com/x",
+    }
+    body = expect_error(
+        400,
+        "InputError",
+        queue.createArtifact,
+        task_id,
+        "0",
+        "s",
+        {"storageType": "s3", "expires": in_days(), "contentType": "text/plain", "contentLength": 2**40},
+    )
     assert "at most 5368709120 bytes" in body["message"]
     expect_error(400, "InputError", queue.createArtifact, slugid(), "0", "x", ref)  # no such task: 400
     expect_error(400, "InputError", queue.createArtifact, task_id, "1", "x", ref)  # no such run
     expect_error(400, "InputError", queue.createArtifact, task_id, "0", "x", dict(ref, expires=in_days(400)))
-    expect_error(400, "InputError", queue.createArtifact, task_id, "0", "x",
-                 dict(ref, expires=timeutil.iso(timeutil.now() - dt.timedelta(minutes=20))))
-    body = expect_error(400, "InputValidationError", queue.createArtifact, task_id, "0", "x",
-                        {"storageType": "azure", "expires": in_days(), "contentLength": 4})
+    expect_error(
+        400,
+        "InputError",
+        queue.createArtifact,
+        task_id,
+        "0",
+        "x",
+        dict(ref, expires=timeutil.iso(timeutil.now() - dt.timedelta(minutes=20))),
+    )
+    body = expect_error(
+        400,
+        "InputValidationError",
+        queue.createArtifact,
+        task_id,
+        "0",
+        "x",
+        {"storageType": "azure", "expires": in_days(), "contentLength": 4},
+    )
     assert "contentType" in body["message"] and "not valid under any" not in body["message"]
     unclaimed = slugid()
     queue.createTask(unclaimed, task_definition())
     expect_error(400, "InputError", queue.createArtifact, unclaimed, "0", "x", ref)
     created = worker.createArtifact(task_id, "0", "public/u", azure_request(b"1234"))
     expect_error(400, "InputError", worker.finishArtifact, task_id, "0", "public/u", {"uploadId": slugid()})
-    expect_error(400, "InputError", worker.finishArtifact, task_id, "0", "public/u",
-                 {"uploadId": created["uploadId"]})  # nothing uploaded
+    expect_error(
+        400, "InputError", worker.finishArtifact, task_id, "0", "public/u", {"uploadId": created["uploadId"]}
+    )  # nothing uploaded
     put(created, b"123")
-    body = expect_error(400, "InputError", worker.finishArtifact, task_id, "0", "public/u",
-                        {"uploadId": created["uploadId"]})
+    body = expect_error(
+        400, "InputError", worker.finishArtifact, task_id, "0", "public/u", {"uploadId": created["uploadId"]}
+    )
     assert "3 bytes" in body["message"]
     expect_error(404, "ResourceNotFound", queue.getArtifact, task_id, "0", "public/u")  # not finished
-    expect_error(404, "ResourceNotFound", worker.finishArtifact, task_id, "0", "public/none",
-                 {"uploadId": created["uploadId"]})
+    expect_error(
+        404, "ResourceNotFound", worker.finishArtifact, task_id, "0", "public/none", {"uploadId": created["uploadId"]}
+    )
     expect_error(404, "ResourceNotFound", queue.getArtifact, task_id, "0", "public/none")
     expect_error(404, "ResourceNotFound", queue.getArtifact, task_id, "5", "public/none")
     expect_error(404, "ResourceNotFound", queue.listArtifacts, task_id, "5")
@@ -204,8 +256,12 @@ def test_refusals(host, queue):
 def test_artifacts_may_be_created_shortly_after_a_run_resolved_exception(queue):
     task_id, worker = claimed(queue, retries=0)
     worker.reportException(task_id, "0", {"reason": "malformed-payload"})
-    error = {"storageType": "error", "expires": in_days(), "reason": "invalid-resource-on-worker",
-             "message": "the payload could not be run"}
+    error = {
+        "storageType": "error",
+        "expires": in_days(),
+        "reason": "invalid-resource-on-worker",
+        "message": "the payload could not be run",
+    }
     worker.createArtifact(task_id, "0", "public/error", error)
     time.sleep(EXCEPTION_WINDOW + 0.5)
     expect_error(409, "RequestConflict", worker.createArtifact, task_id, "0", "public/late", error)
@@ -215,15 +271,35 @@ def test_artifacts_may_be_created_shortly_after_a_run_resolved_exception(queue):
 def test_reference_error_and_link_artifacts(host, queue):
     task_id, worker = claimed(queue)
     expires = in_days()
-    worker.createArtifact(task_id, "0", "public/ref", {"storageType": "reference", "expires": expires,
-                                                       "contentType": "text/html", "url": "https://example.com/a"})
-    worker.createArtifact(task_id, "0", "public/err", {"storageType": "error", "expires": expires,
-                                                       "reason": "file-missing-on-worker", "message": "no file"})
-    worker.createArtifact(task_id, "0", "private/secret", {"storageType": "reference", "expires": expires,
-                                                           "contentType": "text/plain",
-                                                           "url": "https://example.com/secret"})
-    for name, target in [("public/to-ref", "public/ref"), ("public/to-secret", "private/secret"),
-                         ("public/loop-a", "public/loop-b"), ("public/loop-b", "public/loop-a")]:
+    worker.createArtifact(
+        task_id,
+        "0",
+        "public/ref",
+        {"storageType": "reference", "expires": expires, "contentType": "text/html", "url": "https://example.com/a"},
+    )
+    worker.createArtifact(
+        task_id,
+        "0",
+        "public/err",
+        {"storageType": "error", "expires": expires, "reason": "file-missing-on-worker", "message": "no file"},
+    )
+    worker.createArtifact(
+        task_id,
+        "0",
+        "private/secret",
+        {
+            "storageType": "reference",
+            "expires": expires,
+            "contentType": "text/plain",
+            "url": "https://example.com/secret",
+        },
+    )
+    for name, target in [
+        ("public/to-ref", "public/ref"),
+        ("public/to-secret", "private/secret"),
+        ("public/loop-a", "public/loop-b"),
+        ("public/loop-b", "public/loop-a"),
+    ]:
         worker.createArtifact(task_id, "0", name, {"storageType": "link", "expires": expires, "artifact": target})
     raw = httpx.get(anonymous(host).buildUrl("getArtifact", task_id, "0", "public/ref"))
     assert raw.status_code == 303 and raw.headers["location"] == "https://example.com/a"
@@ -231,41 +307,57 @@ def test_reference_error_and_link_artifacts(host, queue):
     raw = httpx.get(anonymous(host).buildUrl("getArtifact", task_id, "0", "public/err"))
     assert raw.status_code == 424 and raw.json() == {"reason": "file-missing-on-worker", "message": "no file"}
     assert raw.headers["x-taskcluster-artifact-storage-type"] == "error"
-    assert queue.artifact(task_id, "0", "public/err") == {"storageType": "error",
-                                                          "reason": "file-missing-on-worker", "message": "no file"}
+    assert queue.artifact(task_id, "0", "public/err") == {
+        "storageType": "error",
+        "reason": "file-missing-on-worker",
+        "message": "no file",
+    }
     # A link is followed; the caller needs the scopes of every name on the way.
     assert anonymous(host).getArtifact(task_id, "0", "public/to-ref")["url"] == "https://example.com/a"
-    assert anonymous(host).latestArtifact(task_id, "public/to-ref") == {"storageType": "reference",
-                                                                        "url": "https://example.com/a"}
+    assert anonymous(host).latestArtifact(task_id, "public/to-ref") == {
+        "storageType": "reference",
+        "url": "https://example.com/a",
+    }
     expect_error(403, "InsufficientScopes", anonymous(host).getArtifact, task_id, "0", "public/to-secret")
     expect_error(403, "InsufficientScopes", anonymous(host).getArtifact, task_id, "0", "private/secret")
-    narrowed = queue_client(host.root_url, authorizedScopes=["queue:get-artifact:public/to-secret",
-                                                             "queue:get-artifact:private/secret"])
+    narrowed = queue_client(
+        host.root_url, authorizedScopes=["queue:get-artifact:public/to-secret", "queue:get-artifact:private/secret"]
+    )
     assert narrowed.getArtifact(task_id, "0", "public/to-secret")["url"] == "https://example.com/secret"
     body = expect_error(400, "InputError", queue.getArtifact, task_id, "0", "public/loop-a")
     assert "loops" in body["message"]
     assert queue.artifactInfo(task_id, "0", "public/to-ref")["storageType"] == "link"  # not followed
     # A reference may move to another URL, or become a link.
-    worker.createArtifact(task_id, "0", "public/ref", {"storageType": "reference", "expires": expires,
-                                                       "contentType": "text/html", "url": "https://example.com/b"})
+    worker.createArtifact(
+        task_id,
+        "0",
+        "public/ref",
+        {"storageType": "reference", "expires": expires, "contentType": "text/html", "url": "https://example.com/b"},
+    )
     assert queue.getArtifact(task_id, "0", "public/ref")["url"] == "https://example.com/b"
-    worker.createArtifact(task_id, "0", "public/ref", {"storageType": "link", "expires": expires,
-                                                       "artifact": "public/err"})
-    expect_error(409, "RequestConflict", worker.createArtifact, task_id, "0", "public/ref", {
-        "storageType": "reference", "expires": expires, "contentType": "text/html", "url": "https://example.com/b"})
+    worker.createArtifact(
+        task_id, "0", "public/ref", {"storageType": "link", "expires": expires, "artifact": "public/err"}
+    )
+    expect_error(
+        409,
+        "RequestConflict",
+        worker.createArtifact,
+        task_id,
+        "0",
+        "public/ref",
+        {"storageType": "reference", "expires": expires, "contentType": "text/html", "url": "https://example.com/b"},
+    )
 
 
 def test_listings_page_through_every_artifact(queue):
     task_id, worker = claimed(queue)
     names = [f"public/many/{i:03d}.txt" for i in range(23)] + ["private/one"]
-    body = {"storageType": "reference", "expires": in_days(), "contentType": "text/plain",
-            "url": "https://example.com"}
+    body = {"storageType": "reference", "expires": in_days(), "contentType": "text/plain", "url": "https://example.com"}
     with ThreadPoolExecutor(8) as pool:  # at once: each write races the others for the task's ETag
         list(pool.map(lambda name: worker.createArtifact(task_id, "0", name, body), names))
     seen, token = [], None
     while True:
-        page = queue.listArtifacts(task_id, "0", query={"limit": 10, **({"continuationToken": token}
-                                                                         if token else {})})
+        page = queue.listArtifacts(task_id, "0", query={"limit": 10, **({"continuationToken": token} if token else {})})
         assert len(page["artifacts"]) <= 10
         seen += [a["name"] for a in page["artifacts"]]
         token = page.get("continuationToken")
@@ -308,8 +400,12 @@ def test_an_expired_artifact_is_gone_410_until_the_timer_deletes_it(quiet_host):
     queue = queue_host.client()
     task_id, worker = claimed(queue)
     soon = timeutil.iso(timeutil.now() + dt.timedelta(seconds=1))
-    worker.createArtifact(task_id, "0", "public/ref", {"storageType": "reference", "expires": soon,
-                                                       "contentType": "text/plain", "url": "https://example.com"})
+    worker.createArtifact(
+        task_id,
+        "0",
+        "public/ref",
+        {"storageType": "reference", "expires": soon, "contentType": "text/plain", "url": "https://example.com"},
+    )
     assert queue.getArtifact(task_id, "0", "public/ref")["url"] == "https://example.com"
     time.sleep(1.2)
     expect_error(410, "ResourceExpired", queue.getArtifact, task_id, "0", "public/ref")
@@ -318,18 +414,18 @@ def test_an_expired_artifact_is_gone_410_until_the_timer_deletes_it(quiet_host):
 
 def test_odd_artifact_names_round_trip(host, queue):
     task_id, worker = claimed(queue)
-    names = ["public/with space/and#hash?and%percent", "public/../up", "public/" + "x" * 1000,
-             "public/" + "/" * 500]
+    names = ["public/with space/and#hash?and%percent", "public/../up", "public/" + "x" * 1000, "public/" + "/" * 500]
     for name in names:
         data = name.encode()
         created = worker.createArtifact(task_id, "0", name, azure_request(data))
         assert put(created, data).status_code == 201
         worker.finishArtifact(task_id, "0", name, {"uploadId": created["uploadId"]})
-        assert httpx.get(anonymous(host).buildUrl("getArtifact", task_id, "0", name),
-                         follow_redirects=True).content == data
+        assert (
+            httpx.get(anonymous(host).buildUrl("getArtifact", task_id, "0", name), follow_redirects=True).content
+            == data
+        )
     assert sorted(a["name"] for a in queue.listArtifacts(task_id, "0")["artifacts"]) == sorted(names)
-    expect_error(400, "InputError", worker.createArtifact, task_id, "0", "public/" + "x" * 1018,
-                 azure_request(b"x"))
+    expect_error(400, "InputError", worker.createArtifact, task_id, "0", "public/" + "x" * 1018, azure_request(b"x"))
 
 
 def test_upload_helper_takes_bytes_and_streams(host, queue):

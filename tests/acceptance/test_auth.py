@@ -46,17 +46,21 @@ def expiring_host(host_factory):
 @pytest.fixture(scope="module")
 def make_client(azurite):
     """Create a client in the Clients table, as the `clients` command does; returns its credentials."""
+
     def make(*scopes, **options):
         async def go():
             tables = AzureTables(azurite.connection_string)
             try:
-                store = ClientStore(tables, token_secret=TOKEN_SECRET, root_client_id="root",
-                                    root_access_token=ROOT_ACCESS_TOKEN)
+                store = ClientStore(
+                    tables, token_secret=TOKEN_SECRET, root_client_id="root", root_access_token=ROOT_ACCESS_TOKEN
+                )
                 client = await store.create(f"test/{uuid.uuid4().hex[:12]}", list(scopes), **options)
                 return {"clientId": client.client_id, "accessToken": client.access_token}
             finally:
                 await tables.close()
+
         return asyncio.run(go())
+
     return make
 
 
@@ -71,14 +75,31 @@ def root(host, **options):
     return client_for(host, {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}, **options)
 
 
-def hawk_request(host, method, path, *, client_id="root", key=ROOT_ACCESS_TOKEN, body=None, send_body=None,
-                 ext=None, tamper=None, timestamp=None):
+def hawk_request(
+    host,
+    method,
+    path,
+    *,
+    client_id="root",
+    key=ROOT_ACCESS_TOKEN,
+    body=None,
+    send_body=None,
+    ext=None,
+    tamper=None,
+    timestamp=None,
+):
     """A request signed by hand with mohawk, optionally altered after signing."""
     url = f"{host.root_url}/api/queue/v1{path}"
     content = json.dumps(body) if body is not None else ""
-    sender = mohawk.Sender({"id": client_id, "key": key, "algorithm": "sha256"}, url, method, content=content,
-                           content_type="application/json" if body is not None else "", ext=ext,
-                           _timestamp=timestamp)
+    sender = mohawk.Sender(
+        {"id": client_id, "key": key, "algorithm": "sha256"},
+        url,
+        method,
+        content=content,
+        content_type="application/json" if body is not None else "",
+        ext=ext,
+        _timestamp=timestamp,
+    )
     header = sender.request_header
     if tamper:
         header = tamper(header)
@@ -97,6 +118,7 @@ def created_task(host, **overrides):
 
 
 # --- Hawk -------------------------------------------------------------------------------------------------------
+
 
 def test_root_credentials_work_through_the_official_client(auth_host):
     task_id, _ = created_task(auth_host)
@@ -145,8 +167,14 @@ def test_request_without_payload_hash_is_accepted(auth_host):
     # Taskcluster does not require the hash; the official clients always send one.
     task_id, _ = created_task(auth_host)
     url = f"{auth_host.root_url}/api/queue/v1/task/{task_id}/cancel"
-    sender = mohawk.Sender({"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"}, url, "POST",
-                           content=None, content_type=None, always_hash_content=False)
+    sender = mohawk.Sender(
+        {"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
+        url,
+        "POST",
+        content=None,
+        content_type=None,
+        always_hash_content=False,
+    )
     response = httpx.post(url, headers={"Authorization": sender.request_header})
     assert response.status_code == 200 and response.json()["status"]["state"] == "exception"
 
@@ -171,6 +199,7 @@ def test_anonymous_reads_but_does_not_write(auth_host):
 
 # --- Clients ----------------------------------------------------------------------------------------------------
 
+
 def test_disabled_expired_and_deleted_clients_cannot_authenticate(auth_host, make_client, azurite):
     expired = make_client("queue:status:*", expires=timeutil.now() - dt.timedelta(minutes=1))
     expect_error(401, "AuthenticationFailed", client_for(auth_host, expired).ping)
@@ -180,8 +209,9 @@ def test_disabled_expired_and_deleted_clients_cannot_authenticate(auth_host, mak
     async def change(action):
         tables = AzureTables(azurite.connection_string)
         try:
-            store = ClientStore(tables, token_secret=TOKEN_SECRET, root_client_id="root",
-                                root_access_token=ROOT_ACCESS_TOKEN)
+            store = ClientStore(
+                tables, token_secret=TOKEN_SECRET, root_client_id="root", root_access_token=ROOT_ACCESS_TOKEN
+            )
             return await getattr(store, action[0])(creds["clientId"], *action[1:])
         finally:
             await tables.close()
@@ -195,18 +225,33 @@ def test_disabled_expired_and_deleted_clients_cannot_authenticate(auth_host, mak
     expect_error(401, "AuthenticationFailed", client_for(auth_host, creds).ping)
     assert client_for(auth_host, {"clientId": reset.client_id, "accessToken": reset.access_token}).ping()
     asyncio.run(change(("delete",)))
-    expect_error(401, "AuthenticationFailed",
-                 client_for(auth_host, {"clientId": reset.client_id, "accessToken": reset.access_token}).ping)
+    expect_error(
+        401,
+        "AuthenticationFailed",
+        client_for(auth_host, {"clientId": reset.client_id, "accessToken": reset.access_token}).ping,
+    )
 
 
 # --- Scopes of each endpoint ------------------------------------------------------------------------------------
 
+
 def test_create_task_needs_every_scope(auth_host, make_client):
     tq = task_queue_id()
-    definition = task_definition(taskQueueId=tq, priority="high", routes=["index.a"], scopes=["secrets:get:x"],
-                                 schedulerId="sched", projectId="proj")
-    needed = [f"queue:create-task:high:{tq}", "queue:route:index.a", "secrets:get:x", "queue:scheduler-id:sched",
-              "queue:create-task:project:proj"]
+    definition = task_definition(
+        taskQueueId=tq,
+        priority="high",
+        routes=["index.a"],
+        scopes=["secrets:get:x"],
+        schedulerId="sched",
+        projectId="proj",
+    )
+    needed = [
+        f"queue:create-task:high:{tq}",
+        "queue:route:index.a",
+        "secrets:get:x",
+        "queue:scheduler-id:sched",
+        "queue:create-task:project:proj",
+    ]
     for left_out in needed:
         creds = make_client(*[s for s in needed if s != left_out])
         task_id = slugid()
@@ -217,11 +262,19 @@ def test_create_task_needs_every_scope(auth_host, make_client):
     assert client_for(auth_host, creds).createTask(slugid(), definition)["status"]["state"] == "pending"
 
 
-@pytest.mark.parametrize("held, priority, allowed", [
-    ("high", "high", True), ("high", "lowest", True), ("high", "medium", True),
-    ("high", "very-high", False), ("high", "highest", False),
-    ("highest", "highest", True), ("highest", "lowest", True), ("lowest", "low", False),
-])
+@pytest.mark.parametrize(
+    "held, priority, allowed",
+    [
+        ("high", "high", True),
+        ("high", "lowest", True),
+        ("high", "medium", True),
+        ("high", "very-high", False),
+        ("high", "highest", False),
+        ("highest", "highest", True),
+        ("highest", "lowest", True),
+        ("lowest", "low", False),
+    ],
+)
 def test_a_priority_scope_permits_that_priority_and_lower(auth_host, make_client, held, priority, allowed):
     tq = task_queue_id()
     creds = make_client(f"queue:create-task:{held}:{tq}", "queue:scheduler-id:-", "queue:create-task:project:none")
@@ -239,8 +292,11 @@ def test_task_actions_accept_scheduler_project_or_legacy_scopes(auth_host, make_
     task_id, definition = created_task(auth_host, dependencies=None, schedulerId="sch", projectId="prj")
     group = definition.get("taskGroupId", task_id)
     expect_error(403, "InsufficientScopes", getattr(client_for(auth_host, make_client("queue:x")), action), task_id)
-    for scopes in ([f"queue:{scope}:sch/{group}/{task_id}"], [f"queue:{scope}-in-project:prj"],
-                   [f"queue:{scope}", f"assume:scheduler-id:sch/{group}"]):
+    for scopes in (
+        [f"queue:{scope}:sch/{group}/{task_id}"],
+        [f"queue:{scope}-in-project:prj"],
+        [f"queue:{scope}", f"assume:scheduler-id:sch/{group}"],
+    ):
         getattr(client_for(auth_host, make_client(*scopes)), action)(task_id)
 
 
@@ -265,8 +321,14 @@ def test_claim_work_and_claim_task_scopes(auth_host, make_client):
     assert "queue:worker-id:wg-1/worker-1" in body["message"]
     wrong_queue = client_for(auth_host, make_client("queue:claim-work:other/queue", "queue:worker-id:*"))
     expect_error(403, "InsufficientScopes", wrong_queue.claimWork, tq, {**WORKER, "tasks": 1})
-    expect_error(403, "InsufficientScopes", client_for(auth_host, make_client("queue:worker-id:*")).claimTask,
-                 task_id, "0", WORKER)
+    expect_error(
+        403,
+        "InsufficientScopes",
+        client_for(auth_host, make_client("queue:worker-id:*")).claimTask,
+        task_id,
+        "0",
+        WORKER,
+    )
     assert root(auth_host).status(task_id)["status"]["state"] == "pending"
     worker = client_for(auth_host, make_client(f"queue:claim-work:{tq}", "queue:worker-id:wg-1/*"))
     [claim] = worker.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
@@ -277,6 +339,7 @@ def test_claim_work_and_claim_task_scopes(auth_host, make_client):
 
 
 # --- Temporary credentials --------------------------------------------------------------------------------------
+
 
 def claimed(host, **overrides):
     tq = task_queue_id()
@@ -337,8 +400,9 @@ def test_official_temporary_credentials_work_and_narrow(auth_host):
     expect_error(403, "InsufficientScopes", client_for(auth_host, named).cancelTask, task_id)
 
 
-@pytest.mark.parametrize("case", ["expired", "future", "too-long", "forged-signature", "more-scopes-than-signed",
-                                  "wrong-issuer-token"])
+@pytest.mark.parametrize(
+    "case", ["expired", "future", "too-long", "forged-signature", "more-scopes-than-signed", "wrong-issuer-token"]
+)
 def test_bad_certificates_are_401(auth_host, case):
     task_id, _ = created_task(auth_host)
     now = timeutil.now()
@@ -373,8 +437,14 @@ def _hand_made_cert(issuer, token, scopes, *, start, expiry):
     lines = ["version:1", f"seed:{seed}", f"start:{start_ms}", f"expiry:{expiry_ms}", "scopes:", *scopes]
     signature = base64.b64encode(hmac.new(token.encode(), "\n".join(lines).encode(), hashlib.sha256).digest())
     access = base64.urlsafe_b64encode(hmac.new(token.encode(), seed.encode(), hashlib.sha256).digest())
-    cert = {"version": 1, "scopes": scopes, "start": start_ms, "expiry": expiry_ms, "seed": seed,
-            "signature": signature.decode()}
+    cert = {
+        "version": 1,
+        "scopes": scopes,
+        "start": start_ms,
+        "expiry": expiry_ms,
+        "seed": seed,
+        "signature": signature.decode(),
+    }
     return {"clientId": issuer, "accessToken": access.decode().rstrip("="), "certificate": json.dumps(cert)}
 
 
@@ -408,13 +478,19 @@ def test_task_scopes_cannot_escalate(auth_host, make_client):
     tq = task_queue_id()
     creds = make_client(f"queue:create-task:lowest:{tq}", "queue:scheduler-id:-", "queue:create-task:project:none")
     task_id = slugid()
-    body = expect_error(403, "InsufficientScopes", client_for(auth_host, creds).createTask, task_id,
-                        task_definition(taskQueueId=tq, scopes=["queue:cancel-task:*"]))
+    body = expect_error(
+        403,
+        "InsufficientScopes",
+        client_for(auth_host, creds).createTask,
+        task_id,
+        task_definition(taskQueueId=tq, scopes=["queue:cancel-task:*"]),
+    )
     assert "queue:cancel-task:*" in body["message"]
     expect_error(404, "ResourceNotFound", root(auth_host).status, task_id)
 
 
 # --- Signed URLs (bewit) ----------------------------------------------------------------------------------------
+
 
 def test_signed_urls(auth_host, make_client):
     task_id, _ = created_task(auth_host)
@@ -428,8 +504,10 @@ def test_signed_urls(auth_host, make_client):
     bewit = url.split("bewit=")[1]
     raw = base64.urlsafe_b64decode(bewit + "=" * (-len(bewit) % 4)).decode()
     client_id, exp, mac, ext = raw.split("\\")
-    for forged in (f"{client_id}\\{int(exp) + 3600}\\{mac}\\{ext}",  # longer life
-                   f"root\\{exp}\\{mac}\\{ext}"):  # another client
+    for forged in (
+        f"{client_id}\\{int(exp) + 3600}\\{mac}\\{ext}",  # longer life
+        f"root\\{exp}\\{mac}\\{ext}",
+    ):  # another client
         token = base64.urlsafe_b64encode(forged.encode()).decode().rstrip("=")
         assert httpx.get(url.replace(bewit, token)).status_code == 401
     other = slugid()
@@ -458,8 +536,14 @@ def test_clients_command(auth_host, azurite, tmp_path):
     env = base_env(azurite.connection_string) | {"QUEUE_DATA_DIR": str(tmp_path)}
 
     def clients(*args):
-        done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "clients",
-                               "--json", *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "clients", "--json", *args],
+            cwd=PROJECT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return json.loads(done.stdout) if done.stdout.strip().startswith(("{", "[")) else done.stdout
 
@@ -476,5 +560,6 @@ def test_clients_command(auth_host, azurite, tmp_path):
     expect_error(401, "AuthenticationFailed", client_for(auth_host, creds).ping)
     assert client_for(auth_host, {"clientId": name, "accessToken": reset["accessToken"]}).ping()
     clients("delete", name)
-    expect_error(401, "AuthenticationFailed",
-                 client_for(auth_host, {"clientId": name, "accessToken": reset["accessToken"]}).ping)
+    expect_error(
+        401, "AuthenticationFailed", client_for(auth_host, {"clientId": name, "accessToken": reset["accessToken"]}).ping
+    )

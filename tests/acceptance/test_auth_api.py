@@ -18,8 +18,13 @@ def host(host_factory):
 
 
 def auth(host, credentials=None):
-    return taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0, "credentials": credentials or {
-        "clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}})
+    return taskcluster.Auth(
+        {
+            "rootUrl": host.root_url,
+            "maxRetries": 0,
+            "credentials": credentials or {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
 
 
 def queue(host, credentials):
@@ -38,10 +43,16 @@ def test_a_client_holding_only_a_role_creates_what_the_role_allows_and_nothing_e
     root = auth(host)
     role_id, client_id = unique("project:builders"), unique("builder")
     prov = unique("allowed")[:30]
-    root.createRole(role_id, {"description": "may create tasks on allowed/*", "scopes": [
-        f"queue:create-task:lowest:{prov}/*", "queue:scheduler-id:-", "queue:create-task:project:none"]})
-    created = root.createClient(client_id, {"expires": expires(), "description": "a builder",
-                                            "scopes": [f"assume:{role_id}"]})
+    root.createRole(
+        role_id,
+        {
+            "description": "may create tasks on allowed/*",
+            "scopes": [f"queue:create-task:lowest:{prov}/*", "queue:scheduler-id:-", "queue:create-task:project:none"],
+        },
+    )
+    created = root.createClient(
+        client_id, {"expires": expires(), "description": "a builder", "scopes": [f"assume:{role_id}"]}
+    )
     assert created["accessToken"] and created["scopes"] == [f"assume:{role_id}"]
     assert f"queue:create-task:lowest:{prov}/*" in created["expandedScopes"]
     builder = {"clientId": client_id, "accessToken": created["accessToken"]}
@@ -62,26 +73,46 @@ def test_a_client_holding_only_a_role_creates_what_the_role_allows_and_nothing_e
 def test_expand_scopes_answers_as_taskclusters_documentation_says(host):
     root = auth(host)
     tag = uuid.uuid4().hex[:8]
-    root.createRole(f"group:{tag}:admins", {"description": "admins", "scopes": [
-        "admin-scope-1", "admin-scope-2", f"assume:group:{tag}:devs"]})
+    root.createRole(
+        f"group:{tag}:admins",
+        {"description": "admins", "scopes": ["admin-scope-1", "admin-scope-2", f"assume:group:{tag}:devs"]},
+    )
     root.createRole(f"group:{tag}:devs", {"description": "devs", "scopes": ["dev-scope"]})
     assert root.expandScopes({"scopes": [f"assume:group:{tag}:admins", "my-scope"]})["scopes"] == [
-        "admin-scope-1", "admin-scope-2", f"assume:group:{tag}:admins", f"assume:group:{tag}:devs", "dev-scope",
-        "my-scope"]
-    root.createRole(f"repo:{tag}/taskcluster/taskcluster-auth", {"description": "", "scopes": [
-        "secrets:get:auth-tests"]})
+        "admin-scope-1",
+        "admin-scope-2",
+        f"assume:group:{tag}:admins",
+        f"assume:group:{tag}:devs",
+        "dev-scope",
+        "my-scope",
+    ]
+    root.createRole(
+        f"repo:{tag}/taskcluster/taskcluster-auth", {"description": "", "scopes": ["secrets:get:auth-tests"]}
+    )
     assert "secrets:get:auth-tests" in root.expandScopes({"scopes": [f"assume:repo:{tag}/taskcluster/*"]})["scopes"]
-    root.createRole(f"hook-id:{tag}/*", {"description": "", "scopes": [
-        "queue:create-task:aws-provisioner/taskcluster-hooks"]})
-    assert "queue:create-task:aws-provisioner/taskcluster-hooks" in root.expandScopes(
-        {"scopes": [f"assume:hook-id:{tag}/nightly-diagnostics"]})["scopes"]
-    root.createRole(f"project-admin-{tag}:*", {"description": "", "scopes": [
-        f"assume:project:{tag}-<..>:*", f"auth:create-client:project/{tag}-<..>/*"]})
+    root.createRole(
+        f"hook-id:{tag}/*", {"description": "", "scopes": ["queue:create-task:aws-provisioner/taskcluster-hooks"]}
+    )
+    assert (
+        "queue:create-task:aws-provisioner/taskcluster-hooks"
+        in root.expandScopes({"scopes": [f"assume:hook-id:{tag}/nightly-diagnostics"]})["scopes"]
+    )
+    root.createRole(
+        f"project-admin-{tag}:*",
+        {"description": "", "scopes": [f"assume:project:{tag}-<..>:*", f"auth:create-client:project/{tag}-<..>/*"]},
+    )
     assert root.expandScopes({"scopes": [f"assume:project-admin-{tag}:bugzilla"]})["scopes"] == [
-        f"assume:project-admin-{tag}:bugzilla", f"assume:project:{tag}-bugzilla:*",
-        f"auth:create-client:project/{tag}-bugzilla/*"]
+        f"assume:project-admin-{tag}:bugzilla",
+        f"assume:project:{tag}-bugzilla:*",
+        f"auth:create-client:project/{tag}-bugzilla/*",
+    ]
     assert root.role(f"group:{tag}:admins")["expandedScopes"] == [
-        "admin-scope-1", "admin-scope-2", f"assume:group:{tag}:admins", f"assume:group:{tag}:devs", "dev-scope"]
+        "admin-scope-1",
+        "admin-scope-2",
+        f"assume:group:{tag}:admins",
+        f"assume:group:{tag}:devs",
+        "dev-scope",
+    ]
     assert f"group:{tag}:devs" in root.listRoleIds()["roleIds"]
     assert any(r["roleId"] == f"group:{tag}:devs" for r in root.listRoles())
 
@@ -109,18 +140,31 @@ def test_roles_that_would_assume_each_other_in_a_cycle_are_refused(host):
 def test_a_client_cannot_give_scopes_it_does_not_hold(host):
     root = auth(host)
     limited_id = unique("limited")
-    limited = root.createClient(limited_id, {"expires": expires(), "description": "", "scopes": [
-        "auth:create-client:limited-children/*", "auth:create-role:limited-roles/*", "queue:get-task:*"]})
+    limited = root.createClient(
+        limited_id,
+        {
+            "expires": expires(),
+            "description": "",
+            "scopes": ["auth:create-client:limited-children/*", "auth:create-role:limited-roles/*", "queue:get-task:*"],
+        },
+    )
     creds = {"clientId": limited_id, "accessToken": limited["accessToken"]}
-    child = auth(host, creds).createClient(f"limited-children/{uuid.uuid4().hex[:6]}", {
-        "expires": expires(), "description": "", "scopes": ["queue:get-task:*"]})
+    child = auth(host, creds).createClient(
+        f"limited-children/{uuid.uuid4().hex[:6]}",
+        {"expires": expires(), "description": "", "scopes": ["queue:get-task:*"]},
+    )
     assert child["scopes"] == ["queue:get-task:*"]
-    for call in (lambda: auth(host, creds).createClient(f"limited-children/{uuid.uuid4().hex[:6]}", {
-                     "expires": expires(), "description": "", "scopes": ["*"]}),
-                 lambda: auth(host, creds).createRole(f"limited-roles/{uuid.uuid4().hex[:6]}", {
-                     "description": "", "scopes": ["queue:cancel-task:*"]}),
-                 lambda: auth(host, creds).createClient(unique("elsewhere"), {
-                     "expires": expires(), "description": "", "scopes": []})):
+    for call in (
+        lambda: auth(host, creds).createClient(
+            f"limited-children/{uuid.uuid4().hex[:6]}", {"expires": expires(), "description": "", "scopes": ["*"]}
+        ),
+        lambda: auth(host, creds).createRole(
+            f"limited-roles/{uuid.uuid4().hex[:6]}", {"description": "", "scopes": ["queue:cancel-task:*"]}
+        ),
+        lambda: auth(host, creds).createClient(
+            unique("elsewhere"), {"expires": expires(), "description": "", "scopes": []}
+        ),
+    ):
         with pytest.raises(TaskclusterRestFailure) as refused:
             call()
         assert refused.value.status_code == 403
@@ -142,8 +186,9 @@ def test_reset_disable_enable_update_and_delete_a_client(host):
     with pytest.raises(TaskclusterAuthFailure):
         auth(host, new).currentScopes()
     assert root.enableClient(client_id)["disabled"] is False
-    updated = root.updateClient(client_id, {"expires": expires(), "description": "ops, more",
-                                            "scopes": ["queue:status:*"]})
+    updated = root.updateClient(
+        client_id, {"expires": expires(), "description": "ops, more", "scopes": ["queue:status:*"]}
+    )
     assert updated["scopes"] == ["queue:status:*"] and updated["description"] == "ops, more"
     assert "queue:status:*" in auth(host, new).currentScopes()["scopes"]
     assert client_id in [c["clientId"] for c in root.listClients(query={"prefix": client_id})["clients"]]
@@ -156,9 +201,12 @@ def test_reset_disable_enable_update_and_delete_a_client(host):
 
 def test_the_auth_routes_need_their_scopes(host):
     anonymous = taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0})
-    for call in (anonymous.listClients, anonymous.listRoles,
-                 lambda: anonymous.expandScopes({"scopes": ["assume:x"]}),
-                 lambda: anonymous.createRole(unique("r"), {"description": "", "scopes": []})):
+    for call in (
+        anonymous.listClients,
+        anonymous.listRoles,
+        lambda: anonymous.expandScopes({"scopes": ["assume:x"]}),
+        lambda: anonymous.createRole(unique("r"), {"description": "", "scopes": []}),
+    ):
         with pytest.raises(TaskclusterRestFailure) as refused:
             call()
         assert refused.value.status_code == 403
@@ -171,34 +219,56 @@ def admin(host, *args, credentials=None):
     import sys
 
     from tests.conftest import PROJECT
+
     creds = credentials or {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TASKCLUSTER_")},
-           "TASKCLUSTER_ROOT_URL": host.root_url, "TASKCLUSTER_CLIENT_ID": creds["clientId"],
-           "TASKCLUSTER_ACCESS_TOKEN": creds["accessToken"]}
-    return subprocess.run([sys.executable, "-m", "queue_admin", *args], cwd=PROJECT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TASKCLUSTER_")},
+        "TASKCLUSTER_ROOT_URL": host.root_url,
+        "TASKCLUSTER_CLIENT_ID": creds["clientId"],
+        "TASKCLUSTER_ACCESS_TOKEN": creds["accessToken"],
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "queue_admin", *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_admin_command_administers_over_the_api_with_credentials(host):
     role_id, client_id = unique("admin-cli:role"), unique("admin-cli")
-    made = admin(host, "roles", "create", role_id, "--scope", "queue:get-task:*", "--scope", "secrets:get:x",
-                 "--description", "from the command")
+    made = admin(
+        host,
+        "roles",
+        "create",
+        role_id,
+        "--scope",
+        "queue:get-task:*",
+        "--scope",
+        "secrets:get:x",
+        "--description",
+        "from the command",
+    )
     assert made.returncode == 0, made.stderr
-    created = admin(host, "--json", "clients", "create", client_id, "--scope", f"assume:{role_id}",
-                    "--expires", "2 days")
+    created = admin(
+        host, "--json", "clients", "create", client_id, "--scope", f"assume:{role_id}", "--expires", "2 days"
+    )
     assert created.returncode == 0, created.stderr
     answer = __import__("json").loads(created.stdout)
     assert "secrets:get:x" in answer["expandedScopes"]
-    own = admin(host, "scopes", "current", credentials={"clientId": client_id,
-                                                        "accessToken": answer["accessToken"]})
+    own = admin(host, "scopes", "current", credentials={"clientId": client_id, "accessToken": answer["accessToken"]})
     assert own.returncode == 0 and "secrets:get:x" in own.stdout.split()
     expanded = admin(host, "scopes", "expand", f"assume:{role_id}")
     assert expanded.stdout.split() == sorted([f"assume:{role_id}", "queue:get-task:*", "secrets:get:x"])
     listed = admin(host, "clients", "list", "--prefix", client_id)
     assert listed.stdout.startswith(client_id)
     # Refused by the API: a clear line and exit 1, nothing written.
-    refused = admin(host, "roles", "create", unique("admin-cli:other"), "--scope", "*",
-                    credentials={"clientId": client_id, "accessToken": answer["accessToken"]})
+    refused = admin(
+        host,
+        "roles",
+        "create",
+        unique("admin-cli:other"),
+        "--scope",
+        "*",
+        credentials={"clientId": client_id, "accessToken": answer["accessToken"]},
+    )
     assert refused.returncode == 1 and "403" in refused.stderr and "auth:create-role" in refused.stderr
     assert admin(host, "clients", "delete", client_id).returncode == 0
     assert admin(host, "clients", "show", client_id).returncode == 1

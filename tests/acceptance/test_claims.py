@@ -53,12 +53,25 @@ def test_claim_credentials_are_taskcluster_temporary_credentials(queue, queue_ho
     assert set(cert) == {"version", "scopes", "start", "expiry", "seed", "signature", "issuer"}
     assert cert["version"] == 1 and cert["issuer"] == "root" and len(cert["seed"]) == 44
     assert cert["expiry"] == round(taken_until.timestamp() * 1000)
-    assert cert["scopes"] == [f"queue:reclaim-task:{task_id}/0", f"queue:resolve-task:{task_id}/0",
-                              f"queue:create-artifact:{task_id}/0", "secrets:get:x", "docker-worker:cap"]
+    assert cert["scopes"] == [
+        f"queue:reclaim-task:{task_id}/0",
+        f"queue:resolve-task:{task_id}/0",
+        f"queue:create-artifact:{task_id}/0",
+        "secrets:get:x",
+        "docker-worker:cap",
+    ]
     # Checked with the algorithm Taskcluster's auth service uses (signaturevalidator.js).
     issuer_token = queue_host.env["QUEUE_ROOT_ACCESS_TOKEN"].encode()
-    lines = ["version:1", f"clientId:{creds['clientId']}", f"issuer:{cert['issuer']}", f"seed:{cert['seed']}",
-             f"start:{cert['start']}", f"expiry:{cert['expiry']}", "scopes:", *cert["scopes"]]
+    lines = [
+        "version:1",
+        f"clientId:{creds['clientId']}",
+        f"issuer:{cert['issuer']}",
+        f"seed:{cert['seed']}",
+        f"start:{cert['start']}",
+        f"expiry:{cert['expiry']}",
+        "scopes:",
+        *cert["scopes"],
+    ]
     signature = base64.b64encode(hmac.new(issuer_token, "\n".join(lines).encode(), hashlib.sha256).digest())
     assert cert["signature"] == signature.decode()
     token = base64.urlsafe_b64encode(hmac.new(issuer_token, cert["seed"].encode(), hashlib.sha256).digest())
@@ -71,8 +84,14 @@ def test_claim_work_takes_highest_priority_first_then_fifo(queue, queue_host):
     first (docs/deploy.md), so only the priorities' order holds."""
     tq = task_queue_id()
     created = {}
-    for name, priority in [("low-1", "lowest"), ("high-1", "high"), ("low-2", "lowest"), ("top", "highest"),
-                           ("high-2", "high"), ("medium", "medium")]:
+    for name, priority in [
+        ("low-1", "lowest"),
+        ("high-1", "high"),
+        ("low-2", "lowest"),
+        ("top", "highest"),
+        ("high-2", "high"),
+        ("medium", "medium"),
+    ]:
         created[name] = slugid()
         queue.createTask(created[name], task_definition(taskQueueId=tq, priority=priority))
     order = [claim_work(queue, tq)[0]["status"]["taskId"] for _ in range(6)]
@@ -129,8 +148,9 @@ def test_claim_task_by_same_worker_is_idempotent_and_others_conflict(queue):
     again = queue.claimTask(task_id, "0", WORKER)
     assert again["takenUntil"] == first["takenUntil"]
     assert again["credentials"]["clientId"] == first["credentials"]["clientId"]
-    expect_error(409, "RequestConflict", queue.claimTask, task_id, "0",
-                 {"workerGroup": "wg-1", "workerId": "someone-else"})
+    expect_error(
+        409, "RequestConflict", queue.claimTask, task_id, "0", {"workerGroup": "wg-1", "workerId": "someone-else"}
+    )
     assert queue.status(task_id)["status"]["runs"][0]["workerId"] == "worker-1"
 
 
@@ -164,7 +184,8 @@ def test_reclaim_moves_taken_until_forward_with_fresh_credentials(queue):
     assert reclaim["status"]["runs"][0]["takenUntil"] == reclaim["takenUntil"]
     assert reclaim["credentials"]["accessToken"] != claim["credentials"]["accessToken"]
     assert reclaim["credentials"]["clientId"].endswith(
-        str(timeutil.parse(reclaim["takenUntil"]).timestamp()).rstrip("0").rstrip("."))
+        str(timeutil.parse(reclaim["takenUntil"]).timestamp()).rstrip("0").rstrip(".")
+    )
 
 
 def test_reclaim_conflicts_once_the_run_is_resolved_or_not_running(queue):
@@ -197,8 +218,10 @@ def test_a_finished_task_leaves_no_claim_check_queued(own_hosts, own_azurite):
         tables, queues = stores_of(host.env)
         shards = shards_of(host.env)
         try:
-            return [sum([await queues.approximate_count(q) for q in shards.check_queues(base)])
-                    for base in (CLAIM_QUEUE, DEADLINE_QUEUE)]
+            return [
+                sum([await queues.approximate_count(q) for q in shards.check_queues(base)])
+                for base in (CLAIM_QUEUE, DEADLINE_QUEUE)
+            ]
         finally:
             await queues.close()
             await tables.close()

@@ -16,8 +16,9 @@ def test_defaults_are_applied_and_returned(queue):
     definition = task_definition()
     status = queue.createTask(task_id, definition)["status"]
     assert status["state"] == "pending"
-    assert status["runs"] == [{"runId": 0, "state": "pending", "reasonCreated": "scheduled",
-                               "scheduled": status["runs"][0]["scheduled"]}]
+    assert status["runs"] == [
+        {"runId": 0, "state": "pending", "reasonCreated": "scheduled", "scheduled": status["runs"][0]["scheduled"]}
+    ]
     task = queue.task(task_id)
     provisioner, worker_type = definition["taskQueueId"].split("/")
     assert task["provisionerId"] == provisioner and task["workerType"] == worker_type
@@ -54,8 +55,9 @@ def test_same_definition_with_other_date_formats_is_idempotent(queue):
     task_id = slugid()
     now = timeutil.now().replace(microsecond=123000)
     deadline = now + dt.timedelta(hours=2)
-    definition = task_definition(created=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                                 deadline=deadline.strftime("%Y-%m-%dT%H:%M:%S.123+00:00"))
+    definition = task_definition(
+        created=now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), deadline=deadline.strftime("%Y-%m-%dT%H:%M:%S.123+00:00")
+    )
     first = queue.createTask(task_id, definition)["status"]
     variant = dict(definition, created=timeutil.iso(now), deadline=timeutil.iso(deadline))
     assert queue.createTask(task_id, variant)["status"] == first
@@ -76,8 +78,9 @@ def test_task_group_belongs_to_one_scheduler(queue):
     queue.createTask(slugid(), task_definition(taskGroupId=group, schedulerId="sched-a"))
     queue.createTask(slugid(), task_definition(taskGroupId=group, schedulerId="sched-a"))
     lost = slugid()
-    expect_error(409, "RequestConflict", queue.createTask, lost,
-                 task_definition(taskGroupId=group, schedulerId="sched-b"))
+    expect_error(
+        409, "RequestConflict", queue.createTask, lost, task_definition(taskGroupId=group, schedulerId="sched-b")
+    )
     expect_error(404, "ResourceNotFound", queue.status, lost)
 
 
@@ -85,18 +88,31 @@ def _now_plus(**delta: float) -> str:
     return timeutil.iso(timeutil.now() + dt.timedelta(**delta))
 
 
-@pytest.mark.parametrize("overrides, fragment", [
-    ({"created": _now_plus(minutes=-20)}, "within 15 minutes"),
-    ({"created": _now_plus(minutes=20), "deadline": _now_plus(minutes=30)}, "within 15 minutes"),
-    ({"deadline": _now_plus(minutes=-1)}, "in the past"),
-    ({"deadline": _now_plus(days=5, minutes=20)}, "at most 5 days"),
-    ({"expires": _now_plus(minutes=30)}, "expires must not be before deadline"),
-    ({"scopes": ["queue:foo:**"]}, "must not end in `**`"),
-    ({"taskQueueId": "prov-a/wt-a", "provisionerId": "prov-b", "workerType": "wt-a"}, "does not match"),
-    ({"taskQueueId": None}, "Either taskQueueId"),
-    ({"taskQueueId": None, "provisionerId": "prov-only"}, "Either taskQueueId"),
-], ids=["created-past", "created-future", "deadline-past", "deadline-too-far", "expires-before-deadline",
-        "double-star-scope", "task-queue-mismatch", "no-task-queue", "no-worker-type"])
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        ({"created": _now_plus(minutes=-20)}, "within 15 minutes"),
+        ({"created": _now_plus(minutes=20), "deadline": _now_plus(minutes=30)}, "within 15 minutes"),
+        ({"deadline": _now_plus(minutes=-1)}, "in the past"),
+        ({"deadline": _now_plus(days=5, minutes=20)}, "at most 5 days"),
+        ({"expires": _now_plus(minutes=30)}, "expires must not be before deadline"),
+        ({"scopes": ["queue:foo:**"]}, "must not end in `**`"),
+        ({"taskQueueId": "prov-a/wt-a", "provisionerId": "prov-b", "workerType": "wt-a"}, "does not match"),
+        ({"taskQueueId": None}, "Either taskQueueId"),
+        ({"taskQueueId": None, "provisionerId": "prov-only"}, "Either taskQueueId"),
+    ],
+    ids=[
+        "created-past",
+        "created-future",
+        "deadline-past",
+        "deadline-too-far",
+        "expires-before-deadline",
+        "double-star-scope",
+        "task-queue-mismatch",
+        "no-task-queue",
+        "no-worker-type",
+    ],
+)
 def test_invalid_definitions_are_refused_and_leave_nothing(queue, overrides, fragment):
     task_id = slugid()
     body = expect_error(400, "InputError", queue.createTask, task_id, task_definition(**overrides))
@@ -106,16 +122,19 @@ def test_invalid_definitions_are_refused_and_leave_nothing(queue, overrides, fra
     expect_error(404, "ResourceNotFound", queue.status, task_id)
 
 
-@pytest.mark.parametrize("overrides", [
-    {"priority": "normal"},          # removed from the modern API
-    {"retries": 50},
-    {"payload": "not an object"},
-    {"metadata": {"name": "x"}},
-    {"routes": ["x" * 250]},
-    {"taskQueueId": "prov/UPPER"},
-    {"unknownField": 1},
-    {"deadline": "tomorrow"},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"priority": "normal"},  # removed from the modern API
+        {"retries": 50},
+        {"payload": "not an object"},
+        {"metadata": {"name": "x"}},
+        {"routes": ["x" * 250]},
+        {"taskQueueId": "prov/UPPER"},
+        {"unknownField": 1},
+        {"deadline": "tomorrow"},
+    ],
+)
 def test_schema_violations_are_input_validation_errors(queue, overrides):
     task_id = slugid()
     body = expect_error(400, "InputValidationError", queue.createTask, task_id, task_definition(**overrides))
@@ -130,16 +149,22 @@ def test_invalid_task_id_is_invalid_request_arguments(queue):
 
 def test_malformed_json_is_refused(queue_host):
     task_id = slugid()
-    response = httpx.put(f"{queue_host.root_url}/api/queue/v1/task/{task_id}", content=b"{not json",
-                         headers={"content-type": "application/json"})
+    response = httpx.put(
+        f"{queue_host.root_url}/api/queue/v1/task/{task_id}",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 400
     assert response.json()["code"] == "MalformedPayload"
     assert httpx.get(f"{queue_host.root_url}/api/queue/v1/task/{task_id}/status").status_code == 404
 
 
 def test_unknown_routes_and_methods_are_404(queue_host):
-    for method, path in [("GET", "/api/queue/v1/no-such-thing"), ("DELETE", f"/api/queue/v1/task/{slugid()}"),
-                         ("GET", "/api/other/v1/ping")]:
+    for method, path in [
+        ("GET", "/api/queue/v1/no-such-thing"),
+        ("DELETE", f"/api/queue/v1/task/{slugid()}"),
+        ("GET", "/api/other/v1/ping"),
+    ]:
         response = httpx.request(method, queue_host.root_url + path)
         assert response.status_code == 404
         assert response.json()["code"] == "ResourceNotFound"
@@ -161,8 +186,9 @@ def test_large_payload_is_stored_whole(queue):
 
 
 def test_too_large_task_is_413(queue):
-    body = expect_error(413, "InputTooLarge", queue.createTask, slugid(),
-                        task_definition(payload={"blob": "x" * 500_000}))
+    body = expect_error(
+        413, "InputTooLarge", queue.createTask, slugid(), task_definition(payload={"blob": "x" * 500_000})
+    )
     assert "at most" in body["message"]
 
 
@@ -182,8 +208,7 @@ def test_tasks_and_statuses_return_known_tasks_in_order(queue):
 def test_dependency_must_exist(queue):
     missing = slugid()
     task_id = slugid()
-    body = expect_error(400, "InputError", queue.createTask, task_id,
-                        task_definition(dependencies=[missing]))
+    body = expect_error(400, "InputError", queue.createTask, task_id, task_definition(dependencies=[missing]))
     assert missing in body["message"]
     expect_error(404, "ResourceNotFound", queue.status, task_id)
 

@@ -117,8 +117,7 @@ def test_missing_or_short_lived_dependencies_are_refused_and_leave_nothing(queue
     existing = create(queue)
     missing = slugid()
     refused = slugid()
-    body = expect_error(400, "InputError", queue.createTask, refused,
-                        task_definition(dependencies=[existing, missing]))
+    body = expect_error(400, "InputError", queue.createTask, refused, task_definition(dependencies=[existing, missing]))
     assert missing in body["message"]
     expect_error(404, "ResourceNotFound", queue.status, refused)
     assert queue.listDependentTasks(existing)["tasks"] == []  # its dependents marker is not listed
@@ -135,10 +134,18 @@ def test_missing_or_short_lived_dependencies_are_refused_and_leave_nothing(queue
     assert asyncio.run(rows(DEPENDENCIES_TABLE, missing)) == []
     assert asyncio.run(rows(REQUIREMENTS_TABLE, refused)) == []
     now = timeutil.now()
-    short = create(queue, deadline=timeutil.iso(now + __import__("datetime").timedelta(hours=1)),
-                   expires=timeutil.iso(now + __import__("datetime").timedelta(hours=2)))
-    body = expect_error(400, "InputError", queue.createTask, refused, task_definition(
-        dependencies=[short], deadline=timeutil.iso(now + __import__("datetime").timedelta(hours=3))))
+    short = create(
+        queue,
+        deadline=timeutil.iso(now + __import__("datetime").timedelta(hours=1)),
+        expires=timeutil.iso(now + __import__("datetime").timedelta(hours=2)),
+    )
+    body = expect_error(
+        400,
+        "InputError",
+        queue.createTask,
+        refused,
+        task_definition(dependencies=[short], deadline=timeutil.iso(now + __import__("datetime").timedelta(hours=3))),
+    )
     assert "expire before" in body["message"]
     assert queue.listDependentTasks(short)["tasks"] == []
 
@@ -175,8 +182,10 @@ def test_duplicated_resolution_messages_change_nothing(queue, queue_host):
         try:
             group = queue.task(dep)["taskGroupId"]
             for _ in range(3):
-                await queues.put(shards_of(queue_host.env).check_queue(RESOLVED_QUEUE, dep),
-                                 ResolvedCheck(dep, 0, group, None, timeutil.now()).encode())
+                await queues.put(
+                    shards_of(queue_host.env).check_queue(RESOLVED_QUEUE, dep),
+                    ResolvedCheck(dep, 0, group, None, timeutil.now()).encode(),
+                )
         finally:
             await queues.close()
             await tables.close()
@@ -202,8 +211,9 @@ def requirement_rows(queue_host, task_id: str) -> list[str]:
             found: list[str] = []
             token: str | None = None
             while True:  # pages of up to 1,000
-                page = await tables.query(REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id},
-                                          continuation=token)
+                page = await tables.query(
+                    REQUIREMENTS_TABLE, "PartitionKey eq @pk", {"pk": task_id}, continuation=token
+                )
                 found += [e.row_key for e in page.entities]
                 if (token := page.continuation) is None:
                     return found

@@ -23,13 +23,21 @@ from tests.amqp import Listener, Received, TcpProxy, broker_reachable, delete_ex
 from tests.conftest import HostProcess, azurite_of_its_own, slugid, task_definition, task_queue_id, wait_for
 
 # Skipped without a broker on a developer's machine; `.ci/run` starts one and sets QUEUE_TEST_REQUIRE_BROKER.
-pytestmark = pytest.mark.skipif(not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
-                                reason="no AMQP broker on 127.0.0.1:5672")
+pytestmark = pytest.mark.skipif(
+    not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
+    reason="no AMQP broker on 127.0.0.1:5672",
+)
 
 NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"  # exchanges of this test session only
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
-BUS = {"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2,
-       "claim_work_wait": 2, "claim_work_poll_interval": 0.2}
+BUS = {
+    "event_bus": "amqp",
+    "pulse_namespace": NAMESPACE,
+    "event_lease": 2,
+    "event_retry_max_delay": 2,
+    "claim_work_wait": 2,
+    "claim_work_poll_interval": 0.2,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -88,8 +96,9 @@ def assert_in_order(messages: list[Received]) -> None:
         highest = max(highest, m.seq)
 
 
-def test_worker_loop_publishes_each_exchange_with_routing_key_and_cc(bus_host: HostProcess,
-                                                                     listen: Callable[..., Listener]) -> None:
+def test_worker_loop_publishes_each_exchange_with_routing_key_and_cc(
+    bus_host: HostProcess, listen: Callable[..., Listener]
+) -> None:
     queue = bus_host.client()
     tq = task_queue_id()
     prov, wt = tq.split("/")
@@ -97,24 +106,44 @@ def test_worker_loop_publishes_each_exchange_with_routing_key_and_cc(bus_host: H
     primary = listen(on_all(f"primary.*.*.*.*.{prov}.{wt}.#"))
     routed = listen(on_all(f"route.{route}"))
     task_id = slugid()
-    queue.createTask(task_id, task_definition(taskQueueId=tq, routes=[route], tags={"kind": "test"},
-                                              schedulerId="sched-1", taskGroupId=task_id))
+    queue.createTask(
+        task_id,
+        task_definition(
+            taskQueueId=tq, routes=[route], tags={"kind": "test"}, schedulerId="sched-1", taskGroupId=task_id
+        ),
+    )
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     expires = claim["task"]["expires"]
-    queue.createArtifact(task_id, 0, "public/ref", {"storageType": "reference", "expires": expires,
-                                                    "contentType": "text/html", "url": "https://example.com"})
-    upload = queue.createArtifact(task_id, 0, "public/log", {"storageType": "azure", "expires": expires,
-                                                             "contentType": "text/plain", "contentLength": 3})
+    queue.createArtifact(
+        task_id,
+        0,
+        "public/ref",
+        {"storageType": "reference", "expires": expires, "contentType": "text/html", "url": "https://example.com"},
+    )
+    upload = queue.createArtifact(
+        task_id,
+        0,
+        "public/log",
+        {"storageType": "azure", "expires": expires, "contentType": "text/plain", "contentLength": 3},
+    )
     assert httpx.put(upload["putUrl"], content=b"log", headers=upload["headers"]).status_code == 201
     queue.finishArtifact(task_id, 0, "public/log", {"uploadId": upload["uploadId"]})
     queue.reportCompleted(task_id, 0)
     messages = primary.wait_for(6)
-    assert [m.exchange for m in messages] == ["task-defined", "task-pending", "task-running", "artifact-created",
-                                              "artifact-created", "task-completed"]
+    assert [m.exchange for m in messages] == [
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "artifact-created",
+        "artifact-created",
+        "task-completed",
+    ]
     running_key = f"primary.{task_id}.0.wg-1.worker-1.{prov}.{wt}.sched-1.{task_id}._"
     assert [m.routing_key for m in messages] == [
         f"primary.{task_id}._._._.{prov}.{wt}.sched-1.{task_id}._",
-        f"primary.{task_id}.0._._.{prov}.{wt}.sched-1.{task_id}._", *[running_key] * 4]
+        f"primary.{task_id}.0._._.{prov}.{wt}.sched-1.{task_id}._",
+        *[running_key] * 4,
+    ]
     assert all(m.headers == {"CC": [f"route.{route}"]} for m in messages)
     assert all(m.content_type == "application/json" and m.persistent for m in messages)
     assert [m.seq for m in messages] == [1, 2, 3, 4, 5, 6]
@@ -123,12 +152,14 @@ def test_worker_loop_publishes_each_exchange_with_routing_key_and_cc(bus_host: H
     assert messages[2].payload["takenUntil"] == claim["takenUntil"]
     assert [m.payload["artifact"] for m in messages[3:5]] == [
         {"storageType": "reference", "name": "public/ref", "expires": expires, "contentType": "text/html"},
-        {"storageType": "azure", "name": "public/log", "expires": expires, "contentType": "text/plain"}]
+        {"storageType": "azure", "name": "public/log", "expires": expires, "contentType": "text/plain"},
+    ]
     assert messages[5].payload["status"]["state"] == "completed"
     # The CC'd copies arrive on a queue bound to the route only, with the primary routing key.
     copies = routed.wait_for(6)
     assert [(m.exchange, m.routing_key, m.payload) for m in copies] == [
-        (m.exchange, m.routing_key, m.payload) for m in messages]
+        (m.exchange, m.routing_key, m.payload) for m in messages
+    ]
     # Recorded in order too, and listed by the API.
     listed = httpx.get(f"{bus_host.root_url}/api/queue/v1/task/{task_id}/events").json()["events"]
     assert [e["payload"] for e in listed] == [m.payload for m in messages]
@@ -152,8 +183,15 @@ def test_exceptions_retries_and_reruns(bus_host: HostProcess, listen: Callable[.
     queue.cancelTask(cancelled)
     queue.rerunTask(failed)
     names = {
-        expired: ["task-defined", "task-pending", "task-running", "task-exception", "task-pending", "task-running",
-                  "task-exception"],
+        expired: [
+            "task-defined",
+            "task-pending",
+            "task-running",
+            "task-exception",
+            "task-pending",
+            "task-running",
+            "task-exception",
+        ],
         failed: ["task-defined", "task-pending", "task-running", "task-failed", "task-pending"],
         cancelled: ["task-defined", "task-exception"],
     }
@@ -190,13 +228,16 @@ def test_group_and_priority_exchanges(bus_host: HostProcess, listen: Callable[..
     assert got[1].payload["sealed"] == got[2].payload["sealed"]
     assert_valid(got)
     changes = task_listener.wait_for(2)
-    assert [(m.payload["oldPriority"], m.payload["newPriority"]) for m in changes] == [("lowest", "high"),
-                                                                                      ("high", "low")]
+    assert [(m.payload["oldPriority"], m.payload["newPriority"]) for m in changes] == [
+        ("lowest", "high"),
+        ("high", "low"),
+    ]
     assert_valid(changes)
 
 
-def test_bindings_with_star_and_hash_route_as_rabbitmq_does(bus_host: HostProcess,
-                                                            listen: Callable[..., Listener]) -> None:
+def test_bindings_with_star_and_hash_route_as_rabbitmq_does(
+    bus_host: HostProcess, listen: Callable[..., Listener]
+) -> None:
     """What each binding receives is what `binding_matches` says (the matcher the Service Bus rules are checked
     against), on the primary routing key or any CC route."""
     queue = bus_host.client()
@@ -223,14 +264,20 @@ def test_bindings_with_star_and_hash_route_as_rabbitmq_does(bus_host: HostProces
     time.sleep(1.5)
     # Wait for every binding that should receive both messages, then check every binding exactly.
     for pattern, listener in listeners.items():
-        expected = [k for k in keys if binding_matches(pattern, k)
-                    or any(binding_matches(pattern, f"route.{r}") for r in routes)]
+        expected = [
+            k
+            for k in keys
+            if binding_matches(pattern, k) or any(binding_matches(pattern, f"route.{r}") for r in routes)
+        ]
         if expected:
             listener.wait_for(len(expected))
     time.sleep(0.5)
     for pattern, listener in listeners.items():
-        expected = [k for k in keys if binding_matches(pattern, k)
-                    or any(binding_matches(pattern, f"route.{r}") for r in routes)]
+        expected = [
+            k
+            for k in keys
+            if binding_matches(pattern, k) or any(binding_matches(pattern, f"route.{r}") for r in routes)
+        ]
         assert [m.routing_key for m in listener.messages()] == expected, pattern
 
 
@@ -244,8 +291,9 @@ def test_events_are_recorded_and_listed_without_a_bus(queue_host: HostProcess) -
     assert [e["seq"] for e in first["events"]] == [1, 2] and "continuationToken" in first
     rest = httpx.get(url, params={"limit": 2, "continuationToken": first["continuationToken"]}).json()
     events = first["events"] + rest["events"]
-    assert [e["exchange"] for e in events] == [f"exchange/taskcluster-queue/v1/{n}" for n in (
-        "task-defined", "task-pending", "task-exception")]
+    assert [e["exchange"] for e in events] == [
+        f"exchange/taskcluster-queue/v1/{n}" for n in ("task-defined", "task-pending", "task-exception")
+    ]
     missing = httpx.get(f"{queue_host.root_url}/api/queue/v1/task/{slugid()}/events")
     assert missing.status_code == 404 and missing.json()["code"] == "ResourceNotFound"
 
@@ -253,8 +301,9 @@ def test_events_are_recorded_and_listed_without_a_bus(queue_host: HostProcess) -
 # --- no event lost -------------------------------------------------------------------------------------------
 
 
-def _crash_then_recover(own_hosts: Callable[..., HostProcess], fault: str,
-                        listener: Listener, tq: str) -> tuple[str, list[Received], HostProcess]:
+def _crash_then_recover(
+    own_hosts: Callable[..., HostProcess], fault: str, listener: Listener, tq: str
+) -> tuple[str, list[Received], HostProcess]:
     """A host armed with `fault` handles createTask and dies there; a second host takes over."""
     doomed = own_hosts(faults=fault, **BUS, extra_env={"QUEUE_LOCAL_HOST_MESSAGE_LEASE": "2"})
     task_id = slugid()
@@ -270,7 +319,8 @@ def _crash_then_recover(own_hosts: Callable[..., HostProcess], fault: str,
 
 @pytest.mark.parametrize("fault", ["after-state-write", "dispatch-before-publish", "dispatch-after-publish"])
 def test_a_process_killed_between_change_and_publish_loses_no_event(
-        fault: str, own_hosts: Callable[..., HostProcess], listen: Callable[..., Listener]) -> None:
+    fault: str, own_hosts: Callable[..., HostProcess], listen: Callable[..., Listener]
+) -> None:
     tq = task_queue_id()
     prov, wt = tq.split("/")
     listener = listen(on_all(f"primary.*.*.*.*.{prov}.{wt}.#"))
@@ -285,7 +335,11 @@ def test_a_process_killed_between_change_and_publish_loses_no_event(
     unique = list(dict.fromkeys(m.seq for m in got))
     assert unique == [1, 2, 3, 4]
     assert [m.exchange for m in sorted({m.seq: m for m in got}.values(), key=lambda m: m.seq)] == [
-        "task-defined", "task-pending", "task-running", "task-completed"]
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-completed",
+    ]
     assert_in_order(got)
     if fault == "dispatch-after-publish":
         assert [m.seq for m in got][:3] == [1, 1, 2]  # the one published before the crash, again
@@ -293,7 +347,8 @@ def test_a_process_killed_between_change_and_publish_loses_no_event(
 
 @pytest.mark.parametrize("dependent", [False, True], ids=["alone", "with-a-dependent"])
 def test_a_resolution_killed_before_publishing_is_followed_up_by_its_claim_check(
-        dependent: bool, own_hosts: Callable[..., HostProcess], listen: Callable[..., Listener]) -> None:
+    dependent: bool, own_hosts: Callable[..., HostProcess], listen: Callable[..., Listener]
+) -> None:
     """reportCompleted wrote the resolution, with nothing put before it (its run's claim check stands in), and its
     process died before publishing: the check (or the resolution message it became, where a dependent waits)
     comes due in another host, which publishes the task's events, its group's, and releases the dependent."""
@@ -317,13 +372,19 @@ def test_a_resolution_killed_before_publishing_is_followed_up_by_its_claim_check
     assert wait_for(lambda: doomed.process.poll() is not None, timeout=20)
     assert doomed.process.returncode == EXIT_STATUS, doomed.log()
     assert queue.status(task_id)["status"]["state"] == "completed"  # the write was stored
-    got = wait_for(lambda: (m := listener.messages(of_task(task_id))) and m[-1].exchange == "task-completed" and m,
-                   timeout=30)
+    got = wait_for(
+        lambda: (m := listener.messages(of_task(task_id))) and m[-1].exchange == "task-completed" and m, timeout=30
+    )
     assert [m.exchange for m in sorted({m.seq: m for m in got}.values(), key=lambda m: m.seq)] == [
-        "task-defined", "task-pending", "task-running", "task-completed"]
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-completed",
+    ]
     assert_in_order(got)
-    resolved = wait_for(lambda: [m for m in group_listener.messages()
-                                 if m.routing_key.split(".")[1] == task_id], timeout=30)
+    resolved = wait_for(
+        lambda: [m for m in group_listener.messages() if m.routing_key.split(".")[1] == task_id], timeout=30
+    )
     assert [m.exchange for m in resolved] == ["task-group-resolved"]
     if dependent:
         wait_for(lambda: queue.status(follower)["status"]["state"] == "pending", timeout=30)
@@ -331,8 +392,9 @@ def test_a_resolution_killed_before_publishing_is_followed_up_by_its_claim_check
     assert len([m for m in group_listener.messages() if m.routing_key.split(".")[1] == task_id]) == 1
 
 
-def test_broker_down_for_a_while_loses_no_event(own_hosts: Callable[..., HostProcess],
-                                                listen: Callable[..., Listener]) -> None:
+def test_broker_down_for_a_while_loses_no_event(
+    own_hosts: Callable[..., HostProcess], listen: Callable[..., Listener]
+) -> None:
     proxy = TcpProxy()
     try:
         host = own_hosts(**{**BUS, "amqp_url": proxy.url})
@@ -354,13 +416,21 @@ def test_broker_down_for_a_while_loses_no_event(own_hosts: Callable[..., HostPro
         assert "event bus refused an event" in host.log()
         proxy.restore()
         for task_id in [before, *task_ids]:
-            got = wait_for(lambda task_id=task_id: (m := listener.messages(of_task(task_id))) and m[-1].exchange
-                           == "task-completed" and m, timeout=30)
+            got = wait_for(
+                lambda task_id=task_id: (
+                    (m := listener.messages(of_task(task_id))) and m[-1].exchange == "task-completed" and m
+                ),
+                timeout=30,
+            )
             # At least once: a publish the broker took just as the connection was cut has no confirmation, so it
             # is published again (from the cursor, in order) once the bus is back.
             by_seq = {m.seq: m.exchange for m in got}
             assert [by_seq[seq] for seq in sorted(by_seq)] == [
-                "task-defined", "task-pending", "task-running", "task-completed"]
+                "task-defined",
+                "task-pending",
+                "task-running",
+                "task-completed",
+            ]
             assert sorted(by_seq) == [1, 2, 3, 4]
             assert_in_order(got)
     finally:
@@ -368,7 +438,8 @@ def test_broker_down_for_a_while_loses_no_event(own_hosts: Callable[..., HostPro
 
 
 def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
-        bus_host: HostProcess, bus_azurite: azurite_mod.Azurite, listen: Callable[..., Listener]) -> None:
+    bus_host: HostProcess, bus_azurite: azurite_mod.Azurite, listen: Callable[..., Listener]
+) -> None:
     """Sixty createTasks at once in one process (a service on the bus host's Azurite) ask for dispatch in fewer
     messages than changes (batches); the host's dispatcher takes those batch messages and every task-defined and
     task-pending event reaches RabbitMQ."""
@@ -401,8 +472,11 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     env = {**bus_host.env, "QUEUE_STORAGE": bus_azurite.connection_string}
     tables, inner = stores_of(env)
     queues = CountingQueues(inner)
-    service = build_queue(load_settings(storage=env["QUEUE_STORAGE"], root_access_token="x" * 30, **BUS,
-                                        **sharding_settings(env)), tables, queues)  # type: ignore[arg-type]
+    service = build_queue(
+        load_settings(storage=env["QUEUE_STORAGE"], root_access_token="x" * 30, **BUS, **sharding_settings(env)),
+        tables,
+        queues,
+    )  # type: ignore[arg-type]
     task_ids = [slugid() for _ in range(60)]
 
     async def create_all() -> None:
@@ -417,4 +491,5 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     assert 1 <= queues.dispatch_puts < len(task_ids)
     arrived = listener.wait_for(2 * len(task_ids), timeout=60)
     assert {(m.routing_key.split(".")[1], m.exchange) for m in arrived} == {
-        (t, x) for t in task_ids for x in ("task-defined", "task-pending")}
+        (t, x) for t in task_ids for x in ("task-defined", "task-pending")
+    }

@@ -133,13 +133,15 @@ def test_duplicated_and_stale_check_messages_on_azure_change_nothing(fast, fast_
         try:
             for _ in range(3):
                 taken_until = timeutil.parse(claim["takenUntil"])
-                await queues.put(shards.check_queue(CLAIM_QUEUE, task_id),
-                                 ClaimCheck(task_id, 0, taken_until).encode())
-                await queues.put(shards.check_queue(DEADLINE_QUEUE, completed),
-                                 DeadlineCheck(completed, timeutil.parse(done["deadline"])).encode())
+                await queues.put(shards.check_queue(CLAIM_QUEUE, task_id), ClaimCheck(task_id, 0, taken_until).encode())
+                await queues.put(
+                    shards.check_queue(DEADLINE_QUEUE, completed),
+                    DeadlineCheck(completed, timeutil.parse(done["deadline"])).encode(),
+                )
                 stranger = slugid()
-                await queues.put(shards.check_queue(CLAIM_QUEUE, stranger),
-                                 ClaimCheck(stranger, 0, taken_until).encode())
+                await queues.put(
+                    shards.check_queue(CLAIM_QUEUE, stranger), ClaimCheck(stranger, 0, taken_until).encode()
+                )
         finally:
             await queues.close()
             await tables.close()
@@ -198,8 +200,9 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
     async def entered() -> set[str]:
         tables, queues = stores_of(fast_host.env)
         try:
-            return {e.row_key async for e in each_entity(tables, TASK_EXPIRY_TABLE, "PartitionKey ge @lo",
-                                                         {"lo": ""})} & set(tasks)
+            return {
+                e.row_key async for e in each_entity(tables, TASK_EXPIRY_TABLE, "PartitionKey ge @lo", {"lo": ""})
+            } & set(tasks)
         finally:
             await tables.close()
             await queues.close()

@@ -46,15 +46,25 @@ from tests.conftest import (
 WORKER = {"workerGroup": "wg", "workerId": "w1"}
 # Short everything: 10-second claims (3 where a claim must expire), the reconciler every second judging states
 # older than 2 seconds, messages of a dead host visible again after 2 seconds.
-FAST = {"claim_timeout": 10, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
-        "pending_hint_visibility": 2, "reconcile_schedule": "*/1 * * * * *", "reconcile_grace": 2,
-        "extra_env": {"QUEUE_LOCAL_HOST_MESSAGE_LEASE": "2"}}
+FAST = {
+    "claim_timeout": 10,
+    "deadline_delay": 0,
+    "claim_work_wait": 1,
+    "claim_work_poll_interval": 0.2,
+    "pending_hint_visibility": 2,
+    "reconcile_schedule": "*/1 * * * * *",
+    "reconcile_grace": 2,
+    "extra_env": {"QUEUE_LOCAL_HOST_MESSAGE_LEASE": "2"},
+}
 
 
 NAMESPACE = f"test-faults-{uuid.uuid4().hex[:8]}"
 # Where a broker runs (always in CI), the crash tests also publish, and the audit checks every event went out.
-BUS = ({"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
-       if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER") else {})
+BUS = (
+    {"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
+    if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER")
+    else {}
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -118,14 +128,18 @@ def run_audit(azurite: azurite_mod.Azurite, settle: float = 20, *, published: bo
 def audit_once(azurite: azurite_mod.Azurite, *, published: bool = True) -> list[str]:
     async def go() -> list[str]:
         env = azurite_env(azurite)
-        settings = load_settings(storage=azurite.connection_string, root_access_token=ROOT_ACCESS_TOKEN,
-                                 **sharding_settings(env),
-                                 **{k: v for k, v in BUS.items() if k == "event_bus" and published})
+        settings = load_settings(
+            storage=azurite.connection_string,
+            root_access_token=ROOT_ACCESS_TOKEN,
+            **sharding_settings(env),
+            **{k: v for k, v in BUS.items() if k == "event_bus" and published},
+        )
         service = build_queue(settings, *stores_of(env, "sdk"))
         try:
             return [str(v) for v in (await audit(service.stores)).violations]
         finally:
             await service.close()
+
     return asyncio.run(go())
 
 
@@ -139,8 +153,10 @@ def clear(azurite: azurite_mod.Azurite, queue: str, shards: int = 1) -> None:
     """Lose every message of a queue (of each of its `shards`), hidden ones included (as an operator clearing it
     would)."""
     for name in (shard_name(queue, j) for j in range(shards)):
-        with QueueClient.from_connection_string(queue_connection(azurite, name), name) as client, \
-                contextlib.suppress(ResourceNotFoundError):  # a shard nothing was put on yet
+        with (
+            QueueClient.from_connection_string(queue_connection(azurite, name), name) as client,
+            contextlib.suppress(ResourceNotFoundError),
+        ):  # a shard nothing was put on yet
             client.clear_messages()
 
 
@@ -156,8 +172,9 @@ def repairs(*hosts: HostProcess) -> Counter[str]:
 
 
 @pytest.mark.parametrize("retried", [True, False])
-def test_create_task_dies_before_its_write(retried: bool, own_hosts: Callable[..., HostProcess],
-                                           own_azurite: azurite_mod.Azurite) -> None:
+def test_create_task_dies_before_its_write(
+    retried: bool, own_hosts: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite
+) -> None:
     """Its hint and checks are out, the task is not written: a retry creates it once; without one, nothing is
     left that would keep its group unresolved. (A group named after the task is written in the task's own
     transaction, so nothing of it would be left: the group here has another name, and its member rows are
@@ -180,8 +197,9 @@ def test_create_task_dies_before_its_write(retried: bool, own_hosts: Callable[..
 
 
 @pytest.mark.parametrize("fault", ["after-state-write", "claimed-before-response"])
-def test_claim_work_dies_between_claim_and_response(fault: str, own_hosts: Callable[..., HostProcess],
-                                                    own_azurite: azurite_mod.Azurite) -> None:
+def test_claim_work_dies_between_claim_and_response(
+    fault: str, own_hosts: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite
+) -> None:
     """The run is claimed but no worker heard of it: the claim expires, the retry is claimed once."""
     survivor = own_hosts(**settings_of(claim_timeout=3))
     doomed = own_hosts(**settings_of(claim_timeout=3, faults=fault))
@@ -196,13 +214,14 @@ def test_claim_work_dies_between_claim_and_response(fault: str, own_hosts: Calla
     workers.complete([task_id])
     runs = queue.status(task_id)["status"]["runs"]
     assert [(r["state"], r.get("reasonResolved")) for r in runs] == [
-        ("exception", "claim-expired"), ("completed", "completed")]
+        ("exception", "claim-expired"),
+        ("completed", "completed"),
+    ]
     assert workers.claims == [(task_id, 1)]  # run 0 reached no worker; its hint, if left, claimed nothing
     assert run_audit(own_azurite) == []
 
 
-def test_report_dies_after_its_write(own_hosts: Callable[..., HostProcess],
-                                     own_azurite: azurite_mod.Azurite) -> None:
+def test_report_dies_after_its_write(own_hosts: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite) -> None:
     """reportCompleted wrote the resolution and died before deleting the run's index row and answering: the
     worker's retry is answered from the stored outcome, the dependent is released, the index row goes."""
     survivor = own_hosts(**settings_of(claim_timeout=60))
@@ -221,8 +240,7 @@ def test_report_dies_after_its_write(own_hosts: Callable[..., HostProcess],
     assert run_audit(own_azurite) == []
 
 
-def test_resolution_dies_mid_page(own_hosts: Callable[..., HostProcess],
-                                  own_azurite: azurite_mod.Azurite) -> None:
+def test_resolution_dies_mid_page(own_hosts: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite) -> None:
     """The resolution scheduled part of a page of dependents and died; its message comes back, and every
     dependent gets exactly one pending run."""
     doomed = own_hosts(**settings_of(claim_timeout=30, faults="resolution-mid-page"))
@@ -242,8 +260,9 @@ def test_resolution_dies_mid_page(own_hosts: Callable[..., HostProcess],
     assert run_audit(own_azurite) == []
 
 
-def test_lost_messages_are_repaired_by_the_reconciler(own_hosts: Callable[..., HostProcess],
-                                                       own_azurite: azurite_mod.Azurite) -> None:
+def test_lost_messages_are_repaired_by_the_reconciler(
+    own_hosts: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite
+) -> None:
     host = own_hosts(**settings_of(claim_timeout=3))
     queue = host.client()
     tq = task_queue_id()
@@ -260,15 +279,19 @@ def test_lost_messages_are_repaired_by_the_reconciler(own_hosts: Callable[..., H
     clear(own_azurite, CLAIM_QUEUE, shards.checks)
     # A deadline check lost:
     lost_deadline = slugid()
-    queue.createTask(lost_deadline, task_definition(
-        taskQueueId=task_queue_id(), deadline=timeutil.iso(timeutil.now() + dt.timedelta(seconds=3))))
+    queue.createTask(
+        lost_deadline,
+        task_definition(taskQueueId=task_queue_id(), deadline=timeutil.iso(timeutil.now() + dt.timedelta(seconds=3))),
+    )
     clear(own_azurite, DEADLINE_QUEUE, shards.checks)
 
     workers = Workers(queue, tq)
     workers.complete([lost_hint, lost_claim], timeout=60)
     assert (lost_hint, 0) in workers.claims and (lost_claim, 1) in workers.claims
     assert [r.get("reasonResolved") for r in queue.status(lost_claim)["status"]["runs"]] == [
-        "claim-expired", "completed"]
+        "claim-expired",
+        "completed",
+    ]
     wait_for(lambda: queue.status(lost_deadline)["status"]["state"] == "exception", timeout=30)
     assert queue.status(lost_deadline)["status"]["runs"][-1]["reasonResolved"] == "deadline-exceeded"
     found = repairs(host)
@@ -276,14 +299,26 @@ def test_lost_messages_are_repaired_by_the_reconciler(own_hosts: Callable[..., H
     assert run_audit(own_azurite) == []
 
 
-def test_poison_message_is_reported_and_its_task_moves_on(own_hosts: Callable[..., HostProcess],
-                                                          own_azurite: azurite_mod.Azurite,
-                                                          tmp_path: Path) -> None:
+def test_poison_message_is_reported_and_its_task_moves_on(
+    own_hosts: Callable[..., HostProcess], own_azurite: azurite_mod.Azurite, tmp_path: Path
+) -> None:
     """The resolution handler keeps failing (a bug, an outage): its message ends in the poison queue and the
     dependent waits. Once the handler works again, the reconciler reports the message and runs it."""
     host_json = tmp_path / "host.json"
-    host_json.write_text(json.dumps({"version": "2.0", "extensions": {"queues": {
-        "maxPollingInterval": "00:00:00.200", "visibilityTimeout": "00:00:00", "maxDequeueCount": 2}}}))
+    host_json.write_text(
+        json.dumps(
+            {
+                "version": "2.0",
+                "extensions": {
+                    "queues": {
+                        "maxPollingInterval": "00:00:00.200",
+                        "visibilityTimeout": "00:00:00",
+                        "maxDequeueCount": 2,
+                    }
+                },
+            }
+        )
+    )
     # Resolutions go straight to their messages: no grace in which the resolver's own process tries first, which
     # would delay the poisoning past the reconciler's grace (it would unblock the dependent itself).
     broken = own_hosts(**settings_of(faults="resolve-dependencies:raise", resolution_grace=0), host_json=host_json)

@@ -35,10 +35,18 @@ from tests.acceptance.test_faults import run_audit
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_of_its_own, slugid, task_definition
 
 EXAMPLES = int(os.environ.get("QUEUE_FUZZ_EXAMPLES", "100"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                derandomize=not os.environ.get("QUEUE_FUZZ_RANDOM"),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("QUEUE_FUZZ_RANDOM"),
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.filter_too_much,
+    ],
+)
 TASK_QUEUE = "fuzz-prov/fuzz-type"
 WORKER = {"workerGroup": "fuzz-wg", "workerId": "fuzz-w"}
 
@@ -52,8 +60,7 @@ def fuzz_azurite(tmp_path_factory) -> Iterator[azurite_mod.Azurite]:
 
 @pytest.fixture(scope="module")
 def fuzz_host(host_factory, fuzz_azurite):
-    return host_factory(storage=fuzz_azurite.connection_string, claim_work_wait=0, claim_timeout=2,
-                        deadline_delay=0)
+    return host_factory(storage=fuzz_azurite.connection_string, claim_work_wait=0, claim_timeout=2, deadline_delay=0)
 
 
 class Api:
@@ -64,13 +71,27 @@ class Api:
         self.local = threading.local()
         self.task_ids: list[str] = []
 
-    def request(self, method: str, path: str, *, content: bytes = b"", content_type: str = "application/json",
-                headers: dict[str, str] | None = None, sign: bool = True, service: str = "queue") -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes = b"",
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+        sign: bool = True,
+        service: str = "queue",
+    ) -> httpx.Response:
         url = f"{self.root_url}/api/{service}/v1{path}"
         sent = {"Content-Type": content_type, **(headers or {})}
         if sign:
-            sender = mohawk.Sender({"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"}, url, method,
-                                   content=content, content_type=content_type)
+            sender = mohawk.Sender(
+                {"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
+                url,
+                method,
+                content=content,
+                content_type=content_type,
+            )
             sent["Authorization"] = sender.request_header
         if not hasattr(self.local, "client"):
             self.local.client = httpx.Client(timeout=30)
@@ -91,8 +112,9 @@ def fuzz_api(fuzz_host) -> Api:
     client = Api(fuzz_host.root_url)
     for _ in range(4):  # a few real tasks, one of them claimed, for generated requests to find
         task_id = slugid()
-        response = client.request("PUT", f"/task/{task_id}",
-                                  content=json.dumps(task_definition(taskQueueId=TASK_QUEUE)).encode())
+        response = client.request(
+            "PUT", f"/task/{task_id}", content=json.dumps(task_definition(taskQueueId=TASK_QUEUE)).encode()
+        )
         assert response.status_code == 200
         client.task_ids.append(task_id)
     client.request("POST", f"/claim-work/{TASK_QUEUE}", content=json.dumps({"tasks": 1, **WORKER}).encode())
@@ -103,22 +125,68 @@ def schema_strategy(name: str) -> st.SearchStrategy[Any]:
     return from_schema(inline(validation.schema(name), name))
 
 
-JSON_LEAVES = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
-               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40))
-ANY_JSON = st.recursive(JSON_LEAVES, lambda inner: st.lists(inner, max_size=5)
-                        | st.dictionaries(st.text(max_size=10), inner, max_size=5), max_leaves=30)
-ODD_TEXT = st.sampled_from(["", " ", "%00", "%0A", "..", "%2F", "%FF", "x" * 300, "\u00e9", "a%20b", "*", "-1",
-                            "99999999999999999999", "0", "1", "latest"]) | st.text(min_size=1, max_size=40)
-RAW_BODIES = st.sampled_from([b"NaN", b'{"a": NaN}', b"[" * 3000, b'{"a": "\\ud800"}', b"\xff\xfe", b"null",
-                              b"1e999", b'{"a":1}{"b":2}', b"\x00", b"[]", b"{}" * 1000]) | st.binary(max_size=200)
+JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+ANY_JSON = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=30,
+)
+ODD_TEXT = st.sampled_from(
+    [
+        "",
+        " ",
+        "%00",
+        "%0A",
+        "..",
+        "%2F",
+        "%FF",
+        "x" * 300,
+        "\u00e9",
+        "a%20b",
+        "*",
+        "-1",
+        "99999999999999999999",
+        "0",
+        "1",
+        "latest",
+    ]
+) | st.text(min_size=1, max_size=40)
+RAW_BODIES = st.sampled_from(
+    [
+        b"NaN",
+        b'{"a": NaN}',
+        b"[" * 3000,
+        b'{"a": "\\ud800"}',
+        b"\xff\xfe",
+        b"null",
+        b"1e999",
+        b'{"a":1}{"b":2}',
+        b"\x00",
+        b"[]",
+        b"{}" * 1000,
+    ]
+) | st.binary(max_size=200)
 
 
 def route_params(route: Route, api_: Api, draw: Any) -> str:
     def value(name: str) -> str:
-        real = {"taskId": api_.task_ids, "taskGroupId": api_.task_ids, "runId": ["0", "1"],
-                "taskQueueId": [TASK_QUEUE], "provisionerId": ["fuzz-prov"], "workerType": ["fuzz-type"],
-                "workerGroup": [WORKER["workerGroup"]], "workerId": [WORKER["workerId"]],
-                "name": ["public/log.txt", "public/x"]}.get(name, ["x"])
+        real = {
+            "taskId": api_.task_ids,
+            "taskGroupId": api_.task_ids,
+            "runId": ["0", "1"],
+            "taskQueueId": [TASK_QUEUE],
+            "provisionerId": ["fuzz-prov"],
+            "workerType": ["fuzz-type"],
+            "workerGroup": [WORKER["workerGroup"]],
+            "workerId": [WORKER["workerId"]],
+            "name": ["public/log.txt", "public/x"],
+        }.get(name, ["x"])
         kind = draw(st.sampled_from(["real", "new", "odd"]))
         if kind == "real":  # one of what exists (the list grows as the fuzzing goes: draw an index, not a value)
             chosen = real[draw(st.integers(min_value=0, max_value=10**6)) % len(real)]
@@ -127,6 +195,7 @@ def route_params(route: Route, api_: Api, draw: Any) -> str:
         if re.fullmatch(r"(%[0-9A-Fa-f]{2}|[A-Za-z0-9._~-])+", chosen) and "%" in chosen:
             return chosen  # already percent-encoded, as sent (generated text that only starts with `%` is quoted)
         return urllib.parse.quote(chosen, safe="/" if name == "taskQueueId" else "")
+
     return re.sub(r"<([a-zA-Z]+)>", lambda m: value(m.group(1)), route.path)
 
 
@@ -161,8 +230,9 @@ def test_generated_create_task_bodies_never_get_a_5xx(fuzz_api, data):
 def test_every_route_with_generated_parameters_bodies_and_queries(fuzz_api, data):
     route = data.draw(st.sampled_from(api.routes))
     path = route_params(route, fuzz_api, data.draw)
-    query = data.draw(st.dictionaries(st.sampled_from(["limit", "continuationToken", "quarantined", "x"]),
-                                      ODD_TEXT, max_size=2))
+    query = data.draw(
+        st.dictionaries(st.sampled_from(["limit", "continuationToken", "quarantined", "x"]), ODD_TEXT, max_size=2)
+    )
     if query:
         path += "?" + str(httpx.QueryParams(query))
     content = b""
@@ -195,12 +265,15 @@ def test_object_service_routes_with_generated_requests(fuzz_api, data):
 @FUZZ
 @given(data=st.data())
 def test_generated_artifact_requests_never_get_a_5xx(fuzz_api, data):
-    claimed = fuzz_api.request("POST", f"/claim-work/{TASK_QUEUE}",
-                               content=json.dumps({"tasks": 1, **WORKER}).encode()).json()["tasks"]
+    claimed = fuzz_api.request(
+        "POST", f"/claim-work/{TASK_QUEUE}", content=json.dumps({"tasks": 1, **WORKER}).encode()
+    ).json()["tasks"]
     known = fuzz_api.task_ids[data.draw(st.integers(min_value=0, max_value=10**6)) % len(fuzz_api.task_ids)]
     task_id = claimed[0]["status"]["taskId"] if claimed else known
-    name = data.draw(st.sampled_from(["public/a", "public/dir/b.txt"]) | st.text(
-        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7e), min_size=1, max_size=60))
+    name = data.draw(
+        st.sampled_from(["public/a", "public/dir/b.txt"])
+        | st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=60)
+    )
     body = data.draw(schema_strategy("create-artifact-request"))
     path = f"/task/{task_id}/runs/0/artifacts/{urllib.parse.quote(name, safe='')}"
     fuzz_api.request("POST", path, content=json.dumps(body).encode())

@@ -37,8 +37,13 @@ from shared import timeutil
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_of_its_own, slugid, task_definition
 
 EXAMPLES = int(os.environ.get("QUEUE_FUZZ_EXAMPLES", "6"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not os.environ.get(
-    "QUEUE_FUZZ_RANDOM"), suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("QUEUE_FUZZ_RANDOM"),
+    suppress_health_check=list(HealthCheck),
+)
 # What a refused request must not change: what the API reads (not the index rows and hints a refused write may
 # put before it is refused, which their timers drop).
 WATCHED_TABLES = ("Tasks", "TaskDependency", "TaskRequirement", "Clients", "Roles", "Objects", "Index")
@@ -55,8 +60,13 @@ class Hawk(requests.auth.AuthBase):
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         body = request.body or b""
         content = body.encode() if isinstance(body, str) else body
-        sender = mohawk.Sender(self.credentials, request.url, request.method, content=content,
-                               content_type=request.headers.get("Content-Type", ""))
+        sender = mohawk.Sender(
+            self.credentials,
+            request.url,
+            request.method,
+            content=content,
+            content_type=request.headers.get("Content-Type", ""),
+        )
         request.headers["Authorization"] = sender.request_header
         return request
 
@@ -70,8 +80,9 @@ def fuzz_storage(tmp_path_factory) -> Iterator[azurite_mod.Azurite]:
 @pytest.fixture(scope="module")
 def fuzz_host(host_factory, fuzz_storage):
     # No triggers' work on the tasks while the run goes: long claims, no deadline delay past the run.
-    return host_factory(storage=fuzz_storage.connection_string, claim_work_wait=0, claim_timeout=3600,
-                        client_cache_seconds=0)
+    return host_factory(
+        storage=fuzz_storage.connection_string, claim_work_wait=0, claim_timeout=3600, client_cache_seconds=0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +90,20 @@ def callers(fuzz_host) -> list[tuple[str, requests.auth.AuthBase | None]]:
     """Anonymous, a client that holds no scope, credentials that fail, and root."""
     session = requests.Session()
     root = Hawk("root", ROOT_ACCESS_TOKEN)
-    created = session.put(f"{fuzz_host.root_url}/api/auth/v1/clients/fuzz/no-scopes", auth=root, json={
-        "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "fuzz", "scopes": []})
+    created = session.put(
+        f"{fuzz_host.root_url}/api/auth/v1/clients/fuzz/no-scopes",
+        auth=root,
+        json={"expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "fuzz", "scopes": []},
+    )
     assert created.status_code == 200, created.text
     for _ in range(3):  # a few tasks for generated requests to meet
         session.put(f"{fuzz_host.root_url}/api/queue/v1/task/{slugid()}", auth=root, json=task_definition())
-    return [("anonymous", None), ("no-scopes", Hawk("fuzz/no-scopes", created.json()["accessToken"])),
-            ("bad-token", Hawk("root", "x" * 44)), ("root", root)]
+    return [
+        ("anonymous", None),
+        ("no-scopes", Hawk("fuzz/no-scopes", created.json()["accessToken"])),
+        ("bad-token", Hawk("root", "x" * 44)),
+        ("root", root),
+    ]
 
 
 def fingerprint(storage: azurite_mod.Azurite) -> str:
@@ -95,8 +113,9 @@ def fingerprint(storage: azurite_mod.Azurite) -> str:
     for table in WATCHED_TABLES:
         try:
             for entity in service.get_table_client(table).list_entities(select=["PartitionKey", "RowKey"]):
-                digest.update(f"{table}|{entity['PartitionKey']}|{entity['RowKey']}|"
-                              f"{entity.metadata['etag']}\n".encode())
+                digest.update(
+                    f"{table}|{entity['PartitionKey']}|{entity['RowKey']}|{entity.metadata['etag']}\n".encode()
+                )
         except Exception as exc:  # a table not created yet
             if "TableNotFound" not in str(exc):
                 raise
@@ -138,8 +157,10 @@ def exercise(case: schemathesis.Case, callers: list[tuple[str, Any]], storage: a
         body = response.json()
         assert set(body) == {"code", "message", "requestInfo"}, body
         if before is not None:
-            assert settled(storage) == before, f"refused {case.method} {case.formatted_path} as {name} changed " \
-                                               f"storage: {response.status_code} {body['code']}"
+            assert settled(storage) == before, (
+                f"refused {case.method} {case.formatted_path} as {name} changed "
+                f"storage: {response.status_code} {body['code']}"
+            )
             STATS["refusals checked"] += 1
     else:
         case.validate_response(response, checks=[schemathesis.checks.response_schema_conformance])
@@ -147,12 +168,12 @@ def exercise(case: schemathesis.Case, callers: list[tuple[str, Any]], storage: a
 
 @pytest.mark.parametrize("service", ["queue", "auth", "object", "index"])
 def test_every_operation_with_valid_and_invalid_generated_requests(fuzz_host, service, callers, fuzz_storage, rss):
-    schema = schemathesis.openapi.from_url(f"{fuzz_host.root_url}/references/{service}/v1/openapi.json",
-                                           timeout=30)
+    schema = schemathesis.openapi.from_url(f"{fuzz_host.root_url}/references/{service}/v1/openapi.json", timeout=30)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 5
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
             @FUZZ
             @given(case=operation.as_strategy(generation_mode=mode))
             def run(case: schemathesis.Case) -> None:

@@ -36,8 +36,10 @@ GO_TOOLS = PROJECT / ".tools" / "go" / "bin"
 GENERIC_WORKER = GO_TOOLS / "generic-worker"
 CLI = GO_TOOLS / "taskcluster"
 # Skipped without Go on a developer's machine; `.ci/run` sets QUEUE_TEST_REQUIRE_GO_TOOLS (Makefile builds them).
-pytestmark = pytest.mark.skipif(not GENERIC_WORKER.exists() and not os.environ.get("QUEUE_TEST_REQUIRE_GO_TOOLS"),
-                                reason="generic-worker not built (needs Go: make test builds it)")
+pytestmark = pytest.mark.skipif(
+    not GENERIC_WORKER.exists() and not os.environ.get("QUEUE_TEST_REQUIRE_GO_TOOLS"),
+    reason="generic-worker not built (needs Go: make test builds it)",
+)
 CLAIM_TIMEOUT = 212
 
 
@@ -52,23 +54,45 @@ class GenericWorker:
         provisioner, worker_type = self.task_queue.split("/")
         base.mkdir(parents=True, exist_ok=True)
         key = base / "ed25519.key"
-        subprocess.run([str(GENERIC_WORKER), "new-ed25519-keypair", "--file", str(key)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [str(GENERIC_WORKER), "new-ed25519-keypair", "--file", str(key)], check=True, capture_output=True
+        )
         config = {
-            "rootURL": host.root_url, "clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN,
-            "ed25519SigningKeyLocation": str(key), "provisionerId": provisioner, "workerType": worker_type,
-            "workerGroup": "gw-group", "workerId": "gw-1", "publicIP": "127.0.0.1",
-            "tasksDir": str(base / "tasks"), "cachesDir": str(base / "caches"), "downloadsDir": str(base / "dl"),
-            "createObjectArtifacts": object_artifacts, "enableLiveLog": False, "enableTaskclusterProxy": False,
-            "enableInteractive": False, "enableLoopbackAudio": False, "enableLoopbackVideo": False,
-            "disableReboots": True, "shutdownMachineOnIdle": False, "shutdownMachineOnInternalError": False,
-            "requiredDiskSpaceMegabytes": 10, "idleTimeoutSecs": 0, "sentryProject": "",
+            "rootURL": host.root_url,
+            "clientId": ROOT_CLIENT_ID,
+            "accessToken": ROOT_ACCESS_TOKEN,
+            "ed25519SigningKeyLocation": str(key),
+            "provisionerId": provisioner,
+            "workerType": worker_type,
+            "workerGroup": "gw-group",
+            "workerId": "gw-1",
+            "publicIP": "127.0.0.1",
+            "tasksDir": str(base / "tasks"),
+            "cachesDir": str(base / "caches"),
+            "downloadsDir": str(base / "dl"),
+            "createObjectArtifacts": object_artifacts,
+            "enableLiveLog": False,
+            "enableTaskclusterProxy": False,
+            "enableInteractive": False,
+            "enableLoopbackAudio": False,
+            "enableLoopbackVideo": False,
+            "disableReboots": True,
+            "shutdownMachineOnIdle": False,
+            "shutdownMachineOnInternalError": False,
+            "requiredDiskSpaceMegabytes": 10,
+            "idleTimeoutSecs": 0,
+            "sentryProject": "",
         }
         (base / "config.json").write_text(json.dumps(config))
         self.log = base / "generic-worker.log"
         with open(self.log, "wb") as out:
-            self.process = subprocess.Popen([str(GENERIC_WORKER), "run", "--config", str(base / "config.json")],
-                                            cwd=base, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                [str(GENERIC_WORKER), "run", "--config", str(base / "config.json")],
+                cwd=base,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -93,15 +117,26 @@ def object_worker(host, tmp_path_factory) -> Iterator[GenericWorker]:
 
 def submit(queue, worker: GenericWorker, script: str, artifacts: list[dict] | None = None, **payload) -> str:
     task_id = slugid()
-    queue.createTask(task_id, task_definition(taskQueueId=worker.task_queue, payload={
-        "command": [["/bin/bash", "-c", script]], "maxRunTime": 120, "features": {"liveLog": False},
-        "artifacts": artifacts or [], **payload}))
+    queue.createTask(
+        task_id,
+        task_definition(
+            taskQueueId=worker.task_queue,
+            payload={
+                "command": [["/bin/bash", "-c", script]],
+                "maxRunTime": 120,
+                "features": {"liveLog": False},
+                "artifacts": artifacts or [],
+                **payload,
+            },
+        ),
+    )
     return task_id
 
 
 def resolved(queue, task_id: str, worker: GenericWorker, timeout: float = 60) -> dict:
     def done() -> bool:
         return queue.status(task_id)["status"]["state"] in ("completed", "failed", "exception")
+
     try:
         wait_for(done, timeout=timeout)
     except AssertionError:
@@ -116,10 +151,14 @@ def download(host, task_id: str, name: str) -> bytes:
 
 
 BINARY = bytes((i * 37 + 11) % 256 for i in range(5 * 1024 * 1024 + 17))
-MAKE_FILES = ("mkdir -p out && echo 'built by generic-worker' > out/result.txt && "
-              "python3 -c \"open('out/target.bin','wb').write(bytes((i*37+11)%256 for i in range(5*1024*1024+17)))\"")
-FILES = [{"type": "file", "path": "out/result.txt", "name": "public/build/result.txt"},
-         {"type": "file", "path": "out/target.bin", "name": "public/build/target.bin"}]
+MAKE_FILES = (
+    "mkdir -p out && echo 'built by generic-worker' > out/result.txt && "
+    "python3 -c \"open('out/target.bin','wb').write(bytes((i*37+11)%256 for i in range(5*1024*1024+17)))\""
+)
+FILES = [
+    {"type": "file", "path": "out/result.txt", "name": "public/build/result.txt"},
+    {"type": "file", "path": "out/target.bin", "name": "public/build/target.bin"},
+]
 
 
 # With `createObjectArtifacts`, generic-worker's Go object client PUTs its body chunked (Go sends no length for
@@ -131,10 +170,14 @@ def test_generic_worker_runs_a_task_and_uploads_its_log_and_artifacts(host, requ
     task_id = submit(queue, worker, f"echo hello from the task; {MAKE_FILES}", FILES)
     status = resolved(queue, task_id, worker)
     assert [(r["state"], r.get("reasonResolved")) for r in status["runs"]] == [("completed", "completed")], (
-        worker.output()[-4000:])
+        worker.output()[-4000:]
+    )
     listed = {a["name"]: a["storageType"] for a in queue.listArtifacts(task_id, "0")["artifacts"]}
-    assert listed == {"public/logs/live_backing.log": kind, "public/build/result.txt": kind,
-                      "public/build/target.bin": kind}
+    assert listed == {
+        "public/logs/live_backing.log": kind,
+        "public/build/result.txt": kind,
+        "public/build/target.bin": kind,
+    }
     assert download(host, task_id, "public/build/result.txt") == b"built by generic-worker\n"
     assert download(host, task_id, "public/build/target.bin") == BINARY
     log = download(host, task_id, "public/logs/live_backing.log").decode()  # it gzips logs, declared in the PUT
@@ -177,8 +220,12 @@ def test_the_taskcluster_cli_reads_and_acts_on_this_queue(host, s3_worker, tmp_p
     queue = host.client()
     task_id = submit(queue, s3_worker, MAKE_FILES, FILES)
     resolved(queue, task_id, s3_worker)
-    env = {**os.environ, "TASKCLUSTER_ROOT_URL": host.root_url, "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
-           "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN}
+    env = {
+        **os.environ,
+        "TASKCLUSTER_ROOT_URL": host.root_url,
+        "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
+        "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
+    }
 
     def cli(*args: str) -> str:
         done = subprocess.run([str(CLI), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -187,10 +234,10 @@ def test_the_taskcluster_cli_reads_and_acts_on_this_queue(host, s3_worker, tmp_p
 
     assert cli("task", "status", task_id).strip() == "completed 'completed'"
     assert cli("task", "artifacts", task_id).split() == sorted(
-        ["public/build/result.txt", "public/build/target.bin", "public/logs/live_backing.log"])
+        ["public/build/result.txt", "public/build/target.bin", "public/logs/live_backing.log"]
+    )
     assert "=== Task Finished ===" in cli("task", "log", task_id)
-    assert f"{task_id} " in cli("group", "list", "--all", task_id) and "completed: 1" in cli("group", "status",
-                                                                                                 task_id)
+    assert f"{task_id} " in cli("group", "list", "--all", task_id) and "completed: 1" in cli("group", "status", task_id)
     cli("download", "artifact", task_id, "public/build/target.bin", "target.bin")
     assert (tmp_path / "target.bin").read_bytes() == BINARY
     assert json.loads(cli("api", "queue", "ping"))["alive"] is True

@@ -33,12 +33,24 @@ def queue(host):
     return host.client()
 
 
-def signed(host, method, path, *, content: bytes = b"", content_type: str = "application/json",
-           headers: dict[str, str] | None = None) -> httpx.Response:
+def signed(
+    host,
+    method,
+    path,
+    *,
+    content: bytes = b"",
+    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
     """A request signed by hand as root (the official client would not send what these tests send)."""
     url = f"{host.root_url}/api/queue/v1{path}"
-    sender = mohawk.Sender({"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"}, url, method,
-                           content=content, content_type=content_type)
+    sender = mohawk.Sender(
+        {"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
+        url,
+        method,
+        content=content,
+        content_type=content_type,
+    )
     sent = {"Authorization": sender.request_header, "Content-Type": content_type, **(headers or {})}
     return httpx.request(method, url, headers=sent, content=content or None)
 
@@ -53,10 +65,19 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict:
 
 # --- 1. JSON that cannot be answered again --------------------------------------------------------------------
 
-@pytest.mark.parametrize("payload", [
-    '{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}', '{"x": 1e999}', '{"x": "\\ud800"}',
-    '{"\\udfff": 1}', '{"x": ["ok", {"y": "\\udc00 tail"}]}',
-])
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"x": NaN}',
+        '{"x": Infinity}',
+        '{"x": -Infinity}',
+        '{"x": 1e999}',
+        '{"x": "\\ud800"}',
+        '{"\\udfff": 1}',
+        '{"x": ["ok", {"y": "\\udc00 tail"}]}',
+    ],
+)
 def test_non_finite_numbers_and_lone_surrogates_are_refused_and_nothing_is_stored(host, queue, payload):
     task_id = slugid()
     definition = task_definition()
@@ -70,8 +91,9 @@ def test_non_finite_numbers_and_lone_surrogates_are_refused_and_nothing_is_store
 def test_the_official_client_sending_nan_is_refused(queue):
     """The Python client sends `float("nan")` as `NaN`."""
     task_id = slugid()
-    body = expect_error(400, "InputValidationError", queue.createTask, task_id,
-                        task_definition(payload={"ratio": math.nan}))
+    body = expect_error(
+        400, "InputValidationError", queue.createTask, task_id, task_definition(payload={"ratio": math.nan})
+    )
     assert "NaN" in body["message"]
     expect_error(404, "ResourceNotFound", queue.task, task_id)
 
@@ -86,15 +108,24 @@ def test_nesting_has_a_limit_and_the_deepest_json_is_a_400_not_a_500(host, queue
     assert signed(host, "PUT", f"/task/{task_id}", content=ok.encode()).status_code == 200
     assert queue.task(task_id)["payload"]["deep"] == json.loads("[" * 90 + "]" * 90)
     # Anonymous too, on any route with a body, and in a Hawk header's ext.
-    anonymous = httpx.post(f"{host.root_url}/api/queue/v1/tasks", content=b'{"taskIds": ' + b"[" * 2000,
-                           headers={"Content-Type": "application/json"})
+    anonymous = httpx.post(
+        f"{host.root_url}/api/queue/v1/tasks",
+        content=b'{"taskIds": ' + b"[" * 2000,
+        headers={"Content-Type": "application/json"},
+    )
     assert anonymous.status_code == 400
     ext = base64.urlsafe_b64encode(b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}").decode().rstrip("=")
-    sender = mohawk.Sender({"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
-                           f"{host.root_url}/api/queue/v1/task/{task_id}", "GET", content="", content_type="",
-                           ext=ext)
-    response = httpx.get(f"{host.root_url}/api/queue/v1/task/{task_id}",
-                         headers={"Authorization": sender.request_header})
+    sender = mohawk.Sender(
+        {"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
+        f"{host.root_url}/api/queue/v1/task/{task_id}",
+        "GET",
+        content="",
+        content_type="",
+        ext=ext,
+    )
+    response = httpx.get(
+        f"{host.root_url}/api/queue/v1/task/{task_id}", headers={"Authorization": sender.request_header}
+    )
     assert_error(response, 401, "AuthenticationFailed")
 
 
@@ -134,13 +165,15 @@ def test_a_task_stored_with_nan_before_the_checks_is_still_answered(host, queue,
 
 # --- 2. Finished artifacts cannot be rewritten -----------------------------------------------------------------
 
+
 def test_a_finished_artifact_keeps_its_bytes_and_is_served_as_declared(host, queue):
     task_id, worker = claimed(queue)
     data = b"the original log\n"
     created = worker.createArtifact(task_id, "0", "public/log.txt", azure_request(data, "text/plain"))
     # The uploader claims another content type for its blob: the download says what was declared.
-    response = httpx.put(created["putUrl"], content=data,
-                         headers={**created["headers"], "x-ms-blob-content-type": "text/html"})
+    response = httpx.put(
+        created["putUrl"], content=data, headers={**created["headers"], "x-ms-blob-content-type": "text/html"}
+    )
     assert response.status_code == 201
     worker.finishArtifact(task_id, "0", "public/log.txt", {"uploadId": created["uploadId"]})
     # The putUrl still writes its blob until it expires, but the artifact no longer reads that blob.
@@ -171,21 +204,35 @@ def test_an_artifact_a_browser_would_run_is_served_as_an_attachment(host, queue)
 
 # --- 4. Malformed tokens, parameters and headers: 4xx, never 500 ------------------------------------------------
 
-BAD_TOKENS = ["!!!", "bm90IGpzb24", base64.urlsafe_b64encode(b"[]").decode(),
-              base64.urlsafe_b64encode(b'{"PartitionKey": 5}').decode(),
-              base64.urlsafe_b64encode(b'{"PartitionKey": "a\\u0000", "RowKey": "b"}').decode(),
-              base64.urlsafe_b64encode(b'{"PartitionKey": "' + b"x" * 5000 + b'"}').decode(), "\u00e9\u00e9"]
+BAD_TOKENS = [
+    "!!!",
+    "bm90IGpzb24",
+    base64.urlsafe_b64encode(b"[]").decode(),
+    base64.urlsafe_b64encode(b'{"PartitionKey": 5}').decode(),
+    base64.urlsafe_b64encode(b'{"PartitionKey": "a\\u0000", "RowKey": "b"}').decode(),
+    base64.urlsafe_b64encode(b'{"PartitionKey": "' + b"x" * 5000 + b'"}').decode(),
+    "\u00e9\u00e9",
+]
 
 
 def test_a_malformed_continuation_token_is_a_400_on_every_listing(host, queue):
     task_id, _ = claimed(queue)
     tq = queue.task(task_id)["taskQueueId"]
     prov, wt = tq.split("/")
-    listings = [f"/task-group/{task_id}/list", f"/task/{task_id}/dependents", f"/task/{task_id}/events",
-                f"/task-group/{task_id}/events", f"/task/{task_id}/runs/0/artifacts", f"/task/{task_id}/artifacts",
-                "/provisioners", f"/provisioners/{prov}/worker-types", "/task-queues",
-                f"/provisioners/{prov}/worker-types/{wt}/workers", f"/task-queues/{tq}/pending",
-                f"/task-queues/{tq}/claimed"]
+    listings = [
+        f"/task-group/{task_id}/list",
+        f"/task/{task_id}/dependents",
+        f"/task/{task_id}/events",
+        f"/task-group/{task_id}/events",
+        f"/task/{task_id}/runs/0/artifacts",
+        f"/task/{task_id}/artifacts",
+        "/provisioners",
+        f"/provisioners/{prov}/worker-types",
+        "/task-queues",
+        f"/provisioners/{prov}/worker-types/{wt}/workers",
+        f"/task-queues/{tq}/pending",
+        f"/task-queues/{tq}/claimed",
+    ]
     for path in listings:
         assert signed(host, "GET", path).status_code == 200, path
         for token in BAD_TOKENS:
@@ -193,16 +240,23 @@ def test_a_malformed_continuation_token_is_a_400_on_every_listing(host, queue):
             body = assert_error(response, 400, "InvalidRequestArguments")
             assert "continuationToken" in body["message"], (path, token)
     # Anonymous callers reach the same code.
-    anonymous = httpx.get(f"{host.root_url}/api/queue/v1/task-group/{task_id}/list",
-                          params={"continuationToken": "!!!"})
+    anonymous = httpx.get(
+        f"{host.root_url}/api/queue/v1/task-group/{task_id}/list", params={"continuationToken": "!!!"}
+    )
     assert_error(anonymous, 400, "InvalidRequestArguments")
 
 
-@pytest.mark.parametrize("path", [
-    "/task/%s%%0A", "/task/%s/runs/0%%0A/artifacts", "/task/%s/runs/0/artifact-info/public%%2Fa%%00b",
-    "/task/%s/runs/0/artifact-info/caf%%C3%%A9", "/task/%s/runs/0/artifact-info/a%%0Ab",
-    "/task/%s/runs/0/artifact-info/%%FF",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/task/%s%%0A",
+        "/task/%s/runs/0%%0A/artifacts",
+        "/task/%s/runs/0/artifact-info/public%%2Fa%%00b",
+        "/task/%s/runs/0/artifact-info/caf%%C3%%A9",
+        "/task/%s/runs/0/artifact-info/a%%0Ab",
+        "/task/%s/runs/0/artifact-info/%%FF",
+    ],
+)
 def test_malformed_path_parameters_are_400(host, queue, path):
     task_id, _ = claimed(queue)
     assert_error(signed(host, "GET", path % task_id), 400, "InvalidRequestArguments")
@@ -217,14 +271,20 @@ def test_artifact_names_must_be_printable_ascii(host, queue):
 
 def test_a_scope_ending_in_a_newline_is_not_a_scope(host, queue):
     task_id = slugid()
-    body = expect_error(400, "InputValidationError", queue.createTask, task_id,
-                        task_definition(scopes=["queue:get-task:x\n"]))
+    body = expect_error(
+        400, "InputValidationError", queue.createTask, task_id, task_definition(scopes=["queue:get-task:x\n"])
+    )
     assert "scopes" in body["message"]
-    expect_error(400, "InputValidationError", queue.createTask, task_id,
-                 task_definition(taskQueueId="prov/type\n"))
+    expect_error(400, "InputValidationError", queue.createTask, task_id, task_definition(taskQueueId="prov/type\n"))
     expect_error(404, "ResourceNotFound", queue.task, task_id)
-    narrowed = taskcluster.Queue({"rootUrl": host.root_url, "maxRetries": 0, "authorizedScopes": ["queue:ping\n"],
-                                  "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    narrowed = taskcluster.Queue(
+        {
+            "rootUrl": host.root_url,
+            "maxRetries": 0,
+            "authorizedScopes": ["queue:ping\n"],
+            "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
     expect_error(401, "AuthenticationFailed", narrowed.status, slugid())
 
 
@@ -232,12 +292,17 @@ def test_a_body_must_be_sent_as_json(host, queue):
     task_id = slugid()
     text = json.dumps(task_definition()).encode()
     for content_type in ["text/plain", "application/x-www-form-urlencoded", ""]:
-        body = assert_error(signed(host, "PUT", f"/task/{task_id}", content=text, content_type=content_type),
-                            400, "MalformedPayload")
+        body = assert_error(
+            signed(host, "PUT", f"/task/{task_id}", content=text, content_type=content_type), 400, "MalformedPayload"
+        )
         assert "Content-Type: application/json" in body["message"]
     expect_error(404, "ResourceNotFound", queue.task, task_id)
-    assert signed(host, "PUT", f"/task/{task_id}", content=text,
-                  content_type="application/json; charset=utf-8").status_code == 200
+    assert (
+        signed(
+            host, "PUT", f"/task/{task_id}", content=text, content_type="application/json; charset=utf-8"
+        ).status_code
+        == 200
+    )
     # Not UTF-8: refused as not JSON.
     assert_error(signed(host, "PUT", f"/task/{slugid()}", content=b'{"x": "\xff"}'), 400, "MalformedPayload")
 
@@ -248,15 +313,21 @@ def test_oversized_and_malformed_headers_get_taskclusters_json_error(host):
     assert "HTTP" in body["message"]
     # Headers the queue reads itself: a Host its signature check cannot use, garbage Authorization.
     task = f"{host.root_url}/api/queue/v1/task/{slugid()}"
-    for headers in [{"Host": "a:b:c"}, {"Host": "127.0.0.1:notaport"}, {"Authorization": b'Hawk id="\xe9"'},
-                    {"Authorization": 'Hawk id="root", ts="x", nonce="n", mac="m"'},
-                    {"Authorization": "Hawk " + "a" * 10_000}, {"Authorization": "Basic abc"}]:
+    for headers in [
+        {"Host": "a:b:c"},
+        {"Host": "127.0.0.1:notaport"},
+        {"Authorization": b'Hawk id="\xe9"'},
+        {"Authorization": 'Hawk id="root", ts="x", nonce="n", mac="m"'},
+        {"Authorization": "Hawk " + "a" * 10_000},
+        {"Authorization": "Basic abc"},
+    ]:
         response = httpx.get(task, headers=headers)
         assert 400 <= response.status_code < 500, (headers, response.text)
         assert set(response.json()) == {"code", "message", "requestInfo"}
 
 
 # --- 5. Bounded work for a refused createTask --------------------------------------------------------------------
+
 
 def test_many_missing_dependencies_are_refused_before_any_edge_is_written(host, queue, azurite):
     missing = [slugid() for _ in range(10_000)]

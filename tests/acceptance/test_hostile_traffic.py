@@ -36,13 +36,23 @@ def queue(host):
 
 
 def auth(host, credentials=None):
-    return taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0, "credentials": credentials or {
-        "clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    return taskcluster.Auth(
+        {
+            "rootUrl": host.root_url,
+            "maxRetries": 0,
+            "credentials": credentials or {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
 
 
 def objects(host):
-    return taskcluster.Object({"rootUrl": host.root_url, "maxRetries": 0,
-                               "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    return taskcluster.Object(
+        {
+            "rootUrl": host.root_url,
+            "maxRetries": 0,
+            "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
 
 
 def bewit(client_id: str) -> str:
@@ -53,8 +63,10 @@ def bewit(client_id: str) -> str:
 
 # --- 1, 2: anonymous requests do not grow memory ------------------------------------------------------------------
 
+
 def test_anonymous_floods_of_made_up_clients_and_inspector_paths_keep_memory_flat(host):
     with httpx.Client(base_url=host.root_url, timeout=30) as http:
+
         def flood(count: int, offset: int) -> None:
             for i in range(offset, offset + count):
                 made_up = f"{i:08x}" + "A" * 40_000  # a clientId no client has, nor can have (over 256)
@@ -78,20 +90,36 @@ def test_anonymous_floods_of_made_up_clients_and_inspector_paths_keep_memory_fla
 
 # --- 3, 4: scopes and roles bounded ---------------------------------------------------------------------------
 
+
 def test_sets_of_scopes_a_caller_brings_are_bounded_and_refused_with_400(host):
     root = auth(host)
     body = expect_error(400, "InputError", root.expandScopes, {"scopes": [f"queue:x:{i}" for i in range(5001)]})
     assert "at most 5000" in body["message"]
-    expect_error(400, "InputError", root.createClient, "hostile/doubled",
-                 {"expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "",
-                  "scopes": ["queue:get-task:**"]})
-    expect_error(400, "InputValidationError", root.createRole, "hostile-long",
-                 {"description": "", "scopes": ["x" * 4097]})
+    expect_error(
+        400,
+        "InputError",
+        root.createClient,
+        "hostile/doubled",
+        {
+            "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+            "description": "",
+            "scopes": ["queue:get-task:**"],
+        },
+    )
+    expect_error(
+        400, "InputValidationError", root.createRole, "hostile-long", {"description": "", "scopes": ["x" * 4097]}
+    )
     # authorizedScopes: thousands of `...*` scopes are checked in one sort; past the bound, refused.
     # (A Hawk header holds 4,096 characters at most, as Taskcluster's; a signed URL up to the 64 KiB of a head.)
     many = [f"queue:get-task:{i}z*" for i in range(1200)]
-    narrowed = taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0, "authorizedScopes": many,
-                                 "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    narrowed = taskcluster.Auth(
+        {
+            "rootUrl": host.root_url,
+            "maxRetries": 0,
+            "authorizedScopes": many,
+            "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
     answer = httpx.get(narrowed.buildSignedUrl("currentScopes"))
     assert answer.status_code == 200 and answer.json()["scopes"] == sorted(many)
 
@@ -106,17 +134,30 @@ def test_a_large_set_of_scopes_is_stored_not_a_500(host):
 
 def test_a_delegated_role_admin_cannot_make_expansion_explode(host):
     root = auth(host)
-    root.createClient("hostile/admin", {"expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
-                                        "description": "delegated", "scopes": [
-                                            "auth:create-role:project:me:*", "assume:project:me:*"]})
+    root.createClient(
+        "hostile/admin",
+        {
+            "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+            "description": "delegated",
+            "scopes": ["auth:create-role:project:me:*", "assume:project:me:*"],
+        },
+    )
     token = root.resetAccessToken("hostile/admin")["accessToken"]
     admin = auth(host, {"clientId": "hostile/admin", "accessToken": token})
     admin.createRole("project:me:L16-*", {"description": "", "scopes": ["assume:project:me:leaf-<..>"]})
     refused = None
     for level in range(15, -1, -1):
         try:
-            admin.createRole(f"project:me:L{level:02d}-*", {"description": "", "scopes": [
-                f"assume:project:me:L{level + 1:02d}-<..>a", f"assume:project:me:L{level + 1:02d}-<..>b"]})
+            admin.createRole(
+                f"project:me:L{level:02d}-*",
+                {
+                    "description": "",
+                    "scopes": [
+                        f"assume:project:me:L{level + 1:02d}-<..>a",
+                        f"assume:project:me:L{level + 1:02d}-<..>b",
+                    ],
+                },
+            )
         except TaskclusterRestFailure as exc:
             refused = exc
             break
@@ -130,6 +171,7 @@ def test_a_delegated_role_admin_cannot_make_expansion_explode(host):
 
 # --- 5: names cannot take another's row ---------------------------------------------------------------------------
 
+
 def test_an_object_name_cannot_take_the_row_of_a_long_name(host):
     service = objects(host)
     long_name = "project/" + "n" * 600
@@ -138,10 +180,20 @@ def test_an_object_name_cannot_take_the_row_of_a_long_name(host):
 
     def upload(name: str, data: bytes) -> None:
         upload_id = slugid()
-        service.createUpload(name, {"projectId": "p", "uploadId": upload_id, "expires": expires,
-                                    "proposedUploadMethods": {"dataInline": {
-                                        "contentType": "application/octet-stream",
-                                        "objectData": base64.b64encode(data).decode()}}})
+        service.createUpload(
+            name,
+            {
+                "projectId": "p",
+                "uploadId": upload_id,
+                "expires": expires,
+                "proposedUploadMethods": {
+                    "dataInline": {
+                        "contentType": "application/octet-stream",
+                        "objectData": base64.b64encode(data).decode(),
+                    }
+                },
+            },
+        )
         service.finishUpload(name, {"projectId": "p", "uploadId": upload_id})
 
     upload(squatter, b"the squatter's bytes")
@@ -153,8 +205,18 @@ def test_an_object_name_cannot_take_the_row_of_a_long_name(host):
 
 # --- values storage or a header cannot hold -------------------------------------------------------------------
 
-@pytest.mark.parametrize("content_type", ["text/plain\r\nX-Evil: 1", "text/plain; charset=\u00e9", "plain", "",
-                                          "text/plain;x=y, text/html", "text/plain; q"])
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain\r\nX-Evil: 1",
+        "text/plain; charset=\u00e9",
+        "plain",
+        "",
+        "text/plain;x=y, text/html",
+        "text/plain; q",
+    ],
+)
 def test_content_types_that_are_not_media_types_are_refused(host, queue, content_type):
     task_id, worker = claimed(queue)
     request = {"storageType": "s3", "expires": in_days(), "contentType": content_type}
@@ -163,8 +225,12 @@ def test_content_types_that_are_not_media_types_are_refused(host, queue, content
         return
     expect_error(400, "InputValidationError", worker.createArtifact, task_id, "0", "public/x", request)
     assert queue.listArtifacts(task_id, "0")["artifacts"] == []
-    upload = {"projectId": "p", "uploadId": slugid(), "expires": in_days(),
-              "proposedUploadMethods": {"putUrl": {"contentType": content_type, "contentLength": 1}}}
+    upload = {
+        "projectId": "p",
+        "uploadId": slugid(),
+        "expires": in_days(),
+        "proposedUploadMethods": {"putUrl": {"contentType": content_type, "contentLength": 1}},
+    }
     expect_error(400, "InputValidationError", objects(host).createUpload, f"hostile/{slugid()}", upload)
 
 
@@ -181,16 +247,19 @@ def test_objects_take_only_taskclusters_hashes_and_a_future_expiry(host):
 
 # --- the rootUrl from settings only ---------------------------------------------------------------------------
 
+
 def test_a_host_header_never_reaches_the_references(host):
     for path in ["/references/manifest.json", "/references/queue/v1/api.json", "/schemas/queue/v1/task.json"]:
-        answer = httpx.get(f"{host.root_url}{path}", headers={"Host": "evil.example:666",
-                                                             "X-Forwarded-Proto": "gopher"})
+        answer = httpx.get(
+            f"{host.root_url}{path}", headers={"Host": "evil.example:666", "X-Forwarded-Proto": "gopher"}
+        )
         assert answer.status_code == 200
         assert "evil.example" not in answer.text and "gopher" not in answer.text
         assert host.root_url in answer.text
 
 
 # --- the HTTP server's bounds --------------------------------------------------------------------------------
+
 
 def test_a_request_head_over_64_kib_is_refused_even_when_it_arrives_whole(host):
     for size in (70_000, 100_000, 130_000):
@@ -217,8 +286,10 @@ def open_socket(host, peer: str = "127.0.0.1") -> socket.socket:
 def trickling(host, peer: str) -> socket.socket:
     """A connection that sent a whole head and a first piece of a body it will send a piece at a time."""
     sock = open_socket(host, peer)
-    sock.sendall(b"PUT /api/queue/v1/task/" + slugid().encode() + b" HTTP/1.1\r\nHost: x\r\n"
-                 b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+    sock.sendall(
+        b"PUT /api/queue/v1/task/" + slugid().encode() + b" HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+    )
     return sock
 
 
@@ -292,11 +363,18 @@ def test_one_peer_holds_at_most_its_share_of_the_connections(tight_host):
 
 # --- settings -----------------------------------------------------------------------------------------------
 
+
 def test_a_host_without_its_token_secret_refuses_to_start_with_one_clear_line(azurite):
     env = {k: v for k, v in base_env(azurite.connection_string).items() if k != "QUEUE_TOKEN_SECRET"}
     env["QUEUE_PORT"] = "1"  # never bound: it must not get that far
-    done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"], cwd=PROJECT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "QUEUE_TOKEN_SECRET is required" in lines[0], done.stderr
@@ -307,9 +385,16 @@ def test_a_secret_still_holding_its_key_vault_reference_stops_the_host_with_one_
     env = base_env(azurite.connection_string)
     env["QUEUE_ROOT_ACCESS_TOKEN"] = "@Microsoft.KeyVault(VaultName=kv-queue-abc;SecretName=root-access-token)"
     env["QUEUE_PORT"] = "1"  # never bound: it must not get that far
-    done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"], cwd=PROJECT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "QUEUE_ROOT_ACCESS_TOKEN holds an unresolved Key Vault reference" in lines[0], \
+    assert len(lines) == 1 and "QUEUE_ROOT_ACCESS_TOKEN holds an unresolved Key Vault reference" in lines[0], (
         done.stderr
+    )

@@ -49,27 +49,46 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                                        x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = directory / "cert.pem", directory / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
 def _jwt(audience: str) -> str:
     """A token of the shape Entra ID issues (Azurite reads aud, iss, nbf, exp; the signature is not checked)."""
+
     def part(value: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
     tenant, now = "72f988bf-86f1-41af-91ab-2d7cd011db47", int(time.time())
-    claims = {"aud": audience, "iss": f"https://sts.windows.net/{tenant}/", "iat": now - 60, "nbf": now - 60,
-              "exp": now + 3600, "oid": "7d3b5e6a-1b2c-4d5e-8f90-a1b2c3d4e5f6", "tid": tenant, "appid": CLIENT_ID}
+    claims = {
+        "aud": audience,
+        "iss": f"https://sts.windows.net/{tenant}/",
+        "iat": now - 60,
+        "nbf": now - 60,
+        "exp": now + 3600,
+        "oid": "7d3b5e6a-1b2c-4d5e-8f90-a1b2c3d4e5f6",
+        "tid": tenant,
+        "appid": CLIENT_ID,
+    }
     return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
 
 
@@ -91,9 +110,13 @@ class IdentityEndpoint(JsonEndpoint):
         if headers.get("X-IDENTITY-HEADER") != self.header:
             return 401, {"error": "wrong identity header"}
         self.requests.append(query)
-        return 200, {"access_token": _jwt(query["resource"]), "token_type": "Bearer",
-                     "expires_on": str(int(time.time()) + 3600), "resource": query["resource"],
-                     "client_id": query.get("client_id", "")}
+        return 200, {
+            "access_token": _jwt(query["resource"]),
+            "token_type": "Bearer",
+            "expires_on": str(int(time.time()) + 3600),
+            "resource": query["resource"],
+            "client_id": query.get("client_id", ""),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +138,9 @@ def oauth_azurite(tmp_path_factory, tls) -> Iterator[azurite_mod.Azurite]:
     instance.stop()
 
 
-def identity_env(azurite: azurite_mod.Azurite, identity: IdentityEndpoint, cert: Path, *,
-                 account_key: str | None) -> dict[str, str]:
+def identity_env(
+    azurite: azurite_mod.Azurite, identity: IdentityEndpoint, cert: Path, *, account_key: str | None
+) -> dict[str, str]:
     """The app settings infra/ gives the function app, pointed at Azurite; no connection string anywhere."""
     env = {
         "QUEUE_STORAGE": "",
@@ -136,8 +160,13 @@ def identity_env(azurite: azurite_mod.Azurite, identity: IdentityEndpoint, cert:
 
 @pytest.fixture(scope="module")
 def identity_host(host_factory, oauth_azurite, identity, tls):
-    return host_factory(storage="", claim_timeout=1, deadline_delay=0, claim_work_wait=1,
-                        extra_env=identity_env(oauth_azurite, identity, tls[0], account_key=oauth_azurite.key))
+    return host_factory(
+        storage="",
+        claim_timeout=1,
+        deadline_delay=0,
+        claim_work_wait=1,
+        extra_env=identity_env(oauth_azurite, identity, tls[0], account_key=oauth_azurite.key),
+    )
 
 
 def test_tasks_claims_and_artifacts_work_through_the_managed_identity(identity_host, identity, tls, oauth_azurite):
@@ -147,17 +176,27 @@ def test_tasks_claims_and_artifacts_work_through_the_managed_identity(identity_h
     queue.createTask(task_id, definition)
     [claim] = queue.claimWork(definition["taskQueueId"], {"tasks": 1, **WORKER})["tasks"]
     assert claim["status"]["taskId"] == task_id
-    worker = taskcluster.Queue({"rootUrl": identity_host.root_url, "credentials": claim["credentials"],
-                                "maxRetries": 0})
+    worker = taskcluster.Queue(
+        {"rootUrl": identity_host.root_url, "credentials": claim["credentials"], "maxRetries": 0}
+    )
 
     data = b"built by a managed identity\n" * 100
-    created = worker.createArtifact(task_id, "0", "public/build.txt", {
-        "storageType": "azure", "contentType": "text/plain", "contentLength": len(data),
-        "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1))})
+    created = worker.createArtifact(
+        task_id,
+        "0",
+        "public/build.txt",
+        {
+            "storageType": "azure",
+            "contentType": "text/plain",
+            "contentLength": len(data),
+            "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+        },
+    )
     put_query = urllib.parse.parse_qs(urllib.parse.urlsplit(created["putUrl"]).query)
     assert put_query["skoid"] and put_query["sktid"], "the upload URL is signed with a user delegation key"
-    assert httpx.put(created["putUrl"], content=data, headers=created["headers"],
-                     verify=trusting(tls)).status_code == 201
+    assert (
+        httpx.put(created["putUrl"], content=data, headers=created["headers"], verify=trusting(tls)).status_code == 201
+    )
     worker.finishArtifact(task_id, "0", "public/build.txt", {"uploadId": created["uploadId"]})
     url = queue.getArtifact(task_id, "0", "public/build.txt")["url"]
     # The download URL is a user delegation SAS for the snapshot finishArtifact took. Azurite 3.37 cannot check
@@ -167,9 +206,14 @@ def test_tasks_claims_and_artifacts_work_through_the_managed_identity(identity_h
     assert query["skoid"] and query["sr"] == ["bs"] and query["rsct"] == ["text/plain"], url
     path = urllib.parse.unquote(urllib.parse.urlsplit(url).path).split("/", 2)[2]  # <container>/<blob>
     container, blob = path.split("/", 1)
-    snapshot = BlobClient(oauth_azurite.endpoint("blob"), container, blob, snapshot=query["snapshot"][0],
-                          credential={"account_name": azurite_mod.ACCOUNT, "account_key": oauth_azurite.key},
-                          connection_verify=str(tls[0]))
+    snapshot = BlobClient(
+        oauth_azurite.endpoint("blob"),
+        container,
+        blob,
+        snapshot=query["snapshot"][0],
+        credential={"account_name": azurite_mod.ACCOUNT, "account_key": oauth_azurite.key},
+        connection_verify=str(tls[0]),
+    )
     assert snapshot.download_blob().readall() == data
 
     worker.reportCompleted(task_id, "0")
@@ -201,9 +245,11 @@ def test_polling_urls_are_signed_with_the_account_key_given_apart(identity_host,
 
 
 def test_without_the_account_key_polling_urls_ask_for_a_delegation_key_azurite_refuses_it_clearly(
-        host_factory, oauth_azurite, identity, tls):
-    host = host_factory(storage="", claim_work_wait=1,
-                        extra_env=identity_env(oauth_azurite, identity, tls[0], account_key=None))
+    host_factory, oauth_azurite, identity, tls
+):
+    host = host_factory(
+        storage="", claim_work_wait=1, extra_env=identity_env(oauth_azurite, identity, tls[0], account_key=None)
+    )
     try:
         queue = host.client()
         definition = task_definition()

@@ -69,10 +69,13 @@ def run_task(queue, outcome="completed", artifacts=(), **overrides):
     [claim] = queue.claimWork(definition["taskQueueId"], {"tasks": 1, **WORKER})["tasks"]
     assert claim["status"]["taskId"] == task_id
     for name, data in artifacts:
-        created = queue.createArtifact(task_id, "0", name, {"storageType": "s3", "expires": in_days(),
-                                                            "contentType": "application/json"})
-        assert httpx.put(created["putUrl"], content=data,
-                         headers={"content-type": "application/json"}).status_code in (200, 201)
+        created = queue.createArtifact(
+            task_id, "0", name, {"storageType": "s3", "expires": in_days(), "contentType": "application/json"}
+        )
+        assert httpx.put(created["putUrl"], content=data, headers={"content-type": "application/json"}).status_code in (
+            200,
+            201,
+        )
     if outcome == "completed":
         queue.reportCompleted(task_id, "0")
     else:
@@ -89,13 +92,20 @@ def found(index, path):
 def test_a_completed_task_is_indexed_at_its_routes_with_extra_index(queue, index):
     space = ns()
     expires = in_days(3)
-    task_id = run_task(queue, routes=[f"index.{space}.rev.abc.linux64", f"index.{space}.latest.linux64",
-                                      f"index.{space}..malformed"],
-                       extra={"index": {"rank": 1764000000, "data": {"revision": "abc"}, "expires": expires}})
+    task_id = run_task(
+        queue,
+        routes=[f"index.{space}.rev.abc.linux64", f"index.{space}.latest.linux64", f"index.{space}..malformed"],
+        extra={"index": {"rank": 1764000000, "data": {"revision": "abc"}, "expires": expires}},
+    )
     failed = run_task(queue, outcome="failed", routes=[f"index.{space}.failed.linux64"])
     entry = wait_for(lambda: found(index, f"{space}.latest.linux64"))
-    assert entry == {"namespace": f"{space}.latest.linux64", "taskId": task_id, "rank": 1764000000,
-                     "data": {"revision": "abc"}, "expires": expires}
+    assert entry == {
+        "namespace": f"{space}.latest.linux64",
+        "taskId": task_id,
+        "rank": 1764000000,
+        "data": {"revision": "abc"},
+        "expires": expires,
+    }
     assert index.findTask(f"{space}.rev.abc.linux64")["taskId"] == task_id
     assert queue.status(failed)["status"]["state"] == "failed"
     expect_error(404, "ResourceNotFound", index.findTask, f"{space}.failed.linux64")
@@ -106,14 +116,22 @@ def test_a_completed_task_is_indexed_at_its_routes_with_extra_index(queue, index
 def test_every_method_of_the_official_client(host, queue, index):
     space = ns()
     assert index.ping()["alive"] is True
-    task_ids = [run_task(queue, artifacts=[("public/info.json", b'{"ok": 1}'), ("private/secret.json", b'{"s": 2}')])
-                for _ in range(3)]
+    task_ids = [
+        run_task(queue, artifacts=[("public/info.json", b'{"ok": 1}'), ("private/secret.json", b'{"s": 2}')])
+        for _ in range(3)
+    ]
     expires = in_days(2)
     for i, task_id in enumerate(task_ids):
-        answer = index.insertTask(f"{space}.builds.b{i}", {"taskId": task_id, "rank": i, "data": {"i": i},
-                                                           "expires": expires})
-        assert answer == {"namespace": f"{space}.builds.b{i}", "taskId": task_id, "rank": i, "data": {"i": i},
-                          "expires": expires}
+        answer = index.insertTask(
+            f"{space}.builds.b{i}", {"taskId": task_id, "rank": i, "data": {"i": i}, "expires": expires}
+        )
+        assert answer == {
+            "namespace": f"{space}.builds.b{i}",
+            "taskId": task_id,
+            "rank": i,
+            "data": {"i": i},
+            "expires": expires,
+        }
     # A lower rank does not displace the entry: the answer is the entry that stays.
     kept = index.insertTask(f"{space}.builds.b2", {"taskId": task_ids[0], "rank": 1, "data": {}, "expires": expires})
     assert kept["taskId"] == task_ids[2]
@@ -151,8 +169,13 @@ def test_every_method_of_the_official_client(host, queue, index):
     assert httpx.get(public.headers["location"], follow_redirects=True).json() == {"ok": 1}
     private = index.findArtifactFromTask(f"{space}.builds.b1", "private/secret.json")["response"]
     assert httpx.get(private.headers["location"]).json() == {"s": 2}
-    expect_error(403, "InsufficientScopes", anonymous_index(host).findArtifactFromTask, f"{space}.builds.b1",
-                 "private/secret.json")
+    expect_error(
+        403,
+        "InsufficientScopes",
+        anonymous_index(host).findArtifactFromTask,
+        f"{space}.builds.b1",
+        "private/secret.json",
+    )
     anonymous_public = anonymous_index(host).findArtifactFromTask(f"{space}.builds.b1", "public/info.json")
     assert anonymous_public["response"].status_code == 303
 
@@ -199,7 +222,8 @@ def test_two_tasks_racing_for_one_path_leave_the_higher_rank(host, queue, index)
     def insert(rank):
         try:
             taskcluster.Index({"rootUrl": host.root_url, "credentials": ROOT, "maxRetries": 0}).insertTask(
-                f"{space}.latest", {"taskId": ids[rank], "rank": rank, "data": {}, "expires": in_days()})
+                f"{space}.latest", {"taskId": ids[rank], "rank": rank, "data": {}, "expires": in_days()}
+            )
         except Exception as exc:
             errors.append(exc)
 
@@ -220,6 +244,7 @@ def test_two_tasks_racing_for_one_path_leave_the_higher_rank(host, queue, index)
 
 
 # --- taskgraph ---------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def taskgraph_env(host, monkeypatch) -> Iterator[None]:
@@ -243,16 +268,21 @@ def test_taskgraphs_helpers(queue, index, taskgraph_env):
     from taskgraph.util import taskcluster as tc_util
 
     space = ns()
-    first = run_task(queue, routes=[f"index.{space}.toolchain.clang"], expires=in_days(2),
-                     artifacts=[("public/build/manifest.json", b'{"tool": "clang"}')])
+    first = run_task(
+        queue,
+        routes=[f"index.{space}.toolchain.clang"],
+        expires=in_days(2),
+        artifacts=[("public/build/manifest.json", b'{"tool": "clang"}')],
+    )
     second = run_task(queue, routes=[f"index.{space}.toolchain.gcc"], expires=in_days(3))
     wait_for(lambda: found(index, f"{space}.toolchain.gcc") and found(index, f"{space}.toolchain.clang"))
     assert tc_util.find_task_id(f"{space}.toolchain.clang") == first
-    assert tc_util.find_task_id_batched([f"{space}.toolchain.clang", f"{space}.toolchain.gcc",
-                                         f"{space}.toolchain.none"]) == {
-        f"{space}.toolchain.clang": first, f"{space}.toolchain.gcc": second}
+    assert tc_util.find_task_id_batched(
+        [f"{space}.toolchain.clang", f"{space}.toolchain.gcc", f"{space}.toolchain.none"]
+    ) == {f"{space}.toolchain.clang": first, f"{space}.toolchain.gcc": second}
     assert tc_util.get_artifact_from_index(f"{space}.toolchain.clang", "public/build/manifest.json") == {
-        "tool": "clang"}
+        "tool": "clang"
+    }
     assert tc_util.list_tasks(f"{space}.toolchain") == [first, second]  # sorted by expiry, as taskgraph sorts
     with pytest.raises(taskcluster.exceptions.TaskclusterRestFailure):
         tc_util.find_task_id(f"{space}.toolchain.none")
@@ -268,19 +298,39 @@ def _cached_push(space: str, tq: str):
     provisioner, worker_type = tq.split("/")
 
     def definition(label, routes):
-        return {"provisionerId": provisioner, "workerType": worker_type,
-                "created": {"relative-datestamp": "0 seconds"}, "deadline": {"relative-datestamp": "1 day"},
-                "expires": {"relative-datestamp": "28 days"}, "payload": {}, "routes": routes,
-                "metadata": {"name": label, "description": label, "owner": "ci@example.com",
-                             "source": "https://example.com/ci"}}
+        return {
+            "provisionerId": provisioner,
+            "workerType": worker_type,
+            "created": {"relative-datestamp": "0 seconds"},
+            "deadline": {"relative-datestamp": "1 day"},
+            "expires": {"relative-datestamp": "28 days"},
+            "payload": {},
+            "routes": routes,
+            "metadata": {
+                "name": label,
+                "description": label,
+                "owner": "ci@example.com",
+                "source": "https://example.com/ci",
+            },
+        }
 
     image_path, toolchain_path = f"{space}.cache.docker-image.v1.h1", f"{space}.cache.toolchain.v1.h2"
     tasks = {
-        "docker-image": Task("docker-image", "docker-image", {}, definition("docker-image", [f"index.{image_path}"]),
-                             optimization={"index-search": [image_path]}),
-        "toolchain": Task("toolchain", "toolchain", {}, definition("toolchain", [f"index.{toolchain_path}"]),
-                          optimization={"index-search": [toolchain_path]},
-                          dependencies={"docker-image": "docker-image"}),
+        "docker-image": Task(
+            "docker-image",
+            "docker-image",
+            {},
+            definition("docker-image", [f"index.{image_path}"]),
+            optimization={"index-search": [image_path]},
+        ),
+        "toolchain": Task(
+            "toolchain",
+            "toolchain",
+            {},
+            definition("toolchain", [f"index.{toolchain_path}"]),
+            optimization={"index-search": [toolchain_path]},
+            dependencies={"docker-image": "docker-image"},
+        ),
         "build": Task("build", "build", {}, definition("build", []), dependencies={"toolchain": "toolchain"}),
     }
     edges = {("toolchain", "docker-image", "docker-image"), ("build", "toolchain", "toolchain")}
@@ -294,8 +344,10 @@ def _push(queue, space, tq):
     from taskgraph.optimize.base import optimize_task_graph
 
     decision = slugid()
-    queue.createTask(decision, task_definition(taskQueueId=f"{tq.split('/')[0]}/decision", taskGroupId=decision,
-                                               schedulerId="ci-level-3"))
+    queue.createTask(
+        decision,
+        task_definition(taskQueueId=f"{tq.split('/')[0]}/decision", taskGroupId=decision, schedulerId="ci-level-3"),
+    )
     [claim] = queue.claimWork(f"{tq.split('/')[0]}/decision", {"tasks": 1, **WORKER})["tasks"]
     target = _cached_push(space, tq)
     optimized, label_to_taskid = optimize_task_graph(target, set(target.tasks), {"level": "3"}, set(), decision)
@@ -322,15 +374,23 @@ def test_index_search_reuses_the_first_pushs_cached_tasks(queue, index, taskgrap
 
 # --- a host dying between the completion and its indexing ------------------------------------------------------
 
-BUSES = [pytest.param({}, id="no-bus"),
-         pytest.param({"event_bus": "amqp", "pulse_namespace": "index-tests"}, id="amqp", marks=pytest.mark.skipif(
-             not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
-             reason="no AMQP broker on 127.0.0.1:5672"))]
+BUSES = [
+    pytest.param({}, id="no-bus"),
+    pytest.param(
+        {"event_bus": "amqp", "pulse_namespace": "index-tests"},
+        id="amqp",
+        marks=pytest.mark.skipif(
+            not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
+            reason="no AMQP broker on 127.0.0.1:5672",
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize("bus", BUSES)
 def test_a_host_killed_before_indexing_leaves_it_to_the_workers_retry(
-        own_hosts: Callable[..., HostProcess], bus: dict[str, str]) -> None:
+    own_hosts: Callable[..., HostProcess], bus: dict[str, str]
+) -> None:
     """The completion is guarded by the run's claim check, and its answer waits for its Index entry: a host killed
     before indexing answers nothing, and the worker's retry of its report, served by another host, finds the run
     completed and follows it up, indexing included, before answering."""

@@ -31,10 +31,20 @@ def host(host_factory):
 
 def group_task(queue, tq: str, group: str, name: str, command: str, **extra) -> str:
     task_id = slugid()
-    queue.createTask(task_id, task_definition(taskQueueId=tq, taskGroupId=group, payload={"command": command, **extra},
-                                              metadata={"name": name, "description": "inspector test",
-                                                        "owner": "tests@example.com",
-                                                        "source": "https://example.com/tests"}))
+    queue.createTask(
+        task_id,
+        task_definition(
+            taskQueueId=tq,
+            taskGroupId=group,
+            payload={"command": command, **extra},
+            metadata={
+                "name": name,
+                "description": "inspector test",
+                "owner": "tests@example.com",
+                "source": "https://example.com/tests",
+            },
+        ),
+    )
     return task_id
 
 
@@ -88,20 +98,31 @@ def test_a_tasks_page_shows_runs_dependencies_and_artifacts_whose_links_download
     tq, group = task_queue_id(), slugid()
     first = group_task(queue, tq, group, "prepare", "echo prepared")
     task_id = slugid()
-    queue.createTask(task_id, task_definition(
-        taskQueueId=tq, taskGroupId=group, dependencies=[first],
-        payload={"command": [PY, "-c", "open('report.txt', 'w').write('report: all good\\n')"],
-                 "artifacts": [{"name": "public/report.txt", "path": "report.txt", "contentType": "text/plain"}]},
-        metadata={"name": "report", "description": "writes a report", "owner": "tests@example.com",
-                  "source": "https://example.com/tests"}))
+    queue.createTask(
+        task_id,
+        task_definition(
+            taskQueueId=tq,
+            taskGroupId=group,
+            dependencies=[first],
+            payload={
+                "command": [PY, "-c", "open('report.txt', 'w').write('report: all good\\n')"],
+                "artifacts": [{"name": "public/report.txt", "path": "report.txt", "contentType": "text/plain"}],
+            },
+            metadata={
+                "name": "report",
+                "description": "writes a report",
+                "owner": "tests@example.com",
+                "source": "https://example.com/tests",
+            },
+        ),
+    )
     worker = WorkerProcess(host, tq, tmp_path)
     try:
         wait_for(lambda: queue.status(task_id)["status"]["state"] == "completed", timeout=30)
     finally:
         worker.stop()
     page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
-    page.wait_for_selector("article.run[data-state='completed'] li[data-artifact='public/report.txt']",
-                           timeout=WAIT_MS)
+    page.wait_for_selector("article.run[data-state='completed'] li[data-artifact='public/report.txt']", timeout=WAIT_MS)
     run = page.inner_text("article.run[data-run-id='0']")
     assert "scheduled" in run and "completed" in run and "wg/ref-1" in run  # the reasons and the worker
     assert page.locator("li[data-artifact='public/logs/live.log'] a.view-log").count() == 1
@@ -118,9 +139,11 @@ def test_a_tasks_page_shows_runs_dependencies_and_artifacts_whose_links_download
 def test_a_running_tasks_live_log_grows_on_the_page(host, page, tmp_path):
     queue = host.client()
     tq = task_queue_id()
-    task_id = submit(queue, tq, {"command": [PY, "-u", "-c",
-                                             "import time\nfor i in range(16):\n    print('step', i)\n"
-                                             "    time.sleep(0.5)"]})
+    task_id = submit(
+        queue,
+        tq,
+        {"command": [PY, "-u", "-c", "import time\nfor i in range(16):\n    print('step', i)\n    time.sleep(0.5)"]},
+    )
     worker = WorkerProcess(host, tq, tmp_path)
     try:
         wait_for(lambda: queue.status(task_id)["status"]["state"] == "running", timeout=30)
@@ -137,8 +160,7 @@ def test_a_running_tasks_live_log_grows_on_the_page(host, page, tmp_path):
     final = page.inner_text("#log")
     assert final.startswith(early.rstrip("\n").rsplit("\n", 1)[0])  # appended to, not replaced
     assert "step 15" in final and page.evaluate("window.__notReloaded") is True
-    wait_js(page, "document.querySelector('#log-status').textContent.includes('the whole log')",
-                           timeout=WAIT_MS)
+    wait_js(page, "document.querySelector('#log-status').textContent.includes('the whole log')", timeout=WAIT_MS)
 
 
 def test_sign_in_with_wrong_credentials_shows_a_clear_error_and_right_ones_enable_the_buttons(host, page):
@@ -212,11 +234,13 @@ def test_the_index_is_browsed_by_namespace_and_opens_the_indexed_task(host, page
     space = "insp" + slugid().lower().replace("-", "x").replace("_", "y")
     task_id = slugid()
     note = "<img src=x onerror=window.__owned=1>"
-    definition = task_definition(routes=[f"index.{space}.builds.<b>linux64"],
-                                 extra={"index": {"rank": 42, "data": {"note": note}}})
+    definition = task_definition(
+        routes=[f"index.{space}.builds.<b>linux64"], extra={"index": {"rank": 42, "data": {"note": note}}}
+    )
     queue.createTask(task_id, definition)
-    [claim] = wait_for(lambda: queue.claimWork(definition["taskQueueId"], {"tasks": 1, "workerGroup": "g",
-                                                                            "workerId": "w"})["tasks"])
+    [claim] = wait_for(
+        lambda: queue.claimWork(definition["taskQueueId"], {"tasks": 1, "workerGroup": "g", "workerId": "w"})["tasks"]
+    )
     queue.reportCompleted(claim["status"]["taskId"], "0")
     index = taskcluster.Index({"rootUrl": host.root_url, "maxRetries": 0})
     wait_for(lambda: index.listTasks(f"{space}.builds")["tasks"])
@@ -236,8 +260,7 @@ def test_the_index_is_browsed_by_namespace_and_opens_the_indexed_task(host, page
 
 def test_the_footer_names_the_running_release(host, page):
     page.goto(f"{host.root_url}/inspector/")
-    page.wait_for_function("document.getElementById('about').textContent.includes('tc-azure-queue')",
-                           timeout=WAIT_MS)
+    page.wait_for_function("document.getElementById('about').textContent.includes('tc-azure-queue')", timeout=WAIT_MS)
     release = httpx.get(f"{host.root_url}/__version__").json()
     assert page.inner_text("#about") == f"tc-azure-queue {__version__} · commit {release['commit'][:12]}"
 
@@ -257,12 +280,15 @@ def test_the_inspector_files_are_served_with_a_content_security_policy(host):
 
 def test_current_scopes_answers_the_official_auth_client(host):
     import taskcluster
-    auth = taskcluster.Auth({"rootUrl": host.root_url,
-                             "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}})
+
+    auth = taskcluster.Auth(
+        {"rootUrl": host.root_url, "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}}
+    )
     assert "*" in auth.currentScopes()["scopes"]
     anonymous = taskcluster.Auth({"rootUrl": host.root_url}).currentScopes()["scopes"]
     assert "queue:get-task:*" in anonymous and "*" not in anonymous
-    wrong = taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0,
-                              "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": "wrong"}})
+    wrong = taskcluster.Auth(
+        {"rootUrl": host.root_url, "maxRetries": 0, "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": "wrong"}}
+    )
     with pytest.raises(taskcluster.exceptions.TaskclusterAuthFailure):
         wrong.currentScopes()

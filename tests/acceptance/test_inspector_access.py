@@ -30,8 +30,9 @@ def sample(host):
     queue = host.client()
     tq, group = task_queue_id(), slugid()
     space = "access" + slugid().lower().replace("-", "x").replace("_", "y")
-    done = finished_task_with_log(queue, "one\ntwo\nthree\n", taskQueueId=tq, taskGroupId=group,
-                                  routes=[f"index.{space}.latest"])
+    done = finished_task_with_log(
+        queue, "one\ntwo\nthree\n", taskQueueId=tq, taskGroupId=group, routes=[f"index.{space}.latest"]
+    )
     pending = slugid()
     queue.createTask(pending, task_definition(taskQueueId=tq, taskGroupId=group))
     index = taskcluster.Index({"rootUrl": host.root_url})
@@ -128,8 +129,11 @@ def views(host, sample) -> list[tuple[str, str, str]]:
     return [
         (f"{base}/", "#browse-index", "Queue inspector"),
         (f"{base}/groups/{sample['group']}", "#count-completed[data-count='1']", "Task group"),
-        (f"{base}/tasks/{sample['done']}", "article.run[data-state='completed'] li[data-artifact]",
-         "test task (completed)"),
+        (
+            f"{base}/tasks/{sample['done']}",
+            "article.run[data-state='completed'] li[data-artifact]",
+            "test task (completed)",
+        ),
         (f"{base}/tasks/{sample['done']}/runs/0/logs/{LOG.replace('/', '%2F')}", "#log .line[data-n='3']", "live.log"),
         (f"{base}/tasks/{sample['pending']}", "#cancel-task", "test task (pending)"),
         (f"{base}/queues/{sample['tq']}", "#pending", "Task queue"),
@@ -149,8 +153,11 @@ def test_every_view_has_its_title_and_no_serious_accessibility_violation(host, p
         wait_js(page, f"document.title.startsWith({title!r})")
         titles.add(page.title())
         results = axe.run(page)
-        serious = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-                   for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+        serious = [
+            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+            for v in results.response["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
         assert not serious, f"{address}: {serious}"
     assert len(titles) == len(views(host, sample))  # each view names its tab
 

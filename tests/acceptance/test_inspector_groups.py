@@ -22,8 +22,15 @@ def host(host_factory):
 
 
 def named(name: str, **more):
-    return {"metadata": {"name": name, "description": "inspector test", "owner": "tests@example.com",
-                         "source": "https://example.com/tests"}, **more}
+    return {
+        "metadata": {
+            "name": name,
+            "description": "inspector test",
+            "owner": "tests@example.com",
+            "source": "https://example.com/tests",
+        },
+        **more,
+    }
 
 
 class Requests:
@@ -36,8 +43,9 @@ class Requests:
     def record(self, request) -> None:
         if "/api/queue/" in request.url:
             body = request.post_data
-            self.seen.append((request.method, request.url.split("/api/queue/v1", 1)[1], json.loads(body) if body
-                              else None))
+            self.seen.append(
+                (request.method, request.url.split("/api/queue/v1", 1)[1], json.loads(body) if body else None)
+            )
 
 
 def test_a_group_says_what_failed_and_why_and_its_rows_keep_focus_and_selection(host, page):
@@ -113,8 +121,9 @@ def test_a_group_that_can_never_finish_says_it_is_stuck(host, page):
     group, tq = slugid(), task_queue_id()
     failed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("compile"))
     queue.reportFailed(failed, "0")
-    queue.createTask(slugid(), task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[failed],
-                                               **named("package")))
+    queue.createTask(
+        slugid(), task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[failed], **named("package"))
+    )
     page.goto(f"{host.root_url}/inspector/#/groups/{group}")
     page.wait_for_selector("#group-summary[data-kind='stuck']", timeout=WAIT_MS)
     text = page.inner_text("#group-summary")

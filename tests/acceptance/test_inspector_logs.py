@@ -26,20 +26,25 @@ from tests.conftest import slugid, task_definition, task_queue_id
 
 pytestmark = needs_browser
 
-ANSI_LOG = "\n".join([
-    "[taskcluster 2026-11-25T10:00:00.000Z] Worker Type (proj/test) settings:",
-    "\x1b[1mBold\x1b[0m \x1b[31mred\x1b[0m \x1b[38;5;208morange\x1b[0m \x1b[38;2;10;200;30mgreen\x1b[0m\x1b[K",
-    "::group::Install dependencies",
-    "Collecting foo",
-    "Collecting bar",
-    "::endgroup::",
-    "section_start:1700000000:tests\r\x1b[0K\x1b[36mRunning tests\x1b[0m",
-    "test_a PASSED",
-    "test_b \x1b[31mFAILED\x1b[0m",
-    "section_end:1700000001:tests\r\x1b[0K",
-    "progress 10%\rprogress 50%\rprogress 100%",
-    "\x1b[1;31merror: the build failed\x1b[0m",
-]) + "\n"
+ANSI_LOG = (
+    "\n".join(
+        [
+            "[taskcluster 2026-11-25T10:00:00.000Z] Worker Type (proj/test) settings:",
+            "\x1b[1mBold\x1b[0m \x1b[31mred\x1b[0m \x1b[38;5;208morange\x1b[0m \x1b[38;2;10;200;30mgreen\x1b[0m\x1b[K",
+            "::group::Install dependencies",
+            "Collecting foo",
+            "Collecting bar",
+            "::endgroup::",
+            "section_start:1700000000:tests\r\x1b[0K\x1b[36mRunning tests\x1b[0m",
+            "test_a PASSED",
+            "test_b \x1b[31mFAILED\x1b[0m",
+            "section_end:1700000001:tests\r\x1b[0K",
+            "progress 10%\rprogress 50%\rprogress 100%",
+            "\x1b[1;31merror: the build failed\x1b[0m",
+        ]
+    )
+    + "\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +65,10 @@ def test_ansi_colours_sections_timestamps_and_line_links_that_survive_a_reload(h
     assert "\x1b" not in text and "[0m" not in text and "[K" not in text  # escapes interpreted, never shown
     assert page.inner_text("#log .a-bold") == "Bold"
     assert page.inner_text("#log .a-f1") == "red"
-    colours = page.evaluate("[...document.querySelectorAll('#log .line[data-n=\"2\"] .lt span')]"
-                            ".map(s => [s.innerText, getComputedStyle(s).color])")
+    colours = page.evaluate(
+        "[...document.querySelectorAll('#log .line[data-n=\"2\"] .lt span')]"
+        ".map(s => [s.innerText, getComputedStyle(s).color])"
+    )
     assert ["orange", "rgb(255, 135, 0)"] in colours and ["green", "rgb(10, 200, 30)"] in colours
     assert page.inner_text(".line[data-n='11'] .lt") == "progress 100%"  # the carriage returns' last frame
     timestamp = page.locator(".line[data-n='1'] .ts")
@@ -82,7 +89,11 @@ def test_ansi_colours_sections_timestamps_and_line_links_that_survive_a_reload(h
     page.reload()
     page.wait_for_selector("#log .line.sel", timeout=WAIT_MS)
     assert page.evaluate("[...document.querySelectorAll('#log .line.sel')].map(l => l.dataset.n)") == [
-        "9", "10", "11", "12"]
+        "9",
+        "10",
+        "11",
+        "12",
+    ]
     assert page.is_visible(".line[data-n='9']")  # its section unfolded for the link
     page.evaluate("location.hash = location.hash.replace(/#L.*$/, '#L2')")  # an edited anchor: no reload needed
     wait_js(page, "document.querySelectorAll('#log .line.sel').length === 1")
@@ -127,7 +138,7 @@ def test_following_the_end_stops_when_the_reader_scrolls_up_and_resumes_at_the_b
     append_log(blob, "".join(f"line {i}\n" for i in range(1, 301)))
     page.goto(log_address(host, task_id))
     page.wait_for_selector("#log .line[data-n='300']", timeout=WAIT_MS)
-    at_bottom = ("(l => l.scrollHeight - l.scrollTop - l.clientHeight < 4)(document.querySelector('#log'))")
+    at_bottom = "(l => l.scrollHeight - l.scrollTop - l.clientHeight < 4)(document.querySelector('#log'))"
     wait_js(page, at_bottom)
     assert page.is_checked("#follow")
     page.hover("#log")
@@ -174,11 +185,18 @@ def test_each_state_of_a_log_is_said_plainly(host, page):
     page.wait_for_selector("#log .line:has-text('secret build output')", timeout=WAIT_MS)
     # An error artifact: the worker's reason.
     failed = claimed_task(queue)
-    queue.createArtifact(failed, "0", LOG, {"storageType": "error", "expires": in_days(),
-                                             "reason": "file-missing-on-worker",
-                                             "message": "the log file was never written"})
+    queue.createArtifact(
+        failed,
+        "0",
+        LOG,
+        {
+            "storageType": "error",
+            "expires": in_days(),
+            "reason": "file-missing-on-worker",
+            "message": "the log file was never written",
+        },
+    )
     queue.reportFailed(failed, "0")
     page.goto(log_address(host, failed))
     page.wait_for_selector("#log-state:has-text('the log file was never written')", timeout=WAIT_MS)
     assert page.title().startswith("live.log")
-

@@ -33,8 +33,14 @@ def queue(host):
 
 # pollTaskUrls is not in the official client (Taskcluster removed it): call it through the client's own
 # machinery, which signs the request as for any other method.
-POLL_TASK_URLS = {"args": ["taskQueueId"], "method": "get", "name": "pollTaskUrls",
-                  "route": "/poll-task-url/<taskQueueId>", "stability": "experimental", "query": []}
+POLL_TASK_URLS = {
+    "args": ["taskQueueId"],
+    "method": "get",
+    "name": "pollTaskUrls",
+    "route": "/poll-task-url/<taskQueueId>",
+    "stability": "experimental",
+    "query": [],
+}
 
 
 def poll_task_urls(client, task_queue):
@@ -78,14 +84,22 @@ def same_shard_ids(count):
 
 
 def delete_url(urls, index, message):
-    return urls["queues"][index]["signedDeleteUrl"].replace("{{messageId}}", urllib.parse.quote(message["id"])) \
+    return (
+        urls["queues"][index]["signedDeleteUrl"]
+        .replace("{{messageId}}", urllib.parse.quote(message["id"]))
         .replace("{{popReceipt}}", urllib.parse.quote(message["pop"], safe=""))
+    )
 
 
 def message_fields(xml_text):
-    return [dict(zip(("id", "pop", "text"), m, strict=True)) for m in re.findall(
-        r"<MessageId>(.*?)</MessageId>.*?<PopReceipt>(.*?)</PopReceipt>.*?<MessageText>(.*?)</MessageText>",
-        xml_text, re.S)]
+    return [
+        dict(zip(("id", "pop", "text"), m, strict=True))
+        for m in re.findall(
+            r"<MessageId>(.*?)</MessageId>.*?<PopReceipt>(.*?)</PopReceipt>.*?<MessageText>(.*?)</MessageText>",
+            xml_text,
+            re.S,
+        )
+    ]
 
 
 def with_text(xml_text, new_text):
@@ -139,8 +153,12 @@ def test_signed_urls_get_and_delete_that_queue_only_until_they_expire(host, queu
     base, query = poll_url.split("?", 1)
     queue_url = base.rsplit("/messages", 1)[0]
     # Adding a message, reading another queue, listing queues, peeking metadata: all refused.
-    assert httpx.post(f"{base}?{query}", content="<QueueMessage><MessageText>eA==</MessageText></QueueMessage>"
-                      ).status_code == 403
+    assert (
+        httpx.post(
+            f"{base}?{query}", content="<QueueMessage><MessageText>eA==</MessageText></QueueMessage>"
+        ).status_code
+        == 403
+    )
     other_queue = url_of(urls, pending_queue(tq, "low")).split("?", 1)[0]
     assert httpx.get(f"{other_queue}?{query}").status_code == 403
     account = queue_url.rsplit("/", 1)[0]
@@ -173,8 +191,13 @@ def test_forged_altered_and_foreign_hints_are_refused(queue):
         {k: v for k, v in hint.items() if k != "sig"},  # unsigned
     ]
     for fake in forged:
-        body = expect_error(400, "InputError", queue.claimWork, tq,
-                            {**WORKER, "tasks": 1, "xmlMessage": with_text(xml_text, encoded(fake))})
+        body = expect_error(
+            400,
+            "InputError",
+            queue.claimWork,
+            tq,
+            {**WORKER, "tasks": 1, "xmlMessage": with_text(xml_text, encoded(fake))},
+        )
         assert "signature" in body["message"]
     expect_error(400, "InputError", queue.claimWork, tq, {**WORKER, "tasks": 1, "xmlMessage": "<nope/>"})
     # A genuine hint of task queue `tq`, handed to claimWork of another task queue: refused, and left in place.
@@ -201,6 +224,7 @@ def test_messages_beyond_the_count_asked_are_left_for_others(queue):
 
 def test_poll_task_urls_needs_its_scope(host, queue):
     from tests.conftest import queue_client
+
     tq = task_queue_id()
     narrowed = queue_client(host.root_url, authorizedScopes=[f"queue:poll-task-urls:{tq[:-3]}*"])
     assert len(poll_task_urls(narrowed, tq)["queues"]) == 7 * SHARDS

@@ -20,8 +20,9 @@ def drain(clients, task_queue, expected, per_call=4, workers_per_client=8):
         try:
             empty_rounds = 0
             while empty_rounds < 2:
-                got = client.claimWork(task_queue, {"workerGroup": "race", "workerId": worker_id,
-                                                    "tasks": per_call})["tasks"]
+                got = client.claimWork(task_queue, {"workerGroup": "race", "workerId": worker_id, "tasks": per_call})[
+                    "tasks"
+                ]
                 with lock:
                     claims.extend((c["status"]["taskId"], c["runId"], worker_id) for c in got)
                     done = len({c[0] for c in claims}) >= expected
@@ -31,8 +32,11 @@ def drain(clients, task_queue, expected, per_call=4, workers_per_client=8):
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(client, f"w-{i}-{j}"))
-               for i, client in enumerate(clients) for j in range(workers_per_client)]
+    threads = [
+        threading.Thread(target=worker, args=(client, f"w-{i}-{j}"))
+        for i, client in enumerate(clients)
+        for j in range(workers_per_client)
+    ]
     for t in threads:
         t.start()
     for t in threads:

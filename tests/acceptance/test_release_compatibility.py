@@ -53,10 +53,20 @@ CLAIM_TIMEOUT = 15  # outlasts the switch from one code to the other; the abando
 NAMESPACE = f"test-compat-{uuid.uuid4().hex[:8]}"
 # Where a broker runs (always in CI), both codes publish, and the audit checks every event went out: the dispatch
 # messages and publication marks one code left are the other's to finish.
-BUS = ({"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
-       if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER") else {})
-SETTINGS = {"claim_timeout": CLAIM_TIMEOUT, "deadline_delay": 0, "claim_work_wait": 1, "claim_work_poll_interval": 0.2,
-            "resolution_grace": 1, "worker_info_interval": 0, **BUS}
+BUS = (
+    {"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
+    if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER")
+    else {}
+)
+SETTINGS = {
+    "claim_timeout": CLAIM_TIMEOUT,
+    "deadline_delay": 0,
+    "claim_work_wait": 1,
+    "claim_work_poll_interval": 0.2,
+    "resolution_grace": 1,
+    "worker_info_interval": 0,
+    **BUS,
+}
 WORKER = {"workerGroup": "compat", "workerId": "w1"}
 
 
@@ -92,8 +102,10 @@ def release_code(tmp_path_factory) -> Path:
 @pytest.fixture
 def hosts(own_hosts, release_code) -> Callable[[str], HostProcess]:
     """`hosts("release")` or `hosts("current")`: a host of that code on the test's own Azurite."""
+
     def start(which: str) -> HostProcess:
         return own_hosts(project=release_code if which == "release" else PROJECT, **SETTINGS)
+
     return start
 
 
@@ -101,8 +113,9 @@ def hosts(own_hosts, release_code) -> Callable[[str], HostProcess]:
 class InFlight:
     """What one code left in flight, for the other to finish."""
 
-    queues: dict[str, str] = field(default_factory=lambda: {k: task_queue_id() for k in (
-        "pending", "chain", "abandoned", "artifacts", "deadline")})
+    queues: dict[str, str] = field(
+        default_factory=lambda: {k: task_queue_id() for k in ("pending", "chain", "abandoned", "artifacts", "deadline")}
+    )
     ids: dict[str, str] = field(default_factory=dict)
     data: dict[str, bytes] = field(default_factory=dict)
     tag: str = field(default_factory=lambda: slugid().lower().replace("_", "x").replace("-", "y"))
@@ -130,22 +143,40 @@ def leave(queue: taskcluster.Queue, flight: InFlight) -> None:
     flight.create(queue, "deadline", "deadline", deadline=timeutil.iso(now + dt.timedelta(seconds=20)))
     art = flight.create(queue, "artifacts", "artifacts", routes=[f"index.compat.{flight.tag}.done"])
     [claim] = flight.claim(queue, "artifacts")
-    worker = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"],
-                                "maxRetries": 0})
+    worker = taskcluster.Queue(
+        {"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"], "maxRetries": 0}
+    )
     expires = timeutil.iso(now + dt.timedelta(days=1))
     flight.data["s3"], flight.data["azure"] = b"s3 data " * 500, b"azure data " * 300
-    s3 = worker.createArtifact(art, "0", "public/s3.bin", {"storageType": "s3", "expires": expires,
-                                                           "contentType": "application/octet-stream"})
+    s3 = worker.createArtifact(
+        art, "0", "public/s3.bin", {"storageType": "s3", "expires": expires, "contentType": "application/octet-stream"}
+    )
     assert httpx.put(s3["putUrl"], content=flight.data["s3"]).status_code in (200, 201)  # as that release answers
-    azure = worker.createArtifact(art, "0", "public/azure.txt", {"storageType": "azure", "expires": expires,
-                                                                 "contentType": "text/plain",
-                                                                 "contentLength": len(flight.data["azure"])})
+    azure = worker.createArtifact(
+        art,
+        "0",
+        "public/azure.txt",
+        {
+            "storageType": "azure",
+            "expires": expires,
+            "contentType": "text/plain",
+            "contentLength": len(flight.data["azure"]),
+        },
+    )
     assert httpx.put(azure["putUrl"], content=flight.data["azure"], headers=azure["headers"]).status_code == 201
     worker.finishArtifact(art, "0", "public/azure.txt", {"uploadId": azure["uploadId"]})
-    worker.createArtifact(art, "0", "public/ref", {"storageType": "reference", "expires": expires,
-                                                   "contentType": "text/plain", "url": "https://example.com/ref"})
-    worker.createArtifact(art, "0", "public/err", {"storageType": "error", "expires": expires,
-                                                   "reason": "file-missing-on-worker", "message": "gone"})
+    worker.createArtifact(
+        art,
+        "0",
+        "public/ref",
+        {"storageType": "reference", "expires": expires, "contentType": "text/plain", "url": "https://example.com/ref"},
+    )
+    worker.createArtifact(
+        art,
+        "0",
+        "public/err",
+        {"storageType": "error", "expires": expires, "reason": "file-missing-on-worker", "message": "gone"},
+    )
     worker.reportCompleted(art, "0")
     leave_beside_the_tasks(queue.options["rootUrl"], flight)
 
@@ -156,17 +187,31 @@ def leave_beside_the_tasks(root_url: str, flight: InFlight) -> None:
     objects = taskcluster.Object({"rootUrl": root_url, "credentials": credentials, "maxRetries": 0})
     flight.data["object"] = f"object of {flight.tag}".encode()
     name, upload_id = f"compat/{flight.tag}", slugid()
-    objects.createUpload(name, {"projectId": "compat", "uploadId": upload_id,
-                                "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
-                                "proposedUploadMethods": {"dataInline": {
-                                    "contentType": "text/plain",
-                                    "objectData": base64.b64encode(flight.data["object"]).decode()}}})
+    objects.createUpload(
+        name,
+        {
+            "projectId": "compat",
+            "uploadId": upload_id,
+            "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+            "proposedUploadMethods": {
+                "dataInline": {
+                    "contentType": "text/plain",
+                    "objectData": base64.b64encode(flight.data["object"]).decode(),
+                }
+            },
+        },
+    )
     objects.finishUpload(name, {"projectId": "compat", "uploadId": upload_id})
     auth = taskcluster.Auth({"rootUrl": root_url, "credentials": credentials, "maxRetries": 0})
     auth.createRole(f"project:compat-{flight.tag}", {"description": "compat", "scopes": [f"secrets:get:{flight.tag}"]})
-    created = auth.createClient(f"compat/{flight.tag}", {
-        "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "compat",
-        "scopes": [f"assume:project:compat-{flight.tag}"]})
+    created = auth.createClient(
+        f"compat/{flight.tag}",
+        {
+            "expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)),
+            "description": "compat",
+            "scopes": [f"assume:project:compat-{flight.tag}"],
+        },
+    )
     flight.client = {"clientId": created["clientId"], "accessToken": created["accessToken"]}
 
 
@@ -177,19 +222,22 @@ def finish(queue: taskcluster.Queue, flight: InFlight) -> None:
     queue.reportCompleted(ids["pending"], "0")
     queue.reportCompleted(ids["root"], "0")  # claimed by the other code
     claimed: list[str] = []
-    wait_for(lambda: claimed.extend(c["status"]["taskId"] for c in flight.claim(queue, "chain")) or claimed,
-             timeout=30)
+    wait_for(lambda: claimed.extend(c["status"]["taskId"] for c in flight.claim(queue, "chain")) or claimed, timeout=30)
     assert claimed == [ids["dependent"]]
     queue.reportCompleted(ids["dependent"], "0")
 
     def retried() -> bool:  # the claim the other code took expired here: a new run to claim
-        return [c["runId"] for c in flight.claim(queue, "abandoned") if c["status"]["taskId"] == ids["abandoned"]] \
-            == [1]
+        return [c["runId"] for c in flight.claim(queue, "abandoned") if c["status"]["taskId"] == ids["abandoned"]] == [
+            1
+        ]
+
     wait_for(retried, timeout=30)
     queue.reportCompleted(ids["abandoned"], "1")
     runs = queue.status(ids["abandoned"])["status"]["runs"]
-    assert [(r["state"], r.get("reasonResolved")) for r in runs] == [("exception", "claim-expired"),
-                                                                      ("completed", "completed")]
+    assert [(r["state"], r.get("reasonResolved")) for r in runs] == [
+        ("exception", "claim-expired"),
+        ("completed", "completed"),
+    ]
     wait_for(lambda: queue.status(ids["deadline"])["status"]["state"] == "exception", timeout=40)
     assert queue.status(ids["deadline"])["status"]["runs"][0]["reasonResolved"] == "deadline-exceeded"
     anonymous = taskcluster.Queue({"rootUrl": queue.options["rootUrl"], "maxRetries": 0})
@@ -211,14 +259,23 @@ def finish_beside_the_tasks(queue: taskcluster.Queue, flight: InFlight) -> None:
     group = queue.listTaskGroup(ids["root"])
     assert sorted(t["status"]["taskId"] for t in group["tasks"]) == sorted([ids["root"], ids["dependent"]])
     events = httpx.get(f"{root_url}/api/queue/v1/task/{ids['artifacts']}/events").json()["events"]
-    assert [e["exchange"].rsplit("/", 1)[1] for e in events][:4] == ["task-defined", "task-pending", "task-running",
-                                                                     "artifact-created"], events
+    assert [e["exchange"].rsplit("/", 1)[1] for e in events][:4] == [
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "artifact-created",
+    ], events
     index = taskcluster.Index({"rootUrl": root_url, "maxRetries": 0})
     assert wait_for(lambda: _found(index, f"compat.{flight.tag}.done"), timeout=20) == ids["artifacts"]
     provisioner, worker_type = flight.queues["artifacts"].split("/")
     assert queue.getWorker(provisioner, worker_type, WORKER["workerGroup"], WORKER["workerId"])["workerId"] == "w1"
-    objects = taskcluster.Object({"rootUrl": root_url, "maxRetries": 0, "credentials": {
-        "clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}})
+    objects = taskcluster.Object(
+        {
+            "rootUrl": root_url,
+            "maxRetries": 0,
+            "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
     url = objects.startDownload(f"compat/{flight.tag}", {"acceptDownloadMethods": {"simple": True}})["url"]
     assert httpx.get(url).content == flight.data["object"]
     mine = taskcluster.Auth({"rootUrl": root_url, "credentials": flight.client, "maxRetries": 0})
@@ -238,8 +295,7 @@ def audit_clean(own_azurite) -> Iterator[None]:
     assert run_audit(own_azurite, published=bool(BUS)) == []
 
 
-@pytest.mark.parametrize("first,then", [("release", "current"), ("current", "release")],
-                         ids=["upgrade", "rollback"])
+@pytest.mark.parametrize("first,then", [("release", "current"), ("current", "release")], ids=["upgrade", "rollback"])
 def test_work_left_by_one_is_finished_by_the_other(hosts, audit_clean, first, then):
     before = hosts(first)
     flight = InFlight()
@@ -257,16 +313,20 @@ def test_both_serving_at_once_finish_each_others_work(hosts, audit_clean):
     leave(release.client(), from_release)
     leave(current.client(), from_current)
     with ThreadPoolExecutor(2) as both:  # at once: each one's running root is reported within its claim
-        done = [both.submit(finish, current.client(), from_release), both.submit(finish, release.client(),
-                                                                                 from_current)]
+        done = [
+            both.submit(finish, current.client(), from_release),
+            both.submit(finish, release.client(), from_current),
+        ]
         for finished in done:
             finished.result()
 
 
 def test_this_code_starts_on_the_latest_releases_make_run_data_dir(release_code, tmp_path):
     """`make run` of the latest release, then of this code on the same data dir: same credentials, same tasks."""
+
     def stamp(code: Path) -> list[str]:
         return re.findall(r"^AZURITE_(?:VERSION|STAMP) := .*$", (code / "Makefile").read_text(), re.M)
+
     if stamp(release_code) != stamp(PROJECT):
         pytest.skip("the release runs another Azurite build than this code (build it in its own .tools)")
     (release_code / ".tools").symlink_to(PROJECT / ".tools")  # the same Azurite build
@@ -275,7 +335,8 @@ def test_this_code_starts_on_the_latest_releases_make_run_data_dir(release_code,
         token = re.search(r"TASKCLUSTER_ACCESS_TOKEN=(\S+)", log.read_text()).group(1)
         task_id = slugid()
         queue_client(f"http://127.0.0.1:{port}", credentials={"clientId": "root", "accessToken": token}).createTask(
-            task_id, task_definition())
+            task_id, task_definition()
+        )
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0

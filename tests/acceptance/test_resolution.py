@@ -45,8 +45,7 @@ def test_reports_on_a_run_that_is_not_running_are_409(queue):
     expect_error(404, "ResourceNotFound", queue.reportCompleted, slugid(), "0")
 
 
-@pytest.mark.parametrize("reason, reason_created", [("worker-shutdown", "retry"),
-                                                    ("intermittent-task", "task-retry")])
+@pytest.mark.parametrize("reason, reason_created", [("worker-shutdown", "retry"), ("intermittent-task", "task-retry")])
 def test_retryable_exceptions_add_a_pending_run(queue, reason, reason_created):
     task_id = running_task(queue, retries=2)
     status = queue.reportException(task_id, "0", {"reason": reason})["status"]
@@ -137,9 +136,16 @@ def test_cancel_unscheduled_task_adds_an_exception_run(queue):
     queue.createTask(task_id, task_definition(dependencies=[task_id]))  # self-dependency: unscheduled
     assert queue.status(task_id)["status"]["state"] == "unscheduled"
     status = queue.cancelTask(task_id)["status"]
-    assert status["runs"] == [{"runId": 0, "state": "exception", "reasonCreated": "exception",
-                               "reasonResolved": "canceled", "scheduled": status["runs"][0]["scheduled"],
-                               "resolved": status["runs"][0]["resolved"]}]
+    assert status["runs"] == [
+        {
+            "runId": 0,
+            "state": "exception",
+            "reasonCreated": "exception",
+            "reasonResolved": "canceled",
+            "scheduled": status["runs"][0]["scheduled"],
+            "resolved": status["runs"][0]["resolved"],
+        }
+    ]
 
 
 def test_cancel_resolved_task_changes_nothing(queue):

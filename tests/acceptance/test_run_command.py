@@ -24,8 +24,13 @@ def start_run(tmp_path, name, *extra, project=PROJECT):
     env.update(QUEUE_PORT=str(port), QUEUE_DATA_DIR=str(tmp_path / name), PYTHONUNBUFFERED="1")
     log = tmp_path / f"{name}.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run", *extra],
-                                   cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run", *extra],
+            cwd=project,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     wait_for(lambda: "Press Ctrl-C to stop." in log.read_text() or process.poll() is not None, timeout=60)
     text = log.read_text()
     assert process.poll() is None, text
@@ -53,8 +58,9 @@ def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
         assert len(set(pids)) >= 2 and all(alive(p) for p in pids)  # each run has Azurite of its own
         # Each has its own storage: a task created on one is unknown to the other.
         task_id = slugid()
-        client_a = queue_client(f"http://127.0.0.1:{runs[0][1]}", credentials={"clientId": "root",
-                                                                              "accessToken": tokens[0]})
+        client_a = queue_client(
+            f"http://127.0.0.1:{runs[0][1]}", credentials={"clientId": "root", "accessToken": tokens[0]}
+        )
         client_a.createTask(task_id, task_definition())
         assert httpx.get(f"http://127.0.0.1:{runs[1][1]}/api/queue/v1/task/{task_id}").status_code == 404
         for process, _, _ in runs:
@@ -78,6 +84,7 @@ def test_two_runs_side_by_side_and_ctrl_c_stops_everything(tmp_path):
 
 def test_run_with_the_reference_worker_beside_the_queue(tmp_path):
     from tests.conftest import task_queue_id
+
     tq = task_queue_id()
     process, port, log = start_run(tmp_path, "w", "--worker", tq)
     try:
@@ -163,8 +170,14 @@ def test_a_data_dir_written_in_a_newer_form_is_refused_with_one_line(tmp_path):
     (data / "format.json").write_text('{"dataFormat": 99, "writtenBy": "9.0.0"}')
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
     env.update(QUEUE_PORT=str(free_port()), QUEUE_DATA_DIR=str(data))
-    done = subprocess.run([sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run"], cwd=PROJECT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stdout == "", done.stdout
     [line] = done.stderr.splitlines()
     assert line.startswith(f"error: The data dir {data} was written by tc-azure-queue 9.0.0 in data format 99; ")

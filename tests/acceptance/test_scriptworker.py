@@ -34,7 +34,7 @@ CLAIM_TIMEOUT = 4  # seconds: a task that runs longer completes only if scriptwo
 
 # The task script: writes the artifacts the payload names (text, JSON, a gzip tarball and a binary larger than one
 # staged block), sleeps, and exits with the payload's code.
-TASK_SCRIPT = r'''
+TASK_SCRIPT = r"""
 import json, os, sys, time
 work, artifacts = sys.argv[1], sys.argv[2]
 task = json.load(open(os.path.join(work, "task.json")))
@@ -49,7 +49,7 @@ for name, spec in payload["artifacts"].items():
 time.sleep(payload.get("sleep", 0))
 print("error: the build failed" if payload["exit"] else "done", flush=True)
 sys.exit(payload["exit"])
-'''
+"""
 
 
 def artifact_bytes(spec: dict) -> bytes:
@@ -66,8 +66,7 @@ def host(host_factory):
 @pytest.fixture(scope="module")
 def signing_key(tmp_path_factory) -> tuple[Path, Ed25519PrivateKey]:
     key = Ed25519PrivateKey.generate()
-    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
-                            serialization.NoEncryption())
+    raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
     path = tmp_path_factory.mktemp("cot") / "ed25519.key"
     path.write_text(base64.b64encode(raw).decode())
     return path, key
@@ -82,22 +81,36 @@ def scriptworker(host, signing_key, tmp_path_factory) -> Iterator[tuple[str, Pat
     script.write_text(TASK_SCRIPT)
     config = {
         "taskcluster_root_url": host.root_url,
-        "provisioner_id": provisioner, "worker_type": worker_type, "worker_group": "sw-group",
+        "provisioner_id": provisioner,
+        "worker_type": worker_type,
+        "worker_group": "sw-group",
         "worker_id": "sw-1",
         "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN},
-        "work_dir": str(base / "work"), "log_dir": str(base / "logs"), "artifact_dir": str(base / "artifacts"),
+        "work_dir": str(base / "work"),
+        "log_dir": str(base / "logs"),
+        "artifact_dir": str(base / "artifacts"),
         "task_log_dir": str(base / "artifacts" / "public" / "logs"),
         "task_script": [sys.executable, str(script), str(base / "work"), str(base / "artifacts")],
-        "poll_interval": 1, "reclaim_interval": 1, "task_max_timeout": 120, "artifact_upload_timeout": 60,
-        "sign_chain_of_trust": True, "verify_chain_of_trust": False,
-        "ed25519_private_key_path": str(signing_key[0]), "cot_job_type": "signing",
+        "poll_interval": 1,
+        "reclaim_interval": 1,
+        "task_max_timeout": 120,
+        "artifact_upload_timeout": 60,
+        "sign_chain_of_trust": True,
+        "verify_chain_of_trust": False,
+        "ed25519_private_key_path": str(signing_key[0]),
+        "cot_job_type": "signing",
     }
     path = base / "scriptworker.yaml"
     path.write_text(yaml.safe_dump(config))
     log = base / "scriptworker.out"
     with open(log, "wb") as out:
-        process = subprocess.Popen([str(SCRIPTWORKER), str(path)], stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            [str(SCRIPTWORKER), str(path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         yield f"{provisioner}/{worker_type}", log
     finally:
@@ -107,11 +120,22 @@ def scriptworker(host, signing_key, tmp_path_factory) -> Iterator[tuple[str, Pat
 def create(queue: taskcluster.Queue, task_queue: str, payload: dict) -> str:
     now = dt.datetime.now(dt.UTC)
     task_id = slugid()
-    queue.createTask(task_id, {
-        "taskQueueId": task_queue, "created": now.isoformat(), "deadline": (now + dt.timedelta(minutes=10)).isoformat(),
-        "expires": (now + dt.timedelta(days=2)).isoformat(), "payload": payload,
-        "metadata": {"name": f"scriptworker {task_id}", "description": "-", "owner": "releng@example.com",
-                     "source": "https://example.com/scriptworker"}})
+    queue.createTask(
+        task_id,
+        {
+            "taskQueueId": task_queue,
+            "created": now.isoformat(),
+            "deadline": (now + dt.timedelta(minutes=10)).isoformat(),
+            "expires": (now + dt.timedelta(days=2)).isoformat(),
+            "payload": payload,
+            "metadata": {
+                "name": f"scriptworker {task_id}",
+                "description": "-",
+                "owner": "releng@example.com",
+                "source": "https://example.com/scriptworker",
+            },
+        },
+    )
     return task_id
 
 
@@ -146,12 +170,14 @@ def test_scriptworker_runs_reclaims_uploads_and_signs_a_task_completed(host, scr
     status = resolved(queue, task_id, log)
     # One run, completed, although it ran longer than a claim lasts: scriptworker's reclaims kept it.
     assert [(r["state"], r.get("reasonResolved")) for r in status["runs"]] == [("completed", "completed")], (
-        log.read_text()[-4000:])
+        log.read_text()[-4000:]
+    )
     for name, spec in ARTIFACTS.items():
         assert download(host, task_id, name) == artifact_bytes(spec), name
     names = {a["name"]: a for a in queue.listArtifacts(task_id, "0")["artifacts"]}
     assert {"public/logs/live_backing.log", "public/chain-of-trust.json", "public/chain-of-trust.json.sig"} <= set(
-        names)
+        names
+    )
     assert all(a["storageType"] == "s3" for a in names.values())
     backing = download(host, task_id, "public/logs/live_backing.log").decode()
     assert "task script running" in backing and "done" in backing  # text, not gzip bytes

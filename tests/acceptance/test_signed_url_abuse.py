@@ -44,8 +44,9 @@ def with_query(url: str, **changes: str | None) -> str:
 
 def s3_artifact(queue, name="public/data.bin"):
     task_id, worker = claimed(queue)
-    created = worker.createArtifact(task_id, "0", name, {"storageType": "s3", "expires": in_days(),
-                                                         "contentType": "application/octet-stream"})
+    created = worker.createArtifact(
+        task_id, "0", name, {"storageType": "s3", "expires": in_days(), "contentType": "application/octet-stream"}
+    )
     return task_id, name, created["putUrl"]
 
 
@@ -95,13 +96,16 @@ def test_an_s3_upload_with_a_wrong_md5_or_cut_short_stores_nothing(host, queue):
     task_id, name, url = s3_artifact(queue, "public/digest.bin")
     wrong = httpx.put(url, content=b"data", headers={"Content-MD5": base64.b64encode(b"0" * 16).decode()})
     assert wrong.status_code == 400 and "BadDigest" in wrong.json()["message"]
-    right = httpx.put(url, content=b"data", headers={"Content-MD5": base64.b64encode(
-        hashlib.md5(b"data").digest()).decode()})
+    right = httpx.put(
+        url, content=b"data", headers={"Content-MD5": base64.b64encode(hashlib.md5(b"data").digest()).decode()}
+    )
     assert right.status_code == 200
     parts = urllib.parse.urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port)) as conn:  # declares 100 bytes, sends 10, goes
-        conn.sendall(f"PUT {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                     "Content-Length: 100\r\n\r\n0123456789".encode())
+        conn.sendall(
+            f"PUT {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            "Content-Length: 100\r\n\r\n0123456789".encode()
+        )
     assert read(host, task_id, name).content == b"data"
 
 
@@ -127,7 +131,8 @@ def test_an_s3_artifact_uploaded_to_an_earlier_versions_block_url_is_still_read(
     first read): an artifact created then and uploaded there, read by this version, is sealed and served."""
     task_id, name, _ = s3_artifact(queue, "public/earlier.bin")
     blob = BlobServiceClient.from_connection_string(azurite.connection_string).get_blob_client(
-        "artifacts", blob_path(task_id, 0, name))
+        "artifacts", blob_path(task_id, 0, name)
+    )
     blob.stage_block(S3_BLOCK, b"staged the earlier way")
     response = read(host, task_id, name)
     assert response.status_code == 200 and response.content == b"staged the earlier way"
@@ -144,15 +149,17 @@ def test_a_live_log_is_sealed_when_its_run_resolves_not_at_its_first_read(host, 
     when the run resolved."""
     task_id, worker = claimed(queue)
     name = "public/logs/live.log"
-    created = worker.createArtifact(task_id, "0", name, {"storageType": "azure", "expires": in_days(),
-                                                         "contentType": "text/plain"})
+    created = worker.createArtifact(
+        task_id, "0", name, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain"}
+    )
     headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "text/plain"}
     assert httpx.put(created["putUrl"], content=b"line 1\n", headers=headers).status_code == 201
     assert read(host, task_id, name).content == b"line 1\n"  # running: the growing blob
     assert httpx.put(created["putUrl"], content=b"line 1\nline 2\n", headers=headers).status_code == 201
     worker.reportCompleted(task_id, "0")
-    assert httpx.put(created["putUrl"], content=b"rewritten after the run resolved\n",
-                     headers=headers).status_code == 201
+    assert (
+        httpx.put(created["putUrl"], content=b"rewritten after the run resolved\n", headers=headers).status_code == 201
+    )
     response = read(host, task_id, name)
     assert response.status_code == 200 and response.content == b"line 1\nline 2\n"
 
@@ -160,8 +167,9 @@ def test_a_live_log_is_sealed_when_its_run_resolves_not_at_its_first_read(host, 
 def test_a_live_log_never_written_reads_404_once_its_run_resolved(host, queue):
     task_id, worker = claimed(queue)
     name = "public/logs/empty.log"
-    created = worker.createArtifact(task_id, "0", name, {"storageType": "azure", "expires": in_days(),
-                                                         "contentType": "text/plain"})
+    created = worker.createArtifact(
+        task_id, "0", name, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain"}
+    )
     worker.reportFailed(task_id, "0")
     headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "text/plain"}
     assert httpx.put(created["putUrl"], content=b"too late\n", headers=headers).status_code == 201
@@ -171,14 +179,26 @@ def test_a_live_log_never_written_reads_404_once_its_run_resolved(host, queue):
 def test_an_object_put_url_leased_or_made_an_append_blob_still_finishes_and_downloads(host):
     """An object's putUrl (create and write, so that a retried upload may overwrite) can also lease the blob or make
     it an append blob: finishUpload snapshots what is there, and the download reads that snapshot."""
-    service = taskcluster.Object({"rootUrl": host.root_url, "maxRetries": 0,
-                                  "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN}})
+    service = taskcluster.Object(
+        {
+            "rootUrl": host.root_url,
+            "maxRetries": 0,
+            "credentials": {"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN},
+        }
+    )
     for kind in ("lease", "append"):
         name, upload_id, data = f"abuse/{kind}/{slugid()}", slugid(), f"{kind} data".encode()
-        answer = service.createUpload(name, {"projectId": "p", "uploadId": upload_id, "expires": in_days(),
-                                             "proposedUploadMethods": {"putUrl": {
-                                                 "contentType": "application/octet-stream",
-                                                 "contentLength": len(data)}}})
+        answer = service.createUpload(
+            name,
+            {
+                "projectId": "p",
+                "uploadId": upload_id,
+                "expires": in_days(),
+                "proposedUploadMethods": {
+                    "putUrl": {"contentType": "application/octet-stream", "contentLength": len(data)}
+                },
+            },
+        )
         put = answer["uploadMethod"]["putUrl"]
         if kind == "lease":
             assert httpx.put(put["url"], content=data, headers=put["headers"]).status_code == 201
@@ -186,7 +206,8 @@ def test_an_object_put_url_leased_or_made_an_append_blob_still_finishes_and_down
         else:
             assert httpx.put(put["url"], headers={"x-ms-blob-type": "AppendBlob"}).status_code == 201
             assert httpx.put(with_query(put["url"], comp="appendblock"), content=data).status_code == 201
-        service.finishUpload(name, {"projectId": "p", "uploadId": upload_id,
-                                    "hashes": {"sha256": hashlib.sha256(data).hexdigest()}})
+        service.finishUpload(
+            name, {"projectId": "p", "uploadId": upload_id, "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
+        )
         url = service.startDownload(name, {"acceptDownloadMethods": {"getUrl": True}})["url"]
         assert httpx.get(url).content == data, kind

@@ -141,8 +141,13 @@ def test_change_task_group_priority(queue):
     queue.claimTask(ids[0], "0", WORKER)
     queue.reportCompleted(ids[0], "0")
     result = queue.changeTaskGroupPriority(group, {"newPriority": "very-high"})
-    assert result == {"taskGroupId": group, "schedulerId": "s1", "newPriority": "very-high",
-                      "tasksAffected": 2, "taskIds": result["taskIds"]}
+    assert result == {
+        "taskGroupId": group,
+        "schedulerId": "s1",
+        "newPriority": "very-high",
+        "tasksAffected": 2,
+        "taskIds": result["taskIds"],
+    }
     assert sorted(result["taskIds"]) == sorted(ids[1:])
     assert {queue.task(t)["priority"] for t in ids[1:]} == {"very-high"}
     assert queue.task(ids[0])["priority"] == "lowest"
@@ -160,8 +165,11 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     keeper = slugid()
     queue.createTask(keeper, task_definition())
     now = timeutil.now()
-    short = {"created": timeutil.iso(now), "deadline": timeutil.iso(now + dt.timedelta(seconds=3)),
-             "expires": timeutil.iso(now + dt.timedelta(seconds=4))}
+    short = {
+        "created": timeutil.iso(now),
+        "deadline": timeutil.iso(now + dt.timedelta(seconds=3)),
+        "expires": timeutil.iso(now + dt.timedelta(seconds=4)),
+    }
     group = slugid()
     dep = slugid()
     queue.createTask(dep, task_definition(taskGroupId=group, **short))
@@ -176,10 +184,12 @@ def test_expired_tasks_groups_and_edges_are_deleted(expiring_host):
     expect_error(404, "ResourceNotFound", queue.listTaskGroup, group)
     expect_error(404, "ResourceNotFound", queue.listDependentTasks, dep)
     assert queue.status(keeper)["status"]["state"] == "pending"
+
     # Their events and dispatch cursors went with them, the group's too.
     def left() -> set[str]:
-        return _row_keys(storage, "Tasks", dep) | _row_keys(storage, "Tasks", waiting) | _row_keys(
-            storage, "Tasks", group)
+        return (
+            _row_keys(storage, "Tasks", dep) | _row_keys(storage, "Tasks", waiting) | _row_keys(storage, "Tasks", group)
+        )
 
     try:
         wait_for(lambda: not left(), timeout=20, interval=0.5)
@@ -201,11 +211,13 @@ def _row_keys(env, table, partition):
         finally:
             await tables.close()
             await queues.close()
+
     return asyncio.run(keys())
 
 
 def _gone(queue, task_id, call=None):
     from taskcluster.exceptions import TaskclusterRestFailure
+
     try:
         (call or queue.status)(task_id)
     except TaskclusterRestFailure as exc:

@@ -44,31 +44,45 @@ def ingestion() -> Iterator[Ingestion]:
 
 
 def test_logs_and_traces_reach_application_insights(host_factory, ingestion):
-    host = host_factory(extra_env={
-        "APPLICATIONINSIGHTS_CONNECTION_STRING":
-            f"InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint={ingestion.url}",
-        "APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL": "true",  # the SDK's own usage reports: not to Microsoft
-        "OTEL_BLRP_SCHEDULE_DELAY": "200", "OTEL_BSP_SCHEDULE_DELAY": "200",  # export within a fraction of a second
-    })
+    host = host_factory(
+        extra_env={
+            "APPLICATIONINSIGHTS_CONNECTION_STRING": (
+                f"InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint={ingestion.url}"
+            ),
+            "APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL": "true",  # the SDK's own usage reports: not to Microsoft
+            "OTEL_BLRP_SCHEDULE_DELAY": "200",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",  # export within a fraction of a second
+        }
+    )
     try:
         queue = host.client()
         task_id = slugid()
         queue.createTask(task_id, task_definition())
 
         def task_log() -> list[dict[str, Any]]:
-            return [e for e in ingestion.of_type("MessageData")
-                    if e["data"]["baseData"].get("properties", {}).get("taskId") == task_id]
+            return [
+                e
+                for e in ingestion.of_type("MessageData")
+                if e["data"]["baseData"].get("properties", {}).get("taskId") == task_id
+            ]
+
         [record] = wait_for(task_log, timeout=20)[:1]
         assert record["data"]["baseData"]["properties"]["event"] == "task-defined"
 
-        requests = wait_for(lambda: [e for e in ingestion.of_type("RequestData")
-                                     if task_id in e["data"]["baseData"].get("url", "")], timeout=20)
+        requests = wait_for(
+            lambda: [e for e in ingestion.of_type("RequestData") if task_id in e["data"]["baseData"].get("url", "")],
+            timeout=20,
+        )
         request = requests[0]["data"]["baseData"]
         assert request["responseCode"] == "200" and request["success"] is True
         # The storage calls of that request are its dependencies, in the same operation.
         operation = requests[0]["tags"]["ai.operation.id"]
-        dependencies = wait_for(lambda: [e for e in ingestion.of_type("RemoteDependencyData")
-                                         if e["tags"].get("ai.operation.id") == operation], timeout=20)
+        dependencies = wait_for(
+            lambda: [
+                e for e in ingestion.of_type("RemoteDependencyData") if e["tags"].get("ai.operation.id") == operation
+            ],
+            timeout=20,
+        )
         assert any("127.0.0.1" in (d["data"]["baseData"].get("target") or "") for d in dependencies)
     finally:
         host.stop()
@@ -76,8 +90,10 @@ def test_logs_and_traces_reach_application_insights(host_factory, ingestion):
 
 def test_without_a_connection_string_nothing_is_configured():
     """No exporter is even imported: nothing can leave the machine."""
-    code = ("import sys, os; os.environ.pop('APPLICATIONINSIGHTS_CONNECTION_STRING', None);"
-            "from shared import telemetry; assert telemetry.configure() is False;"
-            "import function_app;"
-            "assert not [m for m in sys.modules if m.startswith(('azure.monitor', 'opentelemetry.sdk'))], 'imported'")
+    code = (
+        "import sys, os; os.environ.pop('APPLICATIONINSIGHTS_CONNECTION_STRING', None);"
+        "from shared import telemetry; assert telemetry.configure() is False;"
+        "import function_app;"
+        "assert not [m for m in sys.modules if m.startswith(('azure.monitor', 'opentelemetry.sdk'))], 'imported'"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=PROJECT, check=True)

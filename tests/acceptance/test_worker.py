@@ -32,21 +32,44 @@ PY = sys.executable
 def host(host_factory):
     # The worker reclaims with a third of its claim left: under injected storage faults (QUEUE_TEST_STORAGE_FAULTS),
     # or on a loaded machine (a CI run lost one so), a reclaim can take more than the 1 s a 3 s claim leaves it.
-    return host_factory(claim_timeout=6, worker_info_interval=0, claim_work_wait=1,
-                        claim_work_poll_interval=0.2)
+    return host_factory(claim_timeout=6, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
 
 
 class WorkerProcess:
     def __init__(self, host, tq: str, tmp: Path, *extra: str) -> None:
-        env = {**os.environ, "TASKCLUSTER_ROOT_URL": host.root_url, "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
-               "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN, "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "TASKCLUSTER_ROOT_URL": host.root_url,
+            "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
+            "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
+            "PYTHONUNBUFFERED": "1",
+        }
         self.log_path = tmp / f"worker-{tq.split('/')[1]}.log"
         self.work_dir = tmp / "tasks"
         with open(self.log_path, "wb") as out:
             self.process = subprocess.Popen(
-                [PY, "-m", "worker", "--task-queue", tq, "--worker-group", "wg", "--worker-id", "ref-1",
-                 "--capacity", "2", "--work-dir", str(self.work_dir), *extra],
-                cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [
+                    PY,
+                    "-m",
+                    "worker",
+                    "--task-queue",
+                    tq,
+                    "--worker-group",
+                    "wg",
+                    "--worker-id",
+                    "ref-1",
+                    "--capacity",
+                    "2",
+                    "--work-dir",
+                    str(self.work_dir),
+                    *extra,
+                ],
+                cwd=PROJECT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -74,8 +97,11 @@ def submit(queue, tq: str, payload: dict, **overrides) -> str:
 
 
 def resolved(queue, task_id: str, timeout: float = 30) -> dict:
-    return wait_for(lambda: (s := queue.status(task_id)["status"]) and s["state"] in (
-        "completed", "failed", "exception") and s, timeout=timeout, interval=0.3)
+    return wait_for(
+        lambda: (s := queue.status(task_id)["status"]) and s["state"] in ("completed", "failed", "exception") and s,
+        timeout=timeout,
+        interval=0.3,
+    )
 
 
 def artifact_text(host, task_id: str, name: str, run: str = "0") -> str:
@@ -87,20 +113,32 @@ def artifact_text(host, task_id: str, name: str, run: str = "0") -> str:
 
 def test_commands_run_end_to_end(host, tq, worker):
     queue = host.client()
-    ok = submit(queue, tq, {
-        "command": [PY, "-c", "import os; print('hello from', os.environ['TASK_ID']); "
-                              "open('out.txt', 'w').write('result:' + os.environ['GREETING'])"],
-        "env": {"GREETING": "hi"},
-        "artifacts": [{"name": "public/out.txt", "path": "out.txt", "contentType": "text/plain"},
-                      {"name": "public/missing.txt", "path": "nowhere.txt"}]})
+    ok = submit(
+        queue,
+        tq,
+        {
+            "command": [
+                PY,
+                "-c",
+                "import os; print('hello from', os.environ['TASK_ID']); "
+                "open('out.txt', 'w').write('result:' + os.environ['GREETING'])",
+            ],
+            "env": {"GREETING": "hi"},
+            "artifacts": [
+                {"name": "public/out.txt", "path": "out.txt", "contentType": "text/plain"},
+                {"name": "public/missing.txt", "path": "nowhere.txt"},
+            ],
+        },
+    )
     failing = submit(queue, tq, {"command": "echo failing now; exit 3"})
     slow = submit(queue, tq, {"command": ["sleep", "30"], "maxRunTime": 1})
     malformed = submit(queue, tq, {"command": 5})
     assert resolved(queue, ok)["state"] == "completed"
     assert f"hello from {ok}" in artifact_text(host, ok, "public/logs/live.log")
     assert artifact_text(host, ok, "public/out.txt") == "result:hi"
-    missing = httpx.get(taskcluster.Queue({"rootUrl": host.root_url}).buildUrl(
-        "getArtifact", ok, "0", "public/missing.txt"))
+    missing = httpx.get(
+        taskcluster.Queue({"rootUrl": host.root_url}).buildUrl("getArtifact", ok, "0", "public/missing.txt")
+    )
     assert missing.status_code == 424 and missing.json()["reason"] == "file-missing-on-worker"
     assert resolved(queue, failing)["state"] == "failed"
     log = artifact_text(host, failing, "public/logs/live.log")
@@ -117,8 +155,11 @@ def test_commands_run_end_to_end(host, tq, worker):
 
 def test_the_live_log_is_readable_while_the_task_runs_and_whole_once_resolved(host, tq, worker):
     queue = host.client()
-    task_id = submit(queue, tq, {"command": [PY, "-u", "-c", "import time\nfor i in range(10):\n"
-                                                            "    print('tick', i)\n    time.sleep(0.4)"]})
+    task_id = submit(
+        queue,
+        tq,
+        {"command": [PY, "-u", "-c", "import time\nfor i in range(10):\n    print('tick', i)\n    time.sleep(0.4)"]},
+    )
     wait_for(lambda: "tick 2" in _text_or_empty(host, task_id), timeout=30, interval=0.3)
     early = artifact_text(host, task_id, "public/logs/live.log")
     assert queue.status(task_id)["status"]["state"] == "running" and "exit code" not in early
@@ -141,8 +182,17 @@ def _text_or_empty(host, task_id: str) -> str:
 def test_a_task_cancelled_mid_run_is_stopped_and_the_worker_goes_on(host, tq, worker, tmp_path):
     queue = host.client()
     marker = tmp_path / "still-running"
-    long = submit(queue, tq, {"command": [PY, "-c", f"import time\nfor i in range(60):\n    time.sleep(0.5)\n"
-                                                    f"    open({str(marker)!r}, 'w').write(str(i))"]})
+    long = submit(
+        queue,
+        tq,
+        {
+            "command": [
+                PY,
+                "-c",
+                f"import time\nfor i in range(60):\n    time.sleep(0.5)\n    open({str(marker)!r}, 'w').write(str(i))",
+            ]
+        },
+    )
     wait_for(lambda: queue.status(long)["status"]["state"] == "running" and marker.exists(), timeout=30)
     queue.cancelTask(long)
     # The next reclaim (a third of the 6 s claim before it lapses) answers 409: the worker kills the command.

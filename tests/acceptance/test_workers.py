@@ -18,8 +18,13 @@ OTHER = {"workerGroup": "wg-1", "workerId": "worker-2"}
 @pytest.fixture(scope="module")
 def host(host_factory):
     # Every claim written at once (production buffers them for a minute), expiry every second.
-    return host_factory(worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2,
-                        expiry_schedule="*/1 * * * * *", expiry_delay=0)
+    return host_factory(
+        worker_info_interval=0,
+        claim_work_wait=1,
+        claim_work_poll_interval=0.2,
+        expiry_schedule="*/1 * * * * *",
+        expiry_delay=0,
+    )
 
 
 @pytest.fixture
@@ -60,11 +65,20 @@ def test_quarantined_worker_gets_no_work_until_lifted(queue):
     tq = task_queue_id()
     prov, wt = tq.split("/")
     assert claim_one(queue, tq) == []  # makes the worker known
-    expect_error(404, "ResourceNotFound", queue.quarantineWorker, prov, wt, "wg-1", "unknown",
-                 {"quarantineUntil": timeutil.iso(timeutil.now() + dt.timedelta(hours=1))})
+    expect_error(
+        404,
+        "ResourceNotFound",
+        queue.quarantineWorker,
+        prov,
+        wt,
+        "wg-1",
+        "unknown",
+        {"quarantineUntil": timeutil.iso(timeutil.now() + dt.timedelta(hours=1))},
+    )
     until = timeutil.iso(timeutil.now() + dt.timedelta(hours=1))
-    worker = queue.quarantineWorker(prov, wt, WORKER["workerGroup"], WORKER["workerId"],
-                                    {"quarantineUntil": until, "quarantineInfo": "bad disk"})
+    worker = queue.quarantineWorker(
+        prov, wt, WORKER["workerGroup"], WORKER["workerId"], {"quarantineUntil": until, "quarantineInfo": "bad disk"}
+    )
     assert worker["quarantineUntil"] == until
     assert worker["quarantineDetails"][-1]["quarantineInfo"] == "bad disk"
     assert worker["quarantineDetails"][-1]["clientId"] == "root"
@@ -75,12 +89,19 @@ def test_quarantined_worker_gets_no_work_until_lifted(queue):
     assert time.monotonic() - started >= 0.9  # it waited the whole long-poll
     expect_error(409, "RequestConflict", queue.claimTask, task_id, "0", WORKER)
     assert [w["workerId"] for w in queue.listWorkers(prov, wt, query={"quarantined": "true"})["workers"]] == [
-        WORKER["workerId"]]
+        WORKER["workerId"]
+    ]
     assert claim_one(queue, tq, OTHER)[0]["status"]["taskId"] == task_id  # the others still get work
     assert [w["workerId"] for w in queue.listWorkers(prov, wt, query={"quarantined": "false"})["workers"]] == [
-        OTHER["workerId"]]
-    queue.quarantineWorker(prov, wt, WORKER["workerGroup"], WORKER["workerId"],
-                           {"quarantineUntil": timeutil.iso(timeutil.now() - dt.timedelta(seconds=1))})
+        OTHER["workerId"]
+    ]
+    queue.quarantineWorker(
+        prov,
+        wt,
+        WORKER["workerGroup"],
+        WORKER["workerId"],
+        {"quarantineUntil": timeutil.iso(timeutil.now() - dt.timedelta(seconds=1))},
+    )
     second = slugid()
     queue.createTask(second, task_definition(taskQueueId=tq))
     assert claim_one(queue, tq)[0]["status"]["taskId"] == second
@@ -93,8 +114,9 @@ def test_declare_worker_and_expiry_of_stale_entries(queue):
     declared = queue.declareWorker(prov, wt, "wg-9", "declared", {"expires": soon})
     assert declared["expires"] == soon and declared["recentTasks"] == []
     queue.declareWorker(prov, wt, "wg-9", "kept", {"expires": soon})
-    queue.quarantineWorker(prov, wt, "wg-9", "kept",
-                           {"quarantineUntil": timeutil.iso(timeutil.now() + dt.timedelta(hours=1))})
+    queue.quarantineWorker(
+        prov, wt, "wg-9", "kept", {"quarantineUntil": timeutil.iso(timeutil.now() + dt.timedelta(hours=1))}
+    )
     # The expiry timer (every second here) deletes the expired entry, but not a quarantined one.
     wait_for(lambda: len(queue.listWorkers(prov, wt)["workers"]) == 1, timeout=20, interval=0.5)
     assert queue.getWorker(prov, wt, "wg-9", "kept")["workerId"] == "kept"
@@ -107,8 +129,13 @@ def test_counts_and_listings_of_pending_and_claimed_tasks(queue):
     for task_id in ids:
         queue.createTask(task_id, task_definition(taskQueueId=tq))
     assert queue.pendingTasks(tq)["pendingTasks"] == 3
-    assert queue.taskQueueCounts(tq) == {"provisionerId": tq.split("/")[0], "workerType": tq.split("/")[1],
-                                         "taskQueueId": tq, "pendingTasks": 3, "claimedTasks": 0}
+    assert queue.taskQueueCounts(tq) == {
+        "provisionerId": tq.split("/")[0],
+        "workerType": tq.split("/")[1],
+        "taskQueueId": tq,
+        "pendingTasks": 3,
+        "claimedTasks": 0,
+    }
     [claim] = claim_one(queue, tq)
     claimed_id = claim["status"]["taskId"]
     assert queue.taskQueueCounts(tq)["pendingTasks"] == 2 and queue.taskQueueCounts(tq)["claimedTasks"] == 1
@@ -130,11 +157,20 @@ def test_counts_and_listings_of_pending_and_claimed_tasks(queue):
 
 def test_scopes_guard_worker_information(host):
     from tests.conftest import queue_client
+
     tq = task_queue_id()
     prov, wt = tq.split("/")
     narrow = queue_client(host.root_url, authorizedScopes=[f"queue:get-worker-type:{prov}/*"])
     expect_error(403, "InsufficientScopes", narrow.listProvisioners)
     expect_error(403, "InsufficientScopes", narrow.taskQueueCounts, tq)
-    expect_error(403, "InsufficientScopes", narrow.quarantineWorker, prov, wt, "g", "w",
-                 {"quarantineUntil": timeutil.iso(timeutil.now())})
+    expect_error(
+        403,
+        "InsufficientScopes",
+        narrow.quarantineWorker,
+        prov,
+        wt,
+        "g",
+        "w",
+        {"quarantineUntil": timeutil.iso(timeutil.now())},
+    )
     expect_error(404, "ResourceNotFound", narrow.getWorkerType, prov, wt)  # allowed, and unknown

@@ -53,6 +53,7 @@ def test_table_insert_get_replace_with_etags(azurite, Tables):
             assert await tables.replace(name, Entity("pk", "rk", {"n": 5}, updated.etag)) is None
         finally:
             await tables.close()
+
     run(go())
 
 
@@ -76,6 +77,7 @@ def test_table_query_pages_with_continuation(azurite, Tables):
             assert seen == [0, 1, 2, 3, 4]
         finally:
             await tables.close()
+
     run(go())
 
 
@@ -107,11 +109,13 @@ def test_queue_visibility_release_and_delete(azurite, Queues):
             assert later.json() == {"later": 1}
         finally:
             await queues.close()
+
     run(go())
 
 
 def test_a_peek_tells_whether_any_message_is_visible(azurite, Queues):
     """What the reconciler asks of a pending queue whose count is not zero: are its messages all hidden?"""
+
     async def go():
         queues = Queues(azurite.connection_string)
         name = f"q-{uuid.uuid4().hex[:12]}"
@@ -126,12 +130,14 @@ def test_a_peek_tells_whether_any_message_is_visible(azurite, Queues):
             assert await queues.any_visible(name) is True
         finally:
             await queues.close()
+
     run(go())
 
 
 def test_a_put_message_is_deleted_by_the_id_and_receipt_its_put_returned(azurite, Queues):
     """What lets a resolution delete its spent checks: the put's answer deletes the message until someone
     receives it; once received, that receipt no longer matches and the delete is a harmless no-op."""
+
     async def go():
         queues = Queues(azurite.connection_string)
         name = f"q-{uuid.uuid4().hex[:12]}"
@@ -148,6 +154,7 @@ def test_a_put_message_is_deleted_by_the_id_and_receipt_its_put_returned(azurite
             assert await queues.approximate_count(name) == 0
         finally:
             await queues.close()
+
     run(go())
 
 
@@ -165,6 +172,7 @@ def test_queue_receives_32_in_one_call(azurite, Queues):
             assert await queues.approximate_count(name) == 40
         finally:
             await queues.close()
+
     run(go())
 
 
@@ -176,45 +184,57 @@ def test_transactions_are_atomic_per_partition(azurite, Tables):
         name = f"T{uuid.uuid4().hex[:10]}"
         try:
             await tables.ensure_tables([name])
-            assert await tables.transact(name, [Op("insert", Entity("p", "a", {"v": 1})),
-                                                Op("upsert", Entity("p", "b", {"v": 2}))])
-            stale = (await tables.get(name, "p", "a")).with_etag('W/"datetime\'2000-01-01T00%3A00%3A00Z\'"')
+            assert await tables.transact(
+                name, [Op("insert", Entity("p", "a", {"v": 1})), Op("upsert", Entity("p", "b", {"v": 2}))]
+            )
+            stale = (await tables.get(name, "p", "a")).with_etag("W/\"datetime'2000-01-01T00%3A00%3A00Z'\"")
             # One failing condition and nothing applies.
-            assert not await tables.transact(name, [Op("upsert", Entity("p", "c", {"v": 3})),
-                                                    Op("replace", Entity("p", "a", {"v": 9}, stale.etag))])
+            assert not await tables.transact(
+                name, [Op("upsert", Entity("p", "c", {"v": 3})), Op("replace", Entity("p", "a", {"v": 9}, stale.etag))]
+            )
             assert await tables.get(name, "p", "c") is None
             assert not await tables.transact(name, [Op("insert", Entity("p", "a", {"v": 5}))])
             assert (await tables.get(name, "p", "a")).data == {"v": 1}
             # commit: each operation's new ETag (None for a delete), for the next conditional change without a read.
-            etags = await tables.commit(name, [Op("insert", Entity("e", "a", {"v": 1})),
-                                               Op("upsert", Entity("e", "b", {"v": 2}))])
+            etags = await tables.commit(
+                name, [Op("insert", Entity("e", "a", {"v": 1})), Op("upsert", Entity("e", "b", {"v": 2}))]
+            )
             assert etags == [(await tables.get(name, "e", "a")).etag, (await tables.get(name, "e", "b")).etag]
             assert await tables.replace(name, Entity("e", "a", {"v": 3}, etags[0])) is not None
-            assert await tables.commit(name, [Op("delete", Entity("e", "b")),
-                                              Op("replace", Entity("e", "a", {"v": 4}, etags[0]))]) is None
+            assert (
+                await tables.commit(
+                    name, [Op("delete", Entity("e", "b")), Op("replace", Entity("e", "a", {"v": 4}, etags[0]))]
+                )
+                is None
+            )
             assert await tables.commit(name, [Op("delete", Entity("e", "b"))]) == [None]
             await upsert_all(tables, name, [Entity("q", f"r{i:03d}", {"i": i}) for i in range(250)])
-            page = await tables.query(name, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-                                      {"pk": "q", "lo": "r100", "hi": "r110"})
+            page = await tables.query(
+                name, "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi", {"pk": "q", "lo": "r100", "hi": "r110"}
+            )
             assert [e.row_key for e in page.entities] == [f"r{i}" for i in range(100, 110)]
             await delete_all(tables, name, [("q", f"r{i:03d}") for i in range(0, 260)])  # some never existed
             assert (await tables.query(name, "PartitionKey eq @pk", {"pk": "q"})).entities == []
         finally:
             await tables.close()
+
     run(go())
 
 
 def test_keys_property_types_and_filters_round_trip(azurite, Tables):
     """Keys with quotes and escapes, every property type the code stores, and filters with typed parameters;
     what one adapter writes the other reads the same."""
+
     async def go():
         name = f"T{uuid.uuid4().hex[:10]}"
-        writer, other = Tables(azurite.connection_string), (
-            AzureTables if Tables is RestTables else RestTables)(azurite.connection_string)
+        writer, other = (
+            Tables(azurite.connection_string),
+            (AzureTables if Tables is RestTables else RestTables)(azurite.connection_string),
+        )
         pk, rk = encode_key("it's a/b#c?d%e"), "r'1 é"
         data = {"s": "x'y", "n": 7, "f": 2.0, "neg": -3, "yes": True, "no": False, "empty": ""}
         if Tables is RestTables:
-            data["big"] = 2 ** 40  # the SDK refuses to write a plain int beyond 32 bits
+            data["big"] = 2**40  # the SDK refuses to write a plain int beyond 32 bits
         try:
             await writer.ensure_tables([name])
             assert await writer.insert(name, Entity(pk, rk, data)) is not None
@@ -224,8 +244,11 @@ def test_keys_property_types_and_filters_round_trip(azurite, Tables):
                 # The SDK wraps a 64-bit integer in an EntityProperty; the REST adapter gives the int.
                 assert {k: getattr(v, "value", v) for k, v in read.data.items()} == data
                 assert type(read.data["f"]) is float
-                page = await reader.query(name, "PartitionKey eq @pk and n gt @low and yes eq @t and s eq @s",
-                                          {"pk": pk, "low": 6, "t": True, "s": "x'y"})
+                page = await reader.query(
+                    name,
+                    "PartitionKey eq @pk and n gt @low and yes eq @t and s eq @s",
+                    {"pk": pk, "low": 6, "t": True, "s": "x'y"},
+                )
                 assert [(e.partition_key, e.row_key) for e in page.entities] == [(pk, rk)]
                 assert page.entities[0].etag == read.etag
             assert await writer.delete(name, pk, rk, "*") and await writer.delete(name, pk, rk, "*")
@@ -233,6 +256,7 @@ def test_keys_property_types_and_filters_round_trip(azurite, Tables):
         finally:
             await writer.close()
             await other.close()
+
     run(go())
 
 
@@ -267,9 +291,18 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
                 definition["expires"] = timeutil.iso(clock() + dt.timedelta(days=days))
                 await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
                 await service.claims.claim(task_id, 0, "g", "w")
-                created = await create_artifact(service, task_id, 0, "public/a.txt", {
-                    "storageType": "azure", "expires": definition["expires"], "contentType": "text/plain",
-                    "contentLength": 2})
+                created = await create_artifact(
+                    service,
+                    task_id,
+                    0,
+                    "public/a.txt",
+                    {
+                        "storageType": "azure",
+                        "expires": definition["expires"],
+                        "contentType": "text/plain",
+                        "contentLength": 2,
+                    },
+                )
                 blobs.upload_blob(blob_path(task_id, 0, "public/a.txt"), b"hi")
                 await service.artifacts.finish(task_id, 0, "public/a.txt", created["uploadId"])
                 ids.append(task_id)
@@ -354,8 +387,9 @@ def test_tasks_whose_deadline_buckets_were_never_checked_expire_on_azurite(tmp_p
     async def rows(service) -> set[str]:
         page, token, found = None, None, set()
         while page is None or token is not None:
-            page = await service.stores.tables.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""},
-                                                     continuation=token)
+            page = await service.stores.tables.query(
+                DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""}, continuation=token
+            )
             found |= {e.row_key for e in page.entities}
             token = page.continuation
         return found
@@ -365,8 +399,10 @@ def test_tasks_whose_deadline_buckets_were_never_checked_expire_on_azurite(tmp_p
         for i in range(120):
             task_id, definition = slugid(), task_definition()
             deadline = clock() + dt.timedelta(seconds=10 + i)  # a bucket each
-            definition.update(deadline=timeutil.iso(deadline), expires=timeutil.iso(
-                deadline + (dt.timedelta(hours=1) if i % 2 else dt.timedelta(days=30))))
+            definition.update(
+                deadline=timeutil.iso(deadline),
+                expires=timeutil.iso(deadline + (dt.timedelta(hours=1) if i % 2 else dt.timedelta(days=30))),
+            )
             await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
             (expiring if i % 2 else kept).add(task_id)
         assert await rows(service) == expiring | kept

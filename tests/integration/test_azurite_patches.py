@@ -79,8 +79,13 @@ def test_a_deleted_queue_leaves_no_expiry_bound_behind() -> None:
     if os.environ.get("QUEUE_AZURITE_BIN_DIR"):
         pytest.skip("an Azurite of one's own (QUEUE_AZURITE_BIN_DIR) is not the one `make setup` patches")
     package = Path(azurite_mod.find_binary("azurite-queue")).resolve().parents[3]
-    done = subprocess.run(["node", "-e", QUEUES_COME_AND_GO, str(package / QUEUE_STORE), "2000"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["node", "-e", QUEUES_COME_AND_GO, str(package / QUEUE_STORE), "2000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"entries": 1, "left": 0}
 
@@ -119,9 +124,20 @@ def test_message_texts_are_read_back_from_memory_or_disk_and_memory_is_bounded(t
         pytest.skip("an Azurite of one's own (QUEUE_AZURITE_BIN_DIR) is not the one `make setup` patches")
     package = Path(azurite_mod.find_binary("azurite-queue")).resolve().parents[3]
     common = package / "dist" / "src" / "common"
-    done = subprocess.run(["node", "-e", EXTENTS_ROUND_TRIP, str(common / "persistence" / "FSExtentStore.js"),
-                           str(common.parent / "queue" / "utils" / "utils.js"), str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [
+            "node",
+            "-e",
+            EXTENTS_ROUND_TRIP,
+            str(common / "persistence" / "FSExtentStore.js"),
+            str(common.parent / "queue" / "utils" / "utils.js"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["wrong"] == 0 and found["numbers"], found
@@ -152,6 +168,7 @@ def test_expired_messages_are_still_removed(azurite: azurite_mod.Azurite) -> Non
 def test_a_message_put_after_a_look_at_its_queue_still_expires_on_time(azurite: azurite_mod.Azurite) -> None:
     """Azurite skips its sweep of expired messages while the queue's earliest expiry is ahead: a message put
     after a sweep found nothing due for an hour moves that time forward, and goes once expired."""
+
     async def go() -> None:
         queues = RestQueues(azurite.connection_string)
         name = f"late-{uuid.uuid4().hex[:10]}"
@@ -172,6 +189,7 @@ def test_a_message_put_after_a_look_at_its_queue_still_expires_on_time(azurite: 
 def test_a_receive_takes_the_earliest_visible_of_many(azurite: azurite_mod.Azurite) -> None:
     """A receive picks its messages from the visible ones in one pass (Azurite sorted them all): the first 32 of
     100 by the time they became visible, then by when they were put."""
+
     async def go() -> None:
         queues = RestQueues(azurite.connection_string)
         name = f"many-{uuid.uuid4().hex[:10]}"
@@ -195,6 +213,7 @@ def test_receives_take_in_order_and_hide_what_they_took(azurite: azurite_mod.Azu
     """A receive updates each message it takes alone (LokiJS rebuilt all the messages' indices after an update of
     several): messages are still taken oldest first, each once while hidden, with their dequeue counts, a message
     whose visibility ran out is taken again, and another queue's messages are left alone."""
+
     async def go() -> None:
         queues = RestQueues(azurite.connection_string)
         name, other = f"take-{uuid.uuid4().hex[:10]}", f"other-{uuid.uuid4().hex[:10]}"
@@ -221,14 +240,17 @@ def test_receives_take_in_order_and_hide_what_they_took(azurite: azurite_mod.Azu
 def test_partition_queries_answer_as_the_scan_did(azurite: azurite_mod.Azurite) -> None:
     """Filters that name one partition are narrowed through its index; any other filter is scanned as before. The
     answers, their order and their pages are the same either way."""
+
     async def go() -> None:
         tables = RestTables(azurite.connection_string)
         table = f"Patch{uuid.uuid4().hex[:10]}"
         try:
             await tables.ensure_tables([table])
             for partition in ["p", "p2", "q", "it's"]:
-                await tables.transact(table, [Op("insert", Entity(partition, f"r{i:02d}", {"n": i, "odd": i % 2 == 1}))
-                                              for i in range(30)])
+                await tables.transact(
+                    table,
+                    [Op("insert", Entity(partition, f"r{i:02d}", {"n": i, "odd": i % 2 == 1})) for i in range(30)],
+                )
 
             async def rows(flt: str, params: dict[str, object], limit: int = 7) -> list[tuple[str, str]]:
                 found, token = [], None
@@ -241,9 +263,10 @@ def test_partition_queries_answer_as_the_scan_did(azurite: azurite_mod.Azurite) 
 
             assert await rows("PartitionKey eq @pk", {"pk": "p"}) == [("p", f"r{i:02d}") for i in range(30)]
             assert await rows("PartitionKey eq @pk", {"pk": "it's"}) == [("it's", f"r{i:02d}") for i in range(30)]
-            assert await rows("PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi and odd eq @odd",
-                              {"pk": "p2", "lo": "r10", "hi": "r20", "odd": True}) == [
-                ("p2", f"r{i:02d}") for i in range(11, 20, 2)]
+            assert await rows(
+                "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi and odd eq @odd",
+                {"pk": "p2", "lo": "r10", "hi": "r20", "odd": True},
+            ) == [("p2", f"r{i:02d}") for i in range(11, 20, 2)]
             # `or`: not narrowed, and still right.
             both = await rows("PartitionKey eq @a or PartitionKey eq @b", {"a": "p", "b": "q"}, limit=11)
             assert both == [("p", f"r{i:02d}") for i in range(30)] + [("q", f"r{i:02d}") for i in range(30)]
@@ -257,14 +280,16 @@ def test_partition_queries_answer_as_the_scan_did(azurite: azurite_mod.Azurite) 
 def test_replaces_and_merges_keep_the_table_whole(azurite: azurite_mod.Azurite) -> None:
     """Replaced and merged entities are found by key and by partition query, in key order, with new ETags; the
     others are untouched; a batch that fails after replacing an entity leaves it as it was."""
+
     async def go() -> None:
         tables = RestTables(azurite.connection_string)
         table = f"Replace{uuid.uuid4().hex[:10]}"
         try:
             await tables.ensure_tables([table])
             for partition in ["a", "b"]:
-                await tables.transact(table, [Op("insert", Entity(partition, f"r{i:02d}", {"n": i}))
-                                              for i in range(20)])
+                await tables.transact(
+                    table, [Op("insert", Entity(partition, f"r{i:02d}", {"n": i})) for i in range(20)]
+                )
             first = await tables.get(table, "a", "r05")
             assert first is not None
             replaced = await tables.replace(table, Entity("a", "r05", {"n": 105, "new": "yes"}, first.etag))
@@ -279,8 +304,9 @@ def test_replaces_and_merges_keep_the_table_whole(azurite: azurite_mod.Azurite) 
             assert by_key["r05"]["n"] == 105 and by_key["r06"] == {"n": 6, "m": "merged"} and by_key["r07"] == {"n": 7}
             # A batch that replaces r08 and then fails (an insert of an existing row) changes nothing.
             before = await tables.get(table, "a", "r08")
-            assert not await tables.transact(table, [Op("replace", Entity("a", "r08", {"n": -1}, "*")),
-                                                     Op("insert", Entity("a", "r09", {"n": -1}))])
+            assert not await tables.transact(
+                table, [Op("replace", Entity("a", "r08", {"n": -1}, "*")), Op("insert", Entity("a", "r09", {"n": -1}))]
+            )
             after = await tables.get(table, "a", "r08")
             assert after is not None and before is not None and after.data == before.data and after.etag == before.etag
             other = await tables.query(table, "PartitionKey eq @pk", {"pk": "b"})
@@ -296,14 +322,16 @@ def test_entities_are_found_by_key_through_every_change(azurite: azurite_mod.Azu
     (it searched the RowKey index, which is gone): a deleted entity is not found and can be inserted again, an
     insert of an existing key conflicts, keys that differ only in where the partition ends are distinct, rows of a
     failed batch are not found and can be inserted, and a replaced entity's old version is not what a read finds."""
+
     async def go() -> None:
         tables = RestTables(azurite.connection_string)
         table = f"Keys{uuid.uuid4().hex[:10]}"
         try:
             await tables.ensure_tables([table])
             for first in range(0, 300, 100):
-                assert await tables.transact(table, [Op("insert", Entity("p", f"r{i:03d}", {"n": i}))
-                                                     for i in range(first, first + 100)])
+                assert await tables.transact(
+                    table, [Op("insert", Entity("p", f"r{i:03d}", {"n": i})) for i in range(first, first + 100)]
+                )
             assert await tables.insert(table, Entity("p", "r001", {"n": -1})) is None  # exists: 409
             # ("ab", "c") and ("a", "bc") are different entities.
             assert await tables.insert(table, Entity("ab", "c", {"n": 1})) is not None
@@ -319,10 +347,15 @@ def test_entities_are_found_by_key_through_every_change(azurite: azurite_mod.Azu
             again = await tables.get(table, "p", "r003")
             assert again is not None and again.data == {"n": 303}
             # A batch that inserts two new rows and replaces one, then fails: none of it is found.
-            assert not await tables.transact(table, [Op("insert", Entity("p", "new-1", {})),
-                                                     Op("replace", Entity("p", "r004", {"n": -4}, "*")),
-                                                     Op("insert", Entity("p", "new-2", {})),
-                                                     Op("insert", Entity("p", "r001", {}))])
+            assert not await tables.transact(
+                table,
+                [
+                    Op("insert", Entity("p", "new-1", {})),
+                    Op("replace", Entity("p", "r004", {"n": -4}, "*")),
+                    Op("insert", Entity("p", "new-2", {})),
+                    Op("insert", Entity("p", "r001", {})),
+                ],
+            )
             assert await tables.get(table, "p", "new-1") is None and await tables.get(table, "p", "new-2") is None
             r004 = await tables.get(table, "p", "r004")
             assert r004 is not None and r004.data == {"n": 4}

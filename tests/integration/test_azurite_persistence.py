@@ -33,8 +33,13 @@ def lokijs() -> Path:
 
 
 def run_node(script: str, *args: str, timeout: float = 120) -> str:
-    done = subprocess.run(["node", "--max-old-space-size=8192", "-e", script, str(lokijs()), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        ["node", "--max-old-space-size=8192", "-e", script, str(lokijs()), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -52,8 +57,9 @@ def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
             await tables.ensure_tables([table])
             await queues.ensure_queues([queue])
             for p in range(3):
-                await tables.transact(table, [Op("insert", Entity(f"p{p}", f"r{i:03d}", {"n": i, "text": "a\nb\tc"}))
-                                              for i in range(100)])
+                await tables.transact(
+                    table, [Op("insert", Entity(f"p{p}", f"r{i:03d}", {"n": i, "text": "a\nb\tc"})) for i in range(100)]
+                )
             await tables.delete(table, "p1", "r050")
             for i in range(20):
                 await queues.put(queue, f'{{"n": {i}}}'.encode(), visible_in=0 if i % 2 else 3600)
@@ -127,8 +133,16 @@ def test_a_database_larger_than_a_string_is_saved_and_loaded(tmp_path: Path) -> 
     import json
 
     result = json.loads(run_node(LARGE, str(tmp_path / "large.json")))
-    assert result == {"err": None, "size": result["size"], "count": 60000, "last": "59999", "partition": 619,
-                      "journal": result["journal"], "journalErr": None, "changed": 1}
+    assert result == {
+        "err": None,
+        "size": result["size"],
+        "count": 60000,
+        "last": "59999",
+        "partition": 619,
+        "journal": result["journal"],
+        "journalErr": None,
+        "changed": 1,
+    }
     assert result["size"] > 600_000_000
     assert result["journal"] > 600_000_000  # every document changed: a journal past the longest string, read too
 
@@ -224,9 +238,17 @@ def test_a_save_appends_what_changed_and_a_load_replays_it(tmp_path: Path) -> No
     import json
 
     result = json.loads(run_node(JOURNAL, str(tmp_path / "db.json")))
-    assert result == {"journaled": True, "journalLines": 1 + 260 + 2, "restored": True,
-                      "indexed": [100, 0, 555, True, 40], "freshId": True, "tornIgnored": True,
-                      "snapshotAfterTorn": True, "afterTorn": [True, 1051], "otherGenerationIgnored": True}
+    assert result == {
+        "journaled": True,
+        "journalLines": 1 + 260 + 2,
+        "restored": True,
+        "indexed": [100, 0, 555, True, 40],
+        "freshId": True,
+        "tornIgnored": True,
+        "snapshotAfterTorn": True,
+        "afterTorn": [True, 1051],
+        "otherGenerationIgnored": True,
+    }
 
 
 JOURNAL_BOUND = """
@@ -291,8 +313,9 @@ def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: P
     async def then() -> None:
         async with clients(store) as (tables, queues):
             await tables.upsert(table, Entity("p", "r001", {"n": -1}))
-            await tables.transact(table, [Op("merge", Entity("p", "r002", {"m": 2}, "*")),
-                                          Op("delete", Entity("p", "r003", {}, "*"))])
+            await tables.transact(
+                table, [Op("merge", Entity("p", "r002", {"m": 2}, "*")), Op("delete", Entity("p", "r003", {}, "*"))]
+            )
             await tables.insert(table, Entity("q", "new", {"n": 1000}))
             taken = await queues.receive(queue, 3, 3600)
             for message in taken:
@@ -358,5 +381,7 @@ def test_changes_are_journaled_however_the_file_adapter_was_chosen(tmp_path: Pat
     snapshot on, as the `fs` option does: an update after it, and an insert removed again, are what a load finds."""
     import json
 
-    assert json.loads(run_node(JOURNAL_ANY_ADAPTER, str(tmp_path / "db.json"))) == {"default": [2, 1],
-                                                                                  "instance": [2, 1]}
+    assert json.loads(run_node(JOURNAL_ANY_ADAPTER, str(tmp_path / "db.json"))) == {
+        "default": [2, 1],
+        "instance": [2, 1],
+    }

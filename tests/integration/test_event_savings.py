@@ -30,8 +30,10 @@ from tests.unit.test_events import drain
 from tests.unit.test_guarded_resolution import dies_after_answering
 from tests.unit.test_service import _defaults
 
-pytestmark = pytest.mark.skipif(not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
-                                reason="no AMQP broker on 127.0.0.1:5672")
+pytestmark = pytest.mark.skipif(
+    not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
+    reason="no AMQP broker on 127.0.0.1:5672",
+)
 
 NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 
@@ -78,9 +80,15 @@ def listener() -> Iterator[Listener]:
 
 
 def service(connection: str, queues: RestQueues | None = None, **overrides: Any) -> tuple[Queue, CountingTables]:
-    settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0, event_bus="amqp",
-                             pulse_namespace=NAMESPACE, resolution_grace=0,  # resolution messages run by hand
-                             **overrides)
+    settings = load_settings(
+        storage=connection,
+        root_access_token="x" * 30,
+        claim_work_wait=0,
+        event_bus="amqp",
+        pulse_namespace=NAMESPACE,
+        resolution_grace=0,  # resolution messages run by hand
+        **overrides,
+    )
     tables = CountingTables(connection)
     return build_queue(settings, tables, queues or RestQueues(connection)), tables
 
@@ -146,11 +154,16 @@ def test_a_request_read_before_its_write_waits_for_it_and_reads_nothing(azurite,
             tables.gate.clear()
             task_id = slugid()
             definition = task_definition()
-            creating = asyncio.create_task(queue.creation.create_task(task_id, dict(definition,
-                                                                                    **_defaults(definition))))
+            creating = asyncio.create_task(
+                queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            )
             await tables.held.wait()  # its dispatch request is on the queue; the task is not written
-            requests = [r for m in await queue.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
-                        for r in decode_requests(m.json()) if r.key == task_id]
+            requests = [
+                r
+                for m in await queue.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
+                for r in decode_requests(m.json())
+                if r.key == task_id
+            ]
             tables.reads.clear()
             dispatching = asyncio.create_task(queue.stores.events.dispatch(requests[0], publisher))
             await asyncio.sleep(0.1)
@@ -176,12 +189,14 @@ def test_a_hint_received_before_its_tasks_write_waits_for_it_and_claims_without_
             tables.gate.clear()
             task_id = slugid()
             definition = task_definition()
-            creating = asyncio.create_task(queue.creation.create_task(task_id, dict(definition,
-                                                                                    **_defaults(definition))))
+            creating = asyncio.create_task(
+                queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            )
             await tables.held.wait()  # its hint is on the queue; the task is not written
             hints = pending_queue(definition["taskQueueId"], definition.get("priority", "lowest"))
-            message = next(m for m in await queue.stores.queues.receive(hints, 32, 30)
-                           if m.json().get("taskId") == task_id)
+            message = next(
+                m for m in await queue.stores.queues.receive(hints, 32, 30) if m.json().get("taskId") == task_id
+            )
             tables.reads.clear()
             claiming = asyncio.create_task(queue.claims.try_hint(hints, message, "wg", "w1"))
             await asyncio.sleep(0.1)
@@ -209,11 +224,13 @@ def test_a_resolution_received_before_its_write_waits_for_it_and_reads_no_task(a
             tables.gate.clear()
             resolving = asyncio.create_task(queue.lifecycle.resolve(task_id, 0, "completed", "completed"))
             await tables.held.wait()  # the claim check is the resolution message now; the task is not written
-            message = next(m for m in await queue.stores.queues.receive(CLAIM_QUEUE, 32, 30)
-                           if ResolvedCheck.carried_by(m.json()) and m.json().get("taskId") == task_id)
+            message = next(
+                m
+                for m in await queue.stores.queues.receive(CLAIM_QUEUE, 32, 30)
+                if ResolvedCheck.carried_by(m.json()) and m.json().get("taskId") == task_id
+            )
             tables.reads.clear()
-            following = asyncio.create_task(queue.resolution.resolve_dependencies(
-                ResolvedCheck.decode(message.json())))
+            following = asyncio.create_task(queue.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())))
             await asyncio.sleep(0.1)
             assert not following.done()
             tables.gate.set()
@@ -246,8 +263,14 @@ def test_a_dependents_creation_puts_no_dispatch_request_and_is_answered_once_its
     async def go() -> None:
         nonlocal root, dependent
         connection = azurite.connection_string
-        settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0,
-                                 event_bus="amqp", pulse_namespace=NAMESPACE, resolution_grace=0)
+        settings = load_settings(
+            storage=connection,
+            root_access_token="x" * 30,
+            claim_work_wait=0,
+            event_bus="amqp",
+            pulse_namespace=NAMESPACE,
+            resolution_grace=0,
+        )
         queues = CountingQueues(connection)
         queue = build_queue(settings, RestTables(connection), queues)
         publisher = create_publisher(queue.stores.settings)

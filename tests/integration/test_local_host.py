@@ -29,12 +29,18 @@ def sample(azurite, tmp_path):
     hosts = []
 
     def start():
-        host = start_host(azurite.connection_string, tmp_path, http=False,
-                          app="tests.integration.sample.function_app:app", host_json=SAMPLE / "host.json")
+        host = start_host(
+            azurite.connection_string,
+            tmp_path,
+            http=False,
+            app="tests.integration.sample.function_app:app",
+            host_json=SAMPLE / "host.json",
+        )
         hosts.append(host)
         return host
 
     import os
+
     os.environ["SAMPLE_PREFIX"] = prefix
     os.environ["SAMPLE_RECORD"] = str(record)
 
@@ -49,6 +55,7 @@ def sample(azurite, tmp_path):
                     await store.put(f"{prefix}-{queue}", put_json(body))
             finally:
                 await store.close()
+
         asyncio.run(go())
 
     def peek(queue):
@@ -58,6 +65,7 @@ def sample(azurite, tmp_path):
                 return await store.approximate_count(f"{prefix}-{queue}")
             finally:
                 await store.close()
+
         return asyncio.run(go())
 
     class Sample:
@@ -142,6 +150,7 @@ def test_azurite_access_log_is_off_unless_asked_for(access_log, tmp_path, monkey
     monkeypatch.setenv("QUEUE_AZURITE_ACCESS_LOG", "1" if access_log else "0")
     instance = azurite_mod.start(tmp_path / "azurite", in_memory=True)
     try:
+
         async def create_queue() -> None:
             queues = AzureQueues(instance.connection_string)
             try:
@@ -152,8 +161,11 @@ def test_azurite_access_log_is_off_unless_asked_for(access_log, tmp_path, monkey
         asyncio.run(create_queue())
     finally:
         instance.stop()
-    requests = [line for line in (tmp_path / "azurite" / "azurite.log").read_text().splitlines()
-                if "/devstoreaccount1/" in line and "HTTP/1.1" in line]
+    requests = [
+        line
+        for line in (tmp_path / "azurite" / "azurite.log").read_text().splitlines()
+        if "/devstoreaccount1/" in line and "HTTP/1.1" in line
+    ]
     assert bool(requests) is access_log
 
 

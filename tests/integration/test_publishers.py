@@ -17,8 +17,10 @@ from shared.domain.eventrows import PublishError
 from shared.domain.events import Event
 from tests.amqp import Listener, TcpProxy, broker_reachable, delete_exchanges
 
-pytestmark = pytest.mark.skipif(not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
-                                reason="no AMQP broker on 127.0.0.1:5672")
+pytestmark = pytest.mark.skipif(
+    not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
+    reason="no AMQP broker on 127.0.0.1:5672",
+)
 
 NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 
@@ -37,8 +39,7 @@ def pending(i: int, run: str) -> Event:
 def test_a_burst_takes_turns_and_every_event_arrives_once() -> None:
     run = uuid.uuid4().hex[:8]
     listener = Listener(NAMESPACE, [("task-pending", f"{run}.#")])
-    publisher = AmqpPublisher(f"amqp://guest:guest@127.0.0.1:{5672}/", namespace=NAMESPACE, timeout=30,
-                              in_flight=16)
+    publisher = AmqpPublisher(f"amqp://guest:guest@127.0.0.1:{5672}/", namespace=NAMESPACE, timeout=30, in_flight=16)
 
     async def burst() -> None:
         try:

@@ -26,8 +26,12 @@ NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 
 def service(connection: str, *, bus: bool = False) -> Queue:
     """A queue on Azurite; `bus`: publishing to the local RabbitMQ, as the benchmark's host does."""
-    values = {"storage": connection, "root_access_token": "x" * 30, "claim_work_wait": 0,
-              **({"event_bus": "amqp", "pulse_namespace": NAMESPACE} if bus else {})}
+    values = {
+        "storage": connection,
+        "root_access_token": "x" * 30,
+        "claim_work_wait": 0,
+        **({"event_bus": "amqp", "pulse_namespace": NAMESPACE} if bus else {}),
+    }
     queue = build_queue(load_settings(**values), RestTables(connection), RestQueues(connection))
     if bus:
         queue.stores.events.publisher = create_publisher(queue.stores.settings)
@@ -69,8 +73,9 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             await queue.claims.claim_work(tq, "g", "w", 1)
             await queue.stores.settled()
             task_id = slugid()
-            _, creating = await counted(lambda: queue.creation.create_task(task_id,
-                                                                           dict(definition, **_defaults(definition))))
+            _, creating = await counted(
+                lambda: queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            )
             assert creating == 2  # the guards at once (hint, index and deadline rows, dispatch request); the task
             claims, claiming = await counted(lambda: queue.claims.claim_work(tq, "g", "w", 1))
             assert [c.task.task_id for c in claims] == [task_id]
@@ -97,6 +102,7 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             assert (await queue.queries.task(dependent)).status()["state"] == "pending"  # released by the answer
         finally:
             await close(queue)
+
     asyncio.run(go())
 
 
@@ -145,6 +151,7 @@ def test_create_task_with_dependencies_round_trips(azurite):
             assert (await queue.tasks.load(task_id)).state == "pending"
         finally:
             await close(queue)
+
     asyncio.run(go())
 
 
@@ -152,6 +159,7 @@ def test_a_first_claim_work_receives_the_seven_priority_queues_in_one_round_trip
     """A worker's first claimWork in a process, for a task another process created: the seven pending queues at
     once, the worker's quarantine read beside them and its record written beside the claim; the task's row is
     read (it is not remembered here)."""
+
     async def go():
         queue = service(azurite.connection_string)
         other = service(azurite.connection_string)
@@ -166,4 +174,5 @@ def test_a_first_claim_work_receives_the_seven_priority_queues_in_one_round_trip
             assert claiming == 4  # the receives; the task's row; the claim check and index row; the claim
         finally:
             await asyncio.gather(close(queue), close(other))
+
     asyncio.run(go())

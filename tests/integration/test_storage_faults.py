@@ -83,8 +83,9 @@ async def _get_and_query(tables, queues, name):
 
 async def _transaction(tables, queues, name):
     first = await tables.insert(name, Entity("p", "a", {"n": 1}))
-    done = await tables.transact(name, [Op("replace", Entity("p", "a", {"n": 2}, first.etag)),
-                                        Op("insert", Entity("p", "b", {"n": 3}))])
+    done = await tables.transact(
+        name, [Op("replace", Entity("p", "a", {"n": 2}, first.etag)), Op("insert", Entity("p", "b", {"n": 3}))]
+    )
     rows = await tables.query(name, "PartitionKey eq @pk", {"pk": "p"})
     return done, [e.data for e in rows.entities]
 
@@ -92,8 +93,9 @@ async def _transaction(tables, queues, name):
 async def _transaction_conflict(tables, queues, name):
     first = await tables.insert(name, Entity("p", "a", {"n": 1}))
     await tables.upsert(name, Entity("p", "a", {"n": "theirs"}))
-    done = await tables.transact(name, [Op("replace", Entity("p", "a", {"n": 2}, first.etag)),
-                                        Op("insert", Entity("p", "b", {"n": 3}))])
+    done = await tables.transact(
+        name, [Op("replace", Entity("p", "a", {"n": 2}, first.etag)), Op("insert", Entity("p", "b", {"n": 3}))]
+    )
     rows = await tables.query(name, "PartitionKey eq @pk", {"pk": "p"})
     return done, [e.data for e in rows.entities]
 
@@ -187,6 +189,7 @@ def test_each_fault_on_each_operation_ends_as_without_faults(azurite, adapter, k
                 got = await _run(adapter, proxy.connection_string, scenario, fresh())
                 assert proxy.injected[(kind, op)] == injected_before + 1, f"{scenario_name}: no {kind} injected"
                 assert got == expected, f"{adapter} {scenario_name} with {kind}: {got!r} != {expected!r}"
+
     asyncio.run(go())
 
 
@@ -205,6 +208,7 @@ def test_storage_that_stays_busy_fails_within_the_budget(azurite, adapter):
             assert time.monotonic() - started < 1.5
             assert raised.value.status == 503 and "503 ServerBusy" in raised.value.message
             assert proxy.injected[("busy", "table.get")] >= 3  # it did retry
+
     asyncio.run(go())
 
 
@@ -224,6 +228,7 @@ def test_requests_carry_a_client_request_id_and_user_agent(azurite, adapter):
                 headers = proxy.last_headers[op]
                 uuid.UUID(headers["x-ms-client-request-id"])
                 assert f"tc-azure-queue/{__version__}" in headers["user-agent"], headers["user-agent"]
+
     asyncio.run(go())
 
 
@@ -231,6 +236,7 @@ def test_requests_carry_a_client_request_id_and_user_agent(azurite, adapter):
 def test_the_scale_model_throttles_a_hot_partition_and_the_adapters_ride_it_out(azurite, adapter):
     """Azure's partition target at 1/200 (10 entities/s): 40 concurrent upserts to one partition are refused
     503 ServerBusy beyond it, and every one of them is written in the end (the adapters' retries)."""
+
     async def go() -> None:
         Tables, _ = ADAPTERS[adapter]
         limits = Limits(factor=200)
@@ -245,4 +251,5 @@ def test_the_scale_model_throttles_a_hot_partition_and_the_adapters_ride_it_out(
                 await tables.close()
             assert sorted(e.data["n"] for e in stored.entities) == list(range(40))
             assert limits.throttled[f"partition {name}/hot"] > 0 and limits.first_throttled() == "partition"
+
     asyncio.run(go())

@@ -80,6 +80,7 @@ def test_remembered_rows_save_reads_and_never_decide_alone(azurite):
             assert (await other.queries.task(retried)).status()["runs"][1]["state"] == "running"
         finally:
             await asyncio.gather(one.close(), other.close())
+
     asyncio.run(go())
 
 
@@ -112,6 +113,7 @@ def test_create_task_reads_a_group_row_only_when_it_must(azurite):
                 await create_in(one, taken, task_id=taken)
         finally:
             await asyncio.gather(one.close(), other.close())
+
     asyncio.run(go())
 
 
@@ -129,6 +131,7 @@ def test_index_rows_arriving_together_go_in_one_transaction(azurite):
             assert [e.data["n"] for e in page.entities] == list(range(40))
         finally:
             await tables.close()
+
     asyncio.run(go())
 
 
@@ -149,6 +152,7 @@ def test_claim_work_calls_waiting_together_share_their_receives(azurite):
             assert queues.receives[pending_queue(tq, "lowest")] < 8  # eight workers, fewer receives
         finally:
             await service.close()
+
     asyncio.run(go())
 
 
@@ -170,6 +174,7 @@ def test_callers_that_come_while_a_receive_finds_a_queue_empty_take_its_answer(a
             assert [list(a) for a in answers] == [[]] * 4 and len({a.sent_at for a in answers}) == 1
         finally:
             await queues.close()
+
     asyncio.run(go())
 
 
@@ -196,6 +201,7 @@ def test_a_put_visible_at_once_is_announced_to_the_local_host(azurite):
         finally:
             PUT_LISTENERS.remove(heard.append)
             await queues.close()
+
     asyncio.run(go())
 
 
@@ -239,6 +245,7 @@ def test_a_groups_only_member_resolves_it_without_the_active_set_query(azurite):
             assert await tables.get(GROUPS_TABLE, first, ACTIVE + late) is not None
         finally:
             await asyncio.gather(one.close(), other.close(), spare.close())
+
     asyncio.run(go())
 
 
@@ -266,8 +273,12 @@ def test_a_task_alone_in_its_group_writes_the_group_in_its_own_transactions(azur
             assert await tables.get(GROUPS_TABLE, alone, ACTIVE + alone) is None
             events, _ = await other.groups.events(alone, limit=10, continuation=None)
             assert [e.exchange for _, e in events] == ["task-group-resolved"]
-            mine = [m for name in (CLAIM_QUEUE, RESOLVED_QUEUE) for m in await one.stores.queues.receive(
-                name, 32, 1) if m.id == claim_check[0] or m.json().get("taskId") == alone]
+            mine = [
+                m
+                for name in (CLAIM_QUEUE, RESOLVED_QUEUE)
+                for m in await one.stores.queues.receive(name, 32, 1)
+                if m.id == claim_check[0] or m.json().get("taskId") == alone
+            ]
             assert mine == []  # the claim check deleted, no resolution message put
 
             first = await create(one)
@@ -285,6 +296,7 @@ def test_a_task_alone_in_its_group_writes_the_group_in_its_own_transactions(azur
             assert events == []
         finally:
             await asyncio.gather(one.close(), other.close())
+
     asyncio.run(go())
 
 
@@ -302,8 +314,9 @@ def test_the_resolving_process_unblocks_dependents_and_deletes_the_hidden_resolu
             return await super().delete(queue, message)
 
     async def go(grace: int) -> tuple[str, int]:
-        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30,
-                                 claim_work_wait=0, resolution_grace=grace)
+        settings = load_settings(
+            storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0, resolution_grace=grace
+        )
         queues = CountingQueues(azurite.connection_string)
         queue = build_queue(settings, RestTables(azurite.connection_string), queues)
         try:
@@ -327,6 +340,7 @@ def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_aga
     edge); the
     first process resolves the root from the row it remembers, fails on the ETag, decides again on the flagged
     row, and its resolution (here, in its own process after the answer) unblocks the dependent."""
+
     async def go():
         one, other, _ = services(azurite.connection_string)
         try:
@@ -342,6 +356,7 @@ def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_aga
             assert (await other.tasks.get(dependent)).state == "pending"
         finally:
             await asyncio.gather(one.close(), other.close())
+
     asyncio.run(go())
 
 
@@ -379,6 +394,7 @@ def test_dependents_listed_on_their_dependencys_row_are_released_without_a_query
     """On Azurite: dependents created through another process are listed on their dependency's row with the
     edges' transaction; resolving it in this process releases each of them with no query of its edges (nor any
     other query), and every one is pending."""
+
     async def go():
         one, tables = recorded(azurite.connection_string)
         _, other, _ = services(azurite.connection_string)
@@ -423,8 +439,11 @@ def test_members_of_a_group_resolving_together_leave_its_active_set_in_one_trans
             tables.transactions.clear()
             await asyncio.gather(*(one.lifecycle.resolve(m, 0, "completed", "completed") for m in members[:30]))
             await one.stores.settled()
-            leaving = [rows for table, rows in tables.transactions
-                       if table == GROUPS_TABLE and any(r.startswith(ACTIVE) for r in rows)]
+            leaving = [
+                rows
+                for table, rows in tables.transactions
+                if table == GROUPS_TABLE and any(r.startswith(ACTIVE) for r in rows)
+            ]
             # The deletes, and the merge proving the running member still active: no look after them.
             assert len(leaving) == 1 and sorted(leaving[0]) == sorted(ACTIVE + m for m in members), leaving
             assert not [g for g in tables.gets if g[1].startswith(ACTIVE)] and not tables.queries

@@ -53,9 +53,18 @@ def test_the_largest_task_goes_through_its_life_and_one_character_more_is_refuse
             await queue.creation.create_task(big, sized(big, definition, MAX_DEFINITION_CHARS))
             dependents = [slugid() for _ in range(LISTED)]
             for start in range(0, LISTED, 25):
-                await asyncio.gather(*(queue.creation.create_task(d, dict(
-                    child := task_definition(taskQueueId=task_queue_id(), dependencies=[big]), **_defaults(child)))
-                    for d in dependents[start:start + 25]))
+                await asyncio.gather(
+                    *(
+                        queue.creation.create_task(
+                            d,
+                            dict(
+                                child := task_definition(taskQueueId=task_queue_id(), dependencies=[big]),
+                                **_defaults(child),
+                            ),
+                        )
+                        for d in dependents[start : start + 25]
+                    )
+                )
             stored = await queue.stores.tables.get(TASKS_TABLE, big, task_row(big))
             assert stored is not None
             row_bytes = sum(2 * len(v) if isinstance(v, str) else 8 for v in stored.data.values())

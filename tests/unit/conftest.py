@@ -24,12 +24,28 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
-def memory_service(*, tables: MemoryTables | None = None, queues: MemoryQueues | None = None,
-                   clock: Callable[[], dt.datetime] | None = None, **settings: Any) -> Queue:
+def memory_service(
+    *,
+    tables: MemoryTables | None = None,
+    queues: MemoryQueues | None = None,
+    clock: Callable[[], dt.datetime] | None = None,
+    **settings: Any,
+) -> Queue:
     """A service on the memory connector with the unit tier's settings: short claims, no deadline delay, no
     claimWork wait, resolutions left to their messages (each overridable)."""
-    values: dict[str, Any] = {"storage": "memory", "root_access_token": "x" * 30, "claim_timeout": 60,
-                              "deadline_delay": 0, "hint_grace": 60, "claim_work_wait": 0,
-                              "resolution_grace": 0, **settings}
-    return build_queue(load_settings(**values), tables or MemoryTables(), queues or MemoryQueues(),
-                        **({"clock": clock} if clock is not None else {}))
+    values: dict[str, Any] = {
+        "storage": "memory",
+        "root_access_token": "x" * 30,
+        "claim_timeout": 60,
+        "deadline_delay": 0,
+        "hint_grace": 60,
+        "claim_work_wait": 0,
+        "resolution_grace": 0,
+        **settings,
+    }
+    return build_queue(
+        load_settings(**values),
+        tables or MemoryTables(),
+        queues or MemoryQueues(),
+        **({"clock": clock} if clock is not None else {}),
+    )

@@ -44,7 +44,8 @@ async def test_a_dependent_puts_no_dispatch_request_and_is_answered_once_its_eve
     puts = Puts(queues)
     await service.creation.create_task(dependent, task_definition(dependencies=[root]))
     assert [e.exchange for e in publisher.published if e.payload["status"]["taskId"] == dependent] == [
-        "task-defined"]  # before the answer
+        "task-defined"
+    ]  # before the answer
     assert [queue for _, queue in puts.calls if queue == DISPATCH_QUEUE] == []
     await service.stores.settled()
     assert bodies(queues, DISPATCH_QUEUE) == []  # the root's request (pending at once: it keeps one) settled

@@ -33,8 +33,15 @@ def blobs():
 
 def artifact_queue(clock, blobs):
     """A queue on the memory connector with short artifact and expiry settings."""
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=600, deadline_delay=0,
-                             claim_work_wait=0, expiry_delay=0, artifact_exception_window=60)
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=600,
+        deadline_delay=0,
+        claim_work_wait=0,
+        expiry_delay=0,
+        artifact_exception_window=60,
+    )
     return build_queue(settings, MemoryTables(), MemoryQueues(), blobs, clock=clock)
 
 
@@ -56,8 +63,13 @@ def expires(clock, days=1):
 
 
 def azure(clock, size=5, **extra):
-    return {"storageType": "azure", "expires": expires(clock), "contentType": "text/plain", "contentLength": size,
-            **extra}
+    return {
+        "storageType": "azure",
+        "expires": expires(clock),
+        "contentType": "text/plain",
+        "contentLength": size,
+        **extra,
+    }
 
 
 def reference(clock, url="https://example.com/a", **extra):
@@ -65,8 +77,10 @@ def reference(clock, url="https://example.com/a", **extra):
 
 
 async def events_of(service, task_id):
-    return [e["exchange"].rsplit("/", 1)[1] for e in
-            (await task_events(service, task_id, limit=100, continuation=None))["events"]]
+    return [
+        e["exchange"].rsplit("/", 1)[1]
+        for e in (await task_events(service, task_id, limit=100, continuation=None))["events"]
+    ]
 
 
 async def test_azure_artifact_is_present_once_finished_with_the_declared_size(service, clock, blobs):
@@ -95,8 +109,14 @@ async def test_azure_artifact_is_present_once_finished_with_the_declared_size(se
     assert chain == ["public/logs/live.log"] and artifact.present
     assert "sp=r&" in await artifact_url(service, artifact)
     assert (await list_artifacts(service, task_id, None, limit=10, continuation=None))["artifacts"] == [
-        {"storageType": "azure", "name": "public/logs/live.log", "expires": timeutil.iso(artifact.expires),
-         "contentType": "text/plain", "contentLength": 5}]
+        {
+            "storageType": "azure",
+            "name": "public/logs/live.log",
+            "expires": timeutil.iso(artifact.expires),
+            "contentType": "text/plain",
+            "contentLength": 5,
+        }
+    ]
     assert (await events_of(service, task_id)).count("artifact-created") == 1  # at finish, not at the repeat
 
 
@@ -109,9 +129,12 @@ async def test_same_request_again_gives_a_fresh_url_and_differences_conflict(ser
     assert again["uploadId"] == first["uploadId"] and again["putUrl"] != first["putUrl"]
     longer = dict(body, expires=expires(clock, days=2))
     await create_artifact(service, task_id, 0, "a", longer)
-    for changed, problem in [(body, "not shortened"), (dict(longer, contentType="x/y"), "contentType"),
-                             (dict(longer, contentLength=6), "contentLength"),
-                             (reference(clock), "storageType")]:
+    for changed, problem in [
+        (body, "not shortened"),
+        (dict(longer, contentType="x/y"), "contentType"),
+        (dict(longer, contentLength=6), "contentLength"),
+        (reference(clock), "storageType"),
+    ]:
         with pytest.raises(A.ArtifactConflict, match=problem):
             await create_artifact(service, task_id, 0, "a", changed)
     with pytest.raises(A.ArtifactExpiresInvalid, match="outlive its task"):
@@ -126,8 +149,9 @@ async def test_reference_may_change_its_url_or_become_a_link_and_each_change_is_
     _, artifact = await service.artifact_reads.follow(task_id, 0, "r")
     assert await artifact_url(service, artifact) == "https://example.com/b"
     await create_artifact(service, task_id, 0, "target", reference(clock))
-    await create_artifact(service, task_id, 0, "r", {"storageType": "link", "expires": expires(clock),
-                                                     "artifact": "target"})
+    await create_artifact(
+        service, task_id, 0, "r", {"storageType": "link", "expires": expires(clock), "artifact": "target"}
+    )
     chain, artifact = await service.artifact_reads.follow(task_id, 0, "r")
     assert chain == ["r", "target"] and artifact.name == "target"
     assert (await events_of(service, task_id)).count("artifact-created") == 4
@@ -138,8 +162,9 @@ async def test_reference_may_change_its_url_or_become_a_link_and_each_change_is_
 async def test_link_cycles_and_missing_targets(service, clock):
     task_id = await running_task(service)
     for name, target in [("a", "b"), ("b", "c"), ("c", "a"), ("d", "nowhere")]:
-        await create_artifact(service, task_id, 0, name, {"storageType": "link", "expires": expires(clock),
-                                                          "artifact": target})
+        await create_artifact(
+            service, task_id, 0, name, {"storageType": "link", "expires": expires(clock), "artifact": target}
+        )
     with pytest.raises(A.ArtifactLinkInvalid, match="loops: a -> b -> c -> a"):
         await service.artifact_reads.follow(task_id, 0, "a")
     with pytest.raises(A.ArtifactNotFound, match="`nowhere`"):
@@ -171,14 +196,19 @@ async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exceptio
 async def test_refusals_change_nothing(service, clock):
     task_id = await running_task(service)
     before = dict(service.stores.tables._tables[TASKS_TABLE])
-    s3 = {"storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream",
-          "contentLength": 5 * 2**30 + 1}
-    for body, error in [(s3, A.ArtifactTooLarge),
-                        ({**s3, "contentLength": 1, "contentType": "text/plain;x=y, text/html"}, A.ContentTypeInvalid),
-                        ({**s3, "contentLength": 1, "contentType": "text/plain\r\nX-Evil: 1"}, A.ContentTypeInvalid),
-                        ({**s3, "contentLength": 1, "contentType": "text/plain; charset=\u00e9"}, A.ContentTypeInvalid),
-                        (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))),
-                         A.ArtifactExpiresInvalid)]:
+    s3 = {
+        "storageType": "s3",
+        "expires": expires(clock),
+        "contentType": "application/octet-stream",
+        "contentLength": 5 * 2**30 + 1,
+    }
+    for body, error in [
+        (s3, A.ArtifactTooLarge),
+        ({**s3, "contentLength": 1, "contentType": "text/plain;x=y, text/html"}, A.ContentTypeInvalid),
+        ({**s3, "contentLength": 1, "contentType": "text/plain\r\nX-Evil: 1"}, A.ContentTypeInvalid),
+        ({**s3, "contentLength": 1, "contentType": "text/plain; charset=\u00e9"}, A.ContentTypeInvalid),
+        (azure(clock, expires=timeutil.iso(clock() - dt.timedelta(minutes=16))), A.ArtifactExpiresInvalid),
+    ]:
         with pytest.raises(error):
             await create_artifact(service, task_id, 0, "x", body)
     with pytest.raises(A.ArtifactNameInvalid):
@@ -188,8 +218,7 @@ async def test_refusals_change_nothing(service, clock):
 
 async def test_concurrent_creates_of_many_artifacts_all_land(service, clock):
     task_id = await running_task(service)
-    await asyncio.gather(*(create_artifact(service, task_id, 0, f"public/{i}", reference(clock))
-                           for i in range(20)))
+    await asyncio.gather(*(create_artifact(service, task_id, 0, f"public/{i}", reference(clock)) for i in range(20)))
     listed = await list_artifacts(service, task_id, 0, limit=7, continuation=None)
     names = [a["name"] for a in listed["artifacts"]]
     while "continuationToken" in listed:
@@ -234,8 +263,13 @@ def test_blob_paths_are_readable_when_safe_and_hashed_otherwise():
 
 async def test_error_artifacts_are_recorded_with_reason_and_message(service, clock):
     task_id = await running_task(service)
-    await create_artifact(service, task_id, 0, "e", {"storageType": "error", "expires": expires(clock),
-                                                     "reason": "file-missing-on-worker", "message": "gone"})
+    await create_artifact(
+        service,
+        task_id,
+        0,
+        "e",
+        {"storageType": "error", "expires": expires(clock), "reason": "file-missing-on-worker", "message": "gone"},
+    )
     _, artifact = await service.artifact_reads.follow(task_id, 0, "e")
     assert artifact.details == {"reason": "file-missing-on-worker", "message": "gone"}
     with pytest.raises(errors.RunNotFound):
@@ -258,8 +292,9 @@ async def test_an_azure_era_artifact_is_read_live_while_its_run_runs_and_sealed_
     """The worker's live log (worker/live_log.py): no snapshot while the worker may still append."""
     task_id = await running_task(service)
     name = "public/logs/live.log"
-    await create_artifact(service, task_id, 0, name, {"storageType": "azure", "expires": expires(clock),
-                                                      "contentType": "text/plain"})
+    await create_artifact(
+        service, task_id, 0, name, {"storageType": "azure", "expires": expires(clock), "contentType": "text/plain"}
+    )
     blobs.put(CONTAINER, blob_path(task_id, 0, name), b"line 1\n")
     _, artifact = await service.artifact_reads.follow(task_id, 0, name)
     live = await artifact_url(service, artifact)

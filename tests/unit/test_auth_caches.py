@@ -15,8 +15,13 @@ from shared.storage.memory import MemoryTables
 
 
 def store(tables: MemoryTables | None = None) -> ClientStore:
-    return ClientStore(tables or MemoryTables(), token_secret="s" * 30, root_client_id="root",
-                       root_access_token="r" * 30, cache_seconds=60)
+    return ClientStore(
+        tables or MemoryTables(),
+        token_secret="s" * 30,
+        root_client_id="root",
+        root_access_token="r" * 30,
+        cache_seconds=60,
+    )
 
 
 async def test_a_clientid_that_fails_its_pattern_is_neither_looked_up_nor_remembered():
@@ -70,6 +75,7 @@ async def test_clients_with_scopes_over_the_bounds_are_refused_with_400_and_larg
 @pytest.fixture
 def fixed_clock(monkeypatch):
     import types
+
     monkeypatch.setattr(roles_mod, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
 
 
@@ -93,8 +99,11 @@ async def test_a_role_write_that_could_explode_expansion_is_refused_naming_the_b
     written = []
     with pytest.raises(InvalidRole, match="could expand to more than 50000 scopes"):
         for i in range(15, -1, -1):
-            await roles.create(f"project:me:L{i:02d}-*", [f"assume:project:me:L{i + 1:02d}-<..>a",
-                                                          f"assume:project:me:L{i + 1:02d}-<..>b"], "")
+            await roles.create(
+                f"project:me:L{i:02d}-*",
+                [f"assume:project:me:L{i + 1:02d}-<..>a", f"assume:project:me:L{i + 1:02d}-<..>b"],
+                "",
+            )
             written.append(i)
     assert written[-1] > 0 and len(await roles.list()) == len(written) + 1
     expanded = await roles.expand((f"assume:project:me:L{written[-1]:02d}-z",))

@@ -36,8 +36,9 @@ from tests.unit.test_service import Clock, _defaults
 
 
 def test_bounded_keeps_the_most_recent_within_entries_and_bytes():
-    kept: Bounded[int, str] = Bounded(100, max_bytes=100 * (ENTRY_OVERHEAD + 60),
-                                      weigh=lambda key, value: text_weight(value))
+    kept: Bounded[int, str] = Bounded(
+        100, max_bytes=100 * (ENTRY_OVERHEAD + 60), weigh=lambda key, value: text_weight(value)
+    )
     for i in range(10_000):
         kept.put(i, "x" * (i % 20))
         kept.get(0)  # used: stays
@@ -155,8 +156,11 @@ async def test_sdk_clients_per_queue_are_bounded(monkeypatch):
     from azure.storage.queue.aio import QueueServiceClient
 
     from shared.storage.retry import RetryPolicy
-    connection = StorageConnection(connection_string="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-                                   "AccountKey=" + "a" * 88 + ";QueueEndpoint=http://127.0.0.1:1/devstoreaccount1;")
+
+    connection = StorageConnection(
+        connection_string="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        "AccountKey=" + "a" * 88 + ";QueueEndpoint=http://127.0.0.1:1/devstoreaccount1;"
+    )
     clients = common.Clients(connection, "queue", QueueServiceClient, "get_queue_client", RetryPolicy())
     for i in range(1_000):
         clients.get(f"pending-{i}")

@@ -23,8 +23,13 @@ def test_every_fragment_names_its_issue_and_a_known_type():
 
 
 def test_the_unreleased_fragments_join_into_a_draft_release():
-    draft = subprocess.run([sys.executable, "-m", "towncrier", "build", "--draft", "--version", "next"],
-                           cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    draft = subprocess.run(
+        [sys.executable, "-m", "towncrier", "build", "--draft", "--version", "next"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert draft.returncode == 0, draft.stderr
     for fragment in (PROJECT / CONFIG["directory"]).glob("*.md"):
         first_words = " ".join(fragment.read_text().split()[:6])

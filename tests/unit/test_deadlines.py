@@ -52,8 +52,9 @@ async def test_tasks_sharing_a_deadline_share_one_message(service: Queue, clock:
     tasks = [(await create(service, deadline=deadline))[0] for _ in range(5)]
     other, _ = await create(service, deadline=timeutil.iso(clock.now + dt.timedelta(seconds=60)))
     due = bucket_of(timeutil.parse(deadline) + dt.timedelta(seconds=2))  # deadline_delay
-    assert sorted(m["bucket"] for m in queued(service)) == sorted([due, service.stores.deadlines.bucket(
-        other, clock.now + dt.timedelta(seconds=60))])
+    assert sorted(m["bucket"] for m in queued(service)) == sorted(
+        [due, service.stores.deadlines.bucket(other, clock.now + dt.timedelta(seconds=60))]
+    )
     assert sorted(await rows(service)) == sorted([*tasks, other])
     # None of them has a check of its own to delete when it resolves.
     for task_id in tasks:
@@ -80,8 +81,9 @@ async def test_a_due_bucket_resolves_its_unresolved_tasks_once(service: Queue, c
     assert await service.checks.check_deadlines(message) == "checked 0"
 
 
-async def test_a_large_bucket_is_checked_a_page_per_message(service: Queue, clock: Clock,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_large_bucket_is_checked_a_page_per_message(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(deadlines, "PAGE", 4)
     deadline = timeutil.iso(clock.now + dt.timedelta(seconds=30))
     tasks = [(await create(service, deadline=deadline))[0] for _ in range(10)]
@@ -96,8 +98,9 @@ async def test_a_large_bucket_is_checked_a_page_per_message(service: Queue, cloc
     assert await rows(service) == []
 
 
-async def test_a_failed_check_keeps_its_row_for_the_retry(service: Queue, clock: Clock,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failed_check_keeps_its_row_for_the_retry(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     deadline = timeutil.iso(clock.now + dt.timedelta(seconds=30))
     first, _ = await create(service, deadline=deadline)
     second, _ = await create(service, deadline=deadline)
@@ -126,8 +129,7 @@ async def test_a_check_queued_per_task_before_buckets_still_works(service: Queue
     assert await service.checks.check_deadlines(json.loads(old.encode())) == "exceeded"
 
 
-async def test_a_lost_put_is_not_remembered(service: Queue, clock: Clock,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_lost_put_is_not_remembered(service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bucket message whose put failed is put again by the next task of that bucket (the failed createTask
     answered an error and wrote no task)."""
     deadline = timeutil.iso(clock.now + dt.timedelta(seconds=30))
@@ -168,8 +170,9 @@ async def test_a_task_enters_the_expiry_index_when_its_deadline_is_checked(servi
     task it checked, resolved or not, a transaction per hour, before it deletes the rows."""
     deadline = clock.now + dt.timedelta(seconds=30)
     expires = clock.now + dt.timedelta(days=2)
-    waiting = [(await create(service, deadline=timeutil.iso(deadline), expires=timeutil.iso(expires)))[0]
-               for _ in range(3)]
+    waiting = [
+        (await create(service, deadline=timeutil.iso(deadline), expires=timeutil.iso(expires)))[0] for _ in range(3)
+    ]
     done, _ = await create(service, deadline=timeutil.iso(deadline), expires=timeutil.iso(expires))
     await service.claims.claim(done, 0, "g", "w")
     await service.lifecycle.resolve(done, 0, "completed", "completed")
@@ -202,8 +205,9 @@ async def test_a_task_not_found_is_entered_too(service: Queue, clock: Clock) -> 
     kept, _ = await create(service, deadline=timeutil.iso(deadline))
     await service.stores.deadlines.add("never-written-task-id", deadline, deadline + dt.timedelta(days=1))
     bucket = service.stores.deadlines.bucket("older-task-id", deadline)
-    await service.stores.tables.upsert(DEADLINES_TABLE, Entity(bucket, "older-task-id",
-                                                               {"deadline": timeutil.iso(deadline)}))
+    await service.stores.tables.upsert(
+        DEADLINES_TABLE, Entity(bucket, "older-task-id", {"deadline": timeutil.iso(deadline)})
+    )
     clock.advance(33)
     assert await service.checks.check_deadlines({"bucket": bucket}) == "checked 3"
     assert set(await entries(service)) == {kept, "never-written-task-id"}
@@ -213,8 +217,9 @@ async def test_a_task_not_found_is_entered_too(service: Queue, clock: Clock) -> 
     assert set(await entries(service)) == {kept}  # expiring in a year
 
 
-async def test_an_entry_not_written_keeps_the_rows_for_the_retry(service: Queue, clock: Clock,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_entry_not_written_keeps_the_rows_for_the_retry(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     deadline = timeutil.iso(clock.now + dt.timedelta(seconds=30))
     tasks = {(await create(service, deadline=deadline))[0] for _ in range(3)}
     [message] = queued(service)
@@ -238,10 +243,17 @@ async def test_tasks_whose_bucket_message_was_lost_still_expire(clock: Clock, mo
     lost): 250 tasks, read 100 at a time, all deleted with their rows; tasks not yet expired are left."""
     service = memory_service(clock=clock, deadline_delay=2, expiry_delay=0)
     deadline = clock.now + dt.timedelta(seconds=30)
-    expiring = {(await create(service, deadline=timeutil.iso(deadline),
-                              expires=timeutil.iso(deadline + dt.timedelta(minutes=5))))[0] for _ in range(250)}
-    later, _ = await create(service, deadline=timeutil.iso(deadline),
-                            expires=timeutil.iso(deadline + dt.timedelta(days=1)))
+    expiring = {
+        (
+            await create(
+                service, deadline=timeutil.iso(deadline), expires=timeutil.iso(deadline + dt.timedelta(minutes=5))
+            )
+        )[0]
+        for _ in range(250)
+    }
+    later, _ = await create(
+        service, deadline=timeutil.iso(deadline), expires=timeutil.iso(deadline + dt.timedelta(days=1))
+    )
     memory_queues(service).clear(DEADLINE_QUEUE)  # lost
     reads: list[int] = []
     real_expired = service.stores.deadlines.expired
@@ -280,12 +292,14 @@ async def test_the_audit_finds_a_task_that_would_never_expire(service: Queue, cl
     assert (await audit(service.stores, settled=False)).violations == []  # one by its entry, one by its row
     await service.stores.deadlines.forget(lost, deadline + dt.timedelta(hours=1))
     assert [(v.invariant, v.task_id) for v in (await audit(service.stores, settled=False)).violations] == [
-        ("expiry-indexed", lost)]
+        ("expiry-indexed", lost)
+    ]
     assert checked
 
 
-async def test_a_create_held_up_past_its_bucket_check_still_expires(service: Queue, clock: Clock,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_create_held_up_past_its_bucket_check_still_expires(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """createTask writes the deadline row, stalls past the deadline (its bucket checked meanwhile: no task yet),
     then writes the task: the entry made for a task not found is what expires it."""
     deadline = clock.now + dt.timedelta(seconds=30)
@@ -313,8 +327,9 @@ async def test_a_create_held_up_past_its_bucket_check_still_expires(service: Que
 class PartitionPages(MemoryTables):
     """Azure's way with a query over many partitions: a page ends where a partition does, empty or not."""
 
-    async def query(self, table: str, filter: str, parameters: dict, *, limit: int | None = None,
-                    continuation: str | None = None) -> Page:
+    async def query(
+        self, table: str, filter: str, parameters: dict, *, limit: int | None = None, continuation: str | None = None
+    ) -> Page:
         if table != DEADLINES_TABLE:
             return await super().query(table, filter, parameters, limit=limit, continuation=continuation)
         every = (await super().query(table, "PartitionKey ge @lo", {"lo": ""})).entities
@@ -330,8 +345,9 @@ class PartitionPages(MemoryTables):
         return Page(page[:limit], encode_continuation(rest[0].partition_key, rest[0].row_key) if rest else None)
 
 
-async def test_rows_past_expires_are_reached_behind_many_lost_buckets(clock: Clock,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_rows_past_expires_are_reached_behind_many_lost_buckets(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """60 lost buckets whose tasks expire in a year, each ending a page of the expiry timer's look, and behind
     them a task past its `expires`: each look reads PAGES_READ pages and the next goes on from there."""
     monkeypatch.setattr(deadlines, "PAGES_READ", 20)
@@ -340,8 +356,11 @@ async def test_rows_past_expires_are_reached_behind_many_lost_buckets(clock: Clo
     start = clock.now
     for i in range(60):
         await create(service, deadline=timeutil.iso(start + dt.timedelta(seconds=10 + i)))
-    target, _ = await create(service, deadline=timeutil.iso(start + dt.timedelta(seconds=100)),
-                             expires=timeutil.iso(start + dt.timedelta(minutes=10)))
+    target, _ = await create(
+        service,
+        deadline=timeutil.iso(start + dt.timedelta(seconds=100)),
+        expires=timeutil.iso(start + dt.timedelta(minutes=10)),
+    )
     memory_queues(service).clear(DEADLINE_QUEUE)  # lost
     clock.advance(3600)
     assert [await service.expiry.expire_tasks() for _ in range(4)] == [0, 0, 0, 1]

@@ -15,9 +15,12 @@ from shared.connections import StorageConnection
 from shared.storage.azure.common import DelegationKeys, SigningKeyMissing
 from shared.storage.azure.queues import QueueSigner
 
-IDENTITY = StorageConnection(table_uri="https://acct.table.core.windows.net",
-                             queue_uri="https://acct.queue.core.windows.net",
-                             blob_uri="https://acct.blob.core.windows.net", client_id="5f3c1b9e-id")
+IDENTITY = StorageConnection(
+    table_uri="https://acct.table.core.windows.net",
+    queue_uri="https://acct.queue.core.windows.net",
+    blob_uri="https://acct.blob.core.windows.net",
+    client_id="5f3c1b9e-id",
+)
 
 
 def delegation_key(start: dt.datetime, expiry: dt.datetime) -> UserDelegationKey:
@@ -96,8 +99,11 @@ def test_polling_urls_without_an_account_key_are_user_delegation_sas(monkeypatch
 
 
 def test_polling_urls_with_an_account_key_are_signed_with_it():
-    signer = QueueSigner(StorageConnection(queue_uri=IDENTITY.queue_uri, table_uri=IDENTITY.table_uri,
-                                           client_id="x", account_key="a2V5LWtleS1rZXk="))
+    signer = QueueSigner(
+        StorageConnection(
+            queue_uri=IDENTITY.queue_uri, table_uri=IDENTITY.table_uri, client_id="x", account_key="a2V5LWtleS1rZXk="
+        )
+    )
     assert not signer.by_identity
     sas = dict(urllib.parse.parse_qsl(asyncio.run(signer.process_url("q1", dt.datetime.now(dt.UTC))).split("?")[1]))
     assert "skoid" not in sas and sas["sig"]

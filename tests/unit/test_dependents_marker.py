@@ -61,8 +61,10 @@ async def written_before(service: Queue, task_id: str, prop: str) -> None:
     """The task's row as a version before `prop` existed wrote it (the property gone), and not remembered here."""
     entity = await service.stores.tables.get(TASKS_TABLE, task_id, task_row(task_id))
     assert entity is not None and prop in entity.data
-    await service.stores.tables.replace(TASKS_TABLE, Entity(
-        task_id, task_row(task_id), {k: v for k, v in entity.data.items() if k != prop}, entity.etag))
+    await service.stores.tables.replace(
+        TASKS_TABLE,
+        Entity(task_id, task_row(task_id), {k: v for k, v in entity.data.items() if k != prop}, entity.etag),
+    )
     service.tasks.known.forget(task_id)
 
 
@@ -82,7 +84,8 @@ async def complete_run(service: Queue, task_id: str, run_id: int) -> list[str]:
 
 
 async def test_a_task_nothing_depends_on_resolves_without_the_dependents_query(
-        service: Queue, tables: CountingTables) -> None:
+    service: Queue, tables: CountingTables
+) -> None:
     leaf, _ = await create(service, taskGroupId=slugid())  # in a group of its own id, nothing would be left to do
     assert await complete(service, leaf) == ["resolved"]
     assert (tables.dependents_queries, tables.dependents_reads) == (0, 0)  # its row says: no dependents
@@ -98,8 +101,9 @@ async def test_a_row_written_before_the_flag_is_told_by_its_marker(service: Queu
 
 async def test_a_task_with_dependents_unblocks_them(service: Queue, tables: CountingTables) -> None:
     root, definition = await create(service)
-    dependents = [(await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root]))[0]
-                  for _ in range(3)]
+    dependents = [
+        (await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root]))[0] for _ in range(3)
+    ]
     # Dependents that keep their list on their row flag the root and write no marker.
     assert await service.stores.tables.get(DEPENDENCIES_TABLE, root, MARK + root) is None
     assert (await service.tasks.load(root)).dependents_here is True
@@ -118,8 +122,9 @@ async def test_a_task_created_before_markers_still_has_its_dependents_found(serv
     entity = await service.stores.tables.get(TASKS_TABLE, root, task_row(root))
     assert entity is not None and entity.data["dependentsMarked"] is True
     old = {k: v for k, v in entity.data.items() if k != "hasDependents"}
-    await service.stores.tables.replace(TASKS_TABLE, Entity(root, task_row(root), {**old, "dependentsMarked": False},
-                                                            entity.etag))
+    await service.stores.tables.replace(
+        TASKS_TABLE, Entity(root, task_row(root), {**old, "dependentsMarked": False}, entity.etag)
+    )
     service.tasks.known.forget(root)
     dependent, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
     await service.stores.tables.delete(DEPENDENCIES_TABLE, root, MARK + root)
@@ -127,8 +132,9 @@ async def test_a_task_created_before_markers_still_has_its_dependents_found(serv
     assert (await service.queries.task(dependent)).status()["state"] == "pending"
 
 
-async def test_a_row_written_before_the_flag_is_flagged_by_a_new_dependent(service: Queue,
-                                                                         tables: CountingTables) -> None:
+async def test_a_row_written_before_the_flag_is_flagged_by_a_new_dependent(
+    service: Queue, tables: CountingTables
+) -> None:
     """A dependency whose row has no flag (written before it existed, its dependents told by markers) gets the
     flag of the edges kept in its partition from a dependent that writes no marker: its resolution then looks
     for its dependents there (and in TaskDependency, where older ones are)."""
@@ -199,16 +205,25 @@ async def test_a_dependency_that_failed_is_flagged_so_its_rerun_unblocks_the_dep
 
 
 async def test_dependents_listed_on_the_row_are_bounded_and_past_the_bound_queried(
-        service: Queue, tables: CountingTables) -> None:
+    service: Queue, tables: CountingTables
+) -> None:
     """Up to LISTED dependents are listed on their dependency's row (each once, with what it requires); the one
     beyond makes the row say `not listed`, and the resolution then queries the edges: every dependent of 270
     (distinct ids, created 30 at a time) is released either way."""
     root, definition = await create(service)
     created: list[str] = []
     for start in range(0, LISTED + 20, 30):
-        batch = await asyncio.gather(*(create(service, taskQueueId=definition["taskQueueId"], dependencies=[root],
-                                              requires="all-resolved" if n % 2 else "all-completed")
-                                       for n in range(start, min(start + 30, LISTED + 20))))
+        batch = await asyncio.gather(
+            *(
+                create(
+                    service,
+                    taskQueueId=definition["taskQueueId"],
+                    dependencies=[root],
+                    requires="all-resolved" if n % 2 else "all-completed",
+                )
+                for n in range(start, min(start + 30, LISTED + 20))
+            )
+        )
         created += [task_id for task_id, _ in batch]
         row = await service.tasks.load(root)
         if len(created) <= LISTED:
@@ -229,7 +244,8 @@ async def test_dependents_listed_on_the_row_are_bounded_and_past_the_bound_queri
 
 
 async def test_a_list_survives_every_write_of_its_row_and_an_edge_written_twice_is_listed_once(
-        service: Queue, tables: CountingTables) -> None:
+    service: Queue, tables: CountingTables
+) -> None:
     root, definition = await create(service)
     first, _ = await create(service, taskQueueId=definition["taskQueueId"], dependencies=[root])
     await service.claims.claim(root, 0, "g", "w")  # a replace of the whole row
@@ -238,7 +254,9 @@ async def test_a_list_survives_every_write_of_its_row_and_an_edge_written_twice_
     edge = edge_here(root, first, "completed", 1, row.expires)
     assert listed_with(row.dependents, [edge]) == [(first, "completed")]
     assert decode_dependents(encode_dependents([(first, "completed"), (root, "resolved")])) == [
-        (first, "completed"), (root, "resolved")]
+        (first, "completed"),
+        (root, "resolved"),
+    ]
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     for queue, message in await resolution_messages(service):
         await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))

@@ -24,11 +24,17 @@ from shared.settings import Settings
 PROJECT = Path(__file__).resolve().parents[2]
 APP_BICEP = PROJECT / "infra" / "app" / "queue-app.bicep"
 DEPLOY_MD = PROJECT / "docs" / "deploy.md"
-DEPLOYED_CODE = [PROJECT / "function_app.py", *(PROJECT / "functions").rglob("*.py"),
-                 *(PROJECT / "shared").rglob("*.py")]
+DEPLOYED_CODE = [
+    PROJECT / "function_app.py",
+    *(PROJECT / "functions").rglob("*.py"),
+    *(PROJECT / "shared").rglob("*.py"),
+]
 # Settings the Functions platform reads (not the code): they may be in infra without the code reading them.
-PLATFORM_SETTINGS = {"AzureWebJobsStorage__accountName", "AzureWebJobsStorage__credential",
-                     "AzureWebJobsStorage__clientId"}
+PLATFORM_SETTINGS = {
+    "AzureWebJobsStorage__accountName",
+    "AzureWebJobsStorage__credential",
+    "AzureWebJobsStorage__clientId",
+}
 SETTING_NAME = re.compile(r"^(QUEUE|APPLICATIONINSIGHTS|OTEL|PYTHON_APPLICATIONINSIGHTS)_[A-Za-z0-9_]+$")
 
 
@@ -47,22 +53,26 @@ def names_in_code() -> set[str]:
     found = set()
     for path in DEPLOYED_CODE:
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and SETTING_NAME.match(node.value)
-                    and not node.value.endswith("_")):  # not a prefix (`QUEUE_`, f"QUEUE_STORAGE__{key}")
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and SETTING_NAME.match(node.value)
+                and not node.value.endswith("_")
+            ):  # not a prefix (`QUEUE_`, f"QUEUE_STORAGE__{key}")
                 found.add(node.value)
     return found
 
 
 def infra_settings() -> set[str]:
     text = APP_BICEP.read_text()
-    block = text[text.index("// app settings: begin"):text.index("// app settings: end")]
+    block = text[text.index("// app settings: begin") : text.index("// app settings: end")]
     return {m.group(1) for m in re.finditer(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:", block, re.M)}
 
 
 def doc_table(heading: str) -> list[list[str]]:
     text = DEPLOY_MD.read_text()
-    section = text[text.index(f"## {heading}\n"):]
-    section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    section = text[text.index(f"## {heading}\n") :]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     return [[cell.strip().strip("`") for cell in row.strip("|").split("|")] for row in rows]
 
@@ -94,8 +104,10 @@ def test_infra_sets_every_required_setting_and_a_storage_connection():
     required = {name for name, is_required in settings_fields().items() if is_required}
     assert required <= infra
     # QUEUE_STORAGE is optional in Settings only because its identity-based form may replace it.
-    assert "QUEUE_STORAGE" in infra or {"QUEUE_STORAGE__tableServiceUri", "QUEUE_STORAGE__queueServiceUri",
-                                        "QUEUE_STORAGE__credential"} <= infra
+    assert (
+        "QUEUE_STORAGE" in infra
+        or {"QUEUE_STORAGE__tableServiceUri", "QUEUE_STORAGE__queueServiceUri", "QUEUE_STORAGE__credential"} <= infra
+    )
     assert {"AzureWebJobsStorage__accountName", "AzureWebJobsStorage__credential"} <= infra
 
 
@@ -107,15 +119,23 @@ def test_infra_settings_are_ones_the_code_reads():
 def registered_functions() -> list[tuple[str, str, str, str]]:
     """(name, trigger type, what it binds, connection) of each function, from function_app in a fresh process
     (importing it reads no setting)."""
-    code = ("import json, function_app\n"
-            "out = []\n"
-            "for f in function_app.app.get_functions():\n"
-            "    t = f.get_trigger().get_dict_repr()\n"
-            "    binds = t.get('route') or t.get('queueName') or t.get('schedule') or ''\n"
-            "    out.append([f.get_function_name(), str(t['type']), binds, t.get('connection') or ''])\n"
-            "print(json.dumps(out))\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, check=True, capture_output=True, text=True,
-                            env={"PATH": "", "PYTHONPATH": str(PROJECT)})
+    code = (
+        "import json, function_app\n"
+        "out = []\n"
+        "for f in function_app.app.get_functions():\n"
+        "    t = f.get_trigger().get_dict_repr()\n"
+        "    binds = t.get('route') or t.get('queueName') or t.get('schedule') or ''\n"
+        "    out.append([f.get_function_name(), str(t['type']), binds, t.get('connection') or ''])\n"
+        "print(json.dumps(out))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PATH": "", "PYTHONPATH": str(PROJECT)},
+    )
     return [tuple(row) for row in json.loads(result.stdout.splitlines()[-1])]
 
 
@@ -148,9 +168,9 @@ def test_host_json_matches_what_the_code_writes():
     assert host["extensions"]["http"]["routePrefix"] == ""
     assert host["telemetryMode"] == "OpenTelemetry"
     # Claim expiry is retried within about a second of takenUntil only if idle triggers poll this often.
-    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(queues["maxPollingInterval"].split(":"))))
+    seconds = sum(float(part) * 60**i for i, part in enumerate(reversed(queues["maxPollingInterval"].split(":"))))
     assert seconds <= 1
-    timeout = sum(float(part) * 60 ** i for i, part in enumerate(reversed(host["functionTimeout"].split(":"))))
+    timeout = sum(float(part) * 60**i for i, part in enumerate(reversed(host["functionTimeout"].split(":"))))
     assert timeout > Settings.model_fields["reconcile_budget"].default
 
 
@@ -169,8 +189,10 @@ def ignored(relative: str) -> bool:
 
 
 def test_the_deployment_package_holds_everything_the_app_imports():
-    code = ("import json, sys, function_app, shared.runtime, shared.bus.servicebus, shared.storage.azure\n"
-            "print(json.dumps([m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)]))")
+    code = (
+        "import json, sys, function_app, shared.runtime, shared.bus.servicebus, shared.storage.azure\n"
+        "print(json.dumps([m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)]))"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, check=True, capture_output=True, text=True)
     files = [Path(f) for f in json.loads(result.stdout.splitlines()[-1])]
     ours = [str(f.relative_to(PROJECT)) for f in files if f.is_relative_to(PROJECT) and ".venv" not in f.parts]
@@ -182,10 +204,22 @@ def test_the_deployment_package_holds_everything_the_app_imports():
 
 def test_requirements_hold_what_the_deployed_code_imports():
     """Flex Consumption installs requirements.txt only: every third-party import of the deployed code is in it."""
-    wanted = {"azure": None, "pydantic": "pydantic", "pydantic_settings": "pydantic-settings", "aiohttp": "aiohttp",
-              "starlette": "starlette", "jsonschema": "jsonschema", "yaml": "PyYAML", "mohawk": "mohawk",
-              "aio_pika": "aio-pika", "opentelemetry": "opentelemetry-api", "multidict": "multidict", "yarl": "yarl",
-              "referencing": "referencing", "fastjsonschema": "fastjsonschema"}
+    wanted = {
+        "azure": None,
+        "pydantic": "pydantic",
+        "pydantic_settings": "pydantic-settings",
+        "aiohttp": "aiohttp",
+        "starlette": "starlette",
+        "jsonschema": "jsonschema",
+        "yaml": "PyYAML",
+        "mohawk": "mohawk",
+        "aio_pika": "aio-pika",
+        "opentelemetry": "opentelemetry-api",
+        "multidict": "multidict",
+        "yarl": "yarl",
+        "referencing": "referencing",
+        "fastjsonschema": "fastjsonschema",
+    }
     requirements = (PROJECT / "requirements.txt").read_text()
     imported = set()
     for path in DEPLOYED_CODE:
@@ -194,8 +228,11 @@ def test_requirements_hold_what_the_deployed_code_imports():
                 imported |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 imported.add(node.module.split(".")[0])
-    third_party = {name for name in imported if name not in sys.stdlib_module_names
-                   and name not in ("shared", "functions", "function_app")}
+    third_party = {
+        name
+        for name in imported
+        if name not in sys.stdlib_module_names and name not in ("shared", "functions", "function_app")
+    }
     unknown = third_party - set(wanted)
     assert not unknown, f"imports not mapped to a requirement here: {sorted(unknown)}"
     for name in third_party:
@@ -203,8 +240,7 @@ def test_requirements_hold_what_the_deployed_code_imports():
             assert re.search(rf"^{re.escape(wanted[name])}[=\[ ]", requirements, re.M | re.I), name
 
 
-@pytest.mark.parametrize("module", ["identity", "storage", "servicebus", "monitoring", "keyvault", "rbac",
-                                    "queue-app"])
+@pytest.mark.parametrize("module", ["identity", "storage", "servicebus", "monitoring", "keyvault", "rbac", "queue-app"])
 def test_every_module_main_bicep_names_exists(module):
     assert f"'app/{module}.bicep'" in (PROJECT / "infra" / "main.bicep").read_text()
     assert (PROJECT / "infra" / "app" / f"{module}.bicep").exists()
@@ -251,8 +287,15 @@ def test_local_settings_example_holds_what_func_start_needs(monkeypatch):
 # --- a locked-down subscription (issue #46) ------------------------------------------------------------------
 
 INFRA = PROJECT / "infra"
-SECRET_SETTINGS = {"QUEUE_ROOT_ACCESS_TOKEN", "QUEUE_TOKEN_SECRET", "QUEUE_STORAGE_ACCOUNT_KEY", "QUEUE_STORAGE",
-                   "QUEUE_ARTIFACT_STORAGE", "QUEUE_SERVICEBUS_CONNECTION", "QUEUE_AMQP_URL"}
+SECRET_SETTINGS = {
+    "QUEUE_ROOT_ACCESS_TOKEN",
+    "QUEUE_TOKEN_SECRET",
+    "QUEUE_STORAGE_ACCOUNT_KEY",
+    "QUEUE_STORAGE",
+    "QUEUE_ARTIFACT_STORAGE",
+    "QUEUE_SERVICEBUS_CONNECTION",
+    "QUEUE_AMQP_URL",
+}
 
 
 def bicep_files() -> list[Path]:
@@ -261,21 +304,24 @@ def bicep_files() -> list[Path]:
 
 def infra_setting_values() -> dict[str, str]:
     text = APP_BICEP.read_text()
-    block = text[text.index("// app settings: begin"):text.index("// app settings: end")]
-    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$", block,
-                                                                 re.M)}
+    block = text[text.index("// app settings: begin") : text.index("// app settings: end")]
+    return {
+        m.group(1): m.group(2).strip() for m in re.finditer(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$", block, re.M)
+    }
 
 
 def test_no_storage_account_allows_shared_keys_and_no_key_is_read():
     accounts = 0
     for path in bicep_files():
         text = path.read_text()
-        for match in re.finditer(r"resource \w+ 'Microsoft\.Storage/storageAccounts@[^']+' = (?:\[for [^\n]*?: )?\{",
-                                 text):
-            body = text[match.end():text.index("\n}", match.end())]
+        for match in re.finditer(
+            r"resource \w+ 'Microsoft\.Storage/storageAccounts@[^']+' = (?:\[for [^\n]*?: )?\{", text
+        ):
+            body = text[match.end() : text.index("\n}", match.end())]
             accounts += 1
-            assert re.search(r"^\s*allowSharedKeyAccess: false$", body, re.M), \
+            assert re.search(r"^\s*allowSharedKeyAccess: false$", body, re.M), (
                 f"{path.name}: a storage account must set allowSharedKeyAccess: false"
+            )
         assert "listKeys(" not in text and "AccountKey=" not in text, f"{path.name} reads an account key"
     # The runtime's, the data account and the further data accounts of a sharded deployment (a loop; `existing`
     # references are not declarations).
@@ -295,7 +341,7 @@ def test_every_secret_the_app_reads_is_a_key_vault_reference():
 def test_the_identity_may_ask_for_queue_user_delegation_keys():
     rbac = (INFRA / "app" / "rbac.bicep").read_text()
     assert "Microsoft.Storage/storageAccounts/queueServices/generateUserDelegationKey/action" in rbac
-    assignment = rbac[rbac.index("resource queueDelegation"):]
+    assignment = rbac[rbac.index("resource queueDelegation") :]
     assert "scope: data" in assignment[:400] and "queueDelegator.id" in assignment[:400]
 
 
@@ -305,8 +351,8 @@ def test_azure_yaml_pins_azd_and_the_service_tag_is_on_the_site_only():
     main = (INFRA / "main.bicep").read_text()
     assert "azd-service-name" not in main.split("module queue 'app/queue-app.bicep'")[1].split("tags: tags")[0]
     app = APP_BICEP.read_text()
-    plan = app[app.index("resource plan"):app.index("resource app")]
-    site = app[app.index("resource app"):]
+    plan = app[app.index("resource plan") : app.index("resource app")]
+    site = app[app.index("resource app") :]
     assert "tags: tags" in plan and "azd-service-name" not in plan
     assert "tags: union(tags, { 'azd-service-name': serviceName })" in site
 
@@ -326,15 +372,27 @@ def test_telemetry_is_exported_once_under_the_functions_host(monkeypatch):
     monkeypatch.setattr(distro, "configure_azure_monitor", lambda **kwargs: calls.append(kwargs))
     connection = "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://127.0.0.1:9"
     for environ, exported_logs in (({"FUNCTIONS_WORKER_RUNTIME": "python"}, False), ({}, True)):
-        monkeypatch.setattr(telemetry.os, "environ", {telemetry.CONNECTION_SETTING: connection,
-                                                      "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "false",
-                                                      **environ})
+        monkeypatch.setattr(
+            telemetry.os,
+            "environ",
+            {
+                telemetry.CONNECTION_SETTING: connection,
+                "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "false",
+                **environ,
+            },
+        )
         telemetry.configure.cache_clear()
         assert telemetry.configure() is True
         assert calls[-1]["disable_logging"] is not exported_logs
-    monkeypatch.setattr(telemetry.os, "environ", {telemetry.CONNECTION_SETTING: connection,
-                                                  "FUNCTIONS_WORKER_RUNTIME": "python",
-                                                  "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "true"})
+    monkeypatch.setattr(
+        telemetry.os,
+        "environ",
+        {
+            telemetry.CONNECTION_SETTING: connection,
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "true",
+        },
+    )
     telemetry.configure.cache_clear()
     before = len(calls)
     assert telemetry.configure() is True and len(calls) == before  # the worker's exporter, not a second one

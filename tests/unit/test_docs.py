@@ -16,8 +16,9 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_api_reference_is_current():
-    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api, auth_api, index_api]), \
+    assert (PROJECT / "docs" / "api.md").read_text() == render([api, object_api, auth_api, index_api]), (
         "docs/api.md is stale: run `python -m shared.api.reference > docs/api.md`"
+    )
 
 
 def test_every_route_declares_scopes_or_is_public_on_purpose():
@@ -31,10 +32,24 @@ def test_every_route_declares_scopes_or_is_public_on_purpose():
 
 
 def test_create_task_scopes_render_like_taskclusters():
-    rendered = render_scopes(CREATE_TASK_SCOPES, {
-        "scopes": ["secrets:get:a"], "routes": ["index.x"], "projectId": "proj", "schedulerId": "sched",
-        "priorities": ["highest", "very-high"], "provisionerId": "prov", "workerType": "wt"})
-    assert rendered == {"AllOf": ["secrets:get:a", "queue:route:index.x", "queue:create-task:project:proj",
-                                  "queue:scheduler-id:sched",
-                                  {"AnyOf": ["queue:create-task:highest:prov/wt",
-                                             "queue:create-task:very-high:prov/wt"]}]}
+    rendered = render_scopes(
+        CREATE_TASK_SCOPES,
+        {
+            "scopes": ["secrets:get:a"],
+            "routes": ["index.x"],
+            "projectId": "proj",
+            "schedulerId": "sched",
+            "priorities": ["highest", "very-high"],
+            "provisionerId": "prov",
+            "workerType": "wt",
+        },
+    )
+    assert rendered == {
+        "AllOf": [
+            "secrets:get:a",
+            "queue:route:index.x",
+            "queue:create-task:project:proj",
+            "queue:scheduler-id:sched",
+            {"AnyOf": ["queue:create-task:highest:prov/wt", "queue:create-task:very-high:prov/wt"]},
+        ]
+    }

@@ -62,9 +62,17 @@ def clock() -> Clock:
 
 
 def make_service(clock: Clock, bus: str = "amqp") -> Queue:
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, event_bus=bus, event_lease=5,
-                             resolution_grace=0)  # resolutions left to their messages, run by hand
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=60,
+        deadline_delay=0,
+        hint_grace=60,
+        claim_work_wait=0,
+        event_bus=bus,
+        event_lease=5,
+        resolution_grace=0,
+    )  # resolutions left to their messages, run by hand
     return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 
@@ -79,6 +87,7 @@ async def recorded(service: Queue, task_id: str) -> list[dict]:
 
 def assert_valid(events: list[dict]) -> None:
     from shared.domain.events import EXCHANGES
+
     for event in events:
         short = event["exchange"].rsplit("/", 1)[1]
         assert errors_of(EXCHANGES[short], event["payload"]) == [], event
@@ -92,21 +101,30 @@ async def claim(service: Queue, task_id: str) -> Claim:
 
 async def test_lifecycle_records_each_exchange_with_taskclusters_routing_key(service: Queue) -> None:
     task_id = slugid()
-    definition = task_definition(taskQueueId="prov/wt", routes=["index.a.b", "notify.email.x@example.com"],
-                                 tags={"kind": "build"}, schedulerId="sched", taskGroupId=task_id)
+    definition = task_definition(
+        taskQueueId="prov/wt",
+        routes=["index.a.b", "notify.email.x@example.com"],
+        tags={"kind": "build"},
+        schedulerId="sched",
+        taskGroupId=task_id,
+    )
     await service.creation.create_task(task_id, definition)
     await claim(service, task_id)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     events = await recorded(service, task_id)
     assert [e["exchange"] for e in events] == [
-        "exchange/taskcluster-queue/v1/task-defined", "exchange/taskcluster-queue/v1/task-pending",
-        "exchange/taskcluster-queue/v1/task-running", "exchange/taskcluster-queue/v1/task-completed"]
+        "exchange/taskcluster-queue/v1/task-defined",
+        "exchange/taskcluster-queue/v1/task-pending",
+        "exchange/taskcluster-queue/v1/task-running",
+        "exchange/taskcluster-queue/v1/task-completed",
+    ]
     assert [e["seq"] for e in events] == [1, 2, 3, 4]
     assert [e["routingKey"] for e in events] == [
         f"primary.{task_id}._._._.prov.wt.sched.{task_id}._",
         f"primary.{task_id}.0._._.prov.wt.sched.{task_id}._",
         f"primary.{task_id}.0.wg.w1.prov.wt.sched.{task_id}._",
-        f"primary.{task_id}.0.wg.w1.prov.wt.sched.{task_id}._"]
+        f"primary.{task_id}.0.wg.w1.prov.wt.sched.{task_id}._",
+    ]
     assert all(e["routes"] == ["route.index.a.b", "route.notify.email.x@example.com"] for e in events)
     assert_valid(events)
     defined, pending, running, completed = (e["payload"] for e in events)
@@ -143,14 +161,21 @@ async def test_cancel_deadline_rerun_failed_and_priority(service: Queue, clock: 
     await service.lifecycle.rerun_task(failed)
     names = [[e["exchange"].rsplit("/", 1)[1] for e in await recorded(service, t)] for t in (cancelled, failed)]
     assert names[0] == ["task-defined", "task-pending", "task-exception"]
-    assert names[1] == ["task-defined", "task-pending", "task-priority-changed", "task-running", "task-failed",
-                        "task-pending"]
+    assert names[1] == [
+        "task-defined",
+        "task-pending",
+        "task-priority-changed",
+        "task-running",
+        "task-failed",
+        "task-pending",
+    ]
     changed = (await recorded(service, failed))[2]
     assert changed["payload"]["oldPriority"] == "lowest" and changed["payload"]["newPriority"] == "high"
     assert changed["routingKey"].split(".")[2:5] == ["_", "_", "_"]
     late = slugid()
-    await service.creation.create_task(late, task_definition(
-        deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5))))
+    await service.creation.create_task(
+        late, task_definition(deadline=timeutil.iso(clock.now + dt.timedelta(seconds=5)))
+    )
     clock.advance(10)
     task = await service.tasks.load(late)
     assert await service.checks.check_deadline(DeadlineCheck(late, task.deadline)) == "exceeded"
@@ -171,14 +196,23 @@ async def test_group_events_sealed_resolved_priority(service: Queue) -> None:
     await claim(service, task_id)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     from shared.domain.messages import ResolvedCheck
+
     for _, message in await resolution_messages(service):
         await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json()))
     events = (await group_events(service, group, limit=100, continuation=None))["events"]
     assert [e["exchange"].rsplit("/", 1)[1] for e in events] == [
-        "task-group-priority-changed", "task-group-sealed", "task-group-resolved"]
+        "task-group-priority-changed",
+        "task-group-sealed",
+        "task-group-resolved",
+    ]
     assert all(e["routingKey"] == f"primary.{group}.s1._" and e["routes"] == [] for e in events)
-    assert events[0]["payload"] == {"version": 1, "taskGroupId": group, "schedulerId": "s1", "newPriority": "high",
-                                    "tasksAffected": 1}
+    assert events[0]["payload"] == {
+        "version": 1,
+        "taskGroupId": group,
+        "schedulerId": "s1",
+        "newPriority": "high",
+        "tasksAffected": 1,
+    }
     assert events[1]["payload"]["sealed"] == events[2]["payload"]["sealed"]
     assert_valid(events)
 
@@ -211,10 +245,17 @@ async def test_dispatch_publishes_each_event_once_in_order(service: Queue) -> No
     # The first request publishes everything up to its own seq; later ones find theirs done or go on from there.
     assert outcomes[0] == "published"
     # The group named after the task resolved in the task's last transaction: its event comes after the task's.
-    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed", "task-group-resolved"]
-    assert [e.message_id for e in publisher.published] == [*(f"Tasks/{task_id}/{n}" for n in (1, 2, 3, 4)),
-                                                           f"TaskGroups/{task_id}/1"]
+    assert [e.exchange for e in publisher.published] == [
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-completed",
+        "task-group-resolved",
+    ]
+    assert [e.message_id for e in publisher.published] == [
+        *(f"Tasks/{task_id}/{n}" for n in (1, 2, 3, 4)),
+        f"TaskGroups/{task_id}/1",
+    ]
     assert await drain(service, publisher) == []
 
 
@@ -241,8 +282,7 @@ async def test_concurrent_dispatchers_keep_order(service: Queue) -> None:
     assert seqs == sorted(seqs) and set(seqs) == {1, 2, 3}
 
 
-async def test_request_ahead_of_its_write_waits_then_drops_when_never_written(service: Queue,
-                                                                              clock: Clock) -> None:
+async def test_request_ahead_of_its_write_waits_then_drops_when_never_written(service: Queue, clock: Clock) -> None:
     publisher = RecordingPublisher()
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
@@ -281,8 +321,7 @@ async def test_expired_lease_is_taken_over(service: Queue, clock: Clock) -> None
     stream = Stream(TASKS_TABLE, task_id)
     # A dispatcher that took the lease and died.
     cursor = await service.stores.tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))
-    await service.stores.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)),
-                                              cursor.etag)
+    await service.stores.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)), cursor.etag)
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
     assert await service.stores.events.dispatch(request, publisher) == "busy"
     clock.advance(6)
@@ -293,9 +332,14 @@ async def test_expired_lease_is_taken_over(service: Queue, clock: Clock) -> None
 async def test_expiry_forgets_events(service: Queue, clock: Clock) -> None:
     task_id = slugid()
     now = clock.now
-    await service.creation.create_task(task_id, task_definition(
-        created=timeutil.iso(now), deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
-        expires=timeutil.iso(now + dt.timedelta(seconds=20))))
+    await service.creation.create_task(
+        task_id,
+        task_definition(
+            created=timeutil.iso(now),
+            deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
+            expires=timeutil.iso(now + dt.timedelta(seconds=20)),
+        ),
+    )
     await service.groups.seal(task_id)
     clock.advance(3600)
     assert await service.expiry.expire_tasks() == 1
@@ -303,16 +347,22 @@ async def test_expiry_forgets_events(service: Queue, clock: Clock) -> None:
     assert page.entities == []  # the task's rows, and its group's (the same partition)
 
 
-async def test_expiry_deletes_the_events_of_a_change_written_while_it_expires(service: Queue, clock: Clock,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_expiry_deletes_the_events_of_a_change_written_while_it_expires(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A change written between expiry's read of the task and its delete (its deadline resolved late) adds an
     event row after the ones expiry deleted: the task's delete, conditional on the row it read, fails, and the
     task is read and deleted again with that row (it outlived the task once, in CI)."""
     task_id = slugid()
     now = clock.now
-    await service.creation.create_task(task_id, task_definition(
-        created=timeutil.iso(now), deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
-        expires=timeutil.iso(now + dt.timedelta(seconds=20))))
+    await service.creation.create_task(
+        task_id,
+        task_definition(
+            created=timeutil.iso(now),
+            deadline=timeutil.iso(now + dt.timedelta(seconds=10)),
+            expires=timeutil.iso(now + dt.timedelta(seconds=20)),
+        ),
+    )
     await service.groups.seal(task_id)
     clock.advance(3600)
     deadlines = service.stores.deadlines
@@ -341,13 +391,14 @@ class HostMessage:
 
     def get_json(self) -> object:
         import json
+
         return json.loads(self._body)
 
 
 @pytest.mark.parametrize("dequeue_count", [1, 4])
-async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(service: Queue, clock: Clock,
-                                                                            monkeypatch: pytest.MonkeyPatch,
-                                                                            dequeue_count: int) -> None:
+async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch, dequeue_count: int
+) -> None:
     import functions.events as trigger
 
     async def broken(request: DispatchRequest, publisher: object) -> str:
@@ -367,8 +418,7 @@ async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(serv
     assert again == DispatchRequest(request.table, request.key, 1, request.since, attempt=3)
 
 
-async def test_requests_announced_together_share_a_message(service: Queue,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_requests_announced_together_share_a_message(service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """A burst of changes (a fan-out's) asks for dispatch in a few messages, each request once; the trigger
     publishes every stream of a batch message."""
     import functions.events as trigger
@@ -397,8 +447,9 @@ def test_a_malformed_batch_is_refused() -> None:
             decode_requests(body)
 
 
-async def test_a_failing_stream_of_a_batch_is_put_back_alone(service: Queue, clock: Clock,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failing_stream_of_a_batch_is_put_back_alone(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """After the host's retries, only the request that keeps failing goes back on the queue; the others of its
     message were published (and a retry of the whole message would have found them done)."""
     import functions.events as trigger
@@ -449,8 +500,7 @@ async def test_the_dispatcher_reads_back_nothing_this_process_wrote(service: Que
     assert await service.stores.events.dispatch(request, publisher) == "published"
     await claim(service, task_id)
     assert await service.stores.events.dispatch(replace(request, seq=3), publisher) == "published"
-    assert reads == [] and [e.exchange for e in publisher.published] == ["task-defined", "task-pending",
-                                                                         "task-running"]
+    assert reads == [] and [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running"]
 
 
 async def test_a_cursor_moved_by_another_process_is_read_again(service: Queue) -> None:

@@ -17,8 +17,9 @@ from shared.api.reference import auth_v1, object_v1, queue_v1
 from tests.acceptance.test_fuzz import schema_strategy
 from tests.conftest import task_definition
 
-INPUTS = sorted({route.input for api in (queue_v1.api, object_v1.api, auth_v1.api) for route in api.routes
-                 if route.input})
+INPUTS = sorted(
+    {route.input for api in (queue_v1.api, object_v1.api, auth_v1.api) for route in api.routes if route.input}
+)
 
 
 def strict_errors(name: str, instance: object) -> list[str]:
@@ -69,8 +70,10 @@ def test_what_jsonschema_refuses_the_fast_path_refuses(name, index):
     if strict_errors(name, instance):
         assert not fast_accepts(name, instance)
     assert validation.errors_of(name, copy.deepcopy(instance), fill_defaults=True) == (
-        [] if not strict_errors(name, instance) else validation.errors_of(name, copy.deepcopy(instance),
-                                                                          fill_defaults=True))
+        []
+        if not strict_errors(name, instance)
+        else validation.errors_of(name, copy.deepcopy(instance), fill_defaults=True)
+    )
 
 
 def test_defaults_are_filled_as_jsonschema_fills_them():
@@ -91,8 +94,14 @@ def test_defaults_are_filled_as_jsonschema_fills_them():
 def test_generated_bodies_get_the_same_verdict(data):
     name = data.draw(st.sampled_from(INPUTS))
     schema = validation.schema(name)
-    instance = data.draw(st.one_of(schema_strategy(name), st.dictionaries(
-        st.sampled_from(sorted(schema.get("properties", {"x": {}}))), st.one_of(
-            st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.lists(st.text(max_size=3))))))
+    instance = data.draw(
+        st.one_of(
+            schema_strategy(name),
+            st.dictionaries(
+                st.sampled_from(sorted(schema.get("properties", {"x": {}}))),
+                st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.lists(st.text(max_size=3))),
+            ),
+        )
+    )
     if strict_errors(name, instance):
         assert not fast_accepts(name, instance)

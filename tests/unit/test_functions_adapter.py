@@ -26,8 +26,13 @@ HOST = "127.0.0.1:7071"
 
 def signed(method: str, path: str, body: bytes = b"") -> func.HttpRequest:
     url = f"http://{HOST}{path}"
-    sender = mohawk.Sender({"id": "root", "key": ROOT_TOKEN, "algorithm": "sha256"}, url, method,
-                           content=body, content_type="application/json" if body else "")
+    sender = mohawk.Sender(
+        {"id": "root", "key": ROOT_TOKEN, "algorithm": "sha256"},
+        url,
+        method,
+        content=body,
+        content_type="application/json" if body else "",
+    )
     headers = {"authorization": sender.request_header, "host": HOST}
     if body:
         headers["content-type"] = "application/json"
@@ -44,9 +49,18 @@ async def test_artifact_names_with_encoded_slashes_authenticate_behind_the_funct
     await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     await service.claims.claim(task_id, 0, "g", "w")
     name = "private/with space/a%b"
-    await create_artifact(service, task_id, 0, name, {
-        "storageType": "reference", "expires": definition["deadline"], "contentType": "text/plain",
-        "url": "https://example.com/x"})
+    await create_artifact(
+        service,
+        task_id,
+        0,
+        name,
+        {
+            "storageType": "reference",
+            "expires": definition["deadline"],
+            "contentType": "text/plain",
+            "url": "https://example.com/x",
+        },
+    )
     path = f"/api/queue/v1/task/{task_id}/runs/0/artifacts/{urllib.parse.quote(name, safe='')}"
     request = signed("GET", path)
     # The adapter's scope carries the decoded path as raw_path: the signed (encoded) path is lost.
@@ -56,6 +70,7 @@ async def test_artifact_names_with_encoded_slashes_authenticate_behind_the_funct
     assert response.headers["location"] == "https://example.com/x"
     # A MAC that is wrong for every form of the path is still refused.
     forged = signed("GET", path.replace("a%25b", "a%25c"))
-    forged_response = await middleware.handle_async(func.HttpRequest(
-        "GET", f"http://{HOST}{path}", headers=dict(forged.headers), body=b""))
+    forged_response = await middleware.handle_async(
+        func.HttpRequest("GET", f"http://{HOST}{path}", headers=dict(forged.headers), body=b"")
+    )
     assert forged_response.status_code == 401

@@ -24,8 +24,13 @@ def test_a_group_that_outlives_its_tasks_is_deleted_once_it_expires(service, clo
     group = slugid()
     created = clock.now
     expires = created + dt.timedelta(hours=2)
-    task_id = _create(service, taskGroupId=group, created=timeutil.iso(created),
-                      deadline=timeutil.iso(created + dt.timedelta(hours=1)), expires=timeutil.iso(expires))
+    task_id = _create(
+        service,
+        taskGroupId=group,
+        created=timeutil.iso(created),
+        deadline=timeutil.iso(created + dt.timedelta(hours=1)),
+        expires=timeutil.iso(expires),
+    )
     group_expires = run(service.groups.get(group)).expires
     assert group_expires > expires  # by a tenth of the task's lifetime: 12 minutes
     clock.now = expires + dt.timedelta(minutes=1)  # the task expired, its group not yet
@@ -46,15 +51,23 @@ def test_a_group_that_outlives_its_tasks_is_deleted_once_it_expires(service, clo
 def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, clock):
     group = slugid()
     created = clock.now
-    first = _create(service, taskGroupId=group, created=timeutil.iso(created),
-                    deadline=timeutil.iso(created + dt.timedelta(hours=1)),
-                    expires=timeutil.iso(created + dt.timedelta(hours=2)))
+    first = _create(
+        service,
+        taskGroupId=group,
+        created=timeutil.iso(created),
+        deadline=timeutil.iso(created + dt.timedelta(hours=1)),
+        expires=timeutil.iso(created + dt.timedelta(hours=2)),
+    )
     clock.now = created + dt.timedelta(hours=2, minutes=1)
     run(service.expiry.expire_tasks())
     assert len(_group_entries(service, group)) == 1 and first
-    later = _create(service, taskGroupId=group, created=timeutil.iso(clock.now),
-                    deadline=timeutil.iso(clock.now + dt.timedelta(hours=1)),
-                    expires=timeutil.iso(clock.now + dt.timedelta(days=30)))
+    later = _create(
+        service,
+        taskGroupId=group,
+        created=timeutil.iso(clock.now),
+        deadline=timeutil.iso(clock.now + dt.timedelta(hours=1)),
+        expires=timeutil.iso(clock.now + dt.timedelta(days=30)),
+    )
     clock.now += dt.timedelta(hours=1)  # the entry comes due; the group has a member now
     run(service.expiry.expire_tasks())
     assert _group_entries(service, group) == [] and run(service.groups.get(group)).task_group_id == group

@@ -50,10 +50,12 @@ async def test_rows_that_arrive_while_one_is_written_go_together(tables):
 
 async def test_partitions_are_written_apart_and_a_row_never_twice_in_one_transaction(tables):
     grouped = GroupedUpserts(tables)
-    await asyncio.gather(grouped.upsert("Index", Entity("a", "x", {"n": 1})),
-                         grouped.upsert("Index", Entity("b", "x", {"n": 2})),
-                         grouped.upsert("Index", Entity("a", "y", {"n": 3})),
-                         grouped.upsert("Index", Entity("a", "x", {"n": 4})))  # after n=1, in a later batch
+    await asyncio.gather(
+        grouped.upsert("Index", Entity("a", "x", {"n": 1})),
+        grouped.upsert("Index", Entity("b", "x", {"n": 2})),
+        grouped.upsert("Index", Entity("a", "y", {"n": 3})),
+        grouped.upsert("Index", Entity("a", "x", {"n": 4})),
+    )  # after n=1, in a later batch
     assert (await tables.get("Index", "a", "x")).data["n"] == 4  # the last one called wins
     assert (await tables.get("Index", "b", "x")).data["n"] == 2
     for _, rows in tables.calls:

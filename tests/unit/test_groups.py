@@ -84,6 +84,7 @@ async def test_the_last_members_resolving_together_resolve_the_group(size: int) 
 
 def resolved_event(group: Any) -> list[Any]:
     from shared.domain.groups import group_changed
+
     return [group_changed("task-group-resolved", group, timeutil.now())]
 
 
@@ -144,9 +145,11 @@ class CallCounting(MemoryTables):
     def __getattribute__(self, name: str) -> Any:
         attr = super().__getattribute__(name)
         if name in ("get", "query", "delete", "transact", "commit", "upsert", "replace", "insert"):
+
             async def counted(*args: Any, **kwargs: Any) -> Any:
                 self.calls[name] = self.calls.get(name, 0) + 1
                 return await attr(*args, **kwargs)
+
             return counted
         return attr
 

@@ -27,9 +27,17 @@ from tests.unit.test_service import Clock
 
 def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:
     """A process that publishes its own events and resolves what follows a resolution itself, as the host does."""
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, event_bus="amqp", event_lease=5,
-                             resolution_grace=10)
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=60,
+        deadline_delay=0,
+        hint_grace=60,
+        claim_work_wait=0,
+        event_bus="amqp",
+        event_lease=5,
+        resolution_grace=10,
+    )
     queue = build_queue(settings, tables, queues, clock=clock)
     queue.stores.events.publisher = publisher
     return queue
@@ -82,8 +90,10 @@ class Puts:
 
 def dies_after_answering(service: Queue) -> None:
     """From now on nothing runs after an answer (publishing, tidying, resolving here): as if the process died."""
+
     def dropped(work: Coroutine[Any, Any, None]) -> None:
         work.close()
+
     service.stores.background.start = dropped  # type: ignore[method-assign]
 
 
@@ -92,7 +102,8 @@ def bodies(queues: MemoryQueues, queue: str) -> list[dict[str, Any]]:
 
 
 async def test_a_sole_resolution_puts_nothing_before_its_write_and_its_check_goes_once_published(
-        service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
+    service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     _, queues = storage
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
@@ -108,8 +119,8 @@ async def test_a_sole_resolution_puts_nothing_before_its_write_and_its_check_goe
 
 
 async def test_a_process_dying_after_a_sole_resolution_leaves_it_to_the_claim_check(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
-        publisher: RecordingPublisher) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     _, queues = storage
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
@@ -142,7 +153,8 @@ async def claimed_root_with_dependent(service: Queue) -> tuple[str, str]:
 
 
 async def test_a_resolution_with_dependents_releases_them_before_its_answer_and_keeps_its_check_as_it_is(
-        service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
+    service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     _, queues = storage
     root, dependent = await claimed_root_with_dependent(service)
     puts = Puts(queues)
@@ -161,14 +173,13 @@ async def test_a_resolution_with_dependents_releases_them_before_its_answer_and_
     assert bodies(queues, CLAIM_QUEUE) == [] and bodies(queues, RESOLVED_QUEUE) == []  # followed up: deleted
     assert bodies(queues, DISPATCH_QUEUE) == []
     assert "task-completed" in [e.exchange for e in publisher.published]
-    assert [e.exchange for e in publisher.published if dependent in e.routing_key] == ["task-defined",
-                                                                                       "task-pending"]
+    assert [e.exchange for e in publisher.published if dependent in e.routing_key] == ["task-defined", "task-pending"]
     assert (await service.stores.groups.get(root)) is not None
 
 
 async def test_a_process_dying_after_releasing_leaves_the_dependents_events_to_the_claim_check(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
-        publisher: RecordingPublisher) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     """The dependent is released (and the report answered), and the process dies before publishing its
     task-pending: the root's check, which stood in for it, comes due, and its follow-up dispatches it."""
     _, queues = storage
@@ -189,8 +200,8 @@ async def test_a_process_dying_after_releasing_leaves_the_dependents_events_to_t
 
 
 async def test_a_process_dying_after_answering_leaves_the_group_to_the_claim_check(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
-        publisher: RecordingPublisher) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     _, queues = storage
     root, dependent = await claimed_root_with_dependent(service)
     claimed = await service.tasks.load(root)
@@ -212,8 +223,8 @@ async def test_a_process_dying_after_answering_leaves_the_group_to_the_claim_che
 
 
 async def test_a_process_dying_before_answering_leaves_it_to_the_workers_retry_of_its_report(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
-        publisher: RecordingPublisher) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     """Written, then the process dies while it releases the dependents: no answer. The worker retries the report
     (here, on another process): a repeat, followed up there before its answer."""
     root, dependent = await claimed_root_with_dependent(service)
@@ -243,7 +254,8 @@ async def test_a_process_dying_before_answering_leaves_it_to_the_workers_retry_o
 
 
 async def test_a_slow_release_gets_a_resolution_message_before_the_answer_deleted_once_done(
-        service: Queue, storage: tuple[MemoryTables, MemoryQueues], monkeypatch: pytest.MonkeyPatch) -> None:
+    service: Queue, storage: tuple[MemoryTables, MemoryQueues], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, queues = storage
     root, dependent = await claimed_root_with_dependent(service)
     monkeypatch.setattr(repository, "FOLLOW_WAIT", 0)  # every release is too slow for the answer to wait
@@ -256,7 +268,8 @@ async def test_a_slow_release_gets_a_resolution_message_before_the_answer_delete
 
 
 async def test_a_failed_follow_up_hands_over_to_a_resolution_message(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]
+) -> None:
     _, queues = storage
     root, _ = await claimed_root_with_dependent(service)
     resolution = service.resolution
@@ -277,7 +290,8 @@ async def test_a_failed_follow_up_hands_over_to_a_resolution_message(
 
 
 async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_remembered_one(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues]
+) -> None:
     """The process that handles the resolution message remembers the task running (it read it before the
     resolution, as a host that served the claim does): its events are dispatched all the same. Fails when the
     handler decides on the remembered row (the soak's `events-dispatched` violation)."""
@@ -296,7 +310,8 @@ async def test_the_resolution_messages_handler_decides_on_the_stored_task_not_a_
 
 
 async def test_a_claim_puts_no_dispatch_request_its_check_stands_in(
-        service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> None:
+    service: Queue, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     _, queues = storage
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
@@ -310,8 +325,8 @@ async def test_a_claim_puts_no_dispatch_request_its_check_stands_in(
 
 
 async def test_a_process_dying_after_a_claim_leaves_task_running_to_the_runs_next_change(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
-        publisher: RecordingPublisher) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     """The claim is written and answered, and the process dies before publishing task-running. The worker reports
     through another process (after the dead writer's lease): that change's dispatch publishes task-running first."""
     _, queues = storage
@@ -326,14 +341,13 @@ async def test_a_process_dying_after_a_claim_leaves_task_running_to_the_runs_nex
     other, other_publisher = another_process(clock, storage)
     await other.lifecycle.resolve(task_id, 0, "completed", "completed")
     await other.stores.settled()
-    assert [e.exchange for e in other_publisher.published] == ["task-running", "task-completed",
-                                                               "task-group-resolved"]
+    assert [e.exchange for e in other_publisher.published] == ["task-running", "task-completed", "task-group-resolved"]
     assert bodies(queues, CLAIM_QUEUE) == [] and bodies(queues, DISPATCH_QUEUE) == []
 
 
 async def test_a_claims_event_the_bus_refused_gets_a_request_of_its_own(
-        service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues],
-        publisher: RecordingPublisher) -> None:
+    service: Queue, clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher
+) -> None:
     _, queues = storage
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())

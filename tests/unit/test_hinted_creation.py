@@ -41,8 +41,11 @@ async def test_a_task_pending_at_once_puts_its_hint_and_no_dispatch_request() ->
     task_id = slugid()
     puts = Puts(queues)
     await service.creation.create_task(task_id, task_definition(taskQueueId=TASK_QUEUE))
-    assert [queue for _, queue in puts.calls if queue != pending_queue(TASK_QUEUE, "lowest")
-            and not queue.startswith("task-deadlines")] == []  # the hint (and its deadline bucket's message)
+    assert [
+        queue
+        for _, queue in puts.calls
+        if queue != pending_queue(TASK_QUEUE, "lowest") and not queue.startswith("task-deadlines")
+    ] == []  # the hint (and its deadline bucket's message)
     assert ("put", pending_queue(TASK_QUEUE, "lowest")) in puts.calls
     await service.stores.settled()
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending"]

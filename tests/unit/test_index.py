@@ -45,8 +45,16 @@ def clock():
 
 @pytest.fixture
 def service(clock):
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, resolution_grace=0, expiry_delay=0)
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=60,
+        deadline_delay=0,
+        hint_grace=60,
+        claim_work_wait=0,
+        resolution_grace=0,
+        expiry_delay=0,
+    )
     return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 
@@ -61,13 +69,21 @@ def entry(path, task_id=None, rank=0, days=1, clock=None, at=None, data=None):
 
 # --- paths ----------------------------------------------------------------------------------------------------
 
+
 def test_paths_words_and_limits():
     assert words("") == [] and words("a.b-c.d_e") == ["a", "b-c", "d_e"]
     assert split("a.b.c") == ("a.b", "c") and split("c") == ("", "c")
     assert ancestors("a.b.c") == [("", "a"), ("a", "b"), ("a.b", "c")] and ancestors("") == []
-    for bad, why in [("a..b", "a word is empty"), (".a", "a word is empty"), ("a.", "a word is empty"),
-                     ("a/b", "'/'"), ("a b", "' '"), ("x" * 256, "256 characters"),
-                     (".".join("a" * 65), "65 words"), ("a\nb", "'\\n'")]:
+    for bad, why in [
+        ("a..b", "a word is empty"),
+        (".a", "a word is empty"),
+        ("a.", "a word is empty"),
+        ("a/b", "'/'"),
+        ("a b", "' '"),
+        ("x" * 256, "256 characters"),
+        (".".join("a" * 65), "65 words"),
+        ("a\nb", "'\\n'"),
+    ]:
         with pytest.raises(InvalidIndexPath) as caught:
             words(bad)
         assert why in str(caught.value) and caught.value.status == 400
@@ -82,24 +98,38 @@ def test_namespace_expiry_rounds_up_to_the_hour():
 
 
 def test_route_entries_follow_extra_index():
-    definition = {"routes": ["index.a.b", "tc-treeherder.x", "index.a.b", "index.bad..path"],
-                  "expires": "2027-01-01T00:00:00.000Z",
-                  "extra": {"index": {"rank": 42, "data": {"k": "v"}, "expires": "2026-12-31T00:00:00.000Z"}}}
+    definition = {
+        "routes": ["index.a.b", "tc-treeherder.x", "index.a.b", "index.bad..path"],
+        "expires": "2027-01-01T00:00:00.000Z",
+        "extra": {"index": {"rank": 42, "data": {"k": "v"}, "expires": "2026-12-31T00:00:00.000Z"}},
+    }
     entries, problems = route_entries(definition)
     assert [(e.path, e.rank, e.data, timeutil.iso(e.expires)) for e in entries] == [
-        ("a.b", 42, {"k": "v"}, "2026-12-31T00:00:00.000Z")]
+        ("a.b", 42, {"k": "v"}, "2026-12-31T00:00:00.000Z")
+    ]
     assert len(problems) == 1 and "bad..path" in problems[0]
     defaults, _ = route_entries({"routes": ["index.x"], "expires": "2027-01-01T00:00:00.000Z", "extra": {}})
     assert (defaults[0].rank, defaults[0].data, timeutil.iso(defaults[0].expires)) == (
-        0, {}, "2027-01-01T00:00:00.000Z")
-    for wrong in [{"rank": "high"}, {"rank": True}, {"data": []}, {"expires": 5}, {"expires": "tomorrow"},
-                  {"data": {"x": "y" * 40_000}}]:
-        found, problems = route_entries({"routes": ["index.x"], "expires": "2027-01-01T00:00:00.000Z",
-                                         "extra": {"index": wrong}})
+        0,
+        {},
+        "2027-01-01T00:00:00.000Z",
+    )
+    for wrong in [
+        {"rank": "high"},
+        {"rank": True},
+        {"data": []},
+        {"expires": 5},
+        {"expires": "tomorrow"},
+        {"data": {"x": "y" * 40_000}},
+    ]:
+        found, problems = route_entries(
+            {"routes": ["index.x"], "expires": "2027-01-01T00:00:00.000Z", "extra": {"index": wrong}}
+        )
         assert found == [] and problems, wrong
 
 
 # --- the rank rule ----------------------------------------------------------------------------------------------
+
 
 def test_higher_rank_stays_and_equal_rank_later_wins(service, clock):
     index = service.index
@@ -142,6 +172,7 @@ def test_an_expired_entry_is_invisible_and_replaced_whatever_its_rank(service, c
 
 
 # --- namespaces and listings -------------------------------------------------------------------------------------
+
 
 def test_namespaces_are_listed_with_their_latest_expiry(service, clock):
     index = service.index
@@ -242,11 +273,15 @@ class IndexCalls:
 
             def counted(table, *args, _name=name, _original=original, **kwargs):
                 first = args[0]
-                partition = first if isinstance(first, str) else (
-                    first[0].entity.partition_key if isinstance(first, list) else first.partition_key)
+                partition = (
+                    first
+                    if isinstance(first, str)
+                    else (first[0].entity.partition_key if isinstance(first, list) else first.partition_key)
+                )
                 if table == INDEX_TABLE and partition.startswith(entry_partition("")):
                     self.calls.append((_name, len(first) if isinstance(first, list) else 1))
                 return _original(table, *args, **kwargs)
+
             setattr(tables, name, counted)
 
 
@@ -344,11 +379,22 @@ def test_remembered_entries_stay_bounded(service, clock, monkeypatch):
 
 # --- completed tasks --------------------------------------------------------------------------------------------
 
+
 def _create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    defaults = {"schedulerId": "-", "projectId": "none", "dependencies": [], "requires": "all-completed",
-                "routes": [], "priority": "lowest", "retries": 5, "scopes": [], "tags": {}, "extra": {}}
+    defaults = {
+        "schedulerId": "-",
+        "projectId": "none",
+        "dependencies": [],
+        "requires": "all-completed",
+        "routes": [],
+        "priority": "lowest",
+        "retries": 5,
+        "scopes": [],
+        "tags": {},
+        "extra": {},
+    }
     run(service.creation.create_task(task_id, {**defaults, **definition}))
     return task_id
 
@@ -358,6 +404,7 @@ def _resolve(service, task_id, outcome):
         await service.claims.claim(task_id, 0, "g", "w")
         await service.lifecycle.resolve(task_id, 0, outcome, outcome)
         await service.stores.settled()
+
     run(go())
 
 
@@ -368,12 +415,16 @@ def _deliver_resolutions(service):
                 body = message.json()
                 if queue == RESOLVED_QUEUE or ResolvedCheck.carried_by(body):
                     await service.resolution.follow_up(ResolvedCheck.decode(body))
+
     run(go())
 
 
 def test_a_completed_task_is_indexed_at_its_routes_and_a_failed_one_is_not(service, clock):
-    done = _create(service, routes=["index.ci.done.build", "index.ci.latest.build"],
-                   extra={"index": {"rank": 7, "data": {"rev": "abc"}}})
+    done = _create(
+        service,
+        routes=["index.ci.done.build", "index.ci.latest.build"],
+        extra={"index": {"rank": 7, "data": {"rev": "abc"}}},
+    )
     failed = _create(service, routes=["index.ci.failed.build"])
     _resolve(service, done, "completed")
     _resolve(service, failed, "failed")
@@ -387,4 +438,3 @@ def test_a_completed_task_is_indexed_at_its_routes_and_a_failed_one_is_not(servi
     before = run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build"))
     run(service.resolution.resolve_dependencies(ResolvedCheck(done, 0, done, None, clock.now)))
     assert run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build")).etag == before.etag
-

@@ -110,8 +110,9 @@ async def test_dispatches_of_one_stream_in_one_process_share_one_lease(service: 
 
     storage.tables.replace = counted_replace  # type: ignore[method-assign]
     since = timeutil.iso(timeutil.now())
-    outcomes = await asyncio.gather(*(service.stores.events.dispatch(DispatchRequest(TASKS_TABLE, task_id, n, since),
-                                                                     publisher) for n in (2, 3)))
+    outcomes = await asyncio.gather(
+        *(service.stores.events.dispatch(DispatchRequest(TASKS_TABLE, task_id, n, since), publisher) for n in (2, 3))
+    )
     assert outcomes == ["published", "done"]
     assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running"]
     assert len(cursor_writes) == 2 and storage.reads == []
@@ -166,4 +167,8 @@ async def test_the_dispatch_request_goes_out_with_the_other_guards_not_after_the
     # The task's three changes; its resolution also resolves its group (the group's first event, in the same
     # transaction, announced at once with the task's).
     assert sorted((r.table, r.seq) for r in await dispatch_requests(service)) == [
-        (GROUP_STREAMS, 1), (TASKS_TABLE, 2), (TASKS_TABLE, 3), (TASKS_TABLE, 4)]
+        (GROUP_STREAMS, 1),
+        (TASKS_TABLE, 2),
+        (TASKS_TABLE, 3),
+        (TASKS_TABLE, 4),
+    ]

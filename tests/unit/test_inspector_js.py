@@ -13,7 +13,11 @@ from tests.conftest import PROJECT
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node (make test installs it with Azurite)")
 def test_the_inspectors_logic_passes_its_node_tests():
-    done = subprocess.run(["node", "--test", str(PROJECT / "tests" / "unit" / "js" / "inspector_units.mjs")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["node", "--test", str(PROJECT / "tests" / "unit" / "js" / "inspector_units.mjs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# pass 8" in done.stdout and "# fail 0" in done.stdout

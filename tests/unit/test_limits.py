@@ -45,13 +45,21 @@ def test_what_a_request_counts_against():
     assert queue_of("/acct/q1/messages/abc") == ("queue", "q1", 1.0)
     assert queue_of("/acct/q1") is None and queue_of("/acct") is None
     assert partition_of("POST", "/acct/Tasks", {}, b'{"PartitionKey": "p1", "RowKey": "r"}') == (
-        "partition", "Tasks/p1", 1.0)
+        "partition",
+        "Tasks/p1",
+        1.0,
+    )
     assert partition_of("DELETE", "/acct/Tasks(PartitionKey='p%2F2',RowKey='r')", {}, b"") == (
-        "partition", "Tasks/p/2", 1.0)
-    batch = ("--batch\r\nContent-Type: multipart/mixed; boundary=changeset\r\n\r\n--changeset\r\n"
-             "PUT http://127.0.0.1:1/acct/Tasks(PartitionKey='g',RowKey='a') HTTP/1.1\r\n\r\n{}\r\n--changeset\r\n"
-             "DELETE http://127.0.0.1:1/acct/Tasks(PartitionKey='g',RowKey='b') HTTP/1.1\r\n\r\n--changeset\r\n"
-             "POST http://127.0.0.1:1/acct/Tasks HTTP/1.1\r\n\r\n{\"PartitionKey\":\"g\"}\r\n--changeset--\r\n")
+        "partition",
+        "Tasks/p/2",
+        1.0,
+    )
+    batch = (
+        "--batch\r\nContent-Type: multipart/mixed; boundary=changeset\r\n\r\n--changeset\r\n"
+        "PUT http://127.0.0.1:1/acct/Tasks(PartitionKey='g',RowKey='a') HTTP/1.1\r\n\r\n{}\r\n--changeset\r\n"
+        "DELETE http://127.0.0.1:1/acct/Tasks(PartitionKey='g',RowKey='b') HTTP/1.1\r\n\r\n--changeset\r\n"
+        'POST http://127.0.0.1:1/acct/Tasks HTTP/1.1\r\n\r\n{"PartitionKey":"g"}\r\n--changeset--\r\n'
+    )
     assert partition_of("POST", "/acct/$batch", {}, batch.encode()) == ("partition", "Tasks/g", 3.0)
     assert partition_of("GET", "/acct/Tables", {}, b"") is None
 

@@ -36,8 +36,9 @@ def test_settings_from_environment(monkeypatch):
     assert settings.claim_timeout == 1.5 and settings.public_root_url == "http://127.0.0.1:9999"
 
 
-@pytest.mark.parametrize("text, seconds", [("00:00:01", 1), ("00:00:00.500", 0.5), ("01:02:03", 3723),
-                                           ("1.00:00:00", 86400), (250, 0.25)])
+@pytest.mark.parametrize(
+    "text, seconds", [("00:00:01", 1), ("00:00:00.500", 0.5), ("01:02:03", 3723), ("1.00:00:00", 86400), (250, 0.25)]
+)
 def test_timespans(text, seconds):
     assert parse_timespan(text) == seconds
 
@@ -63,8 +64,7 @@ def test_polling_backs_off_when_idle_and_resets_on_messages():
 def check_back_off(inner, queue="q"):
     async def go():
         store = CountingQueues(inner)
-        runner = QueueTriggerRunner("f", queue, lambda msg: None, "msg", store,
-                                    QueueOptions(max_polling_interval=0.4))
+        runner = QueueTriggerRunner("f", queue, lambda msg: None, "msg", store, QueueOptions(max_polling_interval=0.4))
         stop = asyncio.Event()
         task = asyncio.create_task(runner.run(stop))
         await asyncio.sleep(2.0)
@@ -90,8 +90,9 @@ def test_a_put_by_this_process_wakes_the_queues_trigger():
     async def go():
         store = MemoryQueues()
         handled: list[float] = []
-        runner = QueueTriggerRunner("f", "q", lambda msg: handled.append(time.monotonic()), "msg", store,
-                                    QueueOptions(max_polling_interval=30))
+        runner = QueueTriggerRunner(
+            "f", "q", lambda msg: handled.append(time.monotonic()), "msg", store, QueueOptions(max_polling_interval=30)
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(runner.run(stop))
         await asyncio.sleep(2.0)  # backed off: the next poll is seconds away

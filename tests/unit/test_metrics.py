@@ -36,7 +36,8 @@ def points() -> dict[str, list[tuple[dict[str, Any], Any]]]:
                 for point in metric.data.data_points:
                     value = getattr(point, "value", None)
                     found.setdefault(metric.name, []).append(
-                        (dict(point.attributes or {}), value if value is not None else point.count))
+                        (dict(point.attributes or {}), value if value is not None else point.count)
+                    )
     return found
 
 
@@ -87,8 +88,7 @@ async def test_claims_resolutions_expiries_repairs_and_the_pending_census(clock:
 
 async def test_api_requests_are_counted_by_method_and_status() -> None:
     service = memory_service(clock=Clock())
-    clients = ClientStore(service.stores.tables, token_secret=None, root_client_id="root",
-                          root_access_token="r" * 30)
+    clients = ClientStore(service.stores.tables, token_secret=None, root_client_id="root", root_access_token="r" * 30)
     app = ApiApp([api], lambda: service, lambda: Authenticator(clients, ["queue:status:*"]))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         ok = total("queue.api.requests", method="queue.ping", status=200)
@@ -103,6 +103,7 @@ async def test_api_requests_are_counted_by_method_and_status() -> None:
 
 async def test_event_dispatch_lag_is_recorded_per_exchange(clock: Clock) -> None:
     from tests.unit.test_events import RecordingPublisher, drain
+
     service = memory_service(clock=clock, event_bus="amqp")
     before = total("queue.events.dispatch_lag", exchange="task-defined")
     task_id, definition = slugid(), task_definition()

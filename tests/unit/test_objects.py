@@ -38,8 +38,13 @@ def service(clock, blobs):
 
 
 def upload_request(clock, upload_id, methods, **extra):
-    return {"projectId": "proj", "uploadId": upload_id, "expires": expires(clock), "proposedUploadMethods": methods,
-            **extra}
+    return {
+        "projectId": "proj",
+        "uploadId": upload_id,
+        "expires": expires(clock),
+        "proposedUploadMethods": methods,
+        **extra,
+    }
 
 
 def inline(data, content_type="text/plain"):
@@ -63,7 +68,10 @@ async def test_put_url_upload_must_hold_the_proposed_length(service, clock, blob
     methods = {"putUrl": {"contentType": "application/octet-stream", "contentLength": 5}}
     upload = await service.objects.create_upload("o/2", upload_request(clock, upload_id, methods))
     assert upload.method == "putUrl" and upload.headers == {
-        "x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream", "Content-Length": "5"}
+        "x-ms-blob-type": "BlockBlob",
+        "Content-Type": "application/octet-stream",
+        "Content-Length": "5",
+    }
     finish = {"projectId": "proj", "uploadId": upload_id}
     with pytest.raises(O.UploadIncomplete, match="nothing was uploaded"):
         await service.objects.finish_upload("o/2", finish)
@@ -82,13 +90,15 @@ async def test_put_url_upload_must_hold_the_proposed_length(service, clock, blob
     assert await service.stores.blobs.read(CONTAINER, stored.blob, snapshot=stored.snapshot) == b"12345"
 
 
-async def test_an_upload_is_bound_to_its_id_project_and_expiry_and_a_finished_object_does_not_change(service,
-                                                                                                     clock):
+async def test_an_upload_is_bound_to_its_id_project_and_expiry_and_a_finished_object_does_not_change(service, clock):
     upload_id = slugid()
     request = upload_request(clock, upload_id, {})
     assert (await service.objects.create_upload("o/3", request)).method is None
-    for changed, problem in [({"uploadId": slugid()}, "another uploadId"), ({"projectId": "other"}, "projectId"),
-                             ({"expires": expires(clock, days=2)}, "it expires")]:
+    for changed, problem in [
+        ({"uploadId": slugid()}, "another uploadId"),
+        ({"projectId": "other"}, "projectId"),
+        ({"expires": expires(clock, days=2)}, "it expires"),
+    ]:
         with pytest.raises(O.UploadConflict, match=problem):
             await service.objects.create_upload("o/3", {**request, **changed})
     await service.objects.create_upload("o/3", {**request, "proposedUploadMethods": inline(b"x")})
@@ -96,8 +106,9 @@ async def test_an_upload_is_bound_to_its_id_project_and_expiry_and_a_finished_ob
     with pytest.raises(O.UploadConflict, match="finished"):
         await service.objects.create_upload("o/3", {**request, "proposedUploadMethods": inline(b"y")})
     with pytest.raises(O.UploadConflict, match="already recorded"):
-        await service.objects.finish_upload("o/3", {"projectId": "proj", "uploadId": upload_id,
-                                                    "hashes": {"sha256": "1" * 64}})
+        await service.objects.finish_upload(
+            "o/3", {"projectId": "proj", "uploadId": upload_id, "hashes": {"sha256": "1" * 64}}
+        )
     with pytest.raises(O.NoDownloadMethod):
         await service.objects.start_download("o/3", {"carrierPigeon": True})
 
@@ -123,7 +134,7 @@ async def test_expired_objects_lose_blob_snapshots_and_row(service, clock, blobs
 
 async def chunks(data: bytes, size: int = 1000):
     for offset in range(0, len(data), size):
-        yield data[offset:offset + size]
+        yield data[offset : offset + size]
 
 
 def data_request(url: str, name: str, **headers: str) -> OU.ObjectDataRequest:
@@ -141,8 +152,9 @@ async def test_a_chunked_client_uploads_through_the_queue_then_finishes(service,
     etag = await service.object_uploads.receive(data_request(upload.put_url, "o/go"), chunks(data))
     assert etag == f'"{hashlib.md5(data).hexdigest()}"' and blobs.get(CONTAINER, object_blob("o/go")) == data
     assert blobs.properties[(CONTAINER, object_blob("o/go"))].content_type == "application/x-tar"
-    await service.objects.finish_upload("o/go", {"projectId": "proj", "uploadId": upload_id,
-                                                 "hashes": {"sha256": hashlib.sha256(data).hexdigest()}})
+    await service.objects.finish_upload(
+        "o/go", {"projectId": "proj", "uploadId": upload_id, "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
+    )
     with pytest.raises(O.UploadConflict, match="finished"):  # objects do not change
         await service.object_uploads.receive(data_request(upload.put_url, "o/go"), chunks(b"other"))
     assert (await service.objects.finished("o/go")).content_length == len(data)
@@ -153,9 +165,11 @@ async def test_a_chunked_upload_is_refused_when_altered_expired_or_too_long(serv
     methods = {"putUrl": {"contentType": "text/plain", "contentLength": 10}}
     upload = await service.objects.create_upload("o/bad", upload_request(clock, upload_id, methods), chunked=True)
     good = data_request(upload.put_url, "o/bad")
-    for altered in [OU.ObjectDataRequest("o/other", good.upload_id, good.expires, good.signature, {}),
-                    OU.ObjectDataRequest("o/bad", slugid(), good.expires, good.signature, {}),
-                    OU.ObjectDataRequest("o/bad", good.upload_id, good.expires + 1, good.signature, {})]:
+    for altered in [
+        OU.ObjectDataRequest("o/other", good.upload_id, good.expires, good.signature, {}),
+        OU.ObjectDataRequest("o/bad", slugid(), good.expires, good.signature, {}),
+        OU.ObjectDataRequest("o/bad", good.upload_id, good.expires + 1, good.signature, {}),
+    ]:
         with pytest.raises(OU.ObjectUploadUrlInvalid, match="signature"):
             await service.object_uploads.receive(altered, chunks(b"0123456789"))
     with pytest.raises(staging.UploadTooLarge):  # past the proposed contentLength, counted as it streams
@@ -170,10 +184,16 @@ async def test_s3_artifact_uploaded_to_an_earlier_versions_block_url_is_sealed_w
     """Earlier versions answered an `s3` createArtifact with a Put Block URL on Blob Storage; what was uploaded
     there is committed and snapshotted at the first read, as then."""
     task_id = await running_task(service)
-    created = await create_artifact(service, task_id, 0, "public/s3", {
-        "storageType": "s3", "expires": expires(clock), "contentType": "text/plain", "contentEncoding": "gzip"})
-    assert set(created) == {"storageType", "putUrl", "expires", "contentType"} and "/artifact-upload/" in created[
-        "putUrl"]
+    created = await create_artifact(
+        service,
+        task_id,
+        0,
+        "public/s3",
+        {"storageType": "s3", "expires": expires(clock), "contentType": "text/plain", "contentEncoding": "gzip"},
+    )
+    assert (
+        set(created) == {"storageType", "putUrl", "expires", "contentType"} and "/artifact-upload/" in created["putUrl"]
+    )
     _, artifact = await service.artifact_reads.follow(task_id, 0, "public/s3")
     with pytest.raises(A.ArtifactNotUploaded):  # present, but nothing uploaded yet
         await artifact_url(service, artifact)
@@ -189,14 +209,25 @@ async def test_s3_artifact_uploaded_to_an_earlier_versions_block_url_is_sealed_w
 
 async def test_object_artifact_is_present_once_its_object_is_finished(service, clock):
     task_id = await running_task(service)
-    created = await create_artifact(service, task_id, 0, "public/o", {
-        "storageType": "object", "expires": expires(clock), "contentType": "application/json"})
+    created = await create_artifact(
+        service,
+        task_id,
+        0,
+        "public/o",
+        {"storageType": "object", "expires": expires(clock), "contentType": "application/json"},
+    )
     assert created["name"] == f"t/{task_id}/0/public/o" and created["credentials"]["certificate"]
     with pytest.raises(A.UploadIncomplete, match="was not uploaded"):
         await service.artifacts.finish(task_id, 0, "public/o", created["uploadId"])
-    await service.objects.create_upload(created["name"], {
-        "projectId": created["projectId"], "uploadId": created["uploadId"], "expires": created["expires"],
-        "proposedUploadMethods": inline(b"{}", "application/json")})
+    await service.objects.create_upload(
+        created["name"],
+        {
+            "projectId": created["projectId"],
+            "uploadId": created["uploadId"],
+            "expires": created["expires"],
+            "proposedUploadMethods": inline(b"{}", "application/json"),
+        },
+    )
     await service.objects.finish_upload(created["name"], {"projectId": "none", "uploadId": created["uploadId"]})
     await service.artifacts.finish(task_id, 0, "public/o", created["uploadId"])
     _, artifact = await service.artifact_reads.follow(task_id, 0, "public/o")
@@ -208,12 +239,30 @@ async def test_object_artifact_is_present_once_its_object_is_finished(service, c
 async def test_s3_artifacts_over_the_block_limit_are_refused(service, clock):
     task_id = await running_task(service)
     with pytest.raises(A.ArtifactTooLarge):
-        await create_artifact(service, task_id, 0, "big", {"storageType": "s3", "expires": expires(clock),
-                                                            "contentType": "application/x-a",
-                                                            "contentLength": A.S3_MAX_BYTES + 1})
-    await create_artifact(service, task_id, 0, "fits", {"storageType": "s3", "expires": expires(clock),
-                                                         "contentType": "application/x-a",
-                                                         "contentLength": A.S3_MAX_BYTES})
+        await create_artifact(
+            service,
+            task_id,
+            0,
+            "big",
+            {
+                "storageType": "s3",
+                "expires": expires(clock),
+                "contentType": "application/x-a",
+                "contentLength": A.S3_MAX_BYTES + 1,
+            },
+        )
+    await create_artifact(
+        service,
+        task_id,
+        0,
+        "fits",
+        {
+            "storageType": "s3",
+            "expires": expires(clock),
+            "contentType": "application/x-a",
+            "contentLength": A.S3_MAX_BYTES,
+        },
+    )
 
 
 async def test_counts_are_the_index_rows_not_the_hints(service):

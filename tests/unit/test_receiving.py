@@ -72,6 +72,7 @@ def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one()
         queues.gate.set()
         later = [await first, *await others]
         assert queues.receives == [32, 1, 6] and [len(answer) for answer in later] == [1, 2, 2, 2]
+
     asyncio.run(go())
 
 
@@ -89,6 +90,7 @@ def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_answer(
         assert queues.receives == [1]  # one receive: it found nothing, so the others are told the same
         assert [list(answer) for answer in answers] == [[]] * 4
         assert len({answer.sent_at for answer in answers}) == 1  # when that receive was sent, for each caller
+
     asyncio.run(go())
 
 
@@ -98,6 +100,7 @@ def test_a_receive_asks_for_at_most_32_messages():
         shared = SharedReceives(queues)
         await asyncio.gather(*(shared.receive("q", 10, 30) for _ in range(8)))
         assert max(queues.receives) <= 32 and len(queues.receives) < 8
+
     asyncio.run(go())
 
 
@@ -111,6 +114,7 @@ def test_a_failed_receive_fails_every_caller_that_shared_it():
         queues.failing = False  # and the next callers are served again
         await _fill(queues, 1)
         assert len(await shared.receive("q", 1, 30)) == 1
+
     asyncio.run(go())
 
 
@@ -128,13 +132,19 @@ def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
         assert queues.released <= 1
         # Whatever the cancelled caller's receive took is visible again: the second message is still there.
         assert len(await shared.receive("q", 1, 30)) == 1
+
     asyncio.run(go())
 
 
 def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
     async def go():
-        settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=60,
-                                 claim_work_poll_interval=30, pending_empty_ttl=0)
+        settings = load_settings(
+            storage="memory",
+            root_access_token="x" * 30,
+            claim_work_wait=60,
+            claim_work_poll_interval=30,
+            pending_empty_ttl=0,
+        )
         service = build_queue(settings, MemoryTables(), MemoryQueues())
         tq = task_queue_id()
         waiting = asyncio.ensure_future(service.claims.claim_work(tq, "g", "w", 1))
@@ -144,6 +154,7 @@ def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
         await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
         claims = await asyncio.wait_for(waiting, 5)  # woken by the write, not by the poll
         assert [c.task.task_id for c in claims] == [task_id]
+
     asyncio.run(go())
 
 
@@ -158,14 +169,21 @@ def test_index_rows_deleted_together_go_in_one_transaction_and_a_missing_one_doe
         async def counted(table, ops):
             transactions.append(len(ops))
             return await transact(table, ops)
+
         tables.transact = counted  # type: ignore[method-assign]
         await asyncio.gather(*(grouped.upsert("Index", Entity("p", f"r{i}", {"n": i})) for i in range(5)))
-        await asyncio.gather(grouped.delete("Index", "p", "r0"), grouped.delete("Index", "p", "r1"),
-                             grouped.delete("Index", "p", "gone"), grouped.upsert("Index", Entity("p", "r9", {})))
-        rows = sorted(e.row_key for e in (await tables.query("Index", "PartitionKey eq @pk", {"pk": "p"},
-                                                             limit=100)).entities)
+        await asyncio.gather(
+            grouped.delete("Index", "p", "r0"),
+            grouped.delete("Index", "p", "r1"),
+            grouped.delete("Index", "p", "gone"),
+            grouped.upsert("Index", Entity("p", "r9", {})),
+        )
+        rows = sorted(
+            e.row_key for e in (await tables.query("Index", "PartitionKey eq @pk", {"pk": "p"}, limit=100)).entities
+        )
         assert rows == ["r2", "r3", "r4", "r9"]
         assert transactions and max(transactions) > 1
+
     asyncio.run(go())
 
 
@@ -176,6 +194,7 @@ def test_each_caller_gets_at_most_what_it_asked_for(wanted):
         await _fill(queues, 50)
         got = await SharedReceives(queues).receive("q", wanted, 30)
         assert len(got) == max(1, min(wanted, 32))
+
     asyncio.run(go())
 
 
@@ -214,9 +233,14 @@ async def _create(service, task_queue, priority):
 def _pollers(queues: TimedQueues, tables: MemoryTables):
     """Two processes on the same storage: `worker` claims, `other` creates (so that `worker` does not know of the
     hints it puts), both finding a queue empty skipped for 50 ms only."""
+
     def process():
-        return build_queue(load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
-                                         pending_empty_ttl=0.05), tables, queues)
+        return build_queue(
+            load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0, pending_empty_ttl=0.05),
+            tables,
+            queues,
+        )
+
     return process(), process()
 
 
@@ -228,6 +252,7 @@ def _at_once(spans: list[tuple[str, float, float]]) -> bool:
 def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_the_next():
     """The seven priority queues, never received here or found empty before, are received at once (one round
     trip), not one after another; fails if they are received in turn."""
+
     async def go():
         queues, tables = TimedQueues(), MemoryTables()
         worker, other = _pollers(queues, tables)
@@ -245,6 +270,7 @@ def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_th
         queues.spans.clear()
         assert len(await worker.claims.claim_work(tq, "g", "w", 1)) == 1
         assert [queue for queue, _, _ in queues.spans] == [pending_queue(tq, "lowest")]
+
     asyncio.run(go())
 
 
@@ -263,4 +289,5 @@ def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_g
         assert queues.released == 1
         [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
         assert claim.task.task_id == low  # not hidden for the hint visibility: claimed at the next call
+
     asyncio.run(go())

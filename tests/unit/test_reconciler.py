@@ -148,8 +148,7 @@ async def test_a_lost_deadline_check_resolves_the_task(service: Queue, clock: Cl
 async def test_a_lost_resolution_is_run_again(service: Queue, clock: Clock) -> None:
     root, definition = await create(service)
     tq = definition["taskQueueId"]
-    dependents = [(await create(service, taskQueueId=tq, taskGroupId=root, dependencies=[root]))[0]
-                  for _ in range(3)]
+    dependents = [(await create(service, taskQueueId=tq, taskGroupId=root, dependencies=[root]))[0] for _ in range(3)]
     await claim_all(service, tq)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     # Lost: the resolution message (the root's claim check, turned into it).
@@ -161,8 +160,7 @@ async def test_a_lost_resolution_is_run_again(service: Queue, clock: Clock) -> N
     assert await service.stores.tables.get(GROUPS_TABLE, root, ACTIVE + root) is None
 
 
-async def test_a_resolution_lost_after_its_group_step_releases_dependents(service: Queue,
-                                                                         clock: Clock) -> None:
+async def test_a_resolution_lost_after_its_group_step_releases_dependents(service: Queue, clock: Clock) -> None:
     """The group step of the resolution ran (the root left the active set), the dependents' part did not."""
     root, definition = await create(service)
     tq = definition["taskQueueId"]
@@ -200,13 +198,16 @@ async def test_a_member_whose_task_was_never_written_leaves_the_group(service: Q
     group = definition.get("taskGroupId", task_id)
     ghost = slugid()  # createTask joined the group, then died before writing the task
     expires = (await service.tasks.load(task_id)).expires
-    await service.stores.groups.join(group, "-", ghost, expires, clock.now,
-                              await service.stores.groups.check_joinable(group, "-"))
+    await service.stores.groups.join(
+        group, "-", ghost, expires, clock.now, await service.stores.groups.check_joinable(group, "-")
+    )
     await claim_all(service, definition["taskQueueId"])
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     await service.resolution.resolve_dependencies(ResolvedCheck(task_id, 0, group, None, clock.now))
-    events = [e.exchange for _, e in (await service.stores.events.list(Stream(GROUP_STREAMS, group), limit=10,
-                                                                continuation=None))[0]]
+    events = [
+        e.exchange
+        for _, e in (await service.stores.events.list(Stream(GROUP_STREAMS, group), limit=10, continuation=None))[0]
+    ]
     assert "task-group-resolved" not in events  # the ghost keeps the group unresolved
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs == {"phantom-member": 1}
@@ -221,16 +222,19 @@ async def test_a_stale_index_row_is_deleted(service: Queue, clock: Clock) -> Non
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     await service.stores.settled()  # the index row's deletion, which the request does not wait for
     # A crash after the resolution's write, before the index row's deletion:
-    await service.stores.tables.upsert(TASK_QUEUE_RUNS_TABLE, Entity(encode_key(tq), task_id, {
-        "state": "running", "runId": 0, "since": timeutil.iso(clock.now)}))
+    await service.stores.tables.upsert(
+        TASK_QUEUE_RUNS_TABLE,
+        Entity(encode_key(tq), task_id, {"state": "running", "runId": 0, "since": timeutil.iso(clock.now)}),
+    )
     assert (await service.queries.task_queue_counts(tq)).claimed == 1
     clock.advance(GRACE + 1)
     assert (await reconcile(service)).repairs["run-index"] == 1
     assert (await service.queries.task_queue_counts(tq)).claimed == 0
 
 
-async def test_poison_messages_are_reported_and_run_again(service: Queue, clock: Clock,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+async def test_poison_messages_are_reported_and_run_again(
+    service: Queue, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
     root, definition = await create(service)
     tq = definition["taskQueueId"]
     dependent, _ = await create(service, taskQueueId=tq, dependencies=[root])
@@ -273,13 +277,16 @@ async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: Qu
 
 
 async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_counted_afresh(
-        service: Queue, clock: Clock) -> None:
+    service: Queue, clock: Clock
+) -> None:
     from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
     from shared.domain.tasks import TASKS_TABLE
 
     since = timeutil.iso(clock.now)
-    batch = [DispatchRequest(TASKS_TABLE, slugid(), 2, since, attempt=3),
-             DispatchRequest(TASKS_TABLE, slugid(), 4, since, attempt=1)]
+    batch = [
+        DispatchRequest(TASKS_TABLE, slugid(), 2, since, attempt=3),
+        DispatchRequest(TASKS_TABLE, slugid(), 4, since, attempt=1),
+    ]
     await service.stores.queues.put(poison_queue(DISPATCH_QUEUE), encode_requests(batch))
     report = await reconcile(service)
     assert report.repairs == {"poison": 1}
@@ -287,11 +294,13 @@ async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_count
     assert decode_requests(message.json()) == [DispatchRequest(r.table, r.key, r.seq, r.since) for r in batch]
 
 
-async def test_a_scan_that_runs_out_of_time_goes_on_where_it_stopped(service: Queue, clock: Clock,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_scan_that_runs_out_of_time_goes_on_where_it_stopped(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A table too large for one pass's budget is still walked whole, over several passes: the next pass starts
     at the page where the last one stopped, not at the first again."""
     from shared.maintenance import reconciler as module
+
     created = [(await create(service, taskGroupId=slugid()))[0] for _ in range(5)]
     clock.advance(GRACE + 1)
     monkeypatch.setattr(module, "PAGE", 2)

@@ -49,8 +49,12 @@ async def test_a_check_received_meanwhile_leaves_the_resolution_to_a_message_of_
     await claim_all(service, definition["taskQueueId"])
     [message_id, pop_receipt] = (await service.tasks.load(task_id)).checks["claim"]
     # Its handler took it (its takenUntil came): the pop receipt the task kept no longer fits.
-    assert await service.stores.queues.release(CLAIM_QUEUE, QueueMessage(message_id, pop_receipt, b"", 0,
-                                                                         service.stores.now()), 600) is not None
+    assert (
+        await service.stores.queues.release(
+            CLAIM_QUEUE, QueueMessage(message_id, pop_receipt, b"", 0, service.stores.now()), 600
+        )
+        is not None
+    )
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     [(queue, _)] = await resolution_messages(service)
     assert queue == RESOLVED_QUEUE
@@ -69,8 +73,11 @@ async def test_a_resolution_that_was_never_written_leaves_the_claim_a_check(serv
     clock.advance(GRACE + 1)
     assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "stale"
     await service.stores.queues.delete(CLAIM_QUEUE, message)
-    checks = [m for m in contents(service, CLAIM_QUEUE) if not ResolvedCheck.carried_by(QueueMessage(
-        "", "", m, 0, clock.now).json())]
+    checks = [
+        m
+        for m in contents(service, CLAIM_QUEUE)
+        if not ResolvedCheck.carried_by(QueueMessage("", "", m, 0, clock.now).json())
+    ]
     assert len(checks) == 1  # the running claim has its check again
 
 

@@ -19,8 +19,9 @@ def test_storage_dates_parse_as_the_email_parser_reads_them(seconds):
     assert rest.rfc1123(text) == dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
-@pytest.mark.parametrize("text", ["Mon, 3 Nov 2026 02:00:08 GMT", "Mon, 23 Nov 2026 02:00:08 +0000",
-                                  "Mon, 23 Nov 2026 02:00:08 -0100"])
+@pytest.mark.parametrize(
+    "text", ["Mon, 3 Nov 2026 02:00:08 GMT", "Mon, 23 Nov 2026 02:00:08 +0000", "Mon, 23 Nov 2026 02:00:08 -0100"]
+)
 def test_other_date_forms_go_to_the_email_parser(text):
     assert rest.rfc1123(text) == email.utils.parsedate_to_datetime(text)
 
@@ -71,6 +72,10 @@ def test_no_span_is_made_without_a_tracer_provider():
     http = rest.Http(traced=True)
     http._session = _Session()  # type: ignore[assignment]
     http.tracer = _Tracer()  # type: ignore[assignment]
-    assert asyncio.run(http.send("GET", "http://127.0.0.1:1/x", name="x", data=None, headers={},
-                                 operation="table.get")).body == b"ok"
+    assert (
+        asyncio.run(
+            http.send("GET", "http://127.0.0.1:1/x", name="x", data=None, headers={}, operation="table.get")
+        ).body
+        == b"ok"
+    )
     assert http.tracer.spans == []  # type: ignore[attr-defined]

@@ -40,6 +40,7 @@ def attempts(*outcomes):
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
+
     return attempt, seen
 
 
@@ -97,6 +98,7 @@ def test_what_a_row_holds_after_a_lost_answer_tells_whose_write_it_was():
         assert await transaction_applied(tables.get, "T", applied) is not None
         assert await transaction_applied(tables.get, "T", [Op("insert", Entity("p", "theirs", {"n": 9}))]) is None
         assert holds({"a": 1}, {"a": 1, "b": 2}, merge=True) and not holds({"a": 1}, {"a": 1, "b": 2})
+
     asyncio.run(go())
 
 

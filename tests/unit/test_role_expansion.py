@@ -12,7 +12,13 @@ from shared.scopes import normalize
 def test_the_documented_example_expands_transitively():
     roles = {"group:admins": ["admin-scope-1", "admin-scope-2", "assume:group:devs"], "group:devs": ["dev-scope"]}
     assert list(expand(["assume:group:admins", "my-scope"], roles)) == [
-        "admin-scope-1", "admin-scope-2", "assume:group:admins", "assume:group:devs", "dev-scope", "my-scope"]
+        "admin-scope-1",
+        "admin-scope-2",
+        "assume:group:admins",
+        "assume:group:devs",
+        "dev-scope",
+        "my-scope",
+    ]
 
 
 def test_an_assume_scope_ending_in_a_star_gets_every_role_it_is_a_prefix_of():
@@ -25,16 +31,25 @@ def test_an_assume_scope_ending_in_a_star_gets_every_role_it_is_a_prefix_of():
 def test_a_role_ending_in_a_star_applies_to_every_role_id_it_is_a_prefix_of():
     roles = {"hook-id:taskcluster/*": ["queue:create-task:aws-provisioner/taskcluster-hooks"]}
     assert "queue:create-task:aws-provisioner/taskcluster-hooks" in expand(
-        ["assume:hook-id:taskcluster/nightly-diagnostics"], roles)
+        ["assume:hook-id:taskcluster/nightly-diagnostics"], roles
+    )
     assert expand(["assume:hook-id:other/x"], roles) == ("assume:hook-id:other/x",)
 
 
 def test_parameterized_roles_substitute_what_the_star_matched():
-    roles = {"project-admin:*": ["assume:hook-id:project-<..>/*", "assume:project:<..>:*",
-                                 "auth:create-client:project/<..>/*"]}
+    roles = {
+        "project-admin:*": [
+            "assume:hook-id:project-<..>/*",
+            "assume:project:<..>:*",
+            "auth:create-client:project/<..>/*",
+        ]
+    }
     assert expand(["assume:project-admin:bugzilla"], roles) == (
-        "assume:hook-id:project-bugzilla/*", "assume:project-admin:bugzilla", "assume:project:bugzilla:*",
-        "auth:create-client:project/bugzilla/*")
+        "assume:hook-id:project-bugzilla/*",
+        "assume:project-admin:bugzilla",
+        "assume:project:bugzilla:*",
+        "auth:create-client:project/bugzilla/*",
+    )
     # A kleene parameter cuts the scope after it.
     assert "assume:hook-id:project-bug*" in expand(["assume:project-admin:bug*"], roles)
     assert "auth:create-client:project/*" in expand(["assume:project-admin:*"], roles)

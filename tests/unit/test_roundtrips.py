@@ -33,6 +33,7 @@ def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
     async def go():
         async def write(key: str, items: list[int]) -> None:
             await call(0.02)
+
         commit: GroupCommit[str, int] = GroupCommit(write, len)
 
         async def first() -> list[roundtrips.Span]:
@@ -49,6 +50,7 @@ def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
         one, two = await asyncio.gather(first(), second())
         assert roundtrips.sequential(one) == 1
         assert roundtrips.sequential(two) == 2  # behind the first's write, then its own
+
     asyncio.run(go())
 
 
@@ -81,7 +83,9 @@ def test_callers_sharing_a_receive_each_count_it():
             with roundtrips.traced() as spans:
                 await shared.receive("q", 1, 30)
             return len(spans)
+
         assert await asyncio.gather(caller(), caller()) == [1, 1]
+
     asyncio.run(go())
 
 
@@ -93,6 +97,7 @@ def test_work_started_for_after_the_answer_is_not_counted():
             background.start(call())
             await background.settled()
         assert len(spans) == 1
+
     asyncio.run(go())
 
 
@@ -101,6 +106,7 @@ def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
     coming once the first partition's write had ended: its two waits are in parallel branches of its work, not one
     after another; they, its own two writes (at once) and one more call are 3 round trips, not the 4 that counting
     each wait from the row's arrival made (two waits of a fraction of a round trip, apart in time, chained)."""
+
     async def go():
         gates = {"a": asyncio.Event(), "b": asyncio.Event()}
 
@@ -111,6 +117,7 @@ def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
             else:
                 await asyncio.sleep(0.02)
             roundtrips.record(started, time.monotonic())
+
         commit: GroupCommit[str, int] = GroupCommit(write, len)
         earlier = [asyncio.ensure_future(commit.add(key, 0)) for key in ("a", "b")]
         await asyncio.sleep(0.001)
@@ -126,12 +133,14 @@ def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
             await call()
         await asyncio.gather(*earlier)
         assert roundtrips.sequential(spans) == 3
+
     asyncio.run(go())
 
 
 def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips():
     """The edge writer of a dependency runs as long as edges come; each transaction is counted for the
     createTasks that waited for it, not for the one whose edge started the writer."""
+
     async def go():
         from shared.operations.edges import DependencyEdges
         from tests.unit.conftest import memory_service
@@ -150,4 +159,5 @@ def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips
         first, second, third = await asyncio.gather(attach(0), attach(0.05), attach(0.06))
         assert len(first) == 1  # its own transaction only
         assert roundtrips.sequential(second) == roundtrips.sequential(third) == 2  # behind it, then theirs (one)
+
     asyncio.run(go())

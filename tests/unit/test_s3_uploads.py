@@ -43,35 +43,53 @@ def service(clock, blobs):
 
 async def pieces(data: bytes, size: int = 100_000) -> AsyncIterator[bytes]:
     for offset in range(0, len(data), size):
-        yield data[offset:offset + size]
+        yield data[offset : offset + size]
 
 
 async def s3(service, clock, name="public/data.bin", **body) -> tuple[str, U.UploadRequest]:
     task_id = await running_task(service)
-    created = await create_artifact(service, task_id, 0, name, {
-        "storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream", **body})
+    created = await create_artifact(
+        service,
+        task_id,
+        0,
+        name,
+        {"storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream", **body},
+    )
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(created["putUrl"]).query))
     return task_id, U.UploadRequest(task_id, 0, name, int(query["expires"]), query["signature"], {})
 
 
 def with_headers(request: U.UploadRequest, **headers: str) -> U.UploadRequest:
-    return U.UploadRequest(request.task_id, request.run_id, request.name, request.expires, request.signature,
-                           {k.replace("_", "-"): v for k, v in headers.items()})
+    return U.UploadRequest(
+        request.task_id,
+        request.run_id,
+        request.name,
+        request.expires,
+        request.signature,
+        {k.replace("_", "-"): v for k, v in headers.items()},
+    )
 
 
 async def test_a_put_is_staged_in_blocks_and_committed_with_its_headers(service, clock, blobs):
     task_id, request = await s3(service, clock)
     data = bytes(range(256)) * (9 * MiB // 256 + 7)  # three blocks and a bit
-    etag = await service.s3_uploads.receive(with_headers(
-        request, content_encoding="gzip", cache_control="max-age=60", content_length=str(len(data))), pieces(data))
+    etag = await service.s3_uploads.receive(
+        with_headers(request, content_encoding="gzip", cache_control="max-age=60", content_length=str(len(data))),
+        pieces(data),
+    )
     assert etag == f'"{hashlib.md5(data).hexdigest()}"'
     blob = blob_path(task_id, 0, "public/data.bin")
     assert blobs.get(CONTAINER, blob) == data and not any(k[:2] == (CONTAINER, blob) for k in blobs.blocks)
-    assert blobs.properties[(CONTAINER, blob)] == BlobProperties("application/octet-stream", "gzip", None, None,
-                                                                 "max-age=60")
+    assert blobs.properties[(CONTAINER, blob)] == BlobProperties(
+        "application/octet-stream", "gzip", None, None, "max-age=60"
+    )
     _, artifact = await service.artifact_reads.follow(task_id, 0, "public/data.bin")
     assert artifact.sealed and artifact.details["uploaded"] == {
-        "encoding": "gzip", "cacheControl": "max-age=60", "bytes": str(len(data)), "etag": etag}
+        "encoding": "gzip",
+        "cacheControl": "max-age=60",
+        "bytes": str(len(data)),
+        "etag": etag,
+    }
     url = await artifact_url(service, artifact)
     assert "rsce=gzip" in url and "rscc=max-age=60" in url and f"snapshot={artifact.details['snapshot']}" in url
     assert blobs.get_snapshot(CONTAINER, blob, artifact.details["snapshot"]) == data
@@ -91,15 +109,23 @@ async def test_an_empty_body_is_an_empty_artifact(service, clock, blobs):
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "public/data.bin")) == b""
 
 
-@pytest.mark.parametrize("problem", ["signature", "expired", "other-artifact", "encoding", "md5", "short",
-                                     "too-large", "resolved", "not-s3"])
+@pytest.mark.parametrize(
+    "problem", ["signature", "expired", "other-artifact", "encoding", "md5", "short", "too-large", "resolved", "not-s3"]
+)
 async def test_refusals_store_nothing(service, clock, blobs, problem):
     task_id, request = await s3(service, clock)
     data = b"data" * 1000
     error: type[Exception] = {
-        "signature": U.UploadUrlInvalid, "expired": U.UploadUrlInvalid, "other-artifact": U.UploadUrlInvalid,
-        "encoding": U.UploadHeaderInvalid, "md5": S.UploadDigestMismatch, "short": S.UploadTruncated,
-        "too-large": S.UploadTooLarge, "resolved": A.RunNotAcceptingArtifacts, "not-s3": U.NotAnS3Artifact}[problem]
+        "signature": U.UploadUrlInvalid,
+        "expired": U.UploadUrlInvalid,
+        "other-artifact": U.UploadUrlInvalid,
+        "encoding": U.UploadHeaderInvalid,
+        "md5": S.UploadDigestMismatch,
+        "short": S.UploadTruncated,
+        "too-large": S.UploadTooLarge,
+        "resolved": A.RunNotAcceptingArtifacts,
+        "not-s3": U.NotAnS3Artifact,
+    }[problem]
     if problem == "signature":
         request = U.UploadRequest(task_id, 0, request.name, request.expires, "A" * 43, {})
     elif problem == "expired":
@@ -117,10 +143,21 @@ async def test_refusals_store_nothing(service, clock, blobs, problem):
     elif problem == "resolved":
         await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     elif problem == "not-s3":
-        await create_artifact(service, task_id, 0, "public/ref", {
-            "storageType": "reference", "expires": expires(clock), "url": "https://example.com/"})
-        request = U.UploadRequest(task_id, 0, "public/ref", request.expires, A.upload_signature(
-            service.settings.upload_key, task_id, 0, "public/ref", request.expires), {})
+        await create_artifact(
+            service,
+            task_id,
+            0,
+            "public/ref",
+            {"storageType": "reference", "expires": expires(clock), "url": "https://example.com/"},
+        )
+        request = U.UploadRequest(
+            task_id,
+            0,
+            "public/ref",
+            request.expires,
+            A.upload_signature(service.settings.upload_key, task_id, 0, "public/ref", request.expires),
+            {},
+        )
     with pytest.raises(error):
         await service.s3_uploads.receive(request, pieces(data))
     assert blobs.get(CONTAINER, blob_path(task_id, 0, "public/data.bin")) is None

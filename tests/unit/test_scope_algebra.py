@@ -67,8 +67,7 @@ def test_a_set_a_caller_brings_is_bounded():
 
 def doubling_roles(levels: int) -> dict[str, list[str]]:
     """The issue's delegated-admin probe: each level's role gives two roles of the next, with its parameter."""
-    roles = {f"project:me:L{i:02d}-*": [f"assume:project:me:L{i + 1:02d}-<..>{c}" for c in "ab"]
-             for i in range(levels)}
+    roles = {f"project:me:L{i:02d}-*": [f"assume:project:me:L{i + 1:02d}-<..>{c}" for c in "ab"] for i in range(levels)}
     roles[f"project:me:L{levels:02d}-*"] = ["queue:get-task:<..>"]
     return roles
 
@@ -83,7 +82,7 @@ def test_an_exploding_expansion_is_refused_at_its_bound_and_yields_in_slices():
     assert slices > 10  # the event loop ran between slices of SLICE_WORK steps, not once at the end
     # Below the bound, the same roles expand in full.
     # The assume scopes of 11 levels, and the 2 ** 10 leaves.
-    assert len(expand(["assume:project:me:L00-z"], doubling_roles(10))) == (2 ** 11 - 1) + 2 ** 10
+    assert len(expand(["assume:project:me:L00-z"], doubling_roles(10))) == (2**11 - 1) + 2**10
 
 
 def test_the_role_check_bounds_every_role_by_its_paths_and_refuses_what_could_explode():

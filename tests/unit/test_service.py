@@ -38,8 +38,15 @@ def clock():
 
 @pytest.fixture
 def service(clock):
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, resolution_grace=0)
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=60,
+        deadline_delay=0,
+        hint_grace=60,
+        claim_work_wait=0,
+        resolution_grace=0,
+    )
     return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
 
 
@@ -56,9 +63,22 @@ def create(service, **overrides):
 
 def _defaults(definition):
     # What the schema fills in before the service sees a body.
-    return {k: v for k, v in {"schedulerId": "-", "projectId": "none", "dependencies": [],
-                              "requires": "all-completed", "routes": [], "priority": "lowest", "retries": 5,
-                              "scopes": [], "tags": {}, "extra": {}}.items() if k not in definition}
+    return {
+        k: v
+        for k, v in {
+            "schedulerId": "-",
+            "projectId": "none",
+            "dependencies": [],
+            "requires": "all-completed",
+            "routes": [],
+            "priority": "lowest",
+            "retries": 5,
+            "scopes": [],
+            "tags": {},
+            "extra": {},
+        }.items()
+        if k not in definition
+    }
 
 
 async def _received(service, queue):
@@ -158,8 +178,10 @@ def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
 
 def test_claim_work_waits_as_long_as_the_setting_says(service):
     import time
-    service.stores.settings = service.settings.model_copy(update={"claim_work_wait": 0.5,
-                                                                  "claim_work_poll_interval": 0.1})
+
+    service.stores.settings = service.settings.model_copy(
+        update={"claim_work_wait": 0.5, "claim_work_poll_interval": 0.1}
+    )
     started = time.monotonic()
     assert run(claim_work(service, "p/none", "g", "w", 1)) == []
     assert time.monotonic() - started >= 0.5
@@ -174,6 +196,7 @@ def test_errors_are_raised_as_taskcluster_errors(service):
 
 def test_keys_are_encoded_for_azure():
     from shared.storage.base import decode_key, encode_key
+
     for value in ["task-client/abc/0/on/g/w", "a\\b#c?d%e", "plain", "ctl\x01"]:
         encoded = encode_key(value)
         assert not set("/\\#?") & set(encoded) and all(c >= " " for c in encoded)
@@ -235,8 +258,7 @@ def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service)
 
 
 def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
-                             pending_empty_ttl=0.3)
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0, pending_empty_ttl=0.3)
     tables, queues = MemoryTables(), MemoryQueues()
     service = build_queue(settings, tables, queues, clock=clock)
     other = build_queue(settings, tables, queues, clock=clock)  # another process on the same storage
@@ -290,8 +312,15 @@ class LosingReceives(MemoryQueues):
 
 
 def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, pending_hint_visibility=2)
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=60,
+        deadline_delay=0,
+        hint_grace=60,
+        claim_work_wait=0,
+        pending_hint_visibility=2,
+    )
     queues = LosingReceives()
     service = build_queue(settings, MemoryTables(), queues, clock=clock)
     older, definition = create(service, priority="lowest")

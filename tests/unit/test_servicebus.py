@@ -62,8 +62,11 @@ def evaluate(sql: str, properties: dict[str, Any]) -> bool:
         return tokens[pos - 1]
 
     def literal(token: str) -> Any:
-        return token[1:-1].replace("''", "'") if token.startswith("'") else (
-            int(token) if token.isdigit() else properties.get(token))
+        return (
+            token[1:-1].replace("''", "'")
+            if token.startswith("'")
+            else (int(token) if token.isdigit() else properties.get(token))
+        )
 
     def primary() -> bool:
         token = take()
@@ -108,9 +111,14 @@ def evaluate(sql: str, properties: dict[str, Any]) -> bool:
 # --- the mapping -------------------------------------------------------------------------------------------------
 
 TASK_KEY = "primary.T1.0.wg.w1.prov.wt.sched.G1._"
-EVENT = Event("task-completed", TASK_KEY, {"version": 1, "status": {"taskId": "T1"}},
-              ["route.index.a.b", "route.notify.email.x@y.com.on-completed"], "2026-11-22T00:00:00.000Z",
-              "Tasks/T1/4")
+EVENT = Event(
+    "task-completed",
+    TASK_KEY,
+    {"version": 1, "status": {"taskId": "T1"}},
+    ["route.index.a.b", "route.notify.email.x@y.com.on-completed"],
+    "2026-11-22T00:00:00.000Z",
+    "Tasks/T1/4",
+)
 
 
 def test_message_carries_subject_words_routes_and_id():
@@ -129,9 +137,15 @@ def test_message_carries_subject_words_routes_and_id():
 def test_group_message_properties():
     event = Event("task-group-resolved", "primary.G1.sched._", {"version": 1}, [], "", "TaskGroups/G1/2")
     props = application_properties(event, "ns")
-    assert props == {"exchange": "exchange/ns/v1/task-group-resolved", "routingKey": "primary.G1.sched._",
-                     "routingKeyKind": "primary", "taskGroupId": "G1", "schedulerId": "sched", "reserved": "_",
-                     "routes": ""}
+    assert props == {
+        "exchange": "exchange/ns/v1/task-group-resolved",
+        "routingKey": "primary.G1.sched._",
+        "routingKeyKind": "primary",
+        "taskGroupId": "G1",
+        "schedulerId": "sched",
+        "reserved": "_",
+        "routes": "",
+    }
 
 
 class FakeSender:
@@ -143,6 +157,7 @@ class FakeSender:
     async def send_messages(self, message: Any) -> None:
         if self.fail:
             from azure.servicebus.exceptions import ServiceBusConnectionError
+
             raise ServiceBusConnectionError(message="namespace unreachable")
         self.sent.append(message)
 
@@ -262,6 +277,7 @@ def test_a_stale_failure_leaves_the_new_sender_be():
 
 # --- the rules ---------------------------------------------------------------------------------------------------
 
+
 def props_of(routing_key: str, cc: list[str]) -> dict[str, Any]:
     return application_properties(Event("task-pending", routing_key, {}, cc), "ns")
 
@@ -270,14 +286,41 @@ def amqp_delivers(pattern: str, routing_key: str, cc: list[str]) -> bool:
     return binding_matches(pattern, routing_key) or any(binding_matches(pattern, r) for r in cc)
 
 
-KEYS = ["primary.T1.0.wg.w1.prov.wt.sched.G1._", "primary.T2._._._.prov.other.sched.G1._",
-        "primary.T3.1._._.p2.wt.s2.G2._"]
+KEYS = [
+    "primary.T1.0.wg.w1.prov.wt.sched.G1._",
+    "primary.T2._._._.prov.other.sched.G1._",
+    "primary.T3.1._._.p2.wt.s2.G2._",
+]
 CCS = [[], ["route.index.a.b"], ["route.notify.email.on-failed", "route.index.a"], ["route.a"]]
-PRIMARY_PATTERNS = ["#", "primary.#", "primary.*.*.*.*.prov.wt.#", "primary.T1.#", "*.T2.*.*.*.*.*.*.*.*",
-                    "primary.*.*.*.*.*.*.*.*", "#.G1.#", "#.G1._", "primary.#.sched.#", "#.wt.#", "*.#",
-                    "primary.T3.1.*.*.p2.wt.s2.G2._", "primary.T3.1.*.*.p2.wt.s2.G2", "*.*.*"]
-ROUTE_PATTERNS = ["route.#", "route.index.#", "route.index.a", "route.index.a.#", "route.notify.#",
-                  "route.a", "route.index.a.b.#", "#.a", "#.on-failed", "*.index.a", "route.nothing.#"]
+PRIMARY_PATTERNS = [
+    "#",
+    "primary.#",
+    "primary.*.*.*.*.prov.wt.#",
+    "primary.T1.#",
+    "*.T2.*.*.*.*.*.*.*.*",
+    "primary.*.*.*.*.*.*.*.*",
+    "#.G1.#",
+    "#.G1._",
+    "primary.#.sched.#",
+    "#.wt.#",
+    "*.#",
+    "primary.T3.1.*.*.p2.wt.s2.G2._",
+    "primary.T3.1.*.*.p2.wt.s2.G2",
+    "*.*.*",
+]
+ROUTE_PATTERNS = [
+    "route.#",
+    "route.index.#",
+    "route.index.a",
+    "route.index.a.#",
+    "route.notify.#",
+    "route.a",
+    "route.index.a.b.#",
+    "#.a",
+    "#.on-failed",
+    "*.index.a",
+    "route.nothing.#",
+]
 
 
 @pytest.mark.parametrize("pattern", PRIMARY_PATTERNS + ROUTE_PATTERNS)
@@ -314,12 +357,20 @@ def test_group_exchange_rules_and_special_characters() -> None:
 
 
 def test_subscription_rules_group_bindings_by_topic() -> None:
-    rules = subscription_rules([("task-completed", "primary.*.*.*.*.prov.wt.#"), ("task-failed", "route.x.#"),
-                                ("task-completed", "route.notify.#")], "taskcluster-queue")
+    rules = subscription_rules(
+        [
+            ("task-completed", "primary.*.*.*.*.prov.wt.#"),
+            ("task-failed", "route.x.#"),
+            ("task-completed", "route.notify.#"),
+        ],
+        "taskcluster-queue",
+    )
     assert set(rules) == {"taskcluster-queue.v1.task-completed", "taskcluster-queue.v1.task-failed"}
     assert len(rules["taskcluster-queue.v1.task-completed"]) == 2
-    assert all(len(name) <= 50 and re.fullmatch(r"[A-Za-z0-9._-]+", name)
-               for name, _ in rules["taskcluster-queue.v1.task-completed"])
+    assert all(
+        len(name) <= 50 and re.fullmatch(r"[A-Za-z0-9._-]+", name)
+        for name, _ in rules["taskcluster-queue.v1.task-completed"]
+    )
     assert rule_name("a") != rule_name("b")
 
 

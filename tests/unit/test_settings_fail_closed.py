@@ -27,22 +27,44 @@ def test_a_literal_key_vault_reference_is_not_taken_as_the_secret(monkeypatch):
     assert "QUEUE_ROOT_ACCESS_TOKEN" in refused.value.message and refused.value.status == 500
 
 
-@pytest.mark.parametrize("name", ["QUEUE_TOKEN_SECRET", "QUEUE_STORAGE_ACCOUNT_KEY", "QUEUE_STORAGE__clientId",
-                                  "APPLICATIONINSIGHTS_CONNECTION_STRING", "AzureWebJobsStorage__accountName"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "QUEUE_TOKEN_SECRET",
+        "QUEUE_STORAGE_ACCOUNT_KEY",
+        "QUEUE_STORAGE__clientId",
+        "APPLICATIONINSIGHTS_CONNECTION_STRING",
+        "AzureWebJobsStorage__accountName",
+    ],
+)
 def test_any_setting_the_app_reads_is_checked(name):
-    assert unresolved_settings({name: "  @microsoft.keyvault(SecretUri=https://v.vault.azure.net/secrets/s)"}) == [
-        name]
+    assert unresolved_settings({name: "  @microsoft.keyvault(SecretUri=https://v.vault.azure.net/secrets/s)"}) == [name]
     assert unresolved_settings({"SOMETHING_ELSE": REFERENCE, name: "resolved-value"}) == []
 
 
-@pytest.mark.parametrize("placeholder", [
-    "${ROOT_ACCESS_TOKEN}", "<root-access-token>", "changeme", "x" * 22, "__ROOT_ACCESS_TOKEN__",
-    "{{ root_access_token }}", "@Microsoft.AppConfiguration(Key=x)", "changeme-changeme-changeme",
-    "ChangeMe ChangeMe ChangeMe", "'changeme_changeme_changeme'", f'"{REFERENCE}"', f"'{REFERENCE}'",
-    "secret-secret-secret-secret", "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"])
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        "${ROOT_ACCESS_TOKEN}",
+        "<root-access-token>",
+        "changeme",
+        "x" * 22,
+        "__ROOT_ACCESS_TOKEN__",
+        "{{ root_access_token }}",
+        "@Microsoft.AppConfiguration(Key=x)",
+        "changeme-changeme-changeme",
+        "ChangeMe ChangeMe ChangeMe",
+        "'changeme_changeme_changeme'",
+        f'"{REFERENCE}"',
+        f"'{REFERENCE}'",
+        "secret-secret-secret-secret",
+        "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
+    ],
+)
 def test_placeholder_secrets_are_refused(placeholder):
-    settings = load_settings(**{**GOOD, "root_access_token": placeholder.ljust(22) if len(placeholder) < 22
-                                else placeholder})
+    settings = load_settings(
+        **{**GOOD, "root_access_token": placeholder.ljust(22) if len(placeholder) < 22 else placeholder}
+    )
     assert any(p.startswith("QUEUE_ROOT_ACCESS_TOKEN holds") for p in serving_problems(settings, {}))
 
 
@@ -50,8 +72,15 @@ def test_resolved_settings_serve():
     assert serving_problems(load_settings(**GOOD), {"QUEUE_ROOT_ACCESS_TOKEN": "r" * 30}) == []
 
 
-@pytest.mark.parametrize("secret", ["changeme-but-with-a-real-random-tail-8c1f0e", "9xQ2-changeme-R7pLk3vT8",
-                                    "secretary-of-state-abcdefgh", "t0d0-list-keeper-123456"])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "changeme-but-with-a-real-random-tail-8c1f0e",
+        "9xQ2-changeme-R7pLk3vT8",
+        "secretary-of-state-abcdefgh",
+        "t0d0-list-keeper-123456",
+    ],
+)
 def test_secrets_that_only_hold_a_placeholder_word_serve(secret):
     assert serving_problems(load_settings(**{**GOOD, "root_access_token": secret}), {}) == []
 
@@ -60,8 +89,9 @@ def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatc
     from shared import settings as settings_module
 
     monkeypatch.setenv("QUEUE_TOKEN_SECRET", REFERENCE)
-    monkeypatch.setattr(settings_module, "get_settings", lambda: load_settings(
-        **{k: v for k, v in GOOD.items() if k != "token_secret"}))
+    monkeypatch.setattr(
+        settings_module, "get_settings", lambda: load_settings(**{k: v for k, v in GOOD.items() if k != "token_secret"})
+    )
     monkeypatch.setattr(monitoring, "get_settings", settings_module.get_settings)
     with pytest.raises(errors.SettingsError, match="QUEUE_TOKEN_SECRET holds an unresolved Key Vault reference"):
         asyncio.run(monitoring.heartbeat(None))  # type: ignore[arg-type]

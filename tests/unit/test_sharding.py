@@ -70,8 +70,9 @@ async def test_a_scan_pages_through_every_account_once() -> None:
     token: str | None = None
     pages = 0
     while True:
-        page = await tables.query(TASK_EXPIRY_TABLE, "PartitionKey le @hour", {"hour": "2026-11-25T99"}, limit=97,
-                                  continuation=token)
+        page = await tables.query(
+            TASK_EXPIRY_TABLE, "PartitionKey le @hour", {"hour": "2026-11-25T99"}, limit=97, continuation=token
+        )
         assert len(page.entities) <= 97
         if pages == 0:  # every account has its share of each page: a timer's pass moves on in all of them
             assert len({partition_account(e.partition_key, 4) for e in page.entities}) == 4
@@ -86,15 +87,20 @@ async def test_a_scan_pages_through_every_account_once() -> None:
     small: list[tuple[str, str]] = []
     token = None
     while True:
-        page = await tables.query(TASK_EXPIRY_TABLE, "PartitionKey le @hour", {"hour": "2026-11-25T0"}, limit=3,
-                                  continuation=token)
+        page = await tables.query(
+            TASK_EXPIRY_TABLE, "PartitionKey le @hour", {"hour": "2026-11-25T0"}, limit=3, continuation=token
+        )
         assert len(page.entities) <= 3
         small.extend((e.partition_key, e.row_key) for e in page.entities)
         if (token := page.continuation) is None:
             break
     assert sorted(small) == sorted(k for k in keys if k[0] <= "2026-11-25T0")
-    for bad in ("bm90IGEgdG9rZW4", scan_token([False, False, False, False]), scan_token([None, None]),
-                scan_token([None, 3, None, None])):
+    for bad in (
+        "bm90IGEgdG9rZW4",
+        scan_token([False, False, False, False]),
+        scan_token([None, None]),
+        scan_token([None, 3, None, None]),
+    ):
         with pytest.raises(InvalidContinuation):
             await tables.query(TASK_EXPIRY_TABLE, "PartitionKey le @hour", {"hour": "z"}, continuation=bad)
 
@@ -106,7 +112,9 @@ async def test_queues_go_to_their_account_shards_spread_and_poison_queues_go_wit
     assert names == ["claim-expiry", "claim-expiry-s1", "claim-expiry-s2", "claim-expiry-s3"]
     assert sorted(queue_account(name, 4) for name in names) == [0, 1, 2, 3]  # K shards on K accounts
     assert split_shard("pending-abc-3-s2") == ("pending-abc-3", 2) and split_shard("pending-abc-3") == (
-        "pending-abc-3", 0)
+        "pending-abc-3",
+        0,
+    )
     assert queue_account("claim-expiry-s2-poison", 4) == queue_account("claim-expiry-s2", 4)
     for name in names:
         await queues.put(name, name.encode())
@@ -143,15 +151,25 @@ class Clock:
         return self.now
 
 
-def sharded_service(accounts: int = 3, shards: int = 3, clock: Clock | None = None) -> tuple[Queue, list[MemoryTables],
-                                                                                            list[MemoryQueues]]:
+def sharded_service(
+    accounts: int = 3, shards: int = 3, clock: Clock | None = None
+) -> tuple[Queue, list[MemoryTables], list[MemoryQueues]]:
     tables = [MemoryTables() for _ in range(accounts)]
     queues = [MemoryQueues() for _ in range(accounts)]
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_timeout=60, deadline_delay=0,
-                             hint_grace=60, claim_work_wait=0, resolution_grace=0, check_shards=shards,
-                             pending_shards=shards)
-    service = build_queue(settings, ShardedTables(tables, GLOBAL_TABLES), ShardedQueues(queues),
-                          **({"clock": clock} if clock else {}))
+    settings = load_settings(
+        storage="memory",
+        root_access_token="x" * 30,
+        claim_timeout=60,
+        deadline_delay=0,
+        hint_grace=60,
+        claim_work_wait=0,
+        resolution_grace=0,
+        check_shards=shards,
+        pending_shards=shards,
+    )
+    service = build_queue(
+        settings, ShardedTables(tables, GLOBAL_TABLES), ShardedQueues(queues), **({"clock": clock} if clock else {})
+    )
     return service, tables, queues
 
 
@@ -179,9 +197,23 @@ async def test_a_graph_runs_through_a_sharded_service() -> None:
         layer = [slugid() for _ in range(width)]
         for i, task_id in enumerate(layer):
             deps = [layers[-1][i % len(layers[-1])]] if layers else []
-            await service.creation.create_task(task_id, task_definition(
-                taskQueueId=tq, taskGroupId=group, dependencies=deps, schedulerId="-", projectId="none",
-                requires="all-completed", routes=[], priority="lowest", retries=5, scopes=[], tags={}, extra={}))
+            await service.creation.create_task(
+                task_id,
+                task_definition(
+                    taskQueueId=tq,
+                    taskGroupId=group,
+                    dependencies=deps,
+                    schedulerId="-",
+                    projectId="none",
+                    requires="all-completed",
+                    routes=[],
+                    priority="lowest",
+                    retries=5,
+                    scopes=[],
+                    tags={},
+                    extra={},
+                ),
+            )
         layers.append(layer)
     everything = [t for layer in layers for t in layer]
     completed: set[str] = set()
@@ -198,19 +230,20 @@ async def test_a_graph_runs_through_a_sharded_service() -> None:
         assert (await service.queries.task(task_id)).status()["state"] == "completed"
     # Where things went: task rows on every account, the run index and deadlines salted three ways, the
     # check queues of every shard used.
-    holders = [len([t for t in everything if await a.get(TASKS_TABLE, t, task_row(t)) is not None])
-               for a in tables]
+    holders = [len([t for t in everything if await a.get(TASKS_TABLE, t, task_row(t)) is not None]) for a in tables]
     assert sum(holders) == len(everything) and all(holders), holders
     group_holders = [a for a in tables if (await a.get(TASKS_TABLE, group, group_row(group))) is not None]
     assert len(group_holders) == 1
-    deadline_rows = [e for a in tables for e in (await a.query(DEADLINES_TABLE, "PartitionKey ge @lo",
-                                                                {"lo": ""})).entities]
+    deadline_rows = [
+        e for a in tables for e in (await a.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities
+    ]
     assert len({e.partition_key for e in deadline_rows}) == 3  # one deadline second, salted three ways
     clock.now += dt.timedelta(hours=2)  # the deadline buckets come due: their tasks enter the expiry index
     for bucket, count in collections.Counter(e.partition_key for e in deadline_rows).items():
         assert await service.checks.check_deadlines({"bucket": bucket}) == f"checked {count}"
-    expiry_rows = [e for a in tables for e in (await a.query(TASK_EXPIRY_TABLE, "PartitionKey ge @lo",
-                                                              {"lo": ""})).entities]
+    expiry_rows = [
+        e for a in tables for e in (await a.query(TASK_EXPIRY_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities
+    ]
     assert len({e.partition_key for e in expiry_rows}) >= 2
     assert {e.row_key for e in expiry_rows} == set(everything)
     used = {name for q in queues for name in q._queues}
@@ -226,11 +259,27 @@ async def test_a_sharded_task_queue_lists_and_counts_its_salted_runs() -> None:
     for _ in range(45):
         task_id = slugid()
         created.append(task_id)
-        await service.creation.create_task(task_id, task_definition(
-            taskQueueId=tq, schedulerId="-", projectId="none", dependencies=[], requires="all-completed", routes=[],
-            priority="lowest", retries=5, scopes=[], tags={}, extra={}))
-    partitions = {e.partition_key for a in tables for e in (await a.query(
-        TASK_QUEUE_RUNS_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities}
+        await service.creation.create_task(
+            task_id,
+            task_definition(
+                taskQueueId=tq,
+                schedulerId="-",
+                projectId="none",
+                dependencies=[],
+                requires="all-completed",
+                routes=[],
+                priority="lowest",
+                retries=5,
+                scopes=[],
+                tags={},
+                extra={},
+            ),
+        )
+    partitions = {
+        e.partition_key
+        for a in tables
+        for e in (await a.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities
+    }
     assert len(partitions) == 3
     assert await service.stores.workers.count_runs(tq, "pending") == 45
     listed: list[str] = []
@@ -259,10 +308,24 @@ async def test_tasks_left_in_their_deadline_rows_expire_from_every_account() -> 
     expires = clock.now + dt.timedelta(hours=2)
     tasks = [slugid() for _ in range(30)]
     for task_id in tasks:
-        await service.creation.create_task(task_id, task_definition(
-            schedulerId="-", projectId="none", requires="all-completed", routes=[], priority="lowest", retries=5,
-            scopes=[], tags={}, extra={}, dependencies=[], created=timeutil.iso(clock.now),
-            deadline=timeutil.iso(clock.now + dt.timedelta(hours=1)), expires=timeutil.iso(expires)))
+        await service.creation.create_task(
+            task_id,
+            task_definition(
+                schedulerId="-",
+                projectId="none",
+                requires="all-completed",
+                routes=[],
+                priority="lowest",
+                retries=5,
+                scopes=[],
+                tags={},
+                extra={},
+                dependencies=[],
+                created=timeutil.iso(clock.now),
+                deadline=timeutil.iso(clock.now + dt.timedelta(hours=1)),
+                expires=timeutil.iso(expires),
+            ),
+        )
     holders = [len((await a.query(DEADLINES_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities) for a in tables]
     assert sum(holders) == len(tasks), holders
     for q in queues:

@@ -30,8 +30,9 @@ class CountingTables(MemoryTables):
         self.commits: list[tuple[str, str, list[str]]] = []
 
     async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
-        self.commits.append((table, ops[0].entity.partition_key,
-                             [f"{op.kind} {op.entity.row_key.split(':')[0]}" for op in ops]))
+        self.commits.append(
+            (table, ops[0].entity.partition_key, [f"{op.kind} {op.entity.row_key.split(':')[0]}" for op in ops])
+        )
         return await super().commit(table, ops)
 
 
@@ -74,7 +75,8 @@ async def group_events(service: Queue, group: str) -> list[str]:
 
 
 async def test_its_group_is_created_and_resolved_in_the_tasks_own_transactions(
-        service: Queue, tables: CountingTables, queues: CountingQueues) -> None:
+    service: Queue, tables: CountingTables, queues: CountingQueues
+) -> None:
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
     # One transaction: the task, its events and cursor, and the group's row, cursor, member and active rows.
@@ -100,8 +102,9 @@ async def test_its_group_is_created_and_resolved_in_the_tasks_own_transactions(
     assert await resolution_messages(service, 0) == []
 
 
-async def test_a_second_member_joining_meanwhile_keeps_the_group_open(tables: CountingTables,
-                                                                      queues: CountingQueues) -> None:
+async def test_a_second_member_joining_meanwhile_keeps_the_group_open(
+    tables: CountingTables, queues: CountingQueues
+) -> None:
     service = memory_service(tables=tables, queues=queues)
     other = memory_service(tables=tables, queues=queues)  # another process: the first one's group row is stale
     first, second = slugid(), slugid()
@@ -117,8 +120,7 @@ async def test_a_second_member_joining_meanwhile_keeps_the_group_open(tables: Co
     assert (await service.groups.get(first)).sole == ""
 
 
-async def test_a_task_named_after_a_group_that_exists_joins_it(tables: CountingTables,
-                                                              queues: CountingQueues) -> None:
+async def test_a_task_named_after_a_group_that_exists_joins_it(tables: CountingTables, queues: CountingQueues) -> None:
     service = memory_service(tables=tables, queues=queues)
     other = memory_service(tables=tables, queues=queues)  # knows nothing of the group
     named, member = slugid(), slugid()
@@ -128,8 +130,9 @@ async def test_a_task_named_after_a_group_that_exists_joins_it(tables: CountingT
     assert (await service.groups.get(named)).sole == ""
 
 
-async def test_a_task_refused_by_the_group_that_exists_writes_nothing(tables: CountingTables,
-                                                                     queues: CountingQueues) -> None:
+async def test_a_task_refused_by_the_group_that_exists_writes_nothing(
+    tables: CountingTables, queues: CountingQueues
+) -> None:
     service = memory_service(tables=tables, queues=queues)
     other = memory_service(tables=tables, queues=queues)
     named, member = slugid(), slugid()
@@ -175,7 +178,8 @@ async def test_a_try_with_the_group_that_fails_is_not_repeated(service: Queue, t
 
 
 async def test_a_process_that_does_not_know_the_group_leaves_it_to_the_resolution_message(
-        tables: CountingTables, queues: CountingQueues) -> None:
+    tables: CountingTables, queues: CountingQueues
+) -> None:
     """Reading the group row first would put one more round trip before the resolution's write: a process that
     has not read or written the group resolves the task alone, and the message's handler resolves the group."""
     service = memory_service(tables=tables, queues=queues)

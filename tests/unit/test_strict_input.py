@@ -19,8 +19,20 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import task_definition
 
 
-@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "1e400", "[-1e999]",
-                                  '"\\ud800"', '{"\\udbff": 1}', '["x", "\\udfff"]', '"a\\ud83d"'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NaN",
+        "[Infinity]",
+        '{"a": -Infinity}',
+        "1e400",
+        "[-1e999]",
+        '"\\ud800"',
+        '{"\\udbff": 1}',
+        '["x", "\\udfff"]',
+        '"a\\ud83d"',
+    ],
+)
 def test_what_cannot_be_written_back_as_json_is_refused(text):
     with pytest.raises(strict_json.JsonRefused) as refused:
         strict_json.loads(text.encode())
@@ -34,9 +46,10 @@ def test_what_is_not_json_or_not_utf8_is_not_json(raw):
 
 
 def test_valid_json_with_escapes_and_pairs_is_accepted():
-    value = strict_json.loads('{"emoji": "\\ud83d\\ude00", "text": "caf\\u00e9 \u00e9", "big": 1e308, "n": -0.5}'
-                              .encode())
-    assert value == {"emoji": "\U0001F600", "text": "caf\u00e9 \u00e9", "big": 1e308, "n": -0.5}
+    value = strict_json.loads(
+        '{"emoji": "\\ud83d\\ude00", "text": "caf\\u00e9 \u00e9", "big": 1e308, "n": -0.5}'.encode()
+    )
+    assert value == {"emoji": "\U0001f600", "text": "caf\u00e9 \u00e9", "big": 1e308, "n": -0.5}
     assert strict_json.loads(b'"\\\\ud800"') == "\\ud800"  # an escaped backslash, not a surrogate
 
 
@@ -57,19 +70,29 @@ def test_rendering_never_fails():
     rendered.decode("utf-8")  # valid UTF-8: the surrogate is escaped
 
 
-@pytest.mark.parametrize(("pattern", "text", "matches"), [
-    ("^[\\x20-\\x7e]*$", "queue:x", True), ("^[\\x20-\\x7e]*$", "queue:x\n", False),
-    ("^[a-z]+$", "abc\n", False), ("^a$|^b$", "b", True), ("^a$|^b$", "a\n", False),
-    ("^[$]+$", "$$", True), ("^\\$x$", "$x", True), ("^\\d+$", "\u0663", False), ("^\\w+$", "\u00e9", False),
-    ("^(https?:\\/\\/|ssh:\\/\\/|git@)", "https://x", True),
-])
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("^[\\x20-\\x7e]*$", "queue:x", True),
+        ("^[\\x20-\\x7e]*$", "queue:x\n", False),
+        ("^[a-z]+$", "abc\n", False),
+        ("^a$|^b$", "b", True),
+        ("^a$|^b$", "a\n", False),
+        ("^[$]+$", "$$", True),
+        ("^\\$x$", "$x", True),
+        ("^\\d+$", "\u0663", False),
+        ("^\\w+$", "\u00e9", False),
+        ("^(https?:\\/\\/|ssh:\\/\\/|git@)", "https://x", True),
+    ],
+)
 def test_patterns_have_javascripts_meaning(pattern, text, matches):
     assert bool(validation.ecma_pattern(pattern).search(text)) is matches
 
 
 def test_schemas_refuse_a_final_newline():
-    problems = validation.errors_of("create-task-request", dict(task_definition(), scopes=["a:b\n"]),
-                                    fill_defaults=True)
+    problems = validation.errors_of(
+        "create-task-request", dict(task_definition(), scopes=["a:b\n"]), fill_defaults=True
+    )
     assert any("scopes" in p for p in problems)
     assert validation.errors_of("create-task-request", task_definition(), fill_defaults=True) == []
 
@@ -77,10 +100,16 @@ def test_schemas_refuse_a_final_newline():
 def test_continuation_tokens_round_trip_and_anything_else_is_a_400():
     for keys in [("pk", "rk"), ("pk", None), ("a/b c", "d~e")]:
         assert decode_continuation(encode_continuation(*keys)) == keys
-    bad = ["", "!!!", "e30", base64.urlsafe_b64encode(b'{"RowKey": "x"}').decode(),
-           base64.urlsafe_b64encode(b'{"PartitionKey": ["x"]}').decode(),
-           base64.urlsafe_b64encode(b'{"PartitionKey": "x", "RowKey": "\\u0001"}').decode(),
-           base64.urlsafe_b64encode(json.dumps({"PartitionKey": "x" * 2000}).encode()).decode(), "\u00e9"]
+    bad = [
+        "",
+        "!!!",
+        "e30",
+        base64.urlsafe_b64encode(b'{"RowKey": "x"}').decode(),
+        base64.urlsafe_b64encode(b'{"PartitionKey": ["x"]}').decode(),
+        base64.urlsafe_b64encode(b'{"PartitionKey": "x", "RowKey": "\\u0001"}').decode(),
+        base64.urlsafe_b64encode(json.dumps({"PartitionKey": "x" * 2000}).encode()).decode(),
+        "\u00e9",
+    ]
     for token in bad:
         with pytest.raises(InvalidContinuation) as refused:
             decode_continuation(token)
@@ -102,8 +131,11 @@ async def test_memory_store_pages_with_the_shared_tokens():
 async def test_a_createtask_naming_thousands_of_missing_dependencies_costs_a_batch_of_reads():
     counts: collections.Counter[str] = collections.Counter()
     settings = load_settings(storage="memory", root_access_token="x" * 30)
-    service = build_queue(settings, Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
-                           Counting(MemoryQueues(), "queue", counts))  # type: ignore[arg-type]
+    service = build_queue(
+        settings,
+        Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
+        Counting(MemoryQueues(), "queue", counts),
+    )  # type: ignore[arg-type]
     await service.stores.ready()
     counts.clear()
     missing = [timeutil.slugid() for _ in range(10_000)]

@@ -13,8 +13,12 @@ def test_a_packaged_build_file_names_the_commit_and_build(tmp_path, monkeypatch)
     monkeypatch.setattr(version, "BUILD_FILE", build)
     version.version_object.cache_clear()
     try:
-        assert version.version_object() == {"source": "https://example.com/q.git", "version": __version__,
-                                            "commit": "abc123", "build": "packaged x"}
+        assert version.version_object() == {
+            "source": "https://example.com/q.git",
+            "version": __version__,
+            "commit": "abc123",
+            "build": "packaged x",
+        }
     finally:
         version.version_object.cache_clear()
 
@@ -29,5 +33,9 @@ def test_writing_the_build_file_records_this_checkouts_commit(tmp_path, monkeypa
 
 def test_without_git_or_a_build_file_it_says_unknown(tmp_path, monkeypatch):
     monkeypatch.setattr(version, "PROJECT", tmp_path)  # no checkout here
-    assert version.from_checkout() == {"source": "tc-azure-queue", "version": __version__, "commit": "unknown",
-                                       "build": "unknown"}
+    assert version.from_checkout() == {
+        "source": "tc-azure-queue",
+        "version": __version__,
+        "commit": "unknown",
+        "build": "unknown",
+    }

@@ -108,6 +108,7 @@ async def test_a_self_dependency_waits_for_schedule_task(service: Queue) -> None
     d = slugid()
     body = task_definition(taskQueueId=tq, dependencies=[a, d])
     from tests.unit.test_service import _defaults
+
     await service.creation.create_task(d, dict(body, **_defaults(body)))
     await complete(service, tq, a)
     task = await service.tasks.load(d)
@@ -115,8 +116,7 @@ async def test_a_self_dependency_waits_for_schedule_task(service: Queue) -> None
     assert (await service.lifecycle.schedule_task(d)).state == "pending"
 
 
-async def test_tasks_with_requirement_rows_are_still_released(service: Queue,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_tasks_with_requirement_rows_are_still_released(service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows written before the list was kept on the row (IN_ROW 0 writes them as then): released by the same
     resolutions, beside tasks that keep their list."""
     a, definition = await create(service)
@@ -127,7 +127,8 @@ async def test_tasks_with_requirement_rows_are_still_released(service: Queue,
     monkeypatch.undo()
     new, _ = await create(service, taskQueueId=tq, dependencies=[a, b])
     assert (await service.tasks.load(old)).waiting is None and sorted(await requirement_rows(service, old)) == sorted(
-        [a, b])
+        [a, b]
+    )
     assert (await service.tasks.load(new)).waiting == [a, b]
     await complete(service, tq, a)
     assert {(await service.tasks.load(t)).state for t in (old, new)} == {"unscheduled"}
@@ -142,6 +143,7 @@ async def test_a_refused_task_leaves_its_group_and_the_group_still_resolves(serv
     refused = slugid()
     body = task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[a, slugid()])
     from tests.unit.test_service import _defaults
+
     with pytest.raises(errors.InputError):
         await service.creation.create_task(refused, dict(body, **_defaults(body)))
     assert await service.stores.groups.all_members(group) == [a]
@@ -153,8 +155,7 @@ async def test_a_refused_task_leaves_its_group_and_the_group_still_resolves(serv
     assert recorded[-1][1].exchange.endswith("task-group-resolved")
 
 
-async def test_a_release_for_a_dependent_never_written_gives_up_after_the_grace(service: Queue,
-                                                                               clock: Clock) -> None:
+async def test_a_release_for_a_dependent_never_written_gives_up_after_the_grace(service: Queue, clock: Clock) -> None:
     a, definition = await create(service)
     tq = definition["taskQueueId"]
     await complete(service, tq, a)
@@ -162,7 +163,16 @@ async def test_a_release_for_a_dependent_never_written_gives_up_after_the_grace(
     check = ResolvedCheck(a, 0, a, None, service.stores.now(), dependent=never)
     assert ResolvedCheck.decode(__import__("json").loads(check.encode())) == check
     assert await service.resolution.follow_up(check) == "not-yet"
-    assert len(await service.stores.queues.receive(RESOLVED_QUEUE, 32, 30, )) <= 1  # put back, hidden a while
+    assert (
+        len(
+            await service.stores.queues.receive(
+                RESOLVED_QUEUE,
+                32,
+                30,
+            )
+        )
+        <= 1
+    )  # put back, hidden a while
     clock.advance(6)
     assert await service.resolution.follow_up(check) == "stale"
 
@@ -209,6 +219,7 @@ async def test_a_remembered_dependency_is_proven_by_its_edge_not_read() -> None:
     assert (await service.tasks.load(d)).waiting == [root]
     tables.transactions.clear()
     import asyncio
+
     together = await asyncio.gather(*(create(service, taskQueueId=tq, dependencies=[root]) for _ in range(20)))
     assert 1 <= tables.transactions.count(root) <= 2  # the first alone, those that came meanwhile together
     # Changed by another process (claimed there): the remembered row is stale, the transaction fails, it is read.
@@ -219,13 +230,15 @@ async def test_a_remembered_dependency_is_proven_by_its_edge_not_read() -> None:
     e, _ = await create(service, taskQueueId=tq, dependencies=[other])
     assert other in tables.reads
     assert (await service.tasks.load(other)).dependents_here is True and (await service.tasks.load(e)).waiting == [
-        other]
+        other
+    ]
     listed, _ = await service.stores.deps.dependents(root, limit=100, continuation=None, here=True, legacy=False)
     assert sorted(t.task_id for t in listed) == sorted([d, *(t for t, _ in together)])
 
 
 async def test_a_long_list_is_kept_on_the_row_its_edges_written_a_page_at_a_time(
-        service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    service: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A summary of 300 test chunks (a large push's fan-in) keeps its list on its row: no requirement rows; its
     300 edge transactions go ATTACH_AT_ONCE at a time, not all at once; the last resolution schedules it."""
     first, definition = await create(service)
@@ -257,4 +270,3 @@ async def test_a_long_list_is_kept_on_the_row_its_edges_written_a_page_at_a_time
     assert task.waiting == deps[-1:] and task.state == "unscheduled"
     await complete(service, tq, deps[-1])
     assert (await service.tasks.load(summary)).state == "pending"
-

@@ -27,8 +27,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_a_stop_signal_while_the_main_thread_holds_the_output_lock_stops_the_worker() -> None:
-    finished = subprocess.run([sys.executable, "-c", SCRIPT], cwd=PROJECT, capture_output=True, text=True,
-                              timeout=20)
+    finished = subprocess.run([sys.executable, "-c", SCRIPT], cwd=PROJECT, capture_output=True, text=True, timeout=20)
     assert finished.returncode == 0, finished.stderr
     assert "stopping set: True" in finished.stdout
     assert "stopping: running tasks are stopped" in finished.stdout

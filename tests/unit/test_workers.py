@@ -59,8 +59,7 @@ def monotonic(monkeypatch):
 
 @pytest.fixture
 def service():
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0,
-                             worker_info_interval=60)
+    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0, worker_info_interval=60)
     return build_queue(settings, CountingTables(), MemoryQueues(), clock=Clock())
 
 

@@ -62,8 +62,13 @@ async def fallback(service: Queue, publisher: RecordingPublisher) -> list[str]:
 
 def another_process(service: Queue) -> EventLog:
     """An event log on the same storage that remembers nothing (another process's)."""
-    return EventLog(service.stores.tables, service.stores.queues, dispatching=True, lease_seconds=5,
-                    clock=service.stores.events.clock)
+    return EventLog(
+        service.stores.tables,
+        service.stores.queues,
+        dispatching=True,
+        lease_seconds=5,
+        clock=service.stores.events.clock,
+    )
 
 
 class CursorWrites:
@@ -95,15 +100,21 @@ class CursorWrites:
 
 
 async def test_each_change_is_published_by_its_writer_and_certified_by_the_mark_without_a_cursor_write(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     counted = CursorWrites(service)
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
     await claim(service, task_id)
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     await service.stores.settled()
-    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed", "task-group-resolved"]
+    assert [e.exchange for e in publisher.published] == [
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-completed",
+        "task-group-resolved",
+    ]
     # The lease went with each change's transaction; no write moved the cursor after publishing: the mark
     # (written at most once per interval, here for the three holds of the task and the group's) certifies it.
     assert counted.writes == [] and counted.marks and counted.marks[-1] >= 4
@@ -123,7 +134,8 @@ async def mark_of(tables: TableStore, holder: str) -> int:
 
 
 async def test_until_the_mark_is_written_another_process_waits_for_the_lease(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     events = service.stores.events
     events.marks.interval = 0.3  # the second hold's mark waits for the first's write plus this
     first, second = slugid(), slugid()
@@ -142,7 +154,8 @@ async def test_until_the_mark_is_written_another_process_waits_for_the_lease(
 
 
 async def test_a_hold_whose_transaction_lost_its_answer_is_never_certified(
-        service: Queue, publisher: RecordingPublisher, clock: Clock) -> None:
+    service: Queue, publisher: RecordingPublisher, clock: Clock
+) -> None:
     """The claim's transaction is stored but its answer lost: its lease may name a hold whose events were not
     published. The mark must never cover it: later holds take a new marks id, and the old mark stops below."""
     events, tables = service.stores.events, service.stores.tables
@@ -184,11 +197,17 @@ async def test_a_hold_whose_transaction_lost_its_answer_is_never_certified(
     assert await service.checks.check_claim(ClaimCheck(task_id, 0, task.runs[0].taken_until)) == "expired"
     await service.stores.settled()
     assert [e.exchange for e in publisher.published if e.routing_key.find(task_id) >= 0] == [
-        "task-defined", "task-pending", "task-running", "task-exception", "task-pending"]
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-exception",
+        "task-pending",
+    ]
 
 
 async def test_a_cursor_moved_by_another_process_fails_the_lease_not_the_change(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
     await service.stores.settled()
@@ -206,7 +225,8 @@ async def test_a_cursor_moved_by_another_process_fails_the_lease_not_the_change(
 
 
 async def test_a_bus_refusing_the_writer_leaves_the_events_to_the_dispatch_request(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     publisher.fail = True
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
@@ -235,7 +255,8 @@ async def test_a_stream_dispatched_here_is_not_held_by_a_writer(service: Queue, 
 
 
 async def test_changes_written_while_the_writer_publishes_go_out_with_its_publishing(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     """A change that finds the stream held by another writer's publishing here writes no lease; that publishing
     takes its events too before giving up the lease."""
     gate = asyncio.Event()
@@ -255,14 +276,20 @@ async def test_changes_written_while_the_writer_publishes_go_out_with_its_publis
     gate.set()
     await service.stores.settled()
     # The group's resolution (written with the task's) waited for the task's publishing to end.
-    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed", "task-group-resolved"]
+    assert [e.exchange for e in publisher.published] == [
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-completed",
+        "task-group-resolved",
+    ]
     assert counted.writes == [cursor_row_key(Stream(TASKS_TABLE, task_id))]  # one lease, one move for all four
     assert requests_left(service) == []
 
 
 async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events_is_stored(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     """The writer published, but until its mark is stored only this process knows: the request, which would
     bring another process to publish again after the lease if this one died, stays until then."""
     events, tables = service.stores.events, service.stores.tables
@@ -296,7 +323,8 @@ async def test_a_request_is_deleted_only_once_the_mark_that_certifies_its_events
 
 
 async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when_it_shows(
-        service: Queue, publisher: RecordingPublisher, clock: Clock) -> None:
+    service: Queue, publisher: RecordingPublisher, clock: Clock
+) -> None:
     """A request put to show only after the fallback delay, whose change lost its race and was never written: a
     write gives up sooner, so it is dropped at once rather than put back until QUEUE_HINT_GRACE."""
     task_id = slugid()
@@ -310,7 +338,8 @@ async def test_a_fallback_request_whose_change_was_never_written_is_dropped_when
 
 
 async def test_a_change_waits_a_moment_for_the_publishing_of_the_one_before_and_holds_the_stream_itself(
-        service: Queue, publisher: RecordingPublisher) -> None:
+    service: Queue, publisher: RecordingPublisher
+) -> None:
     """A worker reporting right after its claim: the claim's publishing is still under way here. The resolution
     waits for it (a moment) and writes its own lease, instead of leaving its events to that publishing, which
     would then write the cursor: no cursor write at all. Fails without the wait (`HOLD_WAIT`)."""
@@ -328,7 +357,12 @@ async def test_a_change_waits_a_moment_for_the_publishing_of_the_one_before_and_
     await claim(service, task_id)  # its task-running is being published for 50 ms
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     await service.stores.settled()
-    assert [e.exchange for e in publisher.published] == ["task-defined", "task-pending", "task-running",
-                                                         "task-completed", "task-group-resolved"]
+    assert [e.exchange for e in publisher.published] == [
+        "task-defined",
+        "task-pending",
+        "task-running",
+        "task-completed",
+        "task-group-resolved",
+    ]
     assert counted.writes == []
     assert requests_left(service) == []

@@ -38,21 +38,32 @@ async def _client(client: Client, *, with_token: bool = False) -> dict[str, Any]
     never = "3000-01-01T00:00:00.000Z"
     created = _iso(client.created) or never
     out: dict[str, Any] = {
-        "clientId": client.client_id, "description": client.description,
-        "expires": _iso(client.expires) or never, "created": created,
-        "lastModified": _iso(client.last_modified) or created, "lastDateUsed": created,
-        "lastRotated": _iso(client.last_rotated) or created, "deleteOnExpiration": False,
-        "disabled": client.disabled, "scopes": list(client.scopes),
-        "expandedScopes": list((await _auth().expand(client.scopes)).scopes)}
+        "clientId": client.client_id,
+        "description": client.description,
+        "expires": _iso(client.expires) or never,
+        "created": created,
+        "lastModified": _iso(client.last_modified) or created,
+        "lastDateUsed": created,
+        "lastRotated": _iso(client.last_rotated) or created,
+        "deleteOnExpiration": False,
+        "disabled": client.disabled,
+        "scopes": list(client.scopes),
+        "expandedScopes": list((await _auth().expand(client.scopes)).scopes),
+    }
     if with_token:
         out["accessToken"] = client.access_token
     return out
 
 
 async def _role(role: Role) -> dict[str, Any]:
-    return {"roleId": role.role_id, "description": role.description, "scopes": list(role.scopes),
-            "created": timeutil.iso(role.created), "lastModified": timeutil.iso(role.last_modified),
-            "expandedScopes": list((await _auth().expand((f"assume:{role.role_id}",))).scopes)}
+    return {
+        "roleId": role.role_id,
+        "description": role.description,
+        "scopes": list(role.scopes),
+        "created": timeutil.iso(role.created),
+        "lastModified": timeutil.iso(role.last_modified),
+        "expandedScopes": list((await _auth().expand((f"assume:{role.role_id}",))).scopes),
+    }
 
 
 async def _expandable(scopes: list[str]) -> None:
@@ -72,8 +83,15 @@ def _roles() -> RoleStore:
 
 # --- clients ------------------------------------------------------------------------------------------------
 
-@api.route("GET", "/clients/", name="listClients", title="List Clients", scopes="auth:list-clients",
-           query={"prefix": "^[A-Za-z0-9!@/:.+|_-]*$"})
+
+@api.route(
+    "GET",
+    "/clients/",
+    name="listClients",
+    title="List Clients",
+    scopes="auth:list-clients",
+    query={"prefix": "^[A-Za-z0-9!@/:.+|_-]*$"},
+)
 async def list_clients(call: Call[Any]) -> dict[str, Any]:
     """Every stored client (not the root client of the settings), in clientId order; `prefix` narrows the list.
     All in one answer: no `continuationToken`."""
@@ -90,21 +108,35 @@ async def get_client(call: Call[Any]) -> dict[str, Any]:
     return await _client(await _auth().clients.must_get(call.params["clientId"]))
 
 
-@api.route("PUT", "/clients/<clientId>", name="createClient", title="Create Client",
-           scopes={"AllOf": ["auth:create-client:<clientId>", GRANTING]}, input="auth/create-client-request")
+@api.route(
+    "PUT",
+    "/clients/<clientId>",
+    name="createClient",
+    title="Create Client",
+    scopes={"AllOf": ["auth:create-client:<clientId>", GRANTING]},
+    input="auth/create-client-request",
+)
 async def create_client(call: Call[Any]) -> dict[str, Any]:
     """Create a client and answer its accessToken, this once (`resetAccessToken` gives a new one). The caller
     must hold every scope the client is given."""
     await call.authorize(scopes=call.body["scopes"])
     await _expandable(call.body["scopes"])
-    client = await _auth().clients.create(call.params["clientId"], call.body["scopes"],
-                                          expires=timeutil.parse(call.body["expires"]),
-                                          description=call.body["description"])
+    client = await _auth().clients.create(
+        call.params["clientId"],
+        call.body["scopes"],
+        expires=timeutil.parse(call.body["expires"]),
+        description=call.body["description"],
+    )
     return await _client(client, with_token=True)
 
 
-@api.route("POST", "/clients/<clientId>/reset", name="resetAccessToken", title="Reset `accessToken`",
-           scopes="auth:reset-access-token:<clientId>")
+@api.route(
+    "POST",
+    "/clients/<clientId>/reset",
+    name="resetAccessToken",
+    title="Reset `accessToken`",
+    scopes="auth:reset-access-token:<clientId>",
+)
 async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
     """A new accessToken for the client, answered this once; the old one stops working (in every process within
     QUEUE_CLIENT_CACHE_SECONDS)."""
@@ -112,15 +144,25 @@ async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
     return await _client(await _auth().clients.reset(call.params["clientId"]), with_token=True)
 
 
-@api.route("POST", "/clients/<clientId>/enable", name="enableClient", title="Enable Client",
-           scopes="auth:enable-client:<clientId>")
+@api.route(
+    "POST",
+    "/clients/<clientId>/enable",
+    name="enableClient",
+    title="Enable Client",
+    scopes="auth:enable-client:<clientId>",
+)
 async def enable_client(call: Call[Any]) -> dict[str, Any]:
     await call.authorize()
     return await _client(await _auth().clients.set_disabled(call.params["clientId"], False))
 
 
-@api.route("POST", "/clients/<clientId>/disable", name="disableClient", title="Disable Client",
-           scopes="auth:disable-client:<clientId>")
+@api.route(
+    "POST",
+    "/clients/<clientId>/disable",
+    name="disableClient",
+    title="Disable Client",
+    scopes="auth:disable-client:<clientId>",
+)
 async def disable_client(call: Call[Any]) -> dict[str, Any]:
     """The client stops authenticating (within QUEUE_CLIENT_CACHE_SECONDS); `enableClient` undoes it."""
     await call.authorize()
@@ -128,20 +170,30 @@ async def disable_client(call: Call[Any]) -> dict[str, Any]:
 
 
 # After reset, enable and disable: a clientId may hold `/`, so `/clients/<clientId>` also matches theirs.
-@api.route("POST", "/clients/<clientId>", name="updateClient", title="Update Client",
-           scopes={"AllOf": ["auth:update-client:<clientId>", GRANTING]}, input="auth/create-client-request")
+@api.route(
+    "POST",
+    "/clients/<clientId>",
+    name="updateClient",
+    title="Update Client",
+    scopes={"AllOf": ["auth:update-client:<clientId>", GRANTING]},
+    input="auth/create-client-request",
+)
 async def update_client(call: Call[Any]) -> dict[str, Any]:
     """Replace a client's scopes, description and expiry. The caller must hold every scope it is given."""
     await call.authorize(scopes=call.body["scopes"])
     await _expandable(call.body["scopes"])
-    client = await _auth().clients.update(call.params["clientId"], scopes=call.body["scopes"],
-                                          description=call.body["description"],
-                                          expires=timeutil.parse(call.body["expires"]))
+    client = await _auth().clients.update(
+        call.params["clientId"],
+        scopes=call.body["scopes"],
+        description=call.body["description"],
+        expires=timeutil.parse(call.body["expires"]),
+    )
     return await _client(client)
 
 
-@api.route("DELETE", "/clients/<clientId>", name="deleteClient", title="Delete Client",
-           scopes="auth:delete-client:<clientId>")
+@api.route(
+    "DELETE", "/clients/<clientId>", name="deleteClient", title="Delete Client", scopes="auth:delete-client:<clientId>"
+)
 async def delete_client(call: Call[Any]) -> Reply:
     """Delete a client; deleting one that does not exist is not an error."""
     await call.authorize()
@@ -150,6 +202,7 @@ async def delete_client(call: Call[Any]) -> Reply:
 
 
 # --- roles --------------------------------------------------------------------------------------------------
+
 
 @api.route("GET", "/roles/", name="listRoles", title="List Roles", scopes="auth:list-roles")
 async def list_roles(call: Call[Any]) -> Reply:
@@ -171,8 +224,14 @@ async def get_role(call: Call[Any]) -> dict[str, Any]:
     return await _role(await _roles().get(call.params["roleId"]))
 
 
-@api.route("PUT", "/roles/<roleId>", name="createRole", title="Create Role",
-           scopes={"AllOf": ["auth:create-role:<roleId>", GRANTING]}, input="auth/create-role-request")
+@api.route(
+    "PUT",
+    "/roles/<roleId>",
+    name="createRole",
+    title="Create Role",
+    scopes={"AllOf": ["auth:create-role:<roleId>", GRANTING]},
+    input="auth/create-role-request",
+)
 async def create_role(call: Call[Any]) -> dict[str, Any]:
     """Create a role (the same request again answers it as it is; other scopes or description: 409). The caller
     must hold every scope the role gives. A role that would close a cycle of roles is refused (400)."""
@@ -180,8 +239,14 @@ async def create_role(call: Call[Any]) -> dict[str, Any]:
     return await _role(await _roles().create(call.params["roleId"], call.body["scopes"], call.body["description"]))
 
 
-@api.route("POST", "/roles/<roleId>", name="updateRole", title="Update Role",
-           scopes={"AllOf": ["auth:update-role:<roleId>", GRANTING]}, input="auth/create-role-request")
+@api.route(
+    "POST",
+    "/roles/<roleId>",
+    name="updateRole",
+    title="Update Role",
+    scopes={"AllOf": ["auth:update-role:<roleId>", GRANTING]},
+    input="auth/create-role-request",
+)
 async def update_role(call: Call[Any]) -> dict[str, Any]:
     """Replace a role's scopes and description; the caller must hold every scope it gives."""
     await call.authorize(scopes=call.body["scopes"])
@@ -198,8 +263,16 @@ async def delete_role(call: Call[Any]) -> Reply:
 
 # --- scopes -------------------------------------------------------------------------------------------------
 
-@api.route("POST", "/scopes/expand", name="expandScopes", title="Expand Scopes", scopes="auth:expand-scopes",
-           input="auth/scopeset", output="auth/scopeset")
+
+@api.route(
+    "POST",
+    "/scopes/expand",
+    name="expandScopes",
+    title="Expand Scopes",
+    scopes="auth:expand-scopes",
+    input="auth/scopeset",
+    output="auth/scopeset",
+)
 async def expand_scopes(call: Call[Any]) -> dict[str, Any]:
     """The scopes with every scope the roles they assume give, transitively, normalized (Taskcluster's role
     expansion: trailing-`*` roles, `<..>` parameters, `assume:` scopes ending in `*`)."""
@@ -208,8 +281,9 @@ async def expand_scopes(call: Call[Any]) -> dict[str, Any]:
     return {"scopes": list((await _auth().expand(tuple(call.body["scopes"]))).scopes)}
 
 
-@api.route("GET", "/scopes/current", name="currentScopes", title="Get Current Scopes", scopes=None,
-           output="auth/scopeset")
+@api.route(
+    "GET", "/scopes/current", name="currentScopes", title="Get Current Scopes", scopes=None, output="auth/scopeset"
+)
 async def current_scopes(call: Call[Any]) -> dict[str, Any]:
     """The scopes the credentials of this request hold, as the queue authenticates them: the client's scopes
     (or a certificate's, narrowed by `authorizedScopes`) with the anonymous scopes every caller holds, roles

@@ -29,8 +29,14 @@ def _tasks(entries: list[IndexedTask], token: str | None) -> dict[str, Any]:
     return {"tasks": [e.to_api() for e in entries], **({"continuationToken": token} if token else {})}
 
 
-@api.route("GET", "/task/<indexPath>", name="findTask", title="Find Indexed Task",
-           scopes="index:find-task:<indexPath>", output="index/indexed-task-response")
+@api.route(
+    "GET",
+    "/task/<indexPath>",
+    name="findTask",
+    title="Find Indexed Task",
+    scopes="index:find-task:<indexPath>",
+    output="index/indexed-task-response",
+)
 async def find_task(call: IndexCall) -> dict[str, Any]:
     """The task indexed at `indexPath` (a dotted path, e.g. `some-app.<revision>.linux-64.release-build`): its
     taskId, rank, data and expiry. 404 when nothing is indexed there or the entry expired."""
@@ -38,10 +44,17 @@ async def find_task(call: IndexCall) -> dict[str, Any]:
     return (await call.context.index.find(call.params["indexPath"])).to_api()
 
 
-@api.route("POST", "/tasks/indexes", name="findTasksAtIndex", title="Find tasks at indexes",
-           scopes={"AllOf": [{"for": "indexPath", "in": "indexes", "each": "index:find-task:<indexPath>"}]},
-           input="index/list-tasks-at-index", output="index/list-tasks-response", stability="experimental",
-           query=PAGING)
+@api.route(
+    "POST",
+    "/tasks/indexes",
+    name="findTasksAtIndex",
+    title="Find tasks at indexes",
+    scopes={"AllOf": [{"for": "indexPath", "in": "indexes", "each": "index:find-task:<indexPath>"}]},
+    input="index/list-tasks-at-index",
+    output="index/list-tasks-response",
+    stability="experimental",
+    query=PAGING,
+)
 async def find_tasks_at_index(call: IndexCall) -> dict[str, Any]:
     """The tasks indexed at each of the given paths (up to 1000), those that exist: `limit` paths are looked up
     per page, and `continuationToken` goes on with the next ones."""
@@ -57,21 +70,36 @@ async def _list_namespaces(call: IndexCall, page: dict[str, Any]) -> dict[str, A
     return {"namespaces": namespaces, **({"continuationToken": token} if token else {})}
 
 
-@api.route("GET", "/namespaces/<namespace>", name="listNamespaces", title="List Namespaces",
-           scopes="index:list-namespaces:<namespace>", output="index/list-namespaces-response", query=PAGING)
+@api.route(
+    "GET",
+    "/namespaces/<namespace>",
+    name="listNamespaces",
+    title="List Namespaces",
+    scopes="index:list-namespaces:<namespace>",
+    output="index/list-namespaces-response",
+    query=PAGING,
+)
 async def list_namespaces(call: IndexCall) -> dict[str, Any]:
     """The namespaces directly under `namespace` (the root: empty) that hold an entry not yet expired, a page of
     up to `limit` (1000) at a time. A page may hold fewer than `limit` and still have a `continuationToken`."""
     return await _list_namespaces(call, paging(call))
 
 
-@api.route("POST", "/namespaces/<namespace>", name="listNamespacesPost", title="List Namespaces (POST)",
-           scopes="index:list-namespaces:<namespace>", input="index/list-namespaces-request",
-           output="index/list-namespaces-response", stability="deprecated")
+@api.route(
+    "POST",
+    "/namespaces/<namespace>",
+    name="listNamespacesPost",
+    title="List Namespaces (POST)",
+    scopes="index:list-namespaces:<namespace>",
+    input="index/list-namespaces-request",
+    output="index/list-namespaces-response",
+    stability="deprecated",
+)
 async def list_namespaces_post(call: IndexCall) -> dict[str, Any]:
     """listNamespaces with `limit` and `continuationToken` in the body, as older clients call it."""
-    return await _list_namespaces(call, {"limit": call.body["limit"],
-                                         "continuation": call.body.get("continuationToken")})
+    return await _list_namespaces(
+        call, {"limit": call.body["limit"], "continuation": call.body.get("continuationToken")}
+    )
 
 
 async def _list_tasks(call: IndexCall, page: dict[str, Any]) -> dict[str, Any]:
@@ -79,25 +107,45 @@ async def _list_tasks(call: IndexCall, page: dict[str, Any]) -> dict[str, Any]:
     return _tasks(*await call.context.index.list_tasks(call.params["namespace"], **page))
 
 
-@api.route("GET", "/tasks/<namespace>", name="listTasks", title="List Tasks", scopes="index:list-tasks:<namespace>",
-           output="index/list-tasks-response", query=PAGING)
+@api.route(
+    "GET",
+    "/tasks/<namespace>",
+    name="listTasks",
+    title="List Tasks",
+    scopes="index:list-tasks:<namespace>",
+    output="index/list-tasks-response",
+    query=PAGING,
+)
 async def list_tasks(call: IndexCall) -> dict[str, Any]:
     """The entries directly in `namespace` that have not expired (not those of namespaces below it), a page of
     up to `limit` (1000) at a time. A page may hold fewer than `limit` and still have a `continuationToken`."""
     return await _list_tasks(call, paging(call))
 
 
-@api.route("POST", "/tasks/<namespace>", name="listTasksPost", title="List Tasks (POST)",
-           scopes="index:list-tasks:<namespace>", input="index/list-namespaces-request",
-           output="index/list-tasks-response", stability="deprecated")
+@api.route(
+    "POST",
+    "/tasks/<namespace>",
+    name="listTasksPost",
+    title="List Tasks (POST)",
+    scopes="index:list-tasks:<namespace>",
+    input="index/list-namespaces-request",
+    output="index/list-tasks-response",
+    stability="deprecated",
+)
 async def list_tasks_post(call: IndexCall) -> dict[str, Any]:
     """listTasks with `limit` and `continuationToken` in the body, as older clients call it."""
     return await _list_tasks(call, {"limit": call.body["limit"], "continuation": call.body.get("continuationToken")})
 
 
-@api.route("PUT", "/task/<namespace>", name="insertTask", title="Insert Task into Index",
-           scopes="index:insert-task:<namespace>", input="index/insert-task-request",
-           output="index/indexed-task-response")
+@api.route(
+    "PUT",
+    "/task/<namespace>",
+    name="insertTask",
+    title="Insert Task into Index",
+    scopes="index:insert-task:<namespace>",
+    input="index/insert-task-request",
+    output="index/indexed-task-response",
+)
 async def insert_task(call: IndexCall) -> dict[str, Any]:
     """Index `taskId` at the path `namespace` (its last word is the entry's name; the namespaces above it are
     created). An entry already there stays if its rank is higher (the answer is then that entry); of equal
@@ -108,13 +156,24 @@ async def insert_task(call: IndexCall) -> dict[str, Any]:
     if data_size(body["data"]) > MAX_DATA_BYTES:
         raise IndexDataTooLarge(size=data_size(body["data"]))
     index = call.context.index
-    entry = IndexedTask(call.params["namespace"], body["taskId"], checked_rank(body["rank"]), body["data"],
-                        timeutil.to_ms(timeutil.parse(body["expires"])), index.stores.now())
+    entry = IndexedTask(
+        call.params["namespace"],
+        body["taskId"],
+        checked_rank(body["rank"]),
+        body["data"],
+        timeutil.to_ms(timeutil.parse(body["expires"])),
+        index.stores.now(),
+    )
     return (await index.insert(entry)).to_api()
 
 
-@api.route("DELETE", "/task/<namespace>", name="deleteTask", title="Remove Task from Index",
-           scopes="index:delete-task:<namespace>")
+@api.route(
+    "DELETE",
+    "/task/<namespace>",
+    name="deleteTask",
+    title="Remove Task from Index",
+    scopes="index:delete-task:<namespace>",
+)
 async def delete_task(call: IndexCall) -> dict[str, Any]:
     """Remove the entry at the path `namespace` (nothing there is not an error). The namespaces above it stay
     until they expire."""
@@ -123,9 +182,13 @@ async def delete_task(call: IndexCall) -> dict[str, Any]:
     return {}
 
 
-@api.route("GET", "/task/<indexPath>/artifacts/<name>", name="findArtifactFromTask",
-           title="Get Artifact From Indexed Task",
-           scopes={"if": "private", "then": {"AllOf": ["queue:get-artifact:<name>"]}})
+@api.route(
+    "GET",
+    "/task/<indexPath>/artifacts/<name>",
+    name="findArtifactFromTask",
+    title="Get Artifact From Indexed Task",
+    scopes={"if": "private", "then": {"AllOf": ["queue:get-artifact:<name>"]}},
+)
 async def find_artifact_from_task(call: IndexCall) -> Reply:
     """303 to the artifact `name` of the latest run of the task indexed at `indexPath`. A `public/` artifact:
     to the Queue's getLatestArtifact URL, as Taskcluster answers, which anyone may follow. Any other: the caller

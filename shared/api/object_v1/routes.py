@@ -23,8 +23,15 @@ CHUNKED_CLIENTS = ("Go-http-client/",)
 DOWNLOAD_SCOPES = "object:download:<name>"
 
 
-@api.route("PUT", "/upload/<name>", name="createUpload", title="Begin upload of a new object",
-           scopes=UPLOAD_SCOPES, input="object/create-upload-request", output="object/create-upload-response")
+@api.route(
+    "PUT",
+    "/upload/<name>",
+    name="createUpload",
+    title="Begin upload of a new object",
+    scopes=UPLOAD_SCOPES,
+    input="object/create-upload-request",
+    output="object/create-upload-response",
+)
 async def create_upload(call: ObjectCall) -> dict[str, Any]:
     """Create the object (or, with the same `uploadId`, `projectId` and `expires`, answer again) and choose one
     of the proposed upload methods: `dataInline` (the data comes with this request; up to 64 KiB) or `putUrl` (a
@@ -34,28 +41,50 @@ async def create_upload(call: ObjectCall) -> dict[str, Any]:
     takes no chunked body."""
     await call.authorize(projectId=call.body["projectId"])
     chunked = call.request.headers.get("user-agent", "").startswith(CHUNKED_CLIENTS)
-    return answers.created_upload(await call.context.objects.create_upload(call.params["name"], call.body,
-                                                                           chunked=chunked))
+    return answers.created_upload(
+        await call.context.objects.create_upload(call.params["name"], call.body, chunked=chunked)
+    )
 
 
-@api.route("PUT", "/upload-data/<name>", name="uploadObjectData", title="Upload an object's data through the queue",
-           scopes=None, stability="experimental", streamed=True,
-           query={"uploadId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
-                  "expires": r"^[0-9]{1,12}$", "signature": r"^[A-Za-z0-9_-]{43}$"})
+@api.route(
+    "PUT",
+    "/upload-data/<name>",
+    name="uploadObjectData",
+    title="Upload an object's data through the queue",
+    scopes=None,
+    stability="experimental",
+    streamed=True,
+    query={
+        "uploadId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
+        "expires": r"^[0-9]{1,12}$",
+        "signature": r"^[A-Za-z0-9_-]{43}$",
+    },
+)
 async def upload_object_data(call: ObjectCall) -> Reply:
     """The `putUrl` createUpload answers a caller that sends chunked bodies: a PUT of the data, chunked or not,
     authorized by the URL's signature (this object and upload, until `expires`). The data is streamed to Blob
     Storage; `200` with its MD5 as `ETag`. At most the proposed `contentLength`; refused once the object is
     finished. Then finishUpload, as for any upload."""
     query = call.query
-    request = ObjectDataRequest(call.params["name"], query.get("uploadId", ""), int(query.get("expires", "0")),
-                                query.get("signature", ""), call.request.headers)
+    request = ObjectDataRequest(
+        call.params["name"],
+        query.get("uploadId", ""),
+        int(query.get("expires", "0")),
+        query.get("signature", ""),
+        call.request.headers,
+    )
     etag = await call.context.object_uploads.receive(request, call.request.stream())
     return Reply(None, 200, {"etag": etag})
 
 
-@api.route("POST", "/finish-upload/<name>", name="finishUpload", title="Mark an upload as complete",
-           scopes=UPLOAD_SCOPES, input="object/finish-upload-request")
+@api.route(
+    "POST",
+    "/finish-upload/<name>",
+    name="finishUpload",
+    title="Mark an upload as complete",
+    scopes=UPLOAD_SCOPES,
+    input="object/finish-upload-request",
+)
 async def finish_upload(call: ObjectCall) -> dict[str, Any]:
     """The data is uploaded: the object becomes immutable and downloadable. Its size must be the proposed
     `contentLength`; `hashes` are recorded, and checked against the data for objects up to 16 MiB (a mismatch is
@@ -65,9 +94,15 @@ async def finish_upload(call: ObjectCall) -> dict[str, Any]:
     return {}
 
 
-@api.route("PUT", "/start-download/<name>", name="startDownload", title="Download object data",
-           scopes=DOWNLOAD_SCOPES, input="object/download-object-request",
-           output="object/download-object-response")
+@api.route(
+    "PUT",
+    "/start-download/<name>",
+    name="startDownload",
+    title="Download object data",
+    scopes=DOWNLOAD_SCOPES,
+    input="object/download-object-request",
+    output="object/download-object-response",
+)
 async def start_download(call: ObjectCall) -> dict[str, Any]:
     """Where to download a finished object: `getUrl` (a signed URL until `expires`, and the `hashes` to check
     the data against) or `simple` (the URL alone), whichever the caller accepts (getUrl first)."""
@@ -76,8 +111,14 @@ async def start_download(call: ObjectCall) -> dict[str, Any]:
     return answers.download(download)
 
 
-@api.route("GET", "/metadata/<name>", name="object", title="Get an object's metadata", scopes=DOWNLOAD_SCOPES,
-           output="object/get-object-response")
+@api.route(
+    "GET",
+    "/metadata/<name>",
+    name="object",
+    title="Get an object's metadata",
+    scopes=DOWNLOAD_SCOPES,
+    output="object/get-object-response",
+)
 async def object_metadata(call: ObjectCall) -> dict[str, Any]:
     """A finished object's project, expiry and hashes."""
     await call.authorize()

@@ -18,9 +18,15 @@ STORAGE_TYPE_HEADER = "x-taskcluster-artifact-storage-type"
 GET_SCOPES = {"AllOf": [{"for": "name", "in": "names", "each": "queue:get-artifact:<name>"}]}
 
 
-@api.route("POST", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="createArtifact", title="Create Artifact",
-           scopes="queue:create-artifact:<taskId>/<runId>", input="create-artifact-request",
-           output="create-artifact-response")
+@api.route(
+    "POST",
+    "/task/<taskId>/runs/<runId>/artifacts/<name>",
+    name="createArtifact",
+    title="Create Artifact",
+    scopes="queue:create-artifact:<taskId>/<runId>",
+    input="create-artifact-request",
+    output="create-artifact-response",
+)
 async def create_artifact(call: QueueCall) -> dict[str, Any]:
     """Every storage type (docs/artifacts.md). `s3`: a `putUrl` of the queue's own that a plain PUT uploads to,
     as to S3 (uploadArtifactData), present at once, as in Taskcluster. `object`: the object's name, `uploadId` and
@@ -29,35 +35,54 @@ async def create_artifact(call: QueueCall) -> dict[str, Any]:
     finishArtifact; without it (the Azure-era form): a `putUrl` for a PUT with `x-ms-blob-type: BlockBlob`, present
     at once. `reference`, `link` and `error`: present at once."""
     await call.authorize()
-    created = await call.context.artifacts.create(call.params["taskId"], call.run_id(), call.params["name"],
-                                                  call.body)
+    created = await call.context.artifacts.create(call.params["taskId"], call.run_id(), call.params["name"], call.body)
     return answers.created_artifact(created)
 
 
-@api.route("PUT", "/artifact-upload/<taskId>/<runId>/<name>", name="uploadArtifactData",
-           title="Upload an s3 Artifact's Data", scopes=None, stability="experimental", streamed=True,
-           query={"expires": r"^[0-9]{1,12}$", "signature": r"^[A-Za-z0-9_-]{43}$"})
+@api.route(
+    "PUT",
+    "/artifact-upload/<taskId>/<runId>/<name>",
+    name="uploadArtifactData",
+    title="Upload an s3 Artifact's Data",
+    scopes=None,
+    stability="experimental",
+    streamed=True,
+    query={"expires": r"^[0-9]{1,12}$", "signature": r"^[A-Za-z0-9_-]{43}$"},
+)
 async def upload_artifact_data(call: QueueCall) -> Reply:
     """The `putUrl` createArtifact answers for an `s3` artifact: a plain PUT of the data, as to a presigned S3
     URL (no Azure header; the URL's signature is the authorization). Answers `200` with the data's MD5 as `ETag`,
     as S3 does; the PUT's `Content-Encoding`, `Content-Language`, `Cache-Control` and an attachment's
     `Content-Disposition` are kept and served on download. At most `QUEUE_ARTIFACT_S3_MAX_BYTES` (5 GiB by
     default); refused once the run takes no more artifacts (docs/artifacts.md)."""
-    request = UploadRequest(call.params["taskId"], call.run_id(), call.params["name"],
-                            int(call.query.get("expires", "0")), call.query.get("signature", ""), call.request.headers)
+    request = UploadRequest(
+        call.params["taskId"],
+        call.run_id(),
+        call.params["name"],
+        int(call.query.get("expires", "0")),
+        call.query.get("signature", ""),
+        call.request.headers,
+    )
     etag = await call.context.s3_uploads.receive(request, call.request.stream())
     return Reply(None, 200, {"etag": etag})
 
 
-@api.route("PUT", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="finishArtifact", title="Finish Artifact",
-           scopes="queue:create-artifact:<taskId>/<runId>", input="finish-artifact-request")
+@api.route(
+    "PUT",
+    "/task/<taskId>/runs/<runId>/artifacts/<name>",
+    name="finishArtifact",
+    title="Finish Artifact",
+    scopes="queue:create-artifact:<taskId>/<runId>",
+    input="finish-artifact-request",
+)
 async def finish_artifact(call: QueueCall) -> Reply:
     """For `azure` artifacts with `contentLength`: the blob must exist with the declared size; for `object`
     artifacts: the object must be finished (object.finishUpload) with this `uploadId`. Then the artifact is
     available and `artifact-created` is published. 204."""
     await call.authorize()
-    await call.context.artifacts.finish(call.params["taskId"], call.run_id(), call.params["name"],
-                                        call.body["uploadId"])
+    await call.context.artifacts.finish(
+        call.params["taskId"], call.run_id(), call.params["name"], call.body["uploadId"]
+    )
     return Reply(None, 204)
 
 
@@ -85,16 +110,28 @@ async def artifact_reply(call: QueueCall, artifact: Artifact) -> Reply:
     return Reply({"storageType": artifact.storage_type, "url": url}, 303, {**headers, "location": url})
 
 
-@api.route("GET", "/task/<taskId>/runs/<runId>/artifacts/<name>", name="getArtifact",
-           title="Get Artifact Data from Run", scopes=GET_SCOPES, output="get-artifact-response")
+@api.route(
+    "GET",
+    "/task/<taskId>/runs/<runId>/artifacts/<name>",
+    name="getArtifact",
+    title="Get Artifact Data from Run",
+    scopes=GET_SCOPES,
+    output="get-artifact-response",
+)
 async def get_artifact(call: QueueCall) -> Reply:
     """303 to the data (a short-lived read URL of its blob or object, or a reference's URL); 424 for an error
     artifact."""
     return await _redirect(call, call.run_id())
 
 
-@api.route("GET", "/task/<taskId>/artifacts/<name>", name="getLatestArtifact",
-           title="Get Artifact Data from Latest Run", scopes=GET_SCOPES, output="get-artifact-response")
+@api.route(
+    "GET",
+    "/task/<taskId>/artifacts/<name>",
+    name="getLatestArtifact",
+    title="Get Artifact Data from Latest Run",
+    scopes=GET_SCOPES,
+    output="get-artifact-response",
+)
 async def get_latest_artifact(call: QueueCall) -> Reply:
     """As getArtifact, for the task's latest run."""
     return await _redirect(call, None)
@@ -106,8 +143,14 @@ async def _content(call: QueueCall, run_id: int | None) -> dict[str, Any]:
     return answers.artifact_content(artifact, location)
 
 
-@api.route("GET", "/task/<taskId>/runs/<runId>/artifact-content/<name>", name="artifact",
-           title="Get Artifact Content From Run", scopes=GET_SCOPES, output="artifact-content-response")
+@api.route(
+    "GET",
+    "/task/<taskId>/runs/<runId>/artifact-content/<name>",
+    name="artifact",
+    title="Get Artifact Content From Run",
+    scopes=GET_SCOPES,
+    output="artifact-content-response",
+)
 async def artifact_content(call: QueueCall) -> dict[str, Any]:
     """200 with where to fetch the data: for a blob (`s3`, and `azure`, described as `s3`) a URL to GET without
     credentials; for an `object`, its name and credentials that may download it from the Object service for an
@@ -115,32 +158,56 @@ async def artifact_content(call: QueueCall) -> dict[str, Any]:
     return await _content(call, call.run_id())
 
 
-@api.route("GET", "/task/<taskId>/artifact-content/<name>", name="latestArtifact",
-           title="Get Artifact Content From Latest Run", scopes=GET_SCOPES, output="artifact-content-response")
+@api.route(
+    "GET",
+    "/task/<taskId>/artifact-content/<name>",
+    name="latestArtifact",
+    title="Get Artifact Content From Latest Run",
+    scopes=GET_SCOPES,
+    output="artifact-content-response",
+)
 async def latest_artifact_content(call: QueueCall) -> dict[str, Any]:
     return await _content(call, None)
 
 
-@api.route("GET", "/task/<taskId>/runs/<runId>/artifact-info/<name>", name="artifactInfo",
-           title="Get Artifact Information From Run", scopes="queue:list-artifacts:<taskId>:<runId>",
-           output="artifact-info-response")
+@api.route(
+    "GET",
+    "/task/<taskId>/runs/<runId>/artifact-info/<name>",
+    name="artifactInfo",
+    title="Get Artifact Information From Run",
+    scopes="queue:list-artifacts:<taskId>:<runId>",
+    output="artifact-info-response",
+)
 async def artifact_info(call: QueueCall) -> dict[str, Any]:
     """The artifact itself (a link is not followed); only available artifacts (an `azure` one once finished)."""
     await call.authorize()
-    return answers.artifact(await call.context.artifact_reads.info(call.params["taskId"], call.run_id(),
-                                                              call.params["name"]))
+    return answers.artifact(
+        await call.context.artifact_reads.info(call.params["taskId"], call.run_id(), call.params["name"])
+    )
 
 
-@api.route("GET", "/task/<taskId>/artifact-info/<name>", name="latestArtifactInfo",
-           title="Get Artifact Information From Latest Run", scopes="queue:list-artifacts:<taskId>",
-           output="artifact-info-response")
+@api.route(
+    "GET",
+    "/task/<taskId>/artifact-info/<name>",
+    name="latestArtifactInfo",
+    title="Get Artifact Information From Latest Run",
+    scopes="queue:list-artifacts:<taskId>",
+    output="artifact-info-response",
+)
 async def latest_artifact_info(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
     return answers.artifact(await call.context.artifact_reads.info(call.params["taskId"], None, call.params["name"]))
 
 
-@api.route("GET", "/task/<taskId>/runs/<runId>/artifacts", name="listArtifacts", title="Get Artifacts from Run",
-           scopes="queue:list-artifacts:<taskId>:<runId>", output="list-artifacts-info-response", query=PAGING)
+@api.route(
+    "GET",
+    "/task/<taskId>/runs/<runId>/artifacts",
+    name="listArtifacts",
+    title="Get Artifacts from Run",
+    scopes="queue:list-artifacts:<taskId>:<runId>",
+    output="list-artifacts-info-response",
+    query=PAGING,
+)
 async def list_artifacts(call: QueueCall) -> dict[str, Any]:
     """The run's available artifacts, paged (`limit`, `continuationToken`)."""
     await call.authorize()
@@ -148,8 +215,15 @@ async def list_artifacts(call: QueueCall) -> dict[str, Any]:
     return answers.page("artifacts", [answers.artifact(a) for a in artifacts], token)
 
 
-@api.route("GET", "/task/<taskId>/artifacts", name="listLatestArtifacts", title="Get Artifacts from Latest Run",
-           scopes="queue:list-artifacts:<taskId>", output="list-artifacts-info-response", query=PAGING)
+@api.route(
+    "GET",
+    "/task/<taskId>/artifacts",
+    name="listLatestArtifacts",
+    title="Get Artifacts from Latest Run",
+    scopes="queue:list-artifacts:<taskId>",
+    output="list-artifacts-info-response",
+    query=PAGING,
+)
 async def list_latest_artifacts(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
     artifacts, token = await call.context.artifact_reads.list(call.params["taskId"], None, **paging(call))

@@ -27,17 +27,23 @@ def paging(call: QueueCall) -> dict[str, Any]:
 def project_or_scheduler(action: str) -> dict[str, Any]:
     """The modern scope expression of an action on a task: by scheduler and group, by project, or the legacy
     scope with the scheduler's `assume:`."""
-    return {"AnyOf": [
-        f"queue:{action}:<schedulerId>/<taskGroupId>/<taskId>",
-        f"queue:{action}-in-project:<projectId>",
-        {"AllOf": [f"queue:{action}", "assume:scheduler-id:<schedulerId>/<taskGroupId>"]},
-    ]}
+    return {
+        "AnyOf": [
+            f"queue:{action}:<schedulerId>/<taskGroupId>/<taskId>",
+            f"queue:{action}-in-project:<projectId>",
+            {"AllOf": [f"queue:{action}", "assume:scheduler-id:<schedulerId>/<taskGroupId>"]},
+        ]
+    }
 
 
 async def authorize_for_task(call: QueueCall) -> str:
     """Authorize a request whose scopes name the stored task's schedulerId, taskGroupId or projectId."""
     task_id = call.params["taskId"]
     definition = (await call.context.queries.task(task_id)).definition
-    await call.authorize(**{key: definition[key] for key in ("schedulerId", "taskGroupId", "projectId",
-                                                             "provisionerId", "workerType", "taskQueueId")})
+    await call.authorize(
+        **{
+            key: definition[key]
+            for key in ("schedulerId", "taskGroupId", "projectId", "provisionerId", "workerType", "taskQueueId")
+        }
+    )
     return task_id

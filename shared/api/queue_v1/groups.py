@@ -16,58 +16,104 @@ async def _authorize_for_group(call: QueueCall) -> str:
     return group_id
 
 
-@api.route("GET", "/task-group/<taskGroupId>/list", name="listTaskGroup", title="List Task Group",
-           scopes="queue:list-task-group:<taskGroupId>", output="list-task-group-response", query=PAGING)
+@api.route(
+    "GET",
+    "/task-group/<taskGroupId>/list",
+    name="listTaskGroup",
+    title="List Task Group",
+    scopes="queue:list-task-group:<taskGroupId>",
+    output="list-task-group-response",
+    query=PAGING,
+)
 async def list_task_group(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
     group, tasks, token = await call.context.groups.members(call.params["taskGroupId"], **paging(call))
     return answers.page("tasks", [answers.definition_and_status(t) for t in tasks], token, **answers.group(group))
 
 
-@api.route("GET", "/task-group/<taskGroupId>", name="getTaskGroup", title="Get Task Group",
-           scopes="queue:list-task-group:<taskGroupId>", output="task-group-response")
+@api.route(
+    "GET",
+    "/task-group/<taskGroupId>",
+    name="getTaskGroup",
+    title="Get Task Group",
+    scopes="queue:list-task-group:<taskGroupId>",
+    output="task-group-response",
+)
 async def get_task_group(call: QueueCall) -> dict[str, Any]:
     await call.authorize()
     return answers.group(await call.context.groups.get(call.params["taskGroupId"]))
 
 
-@api.route("POST", "/task-group/<taskGroupId>/seal", name="sealTaskGroup", title="Seal Task Group",
-           scopes="queue:seal-task-group:<schedulerId>/<taskGroupId>", output="task-group-response",
-           stability="experimental")
+@api.route(
+    "POST",
+    "/task-group/<taskGroupId>/seal",
+    name="sealTaskGroup",
+    title="Seal Task Group",
+    scopes="queue:seal-task-group:<schedulerId>/<taskGroupId>",
+    output="task-group-response",
+    stability="experimental",
+)
 async def seal_task_group(call: QueueCall) -> dict[str, Any]:
     return answers.group(await call.context.groups.seal(await _authorize_for_group(call)))
 
 
-@api.route("POST", "/task-group/<taskGroupId>/cancel", name="cancelTaskGroup", title="Cancel Task Group",
-           scopes="queue:cancel-task-group:<schedulerId>/<taskGroupId>", output="cancel-task-group-response",
-           stability="experimental")
+@api.route(
+    "POST",
+    "/task-group/<taskGroupId>/cancel",
+    name="cancelTaskGroup",
+    title="Cancel Task Group",
+    scopes="queue:cancel-task-group:<schedulerId>/<taskGroupId>",
+    output="cancel-task-group-response",
+    stability="experimental",
+)
 async def cancel_task_group(call: QueueCall) -> dict[str, Any]:
     group_id = await _authorize_for_group(call)
     cancelled = await call.context.groups.cancel(group_id)
-    return {"taskGroupId": group_id, "taskGroupSize": cancelled.size, "cancelledCount": len(cancelled.task_ids),
-            "taskIds": cancelled.task_ids}
+    return {
+        "taskGroupId": group_id,
+        "taskGroupSize": cancelled.size,
+        "cancelledCount": len(cancelled.task_ids),
+        "taskIds": cancelled.task_ids,
+    }
 
 
-@api.route("POST", "/task-group/<taskGroupId>/priority", name="changeTaskGroupPriority",
-           title="Change Task Group Priority", scopes="queue:change-task-group-priority:<schedulerId>/<taskGroupId>",
-           input="change-task-priority-request", output="task-group-priority-change-response",
-           stability="experimental")
+@api.route(
+    "POST",
+    "/task-group/<taskGroupId>/priority",
+    name="changeTaskGroupPriority",
+    title="Change Task Group Priority",
+    scopes="queue:change-task-group-priority:<schedulerId>/<taskGroupId>",
+    input="change-task-priority-request",
+    output="task-group-priority-change-response",
+    stability="experimental",
+)
 async def change_task_group_priority(call: QueueCall) -> dict[str, Any]:
     group_id = await _authorize_for_group(call)
     new_priority = call.body["newPriority"]
     changed = await call.context.groups.change_priority(group_id, new_priority)
-    return {"taskGroupId": group_id, "schedulerId": changed.group.scheduler_id, "newPriority": new_priority,
-            "tasksAffected": len(changed.task_ids), "taskIds": changed.task_ids}
+    return {
+        "taskGroupId": group_id,
+        "schedulerId": changed.group.scheduler_id,
+        "newPriority": new_priority,
+        "tasksAffected": len(changed.task_ids),
+        "taskIds": changed.task_ids,
+    }
 
 
-@api.route("GET", "/task-group/<taskGroupId>/events", name="listTaskGroupEvents", title="List Task Group Events",
-           scopes="queue:list-task-group:<taskGroupId>", output="list-events-response", stability="experimental",
-           query=PAGING)
+@api.route(
+    "GET",
+    "/task-group/<taskGroupId>/events",
+    name="listTaskGroupEvents",
+    title="List Task Group Events",
+    scopes="queue:list-task-group:<taskGroupId>",
+    output="list-events-response",
+    stability="experimental",
+    query=PAGING,
+)
 async def list_task_group_events(call: QueueCall) -> dict[str, Any]:
     """Not in Taskcluster: the task group's recorded events (sealed, resolved, priority changed) in order."""
     await call.authorize()
     group_id = call.params["taskGroupId"]
     events, token = await call.context.groups.events(group_id, **paging(call))
     namespace = call.context.settings.pulse_namespace
-    return answers.page("events", [answers.event(seq, e, namespace) for seq, e in events], token,
-                        taskGroupId=group_id)
+    return answers.page("events", [answers.event(seq, e, namespace) for seq, e in events], token, taskGroupId=group_id)

@@ -34,10 +34,16 @@ class AzureBlobs:
         policy = policy or RetryPolicy()
         # Blob calls keep the SDK's storage retry policy (every one of them is safe to repeat: overwriting
         # writes, snapshots, commits of the same block), with delays that fit the same budget as the others.
-        self._clients = Clients(connection, "blob", BlobServiceClient, "get_container_client", policy,
-                                retry_policy=ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=4,
-                                                              random_jitter_range=1))
+        self._clients = Clients(
+            connection,
+            "blob",
+            BlobServiceClient,
+            "get_container_client",
+            policy,
+            retry_policy=ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=4, random_jitter_range=1),
+        )
         from azure.storage.blob import BlobServiceClient as SyncBlobServiceClient
+
         self._signer = Signer(connection, "blob", SyncBlobServiceClient)
         self._by_identity = connection.uses_identity
         if not self._by_identity:
@@ -48,17 +54,34 @@ class AzureBlobs:
         key: UserDelegationKey = await self._clients.service.get_user_delegation_key(start, expiry)
         return key
 
-    async def _signed(self, container: str, blob: str, permission: BlobSasPermissions, expires: dt.datetime, *,
-                      snapshot: str | None = None, served_as: ServedAs | None = None) -> str:
+    async def _signed(
+        self,
+        container: str,
+        blob: str,
+        permission: BlobSasPermissions,
+        expires: dt.datetime,
+        *,
+        snapshot: str | None = None,
+        served_as: ServedAs | None = None,
+    ) -> str:
         start = dt.datetime.now(dt.UTC) - SAS_CLOCK_SKEW
         options: dict[str, Any] = {"permission": permission, "expiry": expires, "start": start, "snapshot": snapshot}
         if served_as is not None:
-            options.update(content_type=served_as.content_type, content_disposition=served_as.content_disposition,
-                           content_encoding=served_as.content_encoding,
-                           content_language=served_as.content_language, cache_control=served_as.cache_control)
+            options.update(
+                content_type=served_as.content_type,
+                content_disposition=served_as.content_disposition,
+                content_encoding=served_as.content_encoding,
+                content_language=served_as.content_language,
+                cache_control=served_as.cache_control,
+            )
         if self._by_identity:
-            sas = generate_blob_sas(self._signer.account, container, blob,
-                                    user_delegation_key=await self._delegation_keys.key(expires), **options)
+            sas = generate_blob_sas(
+                self._signer.account,
+                container,
+                blob,
+                user_delegation_key=await self._delegation_keys.key(expires),
+                **options,
+            )
         else:
             sas = generate_blob_sas(self._signer.account, container, blob, account_key=self._signer.key, **options)
         at = f"snapshot={urllib.parse.quote(snapshot)}&" if snapshot else ""
@@ -67,10 +90,18 @@ class AzureBlobs:
     async def upload_url(self, container: str, blob: str, expires: dt.datetime, *, overwrite: bool = True) -> str:
         return await self._signed(container, blob, BlobSasPermissions(create=True, write=overwrite), expires)
 
-    async def download_url(self, container: str, blob: str, expires: dt.datetime, *, snapshot: str | None = None,
-                           served_as: ServedAs | None = None) -> str:
-        return await self._signed(container, blob, BlobSasPermissions(read=True), expires, snapshot=snapshot,
-                                  served_as=served_as)
+    async def download_url(
+        self,
+        container: str,
+        blob: str,
+        expires: dt.datetime,
+        *,
+        snapshot: str | None = None,
+        served_as: ServedAs | None = None,
+    ) -> str:
+        return await self._signed(
+            container, blob, BlobSasPermissions(read=True), expires, snapshot=snapshot, served_as=served_as
+        )
 
     async def snapshot(self, container: str, blob: str) -> BlobInfo | None:
         blobs = self._clients.get(container)
@@ -85,22 +116,30 @@ class AzureBlobs:
         # The SDK base64-encodes block ids itself.
         await self._clients.get(container).get_blob_client(blob).stage_block(block_id, data, length=len(data))
 
-    async def commit_blocks(self, container: str, blob: str, block_ids: Sequence[str],
-                            properties: BlobProperties) -> None:
+    async def commit_blocks(
+        self, container: str, blob: str, block_ids: Sequence[str], properties: BlobProperties
+    ) -> None:
         client = self._clients.get(container).get_blob_client(blob)
         try:
-            await client.commit_block_list([BlobBlock(block_id=i) for i in block_ids], content_settings=ContentSettings(
-                content_type=properties.content_type, content_encoding=properties.content_encoding,
-                content_language=properties.content_language, content_disposition=properties.content_disposition,
-                cache_control=properties.cache_control))
+            await client.commit_block_list(
+                [BlobBlock(block_id=i) for i in block_ids],
+                content_settings=ContentSettings(
+                    content_type=properties.content_type,
+                    content_encoding=properties.content_encoding,
+                    content_language=properties.content_language,
+                    content_disposition=properties.content_disposition,
+                    cache_control=properties.cache_control,
+                ),
+            )
         except HttpResponseError as exc:
             code = getattr(exc, "error_code", None) or ""
             if str(getattr(code, "value", code)) == "InvalidBlockList":
                 raise BlocksMissing() from None
             raise
 
-    async def commit_block(self, container: str, blob: str, block_id: str, *, content_type: str,
-                           content_encoding: str | None = None) -> bool:
+    async def commit_block(
+        self, container: str, blob: str, block_id: str, *, content_type: str, content_encoding: str | None = None
+    ) -> bool:
         """Commit the one block `block_id` as the blob; False when there is no such block to commit (the blob is
         then taken as it is). An upload URL's write permission also lets its holder take a lease on the blob or
         make it an append blob (Azure's SAS names kinds of operation, not one): a lease is broken (the account
@@ -109,8 +148,10 @@ class AzureBlobs:
         for attempt in range(2):
             try:
                 # The SDK base64-encodes block ids itself.
-                await client.commit_block_list([BlobBlock(block_id=block_id)], content_settings=ContentSettings(
-                    content_type=content_type, content_encoding=content_encoding))
+                await client.commit_block_list(
+                    [BlobBlock(block_id=block_id)],
+                    content_settings=ContentSettings(content_type=content_type, content_encoding=content_encoding),
+                )
                 return True
             except HttpResponseError as exc:
                 code = getattr(exc, "error_code", None) or ""
@@ -125,8 +166,9 @@ class AzureBlobs:
 
     async def write(self, container: str, blob: str, data: bytes, content_type: str) -> BlobInfo:
         client = self._clients.get(container).get_blob_client(blob)
-        made = await client.upload_blob(data, overwrite=True, content_settings=ContentSettings(
-            content_type=content_type))
+        made = await client.upload_blob(
+            data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
+        )
         return BlobInfo(len(data), content_type, made.get("etag"))
 
     async def read(self, container: str, blob: str, *, snapshot: str | None = None) -> bytes | None:

@@ -35,10 +35,10 @@ CLIENTS_KEPT = 1_000  # SDK clients kept per service (one per table, queue or co
 def shared_transport(policy: RetryPolicy) -> tuple[aiohttp.ClientSession, AioHttpTransport]:
     # One keep-alive session for every client; trust_env=False: the default re-reads proxy settings
     # from the environment on every request, which measurably costs CPU (DESIGN.md).
-    session = without_silent_resend(aiohttp.ClientSession(trust_env=False,
-                                                          connector=aiohttp.TCPConnector(limit=200)))
-    return session, AioHttpTransport(session=session, session_owner=False, connection_timeout=policy.connect_timeout,
-                                     read_timeout=policy.timeout)
+    session = without_silent_resend(aiohttp.ClientSession(trust_env=False, connector=aiohttp.TCPConnector(limit=200)))
+    return session, AioHttpTransport(
+        session=session, session_owner=False, connection_timeout=policy.connect_timeout, read_timeout=policy.timeout
+    )
 
 
 REFUSALS = (404, 409, 412)  # absent, exists, changed: answers of a conditional call, not failures
@@ -74,11 +74,18 @@ def with_keywords(method: Callable[..., Awaitable[Any]]) -> Callable[[dict[str, 
     return lambda options: method(**options)
 
 
-async def retried(policy: RetryPolicy, operation: str, id_option: str, call: Callable[[dict[str, Any]], Awaitable[Any]],
-                  *, refusals: tuple[int, ...] = REFUSALS,
-                  refusal: Callable[[HttpResponseError], bool] | None = None) -> tuple[Any, bool]:
+async def retried(
+    policy: RetryPolicy,
+    operation: str,
+    id_option: str,
+    call: Callable[[dict[str, Any]], Awaitable[Any]],
+    *,
+    refusals: tuple[int, ...] = REFUSALS,
+    refusal: Callable[[HttpResponseError], bool] | None = None,
+) -> tuple[Any, bool]:
     """`call(options)` (the options carry the request id) with retries; its result, or `Refused` for an answer
     in `refusals` (or one `refusal` accepts), and whether an earlier attempt may have been applied."""
+
     async def attempt(request_id: str) -> Any:
         try:
             return await call({id_option: request_id})
@@ -99,8 +106,15 @@ class Clients:
     """One service client per store, a cached client per table or queue, one shared keep-alive session.
     Created on first use, inside the running event loop (aiohttp sessions belong to a loop)."""
 
-    def __init__(self, connection: StorageConnection, service: Service, service_type: Any, child: str,
-                 policy: RetryPolicy, **options: Any) -> None:
+    def __init__(
+        self,
+        connection: StorageConnection,
+        service: Service,
+        service_type: Any,
+        child: str,
+        policy: RetryPolicy,
+        **options: Any,
+    ) -> None:
         self._connection, self._kind = connection, service
         self._service_type, self._child = service_type, child
         self._policy, self._options = policy, options
@@ -115,8 +129,9 @@ class Clients:
         if client is None:
             if self._service is None:
                 self._session, transport = shared_transport(self._policy)
-                self._service = self._connection.service_client(self._service_type, self._kind, transport=transport,
-                                                                user_agent=USER_AGENT, **self._options)
+                self._service = self._connection.service_client(
+                    self._service_type, self._kind, transport=transport, user_agent=USER_AGENT, **self._options
+                )
             client = getattr(self._service, self._child)(name)
             self._clients.put(name, client)
         return client
@@ -172,8 +187,11 @@ class DelegationKeys:
     LIFETIME = dt.timedelta(days=6)
     RENEW = dt.timedelta(days=1)
 
-    def __init__(self, fetch: Callable[[dt.datetime, dt.datetime], Awaitable[Any]],
-                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[dt.datetime, dt.datetime], Awaitable[Any]],
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
         self._fetch, self._clock = fetch, clock
         self._key: Any = None
         self._ends = dt.datetime.min.replace(tzinfo=dt.UTC)

@@ -45,24 +45,24 @@ class AzureTables:
     def __init__(self, connection: str | StorageConnection, policy: RetryPolicy | None = None) -> None:
         self._policy = policy or RetryPolicy()
         # The SDK's own retries are off: each call is retried here (shared/storage/retry.py).
-        self._clients = Clients(as_connection(connection), "table", TableServiceClient, "get_table_client",
-                                self._policy, retry_total=0)
+        self._clients = Clients(
+            as_connection(connection), "table", TableServiceClient, "get_table_client", self._policy, retry_total=0
+        )
 
     def _client(self, table: str) -> TableClient:
         client: TableClient = self._clients.get(table)
         return client
 
-    async def _call(self, operation: str, call: Callable[[dict[str, Any]], Awaitable[Any]],
-                    **options: Any) -> tuple[Any, bool]:
+    async def _call(
+        self, operation: str, call: Callable[[dict[str, Any]], Awaitable[Any]], **options: Any
+    ) -> tuple[Any, bool]:
         return await retried(self._policy, operation, "request_id", call, **options)
 
     async def ensure_tables(self, names: list[str]) -> None:
-        await all_at_once(self._call("table.create", with_keywords(self._client(name).create_table))
-                          for name in names)
+        await all_at_once(self._call("table.create", with_keywords(self._client(name).create_table)) for name in names)
 
     async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
-        found, _ = await self._call("table.get", lambda o: self._client(table).get_entity(partition_key, row_key,
-                                                                                           **o))
+        found, _ = await self._call("table.get", lambda o: self._client(table).get_entity(partition_key, row_key, **o))
         return None if isinstance(found, Refused) else _entity(found)
 
     async def _written(self, table: str, entity: Entity, response: Any, ambiguous: bool) -> Entity | None:
@@ -72,20 +72,27 @@ class AzureTables:
         return entity.with_etag(_etag_of(response))
 
     async def insert(self, table: str, entity: Entity) -> Entity | None:
-        response, ambiguous = await self._call("table.insert",
-                                               lambda o: self._client(table).create_entity(_row(entity), **o))
+        response, ambiguous = await self._call(
+            "table.insert", lambda o: self._client(table).create_entity(_row(entity), **o)
+        )
         return await self._written(table, entity, response, ambiguous)
 
     async def replace(self, table: str, entity: Entity) -> Entity | None:
-        condition: dict[str, Any] = ({"etag": entity.etag, "match_condition": MatchConditions.IfNotModified}
-                                     if entity.etag is not None else {})
-        response, ambiguous = await self._call("table.replace", lambda o: self._client(table).update_entity(
-            _row(entity), mode=UpdateMode.REPLACE, **condition, **o))
+        condition: dict[str, Any] = (
+            {"etag": entity.etag, "match_condition": MatchConditions.IfNotModified} if entity.etag is not None else {}
+        )
+        response, ambiguous = await self._call(
+            "table.replace",
+            lambda o: self._client(table).update_entity(_row(entity), mode=UpdateMode.REPLACE, **condition, **o),
+        )
         return await self._written(table, entity, response, ambiguous)
 
     async def upsert(self, table: str, entity: Entity) -> Entity:
-        response, _ = await self._call("table.upsert", lambda o: self._client(table).upsert_entity(
-            _row(entity), mode=UpdateMode.REPLACE, **o), refusals=())
+        response, _ = await self._call(
+            "table.upsert",
+            lambda o: self._client(table).upsert_entity(_row(entity), mode=UpdateMode.REPLACE, **o),
+            refusals=(),
+        )
         return entity.with_etag(_etag_of(response))
 
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
@@ -99,30 +106,42 @@ class AzureTables:
                 return False
             await self._call("table.delete", lambda o: client.delete_entity(partition_key, row_key, **o))
             return True
-        answer, ambiguous = await self._call("table.delete", lambda o: client.delete_entity(
-            partition_key, row_key, etag=etag, match_condition=MatchConditions.IfNotModified, **o))
+        answer, ambiguous = await self._call(
+            "table.delete",
+            lambda o: client.delete_entity(
+                partition_key, row_key, etag=etag, match_condition=MatchConditions.IfNotModified, **o
+            ),
+        )
         if isinstance(answer, Refused):
             return answer.status == 404 and ambiguous  # gone after a lost answer: our first attempt deleted it
         return True
 
-    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
-                    continuation: str | None = None) -> Page:
+    async def query(
+        self,
+        table: str,
+        filter: str,
+        parameters: dict[str, Any],
+        *,
+        limit: int | None = None,
+        continuation: str | None = None,
+    ) -> Page:
         token: Any = None  # the SDK's own form of the keys, though it types its tokens as strings
         if continuation:
             next_pk, next_rk = decode_continuation(continuation)
             token = {"PartitionKey": next_pk, "RowKey": next_rk}
 
         async def first_page(options: dict[str, Any]) -> Page:
-            pages = self._client(table).query_entities(
-                filter, parameters=parameters, results_per_page=limit or 1000, **options).by_page(
-                continuation_token=token)
+            pages = (
+                self._client(table)
+                .query_entities(filter, parameters=parameters, results_per_page=limit or 1000, **options)
+                .by_page(continuation_token=token)
+            )
             entities: list[Entity] = []
             async for page in pages:
                 entities.extend([_entity(raw) async for raw in page])
                 break
             next_token = pages.continuation_token  # type: ignore[attr-defined]
-            encoded = (encode_continuation(next_token["PartitionKey"], next_token.get("RowKey"))
-                       if next_token else None)
+            encoded = encode_continuation(next_token["PartitionKey"], next_token.get("RowKey")) if next_token else None
             return Page(entities, encoded)
 
         page, _ = await self._call("table.query", first_page, refusals=())
@@ -137,8 +156,9 @@ class AzureTables:
         operations: list[Any] = []
         for op in ops:
             row = _row(op.entity)
-            condition = ({"etag": op.entity.etag, "match_condition": MatchConditions.IfNotModified}
-                         if op.entity.etag else {})
+            condition = (
+                {"etag": op.entity.etag, "match_condition": MatchConditions.IfNotModified} if op.entity.etag else {}
+            )
             if op.kind == "insert":
                 operations.append(("create", row))
             elif op.kind == "upsert":
@@ -152,8 +172,8 @@ class AzureTables:
             else:
                 raise ValueError(f"unknown operation {op.kind}")
         results, ambiguous = await self._call(
-            "table.batch", lambda o: self._client(table).submit_transaction(operations, **o),
-            refusal=_condition_failed)
+            "table.batch", lambda o: self._client(table).submit_transaction(operations, **o), refusal=_condition_failed
+        )
         if isinstance(results, Refused):
             return await transaction_applied(self.get, table, ops) if ambiguous else None
         return [None if op.kind == "delete" else result.get("etag") for op, result in zip(ops, results, strict=True)]
@@ -165,4 +185,7 @@ class AzureTables:
 def _condition_failed(exc: HttpResponseError) -> bool:
     """A transaction whose condition failed (exists, changed, absent): an answer; anything else is an error."""
     return isinstance(exc, TableTransactionError) and getattr(exc, "error_code", None) in (
-        "EntityAlreadyExists", "UpdateConditionNotSatisfied", "ResourceNotFound")
+        "EntityAlreadyExists",
+        "UpdateConditionNotSatisfied",
+        "ResourceNotFound",
+    )

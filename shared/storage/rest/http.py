@@ -59,8 +59,10 @@ class Account:
         if connection.connection_string is not None:
             values = parse_connection_string(connection.connection_string)
             if "AccountName" not in values:
-                raise ValueError("the REST client needs a connection string with AccountName and AccountKey; "
-                                 "use QUEUE_STORAGE_CLIENT=sdk for other forms")
+                raise ValueError(
+                    "the REST client needs a connection string with AccountName and AccountKey; "
+                    "use QUEUE_STORAGE_CLIENT=sdk for other forms"
+                )
             self.account = values["AccountName"]
             endpoint = values.get(f"{service.capitalize()}Endpoint")
             if not endpoint:
@@ -71,8 +73,10 @@ class Account:
             if values.get("AccountKey"):
                 self.key = base64.b64decode(values["AccountKey"])
             elif values.get("SharedAccessSignature"):
-                raise ValueError("a connection string with a SharedAccessSignature is not supported by the REST "
-                                 "client; use QUEUE_STORAGE_CLIENT=sdk")
+                raise ValueError(
+                    "a connection string with a SharedAccessSignature is not supported by the REST "
+                    "client; use QUEUE_STORAGE_CLIENT=sdk"
+                )
         else:
             self.endpoint = connection.endpoint(service)
             self.account = connection.account_name(service)
@@ -130,8 +134,17 @@ class Http:
         self.policy = policy or RetryPolicy()
         self._timeout = aiohttp.ClientTimeout(total=self.policy.timeout, sock_connect=self.policy.connect_timeout)
 
-    async def send(self, method: str, url: str, *, name: str, data: bytes | str | None,
-                   headers: dict[str, str], operation: str, request_id: str | None = None) -> Answer:
+    async def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        name: str,
+        data: bytes | str | None,
+        headers: dict[str, str],
+        operation: str,
+        request_id: str | None = None,
+    ) -> Answer:
         """`headers` carry `x-ms-client-request-id` when they are signed with it (`request_id`, then)."""
         target = URL(url, encoded=True)
 
@@ -139,14 +152,23 @@ class Http:
             sent = {**headers, "x-ms-client-request-id": request_id, "User-Agent": USER_AGENT}
             # Without a configured tracer provider a span is a no-op that still costs ~5 % of a request's CPU.
             if self.tracer is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-                async with self.session.request(method, target, data=data, headers=sent,
-                                                timeout=self._timeout) as response:
+                async with self.session.request(
+                    method, target, data=data, headers=sent, timeout=self._timeout
+                ) as response:
                     return Answer(response.status, CIMultiDict(response.headers), await response.read())
-            with self.tracer.start_as_current_span(f"{method} {name}", kind=trace.SpanKind.CLIENT, attributes={
-                    "http.method": method, "http.url": url.split("?", 1)[0], "net.peer.name": target.host or "",
-                    "net.peer.port": target.port or 0}) as span:
-                async with self.session.request(method, target, data=data, headers=sent,
-                                                timeout=self._timeout) as response:
+            with self.tracer.start_as_current_span(
+                f"{method} {name}",
+                kind=trace.SpanKind.CLIENT,
+                attributes={
+                    "http.method": method,
+                    "http.url": url.split("?", 1)[0],
+                    "net.peer.name": target.host or "",
+                    "net.peer.port": target.port or 0,
+                },
+            ) as span:
+                async with self.session.request(
+                    method, target, data=data, headers=sent, timeout=self._timeout
+                ) as response:
                     span.set_attribute("http.status_code", response.status)
                     return Answer(response.status, CIMultiDict(response.headers), await response.read())
 
@@ -160,8 +182,11 @@ class Http:
             # are dropped after 4 s, before Azurite's server closes them (5 s): a request sent on a connection
             # the server is closing fails with "connection reset" (seen under the benchmark).
             connector = aiohttp.TCPConnector(limit=200, keepalive_timeout=KEEPALIVE_SECONDS)
-            self._session = without_silent_resend(aiohttp.ClientSession(
-                trust_env=False, connector=connector, skip_auto_headers=("User-Agent", "Content-Type")))
+            self._session = without_silent_resend(
+                aiohttp.ClientSession(
+                    trust_env=False, connector=connector, skip_auto_headers=("User-Agent", "Content-Type")
+                )
+            )
         return self._session
 
     async def close(self) -> None:
@@ -181,8 +206,12 @@ def http_date() -> str:
     return _date_text
 
 
-_MONTHS = {name: number for number, name in enumerate(
-    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1
+    )
+}
 
 
 def rfc1123(text: str | None) -> dt.datetime | None:
@@ -192,6 +221,13 @@ def rfc1123(text: str | None) -> dt.datetime | None:
         return None
     if len(text) == 29 and text[3:5] == ", " and text[25:] == " GMT" and text[8:11] in _MONTHS:
         with contextlib.suppress(ValueError):
-            return dt.datetime(int(text[12:16]), _MONTHS[text[8:11]], int(text[5:7]), int(text[17:19]),
-                               int(text[20:22]), int(text[23:25]), tzinfo=dt.UTC)
+            return dt.datetime(
+                int(text[12:16]),
+                _MONTHS[text[8:11]],
+                int(text[5:7]),
+                int(text[17:19]),
+                int(text[20:22]),
+                int(text[23:25]),
+                tzinfo=dt.UTC,
+            )
     return email.utils.parsedate_to_datetime(text)

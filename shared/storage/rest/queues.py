@@ -28,16 +28,18 @@ MAX_VISIBILITY = 7 * 24 * 3600
 
 
 class RestQueues:
-    def __init__(self, connection: str | StorageConnection, *, traced: bool = True,
-                 policy: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, connection: str | StorageConnection, *, traced: bool = True, policy: RetryPolicy | None = None
+    ) -> None:
         connection = StorageConnection(connection_string=connection) if isinstance(connection, str) else connection
         self._account = Account(connection, "queue")
         self._http = Http(traced, policy)
         self._connection = connection
         self._signer = QueueSigner(connection)  # polling URLs: the SDK's signing, with the same key or identity
 
-    async def _request(self, method: str, path: str, operation: str, query: dict[str, str] | None = None, *,
-                       body: bytes = b"") -> Answer:
+    async def _request(
+        self, method: str, path: str, operation: str, query: dict[str, str] | None = None, *, body: bytes = b""
+    ) -> Answer:
         account = self._account
         full_path = f"{account.base_path}/{path}"
         date, request_id = http_date(), new_request_id()
@@ -45,24 +47,50 @@ class RestQueues:
         if body:
             headers["Content-Type"] = "application/xml"
         if account.key is not None:  # Shared Key signs every x-ms- header, the request id too
-            canonical_headers = (f"x-ms-client-request-id:{request_id}\nx-ms-date:{date}\n"
-                                 f"x-ms-version:{QUEUE_VERSION}\n")
+            canonical_headers = f"x-ms-client-request-id:{request_id}\nx-ms-date:{date}\nx-ms-version:{QUEUE_VERSION}\n"
             resource = f"/{account.account}{full_path}" + "".join(
-                f"\n{name.lower()}:{value}" for name, value in sorted((query or {}).items()))
-            to_sign = "\n".join([method, "", "", str(len(body)) if body else "", "",
-                                 headers.get("Content-Type", ""), "", "", "", "", "", ""]) + "\n"
-            headers["Authorization"] = (f"SharedKey {account.account}:"
-                                        f"{account.sign(to_sign + canonical_headers + resource)}")
+                f"\n{name.lower()}:{value}" for name, value in sorted((query or {}).items())
+            )
+            to_sign = (
+                "\n".join(
+                    [
+                        method,
+                        "",
+                        "",
+                        str(len(body)) if body else "",
+                        "",
+                        headers.get("Content-Type", ""),
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+                + "\n"
+            )
+            headers["Authorization"] = (
+                f"SharedKey {account.account}:{account.sign(to_sign + canonical_headers + resource)}"
+            )
         else:
             headers["Authorization"] = await account.bearer()
-        return await self._http.send(method, account.url(full_path, query), name=path.split("/", 1)[0],
-                                     data=body or None, headers=headers, operation=operation, request_id=request_id)
+        return await self._http.send(
+            method,
+            account.url(full_path, query),
+            name=path.split("/", 1)[0],
+            data=body or None,
+            headers=headers,
+            operation=operation,
+            request_id=request_id,
+        )
 
     async def ensure_queues(self, names: list[str]) -> None:
         async def create(name: str) -> None:
             status, headers, payload, _ = await self._request("PUT", name, "queue.create")
             if status not in (201, 204, 409):
                 raise StorageError("PUT", name, status, headers.get("x-ms-error-code"), payload.decode())
+
         await all_at_once(create(name) for name in names)
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
@@ -73,26 +101,29 @@ class RestQueues:
         query = {"messagettl": str(time_to_live)}
         if visible_in:
             query["visibilitytimeout"] = str(visible_in)
-        body = (f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
-                f"{escape(encode_message(content))}</MessageText></QueueMessage>").encode()
+        body = (
+            f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
+            f"{escape(encode_message(content))}</MessageText></QueueMessage>"
+        ).encode()
         # A put whose answer was lost and that is then retried leaves two messages: hints, handled idempotently.
-        status, headers, payload, _ = await self._request("POST", f"{queue}/messages", "queue.put", query,
-                                                          body=body)
+        status, headers, payload, _ = await self._request("POST", f"{queue}/messages", "queue.put", query, body=body)
         if status == 404:
             # Queues are created on first use (pending queues exist per task queue and priority).
             await self.ensure_queues([queue])
-            status, headers, payload, _ = await self._request("POST", f"{queue}/messages", "queue.put", query,
-                                                              body=body)
+            status, headers, payload, _ = await self._request(
+                "POST", f"{queue}/messages", "queue.put", query, body=body
+            )
         if status != 201:
-            raise StorageError("POST", f"{queue}/messages", status, headers.get("x-ms-error-code"),
-                               payload.decode())
+            raise StorageError("POST", f"{queue}/messages", status, headers.get("x-ms-error-code"), payload.decode())
         [sent] = self._messages(payload, content)
         announce_put(queue, visible_in)
         return sent
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
-        query = {"numofmessages": str(max(1, min(max_messages, 32))),
-                 "visibilitytimeout": str(max(1, visibility_timeout))}  # Azure's minimum is 1 s
+        query = {
+            "numofmessages": str(max(1, min(max_messages, 32))),
+            "visibilitytimeout": str(max(1, visibility_timeout)),
+        }  # Azure's minimum is 1 s
         status, headers, payload, lost = await self._request("GET", f"{queue}/messages", "queue.receive", query)
         if status == 404:
             return Received(lost=lost)
@@ -105,14 +136,21 @@ class RestQueues:
         """The messages of a QueueMessagesList (a put's answer has no MessageText: `content` is what was sent)."""
         messages = []
         for node in ET.fromstring(payload):
+
             def text(tag: str, node: ET.Element = node) -> str:
                 return node.findtext(tag) or ""
-            messages.append(QueueMessage(
-                id=text("MessageId"), pop_receipt=text("PopReceipt"),
-                content=content if content is not None else decode_message(text("MessageText")),
-                dequeue_count=int(text("DequeueCount") or 0),
-                inserted=rfc1123(text("InsertionTime")) or dt.datetime.now(dt.UTC),
-                expires=rfc1123(text("ExpirationTime")), next_visible=rfc1123(text("TimeNextVisible"))))
+
+            messages.append(
+                QueueMessage(
+                    id=text("MessageId"),
+                    pop_receipt=text("PopReceipt"),
+                    content=content if content is not None else decode_message(text("MessageText")),
+                    dequeue_count=int(text("DequeueCount") or 0),
+                    inserted=rfc1123(text("InsertionTime")) or dt.datetime.now(dt.UTC),
+                    expires=rfc1123(text("ExpirationTime")),
+                    next_visible=rfc1123(text("TimeNextVisible")),
+                )
+            )
         return messages
 
     @staticmethod
@@ -122,26 +160,42 @@ class RestQueues:
 
     async def delete(self, queue: str, message: QueueMessage) -> None:
         path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
-        status, headers, payload, _ = await self._request("DELETE", path, "queue.delete",
-                                                          {"popreceipt": message.pop_receipt})
+        status, headers, payload, _ = await self._request(
+            "DELETE", path, "queue.delete", {"popreceipt": message.pop_receipt}
+        )
         if status != 204 and not self._gone(status, headers):
             raise StorageError("DELETE", path, status, headers.get("x-ms-error-code"), payload.decode())
 
-    async def release(self, queue: str, message: QueueMessage, visible_in: int, *,
-                      content: bytes | None = None) -> QueueMessage | None:
+    async def release(
+        self, queue: str, message: QueueMessage, visible_in: int, *, content: bytes | None = None
+    ) -> QueueMessage | None:
         path = f"{queue}/messages/{urllib.parse.quote(message.id, safe='')}"
-        body = b"" if content is None else (
-            f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
-            f"{escape(encode_message(content))}</MessageText></QueueMessage>").encode()
+        body = (
+            b""
+            if content is None
+            else (
+                f"<?xml version='1.0' encoding='utf-8'?><QueueMessage><MessageText>"
+                f"{escape(encode_message(content))}</MessageText></QueueMessage>"
+            ).encode()
+        )
         status, headers, payload, _ = await self._request(
-            "PUT", path, "queue.update", {"popreceipt": message.pop_receipt,
-                                          "visibilitytimeout": str(max(0, visible_in))}, body=body)
+            "PUT",
+            path,
+            "queue.update",
+            {"popreceipt": message.pop_receipt, "visibilitytimeout": str(max(0, visible_in))},
+            body=body,
+        )
         if status == 204:
             announce_put(queue, visible_in)
-            return QueueMessage(message.id, headers.get("x-ms-popreceipt") or message.pop_receipt,
-                                message.content if content is None else content,
-                                message.dequeue_count, message.inserted, message.expires,
-                                rfc1123(headers.get("x-ms-time-next-visible")))
+            return QueueMessage(
+                message.id,
+                headers.get("x-ms-popreceipt") or message.pop_receipt,
+                message.content if content is None else content,
+                message.dequeue_count,
+                message.inserted,
+                message.expires,
+                rfc1123(headers.get("x-ms-time-next-visible")),
+            )
         if self._gone(status, headers):
             return None
         raise StorageError("PUT", path, status, headers.get("x-ms-error-code"), payload.decode())

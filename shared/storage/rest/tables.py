@@ -28,7 +28,7 @@ from shared.storage.retry import RetryPolicy
 
 TABLE_VERSION = "2019-02-02"
 JSON_MINIMAL = "application/json;odata=minimalmetadata"
-INT32 = 2 ** 31
+INT32 = 2**31
 
 
 def _odata_value(value: Any) -> tuple[Any, str | None]:
@@ -84,6 +84,7 @@ def _key_literal(value: str) -> str:
 
 def _substitute(filter: str, parameters: dict[str, Any]) -> str:
     """The filter with `@name` replaced by OData literals (as the SDK's `parameters` does)."""
+
     def literal(value: Any) -> str:
         if isinstance(value, bool):
             return "true" if value else "false"
@@ -94,6 +95,7 @@ def _substitute(filter: str, parameters: dict[str, Any]) -> str:
         if isinstance(value, dt.datetime):
             return f"datetime'{value.astimezone(dt.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'"
         return "'" + str(value).replace("'", "''") + "'"
+
     # Longest names first, so `@pk` does not eat the start of `@pkey`.
     for name in sorted(parameters, key=len, reverse=True):
         filter = filter.replace(f"@{name}", literal(parameters[name]))
@@ -106,21 +108,41 @@ class RestTables:
         self._account = Account(connection, "table")
         self._http = Http(policy=policy)
 
-    async def _request(self, method: str, path: str, operation: str, *, query: dict[str, str] | None = None,
-                       body: str | bytes | None = None, headers: dict[str, str] | None = None) -> Answer:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        operation: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: str | bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
         """`path` is already URL-encoded, relative to the account (`Tasks(PartitionKey='a',RowKey='b')`)."""
         account = self._account
         full_path = f"{account.base_path}/{path}"
         date = http_date()
-        sent = {"x-ms-date": date, "x-ms-version": TABLE_VERSION, "DataServiceVersion": "3.0",
-                "MaxDataServiceVersion": "3.0;NetFx", "Accept": JSON_MINIMAL, **(headers or {})}
+        sent = {
+            "x-ms-date": date,
+            "x-ms-version": TABLE_VERSION,
+            "DataServiceVersion": "3.0",
+            "MaxDataServiceVersion": "3.0;NetFx",
+            "Accept": JSON_MINIMAL,
+            **(headers or {}),
+        }
         if account.key is not None:
             signature = account.sign(date + "\n" + f"/{account.account}{full_path}")
             sent["Authorization"] = f"SharedKeyLite {account.account}:{signature}"
         else:
             sent["Authorization"] = await account.bearer()
-        return await self._http.send(method, account.url(full_path, query), name=path.split("(", 1)[0], data=body,
-                                     headers=sent, operation=operation)
+        return await self._http.send(
+            method,
+            account.url(full_path, query),
+            name=path.split("(", 1)[0],
+            data=body,
+            headers=sent,
+            operation=operation,
+        )
 
     @staticmethod
     def _fail(method: str, path: str, status: int, headers: CIMultiDict[str], payload: bytes) -> StorageError:
@@ -129,10 +151,15 @@ class RestTables:
     async def ensure_tables(self, names: list[str]) -> None:
         async def create(name: str) -> None:
             status, headers, payload, _ = await self._request(
-                "POST", "Tables", "table.create", body=json.dumps({"TableName": name}),
-                headers={"Content-Type": "application/json", "Prefer": "return-no-content"})
+                "POST",
+                "Tables",
+                "table.create",
+                body=json.dumps({"TableName": name}),
+                headers={"Content-Type": "application/json", "Prefer": "return-no-content"},
+            )
             if status not in (201, 204, 409):
                 raise self._fail("POST", "Tables", status, headers, payload)
+
         await all_at_once(create(name) for name in names)
 
     @staticmethod
@@ -149,14 +176,16 @@ class RestTables:
         data, etag = _from_odata(json.loads(payload))
         return Entity(partition_key, row_key, data, headers.get("ETag") or etag)
 
-    async def _write(self, method: str, table: str, entity: Entity, if_match: str | None,
-                     answers: tuple[int, ...], operation: str) -> Entity | None:
+    async def _write(
+        self, method: str, table: str, entity: Entity, if_match: str | None, answers: tuple[int, ...], operation: str
+    ) -> Entity | None:
         path = table if method == "POST" else self._entity_path(table, entity.partition_key, entity.row_key)
         headers = {"Content-Type": "application/json", "Prefer": "return-no-content"}
         if if_match is not None:
             headers["If-Match"] = if_match
         status, response_headers, payload, ambiguous = await self._request(
-            method, path, operation, body=_entity_json(entity), headers=headers)
+            method, path, operation, body=_entity_json(entity), headers=headers
+        )
         if status in (201, 204):
             return entity.with_etag(response_headers.get("ETag"))
         if status in answers:
@@ -177,8 +206,9 @@ class RestTables:
 
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
         path = self._entity_path(table, partition_key, row_key)
-        status, headers, payload, ambiguous = await self._request("DELETE", path, "table.delete",
-                                                                  headers={"If-Match": etag or "*"})
+        status, headers, payload, ambiguous = await self._request(
+            "DELETE", path, "table.delete", headers={"If-Match": etag or "*"}
+        )
         if status == 204:
             return True
         if status == 404:
@@ -187,8 +217,15 @@ class RestTables:
             return False
         raise self._fail("DELETE", path, status, headers, payload)
 
-    async def query(self, table: str, filter: str, parameters: dict[str, Any], *, limit: int | None = None,
-                    continuation: str | None = None) -> Page:
+    async def query(
+        self,
+        table: str,
+        filter: str,
+        parameters: dict[str, Any],
+        *,
+        limit: int | None = None,
+        continuation: str | None = None,
+    ) -> Page:
         query = {"$filter": _substitute(filter, parameters), "$top": str(min(limit or 1000, 1000))}
         if continuation:
             next_pk, next_rk = decode_continuation(continuation)
@@ -235,12 +272,18 @@ class RestTables:
             else:
                 lines += ["Content-Type: application/json", "Prefer: return-no-content", "", _entity_json(entity)]
             parts.append("\r\n".join(lines))
-        body = (f"--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
-                + "".join(f"--{changeset}\r\n{part}\r\n" for part in parts)
-                + f"--{changeset}--\r\n--{batch}--\r\n")
+        body = (
+            f"--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
+            + "".join(f"--{changeset}\r\n{part}\r\n" for part in parts)
+            + f"--{changeset}--\r\n--{batch}--\r\n"
+        )
         status, headers, payload, ambiguous = await self._request(
-            "POST", "$batch", "table.batch", body=body.encode(),
-            headers={"Content-Type": f"multipart/mixed; boundary={batch}"})
+            "POST",
+            "$batch",
+            "table.batch",
+            body=body.encode(),
+            headers={"Content-Type": f"multipart/mixed; boundary={batch}"},
+        )
         if status != 202:
             raise self._fail("POST", "$batch", status, headers, payload)
         text = payload.decode(errors="replace")
