@@ -18,7 +18,7 @@ GO_TOOLS := .tools/go/bin
 GO_TOOLS_STAMP := $(GO_TOOLS)/.built
 TC_GO := github.com/taskcluster/taskcluster/v97
 
-.PHONY: setup run test lint typecheck check clean
+.PHONY: setup run test test-fast lint typecheck check clean
 
 setup: $(VENV)/.installed $(AZURITE_STAMP)
 
@@ -55,11 +55,17 @@ run: setup
 test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The inner loop: the unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.
+test-fast: setup
+	$(PY) -m pytest -q -n auto -m "not slow" tests/unit tests/integration $(PYTEST_ARGS)
+
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: setup
-	$(PY) -m mypy shared functions local_host worker queue_admin function_app.py
+	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py
 
 check: lint typecheck test
 

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from local_host import azurite as azurite_mod
 from shared.storage.base import Entity, Op
 from shared.storage.rest import RestQueues, RestTables
@@ -44,6 +46,7 @@ def run_node(script: str, *args: str, timeout: float = 120) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_table_and_queue_data_survive_a_restart(tmp_path: Path) -> None:
     """Entities in several partitions, and messages whose visibility changed (an indexed field of the queue's
     collection), are all there after Azurite stopped and started again on its files; each file holds a line per
@@ -126,6 +129,7 @@ db.close(() => {
 """
 
 
+@pytest.mark.slow
 def test_a_database_larger_than_a_string_is_saved_and_loaded(tmp_path: Path) -> None:
     """600 MB of documents (Azurite's table service with ~50,000 tasks' rows): as one string, JSON.stringify
     aborted the process ("Check failed" in Builtin_JsonStringify); a document per line, it is saved and read. Then
@@ -291,6 +295,7 @@ def test_the_journal_is_bounded_by_the_snapshot(tmp_path: Path) -> None:
     assert 8 <= result["snapshots"] <= 15, result
 
 
+@pytest.mark.slow
 def test_changes_after_a_snapshot_survive_a_restart_from_the_journal(tmp_path: Path) -> None:
     """Azurite on its files as `make run` keeps them: entities and messages written, saved in a snapshot (an
     autosave after a table was added), then replaced, merged, deleted, inserted, put and deleted; these go to the

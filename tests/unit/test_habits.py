@@ -1,0 +1,61 @@
+"""The habits that keep the code easy to change, as checks `make test` runs: formatted by ruff format, clean under
+ruff check and mypy (strict where pyproject.toml says), commit subjects of 72 characters at most, and a pre-commit
+configuration that runs the same tools before each commit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT
+from tools import commit_subject
+
+PY = sys.executable
+TYPED = ["shared", "functions", "local_host", "worker", "queue_admin", "tools", "function_app.py"]
+# Subjects were paragraphs before this commit (issue #63); every commit after it keeps to the limit.
+SUBJECTS_KEPT_SINCE = "44d000b6"
+
+
+def run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=300)
+
+
+def test_the_tree_is_formatted_and_lint_clean():
+    formatted = run(PY, "-m", "ruff", "format", "--check", ".")
+    assert formatted.returncode == 0, formatted.stdout[-2000:]
+    linted = run(PY, "-m", "ruff", "check", ".")
+    assert linted.returncode == 0, linted.stdout[-3000:]
+
+
+def test_the_code_type_checks(tmp_path):
+    checked = run(PY, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy"), *TYPED)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+
+
+def test_commit_subjects_keep_to_72_characters():
+    if run("git", "cat-file", "-e", f"{SUBJECTS_KEPT_SINCE}^{{commit}}").returncode != 0:
+        pytest.skip(f"this clone's history does not reach {SUBJECTS_KEPT_SINCE}")
+    refused = run(PY, "tools/commit_subject.py", "--range", f"{SUBJECTS_KEPT_SINCE}..HEAD")
+    assert refused.returncode == 0, refused.stderr
+
+
+def test_the_commit_msg_hook_refuses_a_long_subject(tmp_path: Path):
+    message = tmp_path / "COMMIT_EDITMSG"
+    message.write_text("# a comment git strips\nqueue: a subject that says what changed\n\nwhy, at length " * 3)
+    assert commit_subject.main([str(message)]) == 0
+    message.write_text("queue: " + "a subject that goes on " * 4 + "\n\nbody\n")
+    assert commit_subject.main([str(message)]) == 1
+    assert commit_subject.too_long("x" * 72) is None
+    assert "73 characters" in (commit_subject.too_long("x" * 73) or "")
+
+
+def test_the_pre_commit_hooks_are_the_checks_above():
+    valid = run(PY, "-m", "pre_commit", "validate-config", ".pre-commit-config.yaml")
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    config = (PROJECT / ".pre-commit-config.yaml").read_text()
+    for entry in ("ruff format", "ruff check", "mypy", "lint-imports", "tools/commit_subject.py"):
+        assert entry in config
+    assert "commit-msg" in config

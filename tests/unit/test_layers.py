@@ -1,0 +1,49 @@
+"""The layers of docs/architecture.md hold: import-linter's contracts (pyproject.toml) are kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import PROJECT
+
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def lint_imports(*args: str, cwd: Path = PROJECT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_every_layer_contract_is_kept():
+    checked = lint_imports()
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    assert "0 broken" in checked.stdout
+    for contract in (
+        "shared's layers",
+        "no circles",
+        "shared knows no entry point",
+        "the reference worker is a client of the API",
+    ):
+        assert f"{contract} KEPT" in checked.stdout
+
+
+def test_an_import_upward_breaks_the_contracts(tmp_path):
+    # A copy of the tree with storage importing operations (one layer reaching up): the contracts catch it.
+    copy = tmp_path / "tree"
+    for name in subprocess.run(
+        ["git", "-C", str(PROJECT), "ls-files", "--", "*.py", "pyproject.toml"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split():
+        target = copy / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((PROJECT / name).read_bytes())
+    base = copy / "shared" / "storage" / "base.py"
+    base.write_text(base.read_text() + "\nfrom shared.operations import stores  # noqa: E402\n")
+    checked = lint_imports(cwd=copy)
+    assert checked.returncode != 0
+    assert "shared.storage is not allowed to import shared.operations" in checked.stdout
