@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from shared import faults, metrics, timeutil
+from shared import faults, metrics, timeutil, timing
 from shared.bounded import Bounded, text_weight
 from shared.domain.eventrows import (
     DISPATCH_QUEUE,
@@ -63,17 +63,6 @@ from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue.events")
 
-SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
-HOLD_WAIT = 0.25  # seconds a change waits for the stream's publishing here to end, so as to hold the stream itself
-# Seconds an answer waits for its change's publishing here (usually a broker round trip or two) before it goes with
-# a dispatch request instead: a busy broker's confirms then cost the request, not the caller's time.
-ANSWER_WAIT = 0.05
-# A change goes without a dispatch request, its answer waiting for its publishing (`published`), only while the
-# writers' publishing here takes less than this on average (PUBLISH_SMOOTHING: the weight of the latest): when it
-# takes longer (a broker under load, 50 creations at a time), most answers would wait ANSWER_WAIT and then put the
-# request anyway, two round trips after the write instead of none beside it.
-PUBLISH_KEEPING_UP = ANSWER_WAIT / 2
-PUBLISH_SMOOTHING = 0.1
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
@@ -274,21 +263,21 @@ class EventLog:
     @property
     def answers_after_publishing(self) -> bool:
         """Whether a change may go without a dispatch request when its answer waits for its publishing here
-        (`published`): this process publishes what it writes, and keeps up (PUBLISH_KEEPING_UP). Read it once
+        (`published`): this process publishes what it writes, and keeps up (timing.PUBLISH_KEEPING_UP). Read it once
         per change: it may change between its guards and its answer."""
-        return self.dispatching and self.publisher is not None and self.publishing_seconds < PUBLISH_KEEPING_UP
+        return self.dispatching and self.publisher is not None and self.publishing_seconds < timing.PUBLISH_KEEPING_UP
 
     async def published(self, stream: Stream, seq: int) -> None:
         """A change this process wrote, with events up to `seq`, for which no dispatch request was put: its caller
         is answered once they are published, so a caller that got no answer (this process died) retries, and the
         retry asks for their dispatch (`ensure_dispatched`). Waits for the writer's publishing here, at most
-        ANSWER_WAIT: still publishing then, the change's fallback request is put after all, as for any change
+        timing.ANSWER_WAIT: still publishing then, the change's fallback request is put after all, as for any change
         (settled once the publishing ends); ended without publishing them (the bus refused), a request is put to
         show after the first of the growing delays of a refused dispatch (`retry_later`)."""
         if not self.dispatching or seq <= 0:
             return
         try:
-            await asyncio.wait_for(self._quiet(stream), ANSWER_WAIT)
+            await asyncio.wait_for(self._quiet(stream), timing.ANSWER_WAIT)
         except TimeoutError:
             await self.announce(stream, seq)
             self.background.start(self._settle_when_quiet(stream, seq))
@@ -424,7 +413,7 @@ class EventLog:
         stream = request.stream
         waiting: DispatchOutcome = "busy"
         now = self.clock()
-        for pause in (*SETTLE_PAUSES, None):
+        for pause in (*timing.EVENT_SETTLE_PAUSES, None):
             if (stream.table, stream.key, request.seq) not in self._events:
                 # Announced here and being written? Then wait for the write, which leaves its rows in memory.
                 await self.in_flight.settled(stream.table, stream.key)
@@ -566,7 +555,7 @@ class EventLog:
             # reporting right after its claim): wait a moment for that to end rather than write without the lease,
             # which has that publishing take this change's events too and then write the cursor.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._quiet(stream), HOLD_WAIT)
+                await asyncio.wait_for(self._quiet(stream), timing.HOLD_WAIT)
             if stream in self._locks:
                 return None
         now = self.clock()
@@ -690,7 +679,7 @@ class EventLog:
             finally:
                 self._release(held)
                 took = time.monotonic() - written
-                self.publishing_seconds += PUBLISH_SMOOTHING * (took - self.publishing_seconds)
+                self.publishing_seconds += timing.PUBLISH_SMOOTHING * (took - self.publishing_seconds)
             await self._after_publishing(held, failure)
 
         self.background.start(publish())

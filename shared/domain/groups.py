@@ -36,7 +36,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from shared import errors, timeutil
+from shared import errors, timeutil, timing
 from shared.domain.eventlog import EventLog
 from shared.domain.eventrows import Stream, cursor_entity, event_ops
 from shared.domain.events import Event, group_event
@@ -50,13 +50,8 @@ GROUP_ROW = "group:"
 MEMBER, ACTIVE = "m:", "a:"
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
 _END = {MEMBER: "m;", ACTIVE: "a;"}
-GROUP_CACHE_SECONDS = 1.0  # how long a process trusts a group row it read (sealing shows within this)
-GROUP_STALE_SECONDS = 5.0  # how old a known group row may be and still answer while it is read again
 SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
 PROBES = 3  # point reads tried before the range query
-# How long a resolved member waits for others of its group to leave with it (after the worker's answer: it delays
-# the group's resolution, not the dependents'): one transaction and one look for all, rather than two calls each.
-LEAVE_LINGER = 0.2
 KNOWN_GROUPS = 10_000  # group rows remembered per process
 # A group that must outlive a task outlives it by this much more (a tenth of the task's lifetime when shorter), so
 # that the tasks a push creates over the next minutes, their `expires` a little later each, do not rewrite the
@@ -214,7 +209,7 @@ class TaskGroupStore:
         seen.extend(t for t in task_ids if t not in seen)
 
     def _remember(self, group: TaskGroup) -> None:
-        self._cache[group.task_group_id] = (time.monotonic() + GROUP_CACHE_SECONDS, group)
+        self._cache[group.task_group_id] = (time.monotonic() + timing.GROUP_CACHE_SECONDS, group)
         self._cache.move_to_end(group.task_group_id)
         while len(self._cache) > KNOWN_GROUPS:
             self._cache.popitem(last=False)
@@ -228,7 +223,7 @@ class TaskGroupStore:
             now = time.monotonic()
             if hit is not None and hit[0] > now:
                 return hit[1]
-            if hit is not None and hit[0] + GROUP_STALE_SECONDS - GROUP_CACHE_SECONDS > now:
+            if hit is not None and hit[0] + timing.GROUP_STALE_SECONDS - timing.GROUP_CACHE_SECONDS > now:
                 if task_group_id not in self._refreshing:
                     refresh = asyncio.ensure_future(self.get(task_group_id))
                     self._refreshing[task_group_id] = refresh
@@ -424,7 +419,7 @@ class TaskGroupStore:
         of the members that leave together). The members of a group resolving here within LEAVE_LINGER seconds
         leave together: their deletes in one transaction, then one look at what is left, for all of them."""
         leave = _Leave(task_id)
-        await self._leaves.add(task_group_id, leave, linger=LEAVE_LINGER)
+        await self._leaves.add(task_group_id, leave, linger=timing.LEAVE_LINGER)
         return leave.emptied
 
     async def _leave_together(self, task_group_id: str, leaves: list[_Leave]) -> None:

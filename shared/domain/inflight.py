@@ -16,9 +16,7 @@ import contextvars
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
-from shared import roundtrips
-
-WAIT_SECONDS = 2.0  # longer than a write takes unless storage is failing; then the reader reads storage
+from shared import roundtrips, timing
 
 
 class InFlight:
@@ -45,13 +43,13 @@ class InFlight:
         return (table, key) in self._writes
 
     async def settled(self, table: str, key: str) -> bool:
-        """Wait until no write of the partition is in flight in this process (at most WAIT_SECONDS); whether one
+        """Wait until no write of the partition is in flight in this process (at most IN_FLIGHT_WAIT); whether one
         was."""
         entry = self._writes.get((table, key))
         if entry is None:
             return False
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(WAIT_SECONDS):
+            async with asyncio.timeout(timing.IN_FLIGHT_WAIT):
                 await entry[0].wait()
         return True
 

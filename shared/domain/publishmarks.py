@@ -25,7 +25,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from shared import timeutil
+from shared import timeutil, timing
 from shared.domain.inflight import Background
 from shared.logs import fields
 from shared.storage.base import Entity, TableStore
@@ -34,9 +34,7 @@ log = logging.getLogger("queue.events")
 
 MARKS_TABLE = "EventPublishers"
 MARK_ROW = "mark"
-READ_AGAIN_SECONDS = 0.05  # another process's mark that did not cover a hold is read again after this long
 KNOWN_MARKS = 1_000
-PATIENCE = 2.0  # seconds beyond the interval that a caller of `stored` waits (storage may be slow)
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ class PublicationMarks:
     @property
     def longest_wait(self) -> float:
         """How long `stored` waits for the mark: its interval, and some patience."""
-        return self.interval + PATIENCE
+        return self.interval + timing.MARK_PATIENCE
 
     async def stored(self, hold: Hold) -> bool:
         """Wait until this process's stored mark covers its hold (its next write once the holds before it have
@@ -173,7 +171,7 @@ class PublicationMarks:
         if here is not None:
             return here
         known = self._read.get(hold.holder)
-        if known is not None and (known[0] >= hold.number or time.monotonic() - known[1] < READ_AGAIN_SECONDS):
+        if known is not None and (known[0] >= hold.number or time.monotonic() - known[1] < timing.MARK_READ_AGAIN):
             return known[0] >= hold.number
         entity = await self.tables.get(MARKS_TABLE, hold.holder, MARK_ROW)
         up_to = int(entity.data.get("upTo", 0)) if entity is not None else 0

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import errors, timeutil
+from shared import errors, timeutil, timing
 from shared.bounded import Bounded
 from shared.domain.messages import Shards, unsalted
 from shared.logs import fields
@@ -56,7 +56,6 @@ QUEUE_EXPIRY = dt.timedelta(days=5)
 WORKER_EXPIRY = dt.timedelta(days=1)
 RECENT_TASKS = 20
 WORKERS_REMEMBERED = 10_000  # workers (and provisioners, task queues) a process remembers writing or reading
-QUARANTINE_CACHE_SECONDS = 5.0
 WRITE_ATTEMPTS = 5
 
 
@@ -305,7 +304,7 @@ class WorkerInfo:
         """When the worker's quarantine ends, if it is quarantined (read at most every few seconds per process)."""
         key = (task_queue_id, worker_group, worker_id)
         cached = self._quarantine.get(key)
-        if cached is None or time.monotonic() - cached[0] > QUARANTINE_CACHE_SECONDS:
+        if cached is None or time.monotonic() - cached[0] > timing.QUARANTINE_CACHE_SECONDS:
             worker = await self._worker(task_queue_id, worker_group, worker_id)
             cached = (time.monotonic(), worker.quarantine_until if worker is not None else None)
             self._quarantine.put(key, cached)

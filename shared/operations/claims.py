@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
-from shared import errors, faults, metrics, timeutil
+from shared import errors, faults, metrics, timeutil, timing
 from shared.domain.messages import PendingHint, pending_queues
 from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
@@ -28,9 +28,6 @@ from shared.storage.base import QueueMessage, Received
 
 log = logging.getLogger("queue")
 
-# A message written just before the write it announces usually finds that write done within milliseconds:
-# re-check after these pauses before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.
-SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
 T = TypeVar("T")
 
 
@@ -158,7 +155,7 @@ class Claims:
             await stores.queues.delete(queue, message)
             return None
         try:
-            for pause in (*SETTLE_PAUSES, None):
+            for pause in (*timing.CLAIM_SETTLE_PAUSES, None):
                 # The message's id in the token: the same message received again (its claimWork answer was
                 # lost before the message was deleted) gives the worker its claim again; a second copy of the
                 # hint (a put retried after a lost answer) does not.

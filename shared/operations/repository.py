@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from shared import errors, faults, timeutil
+from shared import errors, faults, timeutil, timing
 from shared.domain.eventlog import Fallback
 from shared.domain.eventrows import Stream, event_ops
 from shared.domain.events import task_event
@@ -52,12 +52,6 @@ log = logging.getLogger("queue")
 
 LOAD_CONCURRENCY = 32
 KNOWN_TASKS = 10_000  # task rows remembered with their ETags: about 30 MB at most
-# A resolved run's index-row delete, tidied after the answer, waits this long for another row of its task queue to
-# go with, rather than be a write of its own that the next createTask's or claim's index row would wait behind.
-INDEX_TIDY_LINGER = 0.2
-# A report's answer waits this long at most for the resolution's dependents to be released here (its worker's
-# retry then stands in for it); a release that takes longer gets a resolution message of its own first.
-FOLLOW_WAIT = 0.5
 
 
 class Resolver(Protocol):
@@ -413,7 +407,7 @@ class TaskRepository:
             self.resolver.resolve_dependencies(check, with_group=False, stands_in=fallback)
         )
         try:
-            done, _ = await asyncio.wait({releasing}, timeout=FOLLOW_WAIT)
+            done, _ = await asyncio.wait({releasing}, timeout=timing.FOLLOW_WAIT)
             if not done:
                 try:
                     await guards.message_after(task)
@@ -623,7 +617,7 @@ class TaskRepository:
         """After a resolution is written: the run leaves the task queue's index; its spent checks go."""
         try:
             await asyncio.gather(
-                self.stores.workers.run_resolved(task_queue_id, task_id, linger=INDEX_TIDY_LINGER),
+                self.stores.workers.run_resolved(task_queue_id, task_id, linger=timing.INDEX_TIDY_LINGER),
                 self.delete_checks(task_id, spent),
             )
         except Exception:

@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import replace
 from typing import Any, Literal
 
-from shared import errors, faults
+from shared import errors, faults, timing
 from shared.domain.dependencies import LEGACY_PAGE, LISTED, Dependent
 from shared.domain.eventlog import Fallback
 from shared.domain.eventrows import Stream
@@ -19,7 +19,6 @@ from shared.domain.events import Event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
-from shared.operations.claims import SETTLE_PAUSES
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, nothing
@@ -68,7 +67,7 @@ class Resolution:
             TASKS_TABLE, check.taskId
         ):
             known = self.tasks.known.get(check.taskId)  # the resolution was being written here: now it is known
-        for pause in (*SETTLE_PAUSES, None):
+        for pause in (*timing.CLAIM_SETTLE_PAUSES, None):
             task = (
                 known if known is not None and resolved_run(known, check.runId) else await self.tasks.get(check.taskId)
             )

@@ -9,7 +9,7 @@ import asyncio
 import json
 from typing import Any
 
-from shared.domain import eventlog
+from shared import timing
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
@@ -116,7 +116,7 @@ async def test_while_publishing_lags_a_dependent_puts_its_request_beside_its_wri
     task_id = slugid()
     started = asyncio.get_running_loop().time()
     await service.creation.create_task(task_id, task_definition(dependencies=[root]))
-    assert asyncio.get_running_loop().time() - started < eventlog.ANSWER_WAIT  # no wait for the gated publishing
+    assert asyncio.get_running_loop().time() - started < timing.ANSWER_WAIT  # no wait for the gated publishing
     assert [(r.key, r.seq) for r in requests(queues)] == [(task_id, 1)]
     assert [queue for _, queue in puts.calls if queue == DISPATCH_QUEUE] == [DISPATCH_QUEUE]  # one, before the write
     slow.gate.set()

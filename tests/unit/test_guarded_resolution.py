@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from shared import timing
 from shared.domain.eventrows import DISPATCH_QUEUE, decode_requests
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
-from shared.operations import repository
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -258,7 +258,7 @@ async def test_a_slow_release_gets_a_resolution_message_before_the_answer_delete
 ) -> None:
     _, queues = storage
     root, dependent = await claimed_root_with_dependent(service)
-    monkeypatch.setattr(repository, "FOLLOW_WAIT", 0)  # every release is too slow for the answer to wait
+    monkeypatch.setattr(timing, "FOLLOW_WAIT", 0)  # every release is too slow for the answer to wait
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     [message] = bodies(queues, RESOLVED_QUEUE)
     assert ResolvedCheck.decode(message).taskId == root  # stands in, should the process die now
