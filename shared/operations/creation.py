@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from shared import errors, timeutil
 from shared.domain.dependencies import IN_ROW, POINT_READ_LIMIT
 from shared.domain.eventrows import Stream
+from shared.domain.groups import GroupRows, TaskGroup
 from shared.domain.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
@@ -52,6 +54,40 @@ def _answered_after_publishing(writer_publishes: bool, task: Task) -> bool:
     return writer_publishes and bool(task.definition["dependencies"]) and not task.runs
 
 
+@dataclass
+class Creation:
+    """One createTask's state: what is decided once for the request, and what its steps leave for the next."""
+
+    task: Task
+    now: dt.datetime
+    group: TaskGroup | None  # the existing group, as check_joinable answered (None: new, or not read)
+    sole: GroupRows | None  # a new group named after the task, written in the task's own transaction
+    dependencies: list[str]
+    in_row: bool  # what it waits for kept on its row (domain/dependencies.py)
+    require: str
+    writer_publishes: bool  # EventLog.answers_after_publishing, read once per creation (`_announce`)
+    hinted: bool
+    announced: int = 0  # the sequence number its dispatch request announced, for `write`
+    hint_id: str | None = None
+    satisfied: list[str] = field(default_factory=list)  # of a long list: those satisfied when read
+
+    @property
+    def definition(self) -> TaskDefinition:
+        return self.task.definition
+
+    @property
+    def group_id(self) -> str:
+        return str(self.definition["taskGroupId"])
+
+    @property
+    def scheduler_id(self) -> str:
+        return str(self.definition["schedulerId"])
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        return ("completed",) if self.require == "completed" else tuple(RESOLVED_STATES)
+
+
 class TaskCreation:
     def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
         self.tasks, self.lifecycle = tasks, lifecycle
@@ -73,6 +109,16 @@ class TaskCreation:
 
     async def create_task(self, task_id: str, body: dict[str, Any]) -> Task:
         """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
+        creation = await self._plan(task_id, body)
+        with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
+            written = await self._write(creation)
+        if not written:
+            return await self._repeated(creation)
+        await self._after_written(creation)
+        return await self._unblock(creation, creation.task, late=[])
+
+    async def _plan(self, task_id: str, body: dict[str, Any]) -> Creation:
+        """The definition checked and normalized, the group checked, and what is decided once for the request."""
         stores = self.stores
         await stores.ready()
         now = stores.now()
@@ -83,9 +129,6 @@ class TaskCreation:
         dependencies = list(dict.fromkeys(definition["dependencies"]))
         in_row = 0 < len(dependencies) <= IN_ROW  # what it waits for kept on its row (domain/dependencies.py)
         require = "completed" if definition["requires"] == "all-completed" else "resolved"
-        accepted = ("completed",) if require == "completed" else RESOLVED_STATES
-        satisfied: list[str] = []
-        late: list[str] = []
         task = Task(
             task_id,
             definition,
@@ -96,138 +139,184 @@ class TaskCreation:
             waiting=[] if in_row else None,
         )
         task.emit("task-defined")
-        # Decided once: whether its events go without a dispatch request, its answer waiting for them (`_announce`).
-        writer_publishes = stores.events.answers_after_publishing
         if not dependencies:
             task.emit("task-pending", 0)
-        # A task pending at once (its hint put before its write): the hint stands in for its dispatch request.
-        hinted = stores.events.published_by_writers and self.tasks.hint_ttl(task, now) > 0
-        hint_id: str | None = None
-        with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # a claim of its hint here waits for it
+        return Creation(
+            task=task,
+            now=now,
+            group=group,
             # A new group named after the task (the default) is written in the task's own transaction.
-            sole = (
-                stores.groups.new_sole(task_id, scheduler_id, task.expires, now)
-                if (group_id == task_id and group is None)
-                else None
+            sole=stores.groups.new_sole(task_id, scheduler_id, task.expires, now)
+            if (group_id == task_id and group is None)
+            else None,
+            dependencies=dependencies,
+            in_row=in_row,
+            require=require,
+            # Decided once: whether its events go without a dispatch request, its answer waiting for them.
+            writer_publishes=stores.events.answers_after_publishing,
+            # A task pending at once (its hint put before its write): the hint stands in for its dispatch request.
+            hinted=stores.events.published_by_writers and self.tasks.hint_ttl(task, now) > 0,
+        )
+
+    async def _write(self, creation: Creation) -> bool:
+        """What must precede the task, by the shape of its dependencies, then the task; whether it was written
+        (not: a task of that id existed)."""
+        if creation.in_row:
+            await self._precede_with_edges_on_its_row(creation)
+        elif creation.dependencies:
+            await self._precede_with_a_long_list(creation)
+        else:
+            await self._precede_pending_at_once(creation)
+        task = creation.task
+        written = await self.tasks.write(task, insert=True, announced=creation.announced, group=creation.sole)
+        if not written and creation.sole is not None and await self.tasks.get(task.task_id) is None:
+            return await self._join_the_group_that_exists(creation)
+        return written
+
+    def _join(self, creation: Creation) -> Coroutine[Any, Any, None]:
+        """The task's membership of an existing group (a new one named after it goes in its own transaction)."""
+        if creation.sole is not None:
+            return nothing()
+        task = creation.task
+        return self.stores.groups.join(
+            creation.group_id, creation.scheduler_id, task.task_id, task.expires, creation.now, creation.group
+        )
+
+    async def _precede_pending_at_once(self, creation: Creation) -> None:
+        """No dependencies: what must precede the task's write, in any order among itself, so all at once (one
+        round trip of latency instead of five)."""
+        task = creation.task
+        _, hint_id, _, creation.announced = await all_of(
+            self.stores.deadlines.add(task.task_id, task.deadline, task.expires),
+            self.tasks.put_pending_hint(task, 0, creation.now),
+            self._join(creation),
+            self._announce(task, creation.writer_publishes, hinted=creation.hinted),
+        )
+        creation.hint_id = hint_id
+        task.runs.append(Run("pending", "scheduled", creation.now))
+        task.runs[0].hint_id = hint_id
+
+    async def _precede_with_edges_on_its_row(self, creation: Creation) -> None:
+        """Up to IN_ROW dependencies: the edges, each in one transaction with its dependency's flag, conditional
+        on the row remembered or read (shared/operations/edges.py): the dependency's state as of its edge, in one
+        round trip. Beside them, what only has to precede the task's write: the index rows, the dispatch request
+        and an existing group's membership, rows many requests write together (shared/storage/grouped.py), whose
+        waits for one another's writes then add no round trip (a refusal leaves them; a new group is joined once
+        the dependencies are found, so that a refused task never makes one)."""
+        task, task_id, dependencies = creation.task, creation.task.task_id, creation.dependencies
+        early = creation.group is not None and creation.sole is None
+        guards = asyncio.ensure_future(
+            all_of(
+                self.stores.deadlines.add(task_id, task.deadline, task.expires),
+                self._announce(task, creation.writer_publishes),
+                self._join(creation) if early else nothing(),
             )
+        )
+        try:
+            found = await self.edges.attach(task_id, dependencies, creation.require, task.expires)
+            _refuse_dependencies([d for d in dependencies if d != task_id], found, creation.definition)
+        except BaseException as failed:
+            await asyncio.wait([guards])
+            if isinstance(failed, errors.InputError):
+                await self._undo(task_id, list(found), creation.group_id if early else None)
+            raise
+        _, creation.announced, _ = await guards
+        # What it waits for (a self-dependency included: only scheduleTask releases that).
+        task.waiting = [d for d in dependencies if d not in found or found[d].state not in creation.accepted]
+        if not task.waiting:
+            task.runs.append(Run("pending", "scheduled", creation.now))
+            task.emit("task-pending", 0)
+            _, hint_id, creation.announced = await all_of(
+                nothing() if early else self._join(creation),
+                self.tasks.put_pending_hint(task, 0, creation.now),
+                self._announce(task, creation.writer_publishes, hinted=creation.hinted),
+            )
+            creation.hint_id = task.runs[0].hint_id = hint_id
+        elif not early:
+            await self._join(creation)
 
-            def join() -> Coroutine[Any, Any, None]:
-                return (
-                    stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
-                    if sole is None
-                    else nothing()
-                )
+    async def _precede_with_a_long_list(self, creation: Creation) -> None:
+        """More than IN_ROW dependencies, Taskcluster's requirement rows: edges before the dependencies are read
+        (a dependency that resolves meanwhile finds this task); with them, the rows and messages that precede the
+        task's write and that a refusal leaves harmlessly (the deadline row, the dispatch request: hints that find
+        nothing)."""
+        stores, task, dependencies = self.stores, creation.task, creation.dependencies
+        checked = (
+            await self._precheck_dependencies(task.task_id, creation.definition)
+            if len(dependencies) > POINT_READ_LIMIT
+            else None
+        )
+        _, _, creation.announced = await all_of(
+            stores.deps.add(task.task_id, dependencies, creation.require, task.expires),
+            stores.deadlines.add(task.task_id, task.deadline, task.expires),
+            self._announce(task, creation.writer_publishes),
+        )
+        try:
+            # The group learns of the task once its dependencies were read and found (a phantom member would hold
+            # the group unresolved): with their notes, which refuse only a dependency deleted since it was read
+            # (the reconciler then drops the member).
+            creation.satisfied = await self._check_dependencies(
+                task.task_id, creation.definition, checked, alongside=lambda: self._join(creation)
+            )
+        except errors.InputError:
+            await stores.deps.remove(task.task_id, dependencies)
+            found = {t.task_id: t for t in await self.tasks.load_many(dependencies)}
+            await stores.deps.unmark([d for d in dependencies if d not in found])
+            raise
 
-            if in_row:
-                # The edges, each in one transaction with its dependency's flag, conditional on the row remembered
-                # or read (shared/operations/edges.py): the dependency's state as of its edge, in one round trip.
-                # Beside them, what only has to precede the task's write: the index rows, the dispatch request and
-                # an existing group's membership, rows many requests write together (shared/storage/grouped.py),
-                # whose waits for one another's writes then add no round trip (a refusal leaves them; a new group is
-                # joined once the dependencies are found, so that a refused task never makes one).
-                early = group is not None and sole is None
-                guards = asyncio.ensure_future(
-                    all_of(
-                        stores.deadlines.add(task_id, task.deadline, task.expires),
-                        self._announce(task, writer_publishes),
-                        join() if early else nothing(),
-                    )
-                )
-                try:
-                    found = await self.edges.attach(task_id, dependencies, require, task.expires)
-                    _refuse_dependencies([d for d in dependencies if d != task_id], found, definition)
-                except BaseException as failed:
-                    await asyncio.wait([guards])
-                    if isinstance(failed, errors.InputError):
-                        await self._undo(task_id, list(found), group_id if early else None)
-                    raise
-                _, announced, _ = await guards
-                # What it waits for (a self-dependency included: only scheduleTask releases that).
-                task.waiting = [d for d in dependencies if d not in found or found[d].state not in accepted]
-                if not task.waiting:
-                    task.runs.append(Run("pending", "scheduled", now))
-                    task.emit("task-pending", 0)
-                    _, hint_id, announced = await all_of(
-                        nothing() if early else join(),
-                        self.tasks.put_pending_hint(task, 0, now),
-                        self._announce(task, writer_publishes, hinted=hinted),
-                    )
-                    task.runs[0].hint_id = hint_id
-                elif not early:
-                    await join()
-                written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
-            elif dependencies:
-                checked = (
-                    await self._precheck_dependencies(task_id, definition)
-                    if len(dependencies) > POINT_READ_LIMIT
-                    else None
-                )
-                # Edges before the dependencies are read (a dependency that resolves meanwhile finds this task);
-                # with them, the rows and messages that precede the task's write and that a refusal leaves
-                # harmlessly (the deadline row, the dispatch request: hints that find nothing).
-                _, _, announced = await all_of(
-                    stores.deps.add(task_id, dependencies, require, task.expires),
-                    stores.deadlines.add(task_id, task.deadline, task.expires),
-                    self._announce(task, writer_publishes),
-                )
-                try:
-                    # The group learns of the task once its dependencies were read and found (a phantom member
-                    # would hold the group unresolved): with their notes, which refuse only a dependency deleted
-                    # since it was read (the reconciler then drops the member).
-                    satisfied = await self._check_dependencies(task_id, definition, checked, alongside=join)
-                except errors.InputError:
-                    await stores.deps.remove(task_id, dependencies)
-                    found = {t.task_id: t for t in await self.tasks.load_many(dependencies)}
-                    await stores.deps.unmark([d for d in dependencies if d not in found])
-                    raise
-            else:
-                # What must precede the task's write, in any order among itself: so all at once (one round trip
-                # of latency instead of five).
-                _, hint_id, _, announced = await all_of(
-                    stores.deadlines.add(task_id, task.deadline, task.expires),
-                    self.tasks.put_pending_hint(task, 0, now),
-                    join(),
-                    self._announce(task, writer_publishes, hinted=hinted),
-                )
-                task.runs.append(Run("pending", "scheduled", now))
-                task.runs[0].hint_id = hint_id
-            if not in_row:
-                written = await self.tasks.write(task, insert=True, announced=announced, group=sole)
-            if not written and sole is not None and await self.tasks.get(task_id) is None:
-                # Not the task that exists: the group does (another task named it first). Join it as any member.
-                group = await stores.groups.check_joinable(group_id, scheduler_id)
-                await stores.groups.join(group_id, scheduler_id, task_id, task.expires, now, group)
-                written = await self.tasks.write(task, insert=True, announced=announced)
-        stream = Stream(TASKS_TABLE, task_id)
-        if written and hinted and hint_id is not None:
-            self.tasks.guarded_by_hint(task, hint_id, now)
-        if written and _answered_after_publishing(writer_publishes, task):
-            await stores.events.published(stream, task.event_seq)  # instead of a dispatch request (`_announce`)
-        if not written:
-            existing = await self.tasks.load(task_id)
-            if existing.definition != definition:
-                raise errors.TaskIdConflict(taskId=task_id)
-            if stores.events.answers_after_publishing:
-                # A retry: the call it repeats may have died between its write and its publishing (no dispatch
-                # request stood in for that: `_announce`), so the task's events are dispatched before the answer.
-                await stores.events.ensure_dispatched(stream, existing.event_seq)
-            if not dependencies or existing.runs:
-                return existing
-            task = existing  # a retry of a createTask that died after its write: finish what it left undone
-            if task.waiting is not None:  # its edges again (it may have died before them), proving their states
-                proven = await self.edges.attach(task_id, task.waiting, require, task.expires)
-                late = [d for d, t in proven.items() if t.state in accepted]
+    async def _join_the_group_that_exists(self, creation: Creation) -> bool:
+        """The task's own transaction failed on its new group's row, no task being there: the group exists
+        (another task named it first). Join it as any member, then write the task."""
+        stores, task = self.stores, creation.task
+        group = await stores.groups.check_joinable(creation.group_id, creation.scheduler_id)
+        await stores.groups.join(
+            creation.group_id, creation.scheduler_id, task.task_id, task.expires, creation.now, group
+        )
+        return await self.tasks.write(task, insert=True, announced=creation.announced)
+
+    async def _after_written(self, creation: Creation) -> None:
+        """A pending task's hint now guards it; a task answered after its publishing waits for it."""
+        task = creation.task
+        if creation.hinted and creation.hint_id is not None:
+            self.tasks.guarded_by_hint(task, creation.hint_id, creation.now)
+        if _answered_after_publishing(creation.writer_publishes, task):
+            # Instead of a dispatch request (`_announce`).
+            await self.stores.events.published(Stream(TASKS_TABLE, task.task_id), task.event_seq)
+
+    async def _repeated(self, creation: Creation) -> Task:
+        """A task of that id exists: another definition is a conflict; the same is a retry, which finishes what
+        the call it repeats may have left undone (it may have died after its write)."""
+        stores, task_id = self.stores, creation.task.task_id
+        existing = await self.tasks.load(task_id)
+        if existing.definition != creation.definition:
+            raise errors.TaskIdConflict(taskId=task_id)
+        if stores.events.answers_after_publishing:
+            # The call it repeats may have died between its write and its publishing (no dispatch request stood
+            # in for that: `_announce`), so the task's events are dispatched before the answer.
+            await stores.events.ensure_dispatched(Stream(TASKS_TABLE, task_id), existing.event_seq)
+        if not creation.dependencies or existing.runs:
+            return existing
+        late: list[str] = []
+        if existing.waiting is not None:  # its edges again (it may have died before them), proving their states
+            proven = await self.edges.attach(task_id, existing.waiting, creation.require, existing.expires)
+            late = [d for d, t in proven.items() if t.state in creation.accepted]
+        return await self._unblock(creation, existing, late)
+
+    async def _unblock(self, creation: Creation, task: Task, late: list[str]) -> Task:
+        """A written task that waits for dependencies, released from those found satisfied since (`late`, on its
+        row), or scheduled once none of a long list's requirement rows is left."""
         if task.waiting is not None:
-            return await self.lifecycle.release(task_id, late) if late else task
-        if dependencies:
+            return await self.lifecycle.release(task.task_id, late) if late else task
+        if creation.dependencies:
             # The satisfied dependencies' rows go, and the others are read (they may have gone meanwhile, their
             # dependency resolved and its resolver found this task not written yet): at once.
-            waiting_for = [d for d in dependencies if d not in satisfied]  # includes a self-dependency
+            waiting_for = [d for d in creation.dependencies if d not in creation.satisfied]  # a self-dependency too
             _, blocked = await all_of(
-                stores.deps.satisfy(task_id, satisfied), stores.deps.blocked(task_id, waiting_for)
+                self.stores.deps.satisfy(task.task_id, creation.satisfied),
+                self.stores.deps.blocked(task.task_id, waiting_for),
             )
             if not blocked:
-                return await self.lifecycle.schedule_unblocked(task_id)
+                return await self.lifecycle.schedule_unblocked(task.task_id)
         return task
 
     async def _undo(self, task_id: str, dependencies: list[str], joined: str | None) -> None:

@@ -18,7 +18,7 @@ from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, nothing
@@ -60,13 +60,40 @@ class Resolution:
         now = stores.now()
         if check.dependent is not None:
             return await self._release_later(check, now)
-        resolution: str | None = None
-        # A remembered row that shows the run resolved is enough (a resolved run stays so); otherwise read.
+        task, run = await self._read_resolved(check)
+        if task is not None and (run is None or not run.resolved_state):
+            return await self._not_written_yet(check, task, run, now)
+        group_step: asyncio.Future[Any] = asyncio.ensure_future(
+            self.resolve_group_member(check) if with_group else nothing()
+        )
+        if task is None or run is None:
+            await group_step
+            return "task-gone"
+        resolution = run.state
+        if resolution == "completed" and check.continuation is None:
+            # Indexed beside the group step: should either fail, the message comes back and both run again.
+            group_step = asyncio.gather(group_step, self.index.index_completed(task, check.runId))
+        if check.continuation is None and not task.dependents_here and await self._nothing_depends_on(task):
+            await group_step
+            return "resolved"  # nothing depends on it (its row says so, or no marker): no partition query
+        dependents = await self._dependents_page(check, task)
+        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+        await asyncio.gather(
+            group_step, *(self._unblock(check, d, resolution, now, stands_in, limit) for d in dependents)
+        )
+        return "resolved"
+
+    async def _read_resolved(self, check: ResolvedCheck) -> tuple[Task | None, Run | None]:
+        """The task and its run as the check's resolution left them: a remembered row that shows the run resolved
+        is enough (a resolved run stays so); otherwise read, again after short pauses while the run is not
+        resolved yet (the check was written just ahead of the resolution it announces)."""
         known = self.tasks.known.get(check.taskId)
-        if (known is None or not resolved_run(known, check.runId)) and await stores.events.in_flight.settled(
+        if (known is None or not resolved_run(known, check.runId)) and await self.stores.events.in_flight.settled(
             TASKS_TABLE, check.taskId
         ):
             known = self.tasks.known.get(check.taskId)  # the resolution was being written here: now it is known
+        task: Task | None = None
+        run: Run | None = None
         for pause in (*timing.CLAIM_SETTLE_PAUSES, None):
             task = (
                 known if known is not None and resolved_run(known, check.runId) else await self.tasks.get(check.taskId)
@@ -75,46 +102,38 @@ class Resolution:
             run = task.runs[check.runId] if task is not None and check.runId < len(task.runs) else None
             if task is None or (run is not None and run.resolved_state) or pause is None:
                 break
-            await asyncio.sleep(pause)  # written just ahead of the resolution it announces
-        if task is not None:
-            if run is None or not run.resolved_state:
-                # Still not written: wait for it a while; once old, it was a write that lost a race.
-                if now - check.since < dt.timedelta(seconds=stores.settings.hint_grace):
-                    await stores.queues.put(
-                        self.queue_of(check), check.encode(), visible_in=stores.settings.hint_retry_delay
-                    )
-                    return "not-yet"
-                if run is not None and run.state == "running" and run.taken_until is not None:
-                    # This may have been the run's claim check, turned into a resolution that was never written
-                    # (Guards.resolved): the claim must still expire.
-                    await self.tasks.put_claim_check(task.task_id, check.runId, run.taken_until, now)
-                return "stale"
-            resolution = run.state
-        group_step: asyncio.Future[Any] = asyncio.ensure_future(
-            self.resolve_group_member(check) if with_group else nothing()
+            await asyncio.sleep(pause)
+        return task, run
+
+    async def _not_written_yet(
+        self, check: ResolvedCheck, task: Task, run: Run | None, now: dt.datetime
+    ) -> ResolutionOutcome:
+        """The run is not resolved: wait for its resolution a while; once old, it was a write that lost a race."""
+        stores = self.stores
+        if now - check.since < dt.timedelta(seconds=stores.settings.hint_grace):
+            await stores.queues.put(self.queue_of(check), check.encode(), visible_in=stores.settings.hint_retry_delay)
+            return "not-yet"
+        if run is not None and run.state == "running" and run.taken_until is not None:
+            # This may have been the run's claim check, turned into a resolution that was never written
+            # (Guards.resolved): the claim must still expire.
+            await self.tasks.put_claim_check(task.task_id, check.runId, run.taken_until, now)
+        return "stale"
+
+    async def _nothing_depends_on(self, task: Task) -> bool:
+        """No dependents listed on its row: its row says nothing depends on it, or, for older rows, the marker
+        and a look at TaskDependency say so."""
+        if task.has_dependents is False:
+            return True
+        return (
+            task.has_dependents is None
+            and task.dependents_marked
+            and not await self.stores.deps.has_dependents(task.task_id)
         )
-        if resolution is None:
-            await group_step
-            return "task-gone"
-        assert task is not None
-        if resolution == "completed" and check.continuation is None:
-            # Indexed beside the group step: should either fail, the message comes back and both run again.
-            group_step = asyncio.gather(group_step, self.index.index_completed(task, check.runId))
+
+    async def _dependents_page(self, check: ResolvedCheck, task: Task) -> list[Dependent]:
+        """The check's page of dependents; the next page, if any, handed to a message of its own first."""
+        stores = self.stores
         legacy = task.has_dependents is not False  # TaskDependency edges (requirement rows, or older rows)
-        if (
-            check.continuation is None
-            and not task.dependents_here
-            and (
-                not legacy
-                or (
-                    task.has_dependents is None
-                    and task.dependents_marked
-                    and not await stores.deps.has_dependents(check.taskId)
-                )
-            )
-        ):
-            await group_step
-            return "resolved"  # nothing depends on it (its row says so, or no marker): no partition query
         listed = task.dependents if task.dependents_here and check.continuation is None else None
         if listed is not None:
             # Listed on the row resolved (the list as of the resolution: an edge written later failed on its ETag,
@@ -135,34 +154,42 @@ class Resolution:
             )
         if token is not None:
             await stores.queues.put(self.queue_of(check), replace(check, continuation=token).encode())
-        limit = asyncio.Semaphore(LOAD_CONCURRENCY)
+        return dependents
 
-        async def unblock(dependent: Dependent) -> None:
-            if dependent.require == "completed" and resolution != "completed":
-                return  # all-completed: it stays blocked (until scheduleTask, cancel or its deadline)
-            async with limit:
-                if dependent.in_row:
-                    await self._release(check, dependent.task_id, now, stands_in)
-                    faults.point("resolution-mid-page")
-                    return
-                if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
-                    await stores.deps.satisfy(dependent.task_id, [check.taskId])
-                    if await stores.deps.blocked(dependent.task_id, dependent.others):
-                        return
-                try:
-                    await self.lifecycle.schedule_unblocked(dependent.task_id)
-                except errors.TaskNotFound:
-                    # Its createTask has not written it yet, and reads its requirements after writing it. With
-                    # a single dependency the requirement row is normally left (the schedule makes it moot):
-                    # drop it, then try once more, so that one of the two sides sees the other's write.
-                    if dependent.count == 1:
-                        await stores.deps.satisfy(dependent.task_id, [check.taskId])
-                        with contextlib.suppress(errors.TaskNotFound):
-                            await self.lifecycle.schedule_unblocked(dependent.task_id)
+    async def _unblock(
+        self,
+        check: ResolvedCheck,
+        dependent: Dependent,
+        resolution: str,
+        now: dt.datetime,
+        stands_in: Fallback | None,
+        limit: asyncio.Semaphore,
+    ) -> None:
+        """One dependent of the resolved task: released (kept on its row) or its requirement row satisfied and,
+        once none is left, scheduled."""
+        if dependent.require == "completed" and resolution != "completed":
+            return  # all-completed: it stays blocked (until scheduleTask, cancel or its deadline)
+        deps = self.stores.deps
+        async with limit:
+            if dependent.in_row:
+                await self._release(check, dependent.task_id, now, stands_in)
                 faults.point("resolution-mid-page")
-
-        await asyncio.gather(group_step, *(unblock(d) for d in dependents))
-        return "resolved"
+                return
+            if dependent.count != 1:  # with a single dependency (this one) it is unblocked now
+                await deps.satisfy(dependent.task_id, [check.taskId])
+                if await deps.blocked(dependent.task_id, dependent.others):
+                    return
+            try:
+                await self.lifecycle.schedule_unblocked(dependent.task_id)
+            except errors.TaskNotFound:
+                # Its createTask has not written it yet, and reads its requirements after writing it. With a
+                # single dependency the requirement row is normally left (the schedule makes it moot): drop it,
+                # then try once more, so that one of the two sides sees the other's write.
+                if dependent.count == 1:
+                    await deps.satisfy(dependent.task_id, [check.taskId])
+                    with contextlib.suppress(errors.TaskNotFound):
+                        await self.lifecycle.schedule_unblocked(dependent.task_id)
+            faults.point("resolution-mid-page")
 
     async def _release(
         self, check: ResolvedCheck, dependent: str, now: dt.datetime, stands_in: Fallback | None
