@@ -26,7 +26,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from shared import errors, faults, timeutil, timing
 from shared.domain.eventlog import Fallback
@@ -173,6 +173,21 @@ class Guards:
         return self._resolved.get(run_id)
 
 
+class Before(NamedTuple):
+    """What a change must know of the task as it was before its mutation."""
+
+    resolved: bool
+    running: bool  # its last run was running
+    etag: str | None
+
+    @classmethod
+    def of(cls, task: Task) -> Before:
+        return cls(task.state in RESOLVED_STATES, bool(task.runs) and task.runs[-1].state == "running", task.etag)
+
+
+Decision = Literal["changed", "unchanged"] | Task  # what `_decide` makes of a mutation
+
+
 class TaskRepository:
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
@@ -282,63 +297,91 @@ class TaskRepository:
         while True:
             if task is None:
                 task, fresh = await self.load(task_id), True
-            was_resolved, etag = task.state in RESOLVED_STATES, task.etag
-            was_running = bool(task.runs) and task.runs[-1].state == "running"
-            refusal: errors.QueueError | None = None
-            try:
-                unchanged = await mutate(task) is UNCHANGED
-            except errors.QueueError as exc:
-                unchanged, refusal = True, exc
-            if unchanged:  # refused, or nothing to write
-                if not fresh:
-                    same, stored = await self.recheck(task_id, etag)
-                    if stored is None:
-                        raise errors.TaskNotFound(taskId=task_id)
-                    if not same:
-                        task, fresh = stored, True  # decided on a remembered row that changed: decide again
-                        continue
-                if refusal is not None:
-                    raise refusal
+            before = Before.of(task)
+            decided = await self._decide(task, fresh, before.etag, mutate)
+            if decided == "unchanged":
                 return task
-            await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
-            resolving = task.state in RESOLVED_STATES and not was_resolved
-            claim = task.checks.get("claim") if resolving and was_running and self.guarded() else None
-            spent: dict[str, list[str]] = {}
-            with self.stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its resolution message's reader waits
-                announced: int | None = guards.announced
-                group = self._sole_group_resolution(task, guards) if resolving else None
-                # Guarded (a claim check): the check, put before the claim, stands in for what follows (the module
-                # docstring), so nothing is put before the write; a sole resolution leaves only its events to
-                # follow, any other turns the check into its resolution message beside the write.
-                if claim is None and group is not None:  # nothing is left to follow: no resolution message
-                    assert group.announce is not None
-                    _, announced = await all_of(
-                        self.stores.events.announce(group.stream, group.announce), self.announce(task)
-                    )
-                elif claim is None and resolving:  # the resolution message and the dispatch request: both first
-                    _, announced = await all_of(guards.resolved(task), self.announce(task))
-                if resolving:
-                    spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-                written = await self.write(
-                    task, announced=announced, group=group, guarded=claim is not None or guards.stands_in is not None
-                )
-            if group is not None and not written:
-                guards.group_failed = True  # the task changed, or the group did: decide again without it
-            if written:
-                if resolving:
-                    self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task_id, spent))
-                    if claim is not None:
-                        claim = spent.pop("claim", claim)  # the check stands in: not deleted with the others
-                        if group is not None:
-                            self._guarded_by_sole(task, guards, claim, group)
-                        else:
-                            await self._follow_here(task, guards, claim)
-                    message = guards.resolution_message(task.last_run_id)
-                    if claim is None and message is not None and self.resolution_grace:
-                        self.stores.afterwards(self.resolve_here(*message))
+            if isinstance(decided, Task):
+                task, fresh = decided, True  # decided on a remembered row that changed: decide again
+                continue
+            if await self._write_change(task, guards, before):
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
+
+    async def _decide(self, task: Task, fresh: bool, etag: str | None, mutate: Mutation) -> Decision:
+        """Apply the mutation: "changed" (to write), or "unchanged" (nothing to write, or a refusal raised) once
+        a remembered row is found to be storage's still; storage's row when it is not (decide again on it)."""
+        refusal: errors.QueueError | None = None
+        try:
+            unchanged = await mutate(task) is UNCHANGED
+        except errors.QueueError as exc:
+            unchanged, refusal = True, exc
+        if not unchanged:
+            return "changed"
+        if not fresh:
+            same, stored = await self.recheck(task.task_id, etag)
+            if stored is None:
+                raise errors.TaskNotFound(taskId=task.task_id)
+            if not same:
+                return stored
+        if refusal is not None:
+            raise refusal
+        return "unchanged"
+
+    async def _write_change(self, task: Task, guards: Guards, before: Before) -> bool:
+        """Write a mutated task on the ETag it was read with, with what must go before it; then, for a resolution,
+        what follows it. Whether it was written (not: the task changed meanwhile)."""
+        await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
+        resolving = task.state in RESOLVED_STATES and not before.resolved
+        claim = task.checks.get("claim") if resolving and before.running and self.guarded() else None
+        spent: dict[str, list[str]] = {}
+        with self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id):  # its resolution message's reader waits
+            group = self._sole_group_resolution(task, guards) if resolving else None
+            announced = await self._announce_change(task, guards, resolving, claim, group)
+            if resolving:
+                spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
+            written = await self.write(
+                task, announced=announced, group=group, guarded=claim is not None or guards.stands_in is not None
+            )
+        if group is not None and not written:
+            guards.group_failed = True  # the task changed, or the group did: decide again without it
+        if written and resolving:
+            await self._follow_resolution(task, guards, claim, group, spent)
+        return written
+
+    async def _announce_change(
+        self, task: Task, guards: Guards, resolving: bool, claim: list[str] | None, group: GroupRows | None
+    ) -> int | None:
+        """What goes before a change's write; the sequence number announced, for `write`. Guarded (a claim check):
+        the check, put before the claim, stands in for what follows (the module docstring), so nothing is put
+        before the write; a sole resolution leaves only its events to follow, any other turns the check into its
+        resolution message beside the write."""
+        announced: int | None
+        if claim is None and group is not None:  # nothing is left to follow: no resolution message
+            assert group.announce is not None
+            _, announced = await all_of(self.stores.events.announce(group.stream, group.announce), self.announce(task))
+            return announced
+        if claim is None and resolving:  # the resolution message and the dispatch request: both first
+            _, announced = await all_of(guards.resolved(task), self.announce(task))
+            return announced
+        return guards.announced
+
+    async def _follow_resolution(
+        self, task: Task, guards: Guards, claim: list[str] | None, group: GroupRows | None, spent: dict[str, list[str]]
+    ) -> None:
+        """A resolution written: its checks and index row tidied afterwards; what follows it (dependents, group,
+        Index) done here, guarded by the claim check that stands in, or by its resolution message."""
+        self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task.task_id, spent))
+        if claim is not None:
+            claim = spent.pop("claim", claim)  # the check stands in: not deleted with the others
+            if group is not None:
+                self._guarded_by_sole(task, guards, claim, group)
+            else:
+                await self._follow_here(task, guards, claim)
+        message = guards.resolution_message(task.last_run_id)
+        if claim is None and message is not None and self.resolution_grace:
+            self.stores.afterwards(self.resolve_here(*message))
 
     def guarded(self) -> bool:
         """Whether this process's resolutions of running runs are guarded by their claim checks: it publishes
