@@ -92,18 +92,29 @@ async def audit(stores: Stores, *, settled: bool = True) -> Audit:
 async def _check_task(
     stores: Stores, task: Task, by_id: dict[str, Task], deadline_rows: set[str], settled: bool
 ) -> list[Violation]:
+    """Every invariant of one task (`settled`: those that hold only once the service is idle too)."""
+    found = _run_violations(task)
+    found += await _event_violations(stores, task, settled)
+    found += await _expiry_violations(stores, task, deadline_rows)
+    found += await _group_and_index_violations(stores, task, settled)
+    if task.state in RESOLVED_STATES and settled:
+        found += await _dependent_violations(stores, task, by_id)
+    return found
+
+
+def _run_violations(task: Task) -> list[Violation]:
+    """Runs: only the last may be unresolved."""
+    return [
+        Violation("runs", task.task_id, f"run {run_id} is {run.state} but is not the last run")
+        for run_id, run in enumerate(task.runs[:-1])
+        if not run.resolved_state
+    ]
+
+
+async def _event_violations(stores: Stores, task: Task, settled: bool) -> list[Violation]:
+    """Events: numbered 1..eventSeq without a gap; each run claimed (task-running) at most once; dispatched."""
     found: list[Violation] = []
     task_id = task.task_id
-
-    def violated(invariant: str, detail: str) -> None:
-        found.append(Violation(invariant, task_id, detail))
-
-    # Runs: only the last may be unresolved.
-    for run_id, run in enumerate(task.runs[:-1]):
-        if not run.resolved_state:
-            violated("runs", f"run {run_id} is {run.state} but is not the last run")
-
-    # Events: numbered 1..eventSeq without a gap; each run claimed (task-running) at most once.
     events, token = [], None
     while True:
         page, token = await stores.events.list(Stream(TASKS_TABLE, task_id), limit=1000, continuation=token)
@@ -112,25 +123,54 @@ async def _check_task(
             break
     seqs = [seq for seq, _ in events]
     if seqs != list(range(1, task.event_seq + 1)):
-        violated("events-recorded", f"event rows {seqs[:5]}... do not number 1..{task.event_seq}")
+        found.append(
+            Violation("events-recorded", task_id, f"event rows {seqs[:5]}... do not number 1..{task.event_seq}")
+        )
     claims = Counter(int(e.payload.get("runId", -1)) for _, e in events if e.exchange == "task-running")
-    for run_id, count in claims.items():
-        if count > 1:
-            violated("claimed-once", f"run {run_id} was claimed {count} times")
+    found += [
+        Violation("claimed-once", task_id, f"run {run_id} was claimed {count} times")
+        for run_id, count in claims.items()
+        if count > 1
+    ]
     started = sum(1 for run in task.runs if run.started)
     if started != sum(claims.values()):
-        violated("events-recorded", f"{started} runs started but {sum(claims.values())} task-running events")
+        found.append(
+            Violation(
+                "events-recorded", task_id, f"{started} runs started but {sum(claims.values())} task-running events"
+            )
+        )
     if settled and stores.events.dispatching:
         cursor = await stores.events.cursor(Stream(TASKS_TABLE, task_id))
         if cursor.dispatched != task.event_seq:
-            violated("events-dispatched", f"{cursor.dispatched} of {task.event_seq} events dispatched")
+            found.append(
+                Violation("events-dispatched", task_id, f"{cursor.dispatched} of {task.event_seq} events dispatched")
+            )
+    return found
 
-    # Expiry: its deadline row (carrying `expires`) until its deadline is checked, then its expiry entry.
+
+async def _expiry_violations(stores: Stores, task: Task, deadline_rows: set[str]) -> list[Violation]:
+    """Expiry: its deadline row (carrying `expires`) until its deadline is checked, then its expiry entry."""
+    task_id = task.task_id
     if (
         task_id not in deadline_rows
         and await stores.tables.get(TASK_EXPIRY_TABLE, stores.expiry.partition(task_id, task.expires), task_id) is None
     ):
-        violated("expiry-indexed", "neither a TaskDeadlines row nor a TaskExpiry entry: it would never expire")
+        return [
+            Violation(
+                "expiry-indexed", task_id, "neither a TaskDeadlines row nor a TaskExpiry entry: it would never expire"
+            )
+        ]
+    return []
+
+
+async def _group_and_index_violations(stores: Stores, task: Task, settled: bool) -> list[Violation]:
+    """Its group's active set holds it while it is unresolved; its task queue's run index holds its pending or
+    running run, and (settled) nothing once it is resolved."""
+    found: list[Violation] = []
+    task_id = task.task_id
+
+    def violated(invariant: str, detail: str) -> None:
+        found.append(Violation(invariant, task_id, detail))
 
     group_id = task.definition["taskGroupId"]
     active = await stores.tables.get(GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
@@ -147,46 +187,40 @@ async def _check_task(
             violated("run-index", f"{task.state} run {task.last_run_id} has no matching TaskQueueRuns row")
     elif index is not None and settled:
         violated("run-index", f"{task.state} but its TaskQueueRuns row says {index.data.get('state')}")
-
-    if resolved and settled:
-        accepted = task.state == "completed"
-        token = None
-        while True:
-            edges, token = await stores.deps.dependents(task_id, limit=1000, continuation=token, here=True)
-            for edge in edges:
-                dependent = by_id.get(edge.task_id)
-                if dependent is None or (edge.require == "completed" and not accepted):
-                    continue
-                if dependent.runs:
-                    continue
-                if dependent.waiting is not None:
-                    if task_id in dependent.waiting:
-                        found.append(
-                            Violation(
-                                "dependents-released",
-                                dependent.task_id,
-                                f"still waits for {task_id}, which is {task.state}",
-                            )
-                        )
-                    elif not dependent.waiting and dependent.state not in RESOLVED_STATES:
-                        found.append(
-                            Violation("dependents-released", dependent.task_id, "waits for nothing but has no run")
-                        )
-                elif await stores.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task_id) is not None:
-                    found.append(
-                        Violation(
-                            "dependents-released",
-                            dependent.task_id,
-                            f"still waits for {task_id}, which is {task.state}",
-                        )
-                    )
-                elif not await stores.deps.blocked(dependent.task_id) and dependent.state not in RESOLVED_STATES:
-                    found.append(
-                        Violation("dependents-released", dependent.task_id, "waits for nothing but has no run")
-                    )
-            if token is None:
-                break
     return found
+
+
+async def _dependent_violations(stores: Stores, task: Task, by_id: dict[str, Task]) -> list[Violation]:
+    """A resolved task's dependents that it satisfies no longer wait for it, and one that waits for nothing has
+    a run."""
+    found: list[Violation] = []
+    token = None
+    while True:
+        edges, token = await stores.deps.dependents(task.task_id, limit=1000, continuation=token, here=True)
+        for edge in edges:
+            dependent = by_id.get(edge.task_id)
+            if dependent is None or dependent.runs or (edge.require == "completed" and task.state != "completed"):
+                continue
+            detail = await _still_blocked(stores, task, dependent)
+            if detail is not None:
+                found.append(Violation("dependents-released", dependent.task_id, detail))
+        if token is None:
+            return found
+
+
+async def _still_blocked(stores: Stores, task: Task, dependent: Task) -> str | None:
+    """Why a dependent without a run that `task` satisfies is a violation: it still waits for `task`, or it
+    waits for nothing and has no run; None when it rightly waits (for others)."""
+    unresolved = dependent.state not in RESOLVED_STATES
+    if dependent.waiting is not None:  # what it waits for kept on its row
+        if task.task_id in dependent.waiting:
+            return f"still waits for {task.task_id}, which is {task.state}"
+        return "waits for nothing but has no run" if not dependent.waiting and unresolved else None
+    if await stores.tables.get(REQUIREMENTS_TABLE, dependent.task_id, task.task_id) is not None:
+        return f"still waits for {task.task_id}, which is {task.state}"
+    if unresolved and not await stores.deps.blocked(dependent.task_id):
+        return "waits for nothing but has no run"
+    return None
 
 
 async def _check_groups(stores: Stores, by_id: dict[str, Task], settled: bool) -> list[Violation]:
