@@ -50,6 +50,33 @@ class Claim:
         return self.task.runs[self.run_id]
 
 
+@dataclass
+class WorkerCheck:
+    """A claimWork's worker: whether it is quarantined (found out alongside the first receive) and its record as
+    active (written alongside the claims), both in flight while the request polls."""
+
+    group: str
+    id: str
+    quarantine: asyncio.Future[dt.datetime | None] | None
+    seen: asyncio.Future[None] | None = None
+
+    def settle(self) -> None:
+        """On leaving the request: what is still in flight is cancelled, what failed is retrieved (raised already,
+        or logged by active_best_effort)."""
+        for pending in (self.quarantine, self.seen):
+            if pending is not None and not pending.done():
+                pending.cancel()
+            if pending is not None and pending.done() and not pending.cancelled():
+                pending.exception()
+
+
+@dataclass
+class Quarantined:
+    """A polling round's answer for a quarantined worker: what it received for it, to give back."""
+
+    received: list[tuple[str, Received]]
+
+
 class Claims:
     def __init__(self, tasks: TaskRepository) -> None:
         self.tasks = tasks
@@ -214,47 +241,28 @@ class Claims:
         await stores.ready()
         settings = stores.settings
         give_up = time.monotonic() + settings.claim_work_wait
-        quarantine: asyncio.Future[dt.datetime | None] | None = asyncio.ensure_future(
-            stores.workers.quarantined_until(task_queue_id, worker_group, worker_id)
+        worker = WorkerCheck(
+            worker_group,
+            worker_id,
+            asyncio.ensure_future(stores.workers.quarantined_until(task_queue_id, worker_group, worker_id)),
         )
-        seen: asyncio.Future[None] | None = None
         try:
             while True:
-                claims: list[Claim] = []
-                lost = False
-                queues = stores.shards.pending_queues(task_queue_id)
-                while queues and len(claims) < count:
-                    together, hidden = self._next_receives(queues)
-                    lost = lost or hidden
-                    received = await self._receive_all(together, count - len(claims))
-                    if quarantine is not None:
-                        until = await self._unless_refused(quarantine, received)
-                        quarantine = None
-                        if until is not None:
-                            return await self._quarantined(give_up, gone, received)
-                        seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker_group, worker_id))
-                    got, lost_now = await self._claim_in_order(received, worker_group, worker_id, count - len(claims))
-                    claims.extend(got)
-                    lost = lost or lost_now
-                if quarantine is not None:  # every queue was skipped (found empty a moment ago): nothing received
-                    until, quarantine = await quarantine, None
-                    if until is not None:
-                        return await self._quarantined(give_up, gone, [])
-                    seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker_group, worker_id))
-                if lost and len(claims) < count:
-                    claims.extend(
-                        await self.claim_from_index(task_queue_id, count - len(claims), worker_group, worker_id)
-                    )
-                if claims:
+                polled = await self._poll_round(task_queue_id, worker, count)
+                if isinstance(polled, Quarantined):
+                    return await self._quarantined(give_up, gone, polled.received)
+                if polled:
                     faults.point("claimed-before-response")
                     # Nothing after the claims may fail the request: they are saved, and a worker that never hears
                     # of them would leave them to expire.
-                    if seen is not None:
-                        await asyncio.wait([seen])  # its failure is logged below (the record is tried again)
+                    if worker.seen is not None:
+                        await asyncio.wait([worker.seen])  # its failure is logged below (the record is tried again)
                     await stores.workers.active_best_effort(task_queue_id, worker_group, worker_id)
-                    return claims
-                if seen is not None:
-                    await seen  # a worker that cannot be recorded fails its claimWork, as long as nothing is claimed
+                    return polled
+                if worker.seen is not None:
+                    await (
+                        worker.seen
+                    )  # a worker that cannot be recorded fails its claimWork, as long as nothing is claimed
                 remaining = give_up - time.monotonic()
                 if remaining <= 0 or (gone is not None and await gone()):
                     return []
@@ -265,11 +273,37 @@ class Claims:
                     min(settings.claim_work_poll_interval, remaining),
                 )
         finally:
-            for pending in (quarantine, seen):
-                if pending is not None and not pending.done():
-                    pending.cancel()
-                if pending is not None and pending.done() and not pending.cancelled():
-                    pending.exception()  # retrieved: raised above, or logged by active_best_effort
+            worker.settle()
+
+    async def _poll_round(self, task_queue_id: str, worker: WorkerCheck, count: int) -> list[Claim] | Quarantined:
+        """One polling round of claimWork: receive from the pending queues, highest priority first, and claim, up
+        to `count`; from the run index too when a receive lost its answer. The first round also learns whether
+        the worker is quarantined (then what it received goes back) and records it as active."""
+        stores = self.stores
+        claims: list[Claim] = []
+        lost = False
+        queues = stores.shards.pending_queues(task_queue_id)
+        while queues and len(claims) < count:
+            together, hidden = self._next_receives(queues)
+            lost = lost or hidden
+            received = await self._receive_all(together, count - len(claims))
+            if worker.quarantine is not None:
+                until = await self._unless_refused(worker.quarantine, received)
+                worker.quarantine = None
+                if until is not None:
+                    return Quarantined(received)
+                worker.seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker.group, worker.id))
+            got, lost_now = await self._claim_in_order(received, worker.group, worker.id, count - len(claims))
+            claims.extend(got)
+            lost = lost or lost_now
+        if worker.quarantine is not None:  # every queue was skipped (found empty a moment ago): nothing received
+            until, worker.quarantine = await worker.quarantine, None
+            if until is not None:
+                return Quarantined([])
+            worker.seen = asyncio.ensure_future(stores.workers.active(task_queue_id, worker.group, worker.id))
+        if lost and len(claims) < count:
+            claims.extend(await self.claim_from_index(task_queue_id, count - len(claims), worker.group, worker.id))
+        return claims
 
     def _next_receives(self, queues: list[str]) -> tuple[list[str], bool]:
         """Take from `queues` (highest priority first) the next ones to receive from at once: those that are
