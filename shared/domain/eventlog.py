@@ -64,6 +64,10 @@ from shared.storage.grouped import GroupCommit
 log = logging.getLogger("queue.events")
 
 DISPATCH_BATCH = 100  # requests in one message: about 12 KB of JSON (a queue message holds 64 KB)
+Helds = list["Held"]  # (aliases: EventLog's method `list` hides the builtin inside the class)
+Seqs = list[int]  # event numbers
+Ops = list[Op]
+ETags = list[str | None]
 DispatchOutcome = Literal["done", "published", "bus-failed", "busy", "not-written", "stale"]
 REMEMBERED_EVENTS = 20_000  # event rows this process wrote, for its dispatcher (a few MB)
 REMEMBERED_EVENTS_BYTES = 32 * 1024 * 1024  # ... at most, whatever their size
@@ -580,31 +584,12 @@ class EventLog:
         (`recorded`). The ETags of the ops (then of the cursors'), or None when the transaction lost a race."""
         streams = [stream, *also]
         seqs = {s: [seq_of(op.entity) for op in ops if s.holds(op.entity)] for s in streams}
-        helds: list[Held] = []
-        for s in streams:  # each stream whose events the change records
-            if seqs[s]:
-                held = await self.hold(s, new=new and s == stream, seq=max(seqs[s]))
-                if held is not None:
-                    helds.append(held)
+        helds = await self._hold_all(stream, seqs, new=new)
         fresh = [] if not new or any(h.stream == stream for h in helds) else [Op("upsert", cursor_entity(stream, 0))]
-        written = [*ops, *fresh, *(h.op for h in helds)]
-        try:
-            etags = await self.tables.commit(table, written)
-            if etags is None and helds and not new:
-                # A lease's condition may be what failed (the cursor moved elsewhere): once more without them.
-                for held in helds:
-                    self.not_written(held)
-                helds = []
-                written = [*ops, *fresh]
-                etags = await self.tables.commit(table, written)
-        except BaseException:
-            for held in helds:  # the transaction may be stored, lease and all: its mark must never cover it
-                self._unknown(held)
-            raise
+        etags, helds = await self._commit_holding(table, [*ops, *fresh], helds, new=new)
         if etags is None:
-            for held in helds:
-                self.not_written(held)
             return None
+        written = [*ops, *fresh, *(h.op for h in helds)]
         for s in streams:
             self.recorded(s, written, etags)
         for held, lease in zip(helds, etags[len(ops) + len(fresh) :], strict=True):  # the leases are the last rows
@@ -615,6 +600,37 @@ class EventLog:
                 if seqs[s] and not any(h.stream == s for h in helds):
                     self.background.start(self._dispatch_here(s, max(seqs[s])))
         return etags
+
+    async def _hold_all(self, stream: Stream, seqs: dict[Stream, Seqs], *, new: bool) -> Helds:
+        """The lease of each stream whose events the change records, where this process can publish them."""
+        helds: Helds = []
+        for s, recorded in seqs.items():
+            if recorded:
+                held = await self.hold(s, new=new and s == stream, seq=max(recorded))
+                if held is not None:
+                    helds.append(held)
+        return helds
+
+    async def _commit_holding(self, table: str, ops: Ops, helds: Helds, *, new: bool) -> tuple[ETags | None, Helds]:
+        """Commit `ops` with the leases of `helds`; the ETags (None: the transaction lost a race) and the leases
+        written with them. A lease's condition may be what failed (the cursor moved elsewhere): once more without
+        them, unless the change creates the entity."""
+        try:
+            etags = await self.tables.commit(table, [*ops, *(h.op for h in helds)])
+            if etags is None and helds and not new:
+                for held in helds:
+                    self.not_written(held)
+                helds = []
+                etags = await self.tables.commit(table, ops)
+        except BaseException:
+            for held in helds:  # the transaction may be stored, lease and all: its mark must never cover it
+                self._unknown(held)
+            raise
+        if etags is None:
+            for held in helds:
+                self.not_written(held)
+            return None, []
+        return etags, helds
 
     async def _dispatch_here(self, stream: Stream, seq: int) -> None:
         """A change written without the lease (another process moved the cursor last, or the stream is being
