@@ -52,8 +52,12 @@ $(GO_TOOLS_STAMP): tests/taskcluster-go/go.mod tests/taskcluster-go/go.sum
 run: setup
 	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER))
 
+# Tests run in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own): each has its Azurite and hosts. Two
+# halve the suite's time on a 2-core machine (docs/performance.md#the-test-suite); tests of a module stay together.
+TEST_WORKERS ?= 2
+
 test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The inner loop: the unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.
 test-fast: setup
