@@ -75,61 +75,63 @@ class Expiry:
         """Delete expired tasks with their artifacts, events, dependency and deadline rows and group membership
         (and the group once it is empty and expired)."""
         stores = self.stores
-
-        async def expire_group(group_id: str, cutoff: dt.datetime, hour: str | None) -> None:
-            """The group of a task just deleted (`hour` None), or one whose entry came due: deleted if empty and
-            expired; empty and not yet expired, an entry of its own brings it back when it is."""
-            later = await stores.groups.delete_if_empty(group_id, cutoff)
-            if later is not None:
-                await stores.expiry.add(GROUP_KEY + group_id, later)
-            if hour is not None and (later is None or stores.expiry.partition(GROUP_KEY + group_id, later) != hour):
-                await stores.expiry.remove(hour, GROUP_KEY + group_id)
-
-        async def expire_task(task_id: str, cutoff: dt.datetime, deadline_bucket: str | None = None) -> bool:
-            """Delete the task and what it has; False when it kept changing (left for the next run).
-            `deadline_bucket`: where the caller read its deadline row, deleted there when no task is left (a task's
-            own goes by its deadline, in the bucket this host's settings give, as always)."""
-            for _ in range(EXPIRE_ATTEMPTS):
-                task = await self.tasks.get(task_id)
-                self.tasks.known.forget(task_id)
-                if task is None:
-                    if deadline_bucket is not None:
-                        await stores.deadlines.remove(deadline_bucket, task_id)
-                    break
-                await self.forget_artifacts(task_id)
-                await stores.workers.run_resolved(task.task_queue_id, task_id)
-                await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
-                await stores.deps.forget_task(task_id)
-                group_id = task.definition["taskGroupId"]
-                await stores.groups.forget_member(group_id, task_id)
-                await stores.deadlines.forget(task_id, task.deadline)
-                # The row as read: a change written meanwhile (a deadline resolved late) wrote an event row after
-                # those just deleted, which would outlive the task; the task is read again and its rows go too.
-                if await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id), etag=task.etag):
-                    await expire_group(group_id, cutoff, None)
-                    break
-            else:
-                log.warning("task changed while expiring; kept for the next run", extra=fields(taskId=task_id))
-                return False  # its index entry stays
-            return True
-
-        async def expire(hour: str, task_id: str, cutoff: dt.datetime) -> None:
-            if task_id.startswith(GROUP_KEY):
-                await expire_group(task_id[len(GROUP_KEY) :], cutoff, hour)
-            elif await expire_task(task_id, cutoff):
-                await stores.expiry.remove(hour, task_id)
-
-        async def expire_unentered(bucket: str, task_id: str, cutoff: dt.datetime) -> None:
-            # A task enters the expiry index when its deadline is checked; its deadline row, which carries its
-            # `expires`, stands in while it has not (the bucket's message was lost, or has not come yet).
-            await expire_task(task_id, cutoff, bucket)
-
         started = time.monotonic()
-        expired = await self._drain(stores.deadlines.expired, batch, budget_seconds, expire_unentered)
-        expired += await self._drain(stores.expiry.due, batch, budget_seconds - (time.monotonic() - started), expire)
+        expired = await self._drain(stores.deadlines.expired, batch, budget_seconds, self._expire_unentered)
+        expired += await self._drain(
+            stores.expiry.due, batch, budget_seconds - (time.monotonic() - started), self._expire_entry
+        )
         if expired:
             log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
         return expired
+
+    async def _expire_entry(self, hour: str, task_id: str, cutoff: dt.datetime) -> None:
+        """An expiry index entry come due: a group's, or a task's (removed once the task is gone)."""
+        if task_id.startswith(GROUP_KEY):
+            await self._expire_group(task_id[len(GROUP_KEY) :], cutoff, hour)
+        elif await self._expire_task(task_id, cutoff):
+            await self.stores.expiry.remove(hour, task_id)
+
+    async def _expire_unentered(self, bucket: str, task_id: str, cutoff: dt.datetime) -> None:
+        """A task enters the expiry index when its deadline is checked; its deadline row, which carries its
+        `expires`, stands in while it has not (the bucket's message was lost, or has not come yet)."""
+        await self._expire_task(task_id, cutoff, bucket)
+
+    async def _expire_group(self, group_id: str, cutoff: dt.datetime, hour: str | None) -> None:
+        """The group of a task just deleted (`hour` None), or one whose entry came due: deleted if empty and
+        expired; empty and not yet expired, an entry of its own brings it back when it is."""
+        stores = self.stores
+        later = await stores.groups.delete_if_empty(group_id, cutoff)
+        if later is not None:
+            await stores.expiry.add(GROUP_KEY + group_id, later)
+        if hour is not None and (later is None or stores.expiry.partition(GROUP_KEY + group_id, later) != hour):
+            await stores.expiry.remove(hour, GROUP_KEY + group_id)
+
+    async def _expire_task(self, task_id: str, cutoff: dt.datetime, deadline_bucket: str | None = None) -> bool:
+        """Delete the task and what it has; False when it kept changing (left for the next run).
+        `deadline_bucket`: where the caller read its deadline row, deleted there when no task is left (a task's
+        own goes by its deadline, in the bucket this host's settings give, as always)."""
+        stores = self.stores
+        for _ in range(EXPIRE_ATTEMPTS):
+            task = await self.tasks.get(task_id)
+            self.tasks.known.forget(task_id)
+            if task is None:
+                if deadline_bucket is not None:
+                    await stores.deadlines.remove(deadline_bucket, task_id)
+                return True
+            await self.forget_artifacts(task_id)
+            await stores.workers.run_resolved(task.task_queue_id, task_id)
+            await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
+            await stores.deps.forget_task(task_id)
+            group_id = task.definition["taskGroupId"]
+            await stores.groups.forget_member(group_id, task_id)
+            await stores.deadlines.forget(task_id, task.deadline)
+            # The row as read: a change written meanwhile (a deadline resolved late) wrote an event row after
+            # those just deleted, which would outlive the task; the task is read again and its rows go too.
+            if await stores.tables.delete(TASKS_TABLE, task_id, task_row(task_id), etag=task.etag):
+                await self._expire_group(group_id, cutoff, None)
+                return True
+        log.warning("task changed while expiring; kept for the next run", extra=fields(taskId=task_id))
+        return False  # its index entry stays
 
     async def expire_artifacts(self, *, batch: int = 100, budget_seconds: float = 60) -> int:
         """Delete expired artifacts: the blob first, then the row (if unchanged since read)."""
