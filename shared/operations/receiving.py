@@ -74,34 +74,19 @@ class SharedReceives:
     async def _receive(self, queue: str, state: _Queue, visibility: int) -> None:
         try:
             while state.waiting:
-                batch: list[_Waiter] = []
-                total = 0
-                while state.waiting and (not batch or total + state.waiting[0].wanted <= MAX_RECEIVE):
-                    waiter = state.waiting.pop(0)
-                    batch.append(waiter)
-                    total += waiter.wanted
+                batch = _next_batch(state)
+                total = sum(waiter.wanted for waiter in batch)
                 sent_at = time.monotonic()
                 try:
                     # This task began in one caller's context: the receive is told to each caller that waits for it.
                     with roundtrips.traced() as spans:
                         received = await self.queues.receive(queue, total, visibility)
                 except Exception as exc:
-                    for waiter in batch:
-                        if not waiter.answer.done():
-                            waiter.answer.set_exception(exc)
-                            waiter.answer.exception()  # retrieved: the caller re-raises it
+                    _fail(batch, exc)
                     continue
                 for waiter in (*batch, *state.waiting):
                     roundtrips.waited(spans, waiter.arrived, waiter.spans)
-                messages = list(received)
-                for waiter in batch:
-                    mine, messages = messages[: waiter.wanted], messages[waiter.wanted :]
-                    if waiter.answer.done():  # cancelled meanwhile: its share goes back to the queue
-                        messages = mine + messages
-                        continue
-                    waiter.answer.set_result(Received(mine, lost=received.lost, sent_at=sent_at))
-                for message in messages:  # only when a caller gave up while its receive was in flight
-                    await self._give_back(queue, message)
+                await self._share(queue, batch, received, sent_at)
                 if len(received) < total and not received.lost:
                     # The queue had no more when this receive answered: the callers that came while it was in
                     # flight get that answer too rather than a receive of their own (an idle task queue's
@@ -113,13 +98,42 @@ class SharedReceives:
                         if not waiter.answer.done():
                             waiter.answer.set_result(Received([], lost=False, sent_at=sent_at))
         finally:
-            for waiter in state.waiting:
-                if not waiter.answer.done():
-                    waiter.answer.set_exception(RuntimeError("the shared receive was stopped"))
-                    waiter.answer.exception()
+            _fail(state.waiting, RuntimeError("the shared receive was stopped"))
             state.waiting, state.receiver = [], None
             if self._by_queue.get(queue) is state:
                 del self._by_queue[queue]
+
+    async def _share(self, queue: str, batch: list[_Waiter], received: Received, sent_at: float) -> None:
+        """Each waiter of the batch its share of what one receive got, in order; a share whose waiter gave up
+        meanwhile goes back to the queue."""
+        messages = list(received)
+        for waiter in batch:
+            mine, messages = messages[: waiter.wanted], messages[waiter.wanted :]
+            if waiter.answer.done():  # cancelled meanwhile: its share goes back to the queue
+                messages = mine + messages
+                continue
+            waiter.answer.set_result(Received(mine, lost=received.lost, sent_at=sent_at))
+        for message in messages:  # only when a caller gave up while its receive was in flight
+            await self._give_back(queue, message)
+
+
+def _next_batch(state: _Queue) -> list[_Waiter]:
+    """The waiters one receive serves, in order of arrival: as many as MAX_RECEIVE messages hold (one at least)."""
+    batch: list[_Waiter] = []
+    total = 0
+    while state.waiting and (not batch or total + state.waiting[0].wanted <= MAX_RECEIVE):
+        waiter = state.waiting.pop(0)
+        batch.append(waiter)
+        total += waiter.wanted
+    return batch
+
+
+def _fail(waiters: list[_Waiter], exc: BaseException) -> None:
+    """The waiters not answered yet get `exc` (retrieved here: each caller re-raises it)."""
+    for waiter in waiters:
+        if not waiter.answer.done():
+            waiter.answer.set_exception(exc)
+            waiter.answer.exception()
 
 
 class PendingWakeups:
