@@ -251,27 +251,7 @@ class RestTables:
         if transaction_is_empty(ops):
             return []
         batch, changeset = f"batch_{uuid.uuid4()}", f"changeset_{uuid.uuid4()}"
-        base = self._account.endpoint
-        parts = []
-        for op in ops:
-            entity = op.entity
-            target = f"{base}/{self._entity_path(table, entity.partition_key, entity.row_key)}"
-            lines = ["Content-Type: application/http", "Content-Transfer-Encoding: binary", ""]
-            if op.kind == "insert":
-                lines += [f"POST {base}/{table} HTTP/1.1"]
-            elif op.kind == "upsert":
-                lines += [f"PUT {target} HTTP/1.1"]
-            elif op.kind in ("replace", "merge", "delete"):
-                method = {"replace": "PUT", "merge": "MERGE", "delete": "DELETE"}[op.kind]
-                lines += [f"{method} {target} HTTP/1.1", f"If-Match: {entity.etag or '*'}"]
-            else:
-                raise ValueError(f"unknown operation {op.kind}")
-            lines += [f"Accept: {JSON_MINIMAL}", "DataServiceVersion: 3.0"]
-            if op.kind == "delete":
-                lines += ["", ""]
-            else:
-                lines += ["Content-Type: application/json", "Prefer: return-no-content", "", _entity_json(entity)]
-            parts.append("\r\n".join(lines))
+        parts = [self._batch_part(table, op) for op in ops]
         body = (
             f"--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
             + "".join(f"--{changeset}\r\n{part}\r\n" for part in parts)
@@ -287,14 +267,7 @@ class RestTables:
         if status != 202:
             raise self._fail("POST", "$batch", status, headers, payload)
         text = payload.decode(errors="replace")
-        statuses: list[int] = []
-        etags: list[str | None] = []  # each operation's response: its status line, then its headers
-        for line in text.splitlines():
-            if line.startswith("HTTP/1.1 "):
-                statuses.append(int(line.split()[1]))
-                etags.append(None)
-            elif etags and line[:5].lower() == "etag:":
-                etags[-1] = line[5:].strip()
+        statuses, etags = _batch_answers(text)
         failed = [s for s in statuses if s >= 400]
         if not failed:
             return etags
@@ -302,5 +275,39 @@ class RestTables:
             return await transaction_applied(self.get, table, ops) if ambiguous else None
         raise StorageError("POST", f"$batch ({table})", failed[0], None, text)
 
+    def _batch_part(self, table: str, op: Op) -> str:
+        """One operation of a transaction, as the batch's changeset carries it."""
+        base, entity = self._account.endpoint, op.entity
+        target = f"{base}/{self._entity_path(table, entity.partition_key, entity.row_key)}"
+        lines = ["Content-Type: application/http", "Content-Transfer-Encoding: binary", ""]
+        if op.kind == "insert":
+            lines += [f"POST {base}/{table} HTTP/1.1"]
+        elif op.kind == "upsert":
+            lines += [f"PUT {target} HTTP/1.1"]
+        elif op.kind in ("replace", "merge", "delete"):
+            method = {"replace": "PUT", "merge": "MERGE", "delete": "DELETE"}[op.kind]
+            lines += [f"{method} {target} HTTP/1.1", f"If-Match: {entity.etag or '*'}"]
+        else:
+            raise ValueError(f"unknown operation {op.kind}")
+        lines += [f"Accept: {JSON_MINIMAL}", "DataServiceVersion: 3.0"]
+        if op.kind == "delete":
+            lines += ["", ""]
+        else:
+            lines += ["Content-Type: application/json", "Prefer: return-no-content", "", _entity_json(entity)]
+        return "\r\n".join(lines)
+
     async def close(self) -> None:
         await self._http.close()
+
+
+def _batch_answers(text: str) -> tuple[list[int], list[str | None]]:
+    """Each operation's status and ETag in a batch's answer: its status line, then its headers."""
+    statuses: list[int] = []
+    etags: list[str | None] = []
+    for line in text.splitlines():
+        if line.startswith("HTTP/1.1 "):
+            statuses.append(int(line.split()[1]))
+            etags.append(None)
+        elif etags and line[:5].lower() == "etag:":
+            etags[-1] = line[5:].strip()
+    return statuses, etags
