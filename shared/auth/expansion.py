@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from shared import errors
@@ -243,6 +243,44 @@ def _describe(scopes: Sequence[str]) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
+@dataclass
+class _Expanding:
+    """An expansion under way: the scopes held (and their `*`-cover), the roles still to look up, the work spent."""
+
+    counter: _Work
+    limit: int
+    held: set[str]
+    cover: _Cover
+    todo: list[str] = field(default_factory=list)  # roles assumed and not looked up yet
+    asked: set[str] = field(default_factory=set)  # roles looked up
+    chars: int = 0
+
+    def take(self, scope: str) -> Steps[None]:
+        """A scope a role gives: kept unless held or covered by a `*`-scope held, the role it assumes queued."""
+        if scope in self.held:
+            return
+        covered, tried = self.cover.covers(scope)
+        if self.counter.spent(tried):
+            yield
+        if covered:
+            return
+        self.held.add(scope)
+        self.cover.add(scope)
+        self.chars += len(scope)
+        if len(self.held) > self.limit or self.chars > MAX_EXPANDED_CHARS:
+            raise ExpansionTooLarge(
+                what=self.counter.what,
+                problem=f"gives more than {self.limit} scopes"
+                if len(self.held) > self.limit
+                else f"gives more than {MAX_EXPANDED_CHARS} characters of scopes",
+                limit=self.limit,
+                work=self.counter.limit,
+            )
+        more = assumed(scope)
+        if more is not None and more not in self.asked:
+            self.todo.append(more)
+
+
 def expansion_steps(
     scopes: Iterable[str], index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES, work: int = MAX_EXPANSION_WORK
 ) -> Steps[tuple[str, ...]]:
@@ -251,19 +289,17 @@ def expansion_steps(
     start = normalize(scopes)
     if start == ("*",):
         return start
-    counter = _Work(_describe(start), work)
-    held: set[str] = set(start)
-    cover = _Cover()
+    expanding = _Expanding(_Work(_describe(start), work), limit, set(start), _Cover())
     for scope in start:
-        cover.add(scope)
-    todo = [w for s in start if (w := assumed(s)) is not None]
-    asked: set[str] = set()
-    chars = sum(map(len, start))
-    while todo:
-        wanted = todo.pop()
-        if wanted in asked:
+        expanding.cover.add(scope)
+    expanding.chars = sum(map(len, start))
+    expanding.todo = [w for s in start if (w := assumed(s)) is not None]
+    counter = expanding.counter
+    while expanding.todo:
+        wanted = expanding.todo.pop()
+        if wanted in expanding.asked:
             continue
-        asked.add(wanted)
+        expanding.asked.add(wanted)
         if counter.spent(index.cost(wanted)):
             yield
         for role_id in index.candidates(wanted):
@@ -271,28 +307,8 @@ def expansion_steps(
             if counter.spent(1 + len(given)):
                 yield
             for scope in given:
-                if scope in held:
-                    continue
-                covered, tried = cover.covers(scope)
-                if counter.spent(tried):
-                    yield
-                if covered:
-                    continue
-                held.add(scope)
-                cover.add(scope)
-                chars += len(scope)
-                if len(held) > limit or chars > MAX_EXPANDED_CHARS:
-                    raise ExpansionTooLarge(
-                        what=counter.what,
-                        problem=f"gives more than {limit} scopes"
-                        if len(held) > limit
-                        else f"gives more than {MAX_EXPANDED_CHARS} characters of scopes",
-                        limit=limit,
-                        work=work,
-                    )
-                more = assumed(scope)
-                if more is not None and more not in asked:
-                    todo.append(more)
+                yield from expanding.take(scope)
+    held = expanding.held
     yield
     return (yield from normalize_steps(held))
 
