@@ -147,6 +147,72 @@ def allow_browser_reads(azurite: Azurite) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """How Azurite's processes are started: one per service (`split`) or one for all."""
+
+    data_dir: Path | None
+    in_memory: bool
+    tls: tuple[Path, Path] | None
+    oauth: bool
+    split: bool
+    access_log: bool
+    environment: dict[str, str]
+
+    def args(self, services: list[str], ports: dict[str, int]) -> list[str]:
+        binary = find_binary(f"azurite-{services[0]}" if self.split else "azurite")
+        args = [binary, "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
+        if not self.access_log:
+            args.append("--silent")
+        for service in services:
+            args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(ports[service])]
+        if self.tls is not None:
+            args += ["--cert", str(self.tls[0]), "--key", str(self.tls[1])]
+        if self.oauth:
+            args += ["--oauth", "basic"]
+        if self.in_memory:
+            args.append("--inMemoryPersistence")
+        elif self.data_dir is not None:
+            args += ["--location", str(self.data_dir)]
+        return args
+
+    def spawn(self, ports: dict[str, int]) -> tuple[dict[str, subprocess.Popen[bytes]], Path | None]:
+        """The processes, started on `ports`, and the log they append to (with a data folder)."""
+        log_path = None
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir.chmod(0o700)  # private artifacts and the Clients table are in there
+            log_path = self.data_dir / "azurite.log"
+        processes: dict[str, subprocess.Popen[bytes]] = {}
+        for services in [[s] for s in SERVICES] if self.split else [list(SERVICES)]:
+            out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+            if log_path:
+                log_path.chmod(0o600)
+            processes["+".join(services)] = subprocess.Popen(
+                self.args(services, ports),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=self.environment,
+                umask=0o077,
+            )  # what it writes is readable by its owner only
+        return processes, log_path
+
+
+def _wait_listening(processes: dict[str, subprocess.Popen[bytes]], ports: dict[str, int], timeout: float) -> str:
+    """Wait until every port listens: "" then, else why not (a process exited, or the time ran out)."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        exited = [s for s, p in processes.items() if p.poll() is not None]
+        if exited:
+            return f"azurite ({exited[0]}) exited with code {processes[exited[0]].returncode}"
+        if all(_listening(p) for p in ports.values()):
+            return ""
+        time.sleep(0.1)
+    return f"Azurite did not listen within {timeout} s"
+
+
 def start(
     data_dir: Path | None,
     *,
@@ -172,10 +238,17 @@ def start(
     names = [ACCOUNT, *(f"shard{n}" for n in range(1, accounts))]
     environment = {**os.environ, "AZURITE_ACCOUNTS": ";".join(f"{name}:{key}" for name in names)}
     last_error = ""
-    # One process per service by default: each is single-threaded, and with the lean storage client the host
-    # no longer needs the second core (docs/performance.md: lifecycle 23-25 tasks/s split, 12-16 in one).
-    split = os.environ.get("QUEUE_AZURITE_SPLIT", "1") == "1"
-    access_log = os.environ.get("QUEUE_AZURITE_ACCESS_LOG", "0") == "1"
+    launch = _Launch(
+        data_dir,
+        in_memory,
+        tls,
+        oauth,
+        # One process per service by default: each is single-threaded, and with the lean storage client the host
+        # no longer needs the second core (docs/performance.md: lifecycle 23-25 tasks/s split, 12-16 in one).
+        split=os.environ.get("QUEUE_AZURITE_SPLIT", "1") == "1",
+        access_log=os.environ.get("QUEUE_AZURITE_ACCESS_LOG", "0") == "1",
+        environment=environment,
+    )
     for _ in range(attempts):
         # Given ports are tried again each time (a restart on its data); free ones are chosen afresh.
         chosen = dict(ports) if ports else {service: free_port() for service in SERVICES}
@@ -183,54 +256,13 @@ def start(
         if len(set(chosen.values())) < len(SERVICES) or set(chosen.values()) & avoid:
             last_error = f"ports {sorted(chosen.values())} repeat, or take one of {sorted(avoid)}"
             continue
-        log_path = None
-        if data_dir is not None:
-            data_dir.mkdir(parents=True, exist_ok=True)
-            data_dir.chmod(0o700)  # private artifacts and the Clients table are in there
-            log_path = data_dir / "azurite.log"
-        processes: dict[str, subprocess.Popen[bytes]] = {}
-        groups = [[s] for s in SERVICES] if split else [list(SERVICES)]
-        for services in groups:
-            binary = find_binary(f"azurite-{services[0]}" if split else "azurite")
-            args = [binary, "--skipApiVersionCheck", "--loose", "--disableTelemetry"]
-            if not access_log:
-                args.append("--silent")
-            for service in services:
-                args += [f"--{service}Host", "127.0.0.1", f"--{service}Port", str(chosen[service])]
-            if tls is not None:
-                args += ["--cert", str(tls[0]), "--key", str(tls[1])]
-            if oauth:
-                args += ["--oauth", "basic"]
-            if in_memory:
-                args.append("--inMemoryPersistence")
-            elif data_dir is not None:
-                args += ["--location", str(data_dir)]
-            out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-            if log_path:
-                log_path.chmod(0o600)
-            processes["+".join(services)] = subprocess.Popen(
-                args,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env=environment,
-                umask=0o077,
-            )  # what it writes is readable by its owner only
+        processes, log_path = launch.spawn(chosen)
         azurite = Azurite(processes, chosen, log_path, key, "https" if tls else "http", accounts)
-        give_up = time.monotonic() + startup_timeout
-        while time.monotonic() < give_up:
-            exited = [s for s, p in processes.items() if p.poll() is not None]
-            if exited:
-                last_error = f"azurite ({exited[0]}) exited with code {processes[exited[0]].returncode}"
-                break
-            if all(_listening(p) for p in chosen.values()):
-                if tls is None:
-                    allow_browser_reads(azurite)
-                return azurite
-            time.sleep(0.1)
-        else:
-            last_error = f"Azurite did not listen within {startup_timeout} s"
+        last_error = _wait_listening(processes, chosen, startup_timeout)
+        if not last_error:
+            if tls is None:
+                allow_browser_reads(azurite)
+            return azurite
         azurite.stop()
     raise RuntimeError(
         f"could not start Azurite: {last_error}" + (f" (see {data_dir / 'azurite.log'})" if data_dir else "")

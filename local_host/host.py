@@ -105,52 +105,84 @@ async def serve(
     options = QueueOptions.from_host_json(host_json)
     runners = build_runners(app, options)
     tune_gc()
-    stop = asyncio.Event()
-    server: _Server | None = None
-    if port is not None:
-        config = uvicorn.Config(
-            asgi_app_of(app),
-            host="127.0.0.1",
-            port=port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=5,
-            http=BoundedH11.configure(
+    server = (
+        None
+        if port is None
+        else _http_server(
+            app,
+            port,
+            BoundedH11.configure(
                 max_connections=max_connections,
                 header_timeout=header_timeout,
                 body_timeout=body_timeout,
                 per_peer_share=per_peer_share,
             ),
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         )
-        server = _Server(config)
+    )
+    stopping = _Stopping(server, before_stop)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.request)
+    loop.add_signal_handler(signal.SIGUSR1, print_storage_calls)
+    wake = _waker(runners)
+    PUT_LISTENERS.append(wake)
+    tasks = [asyncio.create_task(r.run(stopping.stop), name=getattr(r, "name", "trigger")) for r in runners]
+    for r in runners:
+        kind = "queue " + r.queue if isinstance(r, QueueTriggerRunner) else "timer " + r.schedule
+        log.info("trigger %s: %s", r.name, kind)
+    try:
+        await _serve_until_stopped(server, stopping.stop, port, announce)
+    finally:
+        stopping.stop.set()
+        PUT_LISTENERS.remove(wake)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await _close_stores(app, runners)
 
-    def stop_now() -> None:
-        stop.set()
-        if server is not None:
-            server.should_exit = True
 
-    stopping: list[asyncio.Task[None]] = []
+def _http_server(app: Any, port: int, http: type[BoundedH11]) -> _Server:
+    config = uvicorn.Config(
+        asgi_app_of(app),
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=5,
+        http=http,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+    )
+    return _Server(config)
 
-    async def stop_after(first: Callable[[], Awaitable[None]]) -> None:
+
+class _Stopping:
+    """The host's stop: the first SIGINT/SIGTERM runs `before_stop` while the queue still serves, then stops; a
+    second one stops at once."""
+
+    def __init__(self, server: _Server | None, before_stop: Callable[[], Awaitable[None]] | None) -> None:
+        self.stop = asyncio.Event()
+        self.server, self.before_stop = server, before_stop
+        self._first: asyncio.Task[None] | None = None
+
+    def now(self) -> None:
+        self.stop.set()
+        if self.server is not None:
+            self.server.should_exit = True
+
+    def request(self) -> None:
+        if self.before_stop is None or self._first is not None:
+            self.now()
+        else:
+            self._first = asyncio.get_running_loop().create_task(self._after(self.before_stop))
+
+    async def _after(self, first: Callable[[], Awaitable[None]]) -> None:
         try:
             await first()
         finally:
-            stop_now()
+            self.now()
 
-    def request_stop() -> None:
-        if before_stop is None or stopping:
-            stop_now()
-        else:
-            stopping.append(asyncio.get_running_loop().create_task(stop_after(before_stop)))
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, request_stop)
-    loop.add_signal_handler(signal.SIGUSR1, print_storage_calls)
-
-    # A message this process puts on a queue it has a trigger for wakes that trigger (see PUT_LISTENERS).
+def _waker(runners: list[Any]) -> Callable[[str], None]:
+    """A message this process puts on a queue it has a trigger for wakes that trigger (see PUT_LISTENERS)."""
     by_queue: dict[str, list[QueueTriggerRunner]] = {}
     for r in runners:
         if isinstance(r, QueueTriggerRunner):
@@ -160,32 +192,28 @@ async def serve(
         for runner in by_queue.get(queue, ()):
             runner.wake()
 
-    PUT_LISTENERS.append(wake)
-    tasks = [asyncio.create_task(r.run(stop), name=getattr(r, "name", "trigger")) for r in runners]
-    for r in runners:
-        kind = "queue " + r.queue if isinstance(r, QueueTriggerRunner) else "timer " + r.schedule
-        log.info("trigger %s: %s", r.name, kind)
-    try:
-        if server is not None:
-            serving = asyncio.create_task(server.serve())
-            while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn offers no event
-                await asyncio.sleep(0.05)
-            if serving.done():
-                await serving
-                raise RuntimeError(f"the HTTP server did not start on port {port}")
-            if announce:
-                print(announce, flush=True)
-            await serving
-            stop.set()
-        else:
-            if announce:
-                print(announce, flush=True)
-            await stop.wait()
-    finally:
-        stop.set()
-        PUT_LISTENERS.remove(wake)
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await _close_stores(app, runners)
+    return wake
+
+
+async def _serve_until_stopped(
+    server: _Server | None, stop: asyncio.Event, port: int | None, announce: str | None
+) -> None:
+    """Serve HTTP (when there is a server) until it exits, or wait for the stop; `announce` once serving."""
+    if server is None:
+        if announce:
+            print(announce, flush=True)
+        await stop.wait()
+        return
+    serving = asyncio.create_task(server.serve())
+    while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn offers no event
+        await asyncio.sleep(0.05)
+    if serving.done():
+        await serving
+        raise RuntimeError(f"the HTTP server did not start on port {port}")
+    if announce:
+        print(announce, flush=True)
+    await serving
+    stop.set()
 
 
 async def _close_stores(app: Any, runners: list[Any]) -> None:
