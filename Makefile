@@ -14,6 +14,8 @@ TC_CLIENT_VERSION := 87.1.3
 TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
 # Taskcluster's generic-worker and `taskcluster` CLI, which tests run unchanged: built from the Go module proxy
 # (tests/taskcluster-go/go.mod names the release, go.sum pins the hashes). Without Go their tests are skipped.
+# The inspector's JavaScript checks (ESLint, tsc --checkJs, node's test runner): tools/inspector/package-lock.json.
+INSPECTOR_TOOLS_STAMP := tools/inspector/node_modules/.installed
 GO_TOOLS := .tools/go/bin
 GO_TOOLS_STAMP := $(GO_TOOLS)/.built
 TC_GO := github.com/taskcluster/taskcluster/v97
@@ -42,6 +44,10 @@ $(TC_CLIENT_STAMP): $(AZURITE_STAMP)
 		taskcluster-client@$(TC_CLIENT_VERSION)
 	@touch $@
 
+$(INSPECTOR_TOOLS_STAMP): tools/inspector/package.json tools/inspector/package-lock.json
+	npm ci --prefix tools/inspector --no-audit --no-fund --loglevel=error
+	@touch $@
+
 $(GO_TOOLS_STAMP): tests/taskcluster-go/go.mod tests/taskcluster-go/go.sum
 	@if command -v go >/dev/null; then \
 		mkdir -p $(GO_TOOLS) && cd tests/taskcluster-go && export GONOSUMDB=github.com/taskcluster GOFLAGS=-mod=readonly \
@@ -56,17 +62,19 @@ run: setup
 # halve the suite's time on a 2-core machine (docs/performance.md#the-test-suite); tests of a module stay together.
 TEST_WORKERS ?= 2
 
-test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP)
+test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP) $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The inner loop: the unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.
-test-fast: setup
+test-fast: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m pytest -q -n auto -m "not slow" tests/unit tests/integration $(PYTEST_ARGS)
 
-lint: setup
+lint: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	npm --prefix tools/inspector run --silent lint
+	npm --prefix tools/inspector run --silent typecheck
 
 typecheck: setup
 	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py
@@ -74,4 +82,4 @@ typecheck: setup
 check: lint typecheck test
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools tools/inspector/node_modules .pytest_cache .mypy_cache .ruff_cache

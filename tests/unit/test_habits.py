@@ -80,6 +80,6 @@ def test_the_pre_commit_hooks_are_the_checks_above():
     valid = run(PY, "-m", "pre_commit", "validate-config", ".pre-commit-config.yaml")
     assert valid.returncode == 0, valid.stdout + valid.stderr
     config = (PROJECT / ".pre-commit-config.yaml").read_text()
-    for entry in ("ruff format", "ruff check", "mypy", "lint-imports", "tools/commit_subject.py"):
+    for entry in ("ruff format", "ruff check", "mypy", "lint-imports", "tools/inspector", "tools/commit_subject.py"):
         assert entry in config
     assert "commit-msg" in config

@@ -35,6 +35,12 @@ export function url(service, path, query) {
   return `${rootUrl}/api/${service}/v1${path}${qs ? `?${qs}` : ""}`;
 }
 
+/**
+ * @param {string} method
+ * @param {string} service
+ * @param {string} path
+ * @param {{query?: Record<string, any>, body?: any, creds?: any}} [options]
+ */
 export async function request(method, service, path, { query, body, creds = credentials() } = {}) {
   const target = url(service, path, query);
   const headers = { Accept: "application/json" };
@@ -47,7 +53,7 @@ export async function request(method, service, path, { query, body, creds = cred
     throw new ApiError(0, "NetworkError", `The queue at ${rootUrl} could not be reached (${error.message})`);
   }
   const text = await response.text();
-  let answer = null;
+  let answer;
   try {
     answer = text ? JSON.parse(text) : null;
   } catch {
@@ -63,6 +69,11 @@ export const get = (path, query) => request("GET", "queue", path, { query });
 export const post = (path, body = {}) => request("POST", "queue", path, { body });
 
 // Every page of a listing (`key` holds the items), calling `onPage` with each page's items as it comes.
+/**
+ * @param {string} path
+ * @param {string} key
+ * @param {{limit?: number, onPage?: (page: any) => void, service?: string}} [options]
+ */
 export async function all(path, key, { limit = 1000, onPage, service = "queue" } = {}) {
   const items = [];
   let token;

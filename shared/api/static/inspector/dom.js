@@ -48,7 +48,7 @@ export function when(iso) {
 
 export function duration(fromIso, toIso) {
   if (!fromIso) return "–";
-  const ms = (toIso ? new Date(toIso) : new Date()) - new Date(fromIso);
+  const ms = (toIso ? new Date(toIso) : new Date()).getTime() - new Date(fromIso).getTime();
   if (ms < 0) return "–";
   const s = Math.round(ms / 1000);
   if (s < 60) return `${s} s`;

@@ -233,7 +233,7 @@ export function groupView(target, groupId, query) {
     replace(summary, text);
     const items = [];
     for (const idle of model.idleQueues()) {
-      const waited = idle.since ? (Date.now() - new Date(idle.since)) / 1000 : 0;
+      const waited = idle.since ? (Date.now() - new Date(idle.since).getTime()) / 1000 : 0;
       if (waited < IDLE_AFTER) continue;
       const known = queues.get(idle.taskQueueId);
       const qlink = h("a", { href: `#/queues/${idle.taskQueueId}` }, idle.taskQueueId);
@@ -380,7 +380,7 @@ export function groupView(target, groupId, query) {
       // Still growing: tasks joined since the last listing, or the newest was created within FULL_EVERY (a
       // decision task still submitting): listed whole again at the next refresh.
       const newest = entries.reduce((latest, e) => (e.task.created > latest ? e.task.created : latest), "");
-      growing = first ? Boolean(newest && now - new Date(newest) < FULL_EVERY) : model.tasks.size !== before;
+      growing = first ? Boolean(newest && now - new Date(newest).getTime() < FULL_EVERY) : model.tasks.size !== before;
       lastFull = now;
       lastRead = entries.length;
       reads = `read the whole group (${entries.length} tasks)`;

@@ -21,7 +21,7 @@ export function homeView(target, showNotice) {
       " to find completed tasks by name."),
     h("form", { class: "open-group", onsubmit: (event) => {
       event.preventDefault();
-      const value = new FormData(event.target).get("group").trim();
+      const value = String(new FormData(event.target).get("group")).trim();
       if (SLUGID.test(value)) window.location.hash = `#/groups/${value}`;
       else showNotice("error", `"${value}" is not a taskGroupId`);
     } },

@@ -17,6 +17,7 @@ let shownPath = null; // the same without its query
 // Routes: #/groups/<id>, #/tasks/<id>, #/tasks/<id>/runs/<runId>/logs/<name>, #/queues/<prov>/<type>,
 // #/workers/<prov>/<type>/<group>/<id>, #/index/<namespace>; a query after `?` keeps a view's filter and page; a
 // log's address may end with a line anchor (`#L12`, `#L12-L20`).
+/** @type {Array<[RegExp, (match: RegExpMatchArray, query: URLSearchParams, anchor: string) => any]>} */
 const ROUTES = [
   [/^\/groups\/([^/?]+)$/, (m, q) => groupView(view, m[1], q)],
   [/^\/tasks\/([^/?]+)$/, (m) => taskView(view, m[1])],
@@ -130,7 +131,7 @@ function renderAccount() {
     const data = new FormData(form);
     replace(error);
     try {
-      await api.signIn(data.get("clientId").trim(), data.get("accessToken").trim());
+      await api.signIn(String(data.get("clientId")).trim(), String(data.get("accessToken")).trim());
       renderAccount();
       route(true);
     } catch (failure) {
@@ -161,7 +162,7 @@ async function renderAbout() {
 
 document.getElementById("goto").addEventListener("submit", (event) => {
   event.preventDefault();
-  open(new FormData(event.target).get("id"));
+  open(String(new FormData(/** @type {HTMLFormElement} */ (event.target)).get("id")));
 });
 window.addEventListener("hashchange", () => {
   showNotice();

@@ -81,7 +81,7 @@ export class LogViewer {
       h("label", {}, this.wrapBox, " wrap lines"),
       h("button", { type: "button", id: "download-log", onclick: () => this.download() }, "Download"));
     this.observer = new IntersectionObserver((entries) => {
-      for (const entry of entries) if (entry.isIntersecting) this.draw(Number(entry.target.dataset.block));
+      for (const entry of entries) if (entry.isIntersecting) this.draw(Number(/** @type {HTMLElement} */ (entry.target).dataset.block));
     }, { root: this.scroller, rootMargin: "1500px 0px" });
   }
 

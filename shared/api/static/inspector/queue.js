@@ -60,7 +60,7 @@ export function queueView(target, taskQueueId) {
   async function refresh() {
     await section(info, "Counts", "this task queue", async () => {
       counts = await api.get(`/task-queues/${q}/counts`);
-      let about = null;
+      let about;
       try {
         about = await api.get(`/task-queues/${q}`);
       } catch {

@@ -9,6 +9,7 @@ const LOG_TYPES = /^text\//;
 const RESIGN = 10 * 60 * 1000;
 
 
+/** @type {Array<[string, string, string, (state: string) => boolean]>} */
 const ACTIONS = [
   // [button, API method, scope action, when it applies]
   ["Schedule", "schedule", "schedule-task", (state) => state === "unscheduled"],
