@@ -273,8 +273,9 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
     from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs, AzureQueues
+    from tests.clock import Clock
     from tests.conftest import slugid, task_definition
-    from tests.unit.test_service import Clock, _defaults
+    from tests.unit.test_service import _defaults
 
     azurite = azurite_mod.start(tmp_path / "azurite", in_memory=True)
     cs = azurite.connection_string
@@ -330,8 +331,9 @@ def test_the_pending_census_and_role_store_on_azurite(azurite):
     from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs
+    from tests.clock import Clock
     from tests.conftest import slugid, task_definition
-    from tests.unit.test_service import Clock, _defaults
+    from tests.unit.test_service import _defaults
 
     cs = azurite.connection_string
     settings = load_settings(storage=cs, root_access_token="x" * 30, claim_work_wait=0)
@@ -375,8 +377,9 @@ def test_tasks_whose_deadline_buckets_were_never_checked_expire_on_azurite(tmp_p
     from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs
+    from tests.clock import Clock
     from tests.conftest import slugid, task_definition
-    from tests.unit.test_service import Clock, _defaults
+    from tests.unit.test_service import _defaults
 
     Tables, Queues = IMPLEMENTATIONS[implementation]
     azurite = azurite_mod.start(tmp_path / "azurite", in_memory=True)

@@ -12,10 +12,10 @@ from typing import Any
 from shared import timing
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, task_definition
 from tests.unit.test_guarded_resolution import Puts, bodies, process
-from tests.unit.test_service import Clock
 
 
 def requests(queues: MemoryQueues) -> list[DispatchRequest]:

@@ -15,8 +15,9 @@ from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.unit.test_service import Clock, _defaults
+from tests.unit.test_service import _defaults
 
 CONTAINER = "artifacts"
 

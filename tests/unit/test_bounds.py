@@ -28,11 +28,12 @@ from shared.storage.azure import common
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
 from tests.unit.test_answered_creation import Gated
 from tests.unit.test_guarded_resolution import process
-from tests.unit.test_service import Clock, _defaults
+from tests.unit.test_service import _defaults
 
 
 def test_bounded_keeps_the_most_recent_within_entries_and_bytes():

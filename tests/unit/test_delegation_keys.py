@@ -14,6 +14,9 @@ from azure.storage.queue import UserDelegationKey
 from shared.connections import StorageConnection
 from shared.storage.azure.common import DelegationKeys, SigningKeyMissing
 from shared.storage.azure.queues import QueueSigner
+from tests.clock import Clock
+
+START = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
 
 IDENTITY = StorageConnection(
     table_uri="https://acct.table.core.windows.net",
@@ -32,16 +35,8 @@ def delegation_key(start: dt.datetime, expiry: dt.datetime) -> UserDelegationKey
     return key
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-
 def test_keys_are_renewed_a_day_before_they_end_and_asked_once_by_callers_together():
-    clock, asked = Clock(), []
+    clock, asked = Clock(START), []
 
     async def fetch(start, expiry):
         asked.append((start, expiry))

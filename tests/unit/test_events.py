@@ -30,9 +30,10 @@ from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.validation import errors_of
 from tests.answers import group_events, resolution_messages, task_events
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.conftest import task_definition as bare_definition
-from tests.unit.test_service import Clock, _defaults
+from tests.unit.test_service import _defaults
 
 
 class RecordingPublisher:

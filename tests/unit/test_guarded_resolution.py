@@ -20,9 +20,9 @@ from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ClaimCheck, Reso
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, claim, task_definition
-from tests.unit.test_service import Clock
 
 
 def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:

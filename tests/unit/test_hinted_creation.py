@@ -11,10 +11,10 @@ import json
 from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.domain.messages import pending_queue
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, claim, task_definition
 from tests.unit.test_guarded_resolution import Puts, another_process, bodies, dies_after_answering, process
-from tests.unit.test_service import Clock
 
 TASK_QUEUE = "prov/hinted"
 

@@ -27,20 +27,13 @@ from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.base import encode_key
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timeutil.to_ms(timeutil.now())
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 @pytest.fixture
 def clock():
-    return Clock()
+    return Clock(timeutil.to_ms(timeutil.now()))
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from shared.domain.messages import CLAIM_QUEUE, ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.operations.claims import Claim
 from shared.runtime import Queue
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, claim, make_service, task_definition
-from tests.unit.test_service import Clock
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from shared.domain.groups import ACTIVE, GROUPS_TABLE
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
+from tests.clock import Clock
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import create
-from tests.unit.test_service import Clock
 
 
 @pytest.fixture

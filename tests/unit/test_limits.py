@@ -5,14 +5,7 @@ from __future__ import annotations
 
 from local_host import limits as limits_mod
 from local_host.limits import Limits, partition_of, queue_of
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Ticks as Clock
 
 
 def admitted(model: Limits, n: int, *request) -> int:

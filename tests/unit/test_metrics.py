@@ -18,9 +18,10 @@ from shared.auth.hawk import Authenticator
 from shared.domain.messages import CLAIM_QUEUE
 from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
-from tests.unit.test_service import Clock, _defaults
+from tests.unit.test_service import _defaults
 
 READER = InMemoryMetricReader()
 otel.set_meter_provider(MeterProvider(metric_readers=[READER]))  # the instruments' proxies bind to it

@@ -27,9 +27,10 @@ from shared.runtime import Queue
 from shared.storage.base import Entity, encode_key
 from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work, resolution_messages
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
-from tests.unit.test_service import Clock, _defaults
+from tests.unit.test_service import _defaults
 
 GRACE = 60
 

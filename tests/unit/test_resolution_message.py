@@ -12,10 +12,10 @@ from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.runtime import Queue
 from shared.storage.base import QueueMessage
 from tests.answers import resolution_messages
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
-from tests.unit.test_service import Clock
 
 
 @pytest.fixture

@@ -17,18 +17,8 @@ from shared.settings import load_settings
 from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work, resolution_messages
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timeutil.now()
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += dt.timedelta(seconds=seconds)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from shared.storage.sharded import (
     split_shard,
 )
 from tests.answers import claim_work
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 
 
@@ -141,14 +142,6 @@ def test_a_tasks_messages_and_rows_go_to_the_shard_of_its_id() -> None:
     assert [split_shard(q)[0] for q in queues[:3]] == [pending_queues("prov/wt")[0]] * 3
     assert len({split_shard(q)[1] for q in queues[:3]}) == 3
     assert Shards().check_queue(CLAIM_QUEUE, "x") == CLAIM_QUEUE  # one shard: the names of old
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = timeutil.now()
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 def sharded_service(

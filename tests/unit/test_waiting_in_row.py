@@ -14,10 +14,10 @@ from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import creation
 from shared.runtime import Queue
 from tests.answers import claim_work, resolution_messages
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.unit.conftest import memory_service
 from tests.unit.test_reconciler import claim_all, create
-from tests.unit.test_service import Clock
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition, task_queue_id
-from tests.unit.test_service import Clock, _defaults
+from tests.unit.test_service import _defaults
 
 
 class CountingTables(MemoryTables):

@@ -22,9 +22,9 @@ from shared.domain.tasks import TASKS_TABLE
 from shared.runtime import Queue
 from shared.storage.base import TableStore
 from shared.storage.memory import MemoryQueues
+from tests.clock import Clock
 from tests.conftest import slugid
 from tests.unit.test_events import RecordingPublisher, claim, make_service, task_definition
-from tests.unit.test_service import Clock
 
 
 @pytest.fixture
