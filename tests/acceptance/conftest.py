@@ -62,3 +62,10 @@ def page(browser: Any, host: Any) -> Iterator[Any]:
     yield opened
     context.close()
     assert not errors, f"script errors on the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def host(host_factory: Callable[..., HostProcess]) -> HostProcess:
+    """A host of the module's own with the tier's settings (claimWork answers within a second); a module whose
+    tests need other settings defines its own `host`."""
+    return host_factory(claim_work_wait=1)

@@ -30,11 +30,6 @@ TC_CLIENT = PROJECT / ".tools" / "node_modules" / "taskcluster-client" / "src" /
 MIB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1)
-
-
 @pytest.fixture
 def queue(host):
     return host.client()

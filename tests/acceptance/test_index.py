@@ -33,11 +33,6 @@ WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 ROOT = {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
 
 
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1)
-
-
 @pytest.fixture
 def queue(host):
     return host.client()

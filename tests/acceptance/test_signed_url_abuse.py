@@ -24,11 +24,6 @@ from tests.conftest import ROOT_ACCESS_TOKEN, expect_error, slugid
 LEASE = {"x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1", "x-ms-version": "2021-08-06"}
 
 
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1)
-
-
 @pytest.fixture
 def queue(host):
     return host.client()
