@@ -22,8 +22,9 @@ from shared import errors, faults, metrics, timeutil, timing
 from shared.domain.messages import PendingHint, pending_queues
 from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
+from shared.operations.followups import all_of, nothing
 from shared.operations.lifecycle import deadline_passed, run_of
-from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged, all_of, nothing
+from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.storage.base import QueueMessage, Received
 
 log = logging.getLogger("queue")
@@ -123,8 +124,7 @@ class Claims:
             run = task.runs[run_id]
             task.emit("task-running", run_id)
             announced: int | None = None
-            # Where this process publishes what it writes, the claim check stands in for task-running's dispatch
-            # request (TaskRepository.guarded_by_claim): no request is put.
+            # Where this process publishes what it writes, the claim check is task-running's dispatch request.
             guarded = stores.events.published_by_writers
             with stores.events.in_flight.writing(TASKS_TABLE, task_id):  # its dispatch request's handler waits
                 if check is None:

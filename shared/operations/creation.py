@@ -38,8 +38,9 @@ from shared.domain.tasks import (
     definition_size,
 )
 from shared.operations.edges import DependencyEdges
+from shared.operations.followups import all_of, nothing
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, all_of, nothing
+from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.resolution import leave_group
 from shared.storage.base import all_at_once
 

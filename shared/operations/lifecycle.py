@@ -25,7 +25,8 @@ from shared.domain.tasks import (
     Task,
 )
 from shared.logs import fields
-from shared.operations.repository import UNCHANGED, Guards, TaskRepository, Unchanged
+from shared.operations.followups import Guards
+from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue")

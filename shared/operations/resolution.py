@@ -19,9 +19,10 @@ from shared.domain.events import Event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
+from shared.operations.followups import nothing
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository, nothing
+from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.stores import Stores
 
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
