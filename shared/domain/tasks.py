@@ -53,6 +53,11 @@ MAX_RUNS = 50
 RESOLVED_STATES: tuple[ResolvedState, ...] = get_args(ResolvedState)
 
 
+def accepted_states(requires: str) -> tuple[str, ...]:
+    """The states of a dependency that satisfy a dependent whose definition `requires` them."""
+    return ("completed",) if requires == "all-completed" else RESOLVED_STATES
+
+
 class TaskMetadata(TypedDict):
     name: str
     description: str

@@ -40,7 +40,7 @@ from shared.domain.messages import (
     ResolvedCheck,
     poison_queue,
 )
-from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task, accepted_states
 from shared.logs import fields
 from shared.operations.checks import Checks
 from shared.operations.lifecycle import Lifecycle
@@ -272,7 +272,7 @@ class Reconciler:
         ]
         self_dependent = task_id in task.definition["dependencies"]
         if waiting:
-            accepted = ("completed",) if task.definition["requires"] == "all-completed" else RESOLVED_STATES
+            accepted = accepted_states(task.definition["requires"])
             done = [
                 t.task_id
                 for t in await self.tasks.load_many(waiting[:REQUIREMENTS_CHECKED])

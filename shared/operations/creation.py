@@ -30,11 +30,11 @@ from shared.domain.groups import GroupRows, TaskGroup
 from shared.domain.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
-    RESOLVED_STATES,
     TASKS_TABLE,
     Run,
     Task,
     TaskDefinition,
+    accepted_states,
     definition_size,
 )
 from shared.operations.edges import DependencyEdges
@@ -66,6 +66,7 @@ class Creation:
     dependencies: list[str]
     in_row: bool  # what it waits for kept on its row (domain/dependencies.py)
     require: str
+    accepted: tuple[str, ...]  # the states of a dependency that satisfy this task (`accepted_states`)
     writer_publishes: bool  # EventLog.answers_after_publishing, read once per creation (`_announce`)
     hinted: bool
     announced: int = 0  # the sequence number its dispatch request announced, for `write`
@@ -83,10 +84,6 @@ class Creation:
     @property
     def scheduler_id(self) -> str:
         return str(self.definition["schedulerId"])
-
-    @property
-    def accepted(self) -> tuple[str, ...]:
-        return ("completed",) if self.require == "completed" else tuple(RESOLVED_STATES)
 
 
 class TaskCreation:
@@ -153,6 +150,7 @@ class TaskCreation:
             dependencies=dependencies,
             in_row=in_row,
             require=require,
+            accepted=accepted_states(definition["requires"]),
             # Decided once: whether its events go without a dispatch request, its answer waiting for them.
             writer_publishes=stores.events.answers_after_publishing,
             # A task pending at once (its hint put before its write): the hint stands in for its dispatch request.
@@ -342,7 +340,7 @@ class TaskCreation:
         """Check the dependencies exist and outlive this task's deadline; the ones already satisfied. Those that
         were satisfied in `checked` (read before the edges were written) are not read again. `alongside` runs
         once they were read and found, at the same time as the notes to those that learn of a first dependent."""
-        accepted = ("completed",) if definition["requires"] == "all-completed" else RESOLVED_STATES
+        accepted = accepted_states(definition["requires"])
         wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
         found = {d: t for d, t in (checked or {}).items() if t.state in accepted}
         found.update((t.task_id, t) for t in await self.tasks.load_many(d for d in wanted if d not in found))

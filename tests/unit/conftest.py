@@ -12,6 +12,7 @@ import pytest
 
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
+from shared.storage.base import QueueStore, TableStore
 from shared.storage.memory import MemoryQueues, MemoryTables
 
 
@@ -26,8 +27,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 def memory_service(
     *,
-    tables: MemoryTables | None = None,
-    queues: MemoryQueues | None = None,
+    tables: TableStore | None = None,
+    queues: QueueStore | None = None,
     clock: Callable[[], dt.datetime] | None = None,
     **settings: Any,
 ) -> Queue:

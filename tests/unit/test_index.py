@@ -29,6 +29,7 @@ from shared.storage.base import encode_key
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
+from tests.unit.test_service import _defaults
 
 
 @pytest.fixture
@@ -376,19 +377,7 @@ def test_remembered_entries_stay_bounded(service, clock, monkeypatch):
 def _create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    defaults = {
-        "schedulerId": "-",
-        "projectId": "none",
-        "dependencies": [],
-        "requires": "all-completed",
-        "routes": [],
-        "priority": "lowest",
-        "retries": 5,
-        "scopes": [],
-        "tags": {},
-        "extra": {},
-    }
-    run(service.creation.create_task(task_id, {**defaults, **definition}))
+    run(service.creation.create_task(task_id, {**definition, **_defaults(definition)}))
     return task_id
 
 

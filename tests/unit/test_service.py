@@ -19,6 +19,7 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
+from tests.unit.conftest import memory_service
 
 
 @pytest.fixture
@@ -28,16 +29,7 @@ def clock():
 
 @pytest.fixture
 def service(clock):
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=60,
-        deadline_delay=0,
-        hint_grace=60,
-        claim_work_wait=0,
-        resolution_grace=0,
-    )
-    return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    return memory_service(clock=clock)
 
 
 def run(coro):

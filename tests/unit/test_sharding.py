@@ -16,8 +16,7 @@ from shared.domain.groups import group_row
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ResolvedCheck, Shards, pending_queues
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
-from shared.runtime import GLOBAL_TABLES, Queue, build_queue
-from shared.settings import load_settings
+from shared.runtime import GLOBAL_TABLES, Queue
 from shared.storage.base import Entity, InvalidContinuation, Op, chain_token
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.storage.sharded import (
@@ -32,6 +31,7 @@ from shared.storage.sharded import (
 from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
+from tests.unit.conftest import memory_service
 
 
 def sharded_tables(accounts: int) -> tuple[ShardedTables, list[MemoryTables]]:
@@ -149,19 +149,12 @@ def sharded_service(
 ) -> tuple[Queue, list[MemoryTables], list[MemoryQueues]]:
     tables = [MemoryTables() for _ in range(accounts)]
     queues = [MemoryQueues() for _ in range(accounts)]
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=60,
-        deadline_delay=0,
-        hint_grace=60,
-        claim_work_wait=0,
-        resolution_grace=0,
+    service = memory_service(
+        tables=ShardedTables(tables, GLOBAL_TABLES),
+        queues=ShardedQueues(queues),
+        clock=clock,
         check_shards=shards,
         pending_shards=shards,
-    )
-    service = build_queue(
-        settings, ShardedTables(tables, GLOBAL_TABLES), ShardedQueues(queues), **({"clock": clock} if clock else {})
     )
     return service, tables, queues
 
