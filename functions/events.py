@@ -1,7 +1,7 @@
 """The event dispatcher: a queue trigger that publishes recorded events to the configured bus.
 
 Each `event-dispatch` message names one event stream (a task's or a task group's) and how far to publish it, or
-a batch of such requests announced together (shared/domain/eventlog.py); a batch's streams are dispatched concurrently.
+a batch of such requests announced together (shared/outbox/log.py); a batch's streams are dispatched concurrently.
 A bus that refuses is handled inside (the request is put back with a growing delay), and any other failure is
 retried by the host a few times (the whole message: the streams already published find nothing left to do) and
 then each failing request is put back the same way, so these messages do not end in the poison queue.
@@ -15,8 +15,8 @@ import logging
 import azure.functions as func
 
 from functions.shards import trigger_queues
-from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.logs import fields
+from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.runtime import get_publisher, get_queue
 from shared.storage.retry import StorageUnavailable
 

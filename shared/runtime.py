@@ -15,10 +15,8 @@ from shared.auth.clients import CLIENTS_TABLE, ClientStore
 from shared.auth.hawk import Authenticator
 from shared.auth.roles import ROLES_TABLE, RoleStore
 from shared.bus import create_publisher
-from shared.domain.eventrows import Publisher
 from shared.domain.index import INDEX_TABLE
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
-from shared.domain.publishmarks import MARKS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE
 from shared.maintenance.reconciler import Reconciler
 from shared.operations.artifact_reads import ArtifactReads
@@ -39,6 +37,8 @@ from shared.operations.resolution import Resolution
 from shared.operations.s3_uploads import S3Uploads
 from shared.operations.staging import BlockStaging
 from shared.operations.stores import Clock, Stores
+from shared.outbox.marks import MARKS_TABLE
+from shared.outbox.rows import Publisher
 from shared.settings import Settings, check_serving, get_settings
 from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs

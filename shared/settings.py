@@ -349,7 +349,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Seconds between writes of a process's "
         "publication mark, which tells other processes that the events its writers "
-        "published are published (shared/domain/publishmarks.py); another "
+        "published are published (shared/outbox/marks.py); another "
         "process's dispatch of the same stream waits about this long.",
     )
     event_retry_max_delay: int = Field(

@@ -29,11 +29,11 @@ FOLLOW_WAIT = 0.5
 # Not measured on its own: a write's round trip on Azurite is 1-20 ms, on Azure 5-50 ms.
 CLAIM_SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2)
 
-# The same for an event's dispatch request that finds its change not yet written (shared/domain/eventlog.py); one
+# The same for an event's dispatch request that finds its change not yet written (shared/outbox/log.py); one
 # pause more (0.77 s in all): a request is put before its change's transaction, which may wait behind a group commit.
 EVENT_SETTLE_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
 
-# --- Publishing events (shared/domain/eventlog.py) ---
+# --- Publishing events (shared/outbox/log.py) ---
 
 # A change waits this long for its stream's publishing here to end, so as to hold the stream itself and write no
 # cursor for that publishing. Introduced and measured in history "2026-11-24 (late evening)" (b152d5e).
@@ -61,7 +61,7 @@ MARK_READ_AGAIN = 0.05
 MARK_PATIENCE = 2.0
 
 # How long a reader waits for this process's write of a partition in flight before it reads storage
-# (shared/domain/inflight.py): longer than a write takes unless storage is failing.
+# (shared/outbox/inflight.py): longer than a write takes unless storage is failing.
 IN_FLIGHT_WAIT = 2.0
 
 # --- Task groups (shared/domain/groups.py) ---

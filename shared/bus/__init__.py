@@ -1,8 +1,8 @@
-"""Event bus adapters behind `shared.domain.eventrows.Publisher`: AMQP 0-9-1 (Pulse-style) and Azure Service Bus."""
+"""Event bus adapters behind `shared.outbox.rows.Publisher`: AMQP 0-9-1 (Pulse-style) and Azure Service Bus."""
 
 from __future__ import annotations
 
-from shared.domain.eventrows import Publisher
+from shared.outbox.rows import Publisher
 from shared.settings import Settings
 
 BUSES = ("none", "amqp", "servicebus")

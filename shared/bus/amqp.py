@@ -17,8 +17,8 @@ import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
 from shared.bus.turns import PUBLISHES_IN_FLIGHT, Turns
-from shared.domain.eventrows import PublishError
 from shared.domain.events import Event, exchange_name
+from shared.outbox.rows import PublishError
 
 log = logging.getLogger("queue.events.amqp")
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from shared.bus.bindings import ROUTES_PROPERTY, routes_property, rule_name, subscription_filter
 from shared.bus.turns import PUBLISHES_IN_FLIGHT, Turns
-from shared.domain.eventrows import PublishError
 from shared.domain.events import Event, exchange_name
+from shared.outbox.rows import PublishError
 
 
 def topic_name(exchange: str, namespace: str) -> str:

@@ -1,7 +1,7 @@
 """The queue's events, as Taskcluster publishes them: exchanges, routing keys, CC routes and payloads.
 
 An `Event` is what one state change announces. It is built from the state *after* the change, recorded in the
-same table transaction as that change (`shared/domain/eventlog.py`) and published later, at least once, by the
+same table transaction as that change (`shared/outbox/log.py`) and published later, at least once, by the
 dispatcher. Payloads follow the official `*-message.yml` schemas (the modern generation: task messages carry
 `task: {tags}`).
 """

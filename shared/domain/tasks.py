@@ -211,7 +211,7 @@ class Task:
     retries_left: int = 0
     taken_until: dt.datetime | None = None
     etag: str | None = None
-    event_seq: int = 0  # the last event recorded for this task (shared/domain/eventlog.py)
+    event_seq: int = 0  # the last event recorded for this task (shared/outbox/log.py)
     # The pending claim check of this task: {"claim": [messageId, popReceipt]} (and "deadline" on tasks created
     # before deadline buckets), so that a resolution deletes it rather than leave it queued until it comes due.
     checks: dict[str, list[str]] = field(default_factory=dict)

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from shared.domain.deadlines import DEADLINES_TABLE
 from shared.domain.dependencies import REQUIREMENTS_TABLE
-from shared.domain.eventrows import Stream
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.reconciler import Reconciler
 from shared.operations.stores import Stores
+from shared.outbox.rows import Stream
 from shared.storage.base import Entity
 
 CONCURRENCY = 16

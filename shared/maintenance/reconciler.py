@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared import metrics
-from shared.domain.eventrows import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
@@ -46,6 +45,7 @@ from shared.operations.checks import Checks
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import TaskRepository
 from shared.operations.resolution import Resolution
+from shared.outbox.rows import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.storage.base import Entity, QueueMessage
 
 log = logging.getLogger("queue.reconciler")

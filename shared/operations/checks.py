@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 from shared import errors, faults, metrics, timeutil
 from shared.domain.deadlines import DeadlineBucket
-from shared.domain.eventrows import Stream
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, DeadlineCheck, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import add_retry, deadline_passed
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+from shared.outbox.rows import Stream
 
 log = logging.getLogger("queue")
 

@@ -25,8 +25,7 @@ from typing import Any, cast
 
 from shared import errors, timeutil
 from shared.domain.dependencies import IN_ROW, POINT_READ_LIMIT
-from shared.domain.eventrows import Stream
-from shared.domain.groups import GroupRows, TaskGroup
+from shared.domain.groups import TaskGroup
 from shared.domain.tasks import (
     DEFINITION_FIELDS,
     MAX_DEFINITION_CHARS,
@@ -39,9 +38,11 @@ from shared.domain.tasks import (
 )
 from shared.operations.edges import DependencyEdges
 from shared.operations.followups import all_of, nothing
+from shared.operations.group_store import GroupRows
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.resolution import leave_group
+from shared.outbox.rows import Stream
 from shared.storage.base import all_at_once
 
 CREATED_DRIFT = dt.timedelta(minutes=15)

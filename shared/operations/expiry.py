@@ -24,11 +24,11 @@ from shared.domain.artifacts import (
     parse_index_key,
     row_key,
 )
-from shared.domain.eventrows import Stream
 from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
 from shared.operations.repository import TaskRepository
+from shared.outbox.rows import Stream
 from shared.storage.base import delete_all
 
 log = logging.getLogger("queue")

@@ -14,9 +14,6 @@ from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from shared import timeutil, timing
-from shared.domain.eventlog import Fallback
-from shared.domain.eventrows import Stream
-from shared.domain.groups import GroupRows
 from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
@@ -27,7 +24,10 @@ from shared.domain.messages import (
 )
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.logs import fields
+from shared.operations.group_store import GroupRows
 from shared.operations.stores import Stores
+from shared.outbox.log import Fallback
+from shared.outbox.rows import Stream
 from shared.storage.base import QueueMessage
 
 log = logging.getLogger("queue")
@@ -186,7 +186,7 @@ class FollowUps:
         its events in order from the cursor, this one first: the run's resolution (guarded by the same check, or a
         request), the check's expiry of the claim (a request), a reclaim's check after it; a check that comes due
         on a resolved run asks for the dispatch itself (Resolution.follow_up_run). A bus that refuses it gets a
-        request of its own (EventLog._after_publishing). The check expires the claim: it is never deleted here."""
+        request of its own (shared/outbox/writers.py). The check expires the claim: it is never deleted here."""
         self._kept_in_for(task, self.check_queue(CLAIM_QUEUE, task.task_id), claim[0], claim[1], now)
 
     def _kept_in_for(self, task: Task, queue: str, message_id: str, pop_receipt: str, now: dt.datetime) -> None:
@@ -205,7 +205,7 @@ class FollowUps:
         first: the claim the hint leads to (claimWork's, or claimTask's after a polling worker took it), the
         deadline's resolution when nothing claims it, a cancel; and, were none to come, the reconciler's pass over
         unresolved tasks (`QUEUE_RECONCILE_GRACE`) asks for the dispatch. A bus that refuses them gets a request of
-        its own (EventLog._after_publishing). The hint is the claimer's to delete: never here."""
+        its own (shared/outbox/writers.py). The hint is the claimer's to delete: never here."""
         queue = self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
         self._kept_in_for(task, queue, hint_id, "", now)
 

@@ -7,12 +7,12 @@ import asyncio
 from dataclasses import dataclass
 
 from shared import errors
-from shared.domain.eventrows import Stream
 from shared.domain.events import Event, group_event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle, deadline_passed
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
+from shared.outbox.rows import Stream
 
 MAX_PAGE = 1000
 

@@ -11,8 +11,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from shared import errors, metrics
-from shared.domain.eventlog import Fallback
-from shared.domain.eventrows import Stream
 from shared.domain.tasks import (
     MAX_RUNS,
     RESOLVED_STATES,
@@ -27,6 +25,8 @@ from shared.domain.tasks import (
 from shared.logs import fields
 from shared.operations.followups import Guards
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+from shared.outbox.log import Fallback
+from shared.outbox.rows import Stream
 from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue")

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from shared import errors
-from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.tasks import TASK_ID, TASKS_TABLE, Task
 from shared.operations.repository import TaskRepository
+from shared.outbox.rows import Stream
 
 MAX_PAGE = 1000
 MAX_TASK_IDS = 1000  # taskIds one `tasks` / `statuses` request may ask for (each a storage read)

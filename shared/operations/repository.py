@@ -29,15 +29,16 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Literal, NamedTuple
 
 from shared import errors, faults
-from shared.domain.eventrows import Stream, event_ops
 from shared.domain.events import task_event
-from shared.domain.groups import GroupRows, group_changed
+from shared.domain.groups import group_changed
 from shared.domain.index import indexed
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, KnownTasks, Task, task_row
 from shared.logs import fields
 from shared.operations.followups import FollowUps, Guards, all_of
+from shared.operations.group_store import GroupRows
 from shared.operations.livelogs import seal_live
 from shared.operations.stores import Stores
+from shared.outbox.rows import Stream, event_ops
 from shared.storage.base import Entity, Op
 
 log = logging.getLogger("queue")

@@ -13,8 +13,6 @@ from typing import Any, Literal
 
 from shared import errors, faults, timing
 from shared.domain.dependencies import LEGACY_PAGE, LISTED, Dependent
-from shared.domain.eventlog import Fallback
-from shared.domain.eventrows import Stream
 from shared.domain.events import Event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
@@ -24,6 +22,8 @@ from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.stores import Stores
+from shared.outbox.log import Fallback
+from shared.outbox.rows import Stream
 
 DEPENDENTS_PAGE = 250  # dependents handled by one resolution message; the next page goes to another message
 assert DEPENDENTS_PAGE >= LISTED  # a row's listed dependents are one page

@@ -19,18 +19,18 @@ from shared.bounded import Bounded
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
 from shared.domain.deadlines import DEADLINES_TABLE, DeadlineIndex
 from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore
-from shared.domain.eventlog import EventLog
-from shared.domain.eventrows import DISPATCH_QUEUE
 from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
-from shared.domain.groups import TaskGroupStore
 from shared.domain.index import INDEX_TABLE
-from shared.domain.inflight import Background
 from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
-from shared.domain.publishmarks import MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
+from shared.operations.group_store import TaskGroupStore
 from shared.operations.receiving import PendingWakeups, SharedReceives
+from shared.outbox.inflight import Background
+from shared.outbox.log import EventLog
+from shared.outbox.marks import MARKS_TABLE
+from shared.outbox.rows import DISPATCH_QUEUE
 from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore, all_at_once
 

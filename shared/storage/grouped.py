@@ -15,7 +15,7 @@ pending-index row used to wait a round trip behind the previous task's index del
 takes the lingering ones along at once.
 
 Event-dispatch requests go the same way (`GroupCommit` with a queue put as the write): the requests announced
-while a put is in flight go in the next message together (shared/domain/eventlog.py).
+while a put is in flight go in the next message together (shared/outbox/log.py).
 """
 
 from __future__ import annotations

@@ -445,7 +445,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     task-pending event reaches RabbitMQ."""
     import asyncio
 
-    from shared.domain.eventrows import DISPATCH_QUEUE
+    from shared.outbox.rows import DISPATCH_QUEUE
     from shared.runtime import build_queue
     from shared.settings import load_settings
     from shared.storage.base import QueueStore

@@ -15,12 +15,12 @@ import pytest
 
 from local_host import azurite as azurite_mod
 from shared.bus import create_publisher
-from shared.domain.eventlog import EventLog
-from shared.domain.eventrows import DISPATCH_QUEUE, Stream, cursor_row_key, decode_requests
 from shared.domain.events import EXCHANGES, TASK_EXCHANGES
 from shared.domain.messages import CLAIM_QUEUE, ResolvedCheck, pending_queue
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.operations.claims import Claim
+from shared.outbox.log import EventLog
+from shared.outbox.rows import DISPATCH_QUEUE, Stream, cursor_row_key, decode_requests
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.rest import RestQueues, RestTables

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from shared.bus.amqp import AmqpPublisher
-from shared.domain.eventrows import PublishError
 from shared.domain.events import Event
+from shared.outbox.rows import PublishError
 from tests.amqp import Listener, TcpProxy, broker_reachable, delete_exchanges
 
 pytestmark = pytest.mark.skipif(

@@ -81,7 +81,7 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             assert [c.task.task_id for c in claims] == [task_id]
             assert claiming == 3  # the receive; the claim check and index row at once; the claim
             # A worker runs its task between claim and report: the claim's events are published by then. (A report
-            # within milliseconds of the claim waits a moment for that publishing, shared/domain/eventlog.py hold,
+            # within milliseconds of the claim waits a moment for that publishing, shared/outbox/log.py hold,
             # so its write can go after the claim check's conversion rather than beside it.)
             await queue.stores.settled()
             _, reporting = await counted(lambda: queue.lifecycle.resolve(task_id, 0, "completed", "completed"))

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from shared import timing
-from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
+from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid

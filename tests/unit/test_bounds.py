@@ -14,16 +14,17 @@ from shared.api import inspector
 from shared.bounded import ENTRY_OVERHEAD, Bounded, text_weight
 from shared.connections import StorageConnection
 from shared.domain import deadlines as deadlines_mod
-from shared.domain import eventlog as eventlog_mod
-from shared.domain import groups as groups_mod
 from shared.domain import workers as workers_mod
 from shared.domain.deadlines import DeadlineIndex
 from shared.domain.expiry import ExpiryIndex
 from shared.domain.groups import TaskGroup
 from shared.domain.messages import Shards
 from shared.domain.tasks import KnownTasks
+from shared.operations import group_store as groups_mod
 from shared.operations import stores as stores_mod
 from shared.operations.stores import EmptyPendingQueues
+from shared.outbox import fallbacks as fallbacks_mod
+from shared.outbox import memory as memory_mod
 from shared.storage.azure import common
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -95,16 +96,16 @@ async def test_worker_maps_are_bounded_with_many_distinct_workers(monkeypatch):
 
 
 async def test_event_rows_and_cursors_remembered_are_bounded(monkeypatch):
-    monkeypatch.setattr(eventlog_mod, "REMEMBERED_EVENTS", 100)
-    monkeypatch.setattr(eventlog_mod, "REMEMBERED_CURSORS", 100)
-    monkeypatch.setattr(eventlog_mod, "REMEMBERED_EVENTS_BYTES", 400_000)
+    monkeypatch.setattr(memory_mod, "REMEMBERED_EVENTS", 100)
+    monkeypatch.setattr(memory_mod, "REMEMBERED_CURSORS", 100)
+    monkeypatch.setattr(memory_mod, "REMEMBERED_EVENTS_BYTES", 400_000)
     service = memory_service()
     for _ in range(400):
         definition = task_definition(routes=[f"route.{i}." + "r" * 200 for i in range(20)])
         await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))
     log = service.stores.events
-    assert len(log._events) <= 100 and log._events.bytes <= 400_000
-    assert len(log._cursors) <= 100
+    assert len(log.memory.events) <= 100 and log.memory.events.bytes <= 400_000
+    assert len(log.memory.cursors) <= 100
 
 
 async def test_group_rows_remembered_are_bounded(monkeypatch):
@@ -177,13 +178,13 @@ def test_text_weight_counts_nested_strings(size):
 async def test_fallbacks_awaiting_their_events_publishing_are_bounded(monkeypatch):
     """Each task pending at once registers its hint as its events' fallback until they are published (here they
     never are while the broker hangs): at most REMEMBERED_REQUESTS streams are remembered."""
-    monkeypatch.setattr(eventlog_mod, "REMEMBERED_REQUESTS", 100)
+    monkeypatch.setattr(fallbacks_mod, "REMEMBERED_REQUESTS", 100)
     publisher = Gated()
     service = process(Clock(), MemoryTables(), MemoryQueues(), publisher)
     for _ in range(400):
         definition = task_definition()
         await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))
-    assert len(service.stores.events._requested) == 100
+    assert len(service.stores.events.fallbacks) == 100
     publisher.gate.set()
     await service.stores.settled()
-    assert len(service.stores.events._requested) == 0
+    assert len(service.stores.events.fallbacks) == 0

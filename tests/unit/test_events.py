@@ -10,8 +10,13 @@ from dataclasses import replace
 import pytest
 
 from shared import timeutil
-from shared.domain.eventlog import DISPATCH_BATCH, EventLog
-from shared.domain.eventrows import (
+from shared.domain.events import Event
+from shared.domain.messages import DeadlineCheck
+from shared.domain.tasks import TASKS_TABLE
+from shared.operations.claims import Claim
+from shared.outbox.fallbacks import DISPATCH_BATCH
+from shared.outbox.log import EventLog
+from shared.outbox.rows import (
     DISPATCH_QUEUE,
     DispatchRequest,
     Publisher,
@@ -21,10 +26,6 @@ from shared.domain.eventrows import (
     decode_requests,
     encode_requests,
 )
-from shared.domain.events import Event
-from shared.domain.messages import DeadlineCheck
-from shared.domain.tasks import TASKS_TABLE
-from shared.operations.claims import Claim
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -322,7 +323,9 @@ async def test_expired_lease_is_taken_over(service: Queue, clock: Clock) -> None
     stream = Stream(TASKS_TABLE, task_id)
     # A dispatcher that took the lease and died.
     cursor = await service.stores.tables.get(TASKS_TABLE, task_id, cursor_row_key(stream))
-    await service.stores.events._write_cursor(stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)), cursor.etag)
+    await service.stores.events.dispatcher.write_cursor(
+        stream, 0, timeutil.iso(clock.now + dt.timedelta(seconds=5)), cursor.etag
+    )
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
     assert await service.stores.events.dispatch(request, publisher) == "busy"
     clock.advance(6)

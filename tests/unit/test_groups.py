@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from shared import timeutil
-from shared.domain.eventlog import EventLog
-from shared.domain.groups import ACTIVE, GROUPS_TABLE, TaskGroupStore
+from shared.domain.groups import ACTIVE, GROUPS_TABLE
+from shared.operations.group_store import TaskGroupStore
+from shared.outbox.log import EventLog
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from shared import timing
-from shared.domain.eventrows import DISPATCH_QUEUE, decode_requests
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
+from shared.outbox.rows import DISPATCH_QUEUE, decode_requests
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables

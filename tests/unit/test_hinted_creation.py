@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.domain.messages import pending_queue
+from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from shared import timeutil
-from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.domain.groups import GROUP_STREAMS
-from shared.domain.inflight import InFlight
 from shared.domain.messages import CLAIM_QUEUE, ResolvedCheck
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.operations.claims import Claim
+from shared.outbox.inflight import InFlight
+from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.runtime import Queue
 from tests.clock import Clock
 from tests.conftest import slugid

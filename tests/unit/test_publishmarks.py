@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shared.domain.inflight import Background
-from shared.domain.publishmarks import MARK_ROW, MARKS_TABLE, PublicationMarks
+from shared.outbox.inflight import Background
+from shared.outbox.marks import MARK_ROW, MARKS_TABLE, PublicationMarks
 from shared.storage.memory import MemoryTables
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from shared import faults, timeutil
-from shared.domain.eventrows import Stream
 from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.messages import (
     CLAIM_QUEUE,
@@ -23,6 +22,7 @@ from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.maintenance.reconciler import Report
 from shared.operations.claims import ClaimRefusal
+from shared.outbox.rows import Stream
 from shared.runtime import Queue
 from shared.storage.base import Entity, encode_key
 from shared.storage.memory import MemoryQueues
@@ -280,8 +280,8 @@ async def test_a_renewed_hint_from_before_a_claim_cannot_claim_again(service: Qu
 async def test_a_poisoned_dispatch_batch_goes_back_whole_with_its_attempts_counted_afresh(
     service: Queue, clock: Clock
 ) -> None:
-    from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
     from shared.domain.tasks import TASKS_TABLE
+    from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests, encode_requests
 
     since = timeutil.iso(clock.now)
     batch = [

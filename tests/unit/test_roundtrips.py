@@ -7,8 +7,8 @@ import asyncio
 import time
 
 from shared import roundtrips, timeutil
-from shared.domain.inflight import Background
 from shared.operations.receiving import SharedReceives
+from shared.outbox.inflight import Background
 from shared.storage.base import Op
 from shared.storage.grouped import GroupCommit
 from shared.storage.memory import MemoryTables

@@ -13,8 +13,8 @@ import pytest
 
 from shared.bus.bindings import ALWAYS, NEVER, binding_matches, routes_property, rule_name, subscription_filter
 from shared.bus.servicebus import ServiceBusPublisher, application_properties, subscription_rules, to_message
-from shared.domain.eventrows import PublishError
 from shared.domain.events import TASK_KEY_WORDS, Event
+from shared.outbox.rows import PublishError
 
 # --- a small evaluator of the SQL filter subset -----------------------------------------------------------------
 

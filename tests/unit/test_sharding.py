@@ -10,12 +10,12 @@ import pytest
 
 from shared import timeutil
 from shared.domain.deadlines import DEADLINES_TABLE
-from shared.domain.eventrows import DISPATCH_QUEUE
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.groups import group_row
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ResolvedCheck, Shards, pending_queues
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
+from shared.outbox.rows import DISPATCH_QUEUE
 from shared.runtime import GLOBAL_TABLES, Queue
 from shared.storage.base import Entity, InvalidContinuation, Op, chain_token
 from shared.storage.memory import MemoryQueues, MemoryTables

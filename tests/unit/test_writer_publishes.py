@@ -2,7 +2,7 @@
 change's own transaction; the dispatch request it put before the write stays the fallback, shown only after the
 lease would have run out, and deleted by the writer once it is not needed (a creation puts none: its answer waits
 for its publishing, tests/unit/test_answered_creation.py). What it published the process's publication mark
-certifies (shared/domain/publishmarks.py): no cursor write per change."""
+certifies (shared/outbox/marks.py): no cursor write per change."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from shared import timeutil
-from shared.domain.eventlog import EventLog
-from shared.domain.eventrows import DISPATCH_QUEUE, DispatchRequest, Stream, cursor_row_key, decode_requests
 from shared.domain.messages import ClaimCheck
-from shared.domain.publishmarks import MARK_ROW, MARKS_TABLE
 from shared.domain.tasks import TASKS_TABLE
+from shared.outbox.log import EventLog
+from shared.outbox.marks import MARK_ROW, MARKS_TABLE
+from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, Stream, cursor_row_key, decode_requests
 from shared.runtime import Queue
 from shared.storage.base import TableStore
 from shared.storage.memory import MemoryQueues
@@ -215,7 +215,7 @@ async def test_a_cursor_moved_by_another_process_fails_the_lease_not_the_change(
     # Another process's dispatcher wrote the cursor since (its ETag changed; nothing left to publish).
     other = EventLog(service.stores.tables, service.stores.queues, dispatching=True)
     stored = await other.cursor(stream)
-    assert await other._write_cursor(stream, stored.dispatched, "", stored.etag) is not None
+    assert await other.dispatcher.write_cursor(stream, stored.dispatched, "", stored.etag) is not None
     claimed = await claim(service, task_id)  # the lease's condition fails: written again without it
     assert claimed.run.state == "running"
     await service.stores.settled()
@@ -246,12 +246,12 @@ async def test_a_stream_dispatched_here_is_not_held_by_a_writer(service: Queue, 
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
     await service.stores.settled()
-    events = service.stores.events
+    writers = service.stores.events.writers
     stream = Stream(TASKS_TABLE, task_id)
-    held = await events.hold(stream)
-    assert held is not None and await events.hold(stream) is None
-    events.not_written(held)
-    assert await events.hold(stream) is None  # the cursor is not known any more: read again first
+    held = await writers.hold(stream)
+    assert held is not None and await writers.hold(stream) is None
+    writers.not_written(held)
+    assert await writers.hold(stream) is None  # the cursor is not known any more: read again first
 
 
 async def test_changes_written_while_the_writer_publishes_go_out_with_its_publishing(

@@ -2,7 +2,7 @@
 that published a change's events need not move the stream's cursor (one table write per change) to say so.
 
 A writer that publishes its change's events itself takes the stream's lease in the change's transaction
-(shared/domain/eventlog.py, `EventLog.hold`). The lease row names a *hold*: this process's marks id (`holder`)
+(shared/outbox/writers.py, `WriterPublishing.hold`). The lease row names a *hold*: this process's marks id (`holder`)
 and a number (`holdNo`, counting up from 1 in this process), and the last event the change records
 (`holdSeq`). When the writer has published exactly up to `holdSeq`, its hold is *certified* here and the cursor
 row is left as it is; otherwise (the bus refused, or it published more or less) the writer writes the cursor as
@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 
 from shared import timeutil, timing
-from shared.domain.inflight import Background
 from shared.logs import fields
+from shared.outbox.inflight import Background
 from shared.storage.base import Entity, TableStore
 
 log = logging.getLogger("queue.events")

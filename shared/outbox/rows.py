@@ -1,5 +1,5 @@
 """The event log's records: a stream's event rows and dispatch cursor, the `event-dispatch` message, and the
-event bus interface (shared/domain/eventlog.py uses them; the bus adapters implement `Publisher`).
+event bus interface (shared/outbox/log.py uses them; the bus adapters implement `Publisher`).
 
 An event is a row `event:<seq>:<key>` in the partition of the entity whose change it describes (a *stream*: a
 task's or a task group's), seq from 1 and contiguous; the row `events:<key>` is the stream's dispatch cursor (how
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from shared import timeutil
 from shared.domain.events import Event
-from shared.domain.publishmarks import Hold
+from shared.outbox.marks import Hold
 from shared.storage.base import Entity, Op, pack_json, put_json, unpack_json
 
 DISPATCH_QUEUE = "event-dispatch"
@@ -126,7 +126,7 @@ def cursor_entity(
     hold_seq: int = 0,
 ) -> Entity:
     """The cursor row; with `hold`, a writer's lease that its publication mark may certify up to `hold_seq`
-    (shared/domain/publishmarks.py)."""
+    (shared/outbox/marks.py)."""
     data: dict[str, Any] = {"dispatched": dispatched, "leaseUntil": lease_until}
     if hold is not None:
         data.update(holder=hold.holder, holdNo=hold.number, holdSeq=hold_seq)
@@ -142,6 +142,11 @@ class DispatchRequest:
     seq: int
     since: str  # when the change was about to be written
     attempt: int = 0  # publish failures so far (the put-back delay grows with it)
+
+    @classmethod
+    def of(cls, stream: Stream, seq: int, since: dt.datetime) -> DispatchRequest:
+        """The request for `stream`'s events up to `seq`, of a change about to be written at `since`."""
+        return cls(stream.table, stream.key, seq, timeutil.iso(since))
 
     @property
     def stream(self) -> Stream:

@@ -1,0 +1,462 @@
+"""How a task group's rows are written and read (their layout: shared/domain/groups.py).
+
+A group's three kinds of rows live in one partition, so joining a group is one transaction, and "is anything
+unresolved?" is a range query that reads at most a few rows. Before that query, a resolution tries point reads of
+active rows this process saw lately (members it added or the query returned): in a large group one is almost
+always still there, and on Azurite, whose queries scan and sort the whole table, that query was the costliest call
+of a graph's run (docs/performance.md). Both answer the same question after the task's own row is deleted, so two
+last members resolving together still see each other's deletes, as before. The members that resolve in one process
+within LEAVE_LINGER seconds leave together: one transaction of deletes and one look for all of them, usually in
+that transaction: a merge of no property into the active row of a member this process saw unresolved, which fails
+the transaction if that row is gone (`_leave_proving`).
+
+A group's only member needs neither: its active row's delete and the group's resolution are one transaction,
+conditional on the group row's ETag (`resolve_sole`). A second task's join clears `sole` in the join's own
+transaction, conditional likewise, so one of two racing writes fails and its writer decides again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from shared import timeutil, timing
+from shared.domain.events import Event
+from shared.domain.groups import (
+    ACTIVE,
+    GROUP_STREAMS,
+    GROUPS_TABLE,
+    MEMBER,
+    TaskGroup,
+    TaskGroupNotFound,
+    TaskGroupSchedulerConflict,
+    TaskGroupSealed,
+    extended,
+    group_row,
+)
+from shared.outbox.log import EventLog
+from shared.outbox.rows import Stream, cursor_entity, event_ops
+from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore, all_at_once, delete_all
+from shared.storage.grouped import GroupCommit, GroupedUpserts
+
+# After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
+_END = {MEMBER: "m;", ACTIVE: "a;"}
+SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
+PROBES = 3  # point reads tried before the range query
+KNOWN_GROUPS = 10_000  # group rows remembered per process
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """A group's rows to write in its task's transaction (the group's id is the task's: the same partition)."""
+
+    stream: Stream
+    ops: list[Op]
+    announce: int | None  # the group's last event among them, to announce before the write; None: no events
+    done: Callable[[Sequence[str | None] | None], None]  # called with the ops' ETags once written; None: not
+
+
+def _new_group(
+    task_group_id: str, scheduler_id: str, task_id: str, expires: dt.datetime, since: dt.datetime
+) -> tuple[TaskGroup, list[Op]]:
+    """A new group's row, `task_id` its only member, and a fresh dispatch cursor (one left by an expired group of
+    the same id must not skip events)."""
+    group = TaskGroup(task_group_id, scheduler_id, extended(expires, since), None, sole=task_id)
+    return group, [
+        Op("insert", group.to_entity()),
+        Op("upsert", cursor_entity(Stream(GROUP_STREAMS, task_group_id), 0)),
+    ]
+
+
+def _member_rows(task_group_id: str, task_id: str, expires: dt.datetime, since: dt.datetime) -> list[Op]:
+    """The member and active rows of a task joining (the active row's `since` lets the reconciler find the
+    unresolved tasks it has not looked at for a while)."""
+    stored = timeutil.iso(expires)
+    return [
+        Op("upsert", Entity(task_group_id, MEMBER + task_id, {"expires": stored})),
+        Op("upsert", Entity(task_group_id, ACTIVE + task_id, {"expires": stored, "since": timeutil.iso(since)})),
+    ]
+
+
+def _change_ops(
+    group: TaskGroup, changed: TaskGroup, events: list[Event], more: Sequence[Op]
+) -> tuple[TaskGroup, list[Op]]:
+    """The group row `group` replaced by `changed` (conditional on its ETag), counting `events`, with the events'
+    rows and `more` rows of the partition: the group as written, and the transaction's ops."""
+    changed = replace(changed, event_seq=group.event_seq + len(events))
+    stream = Stream(GROUP_STREAMS, group.task_group_id)
+    return changed, [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
+
+
+@dataclass
+class _Leave:
+    """A resolved member leaving its group's active set; `emptied`: it is the one that found none left."""
+
+    task_id: str
+    emptied: bool = False
+
+
+def _active_delete(task_group_id: str, task_id: str) -> Op:
+    """The delete of a member's active row (fails its transaction when the row is gone)."""
+    return Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
+
+
+class TaskGroupStore:
+    def __init__(self, tables: TableStore, events: EventLog) -> None:
+        self.tables, self.events = tables, events
+        self._rows = GroupedUpserts(tables)
+        self._leaves: GroupCommit[str, _Leave] = GroupCommit(self._leave_together, len)
+        self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
+        # Group rows this process read or wrote lately, with when it stops trusting them for check_joinable; an
+        # update starts from one whatever its age (its write is conditional on the row's ETag).
+        self._cache: OrderedDict[str, tuple[float, TaskGroup]] = OrderedDict()
+        # Per group, members this process saw unresolved lately (newest last): candidates for `_probe_active`.
+        self._seen: OrderedDict[str, deque[str]] = OrderedDict()
+
+    def _saw_active(self, task_group_id: str, task_ids: list[str]) -> None:
+        seen = self._seen.get(task_group_id)
+        if seen is None:
+            seen = self._seen[task_group_id] = deque(maxlen=SEEN_PER_GROUP)
+            while len(self._seen) > SEEN_GROUPS:
+                self._seen.popitem(last=False)
+        else:
+            self._seen.move_to_end(task_group_id)
+        seen.extend(t for t in task_ids if t not in seen)
+
+    def _remember(self, group: TaskGroup) -> None:
+        self._cache[group.task_group_id] = (time.monotonic() + timing.GROUP_CACHE_SECONDS, group)
+        self._cache.move_to_end(group.task_group_id)
+        while len(self._cache) > KNOWN_GROUPS:
+            self._cache.popitem(last=False)
+
+    async def get(self, task_group_id: str, *, cached: bool = False) -> TaskGroup | None:
+        """The group row; `cached`: as this process knew it within GROUP_CACHE_SECONDS, or, known within
+        GROUP_STALE_SECONDS, as it knew it while a read in the background brings it up to date (a busy group's
+        createTask calls then never wait for that read)."""
+        if cached:
+            hit = self._cache.get(task_group_id)
+            now = time.monotonic()
+            if hit is not None and hit[0] > now:
+                return hit[1]
+            if hit is not None and hit[0] + timing.GROUP_STALE_SECONDS - timing.GROUP_CACHE_SECONDS > now:
+                if task_group_id not in self._refreshing:
+                    refresh = asyncio.ensure_future(self.get(task_group_id))
+                    self._refreshing[task_group_id] = refresh
+                    refresh.add_done_callback(
+                        lambda done: (self._refreshing.pop(task_group_id, None), done.cancelled() or done.exception())
+                    )
+                return hit[1]
+        entity = await self.tables.get(GROUPS_TABLE, task_group_id, group_row(task_group_id))
+        group = TaskGroup.from_entity(entity) if entity is not None else None
+        if group is not None:
+            self._remember(group)
+        return group
+
+    async def _latest(self, task_group_id: str) -> TaskGroup | None:
+        """The group row this process last knew, whatever its age, else read: a start for a write conditional on
+        its ETag (a stale one fails that write, and the writer reads again)."""
+        known = self._cache.get(task_group_id)
+        return known[1] if known is not None else await self.get(task_group_id)
+
+    async def check_joinable(
+        self, task_group_id: str, scheduler_id: str, *, likely_new: bool = False
+    ) -> TaskGroup | None:
+        """Refuse a task that may not join: another scheduler's group, or a sealed one. `likely_new`: the group
+        is probably not there yet (a task that is its own group, as most are): unless this process knows the group,
+        nothing is read, and `join` inserts it, finding out then (and checking) if it existed."""
+        if likely_new and task_group_id not in self._cache:
+            return None
+        group = await self.get(task_group_id, cached=True)
+        if group is not None:
+            if group.scheduler_id != scheduler_id:
+                raise TaskGroupSchedulerConflict(
+                    taskGroupId=task_group_id, existing=group.scheduler_id, schedulerId=scheduler_id
+                )
+            if group.sealed:
+                raise TaskGroupSealed(taskGroupId=task_group_id)
+        return group
+
+    async def join(
+        self,
+        task_group_id: str,
+        scheduler_id: str,
+        task_id: str,
+        expires: dt.datetime,
+        since: dt.datetime,
+        group: TaskGroup | None,
+    ) -> None:
+        """Add a task to its group (member and active rows, and the group row when new, when its expiry must
+        grow or when this task is not its only member), in one transaction; re-checked and retried when the group
+        changed meanwhile. `group`: what the caller's check_joinable just answered (a new group's row is not read
+        twice)."""
+        rows = _member_rows(task_group_id, task_id, expires, since)
+        while True:
+            written: TaskGroup | None
+            if group is None:
+                written, ops = _new_group(task_group_id, scheduler_id, task_id, expires, since)
+            elif group.expires < expires or group.sole not in ("", task_id):
+                # Conditional on the ETag: a sole member's resolution (resolve_sole) and this join race safely.
+                written = replace(
+                    group,
+                    expires=max(group.expires, extended(expires, since)),
+                    sole=group.sole if group.sole == task_id else "",
+                )
+                ops = [Op("replace", written.to_entity())]
+            else:
+                # Only its own rows, which no condition guards: written with the rows of the members joining at the
+                # same time (a push's 50 createTask calls at once), a transaction for many.
+                await all_at_once(self._rows.upsert(GROUPS_TABLE, op.entity) for op in rows)
+                self._joined(task_group_id, task_id, None, None)
+                return
+            ops += rows
+            etags = await self.tables.commit(GROUPS_TABLE, ops)
+            if etags is not None:
+                if group is None:
+                    self.events.recorded(Stream(GROUP_STREAMS, task_group_id), ops, etags)
+                self._joined(task_group_id, task_id, written, etags[0])
+                return
+            group = await self.get(task_group_id)  # created, raised or sealed meanwhile: decide again
+            if group is not None:
+                await self.check_joinable(task_group_id, scheduler_id)
+
+    def _joined(self, task_group_id: str, task_id: str, written: TaskGroup | None, etag: str | None) -> None:
+        if written is not None:  # what this process wrote is the group now: the next join reads nothing
+            self._remember(replace(written, etag=etag))
+        self._saw_active(task_group_id, [task_id])
+
+    def new_sole(self, task_id: str, scheduler_id: str, expires: dt.datetime, since: dt.datetime) -> GroupRows:
+        """A new group whose id is `task_id`'s, that task its only member: the rows to write in the task's own
+        transaction (the same partition: the group row's insert fails that transaction if the group exists, and
+        then its writer joins as usual)."""
+        written, ops = _new_group(task_id, scheduler_id, task_id, expires, since)
+        ops += _member_rows(task_id, task_id, expires, since)
+
+        def done(etags: Sequence[str | None] | None) -> None:
+            if etags is not None:
+                self._joined(task_id, task_id, written, etags[0])
+
+        return GroupRows(Stream(GROUP_STREAMS, task_id), ops, None, done)
+
+    def resolve_sole_ops(self, task_id: str, announce: Callable[[TaskGroup], list[Event]]) -> GroupRows | None:
+        """A task resolving that is the only member of the group named after it: the rows that resolve the group
+        in the task's own transaction (the group row, conditional on its ETag, so that a second member's join
+        fails it; the group's events; the active row's delete). None when the group is not known here to be
+        that (a row this process read or wrote, whatever its age: the condition catches a stale one): then the
+        resolution's handler resolves the group (`resolve_sole`, `resolve_member`). Not read when unknown: the
+        read would be one more round trip before the resolution's write (the handler reads it after the answer)."""
+        known = self._cache.get(task_id)
+        group = known[1] if known is not None else None
+        if group is None or group.sole != task_id or group.etag is None:
+            return None
+        events = announce(group)
+        changed, ops = _change_ops(group, group, events, [_active_delete(task_id, task_id)])
+
+        def done(etags: Sequence[str | None] | None) -> None:
+            if etags is None:
+                self._cache.pop(task_id, None)  # the group row may be what failed: read it next time
+                return
+            self._remember(replace(changed, etag=etags[0]))
+            self._unsee(task_id, task_id)
+
+        return GroupRows(Stream(GROUP_STREAMS, task_id), ops, changed.event_seq if events else None, done)
+
+    async def update(
+        self,
+        task_group_id: str,
+        change: Callable[[TaskGroup], TaskGroup | None],
+        announce: Callable[[TaskGroup], list[Event]],
+    ) -> TaskGroup:
+        """Read-modify-write the group row (conditional on its ETag, retried on a lost race), together with the
+        events `announce` builds from the changed group, in one transaction. `change` returns None for no change."""
+        group = await self._latest(task_group_id)
+        while True:
+            if group is None:
+                raise TaskGroupNotFound(taskGroupId=task_group_id)
+            changed = change(group)
+            if changed is None:
+                return group
+            events = announce(changed)
+            written = await self._write(group, changed, events)
+            if written is not None:
+                return written
+            group = await self.get(task_group_id)  # a lost race reads the row again
+
+    async def _write(
+        self, group: TaskGroup, changed: TaskGroup, events: list[Event], more: Sequence[Op] = ()
+    ) -> TaskGroup | None:
+        """Replace the group row `group` (conditional on its ETag) by `changed`, with `events` and `more` rows of
+        the partition, in one transaction; the group written, or None when the transaction failed."""
+        task_group_id = group.task_group_id
+        stream = Stream(GROUP_STREAMS, task_group_id)
+        changed, ops = _change_ops(group, changed, events, more)
+        with self.events.in_flight.writing(GROUP_STREAMS, task_group_id):
+            if events:
+                await self.events.announce(stream, changed.event_seq)
+            etags = await self.events.commit_change(GROUPS_TABLE, stream, ops)
+        if etags is None:
+            return None
+        self._remember(replace(changed, etag=etags[0]))
+        return replace(changed, etag=None)
+
+    async def seal(
+        self, task_group_id: str, stamp: dt.datetime, announce: Callable[[TaskGroup], list[Event]]
+    ) -> TaskGroup:
+        """Seal once, announcing it; sealing again keeps the first time and announces nothing."""
+        return await self.update(task_group_id, lambda g: None if g.sealed else replace(g, sealed=stamp), announce)
+
+    async def resolve_sole(
+        self, task_group_id: str, task_id: str, announce: Callable[[TaskGroup], list[Event]]
+    ) -> bool:
+        """A resolved task that is its group's only member: delete its active row and record the group's
+        resolution (`announce`) in one transaction, instead of a delete, a look at the active set and then the
+        group's update. False, having written nothing, when it is not the only member (any more), or its active
+        row is already gone (a repeated resolution message): then `resolve_member` decides."""
+        group = await self._latest(task_group_id)
+        if group is None or group.sole != task_id:
+            return False
+        if await self._write(group, group, announce(group), [_active_delete(task_group_id, task_id)]) is None:
+            return False
+        self._unsee(task_group_id, task_id)
+        return True
+
+    def _unsee(self, task_group_id: str, task_id: str) -> None:
+        """A member resolved here: not a candidate for `_probe_active` any more."""
+        seen = self._seen.get(task_group_id)
+        if seen is not None and task_id in seen:
+            seen.remove(task_id)
+
+    async def is_active(self, task_group_id: str, task_id: str) -> bool:
+        """Whether the task is still in its group's active set (its resolution has not left it)."""
+        return await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
+
+    async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
+        """Take a resolved task out of the active set; True when the group has no unresolved task left (for one
+        of the members that leave together). The members of a group resolving here within LEAVE_LINGER seconds
+        leave together: their deletes in one transaction, then one look at what is left, for all of them."""
+        leave = _Leave(task_id)
+        await self._leaves.add(task_group_id, leave, linger=timing.LEAVE_LINGER)
+        return leave.emptied
+
+    async def _leave_together(self, task_group_id: str, leaves: list[_Leave]) -> None:
+        """The deletes of the members' active rows (one transaction), then whether any is left: after every
+        delete, so that two last members leaving in two processes see each other's. Usually one call: the
+        deletes with a proof that a member this process saw unresolved still is (`_leave_proving`)."""
+        leaving = {leave.task_id for leave in leaves}
+        if await self._leave_proving(task_group_id, leaving):
+            return
+        await all_at_once(self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id) for task_id in leaving)
+        if await self._probe_active(task_group_id, leaving):
+            return
+        active = await self._first(task_group_id, ACTIVE, PROBES)
+        self._saw_active(task_group_id, active)
+        leaves[0].emptied = not active  # one announcement is enough
+
+    def _forget_seen(self, task_group_id: str, resolved: set[str]) -> deque[str] | None:
+        """The members this process saw unresolved in the group, `resolved` taken out."""
+        seen = self._seen.get(task_group_id)
+        if seen is not None:
+            for task_id in resolved:
+                if task_id in seen:
+                    seen.remove(task_id)
+        return seen
+
+    async def _leave_proving(self, task_group_id: str, leaving: set[str]) -> bool:
+        """The active rows' deletes in one transaction with a merge of no property into the active row of the
+        newest member this process saw unresolved (any ETag, so it fails only if that row is gone): applied, the
+        group still had an unresolved member once they were deleted, as a point read after them would show, and
+        none of them was its last. False (nothing done) when no such member is known, or the transaction failed
+        (that member resolved meanwhile, or a row of `leaving` is deleted already): the deletes one by one, then
+        the look, as before."""
+        seen = self._forget_seen(task_group_id, leaving)
+        if not seen or len(leaving) >= BATCH_LIMIT:
+            return False
+        witness = seen[-1]
+        ops = [
+            *(_active_delete(task_group_id, task_id) for task_id in sorted(leaving)),
+            Op("merge", Entity(task_group_id, ACTIVE + witness, {})),
+        ]
+        return await self.tables.transact(GROUPS_TABLE, ops)
+
+    async def _probe_active(self, task_group_id: str, resolved: set[str]) -> bool:
+        """Whether one of the members this process saw unresolved still is (a point read each, newest first);
+        the ones found resolved are forgotten. False when none is known or none of PROBES is."""
+        seen = self._forget_seen(task_group_id, resolved)
+        for _ in range(PROBES):
+            if not seen:
+                return False
+            candidate = seen[-1]
+            if await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + candidate) is not None:
+                return True
+            if candidate in seen:  # another resolution may have dropped it meanwhile
+                seen.remove(candidate)
+        return False
+
+    async def active_since(
+        self, cutoff: dt.datetime, *, limit: int, continuation: str | None
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """A page of (taskGroupId, taskId) of unresolved tasks whose active row is older than `cutoff`, across
+        every group (a scan of the table on the server's side: the reconciler's, a few times an hour)."""
+        page = await self.tables.query(
+            GROUPS_TABLE,
+            "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
+            {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": timeutil.iso(cutoff)},
+            limit=limit,
+            continuation=continuation,
+        )
+        return [(e.partition_key, e.row_key[len(ACTIVE) :]) for e in page.entities], page.continuation
+
+    async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
+        """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""
+        page = await self.tables.query(
+            GROUPS_TABLE,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]},
+            limit=limit,
+        )
+        return [e.row_key[len(prefix) :] for e in page.entities]
+
+    async def members(
+        self, task_group_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[str], str | None]:
+        """A page of member taskIds, in taskId order."""
+        page = await self.tables.query(
+            GROUPS_TABLE,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": task_group_id, "lo": MEMBER, "hi": _END[MEMBER]},
+            limit=limit,
+            continuation=continuation,
+        )
+        return [e.row_key[len(MEMBER) :] for e in page.entities], page.continuation
+
+    async def all_members(self, task_group_id: str) -> list[str]:
+        ids: list[str] = []
+        token: str | None = None
+        while True:
+            page, token = await self.members(task_group_id, limit=1000, continuation=token)
+            ids.extend(page)
+            if token is None:
+                return ids
+
+    async def forget_member(self, task_group_id: str, task_id: str) -> None:
+        await delete_all(
+            self.tables, GROUPS_TABLE, [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)]
+        )
+
+    async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> dt.datetime | None:
+        """Delete an expired group that has no members left. A group left empty before it expires (it outlives its
+        tasks: `extended`) is not deleted: when to look again is answered (its `expires`), else None (deleted,
+        gone, or a member left, whose own expiry will look again)."""
+        group = await self.get(task_group_id)
+        if group is None or await self._first(task_group_id, MEMBER, 1):
+            return None
+        if group.expires > cutoff:
+            return group.expires
+        if not await self.tables.delete(GROUPS_TABLE, task_group_id, group_row(task_group_id), group.etag):
+            return None  # a task joined meanwhile
+        self._cache.pop(task_group_id, None)
+        await self.events.forget(Stream(GROUP_STREAMS, task_group_id), group.event_seq)
+        return None
