@@ -91,7 +91,7 @@ async def main() -> None:
         await service.creation.create_task(task_id, definition("prov/bench", task_group or task_id))
         steps["createTask"], counts = counts, collections.Counter()
         tables.counts = queues.counts = counts
-        claimed = await service.claims.claim_work("prov/bench", "wg", "w1", 1)
+        claimed = await service.work.claim_work("prov/bench", "wg", "w1", 1)
         await service.stores.settled()  # the consumed hint's delete, which the request does not wait for
         assert claimed and claimed[0].task.task_id == task_id
         steps["claimWork"], counts = counts, collections.Counter()
@@ -142,7 +142,7 @@ async def graph() -> None:
         service.creation.create_task(leaf, {**definition("prov/graph", group), "dependencies": [middle]}),
     )
     for name, task_id in (("root", root), ("middle", middle), ("leaf", leaf)):
-        claimed = await step(f"claimWork {name}", service.claims.claim_work("prov/graph", "wg", "w1", 1))
+        claimed = await step(f"claimWork {name}", service.work.claim_work("prov/graph", "wg", "w1", 1))
         assert claimed and claimed[0].task.task_id == task_id, name
         await step(
             f"reportCompleted {name}, and after", service.lifecycle.resolve(task_id, 0, "completed", "completed")

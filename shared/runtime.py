@@ -37,9 +37,11 @@ from shared.operations.resolution import Resolution
 from shared.operations.s3_uploads import S3Uploads
 from shared.operations.staging import BlockStaging
 from shared.operations.stores import Clock, Stores
+from shared.operations.work_claimer import WorkClaimer
 from shared.outbox.marks import MARKS_TABLE
 from shared.outbox.rows import Publisher
-from shared.settings import Settings, check_serving, get_settings
+from shared.serving import check_serving
+from shared.settings import Settings, get_settings
 from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs
 from shared.storage.base import BlobStore, QueueStore, TableStore
@@ -56,6 +58,7 @@ class Queue:
     creation: TaskCreation
     lifecycle: Lifecycle
     claims: Claims
+    work: WorkClaimer
     checks: Checks
     resolution: Resolution
     groups: TaskGroups
@@ -89,6 +92,7 @@ def build_queue(
     tasks = TaskRepository(stores)
     lifecycle = Lifecycle(tasks)
     claims = Claims(tasks)
+    work = WorkClaimer(claims)
     checks = Checks(tasks)
     index = TaskIndex(stores)
     resolution = Resolution(tasks, lifecycle, index)
@@ -102,6 +106,7 @@ def build_queue(
         TaskCreation(tasks, lifecycle),
         lifecycle,
         claims,
+        work,
         checks,
         resolution,
         TaskGroups(tasks, lifecycle),
@@ -111,7 +116,7 @@ def build_queue(
         S3Uploads(artifacts, staging),
         ObjectUploads(objects, staging),
         objects,
-        Polling(claims),
+        Polling(work),
         Expiry(tasks),
         Reconciler(tasks, lifecycle, checks, resolution),
         index,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import json
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
@@ -197,3 +198,14 @@ def describe(expr: ScopeExpr) -> str:
     if "AllOf" in expr:
         return "(" + " and ".join(describe(e) for e in expr["AllOf"]) + ")"
     return "(" + " or ".join(describe(e) for e in expr["AnyOf"]) + ")"
+
+
+def parse_scopes(text: str) -> list[str]:
+    """A JSON list of scopes, or scopes separated by whitespace or commas."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        value = json.loads(stripped)
+        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+            raise ValueError("must be a JSON list of strings")
+        return value
+    return [s for s in re.split(r"[\s,]+", stripped) if s]

@@ -6,9 +6,9 @@ Every setting is an environment variable named `QUEUE_<FIELD>` in upper case; du
 from __future__ import annotations
 
 import functools
-import json
+import hashlib
+import hmac
 import os
-import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
+from shared.scopes import parse_scopes
 
 ENV_PREFIX = "QUEUE_"
 # What anyone may do without credentials, by default: read tasks, statuses and public artifacts (the reads
@@ -411,17 +412,11 @@ class Settings(BaseSettings):
     @property
     def hint_key(self) -> bytes:
         """The key that signs pending hints (derived from the root access token: nothing more to configure)."""
-        import hashlib
-        import hmac
-
         return hmac.new(self.root_access_token.encode(), b"pending-hint-signing-key", hashlib.sha256).digest()
 
     @property
     def upload_key(self) -> bytes:
         """The key that signs the queue's `s3` upload URLs (derived from the root access token, as hint_key)."""
-        import hashlib
-        import hmac
-
         return hmac.new(self.root_access_token.encode(), b"s3-upload-signing-key", hashlib.sha256).digest()
 
     @property
@@ -476,17 +471,6 @@ class Settings(BaseSettings):
         return self.root_url or f"http://127.0.0.1:{self.port}"
 
 
-def parse_scopes(text: str) -> list[str]:
-    """A JSON list of scopes, or scopes separated by whitespace or commas."""
-    stripped = text.strip()
-    if stripped.startswith("["):
-        value = json.loads(stripped)
-        if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-            raise ValueError("must be a JSON list of strings")
-        return value
-    return [s for s in re.split(r"[\s,]+", stripped) if s]
-
-
 def load_settings(**overrides: object) -> Settings:
     """Read the settings from the environment; a bad or missing value raises SettingsError naming it."""
     try:
@@ -497,74 +481,6 @@ def load_settings(**overrides: object) -> Settings:
             field = ".".join(str(part) for part in err["loc"])
             problems.append(f"{ENV_PREFIX}{field.upper()}: {err['msg']}" if field else err["msg"])
         raise SettingsError(problems="; ".join(problems)) from None
-
-
-# What App Service hands an app in place of a setting whose reference it could not resolve (on a first start, while
-# a just-granted role propagates; a vault or secret renamed): the reference itself, literally.
-UNRESOLVED_REFERENCE = re.compile(r"\s*[\"']?\s*@Microsoft\.(KeyVault|AppConfiguration)\s*\(", re.IGNORECASE)
-# A value a template or a person left for a secret: ${VAR}, $(VAR), <...>, {{...}}, __VAR__, "changeme" and kin,
-# alone or repeated (`changeme-changeme-changeme` passes a length check), quoted or not.
-_PLACEHOLDER_WORD = (
-    r"(?:\$\{[^}]*\}|\$\([^)]*\)|<[^<>]*>|\{\{[^}]*\}\}|__[A-Za-z0-9_]+__|change[-_ ]?me|placeholder"
-    r"|replace[-_ ]?me|fix[-_ ]?me|todo|dummy|secret|password|x{3,})"
-)
-PLACEHOLDER = re.compile(
-    rf"\s*[\"']?\s*{_PLACEHOLDER_WORD}(?:[\s\-_.:,;/|+]+{_PLACEHOLDER_WORD})*\s*[\"']?\s*", re.IGNORECASE
-)
-SECRETS = ("root_access_token", "token_secret", "storage_account_key")
-# Settings read beside QUEUE_*: the Functions host's storage, and telemetry's.
-WATCHED_SETTINGS = ("AzureWebJobsStorage", "APPLICATIONINSIGHTS_CONNECTION_STRING")
-
-
-def unresolved_settings(environ: Mapping[str, str]) -> list[str]:
-    """The app settings the queue reads that still hold an unresolved Key Vault (or App Configuration) reference."""
-    return sorted(
-        name
-        for name, value in environ.items()
-        if (name.upper().startswith(ENV_PREFIX) or name.split("__")[0] in WATCHED_SETTINGS)
-        and UNRESOLVED_REFERENCE.match(value)
-    )
-
-
-def serving_problems(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
-    """What makes settings unfit to serve the queue, beyond what each field checks by itself: a setting that still
-    holds an unresolved Key Vault reference, a secret that is a placeholder, missing or reused, an unusable or
-    missing rootUrl. Empty when none. Such settings fail closed: nothing is served, no trigger runs."""
-    problems = [
-        f"{name} holds an unresolved Key Vault reference, not its secret: App Service could not read it "
-        "(the app's identity needs `Key Vault Secrets User` on the vault, granted minutes before; or the "
-        "vault or secret name is wrong). It is retried on restart"
-        for name in unresolved_settings(os.environ if environ is None else environ)
-    ]
-    for field in SECRETS:
-        value = getattr(settings, field)
-        if value is not None and (UNRESOLVED_REFERENCE.match(value) or PLACEHOLDER.fullmatch(value)):
-            name = f"{ENV_PREFIX}{field.upper()}"
-            if not any(p.startswith(name + " ") for p in problems):
-                problems.append(f"{name} holds a placeholder, not a secret")
-    if not settings.token_secret:
-        problems.append("QUEUE_TOKEN_SECRET is required: the access tokens of stored clients are derived from it")
-    elif settings.token_secret == settings.root_access_token:
-        problems.append("QUEUE_TOKEN_SECRET must differ from QUEUE_ROOT_ACCESS_TOKEN")
-    if settings.root_url is not None and not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", settings.root_url):
-        problems.append(f"QUEUE_ROOT_URL must be an http(s) URL without query or fragment, not {settings.root_url!r}")
-    if settings.root_url is None and settings.storage_connection.uses_identity:
-        problems.append(
-            "QUEUE_ROOT_URL is required when storage is reached by identity (a deployment): the API answers name it"
-        )
-    try:
-        settings.storage_connections(environ)
-    except ValueError as exc:
-        problems.append(str(exc))
-    return problems
-
-
-def check_serving(settings: Settings) -> Settings:
-    """`settings`, if fit to serve the queue (`serving_problems`); SettingsError naming every problem if not."""
-    problems = serving_problems(settings)
-    if problems:
-        raise SettingsError(problems="; ".join(problems))
-    return settings
 
 
 @functools.cache

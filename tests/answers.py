@@ -15,7 +15,7 @@ from shared.storage.base import QueueMessage
 async def claim_work(
     queue: Queue, task_queue_id: str, worker_group: str, worker_id: str, count: int, **options: Any
 ) -> list[dict[str, Any]]:
-    claims = await queue.claims.claim_work(task_queue_id, worker_group, worker_id, count, **options)
+    claims = await queue.work.claim_work(task_queue_id, worker_group, worker_id, count, **options)
     return [answers.claim(c, queue.claims.credentials(c), include_task=True) for c in claims]
 
 

@@ -12,7 +12,8 @@ from starlette.responses import Response
 
 from shared import errors
 from shared.api.framework import Api, Call, error_response, json_response
-from shared.settings import check_serving, get_settings
+from shared.serving import check_serving
+from shared.settings import get_settings
 from shared.version import version_object
 
 STARTED = time.monotonic()

@@ -22,8 +22,8 @@ from shared.domain.deadlines import DEADLINES_TABLE
 from shared.domain.dependencies import REQUIREMENTS_TABLE
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
-from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.reconciler import Reconciler
 from shared.operations.stores import Stores
 from shared.outbox.rows import Stream
@@ -175,7 +175,7 @@ async def _group_and_index_violations(stores: Stores, task: Task, settled: bool)
     group_id = task.definition["taskGroupId"]
     active = await stores.tables.get(GROUPS_TABLE, group_id, ACTIVE + task_id) is not None
     index = await stores.tables.get(
-        TASK_QUEUE_RUNS_TABLE, stores.workers.runs_partition(task.task_queue_id, task_id), task_id
+        TASK_QUEUE_RUNS_TABLE, stores.queue_runs.runs_partition(task.task_queue_id, task_id), task_id
     )
     resolved = task.state in RESOLVED_STATES
     if not resolved and not active:

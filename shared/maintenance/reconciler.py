@@ -133,11 +133,11 @@ class Reconciler:
             "runs",
             report,
             give_up,
-            lambda token: self.stores.workers.runs_since(cutoff, limit=PAGE, continuation=token),
+            lambda token: self.stores.queue_runs.runs_since(cutoff, limit=PAGE, continuation=token),
             lambda row: self._index_row(report, row),
         )
         if time.monotonic() < give_up:
-            metrics.CENSUS.record(await self.stores.workers.pending_census())
+            metrics.CENSUS.record(await self.stores.queue_runs.pending_census())
         level = logging.WARNING if report.repairs or report.failures or report.poison else logging.INFO
         log.log(level, "reconciler pass: %s", report.summary(), extra=fields(event="reconciled"))
         return report
@@ -315,7 +315,7 @@ class Reconciler:
         run_id, state = int(row.data["runId"]), str(row.data["state"])
         if task is not None and task.last_run_id == run_id and task.runs[run_id].state == state:
             return
-        if await self.stores.workers.drop_run(row):
+        if await self.stores.queue_runs.drop_run(row):
             self._repaired(report, "run-index", row.row_key, runId=run_id)
 
     # --- poison queues ---------------------------------------------------------------------------------------

@@ -119,7 +119,7 @@ class Expiry:
                     await stores.deadlines.remove(deadline_bucket, task_id)
                 return True
             await self.forget_artifacts(task_id)
-            await stores.workers.run_resolved(task.task_queue_id, task_id)
+            await stores.queue_runs.run_resolved(task.task_queue_id, task_id)
             await stores.events.forget(Stream(TASKS_TABLE, task_id), task.event_seq)
             await stores.deps.forget_task(task_id)
             group_id = task.definition["taskGroupId"]

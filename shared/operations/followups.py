@@ -304,7 +304,7 @@ class FollowUps:
         )
         queue = self.stores.shards.pending_queue(task_queue_id, priority, task_id)
         await all_of(  # both before the run is written; neither depends on the other
-            self.stores.workers.run_pending(task_queue_id, task_id, run_id, now),
+            self.stores.queue_runs.run_pending(task_queue_id, task_id, run_id, now),
             self.stores.queues.put(queue, hint.encode(), ttl=ttl),
         )
         self.stores.empty_queues.filled(queue)
@@ -322,7 +322,7 @@ class FollowUps:
         """After a resolution is written: the run leaves the task queue's index; its spent checks go."""
         try:
             await asyncio.gather(
-                self.stores.workers.run_resolved(task_queue_id, task_id, linger=timing.INDEX_TIDY_LINGER),
+                self.stores.queue_runs.run_resolved(task_queue_id, task_id, linger=timing.INDEX_TIDY_LINGER),
                 self.delete_checks(task_id, spent),
             )
         except Exception:

@@ -29,7 +29,8 @@ import xml.etree.ElementTree as ET
 from shared import errors
 from shared.domain.messages import PendingHint
 from shared.logs import fields
-from shared.operations.claims import Claim, Claims
+from shared.operations.claims import Claim
+from shared.operations.work_claimer import WorkClaimer
 from shared.storage.base import QueueMessage
 
 log = logging.getLogger("queue.polling")
@@ -90,9 +91,9 @@ def _hint_of(message: QueueMessage) -> PendingHint | None:
 
 
 class Polling:
-    def __init__(self, claims: Claims) -> None:
-        self.claims = claims
-        self.stores = claims.stores
+    def __init__(self, work: WorkClaimer) -> None:
+        self.work = work
+        self.stores = work.stores
 
     async def poll_task_urls(self, task_queue_id: str) -> tuple[list[tuple[str, str]], dt.datetime]:
         """pollTaskUrls: (signedPollUrl, signedDeleteUrl) of each of the task queue's pending queues, highest
@@ -155,9 +156,7 @@ class Polling:
             claimed, extra = [], wanted  # a quarantined worker gets no work: the hints go back to the others
         else:
             claimed, extra = wanted[:count], wanted[count:]
-        results = await asyncio.gather(
-            *(self.claims.try_hint(queue, m, worker_group, worker_id) for queue, m in claimed)
-        )
+        results = await asyncio.gather(*(self.work.try_hint(queue, m, worker_group, worker_id) for queue, m in claimed))
         # Claims are saved by now: a hint that cannot be released stays hidden until its visibility ends, no more.
         await asyncio.gather(*(stores.queues.release(queue, m, 0) for queue, m in extra), return_exceptions=True)
         if any(r is not None for r in results):

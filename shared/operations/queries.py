@@ -86,7 +86,7 @@ class Queries:
         """listPendingTasks (`pending`) / listClaimedTasks (`running`): the index's rows, each checked against its
         task (a row a crash left stale is left out)."""
         await self.stores.ready()
-        rows, token = await self.stores.workers.runs(
+        rows, token = await self.stores.queue_runs.runs(
             task_queue_id, state, limit=min(limit, MAX_PAGE), continuation=continuation
         )
         tasks = {t.task_id: t for t in await self.tasks.load_many(r.row_key for r in rows)}
@@ -99,12 +99,12 @@ class Queries:
         return out, token
 
     async def task_queue_counts(self, task_queue_id: str) -> QueueCounts:
-        """The task queue's pending and claimed runs, counted in the index (shared/domain/workers.py), which every
+        """The task queue's pending and claimed runs, counted in the index (shared/domain/queue_runs.py), which every
         change of a run's state updates: exact, unlike the pending queues' message counts (Azure's approximate
         counts of hints, some of them stale). A row a crash left stale counts until the reconciler drops it."""
         await self.stores.ready()
-        workers = self.stores.workers
+        queue_runs = self.stores.queue_runs
         pending, claimed = await asyncio.gather(
-            workers.count_runs(task_queue_id, "pending"), workers.count_runs(task_queue_id, "running")
+            queue_runs.count_runs(task_queue_id, "pending"), queue_runs.count_runs(task_queue_id, "running")
         )
         return QueueCounts(pending, claimed)

@@ -23,8 +23,9 @@ from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
 from shared.domain.index import INDEX_TABLE
 from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE, TaskQueueRuns
 from shared.domain.tasks import TASKS_TABLE
-from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE, WorkerInfo
+from shared.domain.workers import WORKER_INFO_TABLE, WorkerInfo
 from shared.operations.group_store import TaskGroupStore
 from shared.operations.receiving import PendingWakeups, SharedReceives
 from shared.outbox.inflight import Background
@@ -137,6 +138,7 @@ class Stores:
     object_expiry: ExpiryIndex
     deadlines: DeadlineIndex
     workers: WorkerInfo
+    queue_runs: TaskQueueRuns  # the pending / claimed index of each task queue
     empty_queues: EmptyPendingQueues
     receives: SharedReceives
     background: Background  # work after an answer: cleanups, the writer's publishing
@@ -184,6 +186,7 @@ class Stores:
             ExpiryIndex(tables, OBJECT_EXPIRY_TABLE, shards),
             DeadlineIndex(tables, queues, shards, settings.deadline_delay, expiry, clock),
             WorkerInfo(tables, settings, clock),
+            TaskQueueRuns(tables, shards),
             EmptyPendingQueues(settings.pending_empty_ttl),
             SharedReceives(queues),
             background,

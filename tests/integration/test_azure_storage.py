@@ -346,7 +346,7 @@ def test_the_pending_census_and_role_store_on_azurite(azurite):
                 for _ in range(count):
                     task_id, definition = slugid(), task_definition(taskQueueId=tq)
                     await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
-            census = await service.stores.workers.pending_census()
+            census = await service.stores.queue_runs.pending_census()
             assert [census[tq][0] for tq in queues] == [3, 1] and all(census[tq][1] for tq in queues)
             roles = RoleStore(service.stores.tables, cache_seconds=0)
             role_id = f"census-role-{slugid()}"

@@ -198,7 +198,7 @@ def test_a_hint_received_before_its_tasks_write_waits_for_it_and_claims_without_
                 m for m in await queue.stores.queues.receive(hints, 32, 30) if m.json().get("taskId") == task_id
             )
             tables.reads.clear()
-            claiming = asyncio.create_task(queue.claims.try_hint(hints, message, "wg", "w1"))
+            claiming = asyncio.create_task(queue.work.try_hint(hints, message, "wg", "w1"))
             await asyncio.sleep(0.1)
             assert not claiming.done()  # waits for the write in flight here, rather than read, pause and read
             tables.gate.set()
@@ -316,7 +316,7 @@ def test_a_creator_dying_before_publishing_leaves_its_events_to_the_claim_of_its
             task_id = await create(dying, taskQueueId=task_queue)
             assert DISPATCH_QUEUE not in queues.puts
             await asyncio.sleep(1.2)  # the dead writer's lease
-            claimed = await other.claims.claim_work(task_queue, "wg", "w1", 1)
+            claimed = await other.work.claim_work(task_queue, "wg", "w1", 1)
             assert [c.task.task_id for c in claimed] == [task_id]
             await other.stores.settled()
         finally:

@@ -70,14 +70,14 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             warm_up = slugid()  # the first task of a process and task queue creates queues on the way
             definition = task_definition(taskQueueId=tq)
             await queue.creation.create_task(warm_up, dict(definition, **_defaults(definition)))
-            await queue.claims.claim_work(tq, "g", "w", 1)
+            await queue.work.claim_work(tq, "g", "w", 1)
             await queue.stores.settled()
             task_id = slugid()
             _, creating = await counted(
                 lambda: queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
             )
             assert creating == 2  # the guards at once (hint, index and deadline rows, dispatch request); the task
-            claims, claiming = await counted(lambda: queue.claims.claim_work(tq, "g", "w", 1))
+            claims, claiming = await counted(lambda: queue.work.claim_work(tq, "g", "w", 1))
             assert [c.task.task_id for c in claims] == [task_id]
             assert claiming == 3  # the receive; the claim check and index row at once; the claim
             # A worker runs its task between claim and report: the claim's events are published by then. (A report
@@ -92,7 +92,7 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             await queue.creation.create_task(root, dict(definition, **_defaults(definition)))
             child = task_definition(taskQueueId=tq, dependencies=[root])
             await queue.creation.create_task(dependent, dict(child, **_defaults(child)))
-            [claim] = await queue.claims.claim_work(tq, "g", "w", 1)
+            [claim] = await queue.work.claim_work(tq, "g", "w", 1)
             assert claim.task.task_id == root
             await queue.stores.settled()  # as above: the task runs
             _, reporting = await counted(lambda: queue.lifecycle.resolve(root, 0, "completed", "completed"))
@@ -143,7 +143,7 @@ def test_create_task_with_dependencies_round_trips(azurite):
                 queue.tasks.known.forget(build)
             _, trips = await create(builds[:2])
             assert trips == 3  # not remembered here (another instance wrote them): read first
-            [claim] = await queue.claims.claim_work(tq, "g", "w", 1)
+            [claim] = await queue.work.claim_work(tq, "g", "w", 1)
             await queue.lifecycle.resolve(claim.task.task_id, 0, "completed", "completed")
             await queue.stores.settled()
             task_id, trips = await create([group])
@@ -169,7 +169,7 @@ def test_a_first_claim_work_receives_the_seven_priority_queues_in_one_round_trip
             definition = task_definition(taskQueueId=tq, priority="low")  # the sixth of seven queues
             task_id = slugid()
             await other.creation.create_task(task_id, dict(definition, **_defaults(definition)))
-            claims, claiming = await counted(lambda: queue.claims.claim_work(tq, "g", "w", 1))
+            claims, claiming = await counted(lambda: queue.work.claim_work(tq, "g", "w", 1))
             assert [c.task.task_id for c in claims] == [task_id]
             assert claiming == 4  # the receives; the task's row; the claim check and index row; the claim
         finally:

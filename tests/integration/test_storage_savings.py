@@ -147,7 +147,7 @@ def test_claim_work_calls_waiting_together_share_their_receives(azurite):
             for task_id in ids:
                 await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
             queues.receives.clear()
-            claims = await asyncio.gather(*(service.claims.claim_work(tq, "g", f"w{i}", 1) for i in range(8)))
+            claims = await asyncio.gather(*(service.work.claim_work(tq, "g", f"w{i}", 1) for i in range(8)))
             assert sorted(c.task.task_id for found in claims for c in found) == sorted(ids)  # each claimed once
             assert queues.receives[pending_queue(tq, "lowest")] < 8  # eight workers, fewer receives
         finally:

@@ -57,7 +57,7 @@ async def test_a_process_dying_before_publishing_leaves_the_events_to_the_claim_
     clock, tables, queues, task_id = await created_by_a_dying_process()
     clock.advance(6)  # the dead writer's lease (5 s)
     other, other_publisher = another_process(clock, (tables, queues))
-    claimed = await other.claims.claim_work(TASK_QUEUE, "wg", "w1", 1)  # through the hint
+    claimed = await other.work.claim_work(TASK_QUEUE, "wg", "w1", 1)  # through the hint
     assert [c.task.task_id for c in claimed] == [task_id]
     await other.stores.settled()
     assert [e.exchange for e in other_publisher.published] == ["task-defined", "task-pending", "task-running"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.domain.groups import ACTIVE, GROUPS_TABLE
-from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
 from tests.clock import Clock
@@ -37,7 +37,7 @@ async def test_an_unresolved_task_missing_from_its_groups_active_set(service: Qu
 
 async def test_a_pending_run_missing_from_its_task_queues_run_index(service: Queue) -> None:
     task_id, definition = await create(service)
-    partition = service.stores.workers.runs_partition(definition["taskQueueId"], task_id)
+    partition = service.stores.queue_runs.runs_partition(definition["taskQueueId"], task_id)
     assert await service.stores.tables.delete(TASK_QUEUE_RUNS_TABLE, partition, task_id)
     assert await found(service, settled=False) == [("run-index", task_id)]
 

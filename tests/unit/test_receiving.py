@@ -147,7 +147,7 @@ def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
         )
         service = build_queue(settings, MemoryTables(), MemoryQueues())
         tq = task_queue_id()
-        waiting = asyncio.ensure_future(service.claims.claim_work(tq, "g", "w", 1))
+        waiting = asyncio.ensure_future(service.work.claim_work(tq, "g", "w", 1))
         await asyncio.sleep(0.1)  # it found nothing and waits (its next poll is 30 s away)
         definition = task_definition(taskQueueId=tq)
         task_id = slugid()
@@ -257,18 +257,18 @@ def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_th
         queues, tables = TimedQueues(), MemoryTables()
         worker, other = _pollers(queues, tables)
         tq = task_queue_id()
-        assert await worker.claims.claim_work(tq, "g", "w", 1) == []  # finds all seven empty
+        assert await worker.work.claim_work(tq, "g", "w", 1) == []  # finds all seven empty
         assert len(queues.spans) == 7 and _at_once(queues.spans)
         await asyncio.sleep(0.06)  # they are no longer skipped
         task_id = await _create(other, tq, "lowest")
         queues.spans.clear()
-        [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
+        [claim] = await worker.work.claim_work(tq, "g", "w", 1)
         assert claim.task.task_id == task_id
         assert len(queues.spans) == 7 and _at_once(queues.spans)
         # The lowest queue got a hint: the next call receives it first, alone (the others are skipped a while).
         await _create(other, tq, "lowest")
         queues.spans.clear()
-        assert len(await worker.claims.claim_work(tq, "g", "w", 1)) == 1
+        assert len(await worker.work.claim_work(tq, "g", "w", 1)) == 1
         assert [queue for queue, _, _ in queues.spans] == [pending_queue(tq, "lowest")]
 
     asyncio.run(go())
@@ -279,15 +279,15 @@ def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_g
         queues, tables = TimedQueues(), MemoryTables()
         worker, other = _pollers(queues, tables)
         tq = task_queue_id()
-        assert await worker.claims.claim_work(tq, "g", "w", 1) == []
+        assert await worker.work.claim_work(tq, "g", "w", 1) == []
         await asyncio.sleep(0.06)
         low = await _create(other, tq, "lowest")
         high = await _create(other, tq, "high")
-        [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
+        [claim] = await worker.work.claim_work(tq, "g", "w", 1)
         assert claim.task.task_id == high  # highest priority first, as when received in turn
         await worker.stores.settled()  # the lower hint, received along, was given back at once
         assert queues.released == 1
-        [claim] = await worker.claims.claim_work(tq, "g", "w", 1)
+        [claim] = await worker.work.claim_work(tq, "g", "w", 1)
         assert claim.task.task_id == low  # not hidden for the hint visibility: claimed at the next call
 
     asyncio.run(go())

@@ -18,7 +18,7 @@ from shared.domain.messages import (
     pending_queue,
     poison_queue,
 )
-from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.maintenance.reconciler import Report
 from shared.operations.claims import ClaimRefusal

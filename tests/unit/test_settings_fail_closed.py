@@ -10,7 +10,8 @@ import pytest
 
 from shared import errors
 from shared.api import monitoring
-from shared.settings import check_serving, load_settings, serving_problems, unresolved_settings
+from shared.serving import check_serving, serving_problems, unresolved_settings
+from shared.settings import load_settings
 
 REFERENCE = "@Microsoft.KeyVault(VaultName=kv-queue-abc123;SecretName=root-access-token)"
 GOOD = {"storage": "UseDevelopmentStorage=true", "root_access_token": "r" * 30, "token_secret": "t" * 30}

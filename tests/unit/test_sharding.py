@@ -13,8 +13,8 @@ from shared.domain.deadlines import DEADLINES_TABLE
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.groups import group_row
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ResolvedCheck, Shards, pending_queues
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.tasks import TASKS_TABLE, task_row
-from shared.domain.workers import TASK_QUEUE_RUNS_TABLE
 from shared.outbox.rows import DISPATCH_QUEUE
 from shared.runtime import GLOBAL_TABLES, Queue
 from shared.storage.base import Entity, InvalidContinuation, Op, chain_token
@@ -267,19 +267,19 @@ async def test_a_sharded_task_queue_lists_and_counts_its_salted_runs() -> None:
         for e in (await a.query(TASK_QUEUE_RUNS_TABLE, "PartitionKey ge @lo", {"lo": ""})).entities
     }
     assert len(partitions) == 3
-    assert await service.stores.workers.count_runs(tq, "pending") == 45
+    assert await service.stores.queue_runs.count_runs(tq, "pending") == 45
     listed: list[str] = []
     token: str | None = None
     while True:  # pages of 7 across the three partitions, every run once
-        rows, token = await service.stores.workers.runs(tq, "pending", limit=7, continuation=token)
+        rows, token = await service.stores.queue_runs.runs(tq, "pending", limit=7, continuation=token)
         assert len(rows) <= 7
         listed.extend(r.row_key for r in rows)
         if token is None:
             break
     assert sorted(listed) == sorted(created)
     with pytest.raises(InvalidContinuation):
-        await service.stores.workers.runs(tq, "pending", limit=7, continuation=chain_token(3, None))  # 3 parts
-    census = await service.stores.workers.pending_census()
+        await service.stores.queue_runs.runs(tq, "pending", limit=7, continuation=chain_token(3, None))  # 3 parts
+    census = await service.stores.queue_runs.pending_census()
     assert census[tq][0] == 45
     # pollTaskUrls: every shard of every priority, highest first.
     urls, _ = await service.polling.poll_task_urls(tq)

@@ -8,7 +8,8 @@ import pytest
 
 from shared.api import answers
 from shared.domain import workers as workers_module
-from shared.domain.workers import TASK_QUEUE_RUNS_TABLE, WORKER_INFO_TABLE
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
+from shared.domain.workers import WORKER_INFO_TABLE
 from shared.runtime import build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables

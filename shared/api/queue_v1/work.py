@@ -55,7 +55,7 @@ async def claim_work(call: QueueCall) -> dict[str, Any]:
             task_queue_id, body["workerGroup"], body["workerId"], body["tasks"], body["xmlMessage"]
         )
     else:
-        claims = await call.context.claims.claim_work(
+        claims = await call.context.work.claim_work(
             task_queue_id, body["workerGroup"], body["workerId"], body["tasks"], gone=call.client_gone
         )
     return {"tasks": [_answer(call, c) for c in claims]}
