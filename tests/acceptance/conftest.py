@@ -64,8 +64,13 @@ def page(browser: Any, host: Any) -> Iterator[Any]:
     assert not errors, f"script errors on the page: {errors}"
 
 
+# The tier's claimWork timings, which a module's own `host` starts from: an answer within a second, the pending
+# queues polled every 0.2 s meanwhile (so a task created during a claimWork is claimed in it).
+QUICK_CLAIMS: dict[str, Any] = {"claim_work_wait": 1, "claim_work_poll_interval": 0.2}
+
+
 @pytest.fixture(scope="module")
 def host(host_factory: Callable[..., HostProcess]) -> HostProcess:
-    """A host of the module's own with the tier's settings (claimWork answers within a second); a module whose
-    tests need other settings defines its own `host`."""
-    return host_factory(claim_work_wait=1)
+    """A host of the module's own with the tier's settings (QUICK_CLAIMS); a module whose tests need other
+    settings defines its own `host` from them."""
+    return host_factory(**QUICK_CLAIMS)

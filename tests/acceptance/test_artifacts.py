@@ -17,6 +17,7 @@ from azure.storage.blob import BlobClient
 
 from local_host import azurite as azurite_mod
 from shared import timeutil
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import expect_error, queue_client, slugid, task_definition, wait_for
 from worker.artifact_upload import upload
 
@@ -32,7 +33,7 @@ def host(host_factory):
         artifact_exception_window=EXCEPTION_WINDOW,
         expiry_schedule="*/1 * * * * *",
         expiry_delay=0,
-        claim_work_wait=1,
+        **QUICK_CLAIMS,
     )
 
 

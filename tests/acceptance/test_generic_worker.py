@@ -21,6 +21,7 @@ import pytest
 import taskcluster
 import taskcluster.download
 
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,
@@ -45,7 +46,7 @@ CLAIM_TIMEOUT = 212
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(claim_timeout=CLAIM_TIMEOUT, claim_work_wait=1, claim_work_poll_interval=0.2)
+    return host_factory(claim_timeout=CLAIM_TIMEOUT, **QUICK_CLAIMS)
 
 
 class GenericWorker:

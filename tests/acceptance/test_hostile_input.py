@@ -23,11 +23,6 @@ from tests.conftest import ROOT_ACCESS_TOKEN, azurite_env, expect_error, slugid,
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 
 
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1)
-
-
 @pytest.fixture
 def queue(host):
     return host.client()

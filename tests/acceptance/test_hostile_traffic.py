@@ -21,13 +21,14 @@ import taskcluster
 from taskcluster.exceptions import TaskclusterRestFailure
 
 from shared import timeutil
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.acceptance.test_artifacts import claimed, in_days
 from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid, wait_for
 
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(claim_work_wait=1, client_cache_seconds=60)
+    return host_factory(**QUICK_CLAIMS, client_cache_seconds=60)
 
 
 @pytest.fixture

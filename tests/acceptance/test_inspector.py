@@ -17,6 +17,7 @@ import taskcluster
 
 from shared import __version__
 from tests.acceptance.browsing import WAIT_MS, needs_browser, shot, sign_in, wait_js
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.acceptance.test_worker import WorkerProcess, submit
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
 
@@ -26,7 +27,7 @@ pytestmark = needs_browser
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(claim_timeout=6, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
+    return host_factory(claim_timeout=6, worker_info_interval=0, **QUICK_CLAIMS)
 
 
 def group_task(queue, tq: str, group: str, name: str, command: str, **extra) -> str:

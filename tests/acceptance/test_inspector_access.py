@@ -20,11 +20,6 @@ pytestmark = needs_browser
 
 
 @pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1, claim_work_poll_interval=0.2)
-
-
-@pytest.fixture(scope="module")
 def sample(host):
     """A group with a completed task (with a log, indexed) and a pending one, in one task queue."""
     queue = host.client()

@@ -8,17 +8,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import pytest
-
 from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, sign_in, wait_js
 from tests.conftest import slugid, task_definition, task_queue_id, wait_for
 
 pytestmark = needs_browser
-
-
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1, claim_work_poll_interval=0.2)
 
 
 def named(name: str, **more):

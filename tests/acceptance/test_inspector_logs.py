@@ -6,8 +6,6 @@ the sign-in offered), an error artifact."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.acceptance.browsing import (
     LOG,
     WAIT_MS,
@@ -45,11 +43,6 @@ ANSI_LOG = (
     )
     + "\n"
 )
-
-
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory(claim_work_wait=1, claim_work_poll_interval=0.2)
 
 
 def lines_text(page) -> str:

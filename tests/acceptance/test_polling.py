@@ -14,6 +14,7 @@ import pytest
 
 from shared.domain.messages import PendingHint, pending_queue
 from shared.storage.sharded import stable_hash
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import SHARDS, STORAGE_FAULTS, expect_error, slugid, task_definition, task_queue_id
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
@@ -23,7 +24,7 @@ POLL_URL_TTL = 10 if STORAGE_FAULTS else 3
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(poll_url_ttl=POLL_URL_TTL, claim_work_wait=1)
+    return host_factory(poll_url_ttl=POLL_URL_TTL, **QUICK_CLAIMS)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, stop_process, task_queue_id
 
 SCRIPTWORKER = Path(sys.executable).parent / "scriptworker"
@@ -60,7 +61,7 @@ def artifact_bytes(spec: dict) -> bytes:
 
 @pytest.fixture(scope="module")
 def host(host_factory):
-    return host_factory(claim_timeout=CLAIM_TIMEOUT, claim_work_wait=1)
+    return host_factory(claim_timeout=CLAIM_TIMEOUT, **QUICK_CLAIMS)
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,9 @@ from __future__ import annotations
 import subprocess
 
 import httpx
-import pytest
 
 from shared import __version__
 from tests.conftest import PROJECT
-
-
-@pytest.fixture(scope="module")
-def host(host_factory):
-    return host_factory()
 
 
 def checkout_commit() -> str:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import taskcluster
 
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,
@@ -32,7 +33,7 @@ PY = sys.executable
 def host(host_factory):
     # The worker reclaims with a third of its claim left: under injected storage faults (QUEUE_TEST_STORAGE_FAULTS),
     # or on a loaded machine (a CI run lost one so), a reclaim can take more than the 1 s a 3 s claim leaves it.
-    return host_factory(claim_timeout=6, worker_info_interval=0, claim_work_wait=1, claim_work_poll_interval=0.2)
+    return host_factory(claim_timeout=6, worker_info_interval=0, **QUICK_CLAIMS)
 
 
 class WorkerProcess:

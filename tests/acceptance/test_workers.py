@@ -9,6 +9,7 @@ import time
 import pytest
 
 from shared import timeutil
+from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import expect_error, slugid, task_definition, task_queue_id, wait_for
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
@@ -20,8 +21,7 @@ def host(host_factory):
     # Every claim written at once (production buffers them for a minute), expiry every second.
     return host_factory(
         worker_info_interval=0,
-        claim_work_wait=1,
-        claim_work_poll_interval=0.2,
+        **QUICK_CLAIMS,
         expiry_schedule="*/1 * * * * *",
         expiry_delay=0,
     )

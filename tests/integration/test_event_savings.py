@@ -21,11 +21,11 @@ from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.operations.claims import Claim
 from shared.outbox.log import EventLog
 from shared.outbox.rows import DISPATCH_QUEUE, Stream, cursor_row_key, decode_requests
-from shared.runtime import Queue, build_queue
-from shared.settings import load_settings
+from shared.runtime import Queue
 from shared.storage.rest import RestQueues, RestTables
 from tests.amqp import Listener, broker_reachable, delete_exchanges
 from tests.conftest import azurite_of_its_own, slugid, task_definition
+from tests.services import azurite_service
 from tests.unit.test_events import drain
 from tests.unit.test_guarded_resolution import dies_after_answering
 from tests.unit.test_service import _defaults
@@ -80,17 +80,17 @@ def listener() -> Iterator[Listener]:
 
 
 def service(connection: str, queues: RestQueues | None = None, **overrides: Any) -> tuple[Queue, CountingTables]:
-    settings = load_settings(
-        storage=connection,
-        root_access_token="x" * 30,
-        claim_work_wait=0,
+    tables = CountingTables(connection)
+    queue = azurite_service(
+        connection,
+        tables=tables,
+        queues=queues,
         event_bus="amqp",
         pulse_namespace=NAMESPACE,
         resolution_grace=0,  # resolution messages run by hand
         **overrides,
     )
-    tables = CountingTables(connection)
-    return build_queue(settings, tables, queues or RestQueues(connection)), tables
+    return queue, tables
 
 
 async def create(queue: Queue, **overrides: object) -> str:
@@ -263,16 +263,10 @@ def test_a_dependents_creation_puts_no_dispatch_request_and_is_answered_once_its
     async def go() -> None:
         nonlocal root, dependent
         connection = azurite.connection_string
-        settings = load_settings(
-            storage=connection,
-            root_access_token="x" * 30,
-            claim_work_wait=0,
-            event_bus="amqp",
-            pulse_namespace=NAMESPACE,
-            resolution_grace=0,
-        )
         queues = CountingQueues(connection)
-        queue = build_queue(settings, RestTables(connection), queues)
+        queue = azurite_service(
+            connection, queues=queues, event_bus="amqp", pulse_namespace=NAMESPACE, resolution_grace=0
+        )
         publisher = create_publisher(queue.stores.settings)
         assert publisher is not None
         queue.stores.events.publisher = publisher

@@ -14,11 +14,10 @@ import pytest
 from shared import roundtrips
 from shared.bus import create_publisher
 from shared.domain.events import EXCHANGES
-from shared.runtime import Queue, build_queue
-from shared.settings import load_settings
-from shared.storage.rest import RestQueues, RestTables
+from shared.runtime import Queue
 from tests.amqp import broker_reachable, delete_exchanges
 from tests.conftest import slugid, task_definition, task_queue_id
+from tests.services import azurite_service
 from tests.unit.test_service import _defaults
 
 NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
@@ -26,13 +25,7 @@ NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 
 def service(connection: str, *, bus: bool = False) -> Queue:
     """A queue on Azurite; `bus`: publishing to the local RabbitMQ, as the benchmark's host does."""
-    values = {
-        "storage": connection,
-        "root_access_token": "x" * 30,
-        "claim_work_wait": 0,
-        **({"event_bus": "amqp", "pulse_namespace": NAMESPACE} if bus else {}),
-    }
-    queue = build_queue(load_settings(**values), RestTables(connection), RestQueues(connection))
+    queue = azurite_service(connection, **({"event_bus": "amqp", "pulse_namespace": NAMESPACE} if bus else {}))
     if bus:
         queue.stores.events.publisher = create_publisher(queue.stores.settings)
     return queue

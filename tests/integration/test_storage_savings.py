@@ -14,12 +14,12 @@ from shared.domain.groups import GROUPS_TABLE, TaskGroupSchedulerConflict
 from shared.domain.messages import pending_queue
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim, ClaimRefusal
-from shared.runtime import Queue, build_queue
-from shared.settings import load_settings
+from shared.runtime import Queue
 from shared.storage.base import PUT_LISTENERS, Entity
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.rest import RestQueues, RestTables
 from tests.conftest import slugid, task_definition
+from tests.services import azurite_service
 from tests.unit.test_service import _defaults
 
 
@@ -42,10 +42,9 @@ class CountingTables(RestTables):
 
 def services(connection: str) -> tuple[Queue, Queue, CountingTables]:
     """Two services on one Azurite (two processes, nothing remembered in common); the first counts its reads."""
-    settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0)
     tables = CountingTables(connection)
-    one = build_queue(settings, tables, RestQueues(connection))
-    other = build_queue(settings, RestTables(connection), RestQueues(connection))
+    one = azurite_service(connection, tables=tables)
+    other = azurite_service(connection)
     return one, other, tables
 
 
@@ -137,9 +136,8 @@ def test_index_rows_arriving_together_go_in_one_transaction(azurite):
 
 def test_claim_work_calls_waiting_together_share_their_receives(azurite):
     async def go():
-        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
         queues = CountingQueues(azurite.connection_string)
-        service = build_queue(settings, RestTables(azurite.connection_string), queues)
+        service = azurite_service(azurite.connection_string, queues=queues)
         try:
             definition = task_definition()
             tq = definition["taskQueueId"]
@@ -223,9 +221,8 @@ def test_a_groups_only_member_resolves_it_without_the_active_set_query(azurite):
             return await super().query(*args, **kwargs)
 
     async def go():
-        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
         tables = QueryCounting(azurite.connection_string)
-        one = build_queue(settings, tables, RestQueues(azurite.connection_string))
+        one = azurite_service(azurite.connection_string, tables=tables)
         spare, other, _ = services(azurite.connection_string)
         try:
             alone = await create(one)  # its own group, alone in it
@@ -314,11 +311,8 @@ def test_the_resolving_process_unblocks_dependents_and_deletes_the_hidden_resolu
             return await super().delete(queue, message)
 
     async def go(grace: int) -> tuple[str, int]:
-        settings = load_settings(
-            storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0, resolution_grace=grace
-        )
         queues = CountingQueues(azurite.connection_string)
-        queue = build_queue(settings, RestTables(azurite.connection_string), queues)
+        queue = azurite_service(azurite.connection_string, queues=queues, resolution_grace=grace)
         try:
             root = await create(queue)
             definition = task_definition(dependencies=[root])
@@ -385,9 +379,8 @@ class RecordingTables(RestTables):
 
 def recorded(connection: str) -> tuple[Queue, RecordingTables]:
     """A queue on Azurite whose tables record their queries and transactions."""
-    settings = load_settings(storage=connection, root_access_token="x" * 30, claim_work_wait=0)
     tables = RecordingTables(connection)
-    return build_queue(settings, tables, RestQueues(connection)), tables
+    return azurite_service(connection, tables=tables), tables
 
 
 def test_dependents_listed_on_their_dependencys_row_are_released_without_a_query(azurite):

@@ -14,10 +14,8 @@ from shared.domain.dependencies import LISTED
 from shared.domain.tasks import MAX_DEFINITION_CHARS, TASKS_TABLE, definition_size, task_row
 from shared.operations.claims import Claim
 from shared.operations.creation import normalize
-from shared.runtime import build_queue
-from shared.settings import load_settings
-from shared.storage.rest import RestQueues, RestTables
 from tests.conftest import slugid, task_definition, task_queue_id
+from tests.services import azurite_service
 from tests.unit.test_service import _defaults
 
 DEPENDENCIES = 100  # a definition's most (createTask refuses more)
@@ -34,8 +32,7 @@ def sized(task_id: str, definition: dict, size: int) -> dict:
 
 def test_the_largest_task_goes_through_its_life_and_one_character_more_is_refused(azurite):
     async def go():
-        settings = load_settings(storage=azurite.connection_string, root_access_token="x" * 30, claim_work_wait=0)
-        queue = build_queue(settings, RestTables(azurite.connection_string), RestQueues(azurite.connection_string))
+        queue = azurite_service(azurite.connection_string)
         try:
             deps_queue, tq = task_queue_id(), task_queue_id()
             deps = [slugid() for _ in range(DEPENDENCIES)]

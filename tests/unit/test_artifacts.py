@@ -11,12 +11,11 @@ from shared import errors, timeutil
 from shared.domain import artifacts as A
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
 from shared.domain.tasks import TASKS_TABLE
-from shared.runtime import build_queue
-from shared.settings import load_settings
-from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 CONTAINER = "artifacts"
@@ -34,16 +33,7 @@ def blobs():
 
 def artifact_queue(clock, blobs):
     """A queue on the memory connector with short artifact and expiry settings."""
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=600,
-        deadline_delay=0,
-        claim_work_wait=0,
-        expiry_delay=0,
-        artifact_exception_window=60,
-    )
-    return build_queue(settings, MemoryTables(), MemoryQueues(), blobs, clock=clock)
+    return memory_service(blobs=blobs, clock=clock, claim_timeout=600, expiry_delay=0, artifact_exception_window=60)
 
 
 @pytest.fixture

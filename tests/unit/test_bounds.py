@@ -31,7 +31,7 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_answered_creation import Gated
 from tests.unit.test_guarded_resolution import process
 from tests.unit.test_service import _defaults

@@ -17,7 +17,7 @@ from shared.runtime import Queue
 from shared.storage.base import Entity, Page, decode_continuation, encode_continuation
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_reconciler import create, memory_queues
 
 

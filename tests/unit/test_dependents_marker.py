@@ -26,7 +26,7 @@ from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import list_dependents, resolution_messages
 from tests.conftest import slugid
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_reconciler import create
 
 

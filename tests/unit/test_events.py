@@ -26,14 +26,13 @@ from shared.outbox.rows import (
     decode_requests,
     encode_requests,
 )
-from shared.runtime import Queue, build_queue
-from shared.settings import load_settings
-from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.runtime import Queue
 from shared.validation import errors_of
 from tests.answers import group_events, resolution_messages, task_events
 from tests.clock import Clock
 from tests.conftest import slugid
 from tests.conftest import task_definition as bare_definition
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -64,18 +63,8 @@ def clock() -> Clock:
 
 
 def make_service(clock: Clock, bus: str = "amqp") -> Queue:
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=60,
-        deadline_delay=0,
-        hint_grace=60,
-        claim_work_wait=0,
-        event_bus=bus,
-        event_lease=5,
-        resolution_grace=0,
-    )  # resolutions left to their messages, run by hand
-    return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    # Resolutions left to their messages, run by hand.
+    return memory_service(clock=clock, event_bus=bus, event_lease=5)
 
 
 @pytest.fixture

@@ -13,11 +13,10 @@ from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api
 from shared.auth.clients import ClientStore
 from shared.auth.hawk import Authenticator
-from shared.runtime import build_queue
-from shared.settings import load_settings
-from shared.storage.memory import MemoryBlobs, MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryBlobs
 from tests.answers import create_artifact
 from tests.conftest import slugid, task_definition
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 ROOT_TOKEN = "r" * 30
@@ -40,8 +39,7 @@ def signed(method: str, path: str, body: bytes = b"") -> func.HttpRequest:
 
 
 async def test_artifact_names_with_encoded_slashes_authenticate_behind_the_functions_adapter():
-    settings = load_settings(storage="memory", root_access_token=ROOT_TOKEN, claim_work_wait=0)
-    service = build_queue(settings, MemoryTables(), MemoryQueues(), MemoryBlobs())
+    service = memory_service(blobs=MemoryBlobs(), root_access_token=ROOT_TOKEN)
     clients = ClientStore(service.stores.tables, token_secret=None, root_client_id="root", root_access_token=ROOT_TOKEN)
     app = ApiApp([api], lambda: service, lambda: Authenticator(clients, []), validate_responses=True)
     middleware = func.AsgiMiddleware(app)

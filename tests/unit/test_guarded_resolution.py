@@ -17,28 +17,19 @@ import pytest
 from shared import timing
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.outbox.rows import DISPATCH_QUEUE, decode_requests
-from shared.runtime import Queue, build_queue
-from shared.settings import load_settings
+from shared.runtime import Queue
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid
+from tests.services import memory_service
 from tests.unit.test_events import RecordingPublisher, claim, task_definition
 
 
 def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:
     """A process that publishes its own events and resolves what follows a resolution itself, as the host does."""
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=60,
-        deadline_delay=0,
-        hint_grace=60,
-        claim_work_wait=0,
-        event_bus="amqp",
-        event_lease=5,
-        resolution_grace=10,
+    queue = memory_service(
+        tables=tables, queues=queues, clock=clock, event_bus="amqp", event_lease=5, resolution_grace=10
     )
-    queue = build_queue(settings, tables, queues, clock=clock)
     queue.stores.events.publisher = publisher
     return queue
 

@@ -23,12 +23,10 @@ from shared.domain.index import (
 )
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import index as index_ops
-from shared.runtime import build_queue
-from shared.settings import load_settings
 from shared.storage.base import encode_key
-from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -39,17 +37,7 @@ def clock():
 
 @pytest.fixture
 def service(clock):
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=60,
-        deadline_delay=0,
-        hint_grace=60,
-        claim_work_wait=0,
-        resolution_grace=0,
-        expiry_delay=0,
-    )
-    return build_queue(settings, MemoryTables(), MemoryQueues(), clock=clock)
+    return memory_service(clock=clock, expiry_delay=0)
 
 
 def run(coro):

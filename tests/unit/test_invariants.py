@@ -10,7 +10,7 @@ from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
 from tests.clock import Clock
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_reconciler import create
 
 

@@ -10,10 +10,10 @@ import pytest
 from shared import errors
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim, ClaimRefusal
-from shared.runtime import Queue, build_queue
+from shared.runtime import Queue
 from shared.storage.memory import MemoryTables
 from tests.conftest import slugid, task_definition
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -41,7 +41,7 @@ def one(tables):
 @pytest.fixture
 def other(one, tables):
     """Another process: the same storage, nothing remembered in common."""
-    return build_queue(one.settings, tables, one.stores.queues)
+    return memory_service(tables=tables, queues=one.stores.queues)
 
 
 async def create(service: Queue) -> str:

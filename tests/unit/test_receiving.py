@@ -11,12 +11,11 @@ import pytest
 from shared.domain.messages import pending_queue
 from shared.operations.receiving import SharedReceives
 from shared.operations.stores import EmptyPendingQueues
-from shared.runtime import build_queue
-from shared.settings import load_settings
 from shared.storage.base import Entity, Received
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid, task_definition, task_queue_id
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -138,14 +137,7 @@ def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
 
 def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
     async def go():
-        settings = load_settings(
-            storage="memory",
-            root_access_token="x" * 30,
-            claim_work_wait=60,
-            claim_work_poll_interval=30,
-            pending_empty_ttl=0,
-        )
-        service = build_queue(settings, MemoryTables(), MemoryQueues())
+        service = memory_service(claim_work_wait=60, claim_work_poll_interval=30, pending_empty_ttl=0)
         tq = task_queue_id()
         waiting = asyncio.ensure_future(service.work.claim_work(tq, "g", "w", 1))
         await asyncio.sleep(0.1)  # it found nothing and waits (its next poll is 30 s away)
@@ -235,11 +227,7 @@ def _pollers(queues: TimedQueues, tables: MemoryTables):
     hints it puts), both finding a queue empty skipped for 50 ms only."""
 
     def process():
-        return build_queue(
-            load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0, pending_empty_ttl=0.05),
-            tables,
-            queues,
-        )
+        return memory_service(tables=tables, queues=queues, pending_empty_ttl=0.05)
 
     return process(), process()
 

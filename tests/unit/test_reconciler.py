@@ -29,7 +29,7 @@ from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 GRACE = 60

@@ -14,7 +14,7 @@ from shared.storage.base import QueueMessage
 from tests.answers import resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
 
 

@@ -13,12 +13,11 @@ import pytest
 from functions import checks
 from shared.api.framework import error_response
 from shared.domain.messages import CLAIM_QUEUE
-from shared.runtime import build_queue
-from shared.settings import load_settings
 from shared.storage.base import Entity, Op
 from shared.storage.lost_responses import holds, transaction_applied, written_by_us
-from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryTables
 from shared.storage.retry import RetryPolicy, StorageUnavailable, Verdict, status_verdict, with_retries
+from tests.services import memory_service
 
 FAST = RetryPolicy(budget=0.5, backoff=0.01, max_backoff=0.05)
 
@@ -103,8 +102,7 @@ def test_what_a_row_holds_after_a_lost_answer_tells_whose_write_it_was():
 
 
 def test_a_trigger_puts_its_message_back_when_storage_stays_busy(monkeypatch):
-    settings = load_settings(storage="memory", root_access_token="x" * 30)
-    queue = build_queue(settings, MemoryTables(), MemoryQueues())
+    queue = memory_service()
     monkeypatch.setattr(checks, "get_queue", lambda: queue)
 
     async def busy() -> None:

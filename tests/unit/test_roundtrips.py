@@ -143,7 +143,7 @@ def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips
 
     async def go():
         from shared.operations.edges import DependencyEdges
-        from tests.unit.conftest import memory_service
+        from tests.services import memory_service
         from tests.unit.test_reconciler import create
 
         service = memory_service(tables=SlowTables())

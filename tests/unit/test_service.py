@@ -12,14 +12,12 @@ import pytest
 from shared import errors, timeutil
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck, PendingHint, pending_queue
 from shared.operations.claims import Claim, ClaimRefusal
-from shared.runtime import build_queue
-from shared.settings import load_settings
 from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 
 
 @pytest.fixture
@@ -240,10 +238,9 @@ def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service)
 
 
 def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0, pending_empty_ttl=0.3)
     tables, queues = MemoryTables(), MemoryQueues()
-    service = build_queue(settings, tables, queues, clock=clock)
-    other = build_queue(settings, tables, queues, clock=clock)  # another process on the same storage
+    service = memory_service(tables=tables, queues=queues, clock=clock, pending_empty_ttl=0.3)
+    other = memory_service(tables=tables, queues=queues, clock=clock, pending_empty_ttl=0.3)  # another process
     definition = task_definition()
     tq = definition["taskQueueId"]
     assert run(claim_work(service, tq, "g", "w", 1)) == []  # every queue found empty
@@ -294,17 +291,8 @@ class LosingReceives(MemoryQueues):
 
 
 def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
-    settings = load_settings(
-        storage="memory",
-        root_access_token="x" * 30,
-        claim_timeout=60,
-        deadline_delay=0,
-        hint_grace=60,
-        claim_work_wait=0,
-        pending_hint_visibility=2,
-    )
     queues = LosingReceives()
-    service = build_queue(settings, MemoryTables(), queues, clock=clock)
+    service = memory_service(queues=queues, clock=clock, pending_hint_visibility=2)
     older, definition = create(service, priority="lowest")
     tq = definition["taskQueueId"]
     clock.advance(1)

@@ -31,7 +31,7 @@ from shared.storage.sharded import (
 from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 
 
 def sharded_tables(accounts: int) -> tuple[ShardedTables, list[MemoryTables]]:

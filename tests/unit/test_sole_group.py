@@ -18,7 +18,7 @@ from shared.storage.base import Op
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import resolution_messages
 from tests.conftest import slugid
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_events import claim, task_definition
 
 

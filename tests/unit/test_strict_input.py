@@ -12,11 +12,10 @@ import pytest
 
 from bench.opcount import Counting
 from shared import errors, strict_json, timeutil, validation
-from shared.runtime import build_queue
-from shared.settings import load_settings
 from shared.storage.base import Entity, InvalidContinuation, decode_continuation, encode_continuation
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import task_definition
+from tests.services import memory_service
 
 
 @pytest.mark.parametrize(
@@ -130,12 +129,10 @@ async def test_memory_store_pages_with_the_shared_tokens():
 
 async def test_a_createtask_naming_thousands_of_missing_dependencies_costs_a_batch_of_reads():
     counts: collections.Counter[str] = collections.Counter()
-    settings = load_settings(storage="memory", root_access_token="x" * 30)
-    service = build_queue(
-        settings,
-        Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
-        Counting(MemoryQueues(), "queue", counts),
-    )  # type: ignore[arg-type]
+    service = memory_service(
+        tables=Counting(MemoryTables(), "table", counts),  # type: ignore[arg-type]
+        queues=Counting(MemoryQueues(), "queue", counts),  # type: ignore[arg-type]
+    )
     await service.stores.ready()
     counts.clear()
     missing = [timeutil.slugid() for _ in range(10_000)]

@@ -16,7 +16,7 @@ from shared.runtime import Queue
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.unit.conftest import memory_service
+from tests.services import memory_service
 from tests.unit.test_reconciler import claim_all, create
 
 

@@ -10,12 +10,11 @@ from shared.api import answers
 from shared.domain import workers as workers_module
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE
-from shared.runtime import build_queue
-from shared.settings import load_settings
-from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.storage.memory import MemoryTables
 from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition, task_queue_id
+from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -61,8 +60,7 @@ def monotonic(monkeypatch):
 
 @pytest.fixture
 def service():
-    settings = load_settings(storage="memory", root_access_token="x" * 30, claim_work_wait=0, worker_info_interval=60)
-    return build_queue(settings, CountingTables(), MemoryQueues(), clock=Clock())
+    return memory_service(tables=CountingTables(), clock=Clock(), worker_info_interval=60)
 
 
 async def create(service, tq):
