@@ -16,6 +16,7 @@ var roles = {
   storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+  storageQueueDelegator: '7ee386e9-84f0-448e-80a6-f185f6533131'
   serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2552ae39'
   serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
@@ -39,33 +40,16 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' existing = {
 }
 
 // Polling URLs are user delegation SAS of the data account's queues, signed with a key the identity asks of the
-// queue service (no account key anywhere). A role of this deployment's own, with just that action: it is not
-// documented as part of the built-in Storage Queue Data roles (docs/deploy.md, "Unverified").
-resource queueDelegator 'Microsoft.Authorization/roleDefinitions@2022-04-01' = {
-  name: guid(resourceGroup().id, 'tc-azure-queue', 'queue-delegator')
-  properties: {
-    roleName: 'Storage Queue Delegator (tc-azure-queue ${resourceGroup().name})'
-    description: 'Ask the queue service for a user delegation key, to sign the queue polling URLs of pollTaskUrls.'
-    type: 'CustomRole'
-    assignableScopes: [resourceGroup().id]
-    permissions: [
-      {
-        actions: ['Microsoft.Storage/storageAccounts/queueServices/generateUserDelegationKey/action']
-        notActions: []
-        dataActions: []
-        notDataActions: []
-      }
-    ]
-  }
-}
-
+// queue service (no account key anywhere): the built-in Storage Queue Delegator role holds just that action
+// (queueServices/generateUserDelegationKey/action). Deployments before 0.3.0 defined a custom role of the same
+// action; docs/deploy.md says how to remove it.
 resource queueDelegation 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(data.id, identityPrincipalId, 'queue-delegator')
+  name: guid(data.id, identityPrincipalId, roles.storageQueueDelegator)
   scope: data
   properties: {
     principalId: identityPrincipalId
     principalType: 'ServicePrincipal'
-    roleDefinitionId: queueDelegator.id
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDelegator)
   }
 }
 
@@ -107,12 +91,12 @@ resource shardAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for
   }
 }]
 resource shardDelegation 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (name, i) in dataShardNames: {
-  name: guid(shards[i].id, identityPrincipalId, 'queue-delegator')
+  name: guid(shards[i].id, identityPrincipalId, roles.storageQueueDelegator)
   scope: shards[i]
   properties: {
     principalId: identityPrincipalId
     principalType: 'ServicePrincipal'
-    roleDefinitionId: queueDelegator.id
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDelegator)
   }
 }]
 

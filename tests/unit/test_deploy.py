@@ -338,16 +338,22 @@ def test_every_secret_the_app_reads_is_a_key_vault_reference():
     assert not [name for name, value in values.items() if re.search(r"(?i)(accountkey|password|token)=", value)]
 
 
-def test_the_identity_may_ask_for_queue_user_delegation_keys():
+def test_the_identity_may_ask_for_queue_user_delegation_keys_through_the_built_in_role():
+    """The built-in Storage Queue Delegator role (only queueServices/generateUserDelegationKey/action): a custom
+    role of the same name is unique per tenant (a second environment failed), needs Owner and outlives `azd
+    down` (#66). Its assignment is named after the role, so an upgrade adds it beside the old custom one."""
     rbac = (INFRA / "app" / "rbac.bicep").read_text()
-    assert "Microsoft.Storage/storageAccounts/queueServices/generateUserDelegationKey/action" in rbac
-    assignment = rbac[rbac.index("resource queueDelegation") :]
-    assert "scope: data" in assignment[:400] and "queueDelegator.id" in assignment[:400]
+    assert "storageQueueDelegator: '7ee386e9-84f0-448e-80a6-f185f6533131'" in rbac
+    assert "Microsoft.Authorization/roleDefinitions@" not in rbac  # no role is defined, only assigned
+    for name in ("resource queueDelegation", "resource shardDelegation"):
+        assignment = rbac[rbac.index(name) :][:500]
+        assert "roles.storageQueueDelegator)" in assignment and "identityPrincipalId" in assignment, name
+    assert "scope: data" in rbac[rbac.index("resource queueDelegation") :][:300]
 
 
 def test_azure_yaml_pins_azd_and_the_service_tag_is_on_the_site_only():
     azure_yaml = (PROJECT / "azure.yaml").read_text()
-    assert re.search(r"^requiredVersions:\n  azd: '>= 1\.18\.0[^']*'$", azure_yaml, re.M), azure_yaml
+    assert re.search(r"^requiredVersions:\n  azd: '>= 1\.21\.0[^']*'$", azure_yaml, re.M), azure_yaml
     main = (INFRA / "main.bicep").read_text()
     assert "azd-service-name" not in main.split("module queue 'app/queue-app.bicep'")[1].split("tags: tags")[0]
     app = APP_BICEP.read_text()
