@@ -92,6 +92,9 @@ param logRetentionDays int = 30
 @description('Seconds a claim lasts before it must be reclaimed (Taskcluster: 1200).')
 param claimTimeout int = 1200
 
+@description('Purge protection on the Key Vault (irreversible): its secrets cannot be purged before the 7 days of soft delete end. False for throwaway environments that are deleted and made again under the same name.')
+param keyVaultPurgeProtection bool = true
+
 var abbrs = loadJsonContent('abbreviations.json')
 var token = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
@@ -160,6 +163,8 @@ module vault 'app/keyvault.bicep' = {
     tags: tags
     rootAccessToken: rootAccessToken
     tokenSecret: tokenSecret
+    purgeProtection: keyVaultPurgeProtection
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
   }
 }
 

@@ -7,6 +7,10 @@ param tags object
 param rootAccessToken string
 @secure()
 param tokenSecret string
+@description('Purge protection (irreversible once on): a deleted vault and its secrets stay recoverable for the 7 days.')
+param purgeProtection bool = true
+@description('The Log Analytics workspace that receives the vault\'s audit log (who read or changed which secret).')
+param logAnalyticsWorkspaceId string
 
 resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   name: name
@@ -18,6 +22,19 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
     enableRbacAuthorization: true
     enableSoftDelete: true
     softDeleteRetentionInDays: 7
+    // Once true it cannot be turned off: null (not false) leaves it off.
+    enablePurgeProtection: purgeProtection ? true : null
+  }
+}
+
+// Every access to the secrets (the app's reads through its references, a person's reads and changes) in the
+// workspace the app's logs go to: AzureDiagnostics, category AuditEvent.
+resource audit 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = {
+  name: 'audit'
+  scope: vault
+  properties: {
+    workspaceId: logAnalyticsWorkspaceId
+    logs: [{ categoryGroup: 'audit', enabled: true }]
   }
 }
 

@@ -29,4 +29,5 @@ resource insights 'Microsoft.Insights/components@2020-02-02' = {
 }
 
 output applicationInsightsName string = insights.name
+output logAnalyticsWorkspaceId string = workspace.id
 output connectionString string = insights.properties.ConnectionString

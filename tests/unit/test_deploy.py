@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import AliasChoices
 
 from shared.domain.events import EXCHANGES
@@ -403,3 +404,22 @@ def test_telemetry_is_exported_once_under_the_functions_host(monkeypatch):
     before = len(calls)
     assert telemetry.configure() is True and len(calls) == before  # the worker's exporter, not a second one
     telemetry.configure.cache_clear()
+
+
+def test_the_key_vault_has_purge_protection_and_its_audit_log():
+    """#66's review: the vault holding the root token could be purged at once, and nobody saw who read it."""
+    vault = (INFRA / "app" / "keyvault.bicep").read_text()
+    assert "enablePurgeProtection: purgeProtection ? true : null" in vault  # false is refused once it was true
+    assert re.search(r"param purgeProtection bool = true", vault)
+    audit = vault[vault.index("resource audit 'Microsoft.Insights/diagnosticSettings@") :]
+    assert "scope: vault" in audit and "workspaceId: logAnalyticsWorkspaceId" in audit
+    assert "categoryGroup: 'audit', enabled: true" in audit
+    main = (PROJECT / "infra" / "main.bicep").read_text()
+    assert "logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId" in main
+    assert "output logAnalyticsWorkspaceId string = workspace.id" in (INFRA / "app" / "monitoring.bicep").read_text()
+
+
+def test_the_package_is_built_remotely_as_azure_yaml_says():
+    """azd's default for Python function apps is a remote build; #66's review asked that it be said, not assumed."""
+    service = yaml.safe_load((PROJECT / "azure.yaml").read_text())["services"]["queue"]
+    assert service["host"] == "function" and service["language"] == "python" and service["remoteBuild"] is True
