@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import datetime as dt
 import functools
 import json
@@ -55,7 +56,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from local_host import azurite  # noqa: E402
+from local_host import azurite, scaler  # noqa: E402
 from shared import timeutil  # noqa: E402
 
 TOKEN = secrets.token_urlsafe(33)
@@ -201,6 +202,7 @@ class Soak:
         ]
         self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
+        self.votes = scaler.InstanceSeconds()  # what Azure's scaler would ask for over the run (watch_votes)
         self.claims: collections.Counter[tuple[str, int]] = collections.Counter()
         self.completed: set[str] = set()
         self.abandoned = self.late_reports = self.azurite_restarts = self.errors = self.server_errors = 0
@@ -401,6 +403,8 @@ class Soak:
 
         report_thread = threading.Thread(target=reporter, daemon=True)
         report_thread.start()
+        votes_thread = threading.Thread(target=self.watch_votes, args=(reporter_stop,), daemon=True)
+        votes_thread.start()
         chaos.start()
         for thread in workers:
             thread.start()
@@ -426,6 +430,47 @@ class Soak:
             reporter_stop.set()
         return self.report(time.monotonic() - started)
 
+    def watch_votes(self, stop: threading.Event) -> None:
+        """Every second, what Azure's target scaler would vote for each queue trigger (local_host/scaler.py),
+        read straight from the Azurites as the scaler reads a queue: added up in `self.votes`."""
+        from shared.domain.messages import Shards
+        from shared.runtime import data_stores
+
+        environ = self.direct_environ()
+        settings = self.direct_settings(storage_retry_budget=1)
+        names = scaler.watched_queues(Shards(self.args.check_shards, self.args.pending_shards))
+        concurrency = scaler.host_concurrency()
+
+        async def watch() -> None:
+            _, queues = data_stores(settings, "rest", environ)
+            try:
+                while not stop.is_set():
+                    # An Azurite restarting fails a sample: the last one's vote holds meanwhile.
+                    with contextlib.suppress(Exception):
+                        self.votes.add(await scaler.sample(queues, names, concurrency))
+                    await asyncio.sleep(1)
+            finally:
+                await queues.close()
+
+        asyncio.run(watch())
+
+    def direct_environ(self) -> dict[str, str]:
+        """The data accounts' connections straight to the Azurites, not through the proxies."""
+        return {f"QUEUE_STORAGE_{i}": store.connection_string for i, store in enumerate(self.stores)}
+
+    def direct_settings(self, **more: Any) -> Any:
+        """Settings of a process on the Azurites themselves (the audit's, the vote watcher's), split as the hosts."""
+        from shared.settings import load_settings
+
+        return load_settings(
+            storage=self.stores[0].connection_string,
+            root_access_token=TOKEN,
+            storage_shards=self.args.accounts,
+            check_shards=self.args.check_shards,
+            pending_shards=self.args.pending_shards,
+            **more,
+        )
+
     def _settle(self, give_up: float) -> None:
         while time.monotonic() < give_up:
             with self.lock:
@@ -437,20 +482,11 @@ class Soak:
     def report(self, seconds: float) -> int:
         from shared.maintenance.invariants import audit
         from shared.runtime import build_queue, data_stores
-        from shared.settings import load_settings
 
         async def run_audit() -> Any:
             bus = {"event_bus": "amqp", "pulse_namespace": self.namespace, "event_lease": 3} if self.events else {}
-            # Straight to the Azurites, not through the proxies.
-            os.environ.update({f"QUEUE_STORAGE_{i}": store.connection_string for i, store in enumerate(self.stores)})
-            settings = load_settings(
-                storage=self.stores[0].connection_string,
-                root_access_token=TOKEN,
-                storage_shards=self.args.accounts,
-                check_shards=self.args.check_shards,
-                pending_shards=self.args.pending_shards,
-                **bus,
-            )
+            os.environ.update(self.direct_environ())
+            settings = self.direct_settings(**bus)
             service = build_queue(settings, *data_stores(settings, "sdk"))
             try:
                 return await audit(service.stores)
@@ -487,6 +523,7 @@ class Soak:
             f"{result.tasks / seconds:.1f} tasks/s",
             flush=True,
         )
+        print(f"scale votes (the queue triggers on Flex, local_host/scaler.py): {self.votes.report(seconds)}")
         return 1 if lost or doubled or result.violations else 0
 
     def azurite_dir(self, account: int) -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from typing import Any
 
 CONNECTION_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
@@ -24,6 +25,8 @@ AUTHENTICATION_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
 # PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true the Python worker sets up the distro's exporter itself, before
 # the app is imported, and a second one here would double everything: the deployment sets it false.
 WORKER_RUNTIME_SETTING = "FUNCTIONS_WORKER_RUNTIME"
+# The Python worker's own packages: `azure_functions_worker` (Python 3.12 and before), `proxy_worker` (3.13 on).
+WORKER_MODULES = ("azure_functions_worker", "proxy_worker")
 WORKER_TELEMETRY_SETTING = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
 SERVICE_NAME = "taskcluster-queue"
 log = logging.getLogger("queue")
@@ -90,8 +93,10 @@ def configure() -> bool:
 
 
 def under_functions_host(environ: os._Environ[str] | dict[str, str]) -> bool:
-    """Whether this process is a Functions host's language worker (the host forwards its logs)."""
-    return bool(environ.get(WORKER_RUNTIME_SETTING))
+    """Whether this process is a Functions host's language worker (the host forwards its logs): the Python worker
+    imported it (its package is loaded before the app), or the host said so in `FUNCTIONS_WORKER_RUNTIME`, an app
+    setting Flex Consumption deprecates and may not hand to the worker (#66: logs exported twice then)."""
+    return any(name in sys.modules for name in WORKER_MODULES) or bool(environ.get(WORKER_RUNTIME_SETTING))
 
 
 def _console_metrics(interval_ms: int) -> None:

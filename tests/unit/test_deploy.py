@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -391,6 +392,16 @@ def test_telemetry_is_exported_once_under_the_functions_host(monkeypatch):
         telemetry.configure.cache_clear()
         assert telemetry.configure() is True
         assert calls[-1]["disable_logging"] is not exported_logs
+    # Under the Python worker without FUNCTIONS_WORKER_RUNTIME (Flex may not hand it over): still the host's logs.
+    monkeypatch.setitem(sys.modules, "azure_functions_worker", types.ModuleType("azure_functions_worker"))
+    monkeypatch.setattr(
+        telemetry.os,
+        "environ",
+        {telemetry.CONNECTION_SETTING: connection, "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY": "false"},
+    )
+    telemetry.configure.cache_clear()
+    assert telemetry.configure() is True and calls[-1]["disable_logging"] is True
+    monkeypatch.delitem(sys.modules, "azure_functions_worker")
     monkeypatch.setattr(
         telemetry.os,
         "environ",
