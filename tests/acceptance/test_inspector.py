@@ -10,6 +10,7 @@ they are): `QUEUE_TEST_SCREENSHOTS=1 make test PYTEST_ARGS=tests/acceptance/test
 from __future__ import annotations
 
 import sys
+import time
 
 import httpx
 import pytest
@@ -217,6 +218,25 @@ def test_the_task_queue_view_shows_pending_and_claimed_tasks_and_workers(host, p
         shot(page, "worker")
     finally:
         worker.stop()
+
+
+def test_the_task_queue_view_lists_pending_tasks_oldest_first(host, page):
+    """The queue lists a task queue's pending tasks in its index's order (by taskId): the view shows them by when
+    they became pending (issue #65: "oldest first" was not in time order)."""
+    queue = host.client()
+    tq = task_queue_id()
+    created = []
+    for _ in range(6):
+        created.append(submit(queue, tq, {"command": "true"}))
+        time.sleep(0.05)  # each pending a moment after the one before
+    listed = [t["taskId"] for t in queue.listPendingTasks(tq)["tasks"]]
+    assert sorted(listed) == sorted(created)
+    page.goto(f"{host.root_url}/inspector/#/queues/{tq}")
+    page.wait_for_selector("#pending .quiet, #pending table", timeout=WAIT_MS)
+    sign_in(page)
+    page.wait_for_selector(f"#pending a[href='#/tasks/{created[-1]}']", timeout=WAIT_MS)
+    shown = page.eval_on_selector_all("#pending tbody a", "links => links.map(a => a.hash.split('/').pop())")
+    assert shown == created
 
 
 def test_task_content_is_shown_as_text_never_as_markup(host, page):

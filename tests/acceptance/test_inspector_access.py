@@ -88,9 +88,17 @@ def test_the_open_box_takes_any_id_or_a_pasted_address(host, page, sample):
     wait_js(page, f"location.hash === '#/tasks/{done}'")
     open_(f"https://treeherder.mozilla.org/jobs?repo=try&selectedTaskRun={sample['pending']}-0")
     wait_js(page, f"location.hash === '#/tasks/{sample['pending']}'")
+    open_(f"{host.root_url}/inspector/#/tasks/{done}")
+    wait_js(page, f"location.hash === '#/tasks/{done}'")
+    open_(f"https://treeherder.mozilla.org/jobs?repo=try&selectedTaskRun={sample['pending']}.0")  # Treeherder today
+    wait_js(page, f"location.hash === '#/tasks/{sample['pending']}'")
     open_(sample["tq"])
     wait_js(page, f"location.hash === '#/queues/{sample['tq']}'")
     open_(f"{sample['space']}.latest")  # an index path: the task indexed there
+    wait_js(page, f"location.hash === '#/tasks/{done}'")
+    open_(f"{host.root_url}/inspector/#/groups/{group}")
+    wait_js(page, f"location.hash === '#/groups/{group}'")
+    open_(f"index.{sample['space']}.latest")  # the route as the task definition lists it
     wait_js(page, f"location.hash === '#/tasks/{done}'")
     missing = slugid()
     open_(missing)

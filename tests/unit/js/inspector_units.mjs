@@ -71,6 +71,9 @@ test("Taskcluster's UI addresses and pasted URLs become the inspector's routes",
   assert.deepEqual(understand("a.b.c"), { indexPath: "a.b.c" });
   assert.deepEqual(understand(`https://tc.example.com/prefix/tasks/${T}/runs/0`), { route: `/tasks/${T}` });
   assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?selectedTaskRun=${T}-1`), { route: `/tasks/${T}` });
+  assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?repo=try&selectedTaskRun=${T}.0`), { route: `/tasks/${T}` });
+  assert.deepEqual(understand("index.gecko.v2.try.latest.build"), { indexPath: "gecko.v2.try.latest.build" });
+  assert.ok(understand("index.").error.includes("neither"));
   assert.ok(understand("https://example.com/").error.includes("not an address"));
   assert.ok(understand("two words").error.includes("neither"));
 });

@@ -111,8 +111,8 @@ export function understand(input) {
     } catch {
       return { error: `"${value}" is not a URL this inspector can read` };
     }
-    // Treeherder's job view names the task in its query.
-    const run = /^([A-Za-z0-9_-]{22})(?:-(\d+))?$/.exec(url.searchParams.get("selectedTaskRun") || "");
+    // Treeherder's job view names the task and run in its query: `<taskId>.<runId>` today, `<taskId>-<runId>` before.
+    const run = /^([A-Za-z0-9_-]{22})(?:[.-](\d+))?$/.exec(url.searchParams.get("selectedTaskRun") || "");
     if (run) return { route: `/tasks/${run[1]}` };
     const path = markedPath(url.pathname);
     const route = path === null ? null : routeOf(path, url.hash);
@@ -120,7 +120,9 @@ export function understand(input) {
     if (route && (route !== "/" || path === "/inspector/")) return { route };
     return { error: `${value} is not an address of a task, a group, a log or a task queue` };
   }
-  if (INDEX_PATH.test(value) && value.includes(".")) return { indexPath: value };
+  // A task's route (`index.<namespace>.<name>`, as a task definition lists it) names the index path after `index.`.
+  const indexPath = value.startsWith("index.") ? value.slice("index.".length) : value;
+  if (INDEX_PATH.test(indexPath) && indexPath.includes(".")) return { indexPath };
   return { error: `"${value}" is neither a taskId, a taskGroupId, a task queue (provisioner/workerType), an index `
     + "path nor a URL" };
 }

@@ -1,6 +1,6 @@
 // The task queue view (counts, pending and claimed tasks, workers) and the worker view (its recent tasks and
 // quarantine). These listings need scopes the anonymous ones do not hold: each section says which when refused.
-// A refresh reads the first SHOWN pending and claimed tasks (oldest first) and redraws a section only when what it
+// A refresh reads SHOWN pending and claimed tasks (shown oldest first) and redraws a section only when what it
 // shows changed, so focus and selection stay.
 import * as api from "./api.js";
 import { badge, h, message, replace, setTitle, when } from "./dom.js";
@@ -31,15 +31,17 @@ async function section(node, heading, what, load, build) {
   replace(node, h("h2", {}, heading), build(data));
 }
 
-// The first SHOWN items of a listing, and whether there are more.
-async function first(path, key) {
+// The first SHOWN items of a listing, oldest first by their time field `by`, and whether there are more. The
+// queue lists a task queue's tasks in no time order (neither does Taskcluster promise one): the page is sorted here.
+async function first(path, key, by) {
   const page = await api.get(path, { limit: SHOWN });
-  return { items: page[key], more: Boolean(page.continuationToken) };
+  const items = [...page[key]].sort((a, b) => (Date.parse(a[by]) || 0) - (Date.parse(b[by]) || 0));
+  return { items, more: Boolean(page.continuationToken) };
 }
 
 function more(shown, total, what) {
-  return shown.more ? h("p", { class: "quiet" }, `The first ${shown.items.length}${total !== undefined
-    ? ` of ${total}` : ""} ${what}, oldest first.`) : null;
+  return shown.more ? h("p", { class: "quiet" }, `${shown.items.length}${total !== undefined ? ` of ${total}` : ""} `
+    + `${what} (the queue lists them in no time order), oldest first.`) : null;
 }
 
 function taskLink(taskId, task) {
@@ -74,13 +76,13 @@ export function queueView(target, taskQueueId) {
             h("dt", {}, "stability"), h("dd", {}, about.stability),
             h("dt", {}, "description"), h("dd", {}, about.description || "–")] : null));
     await Promise.all([
-      section(pending, "Pending tasks", "its pending tasks", () => first(`/task-queues/${q}/pending`, "tasks"),
+      section(pending, "Pending tasks", "its pending tasks", () => first(`/task-queues/${q}/pending`, "tasks", "inserted"),
         (shown) => (shown.items.length === 0 ? h("p", { class: "quiet" }, "None.") : [more(shown, counts.pendingTasks,
           "pending tasks"), h("table", { class: "tasks" },
           h("thead", {}, h("tr", {}, h("th", {}, "Task"), h("th", {}, "Run"), h("th", {}, "Pending since"))),
           h("tbody", {}, shown.items.map((t) => h("tr", {}, h("td", {}, taskLink(t.taskId, t.task)),
             h("td", { class: "num" }, t.runId), h("td", {}, when(t.inserted))))))])),
-      section(claimed, "Claimed tasks", "its claimed tasks", () => first(`/task-queues/${q}/claimed`, "tasks"),
+      section(claimed, "Claimed tasks", "its claimed tasks", () => first(`/task-queues/${q}/claimed`, "tasks", "claimed"),
         (shown) => (shown.items.length === 0 ? h("p", { class: "quiet" }, "None.") : [more(shown,
           counts.claimedTasks, "claimed tasks"), h("table", { class: "tasks" },
           h("thead", {}, h("tr", {}, ["Task", "Run", "Worker", "Claimed"].map((c) => h("th", {}, c)))),
