@@ -1,0 +1,132 @@
+"""What the queue triggers would draw on Flex Consumption while tasks run: each watched queue's approximate count,
+and the instances Azure's target scaler votes for once one message in it is due (local_host/scaler.py).
+
+    .venv/bin/python -m bench.votes [--running 2000] [--claim-timeout 1200] [--deadlines-over 86400]
+
+Starts its own Azurite (in memory; it counts a queue's messages as Azure does, delayed ones included), creates
+`--running` tasks whose deadlines are spread over `--deadlines-over` seconds (a day: a bucket message each second
+that holds one), claims them all with claims of `--claim-timeout` seconds, and prints each watched queue's count,
+whether a message is due, and the vote: first as it stands (nothing due yet), then with one claim check and one
+deadline bucket due, as at any moment while claims and deadlines come due. Issue #66: the votes follow the work
+outstanding (every running claim, every second of deadlines), not the work that is due. Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from local_host import azurite, scaler
+from shared import timeutil
+from shared.domain.deadlines import DeadlineBucket, bucket_of
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards
+from shared.runtime import Queue, build_queue
+from shared.settings import load_settings
+from shared.storage.rest import RestQueues, RestTables
+
+CONCURRENCY = 32
+TASK_QUEUE = "bench/votes"
+
+
+def definition(deadline: dt.datetime, now: dt.datetime) -> dict[str, object]:
+    return {
+        "taskQueueId": TASK_QUEUE,
+        "schedulerId": "bench",
+        "taskGroupId": timeutil.slugid(),
+        "routes": [],
+        "priority": "lowest",
+        "retries": 5,
+        "created": timeutil.iso(now),
+        "deadline": timeutil.iso(deadline),
+        "expires": timeutil.iso(deadline + dt.timedelta(days=1)),
+        "scopes": [],
+        "payload": {},
+        "metadata": {"name": "votes", "description": "", "owner": "bench@example.com", "source": "https://example.com"},
+        "tags": {},
+        "extra": {},
+        "dependencies": [],
+        "requires": "all-completed",
+        "projectId": "none",
+        "provisionerId": "bench",
+        "workerType": "votes",
+    }
+
+
+async def fill(queue: Queue, running: int, spread: float) -> None:
+    """`running` tasks, deadlines spread over `spread` seconds from an hour on, all claimed."""
+    now = timeutil.to_ms(timeutil.now())
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def create(i: int) -> None:
+        deadline = now + dt.timedelta(hours=1, seconds=spread * i / max(running, 1))
+        async with limit:
+            await queue.creation.create_task(timeutil.slugid(), definition(deadline, now))
+
+    await asyncio.gather(*(create(i) for i in range(running)))
+    claimed = 0
+    while claimed < running:
+        claimed += len(await queue.work.claim_work(TASK_QUEUE, "bench", "votes", 32))
+        print(f"  claimed {claimed}/{running}", end="\r", flush=True)
+    print()
+
+
+def show(title: str, votes: list[scaler.Vote]) -> None:
+    print(title)
+    for vote in votes:
+        print(
+            f"  {vote.queue:16} {vote.messages:6} messages, {'due' if vote.due else 'none due':8} -> {vote.instances}"
+        )
+    print(f"  instances voted for: {sum(v.instances for v in votes)}")
+
+
+async def measure(store: azurite.Azurite, args: argparse.Namespace) -> None:
+    settings = load_settings(
+        storage=store.connection_string,
+        root_access_token="x" * 30,
+        claim_timeout=args.claim_timeout,
+        deadline_delay=0,
+        claim_work_wait=0,
+    )
+    queues = RestQueues(store.connection_string)
+    queue = build_queue(settings, RestTables(store.connection_string), queues)
+    names = scaler.watched_queues(Shards())
+    concurrency = scaler.host_concurrency()
+    try:
+        started = time.monotonic()
+        await fill(queue, args.running, args.deadlines_over)
+        print(f"{args.running} tasks created and claimed in {time.monotonic() - started:.0f} s")
+        show("as they stand (nothing due yet):", await scaler.sample(queues, names, concurrency))
+        past = timeutil.now() - dt.timedelta(seconds=1)
+        await queues.put(CLAIM_QUEUE, ClaimCheck(timeutil.slugid(), 0, past).encode())
+        await queues.put(DEADLINE_QUEUE, DeadlineBucket(bucket_of(past)).encode())
+        show("one claim check and one deadline bucket due:", await scaler.sample(queues, names, concurrency))
+    finally:
+        await queue.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.votes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--running", type=int, default=2000)
+    parser.add_argument("--claim-timeout", type=int, default=1200)
+    parser.add_argument("--deadlines-over", type=float, default=86400.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as data:
+        store = azurite.start(Path(data), in_memory=True)
+        try:
+            asyncio.run(measure(store, args))
+        finally:
+            store.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
