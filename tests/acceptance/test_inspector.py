@@ -193,6 +193,10 @@ def test_sign_in_with_wrong_credentials_shows_a_clear_error_and_right_ones_enabl
     page.wait_for_selector("#rerun-task:not([disabled])", timeout=WAIT_MS)
     page.click("#rerun-task")
     wait_for(lambda: queue.status(task_id)["status"]["state"] == "pending", timeout=10)
+    page.wait_for_selector("#action-feedback .message-ok", timeout=WAIT_MS)
+    assert "now pending" in page.inner_text("#action-feedback")
+    queue.cancelTask(task_id)  # elsewhere: the feedback must not say "pending" beside it
+    page.wait_for_selector("#action-feedback:empty", state="attached", timeout=WAIT_MS)
 
 
 def test_the_task_queue_view_shows_pending_and_claimed_tasks_and_workers(host, page, tmp_path):

@@ -169,6 +169,12 @@ def test_each_state_of_a_log_is_said_plainly(host, page):
     assert "runs are 0 to 0" in page.inner_text("#log-state")
     # A private log: the sign-in is offered, and signing in shows it.
     private = finished_task_with_log(queue, "secret build output\n", name="private/logs/build.log")
+    # On the task page, signed out, the private artifact is no link to a 403 answer: what it takes is said.
+    page.goto(f"{host.root_url}/inspector/#/tasks/{private}")
+    item = "li[data-artifact='private/logs/build.log']"
+    page.wait_for_selector(f"{item}.artifact-private", timeout=WAIT_MS)
+    assert page.locator(f"{item} a").count() == 0
+    assert "queue:get-artifact:private/logs/build.log" in page.inner_text(item)
     page.goto(log_address(host, private, "private/logs/build.log"))
     page.wait_for_selector("#log-state:has-text('This log is private')", timeout=WAIT_MS)
     assert "queue:get-artifact:private/logs/build.log" in page.inner_text("#log-state")
@@ -176,6 +182,9 @@ def test_each_state_of_a_log_is_said_plainly(host, page):
     assert page.evaluate("document.activeElement.id") == "client-id"
     sign_in(page)
     page.wait_for_selector("#log .line:has-text('secret build output')", timeout=WAIT_MS)
+    page.goto(f"{host.root_url}/inspector/#/tasks/{private}")  # signed in: a signed link now
+    page.wait_for_selector(f"{item} a.download", timeout=WAIT_MS)
+    assert "bewit=" in page.get_attribute(f"{item} a.download", "href")
     # An error artifact: the worker's reason.
     failed = claimed_task(queue)
     queue.createArtifact(

@@ -42,6 +42,7 @@ export function taskView(target, taskId) {
   let task = null;
   let state = null;
   let poller = null;
+  let reported = null; // the state an action's feedback names: the feedback goes once the task has moved on
 
   async function act(label, method) {
     // Cancelling resolves the task and its run as exception for good: asked first.
@@ -51,6 +52,7 @@ export function taskView(target, taskId) {
     try {
       const answer = await api.post(`/task/${taskId}/${method}`);
       replace(feedback, message("ok", `${label}: the task is now ${answer.status.state}.`));
+      reported = answer.status.state;
     } catch (error) {
       replace(feedback, message("error", `${label} refused: ${error.summary || error.message}`));
     }
@@ -111,6 +113,7 @@ export function taskView(target, taskId) {
       redraw(node, key, h("p", { class: "quiet" }, "No artifacts."));
       return;
     }
+    const held = await api.scopes();
     const items = await Promise.all(listed.map(async (a) => {
       const href = await api.artifactUrl(taskId, runId, a.name);
       const log = LOG_TYPES.test(a.contentType) && a.storageType !== "error"
@@ -121,6 +124,12 @@ export function taskView(target, taskId) {
         return h("li", { dataset: { artifact: a.name }, class: "artifact-error" }, h("span", {}, a.name), " ",
           h("span", { class: "reason" }, "the worker reported an error instead of this file (expires "), when(a.expires),
           h("span", { class: "reason" }, ")"));
+      }
+      if (!api.satisfied(held, `queue:get-artifact:${a.name}`)) {
+        // A link would open the queue's 403 answer: say what reading it takes instead.
+        return h("li", { dataset: { artifact: a.name }, class: "artifact-private" }, h("span", {}, a.name), " ",
+          h("span", { class: "reason" }, `private: sign in with credentials holding queue:get-artifact:${a.name}`),
+          h("span", { class: "quiet" }, ` ${a.storageType}, ${a.contentType}, expires `), when(a.expires));
       }
       return h("li", { dataset: { artifact: a.name } },
         h("a", { href, class: "download", rel: "noopener" }, a.name), log,
@@ -201,6 +210,10 @@ export function taskView(target, taskId) {
     }
     const { status } = await api.get(`/task/${taskId}/status`);
     state = status.state;
+    if (reported !== null && state !== reported) {
+      replace(feedback); // "the task is now pending" beside a run that has since failed would mislead
+      reported = null;
+    }
     renderFacts(status);
     await Promise.all([renderActions(), renderRuns(status), renderDeps()]);
     replace(problem);
