@@ -109,6 +109,30 @@ def test_a_group_says_what_failed_and_why_and_its_rows_keep_focus_and_selection(
     wait_js(page, f"location.hash === '#/tasks/{sign}'")
 
 
+def test_a_row_that_moves_keeps_its_focus(host, page):
+    """Issue #65: a live group's rows move when states change (failures first ... completed last); moving the
+    focused row took the focus away. A completed task rerun moves above the unscheduled one, focus and all."""
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    failed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-1"))
+    queue.reportFailed(failed, "0")
+    done = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("build"))
+    queue.reportCompleted(done, "0")
+    blocked = slugid()
+    queue.createTask(
+        blocked, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[failed], **named("sign"))
+    )
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector(f"tr[data-task-id='{done}'][data-state='completed']", timeout=WAIT_MS)
+    rows = "[...document.querySelectorAll('#group-tasks tbody tr')].map(r => r.dataset.taskId)"
+    assert page.evaluate(rows) == [failed, blocked, done]
+    page.focus(f"tr[data-task-id='{done}'] td:first-child a")
+    queue.rerunTask(done)
+    page.wait_for_selector(f"tr[data-task-id='{done}'][data-state='pending']", timeout=WAIT_MS)
+    assert page.evaluate(rows) == [failed, done, blocked]  # it moved
+    assert page.evaluate("document.activeElement.closest('tr')?.dataset.taskId") == done
+
+
 def test_a_group_that_can_never_finish_says_it_is_stuck(host, page):
     queue = host.client()
     group, tq = slugid(), task_queue_id()

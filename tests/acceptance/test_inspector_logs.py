@@ -150,6 +150,24 @@ def test_following_the_end_stops_when_the_reader_scrolls_up_and_resumes_at_the_b
     page.wait_for_selector("#log-status:has-text('the whole log')", timeout=WAIT_MS)
 
 
+def test_the_task_page_offers_the_newest_runs_log_first(host, page):
+    """Issue #65: "view log" was a small link in the artifact list; it is the first thing under the title."""
+    queue = host.client()
+    done = finished_task_with_log(queue, "line one\nline two\n")
+    page.goto(f"{host.root_url}/inspector/#/tasks/{done}")
+    page.wait_for_selector("#view-log-link", timeout=WAIT_MS)
+    assert page.inner_text("#view-log-link") == "View log"
+    first = "document.querySelector('#view-log').compareDocumentPosition(document.querySelector('#task-actions'))"
+    assert page.evaluate(f"({first} & Node.DOCUMENT_POSITION_FOLLOWING) !== 0")  # before the actions and facts
+    page.click("#view-log-link")
+    page.wait_for_selector("#log .line:has-text('line two')", timeout=WAIT_MS)
+    assert page.evaluate("location.hash").endswith(f"/runs/0/logs/{LOG.replace('/', '%2F')}")
+    pending = claimed_task(queue)  # a run with no log yet: nothing offered
+    page.goto(f"{host.root_url}/inspector/#/tasks/{pending}")
+    page.wait_for_selector("article.run[data-state='running']", timeout=WAIT_MS)
+    assert page.locator("#view-log-link").count() == 0
+
+
 def test_each_state_of_a_log_is_said_plainly(host, page):
     queue = host.client()
     # Not started: the run is pending.

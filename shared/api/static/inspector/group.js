@@ -18,6 +18,14 @@ const ROTATION = 1000; // unresolved tasks off screen whose status a refresh rea
 const QUEUE_CHECK_EVERY = 30000;
 const IDLE_AFTER = 30; // seconds a task waits pending, with none of its queue running here, before a hint says so
 
+// Put `node` before `ref` in `parent`. A row already on the page is moved with moveBefore where the browser has it
+// (Chromium 133 on): an insertBefore takes it out and back, which drops the focus and a text selection inside it
+// (issue #65: a live group's re-sorts did).
+function place(parent, node, ref) {
+  if (node.parentNode === parent && typeof parent.moveBefore === "function") parent.moveBefore(node, ref);
+  else parent.insertBefore(node, ref);
+}
+
 export function groupView(target, groupId, query) {
   setTitle(`Task group ${groupId}`);
   if (!SLUGID.test(groupId)) {
@@ -192,7 +200,7 @@ export function groupView(target, groupId, query) {
     const keep = new Set(wanted);
     for (const tr of [...tbody.children]) if (!keep.has(tr)) tr.remove();
     wanted.forEach((tr, i) => {
-      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+      if (tbody.children[i] !== tr) place(tbody, tr, tbody.children[i] || null);
     });
     table.hidden = wanted.length === 0;
     empty.hidden = wanted.length > 0;

@@ -31,6 +31,7 @@ export function taskView(target, taskId) {
     return notASlugid(target, "taskId");
   }
   const title = h("h1", {}, "Task ", h("code", {}, taskId));
+  const viewLog = h("div", { id: "view-log" }); // the latest run's log, first thing on the page once there is one
   const actions = h("div", { class: "actions", id: "task-actions" });
   const feedback = h("div", { id: "action-feedback" });
   const facts = h("div", {}, "Loading…");
@@ -38,7 +39,7 @@ export function taskView(target, taskId) {
   const deps = h("section", { id: "dependencies" });
   const definition = h("section", { id: "definition" });
   const problem = h("div");
-  replace(target, title, problem, actions, feedback, facts, runs, deps, definition);
+  replace(target, title, problem, viewLog, actions, feedback, facts, runs, deps, definition);
   let task = null;
   let state = null;
   let poller = null;
@@ -104,6 +105,9 @@ export function taskView(target, taskId) {
       return;
     }
     if (RESOLVED.has(run.state)) node.dataset.final = "yes";
+    const logged = listed.filter((a) => LOG_TYPES.test(a.contentType) && a.storageType !== "error");
+    const named = logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
+    if (named) logs.set(runId, named.name);
     const signs = api.credentials() && listed.some((a) => !a.name.startsWith("public/"));
     if (signs) node.dataset.signed = epoch;
     else delete node.dataset.signed;
@@ -139,6 +143,20 @@ export function taskView(target, taskId) {
   }
 
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
+  const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
+
+  // "View log" for the newest run that has a log: where a reader looks first for why a run failed.
+  function renderViewLog(status) {
+    const runId = [...logs.keys()].filter((r) => r < status.runs.length).sort((a, b) => b - a)[0];
+    if (runId === undefined) {
+      redraw(viewLog, "none");
+      return;
+    }
+    const name = logs.get(runId);
+    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}`;
+    redraw(viewLog, href, h("a", { href, id: "view-log-link", class: "view-log-main" },
+      status.runs.length > 1 ? `View log (run ${runId})` : "View log"), " ", h("span", { class: "quiet" }, name));
+  }
 
   async function renderRuns(status) {
     if (status.runs.length === 0) {
@@ -216,6 +234,7 @@ export function taskView(target, taskId) {
     }
     renderFacts(status);
     await Promise.all([renderActions(), renderRuns(status), renderDeps()]);
+    renderViewLog(status);
     replace(problem);
   }
 
