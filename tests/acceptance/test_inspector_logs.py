@@ -6,6 +6,8 @@ the sign-in offered), an error artifact."""
 
 from __future__ import annotations
 
+import httpx
+
 from tests.acceptance.browsing import (
     LOG,
     WAIT_MS,
@@ -166,6 +168,32 @@ def test_the_task_page_offers_the_newest_runs_log_first(host, page):
     page.goto(f"{host.root_url}/inspector/#/tasks/{pending}")
     page.wait_for_selector("article.run[data-state='running']", timeout=WAIT_MS)
     assert page.locator("#view-log-link").count() == 0
+
+
+def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(host, page):
+    """Issue #65: the exit code and the first error lines beside "failed", from the log (why.js), and "View log"
+    opening the log at the first error."""
+    queue = host.client()
+    task_id = claimed_task(queue)
+    text = (
+        "compiling\nlinking\nerror: undefined reference to `main'\ncollect2: ld returned 1\nexit code 2 after 0.4 s\n"
+    )
+    created = queue.createArtifact(
+        task_id, "0", LOG, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain; charset=utf-8"}
+    )
+    assert (
+        httpx.put(created["putUrl"], content=text.encode(), headers={"x-ms-blob-type": "BlockBlob"}).status_code == 201
+    )
+    queue.reportFailed(task_id, "0")
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    page.wait_for_selector("#exit-code", timeout=WAIT_MS)
+    assert page.inner_text("#exit-code") == "2"
+    assert "Why run 0 failed" in page.inner_text("#run-why")
+    first = page.locator("#run-why .error-lines li").first
+    assert "error: undefined reference" in first.inner_text() and "line 3" in first.inner_text()
+    page.wait_for_selector("#view-log-link[href$='#L3']", timeout=WAIT_MS)
+    page.click("#view-log-link")
+    page.wait_for_selector("#log .line.sel[data-n='3']", timeout=WAIT_MS)  # opened at the error, selected
 
 
 def test_each_state_of_a_log_is_said_plainly(host, page):

@@ -11,7 +11,8 @@ export default [
   },
   {
     // ANSI escapes are control characters: matching them is what these modules are for.
-    files: ["shared/api/static/inspector/ansi.js", "shared/api/static/inspector/logmodel.js"],
+    files: ["shared/api/static/inspector/ansi.js", "shared/api/static/inspector/logmodel.js",
+      "shared/api/static/inspector/why.js"],
     rules: { "no-control-regex": "off" },
   },
   {

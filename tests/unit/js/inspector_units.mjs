@@ -8,6 +8,7 @@ import { understand, routeOf } from "../../../shared/api/static/inspector/addres
 import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
 import { layers } from "../../../shared/api/static/inspector/graph.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
+import { explain, ERROR_LINES } from "../../../shared/api/static/inspector/why.js";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
 const G = "Ed2CLmzBTXyhJDQhSkt7Cg";
@@ -132,3 +133,19 @@ test("the graph puts each task one layer below the deepest of its dependencies i
   assert.deepEqual(Object.fromEntries(layerOf), { a: 0, b: 1, c: 2, d: 0, e: 3 });
   assert.deepEqual(bands.map((band) => band.map((t) => t.status.taskId).sort()), [["a", "d"], ["b"], ["c"], ["e"]]);
 });
+
+test("a failed run's log explains itself: the worker's exit code and the first error lines", () => {
+  const log = ["[taskcluster] starting", "compiling 12 files", "\x1b[31merror: cannot find symbol Foo\x1b[0m",
+    "  at Bar.java:3", "Ran 10 tests, 0 failed", "FAILED (errors=1)", "exit code 2 after 3.1 s"].join("\n");
+  assert.deepEqual(explain(log), { exitCode: "2", errors: [
+    { n: 3, line: "error: cannot find symbol Foo" }, { n: 6, line: "FAILED (errors=1)" }] });
+  // generic-worker's and docker-worker's own lines; the last exit code counts.
+  assert.equal(explain("exit code: 1\n[taskcluster 2026-01-01] Exit Code: 137").exitCode, "137");
+  // Lines a task marks as errors come first, whatever else says "error" before them.
+  const marked = explain("error handling is on\nTEST-UNEXPECTED-FAIL | test_a.py | boom\n##[error]lint: 3 problems");
+  assert.deepEqual(marked.errors.map((e) => e.n), [2, 3]);
+  const many = explain(Array.from({ length: 10 }, (_, i) => `error ${i}`).join("\n"));
+  assert.equal(many.errors.length, ERROR_LINES);
+  assert.deepEqual(explain("all good\nexited with code 0"), { exitCode: "0", errors: [] });
+});
+

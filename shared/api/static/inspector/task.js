@@ -1,6 +1,7 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
+import { explain, READ_AT_MOST } from "./why.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
@@ -32,6 +33,7 @@ export function taskView(target, taskId) {
   }
   const title = h("h1", {}, "Task ", h("code", {}, taskId));
   const viewLog = h("div", { id: "view-log" }); // the latest run's log, first thing on the page once there is one
+  const why = h("div", { id: "run-why" }); // why the newest failed run failed, read from its log (why.js)
   const actions = h("div", { class: "actions", id: "task-actions" });
   const feedback = h("div", { id: "action-feedback" });
   const facts = h("div", {}, "Loading…");
@@ -39,7 +41,7 @@ export function taskView(target, taskId) {
   const deps = h("section", { id: "dependencies" });
   const definition = h("section", { id: "definition" });
   const problem = h("div");
-  replace(target, title, problem, viewLog, actions, feedback, facts, runs, deps, definition);
+  replace(target, title, problem, viewLog, why, actions, feedback, facts, runs, deps, definition);
   let task = null;
   let state = null;
   let poller = null;
@@ -145,7 +147,10 @@ export function taskView(target, taskId) {
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
 
-  // "View log" for the newest run that has a log: where a reader looks first for why a run failed.
+  const explained = new Map(); // runId -> explain() of its final log, or null when it could not be read
+
+  // "View log" for the newest run that has a log: where a reader looks first for why a run failed (at its first
+  // error line, when the run failed and its log names one).
   function renderViewLog(status) {
     const runId = [...logs.keys()].filter((r) => r < status.runs.length).sort((a, b) => b - a)[0];
     if (runId === undefined) {
@@ -153,9 +158,43 @@ export function taskView(target, taskId) {
       return;
     }
     const name = logs.get(runId);
-    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}`;
+    const first = explained.get(runId)?.errors[0];
+    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}${first ? `#L${first.n}` : ""}`;
     redraw(viewLog, href, h("a", { href, id: "view-log-link", class: "view-log-main" },
       status.runs.length > 1 ? `View log (run ${runId})` : "View log"), " ", h("span", { class: "quiet" }, name));
+  }
+
+  // The newest run, when it failed (or ended in an exception) and has a log: its exit code and first error lines.
+  async function renderWhy(status) {
+    const run = status.runs[status.runs.length - 1];
+    const name = run && logs.get(run.runId);
+    if (!run || !name || (run.state !== "failed" && run.state !== "exception")) {
+      redraw(why, "none");
+      return;
+    }
+    if (!explained.has(run.runId)) explained.set(run.runId, await readWhy(run.runId, name));
+    const found = explained.get(run.runId);
+    if (!found || (found.exitCode === null && found.errors.length === 0)) {
+      redraw(why, "none");
+      return;
+    }
+    const logHref = (n) => `#/tasks/${taskId}/runs/${run.runId}/logs/${encodeURIComponent(name)}#L${n}`;
+    redraw(why, JSON.stringify([run.runId, found]), h("section", { class: "why" },
+      h("h2", {}, `Why run ${run.runId} ${run.state === "failed" ? "failed" : "ended"}`),
+      found.exitCode !== null ? h("p", {}, "Exit code ", h("code", { id: "exit-code" }, found.exitCode)) : null,
+      found.errors.length ? h("ol", { class: "error-lines" }, found.errors.map((e) => h("li", {},
+        h("a", { href: logHref(e.n) }, `line ${e.n}`), " ", h("code", {}, e.line)))) : null));
+  }
+
+  async function readWhy(runId, name) {
+    try {
+      const response = await fetch(await api.artifactUrl(taskId, runId, name), { cache: "no-store" });
+      const size = Number(response.headers.get("content-length") || 0);
+      if (!response.ok || size > READ_AT_MOST) return null;
+      return explain(await response.text());
+    } catch {
+      return null;
+    }
   }
 
   async function renderRuns(status) {
@@ -234,6 +273,7 @@ export function taskView(target, taskId) {
     }
     renderFacts(status);
     await Promise.all([renderActions(), renderRuns(status), renderDeps()]);
+    await renderWhy(status);
     renderViewLog(status);
     replace(problem);
   }
