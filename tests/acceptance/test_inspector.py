@@ -285,7 +285,9 @@ def test_the_index_is_browsed_by_namespace_and_opens_the_indexed_task(host, page
 
 def test_the_footer_names_the_running_release(host, page):
     page.goto(f"{host.root_url}/inspector/")
-    page.wait_for_function("document.getElementById('about').textContent.includes('tc-azure-queue')", timeout=WAIT_MS)
+    # wait_js, not wait_for_function: Playwright polls the latter with eval, which the page's CSP refuses (the
+    # footer filled before the first check hid that; a slower page failed with EvalError).
+    wait_js(page, "document.getElementById('about').textContent.includes('tc-azure-queue')")
     release = httpx.get(f"{host.root_url}/__version__").json()
     assert page.inner_text("#about") == f"tc-azure-queue {__version__} · commit {release['commit'][:12]}"
 
