@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import azure.functions as func
 
 from functions.shards import trigger_queues
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
+from shared.domain.messages import CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
 from shared.runtime import get_queue
 from shared.storage.retry import StorageUnavailable
@@ -100,15 +100,30 @@ async def _resolution(queue: str, msg: func.QueueMessage, check: ResolvedCheck) 
     await later_if_busy(queue, msg, handle)
 
 
-# One function per shard of each check queue (one, with its name of old, unless QUEUE_CHECK_SHARDS says more).
+# One function per shard of each triggered check queue (one, with its name of old, unless QUEUE_CHECK_SHARDS says
+# more). The claim checks and deadlines due later wait in parking queues that no function watches (move_due_checks).
 for _name, _base, _make in (
-    ("claim_expiry", CLAIM_QUEUE, _claim_expiry),
-    ("task_deadline", DEADLINE_QUEUE, _task_deadline),
+    ("claim_expiry", CLAIM_DUE_QUEUE, _claim_expiry),
+    ("task_deadline", DEADLINE_DUE_QUEUE, _task_deadline),
     ("task_resolved", RESOLVED_QUEUE, _task_resolved),
 ):
     for _suffix, _queue, _connection in trigger_queues(_base):
         bp.function_name(_name + _suffix)(
             bp.queue_trigger(arg_name="msg", queue_name=_queue, connection=_connection)(_make(_queue))
+        )
+
+
+@bp.function_name("move_due_checks")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_PARK_SCHEDULE%")
+async def move_due_checks(timer: func.TimerRequest) -> None:
+    """Parked claim checks and deadlines that fall due within QUEUE_PARK_LEAD go to their triggers' queues."""
+    moved = await get_queue().stores.check_queues.move_due()
+    if moved.moved or moved.waiting:
+        log.info(
+            "parked checks: %d moved to their triggers' queues, %d put back to wait",
+            moved.moved,
+            moved.waiting,
+            extra=fields(event="checks-moved", moved=moved.moved, waiting=moved.waiting),
         )
 
 

@@ -129,7 +129,7 @@ def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
 
 def _binding_defaults() -> None:
     """App settings the function bindings name (`%QUEUE_EXPIRY_SCHEDULE%`) get the settings' defaults."""
-    for name in ("expiry_schedule", "reconcile_schedule"):
+    for name in ("expiry_schedule", "reconcile_schedule", "park_schedule"):
         os.environ.setdefault(f"QUEUE_{name.upper()}", str(Settings.model_fields[name].default))
 
 

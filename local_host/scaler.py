@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from local_host.triggers import QueueOptions
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, Shards
+from shared.domain.messages import TRIGGERED_QUEUES, Shards
 from shared.outbox.rows import DISPATCH_QUEUE
 from shared.storage.base import QueueStore
 
 PROJECT = Path(__file__).resolve().parent.parent
-WATCHED = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, DISPATCH_QUEUE)  # the check queues a trigger listens to
+WATCHED = (*TRIGGERED_QUEUES, DISPATCH_QUEUE)  # the check queues a trigger listens to
 
 
 def per_instance(options: QueueOptions) -> int:

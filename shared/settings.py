@@ -258,6 +258,16 @@ class Settings(BaseSettings):
         description="NCRONTAB schedule of the reconciler "
         "(an app setting its binding names as %QUEUE_RECONCILE_SCHEDULE%).",
     )
+    park_lead: int = Field(
+        default=60,
+        ge=1,
+        description="Seconds before they fall due that claim checks and deadlines due later are brought from their "
+        "parking queue, which no trigger watches, to their trigger's (shared/domain/parking.py).",
+    )
+    park_schedule: str = Field(
+        default="*/20 * * * * *",
+        description="NCRONTAB schedule of the timer that moves parked checks (%QUEUE_PARK_SCHEDULE%): within the lead.",
+    )
     reconcile_grace: float = Field(
         default=300,
         gt=0,

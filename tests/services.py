@@ -25,12 +25,13 @@ def memory_service(
     clock: Callable[[], dt.datetime] | None = None,
     **settings: Any,
 ) -> Queue:
-    """A service on the memory connector with the unit tier's settings: short claims, no deadline delay, no
+    """A service on the memory connector with the unit tier's settings: short claims (parked), no deadline delay, no
     claimWork wait, resolutions left to their messages (each overridable); no blob store unless given."""
     values: dict[str, Any] = {
         "storage": "memory",
         "root_access_token": ROOT_ACCESS_TOKEN,
         "claim_timeout": 60,
+        "park_lead": 30,  # the claims' checks parked, as production's 20-minute ones are
         "deadline_delay": 0,
         "hint_grace": 60,
         "claim_work_wait": 0,

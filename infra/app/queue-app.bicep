@@ -102,6 +102,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       // Timer schedules: the bindings name them (%QUEUE_EXPIRY_SCHEDULE%), so they must exist as app settings.
       QUEUE_EXPIRY_SCHEDULE: '0 */5 * * * *'
       QUEUE_RECONCILE_SCHEDULE: '30 */5 * * * *'
+      QUEUE_PARK_SCHEDULE: '*/20 * * * * *'
       // Events to Service Bus, by identity.
       QUEUE_EVENT_BUS: 'servicebus'
       QUEUE_SERVICEBUS__fullyQualifiedNamespace: serviceBusNamespace

@@ -3,7 +3,8 @@ index.
 
 TaskDeadlines: PartitionKey = the second a deadline comes due (`deadline + QUEUE_DEADLINE_DELAY`, rounded up:
 `YYYY-MM-DDTHH:MM:SS`), RowKey = taskId, `deadline`, `expires`. createTask (and rerunTask) writes the task's row before
-the task, and makes sure a `task-deadlines` message `{bucket}` is queued, visible when that second is over; a process
+the task, and makes sure a `task-deadlines` message `{bucket}` is queued, visible when that second is over (parked
+until shortly before when it is further off: shared/domain/parking.py); a process
 puts one such message per bucket and remembers it, so a graph whose tasks share a deadline (as a decision task's
 do) queues one message, not thousands. When it comes due the handler checks a page of the bucket's tasks (each
 re-read: a resolved or re-deadlined task is left alone), enters each in the expiry index (shared/domain/expiry.py),
@@ -31,8 +32,9 @@ from typing import Any
 from shared import timeutil
 from shared.bounded import Bounded
 from shared.domain.expiry import ExpiryIndex
-from shared.domain.messages import DEADLINE_QUEUE, Shards, unsalted
-from shared.storage.base import Entity, QueueStore, TableStore, delete_all, put_json
+from shared.domain.messages import DEADLINE_QUEUE, Shards, bucket_of, bucket_time
+from shared.domain.parking import CheckQueues
+from shared.storage.base import Entity, TableStore, delete_all, put_json
 from shared.storage.grouped import GroupedUpserts
 
 DEADLINES_TABLE = "TaskDeadlines"
@@ -47,20 +49,8 @@ CONCURRENCY = 16
 # its createTask may still be under way (held up past the deadline), and the task, written after the check, would
 # otherwise never expire; where none comes (a refused createTask), the expiry timer drops the entry.
 EXPIRY_AFTER = frozenset({"exceeded", "already-resolved", "early", "task-gone"})
+ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 PAGES_READ = 50  # pages one look for rows past their `expires` reads at most (see `expired`)
-
-
-def bucket_of(due: dt.datetime) -> str:
-    """The second `due` falls in, rounded up: its bucket's key and the time its message becomes visible."""
-    whole = due.replace(microsecond=0)
-    if whole < due:
-        whole += dt.timedelta(seconds=1)
-    return whole.strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def bucket_time(bucket: str) -> dt.datetime:
-    """When a bucket comes due (its second; a salted bucket's, `<second>~<n>`, too)."""
-    return dt.datetime.strptime(unsalted(bucket), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True)
@@ -87,13 +77,13 @@ class DeadlineIndex:
     def __init__(
         self,
         tables: TableStore,
-        queues: QueueStore,
+        checks: CheckQueues,
         shards: Shards,
         delay_seconds: float,
         expiry: ExpiryIndex,
         clock: Callable[[], dt.datetime] = timeutil.now,
     ) -> None:
-        self.tables, self.queues, self.shards, self.expiry = tables, queues, shards, expiry
+        self.tables, self.checks, self.shards, self.expiry = tables, checks, shards, expiry
         self.delay = dt.timedelta(seconds=delay_seconds)
         self.clock = clock
         self._rows = GroupedUpserts(tables)  # a second's rows, a transaction for many requests
@@ -107,9 +97,6 @@ class DeadlineIndex:
         """The task's bucket: the second its deadline comes due, salted by taskId when QUEUE_PENDING_SHARDS
         splits each second's partition (a graph's tasks share their deadline)."""
         return self.shards.salted(bucket_of(deadline + self.delay), task_id)
-
-    def queue(self, bucket: str) -> str:
-        return self.shards.check_queue(DEADLINE_QUEUE, bucket)
 
     async def add(self, task_id: str, deadline: dt.datetime, expires: dt.datetime) -> None:
         """Before the task is written: its row (with its `expires`, entered in the expiry index at the deadline), and
@@ -170,9 +157,7 @@ class DeadlineIndex:
         put: asyncio.Future[None] = loop.create_future()
         self._announced.put(bucket, (put, due))
         try:
-            await self.queues.put(
-                self.queue(bucket), DeadlineBucket(bucket).encode(), visible_in=timeutil.ceil_seconds(due - now)
-            )
+            await self.checks.put(DEADLINE_QUEUE, bucket, DeadlineBucket(bucket).encode(), due)
         except BaseException as exc:
             self._announced.pop(bucket)
             put.set_exception(exc)
@@ -193,11 +178,10 @@ class DeadlineIndex:
         enter them in the expiry index, then delete their rows; the next page goes to a new message first. An
         outcome word."""
         now = self.clock()
-        early = bucket_time(message.bucket) - now
+        due = bucket_time(message.bucket)
+        early = due - now
         if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
-            await self.queues.put(
-                self.queue(message.bucket), message.encode(), visible_in=max(1, timeutil.ceil_seconds(early))
-            )
+            await self.checks.put(DEADLINE_QUEUE, message.bucket, message.encode(), max(due, now + ONE_SECOND))
             return "early"
         page = await self.tables.query(
             DEADLINES_TABLE,
@@ -207,8 +191,8 @@ class DeadlineIndex:
             continuation=message.continuation,
         )
         if page.continuation is not None:
-            await self.queues.put(
-                self.queue(message.bucket), DeadlineBucket(message.bucket, page.continuation).encode()
+            await self.checks.put(
+                DEADLINE_QUEUE, message.bucket, DeadlineBucket(message.bucket, page.continuation).encode(), now
             )
         limit = asyncio.Semaphore(CONCURRENCY)
 

@@ -19,10 +19,15 @@ from shared.domain.tasks import PRIORITIES
 from shared.storage.base import put_json
 from shared.storage.sharded import shard_name, stable_hash
 
-CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible at takenUntil
-DEADLINE_QUEUE = "task-deadlines"  # {bucket}: the deadlines of a second, visible after it (shared/domain/deadlines.py)
+# Claim checks and deadline buckets due more than QUEUE_PARK_LEAD ahead wait in these, which no trigger watches
+# (shared/domain/parking.py); the rest, and what the mover brings, in the `-due` queues, which the triggers watch.
+CLAIM_QUEUE = "claim-expiry"  # {taskId, runId, takenUntil}, visible QUEUE_PARK_LEAD before takenUntil
+DEADLINE_QUEUE = "task-deadlines"  # {bucket}: the deadlines of a second (shared/domain/deadlines.py)
+CLAIM_DUE_QUEUE = "claim-expiry-due"  # claim checks due within the lead, visible at takenUntil
+DEADLINE_DUE_QUEUE = "task-deadlines-due"  # deadline buckets due within the lead, visible after their second
 RESOLVED_QUEUE = "task-resolved"  # {taskId, runId, taskGroupId, continuation, since}: follow its dependents
-FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE)
+FIXED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, RESOLVED_QUEUE)
+TRIGGERED_QUEUES = (CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, RESOLVED_QUEUE)  # with event-dispatch (shared/outbox)
 
 
 def priority_level(priority: str) -> int:
@@ -86,6 +91,19 @@ def salt(partition_key: str, n: int) -> str:
 
 def unsalted(partition_key: str) -> str:
     return partition_key.split("~", 1)[0]
+
+
+def bucket_of(due: dt.datetime) -> str:
+    """The second `due` falls in, rounded up: its bucket's key and the time its message becomes visible."""
+    whole = due.replace(microsecond=0)
+    if whole < due:
+        whole += dt.timedelta(seconds=1)
+    return whole.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def bucket_time(bucket: str) -> dt.datetime:
+    """When a bucket comes due (its second; a salted bucket's, `<second>~<n>`, too)."""
+    return dt.datetime.strptime(unsalted(bucket), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
 
 
 def poison_queue(queue: str) -> str:

@@ -34,11 +34,13 @@ from shared.domain.messages import (
     CLAIM_QUEUE,
     DEADLINE_QUEUE,
     RESOLVED_QUEUE,
+    TRIGGERED_QUEUES,
     ClaimCheck,
     DeadlineCheck,
     ResolvedCheck,
     poison_queue,
 )
+from shared.domain.parking import PARKED_KIND
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task, accepted_states
 from shared.logs import fields
 from shared.operations.checks import Checks
@@ -53,7 +55,9 @@ log = logging.getLogger("queue.reconciler")
 PAGE = 100  # rows read, and tasks checked concurrently at most, per step
 CONCURRENCY = 16
 REQUIREMENTS_CHECKED = 100  # of a blocked task's remaining dependencies, per pass (satisfied ones are deleted)
-TRIGGERED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, DISPATCH_QUEUE)
+# The queues whose poison queues are redriven: each triggered one, and the parking queues, which releases before
+# 0.3.0 triggered (poison they left).
+POISONED_QUEUES = (CLAIM_QUEUE, DEADLINE_QUEUE, *TRIGGERED_QUEUES, DISPATCH_QUEUE)
 
 # The repairs, by the name logged (`reason`) and counted.
 REPAIRS = {
@@ -325,7 +329,7 @@ class Reconciler:
         is deleted, otherwise it stays (hidden until the next pass) and is reported again."""
         queues = self.stores.queues
         shards = self.stores.shards
-        triggered = [(base, queue) for base in TRIGGERED_QUEUES for queue in shards.check_queues(base)]
+        triggered = [(base, queue) for base in POISONED_QUEUES for queue in shards.check_queues(base)]
         if not self._poison_ready:
             await queues.ensure_queues([poison_queue(queue) for _, queue in triggered])
             self._poison_ready = True
@@ -342,6 +346,7 @@ class Reconciler:
 
     async def _redrive(self, report: Report, base: str, queue: str, poison: str, message: QueueMessage) -> None:
         """Run a poison message's handler again: `base` names the kind of queue (`queue` is its shard)."""
+        base = PARKED_KIND.get(base, base)  # a triggered `-due` queue holds the checks its parking queue does
         try:
             body = message.json()
         except ValueError:

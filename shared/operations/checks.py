@@ -9,7 +9,7 @@ import datetime as dt
 import logging
 from typing import Any, Literal
 
-from shared import errors, faults, metrics, timeutil
+from shared import errors, faults, metrics
 from shared.domain.deadlines import DeadlineBucket
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, DeadlineCheck, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
@@ -19,6 +19,7 @@ from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.outbox.rows import Stream
 
 log = logging.getLogger("queue")
+ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 
 ClaimCheckOutcome = Literal["expired", "stale", "early", "deadline", "task-gone", "followed-up"]
 DeadlineCheckOutcome = Literal["exceeded", "stale", "early", "already-resolved", "task-gone"]
@@ -29,12 +30,12 @@ class Checks:
         self.tasks = tasks
         self.stores = tasks.stores
 
-    async def _put_back_if_early(self, queue: str, body: bytes, due: dt.datetime, now: dt.datetime) -> bool:
-        """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back."""
-        early = due - now
-        if early <= dt.timedelta(0):
+    async def _put_back_if_early(self, base: str, key: str, body: bytes, due: dt.datetime, now: dt.datetime) -> bool:
+        """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back, for at
+        least a second (parked if it is still far off)."""
+        if due <= now:
             return False
-        await self.stores.queues.put(queue, body, visible_in=max(1, timeutil.ceil_seconds(early)))
+        await self.stores.check_queues.put(base, key, body, max(due, now + ONE_SECOND), now=now)
         return True
 
     async def check_claim(self, check: ClaimCheck) -> ClaimCheckOutcome:
@@ -61,9 +62,7 @@ class Checks:
             ):
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(
-                self.tasks.check_queue(CLAIM_QUEUE, check.taskId), check.encode(), check.takenUntil, now
-            ):
+            if await self._put_back_if_early(CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil, now):
                 outcome = "early"
                 return UNCHANGED
             if deadline_passed(task, now):
@@ -132,9 +131,7 @@ class Checks:
             if task.deadline != check.deadline:
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(
-                self.tasks.check_queue(DEADLINE_QUEUE, check.taskId), check.encode(), check.deadline, now
-            ):
+            if await self._put_back_if_early(DEADLINE_QUEUE, check.taskId, check.encode(), check.deadline, now):
                 outcome = "early"
                 return UNCHANGED
             if not task.runs:

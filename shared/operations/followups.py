@@ -105,7 +105,7 @@ class Guards:
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
             claim = task.checks.get("claim")
-            claim_queue = self.tasks.check_queue(CLAIM_QUEUE, task.task_id)
+            claim_queue = self.tasks.claim_queue(task.task_id)
             converted = (
                 None
                 if claim is None
@@ -164,6 +164,19 @@ class FollowUps:
         """The shard of a check queue (claim-expiry, task-resolved, task-deadlines) that holds the task's messages."""
         return self.stores.shards.check_queue(base, task_id)
 
+    @property
+    def claims_parked(self) -> bool:
+        """Whether claim checks wait in the parking queue (a claim outlasts QUEUE_PARK_LEAD: production's 20
+        minutes) rather than in the triggered one: decided by the settings, not per check, so that a task's
+        `checks["claim"]` (a message id and pop receipt, no queue) is looked for where it was put. A process with
+        other settings looks in the other queue: its update or delete of the check fails, which is harmless (a
+        resolution then puts its message of its own; the check shows as stale)."""
+        return self.stores.check_queues.parks(self.stores.settings.claim_timeout)
+
+    def claim_queue(self, task_id: str) -> str:
+        """The queue that holds the task's claim checks (`checks["claim"]` refers to a message in it)."""
+        return self.stores.check_queues.queue(CLAIM_QUEUE, task_id, parked=self.claims_parked)
+
     def guarded(self) -> bool:
         """Whether this process's resolutions of running runs are guarded by their claim checks: it publishes
         its changes' events itself (or there is no bus) and resolves what follows a resolution itself (the check
@@ -177,7 +190,7 @@ class FollowUps:
         if group.announce is not None:
             streams.append((group.stream, group.announce))
         self.stores.events.guarded_by(
-            self.check_queue(CLAIM_QUEUE, task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams
+            self.claim_queue(task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams
         )
 
     def guarded_by_claim(self, task: Task, claim: list[str], now: dt.datetime) -> None:
@@ -187,7 +200,7 @@ class FollowUps:
         request), the check's expiry of the claim (a request), a reclaim's check after it; a check that comes due
         on a resolved run asks for the dispatch itself (Resolution.follow_up_run). A bus that refuses it gets a
         request of its own (shared/outbox/writers.py). The check expires the claim: it is never deleted here."""
-        self._kept_in_for(task, self.check_queue(CLAIM_QUEUE, task.task_id), claim[0], claim[1], now)
+        self._kept_in_for(task, self.claim_queue(task.task_id), claim[0], claim[1], now)
 
     def _kept_in_for(self, task: Task, queue: str, message_id: str, pop_receipt: str, now: dt.datetime) -> None:
         """A message that stays (its handler's to delete) stands in for the events the task's change wrote."""
@@ -222,7 +235,7 @@ class FollowUps:
         run_id = task.last_run_id
         check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, guards.now)
         fallback = self.stores.events.guarded_by(
-            self.check_queue(CLAIM_QUEUE, task.task_id),
+            self.claim_queue(task.task_id),
             QueueMessage(claim[0], claim[1], b"", 0, guards.now),
             [(Stream(TASKS_TABLE, task.task_id), task.event_seq)],
             also=1,
@@ -311,10 +324,14 @@ class FollowUps:
         return hint.hintId
 
     async def put_claim_check(self, task_id: str, run_id: int, taken_until: dt.datetime, now: dt.datetime) -> list[str]:
-        """Put the check that expires the claim at `taken_until`; its [messageId, popReceipt]."""
-        delay = timeutil.ceil_seconds(taken_until - now)
-        sent = await self.stores.queues.put(
-            self.check_queue(CLAIM_QUEUE, task_id), ClaimCheck(task_id, run_id, taken_until).encode(), visible_in=delay
+        """Put the check that expires the claim at `taken_until` (to `claim_queue`); its [messageId, popReceipt]."""
+        _, sent = await self.stores.check_queues.put(
+            CLAIM_QUEUE,
+            task_id,
+            ClaimCheck(task_id, run_id, taken_until).encode(),
+            taken_until,
+            parked=self.claims_parked,
+            now=now,
         )
         return [sent.id, sent.pop_receipt]
 
@@ -362,8 +379,8 @@ class FollowUps:
         Why bother: a queued check costs nothing on Azure until it comes due, but Azurite scans every message
         it holds on every queue operation, so spent checks slow everything down locally."""
         queues = {
-            "claim": self.check_queue(CLAIM_QUEUE, task_id),
-            "deadline": self.check_queue(DEADLINE_QUEUE, task_id),
+            "claim": self.claim_queue(task_id),
+            "deadline": self.check_queue(DEADLINE_QUEUE, task_id),  # per-task checks of old: in the parking queue
         }
 
         async def delete(kind: str, message_id: str, pop_receipt: str) -> None:

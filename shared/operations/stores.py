@@ -23,6 +23,7 @@ from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
 from shared.domain.index import INDEX_TABLE
 from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
+from shared.domain.parking import CheckQueues
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE, TaskQueueRuns
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE, WorkerInfo
@@ -143,6 +144,7 @@ class Stores:
     receives: SharedReceives
     background: Background  # work after an answer: cleanups, the writer's publishing
     shards: Shards  # how the check and pending queues and the hot partitions are split
+    check_queues: CheckQueues  # where a delayed check waits: parked, or in its trigger's queue
     _ready: bool = field(default=False, init=False)
     _readying: asyncio.Future[None] | None = field(default=None, init=False)
     _pending_queues_ready: Bounded[str, None] = field(default_factory=lambda: Bounded(FILLED_REMEMBERED), init=False)
@@ -172,6 +174,7 @@ class Stores:
             dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key),
         )
         expiry = ExpiryIndex(tables, shards=shards)
+        check_queues = CheckQueues(queues, shards, settings.park_lead, clock)
         return cls(
             settings,
             tables,
@@ -184,13 +187,14 @@ class Stores:
             expiry,
             ExpiryIndex(tables, ARTIFACT_EXPIRY_TABLE, shards),
             ExpiryIndex(tables, OBJECT_EXPIRY_TABLE, shards),
-            DeadlineIndex(tables, queues, shards, settings.deadline_delay, expiry, clock),
+            DeadlineIndex(tables, check_queues, shards, settings.deadline_delay, expiry, clock),
             WorkerInfo(tables, settings, clock),
             TaskQueueRuns(tables, shards),
             EmptyPendingQueues(settings.pending_empty_ttl),
             SharedReceives(queues),
             background,
             shards,
+            check_queues,
         )
 
     def credentials(self, client_id: str, scopes: list[str], expiry: dt.datetime) -> dict[str, str]:

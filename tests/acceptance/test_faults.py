@@ -23,7 +23,14 @@ from azure.storage.queue import QueueClient
 from local_host import azurite as azurite_mod
 from shared import timeutil
 from shared.domain.events import EXCHANGES
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, pending_queue, poison_queue
+from shared.domain.messages import (
+    CLAIM_DUE_QUEUE,
+    CLAIM_QUEUE,
+    DEADLINE_DUE_QUEUE,
+    DEADLINE_QUEUE,
+    pending_queue,
+    poison_queue,
+)
 from shared.faults import EXIT_STATUS
 from shared.maintenance.invariants import audit
 from shared.runtime import build_queue
@@ -276,14 +283,16 @@ def test_lost_messages_are_repaired_by_the_reconciler(
     queue.createTask(lost_claim, task_definition(taskQueueId=tq, priority="high"))
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     assert claim["status"]["taskId"] == lost_claim
-    clear(own_azurite, CLAIM_QUEUE, shards.checks)
+    for name in (CLAIM_QUEUE, CLAIM_DUE_QUEUE):  # parked or not (a claim of 3 s is not)
+        clear(own_azurite, name, shards.checks)
     # A deadline check lost:
     lost_deadline = slugid()
     queue.createTask(
         lost_deadline,
         task_definition(taskQueueId=task_queue_id(), deadline=timeutil.iso(timeutil.now() + dt.timedelta(seconds=3))),
     )
-    clear(own_azurite, DEADLINE_QUEUE, shards.checks)
+    for name in (DEADLINE_QUEUE, DEADLINE_DUE_QUEUE):
+        clear(own_azurite, name, shards.checks)
 
     workers = Workers(queue, tq)
     workers.complete([lost_hint, lost_claim], timeout=60)
@@ -329,8 +338,9 @@ def test_poison_message_is_reported_and_its_task_moves_on(
     queue.createTask(dependent, task_definition(taskQueueId=tq, dependencies=[root]))
     [claim] = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
     queue.reportCompleted(root, claim["runId"])
-    # The root's resolution message is its claim check, turned into it: it is poisoned in the claim queue's poison.
-    poisoned = poison_queue(shards_of(broken.env).check_queue(CLAIM_QUEUE, root))
+    # The root's resolution message is its claim check, turned into it (a claim of 10 s is not parked): it is
+    # poisoned in the triggered claim queue's poison.
+    poisoned = poison_queue(shards_of(broken.env).check_queue(CLAIM_DUE_QUEUE, root))
     wait_for(lambda: f"moved to {poisoned}" in broken.log(), timeout=30)
     wait_for(lambda: "poison message still fails" in broken.log(), timeout=30)  # its reconciler tried, reported
     assert queue.status(dependent)["status"]["state"] == "unscheduled"

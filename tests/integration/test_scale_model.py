@@ -1,6 +1,7 @@
 """The model of Azure's queue-trigger scaler (local_host/scaler.py) on Azurite, which counts a queue's messages as
-Azure does (delayed ones included): what the claim checks of running tasks and the deadline buckets of a day
-draw from Flex Consumption today (issue #66)."""
+Azure does (delayed ones included): the claim checks of running tasks and the deadline buckets of a day wait in
+parking queues that no trigger watches (shared/domain/parking.py), so they draw no instances on Flex Consumption
+until they are nearly due (issue #66)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from local_host import scaler
 from local_host.triggers import QueueOptions
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards
+from shared.domain.messages import CLAIM_DUE_QUEUE, CLAIM_QUEUE, DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards
 from shared.outbox.rows import DISPATCH_QUEUE
 from tests.conftest import azurite_of_its_own, slugid, task_definition, task_queue_id
 from tests.services import azurite_service
@@ -47,10 +48,10 @@ def test_instance_seconds_hold_each_vote_until_the_next_sample():
     assert counted.peak == 2 and "instance-seconds 10 over 5 s" in counted.report(5)
 
 
-def test_delayed_checks_count_in_the_vote_once_one_is_due(own_azurite):
+def test_parked_checks_do_not_count_in_the_vote_when_one_is_due(own_azurite):
     """Running tasks with claims of 20 minutes and deadlines a day away leave a claim check each, and a deadline
-    bucket per second of deadlines, delayed in trigger-watched queues: no vote while none is due, and a vote for
-    all of them as soon as one is."""
+    bucket per second of deadlines: parked, where no trigger watches. When one check is due, only it counts (it
+    was the whole count of the queue, 61 messages and 2 instances, while they waited in the watched queue)."""
 
     async def go() -> None:
         queue = azurite_service(own_azurite.connection_string, claim_timeout=1200, deadline_delay=0)
@@ -65,16 +66,18 @@ def test_delayed_checks_count_in_the_vote_once_one_is_due(own_azurite):
             claimed = 0
             while claimed < RUNNING:
                 claimed += len(await queue.work.claim_work(tq, "wg", "w", 32))
-            names = [CLAIM_QUEUE, DEADLINE_QUEUE, DISPATCH_QUEUE]
-            quiet = {v.queue: v for v in await scaler.sample(queue.stores.queues, names, 48)}
-            assert quiet[CLAIM_QUEUE].messages == RUNNING and not quiet[CLAIM_QUEUE].due  # a check per claim
-            assert quiet[DEADLINE_QUEUE].messages == RUNNING and not quiet[DEADLINE_QUEUE].due  # a second each
+            parked = {v.queue: v for v in await scaler.sample(queue.stores.queues, [CLAIM_QUEUE, DEADLINE_QUEUE], 48)}
+            assert parked[CLAIM_QUEUE].messages == RUNNING and parked[DEADLINE_QUEUE].messages == RUNNING
+            watched = [CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, DISPATCH_QUEUE]
+            quiet = {v.queue: v for v in await scaler.sample(queue.stores.queues, watched, 48)}
+            assert quiet[CLAIM_DUE_QUEUE].messages == quiet[DEADLINE_DUE_QUEUE].messages == 0
             assert sum(v.instances for v in quiet.values()) == 0
-            # One claim check comes due (a claim of a second, say): the scaler counts every delayed one with it.
-            await queue.stores.queues.put(CLAIM_QUEUE, ClaimCheck(slugid(), 0, start).encode())
-            due = {v.queue: v for v in await scaler.sample(queue.stores.queues, names, 48)}
-            assert due[CLAIM_QUEUE].due and due[CLAIM_QUEUE].messages == RUNNING + 1
-            assert due[CLAIM_QUEUE].instances == 2  # ceil(61 / 48), for one message of work
+            # One claim check comes due (a claim of a second, say): it alone counts.
+            await queue.stores.check_queues.put(CLAIM_QUEUE, "x", ClaimCheck(slugid(), 0, start).encode(), start)
+            due = {v.queue: v for v in await scaler.sample(queue.stores.queues, watched, 48)}
+            assert due[CLAIM_DUE_QUEUE].due and due[CLAIM_DUE_QUEUE].messages == 1
+            assert due[CLAIM_DUE_QUEUE].instances == 1
+            assert (await queue.stores.check_queues.move_due()).moved == 0  # the parked ones are far from due
         finally:
             await queue.close()
 

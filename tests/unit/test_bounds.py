@@ -19,6 +19,7 @@ from shared.domain.deadlines import DeadlineIndex
 from shared.domain.expiry import ExpiryIndex
 from shared.domain.groups import TaskGroup
 from shared.domain.messages import Shards
+from shared.domain.parking import CheckQueues
 from shared.domain.tasks import KnownTasks
 from shared.operations import group_store as groups_mod
 from shared.operations import stores as stores_mod
@@ -76,7 +77,8 @@ def test_pending_queue_maps_are_bounded(monkeypatch):
 async def test_deadline_buckets_announced_are_bounded(monkeypatch):
     monkeypatch.setattr(deadlines_mod, "ANNOUNCED_KEPT", 300)
     tables = MemoryTables()
-    index = DeadlineIndex(tables, MemoryQueues(), Shards(checks=4, pending=4), 0, ExpiryIndex(tables))
+    shards = Shards(checks=4, pending=4)
+    index = DeadlineIndex(tables, CheckQueues(MemoryQueues(), shards, 60), shards, 0, ExpiryIndex(tables))
     now = timeutil.now()
     for i in range(3_000):  # a bucket per second: 3,000 distinct deadlines
         await index.add(slugid(), now + dt.timedelta(hours=1, seconds=i), now + dt.timedelta(days=1))

@@ -11,7 +11,7 @@ from shared import timeutil
 from shared.domain import deadlines
 from shared.domain.deadlines import DEADLINES_TABLE, DeadlineBucket, bucket_of
 from shared.domain.expiry import TASK_EXPIRY_TABLE
-from shared.domain.messages import DEADLINE_QUEUE, DeadlineCheck
+from shared.domain.messages import DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, DeadlineCheck
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
 from shared.storage.base import Entity, Page, decode_continuation, encode_continuation
@@ -32,7 +32,9 @@ def service(clock: Clock) -> Queue:
 
 
 def queued(service: Queue) -> list[dict]:
-    return [json.loads(body) for body in memory_queues(service).contents(DEADLINE_QUEUE)]
+    """The deadline messages waiting: parked, or in the triggered queue (a bucket's next page goes there)."""
+    queues = memory_queues(service)
+    return [json.loads(body) for name in (DEADLINE_QUEUE, DEADLINE_DUE_QUEUE) for body in queues.contents(name)]
 
 
 async def rows(service: Queue) -> list[str]:
@@ -91,6 +93,7 @@ async def test_a_large_bucket_is_checked_a_page_per_message(
     outcomes, pending = [], queued(service)
     while pending:  # each message hands the next page to a new one before checking its own
         memory_queues(service).clear(DEADLINE_QUEUE)
+        memory_queues(service).clear(DEADLINE_DUE_QUEUE)
         outcomes += [await service.checks.check_deadlines(message) for message in pending]
         pending = queued(service)
     assert outcomes == ["checked 4", "checked 4", "checked 2"]
