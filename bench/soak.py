@@ -25,7 +25,8 @@ whoever was killed while holding a stream. With `--factor F` the proxy is also t
 account (local_host/limits.py: Azure's targets divided by F, 503 ServerBusy beyond them): the run then reports
 its throughput and the 5xx answers clients saw (backpressure must stay in the storage layer), and the proxy, when
 stopped, how many requests each scope refused. Hosts run with short timings (claims of `--claim-timeout` seconds, the
-reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s).
+reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s),
+claim checks parked until 3 s before they are due (QUEUE_PARK_LEAD: claim timeout - 3) and moved every second.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import contextlib
 import datetime as dt
 import functools
 import json
+import math
 import os
 import random
 import secrets
@@ -92,6 +94,9 @@ class Host:
             "QUEUE_RECONCILE_GRACE": str(grace),
             "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
             "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *",
+            # Claims outlast the lead, so their checks are parked and moved as production's are (every second).
+            "QUEUE_PARK_LEAD": str(max(1, math.ceil(claim_timeout) - 3)),
+            "QUEUE_PARK_SCHEDULE": "*/1 * * * * *",
             "PYTHONUNBUFFERED": "1",
             **extra_env,
         }

@@ -1,14 +1,18 @@
 """What the queue triggers would draw on Flex Consumption while tasks run: each watched queue's approximate count,
 and the instances Azure's target scaler votes for once one message in it is due (local_host/scaler.py).
 
-    .venv/bin/python -m bench.votes [--running 2000] [--claim-timeout 1200] [--deadlines-over 86400]
+    .venv/bin/python -m bench.votes [--running 2000] [--claim-timeout 1200] [--deadlines-over 86400] [--lead 60]
 
 Starts its own Azurite (in memory; it counts a queue's messages as Azure does, delayed ones included), creates
 `--running` tasks whose deadlines are spread over `--deadlines-over` seconds (a day: a bucket message each second
 that holds one), claims them all with claims of `--claim-timeout` seconds, and prints each watched queue's count,
 whether a message is due, and the vote: first as it stands (nothing due yet), then with one claim check and one
-deadline bucket due, as at any moment while claims and deadlines come due. Issue #66: the votes follow the work
-outstanding (every running claim, every second of deadlines), not the work that is due. Not part of the test run.
+deadline bucket due, as at any moment while claims and deadlines come due; then in a steady state, where claims
+were taken over the last `--claim-timeout` seconds, so that one comes due every `claim-timeout / running` seconds
+(the bench puts `--running` more checks with their `takenUntil` spread so, and runs the mover once). Issue #66: the
+claim checks and deadlines wait parked (shared/domain/parking.py), so the votes follow the work due within
+QUEUE_PARK_LEAD (`--lead`), not the work outstanding. The parking queues are listed for their counts; no trigger
+watches them. Not part of the test run.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from local_host import azurite, scaler
 from shared import timeutil
-from shared.domain.deadlines import DeadlineBucket, bucket_of
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards
+from shared.domain.deadlines import DeadlineBucket
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards, bucket_of
+from shared.domain.parking import CheckQueues
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.rest import RestQueues, RestTables
@@ -81,7 +86,7 @@ def show(title: str, votes: list[scaler.Vote]) -> None:
     print(title)
     for vote in votes:
         print(
-            f"  {vote.queue:16} {vote.messages:6} messages, {'due' if vote.due else 'none due':8} -> {vote.instances}"
+            f"  {vote.queue:20} {vote.messages:6} messages, {'due' if vote.due else 'none due':8} -> {vote.instances}"
         )
     print(f"  instances voted for: {sum(v.instances for v in votes)}")
 
@@ -93,22 +98,48 @@ async def measure(store: azurite.Azurite, args: argparse.Namespace) -> None:
         claim_timeout=args.claim_timeout,
         deadline_delay=0,
         claim_work_wait=0,
+        park_lead=args.lead,
     )
     queues = RestQueues(store.connection_string)
     queue = build_queue(settings, RestTables(store.connection_string), queues)
+    checks = queue.stores.check_queues
     names = scaler.watched_queues(Shards())
     concurrency = scaler.host_concurrency()
+
+    async def sample(title: str) -> None:
+        show(title, await scaler.sample(queues, names, concurrency))
+        parked = await scaler.sample(queues, [CLAIM_QUEUE, DEADLINE_QUEUE], concurrency)
+        print("  parked, watched by no trigger: " + ", ".join(f"{v.queue} {v.messages}" for v in parked))
+
     try:
         started = time.monotonic()
         await fill(queue, args.running, args.deadlines_over)
         print(f"{args.running} tasks created and claimed in {time.monotonic() - started:.0f} s")
-        show("as they stand (nothing due yet):", await scaler.sample(queues, names, concurrency))
+        await sample("as they stand (nothing due yet):")
+        print(f"  the mover: {await checks.move_due()}")
         past = timeutil.now() - dt.timedelta(seconds=1)
-        await queues.put(CLAIM_QUEUE, ClaimCheck(timeutil.slugid(), 0, past).encode())
-        await queues.put(DEADLINE_QUEUE, DeadlineBucket(bucket_of(past)).encode())
-        show("one claim check and one deadline bucket due:", await scaler.sample(queues, names, concurrency))
+        await checks.put(CLAIM_QUEUE, "due", ClaimCheck(timeutil.slugid(), 0, past).encode(), past)
+        await checks.put(DEADLINE_QUEUE, "due", DeadlineBucket(bucket_of(past)).encode(), past)
+        await sample("one claim check and one deadline bucket due:")
+        await steady(checks, args)
+        print(f"  the mover: {await checks.move_due()}")
+        await sample(f"steady state, one claim coming due every {args.claim_timeout / args.running:.2f} s:")
     finally:
         await queue.close()
+
+
+async def steady(checks: CheckQueues, args: argparse.Namespace) -> None:
+    """`--running` claim checks more, their `takenUntil` spread over the claim timeout, as claims taken over the last
+    claim timeout left them."""
+    now = timeutil.to_ms(timeutil.now())
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def put(i: int) -> None:
+        due = now + dt.timedelta(seconds=args.claim_timeout * (i + 1) / args.running)
+        async with limit:
+            await checks.put(CLAIM_QUEUE, str(i), ClaimCheck(timeutil.slugid(), 0, due).encode(), due)
+
+    await asyncio.gather(*(put(i) for i in range(args.running)))
 
 
 def main() -> int:
@@ -118,6 +149,7 @@ def main() -> int:
     parser.add_argument("--running", type=int, default=2000)
     parser.add_argument("--claim-timeout", type=int, default=1200)
     parser.add_argument("--deadlines-over", type=float, default=86400.0)
+    parser.add_argument("--lead", type=int, default=60, help="QUEUE_PARK_LEAD")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as data:
         store = azurite.start(Path(data), in_memory=True)
