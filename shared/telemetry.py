@@ -4,10 +4,11 @@
 and nothing leaves the machine, except that `OTEL_METRICS_EXPORTER=console` prints the queue's metrics
 (shared/metrics.py) every `OTEL_METRIC_EXPORT_INTERVAL` ms (default 60,000), to read them locally. Logs keep
 their fixed fields (`shared/logs.py`: taskId, runId, ...) as custom dimensions; metrics go to customMetrics;
-traces are a server span per API request (the ASGI middleware) with the Azure SDK's storage and Service Bus
-calls as its dependencies. With `APPLICATIONINSIGHTS_AUTHENTICATION_STRING` =
-`Authorization=AAD;ClientId=<id>` the exporter authenticates with that managed identity (the Application
-Insights resource then has local authentication off, as Microsoft's templates make it).
+traces are a span per API request (the ASGI middleware: the request's record, or under the Functions host a child
+of the host's invocation, which is) with the Azure SDK's storage and Service Bus calls as its dependencies. With
+`APPLICATIONINSIGHTS_AUTHENTICATION_STRING` = `Authorization=AAD;ClientId=<id>` the exporter authenticates with
+that managed identity (the Application Insights resource then has local authentication off, as Microsoft's
+templates make it).
 """
 
 from __future__ import annotations
@@ -111,9 +112,55 @@ def _console_metrics(interval_ms: int) -> None:
 
 
 def instrument_asgi(app: Any) -> Any:
-    """The ASGI app with a server span per request, when telemetry is on; the app itself otherwise."""
+    """The ASGI app with a span per request, when telemetry is on; the app itself otherwise."""
     if not configure():
         return app
+    return traced(app)
+
+
+def traced(app: Any, tracer_provider: Any = None) -> Any:
+    """A span per request (not `/ping`): the request's record (a SERVER span) where nothing records the request
+    before this app; under the Functions host, whose invocation is the request's record, an INTERNAL span that is
+    its child (one request record per API call, with this app's route and the storage calls beneath)."""
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-    return OpenTelemetryMiddleware(app, excluded_urls="api/queue/v1/ping")
+    return UnderHostInvocation(
+        OpenTelemetryMiddleware(app, excluded_urls="api/queue/v1/ping", tracer_provider=tracer_provider)
+    )
+
+
+class UnderHostInvocation:
+    """ASGI middleware: the Functions host's invocation (its trace context, which the `azure.functions` ASGI adapter
+    hands over as the scope's `azure_functions.trace_context`) made the current span, so that the span the
+    OpenTelemetry middleware starts is an INTERNAL child of it rather than a second SERVER span."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        from opentelemetry import context
+
+        parent = host_invocation(scope)
+        if parent is None:
+            await self.app(scope, receive, send)
+            return
+        token = context.attach(parent)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            context.detach(token)
+
+
+def host_invocation(scope: dict[str, Any]) -> Any:
+    """The OpenTelemetry context of the host's invocation of this request, or None (not under the host, or it
+    passed no valid `traceparent`)."""
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    handed = scope.get("azure_functions.trace_context")
+    traceparent = getattr(handed, "trace_parent", None)
+    if not traceparent:
+        return None
+    carrier = {"traceparent": str(traceparent), "tracestate": str(getattr(handed, "trace_state", "") or "")}
+    parent = TraceContextTextMapPropagator().extract(carrier)
+    return parent if trace.get_current_span(parent).get_span_context().is_valid else None
