@@ -33,6 +33,7 @@ from shared.operations.objects import Objects
 from shared.operations.polling import Polling
 from shared.operations.queries import Queries
 from shared.operations.repository import TaskRepository
+from shared.operations.reruns import Reruns
 from shared.operations.resolution import Resolution
 from shared.operations.s3_uploads import S3Uploads
 from shared.operations.staging import BlockStaging
@@ -57,6 +58,7 @@ class Queue:
     tasks: TaskRepository
     creation: TaskCreation
     lifecycle: Lifecycle
+    reruns: Reruns
     claims: Claims
     work: WorkClaimer
     checks: Checks
@@ -105,6 +107,7 @@ def build_queue(
         tasks,
         TaskCreation(tasks, lifecycle),
         lifecycle,
+        Reruns(tasks, lifecycle),
         claims,
         work,
         checks,

@@ -231,6 +231,9 @@ class Task:
     # The dependencies it still waits for, kept on its own row (shared/domain/dependencies.py: at most IN_ROW
     # dependencies); None: its requirement rows tell (a longer list, or a row written before this field).
     waiting: list[str] | None = None
+    # A resolved task to rerun once every dependency it requires has completed (shared/operations/reruns.py): the
+    # resolution that releases it last reruns it, as it schedules a task that waits for the first time.
+    rerun_when_ready: bool = False
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
 
@@ -303,6 +306,7 @@ class Task:
                 else {}
             ),
             **({} if self.waiting is None else {"waiting": json.dumps(self.waiting, separators=(",", ":"))}),
+            **({"rerunWhenReady": True} if self.rerun_when_ready else {}),
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
@@ -325,6 +329,7 @@ class Task:
             dependents_here=bool(data.get("dependentsHere", False)),
             dependents=decode_dependents(data.get("dependents")) if data.get("dependentsHere") else [],
             waiting=None if data.get("waiting") is None else list(json.loads(data["waiting"])),
+            rerun_when_ready=bool(data.get("rerunWhenReady", False)),
         )
 
 

@@ -89,12 +89,16 @@ class Lifecycle:
         now = guards.now
 
         async def schedule(task: Task) -> Unchanged | None:
-            if task.runs:
+            if task.runs and not (task.rerun_when_ready and not refuse_late and task.state in RESOLVED_STATES):
                 return UNCHANGED
             if deadline_passed(task, now):
                 if refuse_late:
                     raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
                 return UNCHANGED
+            if task.runs:  # resolved, and to rerun once nothing is left to wait for (shared/operations/reruns.py)
+                await self.stores.deadlines.add(task_id, task.deadline, task.expires)
+                await add_rerun(task, guards, now)
+                return None
             task.runs.append(Run("pending", "scheduled", now))
             task.emit("task-pending", 0)
             await guards.hint(task)
@@ -121,18 +125,23 @@ class Lifecycle:
         async def release(task: Task) -> Unchanged | None:
             nonlocal changed
             changed = False  # as the last try decided
-            if task.runs or task.waiting is None or not any(d in satisfied for d in task.waiting):
+            rerun = task.rerun_when_ready and task.state in RESOLVED_STATES  # shared/operations/reruns.py
+            if (task.runs and not rerun) or task.waiting is None or not any(d in satisfied for d in task.waiting):
                 return UNCHANGED
             task.waiting = [d for d in task.waiting if d not in satisfied]
             if not task.waiting and not deadline_passed(task, now):
-                task.runs.append(Run("pending", "scheduled", now))
-                task.emit("task-pending", 0)
-                await guards.hint(task)
+                if rerun:
+                    await self.stores.deadlines.add(task_id, task.deadline, task.expires)
+                    await add_rerun(task, guards, now)
+                else:
+                    task.runs.append(Run("pending", "scheduled", now))
+                    task.emit("task-pending", 0)
+                    await guards.hint(task)
             changed = True
             return None
 
         task = await self.tasks.modify(task_id, release, guards)
-        if changed and task.runs and stands_in is not None:  # it scheduled the task (it had no run before)
+        if changed and task.state == "pending" and stands_in is not None:  # it scheduled (or reran) the task
             self.stores.events.also_guarded_by(stands_in, Stream(TASKS_TABLE, task_id), task.event_seq)
         return task, changed
 
@@ -174,11 +183,7 @@ class Lifecycle:
             if not deadline_indexed:  # its row is there until the deadline, unless the task predates the index
                 await self.stores.deadlines.add(task_id, task.deadline, task.expires)
                 deadline_indexed = True
-            task.runs.append(Run("pending", "rerun", now))
-            task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
-            task.taken_until = None
-            task.emit("task-pending", task.last_run_id)
-            await guards.hint(task)
+            await add_rerun(task, guards, now)
             return None
 
         return await self.tasks.modify(task_id, rerun, guards)
@@ -320,3 +325,14 @@ class Lifecycle:
             "task priority changed to %s", new_priority, extra=fields(event="task-priority-changed", taskId=task_id)
         )
         return task
+
+
+async def add_rerun(task: Task, guards: Guards, now: dt.datetime) -> None:
+    """A new pending run of a resolved task (rerunTask, or a rerun that waited for its dependencies), its retries
+    reset; any rerun that was waiting is done with."""
+    task.runs.append(Run("pending", "rerun", now))
+    task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
+    task.taken_until = None
+    task.rerun_when_ready = False
+    task.emit("task-pending", task.last_run_id)
+    await guards.hint(task)

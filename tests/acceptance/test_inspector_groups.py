@@ -170,7 +170,7 @@ def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host,
     assert page.is_disabled("#cancel-group")  # the queue cancels only a sealed group
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#rerun-failed")
-    page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 1 of 1')", timeout=WAIT_MS)
+    page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 1 now, 0 once')", timeout=WAIT_MS)
     assert queue.status(failed)["status"]["state"] == "pending"
     page.click("#seal-group")
     page.wait_for_selector("#group-feedback .message-ok:has-text('Sealed')", timeout=WAIT_MS)
@@ -185,3 +185,62 @@ def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host,
     page.wait_for_selector("#group-feedback .message-ok:has-text('Cancelled 2')", timeout=WAIT_MS)
     assert queue.status(waiting)["status"]["state"] == "exception"
     page.wait_for_selector("#count-exception[data-count='2']", timeout=WAIT_MS)
+
+
+def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
+    """A push whose build failed: its tests and summary were cancelled with the group. "Rerun failed" reruns the
+    build and the lint now, and the tests and summary only once what they depend on has completed: the queue
+    waits, whatever the page does (it is closed here right after)."""
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    build = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("build-linux"))
+    queue.reportFailed(build, "0")
+    lint = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("lint"))
+    queue.reportFailed(lint, "0")
+    tests = [slugid() for _ in range(3)]
+    for i, test in enumerate(tests):
+        queue.createTask(
+            test, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[build], **named(f"test-{i}"))
+        )
+    summary = slugid()
+    queue.createTask(
+        summary, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=tests, **named("summary"))
+    )
+    queue.sealTaskGroup(group)
+    queue.cancelTaskGroup(group)
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    sign_in(page)
+    page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
+    assert page.inner_text("#rerun-failed") == "Rerun failed (6)"
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.click("#rerun-failed")
+    page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 2 now, 4 once')", timeout=WAIT_MS)
+    assert "Now: build-linux, lint." in asked[0]
+    assert "none runs before" in asked[0] and all(f"test-{i}" in asked[0] for i in range(3)), asked[0]
+    page.close()
+
+    def state(task_id: str) -> str:
+        return str(queue.status(task_id)["status"]["state"])
+
+    assert [state(t) for t in (build, lint)] == ["pending", "pending"]
+    assert [state(t) for t in [*tests, summary]] == ["exception"] * 4  # waiting, not running
+    worker = {"tasks": 4, "workerGroup": "wg", "workerId": "w1"}
+    claimed = {c["status"]["taskId"] for c in queue.claimWork(tq, worker)["tasks"]}
+    assert claimed == {build, lint}  # nothing else to take
+    queue.reportCompleted(lint, "1")
+    queue.reportCompleted(build, "1")
+    wait_for(lambda: all(state(t) == "pending" for t in tests), timeout=30)
+    assert state(summary) == "exception"  # its tests have not completed
+    completed_at = queue.status(build)["status"]["runs"][1]["resolved"]
+    for test in tests:
+        rerun = queue.status(test)["status"]["runs"][1]
+        assert rerun["reasonCreated"] == "rerun" and rerun["scheduled"] >= completed_at
+    got: set[str] = set()
+    wait_for(
+        lambda: got.update(c["status"]["taskId"] for c in queue.claimWork(tq, worker)["tasks"]) or got == set(tests),
+        timeout=30,
+    )
+    for test in tests:
+        queue.reportCompleted(test, "1")
+    wait_for(lambda: state(summary) == "pending", timeout=30)

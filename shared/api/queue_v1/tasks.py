@@ -141,6 +141,25 @@ async def rerun_task(call: QueueCall) -> dict[str, Any]:
 
 @api.route(
     "POST",
+    "/task/<taskId>/rerun-when-ready",
+    name="rerunTaskWhenReady",
+    title="Rerun a Resolved Task Once Its Dependencies Completed",
+    scopes=project_or_scheduler("rerun-task"),
+    output="task-status-response",
+    stability="experimental",
+)
+async def rerun_task_when_ready(call: QueueCall) -> dict[str, Any]:
+    """Not in Taskcluster: rerunTask, but a task whose dependencies have not all completed (resolved, for
+    `all-resolved`) is not run now: it gets its new run when the last of them completes, as a task that waits for
+    its dependencies is scheduled; until then its status is unchanged. Rerunning a failed build and the tests its
+    failure cancelled (the inspector's "Rerun failed") so runs no test ahead of the build. Same scopes and errors
+    as rerunTask."""
+    task, _ = await call.context.reruns.rerun_when_ready(await authorize_for_task(call))
+    return answers.status(task)
+
+
+@api.route(
+    "POST",
     "/task/<taskId>/cancel",
     name="cancelTask",
     title="Cancel Task",

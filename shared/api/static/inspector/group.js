@@ -7,7 +7,7 @@
 // (tasks that joined, reruns). Rows are updated in place, cell by cell, so focus, selection and scroll stay.
 import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
-import { badge, duration, h, message, notASlugid, replace, setTitle, STATES, when } from "./dom.js";
+import { badge, duration, h, message, notASlugid, replace, RESOLVED, setTitle, STATES, when } from "./dom.js";
 import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun } from "./groupmodel.js";
 import { poll } from "./live.js";
@@ -256,7 +256,7 @@ export function groupView(target, groupId, query) {
   }
 
   // Seal (no task may join), Cancel (every unresolved task; the queue asks that the group be sealed first) and
-  // Rerun failed (each failed or exception task, one rerunTask each): enabled by the scopes held, destructive
+  // Rerun failed (each failed or exception task, one rerunTaskWhenReady each): enabled by the scopes held, destructive
   // ones asked first.
   let held = null;
   async function renderActions() {
@@ -315,20 +315,53 @@ export function groupView(target, groupId, query) {
     });
   }
 
+  // "Rerun failed" reruns each failed or exception task with rerunTaskWhenReady: one whose dependencies have all
+  // completed runs now; one that a failure blocked (cancelled with its group, say) runs only once what it depends
+  // on has completed, which the queue enforces whatever this page does next. The confirm box says which is which.
+  function rerunPlan(tasks) {
+    const plan = { now: [], later: [] };
+    for (const t of tasks) {
+      const anyResolution = t.task.requires === "all-resolved";
+      const ready = (t.task.dependencies || []).every((id) => {
+        const dep = id === t.status.taskId ? null : model.tasks.get(id);
+        const state = dep ? dep.status.state : id === t.status.taskId ? "completed" : "unknown";
+        return state === "completed" || (anyResolution && RESOLVED.has(state));
+      });
+      (ready ? plan.now : plan.later).push(t);
+    }
+    return plan;
+  }
+
+  function names(tasks) {
+    const all = tasks.map((t) => t.task.metadata.name || t.status.taskId).sort((a, b) => a.localeCompare(b));
+    const shown = all.slice(0, 5);
+    return shown.join(", ") + (all.length > shown.length ? ` and ${all.length - shown.length} more` : "");
+  }
+
   function rerunFailed(tasks) {
-    if (!window.confirm(`Rerun the ${tasks.length} failed task${tasks.length > 1 ? "s" : ""}? Each gets a new run; `
-      + "the tasks blocked by them run once they complete.")) return;
+    const plan = rerunPlan(tasks);
+    const lines = [`Rerun the ${tasks.length} failed task${tasks.length > 1 ? "s" : ""}?`];
+    if (plan.now.length) lines.push(`Now: ${names(plan.now)}.`);
+    if (plan.later.length) {
+      lines.push(`Once what they depend on has completed (the queue waits; none runs before): ${names(plan.later)}.`);
+    }
+    lines.push("A task whose deadline has passed cannot rerun.");
+    if (!window.confirm(lines.join("\n\n"))) return;
     act("Rerun failed", async () => {
       const refused = [];
-      for (const t of tasks) {
+      let now = 0;
+      let later = 0;
+      for (const t of [...plan.now, ...plan.later]) {
         try {
-          await api.post(`/task/${t.status.taskId}/rerun`);
+          const answer = await api.post(`/task/${t.status.taskId}/rerun-when-ready`);
+          if (RESOLVED.has(answer.status.state)) later += 1; else now += 1;
         } catch (error) {
           refused.push(`${t.task.metadata.name || t.status.taskId} (${error.summary || error.message})`);
         }
       }
       if (refused.length === tasks.length) throw new Error(refused.join("; "));
-      return `Rerun: ${tasks.length - refused.length} of ${tasks.length}${refused.length ? `; refused: ${refused.join("; ")}` : ""}.`;
+      return `Rerun: ${now} now, ${later} once their dependencies have completed`
+        + `${refused.length ? `; refused: ${refused.join("; ")}` : ""}.`;
     });
   }
 

@@ -10,12 +10,13 @@ const LOG_TYPES = /^text\//;
 const RESIGN = 10 * 60 * 1000;
 
 
-/** @type {Array<[string, string, string, (state: string) => boolean]>} */
+/** @type {Array<[string, string, string, string, (state: string) => boolean]>} */
 const ACTIONS = [
-  // [button, API method, scope action, when it applies]
-  ["Schedule", "schedule", "schedule-task", (state) => state === "unscheduled"],
-  ["Rerun", "rerun", "rerun-task", (state) => RESOLVED.has(state)],
-  ["Cancel", "cancel", "cancel-task", (state) => !RESOLVED.has(state)],
+  // [button, its id's verb, API method, scope action, when it applies]. A rerun waits for the task's dependencies
+  // to complete (rerunTaskWhenReady): rerunTask would run it ahead of a dependency that failed or was rerun.
+  ["Schedule", "schedule", "schedule", "schedule-task", (state) => state === "unscheduled"],
+  ["Rerun", "rerun", "rerun-when-ready", "rerun-task", (state) => RESOLVED.has(state)],
+  ["Cancel", "cancel", "cancel", "cancel-task", (state) => !RESOLVED.has(state)],
 ];
 
 // Replaces a node's children only when what they show changed (`key`): an unchanged part keeps focus and selection
@@ -54,7 +55,10 @@ export function taskView(target, taskId) {
     replace(feedback, message("info", `${label}…`));
     try {
       const answer = await api.post(`/task/${taskId}/${method}`);
-      replace(feedback, message("ok", `${label}: the task is now ${answer.status.state}.`));
+      const waits = method === "rerun-when-ready" && RESOLVED.has(answer.status.state);
+      replace(feedback, message("ok", waits
+        ? `${label}: the task runs again once its dependencies have completed (the queue waits for them).`
+        : `${label}: the task is now ${answer.status.state}.`));
       reported = answer.status.state;
     } catch (error) {
       replace(feedback, message("error", `${label} refused: ${error.summary || error.message}`));
@@ -64,12 +68,12 @@ export function taskView(target, taskId) {
 
   async function renderActions() {
     const held = await api.scopes();
-    redraw(actions, `${state}|${held.join(" ")}`, ACTIONS.filter(([, , , applies]) => applies(state)).map(([label, method, action]) => {
+    redraw(actions, `${state}|${held.join(" ")}`, ACTIONS.filter(([, , , , applies]) => applies(state)).map(([label, verb, method, action]) => {
       const allowed = api.satisfied(held, api.actionScopes(action, task, taskId));
-      return h("button", { type: "button", id: `${method}-task`, disabled: !allowed,
+      return h("button", { type: "button", id: `${verb}-task`, disabled: !allowed,
         title: allowed ? `${label} this task` : api.credentials()
-          ? `Your credentials lack the scopes to ${method} this task`
-          : `Sign in with credentials that may ${method} this task`,
+          ? `Your credentials lack the scopes to ${verb} this task`
+          : `Sign in with credentials that may ${verb} this task`,
         onclick: () => act(label, method) }, label);
     }));
   }
