@@ -1,6 +1,7 @@
 """The scale benchmark: the soak's task graph on the scale model of Azure's storage targets, unsharded and sharded,
-one after the other in one run, with the same hosts and workers; it prints each configuration's rate and the
-ratio between them.
+one after the other in one run, with the same hosts and workers; it prints each configuration's rate, the
+instance-seconds Azure's target scaler would have voted its queue triggers on Flex (local_host/scaler.py, as the
+soak samples them) and the ratio between the rates.
 
     .venv/bin/python -m bench.scale                      # 800 tasks, factor 100, one round (~6 minutes)
     .venv/bin/python -m bench.scale --rounds 2 --events  # alternated twice, the hosts publishing their events
@@ -34,6 +35,7 @@ SUMMARY = re.compile(
     r"doubled claims (?P<doubled>\d+), time (?P<seconds>\d+) s, (?P<rate>[\d.]+) tasks/s"
 )
 REFUSED = re.compile(r"over the model's targets \(factor [\d.]+\): (?P<refused>\d+) refused of (?P<requests>\d+)")
+VOTES = re.compile(r"^scale votes .*: instance-seconds (?P<instance_seconds>\d+) over \d+ s .*; peak (?P<peak>\d+)")
 CEILING = re.compile(
     r"^  (?P<scope>.+): (?P<per_task>[\d.]+) per task against [\d.]+/s -> (?P<ceiling>[\d.]+) "
     r"tasks/s"
@@ -51,6 +53,8 @@ class Result:
     doubled: int = 0
     requests: int = 0
     refused: int = 0
+    instance_seconds: int = 0  # what Azure's scaler would have voted the queue triggers (local_host/scaler.py)
+    peak_instances: int = 0
     ceilings: list[tuple[float, str]] = field(default_factory=list)
 
     @property
@@ -93,6 +97,8 @@ def run(name: str, args: argparse.Namespace) -> Result:
         elif (refused := REFUSED.search(line)) is not None:
             result.refused += int(refused["refused"])
             result.requests += int(refused["requests"])
+        elif (votes := VOTES.match(line)) is not None:
+            result.instance_seconds, result.peak_instances = int(votes["instance_seconds"]), int(votes["peak"])
         elif (ceiling := CEILING.match(line)) is not None:
             result.ceilings.append((float(ceiling["ceiling"]), ceiling["scope"]))
     if not finished:
@@ -121,11 +127,17 @@ def main() -> int:
     for _ in range(args.rounds):
         for name in CONFIGURATIONS:
             results[name].append(run(name, args))
-    print("scale: configuration, tasks/s per round, clients' 5xx, lost, doubled", flush=True)
+    print(
+        "scale: configuration, tasks/s per round, the queue triggers' instance-seconds (peak) per round on Flex, "
+        "clients' 5xx, lost, doubled",
+        flush=True,
+    )
     for name, runs in results.items():
         print(
-            f"  {name}: {', '.join(f'{r.rate:.1f}' for r in runs)}; 5xx {sum(r.server_errors for r in runs)}, "
-            f"lost {sum(r.lost for r in runs)}, doubled {sum(r.doubled for r in runs)}",
+            f"  {name}: {', '.join(f'{r.rate:.1f}' for r in runs)}; "
+            f"instance-seconds {', '.join(f'{r.instance_seconds} ({r.peak_instances})' for r in runs)}; "
+            f"5xx {sum(r.server_errors for r in runs)}, lost {sum(r.lost for r in runs)}, "
+            f"doubled {sum(r.doubled for r in runs)}",
             flush=True,
         )
     base = sum(r.rate for r in results["unsharded"]) / args.rounds
