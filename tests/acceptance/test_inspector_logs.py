@@ -68,14 +68,19 @@ def test_ansi_colours_sections_timestamps_and_line_links_that_survive_a_reload(h
     assert page.inner_text(".line[data-n='11'] .lt") == "progress 100%"  # the carriage returns' last frame
     timestamp = page.locator(".line[data-n='1'] .ts")
     assert timestamp.inner_text() == "2026-11-25T10:00:00.000Z" and "2026" in timestamp.get_attribute("title")
-    # Both sections (GitHub's ::group:: and GitLab's section_start) are folded once the log is whole.
+    # Sections (GitHub's ::group:: and GitLab's section_start) are folded once the log is whole, but one that holds
+    # an error (test_b FAILED): it stays open, and its header says so.
     folds = page.locator("#log button.fold")
     assert folds.count() == 2 and "Install dependencies" in folds.nth(0).inner_text()
     assert "Running tests" in folds.nth(1).inner_text() and "::group::" not in text
-    assert page.is_hidden(".line[data-n='4']") and page.is_hidden(".line[data-n='8']")
+    assert page.is_hidden(".line[data-n='4']") and folds.nth(0).get_attribute("aria-expanded") == "false"
+    assert "error inside" not in folds.nth(0).inner_text()
+    assert folds.nth(1).get_attribute("aria-expanded") == "true" and "error inside" in folds.nth(1).inner_text()
+    assert page.is_visible(".line[data-n='9']") and "FAILED" in page.inner_text(".line[data-n='9']")
+    folds.nth(1).click()  # the reader may still fold it
+    assert folds.nth(1).get_attribute("aria-expanded") == "false" and page.is_hidden(".line[data-n='9']")
     folds.nth(1).click()
-    assert folds.nth(1).get_attribute("aria-expanded") == "true" and page.is_visible(".line[data-n='9']")
-    assert "FAILED" in page.inner_text(".line[data-n='9']") and page.is_hidden(".line[data-n='4']")
+    assert page.is_visible(".line[data-n='9']") and page.is_hidden(".line[data-n='4']")
     shot(page, "log-ansi")
     # A line, then a range by shift-click: the address says so, and a reload shows the same lines selected.
     page.click(".line[data-n='9'] a.ln")

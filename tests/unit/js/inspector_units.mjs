@@ -46,6 +46,18 @@ test("the log model holds complete lines, the growing one apart, and both kinds 
   assert.deepEqual(log.plain.at(-1), "partial");
 });
 
+test("a section that holds an error line, at any depth, is flagged once, its header to redraw", () => {
+  const log = new LogModel();
+  log.append("::group::Outer\n::group::Inner\nall 12 passed, 0 failed\n::endgroup::\n::endgroup::\n");
+  assert.deepEqual(log.sections.map((s) => s.hasError), [false, false]); // "0 failed" is a summary
+  log.append("::group::Build\n::group::Compile\nok\nerror: linker failed\nerror: again\n::endgroup::\n::endgroup::\n");
+  assert.deepEqual(log.sections.map((s) => [s.title, s.hasError]),
+    [["Outer", false], ["Inner", false], ["Build", true], ["Compile", true]]);
+  assert.deepEqual(log.flagged, [3, 2]); // the innermost first, each once
+  log.append("::group::Notes\nexit code 1 after 3 s\n::endgroup::\n"); // the worker's exit line is not an error
+  assert.equal(log.sections[4].hasError, false);
+});
+
 test("search finds every match case-insensitively, at most MAX_MATCHES", () => {
   const log = new LogModel();
   log.append("Error here\nno\nerror and ERROR\n");

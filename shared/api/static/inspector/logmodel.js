@@ -3,6 +3,7 @@
 // log marks: GitHub Actions' `::group::` / `##[group]` … `::endgroup::` and GitLab's `section_start:` …
 // `section_end:`.
 import { parseLine, PLAIN } from "./ansi.js";
+import { errorKind } from "./why.js";
 
 const GROUP_START = /^(?:\x1b\[[0-9;]*m)*(?:::group::|##\[group\])(.*)$/;
 const GROUP_END = /^(?:\x1b\[[0-9;]*m)*(?:::endgroup::|##\[endgroup\])/;
@@ -16,7 +17,10 @@ export class LogModel {
     this.plain = []; // each line's text as shown (search looks here)
     this.styles = []; // the ANSI style each line starts in
     this.sectionOf = []; // the innermost section holding each line (an index of `sections`), or -1
-    this.sections = []; // {title, start (its header line), end (its last line, or null while open), parent, name}
+    // {title, start (its header line), end (its last line, or null while open), parent, name, hasError (a line
+    // inside it, at any depth, names an error: why.js)}
+    this.sections = [];
+    this.flagged = []; // sections that found their first error line since the viewer last looked (their headers)
     this.open = []; // indexes of the sections not closed yet, innermost last
     this.pending = ""; // text after the last newline: a line still being written
     this.endStyle = PLAIN;
@@ -52,7 +56,7 @@ export class LogModel {
     if (start) {
       const named = start.length > 2;
       const title = (named ? start[2] : start[1]) || (named ? start[1] : "group");
-      this.sections.push({ title, start: index, end: null, parent, name: named ? start[1] : null });
+      this.sections.push({ title, start: index, end: null, parent, name: named ? start[1] : null, hasError: false });
       shown = title;
     }
     const { segments, style } = parseLine(shown, this.endStyle);
@@ -61,6 +65,13 @@ export class LogModel {
     this.plain.push(segments.map((s) => s.text).join(""));
     this.endStyle = style;
     this.sectionOf.push(parent);
+    if (!start && errorKind(this.plain[index])) {
+      // Its sections hold an error: flagged once each (an outer one already flagged has its own outer ones too).
+      for (let s = parent; s >= 0 && !this.sections[s].hasError; s = this.sections[s].parent) {
+        this.sections[s].hasError = true;
+        this.flagged.push(s);
+      }
+    }
     if (start) this.open.push(this.sections.length - 1);
     if (end && this.open.length) {
       // GitLab names the section it ends (inner ones left open end with it); GitHub ends the innermost.

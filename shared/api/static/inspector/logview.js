@@ -90,6 +90,7 @@ export class LogViewer {
     if (!text) return;
     const first = this.model.append(text);
     this.refreshFrom(first);
+    for (const s of this.model.flagged.splice(0)) this.redrawLine(this.model.sections[s].start); // their headers
     if (this.follow) this.foldClosed();
     if (this.query) this.search(this.query);
     if (this.follow) this.toEnd();
@@ -165,8 +166,10 @@ export class LogViewer {
       const open = !this.collapsed.has(section);
       const size = s.end === null ? "running" : `${s.end - s.start} lines`;
       line.classList.add("section-header");
+      if (s.hasError) line.classList.add("section-error");
       line.append(h("button", { type: "button", class: "fold", "aria-expanded": String(open),
-        dataset: { section } }, text, h("span", { class: "quiet" }, ` (${size})`)));
+        dataset: { section } }, text, h("span", { class: "quiet" }, ` (${size})`),
+      s.hasError ? h("span", { class: "section-flag" }, " error inside") : ""));
     } else {
       line.append(text);
     }
@@ -285,13 +288,14 @@ export class LogViewer {
     }
   }
 
-  // Sections that closed since the last look are folded, unless the reader touched them or a link points inside.
+  // Sections that closed since the last look are folded, unless the reader touched them, a link points inside, or
+  // they hold an error (marked on their header: a failure is not hidden in a folded section).
   foldClosed() {
     this.model.sections.forEach((s, index) => {
       if (s.end !== null && !s.folded && !this.touched.has(index)) {
         s.folded = true;
         const linked = this.selection && this.selection.from - 1 > s.start && this.selection.from - 1 <= s.end;
-        if (!linked && s.end - s.start > 1) {
+        if (!linked && !s.hasError && s.end - s.start > 1) {
           this.collapsed.add(index);
           this.refreshSpan(s.start, s.end);
         }

@@ -30,12 +30,23 @@ export function explain(text) {
       exitCode = exit[1];
       return; // the worker's own line, not an error of the task's
     }
-    const trimmed = line.trim();
-    if (!trimmed) return;
-    if (MARKED.test(trimmed) && marked.length < ERROR_LINES) marked.push({ n: i + 1, line: trimmed });
-    else if (WORDY.test(trimmed) && !NONE.test(trimmed) && wordy.length < ERROR_LINES) {
-      wordy.push({ n: i + 1, line: trimmed });
-    }
+    const kind = errorKind(line);
+    if (kind === "marked" && marked.length < ERROR_LINES) marked.push({ n: i + 1, line: line.trim() });
+    else if (kind === "wordy" && wordy.length < ERROR_LINES) wordy.push({ n: i + 1, line: line.trim() });
   });
   return { exitCode, errors: marked.length ? marked : wordy };
+}
+
+/**
+ * Whether a line (ANSI colours removed) names an error: "marked" (the task marks it so), "wordy" (it says error,
+ * failed, ... as a word), or null; the worker's exit code line is not one. The log viewer marks the sections that
+ * hold such lines, and keeps them open.
+ * @param {string} line
+ * @returns {"marked" | "wordy" | null}
+ */
+export function errorKind(line) {
+  const trimmed = line.trim();
+  if (!trimmed || EXIT.test(trimmed)) return null;
+  if (MARKED.test(trimmed)) return "marked";
+  return WORDY.test(trimmed) && !NONE.test(trimmed) ? "wordy" : null;
 }
