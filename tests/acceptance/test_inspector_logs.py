@@ -177,9 +177,10 @@ def test_the_task_page_offers_the_newest_runs_log_first(host, page):
 
 def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(host, page):
     """Issue #65: the exit code and the first error lines beside "failed", from the log (why.js), and "View log"
-    opening the log at the first error."""
+    opening the log at the first error; in the group's failure list, the exit code and first error line too."""
     queue = host.client()
-    task_id = claimed_task(queue)
+    group = slugid()
+    task_id = claimed_task(queue, taskGroupId=group)
     text = (
         "compiling\nlinking\nerror: undefined reference to `main'\ncollect2: ld returned 1\nexit code 2 after 0.4 s\n"
     )
@@ -199,6 +200,11 @@ def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(h
     page.wait_for_selector("#view-log-link[href$='#L3']", timeout=WAIT_MS)
     page.click("#view-log-link")
     page.wait_for_selector("#log .line.sel[data-n='3']", timeout=WAIT_MS)  # opened at the error, selected
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    why = page.locator(f"tr[data-task-id='{task_id}'] .why-line")
+    why.wait_for(timeout=WAIT_MS)
+    assert "exit code 2" in why.inner_text() and "error: undefined reference" in why.inner_text()
+    assert why.locator("a").get_attribute("href").endswith("#L3")
 
 
 def test_each_state_of_a_log_is_said_plainly(host, page):

@@ -11,7 +11,12 @@ import { badge, duration, h, message, notASlugid, replace, RESOLVED, setTitle, S
 import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun } from "./groupmodel.js";
 import { poll } from "./live.js";
+import { explainRun } from "./whyread.js";
 
+// Failed runs on the page shown whose logs are read for their exit code and first error line (the first ones, in
+// the order shown: failures come first), and how many such reads at once.
+const WHY_ROWS = 20;
+const WHY_AT_ONCE = 4;
 const PAGE_SIZE = 100;
 const FULL_EVERY = 60000;
 const ROTATION = 1000; // unresolved tasks off screen whose status a refresh reads, in turn
@@ -78,6 +83,12 @@ export function groupView(target, groupId, query) {
     h("div", { id: "group-tasks" }, table, empty), pager, status);
   const rows = new Map(); // taskId -> {tr, keys: [cell keys]}
   let onScreen = []; // the entries of the page shown
+  // taskId/runId -> why that failed run failed (whyread.js: {name, exitCode, errors}), or null (no log, too long)
+  const explanations = new Map();
+  const explaining = new Set(); // taskId/runId being read
+  /** @type {Array<() => Promise<void>>} */
+  const whyQueue = [];
+  let whyRunning = 0;
   const queues = new Map(); // taskQueueId -> {checked, lastDateActive | null (never) | undefined (unknown)}
 
   function link(state, p) {
@@ -104,9 +115,16 @@ export function groupView(target, groupId, query) {
     const now = new Date();
     let state = [badge(s.state)];
     let stateKey = s.state;
-    if ((s.state === "failed" || s.state === "exception") && run && run.reasonResolved !== s.state) {
-      state.push(" ", h("span", { class: "reason" }, run.reasonResolved));
-      stateKey += run.reasonResolved;
+    if ((s.state === "failed" || s.state === "exception") && run) {
+      if (run.reasonResolved !== s.state) {
+        state.push(" ", h("span", { class: "reason" }, run.reasonResolved));
+        stateKey += run.reasonResolved;
+      }
+      const found = explanations.get(`${s.taskId}/${run.runId}`);
+      if (found) {
+        state.push(whyLine(s.taskId, run.runId, found));
+        stateKey += JSON.stringify([found.exitCode, found.errors[0]]);
+      }
     } else if (s.state === "unscheduled") {
       const why = model.why(entry);
       const first = why.failed[0] || why.waiting[0];
@@ -132,6 +150,47 @@ export function groupView(target, groupId, query) {
       [run ? `${run.started}|${run.resolved}|${s.state === "running" ? waited : ""}` : "",
         () => (run ? duration(run.started, run.resolved) : "–")],
     ];
+  }
+
+  // A failed run's why, under its state: exit code and first error line, the line a link into the log.
+  function whyLine(taskId, runId, found) {
+    const first = found.errors[0];
+    const logHref = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(found.name)}`;
+    return h("div", { class: "why-line" },
+      found.exitCode !== null ? ["exit code ", h("code", {}, found.exitCode)] : null,
+      found.exitCode !== null && first ? " · " : null,
+      first ? h("a", { href: `${logHref}#L${first.n}`, title: `line ${first.n} of the log` }, first.line) : null);
+  }
+
+  // The failed runs shown (the first WHY_ROWS) explained from their logs, a few at a time; each once (one that
+  // could not be read is tried again on a later render). Their rows are drawn again as answers come.
+  function explainShown() {
+    const wanted = onScreen.filter((e) => e.status.state === "failed" || e.status.state === "exception")
+      .slice(0, WHY_ROWS).map((e) => [e.status.taskId, lastRun(e)]).filter(([, run]) => run)
+      .map(([taskId, run]) => [taskId, run.runId, `${taskId}/${run.runId}`])
+      .filter(([, , key]) => !explanations.has(key) && !explaining.has(key));
+    for (const [taskId, runId, key] of wanted) {
+      explaining.add(key);
+      whyQueue.push(async () => {
+        try {
+          explanations.set(key, await explainRun(taskId, runId));
+          const entry = model.tasks.get(taskId);
+          if (entry && onScreen.includes(entry)) rowFor(entry);
+        } catch {
+          // not remembered: tried again when the page is drawn again
+        } finally {
+          explaining.delete(key);
+        }
+      });
+    }
+    while (whyRunning < WHY_AT_ONCE && whyQueue.length) {
+      const next = whyQueue.shift();
+      whyRunning += 1;
+      next().finally(() => {
+        whyRunning -= 1;
+        explainShown();
+      });
+    }
   }
 
   function rowFor(entry) {
@@ -212,6 +271,7 @@ export function groupView(target, groupId, query) {
     prev.href = link(filter, page - 1);
     next.href = link(filter, page + 1);
     pageOf.textContent = ` page ${page} of ${pages} `;
+    explainShown();
   }
 
   function renderSummary() {

@@ -1,12 +1,11 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
-import { explain, READ_AT_MOST } from "./why.js";
+import { explainLog, LOG_TYPES, logOf } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 
-const LOG_TYPES = /^text\//;
 const RESIGN = 10 * 60 * 1000;
 
 
@@ -111,9 +110,8 @@ export function taskView(target, taskId) {
       return;
     }
     if (RESOLVED.has(run.state)) node.dataset.final = "yes";
-    const logged = listed.filter((a) => LOG_TYPES.test(a.contentType) && a.storageType !== "error");
-    const named = logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
-    if (named) logs.set(runId, named.name);
+    const named = logOf(listed);
+    if (named) logs.set(runId, named);
     const signs = api.credentials() && listed.some((a) => !a.name.startsWith("public/"));
     if (signs) node.dataset.signed = epoch;
     else delete node.dataset.signed;
@@ -151,7 +149,7 @@ export function taskView(target, taskId) {
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
 
-  const explained = new Map(); // runId -> explain() of its final log, or null when it could not be read
+  const explained = new Map(); // runId -> explain() of its final log, or null when it is too long to read
 
   // "View log" for the newest run that has a log: where a reader looks first for why a run failed (at its first
   // error line, when the run failed and its log names one).
@@ -176,7 +174,13 @@ export function taskView(target, taskId) {
       redraw(why, "none");
       return;
     }
-    if (!explained.has(run.runId)) explained.set(run.runId, await readWhy(run.runId, name));
+    if (!explained.has(run.runId)) {
+      try {
+        explained.set(run.runId, await explainLog(taskId, run.runId, name));
+      } catch {
+        return; // not read this time (not remembered): the next refresh tries again
+      }
+    }
     const found = explained.get(run.runId);
     if (!found || (found.exitCode === null && found.errors.length === 0)) {
       redraw(why, "none");
@@ -188,17 +192,6 @@ export function taskView(target, taskId) {
       found.exitCode !== null ? h("p", {}, "Exit code ", h("code", { id: "exit-code" }, found.exitCode)) : null,
       found.errors.length ? h("ol", { class: "error-lines" }, found.errors.map((e) => h("li", {},
         h("a", { href: logHref(e.n) }, `line ${e.n}`), " ", h("code", {}, e.line)))) : null));
-  }
-
-  async function readWhy(runId, name) {
-    try {
-      const response = await fetch(await api.artifactUrl(taskId, runId, name), { cache: "no-store" });
-      const size = Number(response.headers.get("content-length") || 0);
-      if (!response.ok || size > READ_AT_MOST) return null;
-      return explain(await response.text());
-    } catch {
-      return null;
-    }
   }
 
   async function renderRuns(status) {

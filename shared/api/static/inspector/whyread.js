@@ -1,0 +1,58 @@
+// Reading a run's log to explain why it failed (why.js), for the task page and the group's failure list: which
+// artifact is the log, and its text read as a stream that stops at READ_AT_MOST bytes (a larger log is not
+// explained here: its reader is cancelled, not read to its end).
+import * as api from "./api.js";
+import { explain, READ_AT_MOST } from "./why.js";
+
+export const LOG_TYPES = /^text\//;
+
+/**
+ * The run's log among its artifacts: a text artifact (not an error artifact), public/logs/ first.
+ * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
+ * @returns {string | null}
+ */
+export function logOf(artifacts) {
+  const logged = artifacts.filter((a) => LOG_TYPES.test(a.contentType) && a.storageType !== "error");
+  const named = logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
+  return named ? named.name : null;
+}
+
+/**
+ * Why the run failed, from its log `name`: explain()'s answer, or null when the log is longer than READ_AT_MOST.
+ * Throws when the log cannot be read (not to be remembered: a later look may read it).
+ * @param {string} taskId
+ * @param {number} runId
+ * @param {string} name
+ */
+export async function explainLog(taskId, runId, name) {
+  const response = await fetch(await api.artifactUrl(taskId, runId, name), { cache: "no-store" });
+  if (!response.ok || !response.body) throw new Error(`the log answered ${response.status}`);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > READ_AT_MOST) {
+      await reader.cancel();
+      return null;
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+  return explain(text + decoder.decode());
+}
+
+/**
+ * Why the run failed, its log found by listing its artifacts: {name, exitCode, errors}, or null (no log, or one
+ * too long). Throws when they cannot be read.
+ * @param {string} taskId
+ * @param {number} runId
+ */
+export async function explainRun(taskId, runId) {
+  const name = logOf(await api.all(`/task/${taskId}/runs/${runId}/artifacts`, "artifacts"));
+  if (name === null) return null;
+  const found = await explainLog(taskId, runId, name);
+  return found === null ? null : { name, ...found };
+}
