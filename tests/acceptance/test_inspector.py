@@ -319,3 +319,36 @@ def test_current_scopes_answers_the_official_auth_client(host):
     )
     with pytest.raises(taskcluster.exceptions.TaskclusterAuthFailure):
         wrong.currentScopes()
+
+
+def test_the_task_page_shows_the_payload_readably_with_copy_buttons(host, page):
+    """Issue #65: the command a task runs as shell lines, its image, environment and time limit, and Copy buttons
+    for the command, the taskId and the definition."""
+    queue = host.client()
+    task_id = slugid()
+    payload = {
+        "image": "ubuntu:24.04",
+        "command": ["/bin/bash", "-c", "echo 'hello' && make check"],
+        "env": {"MOZ_AUTOMATION": "1"},
+        "maxRunTime": 600,
+        "artifacts": {"public/build": {"type": "directory", "path": "/builds"}},
+    }
+    queue.createTask(task_id, task_definition(taskQueueId=task_queue_id(), payload=payload))
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=host.root_url)
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    page.wait_for_selector("#payload-command", timeout=WAIT_MS)
+    command = "/bin/bash -c 'echo '\\''hello'\\'' && make check'"
+    assert page.inner_text("#payload-command") == command
+    facts = page.inner_text("#payload")
+    assert "ubuntu:24.04" in facts and "MOZ_AUTOMATION" in facts and "600 s" in facts
+    assert "Other payload fields" in facts  # artifacts: as JSON, folded
+    page.click("#copy-command")
+    page.wait_for_selector("#copy-command:has-text('Copied')", timeout=WAIT_MS)
+    assert page.evaluate("navigator.clipboard.readText()") == command
+    page.click("#copy-task-id")
+    page.wait_for_selector("#copy-task-id:has-text('Copied')", timeout=WAIT_MS)
+    assert page.evaluate("navigator.clipboard.readText()") == task_id
+    page.click("#copy-definition")
+    page.wait_for_selector("#copy-definition:has-text('Copied')", timeout=WAIT_MS)
+    copied = page.evaluate("async () => JSON.parse(await navigator.clipboard.readText())")
+    assert copied["payload"]["env"] == {"MOZ_AUTOMATION": "1"} and copied["taskQueueId"]

@@ -13,7 +13,16 @@ import taskcluster
 import taskcluster_urls
 from axe_playwright_python.sync_playwright import Axe
 
-from tests.acceptance.browsing import LOG, WAIT_MS, finished_task_with_log, needs_browser, sign_in, wait_js
+from tests.acceptance.browsing import (
+    LOG,
+    WAIT_MS,
+    claimed_task,
+    finished_task_with_log,
+    in_days,
+    needs_browser,
+    sign_in,
+    wait_js,
+)
 from tests.conftest import slugid, task_definition, task_queue_id, wait_for
 
 pytestmark = needs_browser
@@ -30,9 +39,20 @@ def sample(host):
     )
     pending = slugid()
     queue.createTask(pending, task_definition(taskQueueId=tq, taskGroupId=group))
+    failed = claimed_task(queue, taskGroupId=group)  # a task queue of its own: the pending task is not taken
+    log = "::group::Build\ncompiling\nerror: undefined reference to `main'\n::endgroup::\nexit code 2 after 1 s\n"
+    created = queue.createArtifact(
+        failed, "0", LOG, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain; charset=utf-8"}
+    )
+    assert (
+        httpx.put(created["putUrl"], content=log.encode(), headers={"x-ms-blob-type": "BlockBlob"}).status_code == 201
+    )
+    queue.reportFailed(failed, "0")
+    blocked = slugid()
+    queue.createTask(blocked, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[failed]))
     index = taskcluster.Index({"rootUrl": host.root_url})
     wait_for(lambda: index.listTasks(space)["tasks"], timeout=15)
-    return {"tq": tq, "group": group, "done": done, "pending": pending, "space": space}
+    return {"tq": tq, "group": group, "done": done, "pending": pending, "failed": failed, "space": space}
 
 
 def hash_of(page) -> str:
@@ -131,7 +151,9 @@ def views(host, sample) -> list[tuple[str, str, str]]:
     base = f"{host.root_url}/inspector/#"
     return [
         (f"{base}/", "#browse-index", "Queue inspector"),
-        (f"{base}/groups/{sample['group']}", "#count-completed[data-count='1']", "Task group"),
+        (f"{base}/groups/{sample['group']}", f"tr[data-task-id='{sample['failed']}'] .why-line", "Task group"),
+        (f"{base}/tasks/{sample['failed']}", "#exit-code", "test task (failed)"),
+        (f"{base}/tasks/{sample['failed']}/runs/0/logs/{LOG.replace('/', '%2F')}", "#log .section-error", "live.log"),
         (
             f"{base}/tasks/{sample['done']}",
             "article.run[data-state='completed'] li[data-artifact]",
@@ -162,7 +184,24 @@ def test_every_view_has_its_title_and_no_serious_accessibility_violation(host, p
             if v["impact"] in ("serious", "critical")
         ]
         assert not serious, f"{address}: {serious}"
-    assert len(titles) == len(views(host, sample))  # each view names its tab
+    assert len(titles) == len(views(host, sample)) - 1  # each view names its tab (the two logs share a name)
+    # Signed in (the action buttons enabled), the group's graph open.
+    sign_in(page)
+    for address in ("groups", "tasks"):
+        if address == "groups":
+            page.goto(f"{host.root_url}/inspector/#/groups/{sample['group']}")
+            page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
+            page.click("#graph-details summary")
+            page.wait_for_selector("#graph-details canvas", timeout=WAIT_MS)
+        else:
+            page.goto(f"{host.root_url}/inspector/#/tasks/{sample['failed']}")
+            page.wait_for_selector("#rerun-task:not([disabled])", timeout=WAIT_MS)
+        serious = [
+            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+            for v in axe.run(page).response["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
+        assert not serious, f"{address} signed in: {serious}"
 
 
 def test_at_400_px_nothing_scrolls_sideways_and_sign_in_is_on_screen(browser, host, sample):

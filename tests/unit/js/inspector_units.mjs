@@ -8,6 +8,7 @@ import { understand, routeOf } from "../../../shared/api/static/inspector/addres
 import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
 import { layers } from "../../../shared/api/static/inspector/graph.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
+import { commandLines, quote } from "../../../shared/api/static/inspector/payload.js";
 import { explain, ERROR_LINES } from "../../../shared/api/static/inspector/why.js";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
@@ -161,3 +162,11 @@ test("a failed run's log explains itself: the worker's exit code and the first e
   assert.deepEqual(explain("all good\nexited with code 0"), { exitCode: "0", errors: [] });
 });
 
+
+test("a payload's command reads as shell lines: one argv, or generic-worker's list of them", () => {
+  assert.deepEqual(commandLines(["/bin/bash", "-c", "echo 'hi' && make -j4"]),
+    ["/bin/bash -c 'echo '\\''hi'\\'' && make -j4'"]);
+  assert.deepEqual(commandLines([["./mach", "build"], ["ls", "-l", "dist dir"]]), ["./mach build", "ls -l 'dist dir'"]);
+  assert.deepEqual(commandLines(undefined), []);
+  assert.equal(quote("a=b,c/d:e"), "a=b,c/d:e");
+});

@@ -5,6 +5,7 @@ import { explainLog, LOG_TYPES, logOf } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
+import { copyButton, payloadView } from "./payload.js";
 
 const RESIGN = 10 * 60 * 1000;
 
@@ -39,9 +40,10 @@ export function taskView(target, taskId) {
   const facts = h("div", {}, "Loading…");
   const runs = h("section", { id: "runs" });
   const deps = h("section", { id: "dependencies" });
+  const payload = h("div", { id: "payload-box" });
   const definition = h("section", { id: "definition" });
   const problem = h("div");
-  replace(target, title, problem, viewLog, why, actions, feedback, facts, runs, deps, definition);
+  replace(target, title, problem, viewLog, why, actions, feedback, facts, payload, runs, deps, definition);
   let task = null;
   let state = null;
   let poller = null;
@@ -82,7 +84,7 @@ export function taskView(target, taskId) {
     replace(title, meta.name || "Task", " ", badge(status.state));
     setTitle(`${meta.name || taskId} (${status.state})`);
     const rows = [
-      ["taskId", h("code", {}, taskId)],
+      ["taskId", [h("code", {}, taskId), " ", copyButton("the taskId", () => taskId, "copy-task-id")]],
       ["task group", h("a", { href: `#/groups/${task.taskGroupId}` }, task.taskGroupId)],
       ["task queue", h("a", { href: `#/queues/${status.taskQueueId}` }, status.taskQueueId)],
       ["schedulerId", task.schedulerId], ["projectId", task.projectId], ["priority", task.priority],
@@ -259,8 +261,11 @@ export function taskView(target, taskId) {
   async function refresh() {
     if (task === null) {
       task = await api.get(`/task/${taskId}`);
-      replace(definition, h("details", {}, h("summary", {}, "Definition"),
-        h("pre", { class: "json" }, JSON.stringify(task, null, 2))));
+      const json = JSON.stringify(task, null, 2);
+      replace(payload, payloadView(task.payload));
+      replace(definition, h("details", {}, h("summary", {}, "Definition"), h("pre", { class: "json" }, json)),
+        h("p", { class: "quiet" }, "The definition as JSON: ",
+          copyButton("the definition as JSON", () => json, "copy-definition")));
     }
     const { status } = await api.get(`/task/${taskId}/status`);
     state = status.state;
