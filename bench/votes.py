@@ -2,6 +2,11 @@
 and the instances Azure's target scaler votes for once one message in it is due (local_host/scaler.py).
 
     .venv/bin/python -m bench.votes [--running 2000] [--claim-timeout 1200] [--deadlines-over 86400] [--lead 60]
+    .venv/bin/python -m bench.votes --root-url http://127.0.0.1:7071 --storage "$QUEUE_STORAGE" [--running 400]
+
+The second form measures a running queue (`make run`: QUEUE_STORAGE is in the data dir's runtime.json; the
+TASKCLUSTER_* credentials it prints in the environment): the tasks are created and claimed through the official
+client, the queues read from its storage, and nothing else is put there but the one due claim check and bucket.
 
 Starts its own Azurite (in memory; it counts a queue's messages as Azure does, delayed ones included), creates
 `--running` tasks whose deadlines are spread over `--deadlines-over` seconds (a day: a bucket message each second
@@ -142,6 +147,68 @@ async def steady(checks: CheckQueues, args: argparse.Namespace) -> None:
     await asyncio.gather(*(put(i) for i in range(args.running)))
 
 
+def fill_through_api(args: argparse.Namespace) -> str:
+    """`--running` tasks created and claimed through the official client against `--root-url`; their task queue."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import taskcluster
+
+    client = taskcluster.Queue(
+        {
+            "rootUrl": args.root_url,
+            "credentials": {
+                "clientId": os.environ["TASKCLUSTER_CLIENT_ID"],
+                "accessToken": os.environ["TASKCLUSTER_ACCESS_TOKEN"],
+            },
+        }
+    )
+    task_queue = f"bench/votes-{timeutil.slugid().lower()[:8].replace('_', 'x').replace('-', 'y')}"
+    now = timeutil.to_ms(timeutil.now())
+
+    def create(i: int) -> None:
+        deadline = now + dt.timedelta(hours=1, seconds=args.deadlines_over * i / max(args.running, 1))
+        body = dict(definition(deadline, now), taskQueueId=task_queue, provisionerId=None, workerType=None)
+        client.createTask(timeutil.slugid(), {k: v for k, v in body.items() if v is not None})
+
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(create, range(args.running)))
+    claimed = 0
+    while claimed < args.running:
+        claimed += len(
+            client.claimWork(task_queue, {"tasks": 32, "workerGroup": "bench", "workerId": "votes"})["tasks"]
+        )
+        print(f"  claimed {claimed}/{args.running}", end="\r", flush=True)
+    print()
+    return task_queue
+
+
+async def measure_running(args: argparse.Namespace) -> None:
+    """The running queue's watched and parked queues, as its tasks left them, then with one check and one bucket
+    due (a check for a task that does not exist, and a bucket with no rows: their handlers find nothing to do)."""
+    started = time.monotonic()
+    fill_through_api(args)
+    print(f"{args.running} tasks created and claimed through {args.root_url} in {time.monotonic() - started:.0f} s")
+    queues = RestQueues(args.storage)
+    names = scaler.watched_queues(Shards())
+    concurrency = scaler.host_concurrency()
+
+    async def sample(title: str) -> None:
+        show(title, await scaler.sample(queues, names, concurrency))
+        parked = await scaler.sample(queues, [CLAIM_QUEUE, DEADLINE_QUEUE], concurrency)
+        print("  parked, watched by no trigger: " + ", ".join(f"{v.queue} {v.messages}" for v in parked))
+
+    try:
+        await sample("as they stand:")
+        past = timeutil.now() - dt.timedelta(seconds=1)
+        checks = CheckQueues(queues, Shards(), args.lead)
+        await checks.put(CLAIM_QUEUE, "due", ClaimCheck(timeutil.slugid(), 0, past).encode(), past)
+        await checks.put(DEADLINE_QUEUE, "due", DeadlineBucket(bucket_of(past)).encode(), past)
+        await sample("one claim check and one deadline bucket due:")
+    finally:
+        await queues.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.votes", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -150,7 +217,14 @@ def main() -> int:
     parser.add_argument("--claim-timeout", type=int, default=1200)
     parser.add_argument("--deadlines-over", type=float, default=86400.0)
     parser.add_argument("--lead", type=int, default=60, help="QUEUE_PARK_LEAD")
+    parser.add_argument("--root-url", help="measure this running queue (with --storage) instead of one of its own")
+    parser.add_argument("--storage", help="the running queue's QUEUE_STORAGE connection string")
     args = parser.parse_args()
+    if args.root_url:
+        if not args.storage:
+            parser.error("--root-url needs --storage (make run: QUEUE_STORAGE in the data dir's runtime.json)")
+        asyncio.run(measure_running(args))
+        return 0
     with tempfile.TemporaryDirectory() as data:
         store = azurite.start(Path(data), in_memory=True)
         try:
