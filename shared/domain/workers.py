@@ -18,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,9 @@ log = logging.getLogger("queue.workers")
 
 WORKER_INFO_TABLE = "WorkerInfo"
 PROVISIONERS, TASK_QUEUES, WORKERS = "provisioners", "task-queues", "workers:"
+# The task queues tasks were created for, polled or not (listSeenTaskQueues, this queue's extension): a row each,
+# written by createTask at most every ACTIVE_INTERVAL per process, not per task.
+TASK_QUEUES_SEEN = "task-queues-seen"
 ACTIVE_INTERVAL = dt.timedelta(hours=6)  # lastDateActive of provisioners and task queues: written at most this often
 QUEUE_EXPIRY = dt.timedelta(days=5)
 WORKER_EXPIRY = dt.timedelta(days=1)
@@ -236,6 +239,37 @@ class WorkerInfo:
                 self._worker_seen(task_queue_id, worker_group, worker_id, now),
             ]
         )
+
+    def task_created_for(self, task_queue_id: str) -> Coroutine[Any, Any, None] | None:
+        """A task was created for `task_queue_id`: the write that records it among the task queues seen (its
+        `lastTaskCreated`), or None when this process wrote it less than ACTIVE_INTERVAL ago (most tasks)."""
+        key = (TASK_QUEUES_SEEN, encode_key(task_queue_id))
+        written = self._active_written.get(key)
+        if written is not None and time.monotonic() - written <= ACTIVE_INTERVAL.total_seconds():
+            return None
+        self._active_written.put(key, time.monotonic())  # now: the creations that follow meanwhile write nothing
+        return self._write_seen(task_queue_id, key)
+
+    async def _write_seen(self, task_queue_id: str, key: tuple[str, str]) -> None:
+        now = self.clock()
+        data = {
+            "taskQueueId": task_queue_id,
+            "lastTaskCreated": timeutil.iso(now),
+            "expires": timeutil.iso(now + QUEUE_EXPIRY),
+        }
+        try:
+            await self.tables.upsert(WORKER_INFO_TABLE, Entity(*key, data))
+        except Exception:
+            self._active_written.pop(key)  # the next creation tries again
+            log.warning("could not record task queue %s as seen", task_queue_id, exc_info=True)
+
+    async def list_seen_task_queues(
+        self, *, limit: int, continuation: str | None
+    ) -> tuple[list[tuple[str, dt.datetime]], str | None]:
+        """The task queues tasks were created for: (taskQueueId, lastTaskCreated) each."""
+        page = await self._query(TASK_QUEUES_SEEN, limit=limit, continuation=continuation)
+        seen = [(str(e.data["taskQueueId"]), timeutil.parse(str(e.data["lastTaskCreated"]))) for e in page.entities]
+        return seen, page.continuation
 
     async def _worker_seen(self, task_queue_id: str, worker_group: str, worker_id: str, now: dt.datetime) -> None:
         key = (task_queue_id, worker_group, worker_id)

@@ -114,6 +114,9 @@ class TaskCreation:
         if not written:
             return await self._repeated(creation)
         await self._after_written(creation)
+        seen = self.stores.workers.task_created_for(creation.task.task_queue_id)
+        if seen is not None:  # once per task queue and process every few hours: after the answer
+            self.stores.afterwards(seen)
         return await self._unblock(creation, creation.task, late=[])
 
     async def _plan(self, task_id: str, body: dict[str, Any]) -> Creation:

@@ -82,6 +82,7 @@ class Expiry:
         )
         if expired:
             log.info("expired %d tasks", expired, extra=fields(event="tasks-expired"))
+        await stores.groups.recent.forget_before(stores.now())  # the recent groups' days no longer listed
         return expired
 
     async def _expire_entry(self, hour: str, task_id: str, cutoff: dt.datetime) -> None:

@@ -38,6 +38,7 @@ from shared.domain.groups import (
     extended,
     group_row,
 )
+from shared.domain.recent_groups import RecentGroups
 from shared.outbox.log import EventLog
 from shared.outbox.rows import Stream, cursor_entity, event_ops
 from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore, all_at_once, delete_all
@@ -108,6 +109,7 @@ def _active_delete(task_group_id: str, task_id: str) -> Op:
 class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
+        self.recent = RecentGroups(tables)  # the groups of more than one task, newest first (the start page's)
         self._rows = GroupedUpserts(tables)
         self._leaves: GroupCommit[str, _Leave] = GroupCommit(self._leave_together, len)
         self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
@@ -196,6 +198,8 @@ class TaskGroupStore:
         rows = _member_rows(task_group_id, task_id, expires, since)
         while True:
             written: TaskGroup | None
+            # Its second task, or a first one not named after it: the group is a push, listed as recent once.
+            push = group is None or group.sole not in ("", task_id)
             if group is None:
                 written, ops = _new_group(task_group_id, scheduler_id, task_id, expires, since)
             elif group.expires < expires or group.sole not in ("", task_id):
@@ -218,6 +222,8 @@ class TaskGroupStore:
                 if group is None:
                     self.events.recorded(Stream(GROUP_STREAMS, task_group_id), ops, etags)
                 self._joined(task_group_id, task_id, written, etags[0])
+                if push:
+                    await self.recent.add(task_group_id, scheduler_id, since, written.expires)
                 return
             group = await self.get(task_group_id)  # created, raised or sealed meanwhile: decide again
             if group is not None:
@@ -408,6 +414,10 @@ class TaskGroupStore:
             continuation=continuation,
         )
         return [(e.partition_key, e.row_key[len(ACTIVE) :]) for e in page.entities], page.continuation
+
+    async def unresolved(self, task_group_id: str) -> bool:
+        """Whether any task of the group is unresolved (its active set is not empty)."""
+        return bool(await self._first(task_group_id, ACTIVE, 1))
 
     async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
         """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""

@@ -25,6 +25,7 @@ from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
 from shared.domain.parking import CheckQueues
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE, TaskQueueRuns
+from shared.domain.recent_groups import RECENT_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE, WorkerInfo
 from shared.operations.group_store import TaskGroupStore
@@ -50,6 +51,7 @@ TABLES = (
     OBJECT_EXPIRY_TABLE,
     MARKS_TABLE,
     INDEX_TABLE,
+    RECENT_GROUPS_TABLE,
 )
 Clock = Callable[[], dt.datetime]
 

@@ -342,6 +342,7 @@ def test_the_task_page_shows_the_payload_readably_with_copy_buttons(host, page):
     facts = page.inner_text("#payload")
     assert "ubuntu:24.04" in facts and "MOZ_AUTOMATION" in facts and "600 s" in facts
     assert "Other payload fields" in facts  # artifacts: as JSON, folded
+    shot(page, "task-payload")
     page.click("#copy-command")
     page.wait_for_selector("#copy-command:has-text('Copied')", timeout=WAIT_MS)
     assert page.evaluate("navigator.clipboard.readText()") == command

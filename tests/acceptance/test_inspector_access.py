@@ -12,6 +12,7 @@ import pytest
 import taskcluster
 import taskcluster_urls
 from axe_playwright_python.sync_playwright import Axe
+from taskcluster.client import createApiClient
 
 from tests.acceptance.browsing import (
     LOG,
@@ -144,6 +145,37 @@ def test_the_start_page_lists_the_task_queues_with_work_first_with_their_counts(
     assert cells[:4] == [provisioner, worker_type, "2", "1"]
     page.click(f"{row} a")
     wait_js(page, f"location.hash === '#/queues/{busy}'")
+
+
+def test_the_start_page_finds_the_recent_pushes_and_a_task_queue_no_worker_ever_polled(host, page):
+    """Issue #65: 2,000 pending tasks in a task queue no worker asked for work from were nowhere on the start page,
+    nor were the recent task groups. listTaskQueues does not list the queue (as in Taskcluster); listSeenTaskQueues,
+    this queue's extension, does, and the start page counts it; listRecentTaskGroups lists the push."""
+    queue = host.client()
+    unpolled, push = task_queue_id(), slugid()
+    for _ in range(2):
+        queue.createTask(slugid(), task_definition(taskQueueId=unpolled, taskGroupId=push))
+    listed = [q["taskQueueId"] for q in queue.listTaskQueues()["taskQueues"]]
+    assert unpolled not in listed
+    wait_for(lambda: unpolled in [q["taskQueueId"] for q in seen_task_queues(host)], timeout=10)
+    page.goto(f"{host.root_url}/inspector/")
+    sign_in(page)
+    row = f"#busy-queues tr[data-task-queue='{unpolled}']"
+    page.wait_for_selector(row, timeout=WAIT_MS)
+    cells = page.locator(f"{row} td").all_inner_texts()
+    assert cells[2:] == ["2", "0", "no worker has asked for work"]
+    # The push is among the recent task groups (listRecentTaskGroups), running, a link to its page.
+    group_row = f"#recent-groups-table tr[data-group='{push}']"
+    page.wait_for_selector(group_row, timeout=WAIT_MS)
+    assert page.locator(f"{group_row} td").all_inner_texts()[3] == "running"
+    page.click(f"{group_row} a")
+    wait_js(page, f"location.hash === '#/groups/{push}'")
+
+
+def seen_task_queues(host) -> list[dict[str, str]]:
+    served = createApiClient("Served", {"reference": httpx.get(f"{host.root_url}/references/queue/v1/api.json").json()})
+    client = served({"rootUrl": host.root_url, "credentials": host.client().options["credentials"], "maxRetries": 0})
+    return list(client.listSeenTaskQueues()["taskQueues"])
 
 
 def views(host, sample) -> list[tuple[str, str, str]]:

@@ -216,6 +216,7 @@ def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.click("#rerun-failed")
     page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 2 now, 4 once')", timeout=WAIT_MS)
+    shot(page, "group-rerun")
     assert "Now: build-linux, lint." in asked[0]
     assert "none runs before" in asked[0] and all(f"test-{i}" in asked[0] for i in range(3)), asked[0]
     page.close()

@@ -195,6 +195,7 @@ def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(h
     page.wait_for_selector("#exit-code", timeout=WAIT_MS)
     assert page.inner_text("#exit-code") == "2"
     assert "Why run 0 failed" in page.inner_text("#run-why")
+    shot(page, "task-why")
     first = page.locator("#run-why .error-lines li").first
     assert "error: undefined reference" in first.inner_text() and "line 3" in first.inner_text()
     page.wait_for_selector("#view-log-link[href$='#L3']", timeout=WAIT_MS)
@@ -205,6 +206,7 @@ def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(h
     why.wait_for(timeout=WAIT_MS)
     assert "exit code 2" in why.inner_text() and "error: undefined reference" in why.inner_text()
     assert why.locator("a").get_attribute("href").endswith("#L3")
+    shot(page, "group-why-lines")
 
 
 def test_each_state_of_a_log_is_said_plainly(host, page):

@@ -73,20 +73,39 @@ async def create(service, tq):
 async def test_a_busy_worker_writes_its_entry_once_a_minute(service, monotonic):
     tq = task_queue_id()
     ids = [await create(service, tq) for _ in range(10)]
+    await service.stores.background.settled()
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 1  # the task queue seen by the creations: once
     claimed = []
     for _ in range(10):
         claimed += [c["status"]["taskId"] for c in await claim_work(service, tq, "g", "w", 1)]
         monotonic.now += 1
     assert sorted(claimed) == sorted(ids)
     # Ten claimWork calls: the provisioner, the task queue and the worker written once each (the first call).
-    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 3
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 1 + 3
     worker = answers.worker(await service.stores.workers.get_worker(tq, "g", "w"))
     assert worker["recentTasks"] == []  # buffered
     monotonic.now += 60
     assert await claim_work(service, tq, "g", "w", 1) == []
     worker = answers.worker(await service.stores.workers.get_worker(tq, "g", "w"))
     assert [t["taskId"] for t in worker["recentTasks"]] == claimed
-    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 4
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 1 + 4
+
+
+async def test_task_queues_tasks_are_created_for_are_listed_polled_or_not(service, monotonic):
+    """listSeenTaskQueues: a row per task queue written by the creations, once per process every ACTIVE_INTERVAL
+    (not per task); listTaskQueues, as in Taskcluster, knows only the queues workers asked for work from."""
+    first, second = task_queue_id(), task_queue_id()
+    for tq in (first, second, first, first, second):
+        await create(service, tq)
+    await service.stores.background.settled()
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 2
+    seen, _ = await service.stores.workers.list_seen_task_queues(limit=10, continuation=None)
+    assert sorted(q for q, _ in seen) == sorted([first, second])
+    assert (await service.stores.workers.list_task_queues(limit=10, continuation=None))[0] == []
+    monotonic.now += workers_module.ACTIVE_INTERVAL.total_seconds() + 1
+    await create(service, first)
+    await service.stores.background.settled()
+    assert service.stores.tables.writes[WORKER_INFO_TABLE] == 3  # written again, hours later
 
 
 async def test_recent_tasks_keep_the_last_twenty(service, monotonic):

@@ -1,7 +1,8 @@
-"""Queue API v1: task groups (listTaskGroup, getTaskGroup, seal, cancel, priority, events)."""
+"""Queue API v1: task groups (listTaskGroup, getTaskGroup, seal, cancel, priority, events, the recent ones)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from shared.api import answers
@@ -117,3 +118,35 @@ async def list_task_group_events(call: QueueCall) -> dict[str, Any]:
     events, token = await call.context.groups.events(group_id, **paging(call))
     namespace = call.context.settings.pulse_namespace
     return answers.page("events", [answers.event(seq, e, namespace) for seq, e in events], token, taskGroupId=group_id)
+
+
+@api.route(
+    "GET",
+    "/task-groups/recent",
+    name="listRecentTaskGroups",
+    title="List the Recent Task Groups",
+    scopes="queue:list-task-group:*",
+    output="list-recent-task-groups-response",
+    stability="experimental",
+    query={"limit": "^[0-9]+$"},
+)
+async def list_recent_task_groups(call: QueueCall) -> dict[str, Any]:
+    """Not in Taskcluster: the task groups of more than one task (pushes) of the last 7 days, the most recent first
+    (up to `limit`, 20 unless given, at most 100), each with whether it is sealed and whether any task of it is
+    unresolved. A group is listed once its second task joined it (the first one not named after it, otherwise)."""
+    await call.authorize()
+    limit = min(max(int(call.query.get("limit") or 20), 1), 100)
+    stores = call.context.stores
+    await stores.ready()
+    recent = await stores.groups.recent.recent(stores.now(), limit)
+
+    async def described(row: dict[str, str]) -> dict[str, Any]:
+        group_id = row["taskGroupId"]
+        group, unresolved = await asyncio.gather(stores.groups.get(group_id), stores.groups.unresolved(group_id))
+        return {
+            **row,
+            "sealed": bool(group and group.sealed),
+            "unresolved": unresolved,
+        }
+
+    return {"taskGroups": list(await asyncio.gather(*(described(r) for r in recent)))}

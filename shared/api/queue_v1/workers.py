@@ -1,7 +1,8 @@
 """Queue API v1: worker information, task queue counts and listings (registered on queue_v1's route table).
 
 Provisioners, worker types, task queues and workers become known when a worker asks for work (claimWork,
-claimTask, a polled claim), as in Taskcluster; `shared/domain/workers.py` says how their writes are throttled.
+claimTask, a polled claim), as in Taskcluster; `shared/domain/workers.py` says how their writes are throttled. The
+task queues tasks were created for, polled or not, are listed apart (listSeenTaskQueues, this queue's extension).
 """
 
 from __future__ import annotations
@@ -116,6 +117,26 @@ async def get_worker_type(call: QueueCall) -> dict[str, Any]:
 async def list_task_queues(call: QueueCall) -> dict[str, Any]:
     queues, token = await (await _workers(call)).list_task_queues(**paging(call))
     return answers.page("taskQueues", [answers.task_queue(q) for q in queues], token)
+
+
+@api.route(
+    "GET",
+    "/task-queues-seen",
+    name="listSeenTaskQueues",
+    title="List the task queues tasks were created for",
+    scopes="queue:list-task-queues",
+    output="list-seen-task-queues-response",
+    stability="experimental",
+    query=PAGING,
+)
+async def list_seen_task_queues(call: QueueCall) -> dict[str, Any]:
+    """Not in Taskcluster: every task queue that tasks were created for, whether or not a worker ever asked for
+    work from it (listTaskQueues lists only those), with when a task was last created for it (written at most
+    every 6 hours by each process). What a deployment waits for that no worker takes shows here; the inspector's
+    start page counts each."""
+    seen, token = await (await _workers(call)).list_seen_task_queues(**paging(call))
+    items = [{"taskQueueId": q, "lastTaskCreated": timeutil.iso(at)} for q, at in seen]
+    return answers.page("taskQueues", items, token)
 
 
 @api.route(

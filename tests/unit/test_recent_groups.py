@@ -1,0 +1,61 @@
+"""The recent task groups (shared/domain/recent_groups.py): a group is listed once it has a second task (a push),
+newest first, a row per group, not per task; days past DAYS_KEPT are deleted by the expiry timer."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from shared.domain import recent_groups
+from shared.domain.recent_groups import RECENT_GROUPS_TABLE, RecentGroups
+from shared.runtime import Queue
+from shared.storage.memory import MemoryTables
+from tests.conftest import slugid, task_definition
+from tests.services import memory_service
+from tests.unit.test_service import _defaults
+
+
+class CountingTables(MemoryTables):
+    def __init__(self) -> None:
+        super().__init__()
+        self.recent_writes = 0
+
+    async def upsert(self, table, entity):
+        self.recent_writes += table == RECENT_GROUPS_TABLE
+        return await super().upsert(table, entity)
+
+
+async def create(service: Queue, group: str, task_id: str | None = None) -> str:
+    task_id = task_id or slugid()
+    definition = task_definition(taskGroupId=group)
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    return task_id
+
+
+async def test_a_group_is_listed_once_its_second_task_joins_and_only_once() -> None:
+    tables = CountingTables()
+    service = memory_service(tables=tables)
+    lone = slugid()
+    await create(service, lone, lone)  # a task in the group named after it: not a push
+    decision = slugid()
+    await create(service, decision, decision)
+    assert await service.stores.groups.recent.recent(service.stores.now(), 10) == []
+    for _ in range(5):
+        await create(service, decision)  # the decision task's tasks: the first makes it a push
+    other = slugid()
+    await create(service, other)  # a group named after none of its tasks: a push from its first task
+    listed = await service.stores.groups.recent.recent(service.stores.now(), 10)
+    assert [g["taskGroupId"] for g in listed] == [other, decision]  # newest first
+    assert tables.recent_writes == 2  # a row per group, not per task
+    assert await service.stores.groups.unresolved(decision)
+
+
+async def test_days_past_those_kept_are_deleted() -> None:
+    tables = MemoryTables()
+    recent = RecentGroups(tables)
+    now = dt.datetime(2026, 11, 28, 12, tzinfo=dt.UTC)
+    for back in (0, 3, recent_groups.DAYS_KEPT + 1, recent_groups.DAYS_KEPT + 5):
+        await recent.add(slugid(), "s", now - dt.timedelta(days=back), now + dt.timedelta(days=30))
+    assert len(await recent.recent(now, 10)) == 2  # the last DAYS_LISTED days only
+    assert await recent.forget_before(now) == 2
+    assert await recent.forget_before(now) == 0
+    assert len(await recent.recent(now, 10)) == 2
