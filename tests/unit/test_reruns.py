@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.domain.tasks import Task
+from shared.operations import creation as creation_mod
 from shared.operations import reruns as reruns_mod
 from shared.runtime import Queue
 from tests.conftest import slugid, task_definition
@@ -127,3 +128,21 @@ async def test_the_mark_is_stored_and_a_row_without_it_reads_unmarked(service: Q
     assert entity.data["rerunWhenReady"] is True and Task.from_entity(entity).rerun_when_ready
     del entity.data["rerunWhenReady"]  # as a release before it wrote the row
     assert Task.from_entity(entity).rerun_when_ready is False
+
+
+async def test_a_task_with_requirement_rows_waits_the_same(service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task whose dependencies are kept as requirement rows (more than IN_ROW of them) is rerun by the
+    resolution that satisfies its last one, as a first-time waiter is scheduled."""
+    monkeypatch.setattr(creation_mod, "IN_ROW", 1)  # two dependencies are then "many"
+    group = slugid()
+    build, lint = await create(service, group), await create(service, group)
+    test = await create(service, group, build, lint)
+    assert (await service.tasks.load(test)).waiting is None  # requirement rows
+    await run(service, build, "failed")
+    await run(service, lint, "completed")
+    await service.lifecycle.cancel_task(test)
+    await service.lifecycle.rerun_task(build)
+    assert (await service.reruns.rerun_when_ready(test))[1] == "waiting"
+    assert await states(service, test) == ["exception"]
+    await run(service, build, "completed")
+    assert await states(service, test) == ["pending"]
