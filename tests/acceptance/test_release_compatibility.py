@@ -36,7 +36,6 @@ import taskcluster
 from shared import __version__, timeutil
 from shared.domain.events import EXCHANGES
 from shared.domain.messages import CLAIM_DUE_QUEUE
-from shared.storage.rest import RestQueues
 from tests.acceptance.test_faults import run_audit
 from tests.acceptance.test_run_command import start_run
 from tests.amqp import broker_reachable, delete_exchanges
@@ -46,7 +45,9 @@ from tests.conftest import (
     ROOT_CLIENT_ID,
     HostProcess,
     queue_client,
+    shards_of,
     slugid,
+    stores_of,
     task_definition,
     task_queue_id,
     wait_for,
@@ -316,25 +317,28 @@ def test_work_left_by_the_release_is_finished_by_this_code(hosts, audit_clean):
     finish(hosts("current").client(), flight)
 
 
-def test_work_left_by_this_code_is_finished_by_the_release(hosts, audit_clean, own_azurite):
+def test_work_left_by_this_code_is_finished_by_the_release(hosts, audit_clean):
     """A rollback: the release triggers the parking queues, so a parked check (the deadline's bucket here) reaches
     it, early, and is put back until due; a check this code had already moved (the abandoned claim's, waited for
     here) is in a queue the release does not read, and the release's reconciler expires that claim."""
     before = hosts("current")
     flight = InFlight()
     leave(before.client(), flight)
-    wait_for(lambda: messages_in(own_azurite, CLAIM_DUE_QUEUE) > 0, timeout=20)  # moved, due at its takenUntil
+    wait_for(lambda: messages_in(before, CLAIM_DUE_QUEUE) > 0, timeout=20)  # moved, due at its takenUntil
     before.stop()
     finish(hosts("release", **QUICK_RECONCILER).client(), flight)
 
 
-def messages_in(azurite: Any, queue: str) -> int:
+def messages_in(host: HostProcess, base: str) -> int:
+    """Messages in every shard of check queue `base`, read as the host reads them (its shards and accounts)."""
+
     async def count() -> int:
-        queues = RestQueues(azurite.connection_string)
+        tables, queues = stores_of(host.env)
         try:
-            return await queues.approximate_count(queue)
+            return sum([await queues.approximate_count(q) for q in shards_of(host.env).check_queues(base)])
         finally:
             await queues.close()
+            await tables.close()
 
     return asyncio.run(count())
 
