@@ -87,6 +87,13 @@ async def fill(queue: Queue, running: int, spread: float) -> None:
     print()
 
 
+async def sample(queues: RestQueues, title: str) -> None:
+    """Each watched queue's vote, then the parking queues' counts (no trigger watches them)."""
+    show(title, await scaler.sample(queues, scaler.watched_queues(Shards()), scaler.host_concurrency()))
+    parked = await scaler.sample(queues, [CLAIM_QUEUE, DEADLINE_QUEUE], scaler.host_concurrency())
+    print("  parked, watched by no trigger: " + ", ".join(f"{v.queue} {v.messages}" for v in parked))
+
+
 def show(title: str, votes: list[scaler.Vote]) -> None:
     print(title)
     for vote in votes:
@@ -108,27 +115,20 @@ async def measure(store: azurite.Azurite, args: argparse.Namespace) -> None:
     queues = RestQueues(store.connection_string)
     queue = build_queue(settings, RestTables(store.connection_string), queues)
     checks = queue.stores.check_queues
-    names = scaler.watched_queues(Shards())
-    concurrency = scaler.host_concurrency()
-
-    async def sample(title: str) -> None:
-        show(title, await scaler.sample(queues, names, concurrency))
-        parked = await scaler.sample(queues, [CLAIM_QUEUE, DEADLINE_QUEUE], concurrency)
-        print("  parked, watched by no trigger: " + ", ".join(f"{v.queue} {v.messages}" for v in parked))
 
     try:
         started = time.monotonic()
         await fill(queue, args.running, args.deadlines_over)
         print(f"{args.running} tasks created and claimed in {time.monotonic() - started:.0f} s")
-        await sample("as they stand (nothing due yet):")
+        await sample(queues, "as they stand (nothing due yet):")
         print(f"  the mover: {await checks.move_due()}")
         past = timeutil.now() - dt.timedelta(seconds=1)
         await checks.put(CLAIM_QUEUE, "due", ClaimCheck(timeutil.slugid(), 0, past).encode(), past)
         await checks.put(DEADLINE_QUEUE, "due", DeadlineBucket(bucket_of(past)).encode(), past)
-        await sample("one claim check and one deadline bucket due:")
+        await sample(queues, "one claim check and one deadline bucket due:")
         await steady(checks, args)
         print(f"  the mover: {await checks.move_due()}")
-        await sample(f"steady state, one claim coming due every {args.claim_timeout / args.running:.2f} s:")
+        await sample(queues, f"steady state, one claim coming due every {args.claim_timeout / args.running:.2f} s:")
     finally:
         await queue.close()
 
@@ -190,21 +190,14 @@ async def measure_running(args: argparse.Namespace) -> None:
     fill_through_api(args)
     print(f"{args.running} tasks created and claimed through {args.root_url} in {time.monotonic() - started:.0f} s")
     queues = RestQueues(args.storage)
-    names = scaler.watched_queues(Shards())
-    concurrency = scaler.host_concurrency()
-
-    async def sample(title: str) -> None:
-        show(title, await scaler.sample(queues, names, concurrency))
-        parked = await scaler.sample(queues, [CLAIM_QUEUE, DEADLINE_QUEUE], concurrency)
-        print("  parked, watched by no trigger: " + ", ".join(f"{v.queue} {v.messages}" for v in parked))
 
     try:
-        await sample("as they stand:")
+        await sample(queues, "as they stand:")
         past = timeutil.now() - dt.timedelta(seconds=1)
         checks = CheckQueues(queues, Shards(), args.lead)
         await checks.put(CLAIM_QUEUE, "due", ClaimCheck(timeutil.slugid(), 0, past).encode(), past)
         await checks.put(DEADLINE_QUEUE, "due", DeadlineBucket(bucket_of(past)).encode(), past)
-        await sample("one claim check and one deadline bucket due:")
+        await sample(queues, "one claim check and one deadline bucket due:")
     finally:
         await queues.close()
 

@@ -49,7 +49,6 @@ CONCURRENCY = 16
 # its createTask may still be under way (held up past the deadline), and the task, written after the check, would
 # otherwise never expire; where none comes (a refused createTask), the expiry timer drops the entry.
 EXPIRY_AFTER = frozenset({"exceeded", "already-resolved", "early", "task-gone"})
-ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 PAGES_READ = 50  # pages one look for rows past their `expires` reads at most (see `expired`)
 
 
@@ -178,10 +177,9 @@ class DeadlineIndex:
         enter them in the expiry index, then delete their rows; the next page goes to a new message first. An
         outcome word."""
         now = self.clock()
-        due = bucket_time(message.bucket)
-        early = due - now
-        if early > dt.timedelta(0):  # clock skew; visibility is in whole seconds
-            await self.checks.put(DEADLINE_QUEUE, message.bucket, message.encode(), max(due, now + ONE_SECOND))
+        if await self.checks.put_back_if_early(
+            DEADLINE_QUEUE, message.bucket, message.encode(), bucket_time(message.bucket), now
+        ):
             return "early"
         page = await self.tables.query(
             DEADLINES_TABLE,

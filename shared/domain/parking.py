@@ -42,6 +42,7 @@ DUE_QUEUE = {CLAIM_QUEUE: CLAIM_DUE_QUEUE, DEADLINE_QUEUE: DEADLINE_DUE_QUEUE}  
 PARKED_KIND = {due: parked for parked, due in DUE_QUEUE.items()}  # triggered queue -> the kind of check it holds
 MOVE_BATCH = 32  # messages one receive takes (Azure's most)
 MOVE_VISIBILITY = 20  # seconds a message being moved stays hidden: a mover that died leaves it to the next tick
+ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 RECEIVES_PER_QUEUE = 100  # receives one tick makes of one parking queue at most (3,200 checks)
 
 
@@ -111,6 +112,17 @@ class CheckQueues:
         queue = self.queue(base, key, parked=parked)
         visible_in = max(0, delay - self.lead) if parked else max(0, delay)
         return queue, await self.queues.put(queue, body, visible_in=visible_in)
+
+    async def put_back_if_early(
+        self, base: str, key: str, body: bytes, due: dt.datetime, now: dt.datetime | None = None
+    ) -> bool:
+        """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back for at least
+        a second (parked if it is still far off); whether it was early."""
+        now = self.clock() if now is None else now
+        if due <= now:
+            return False
+        await self.put(base, key, body, max(due, now + ONE_SECOND), now=now)
+        return True
 
     def parking_queues(self) -> list[str]:
         return [queue for base in DUE_QUEUE for queue in self.shards.check_queues(base)]

@@ -5,7 +5,6 @@ holds, so a stale, duplicated or early message changes nothing.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import Any, Literal
 
@@ -19,7 +18,6 @@ from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.outbox.rows import Stream
 
 log = logging.getLogger("queue")
-ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 
 ClaimCheckOutcome = Literal["expired", "stale", "early", "deadline", "task-gone", "followed-up"]
 DeadlineCheckOutcome = Literal["exceeded", "stale", "early", "already-resolved", "task-gone"]
@@ -29,14 +27,6 @@ class Checks:
     def __init__(self, tasks: TaskRepository) -> None:
         self.tasks = tasks
         self.stores = tasks.stores
-
-    async def _put_back_if_early(self, base: str, key: str, body: bytes, due: dt.datetime, now: dt.datetime) -> bool:
-        """A check delivered before it is due (clock skew; visibility is in whole seconds) is put back, for at
-        least a second (parked if it is still far off)."""
-        if due <= now:
-            return False
-        await self.stores.check_queues.put(base, key, body, max(due, now + ONE_SECOND), now=now)
-        return True
 
     async def check_claim(self, check: ClaimCheck) -> ClaimCheckOutcome:
         """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved. A run that
@@ -62,7 +52,9 @@ class Checks:
             ):
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil, now):
+            if await self.stores.check_queues.put_back_if_early(
+                CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil, now
+            ):
                 outcome = "early"
                 return UNCHANGED
             if deadline_passed(task, now):
@@ -131,7 +123,9 @@ class Checks:
             if task.deadline != check.deadline:
                 outcome = "stale"
                 return UNCHANGED
-            if await self._put_back_if_early(DEADLINE_QUEUE, check.taskId, check.encode(), check.deadline, now):
+            if await self.stores.check_queues.put_back_if_early(
+                DEADLINE_QUEUE, check.taskId, check.encode(), check.deadline, now
+            ):
                 outcome = "early"
                 return UNCHANGED
             if not task.runs:

@@ -96,8 +96,7 @@ class Lifecycle:
                     raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
                 return UNCHANGED
             if task.runs:  # resolved, and to rerun once nothing is left to wait for (shared/operations/reruns.py)
-                await self.stores.deadlines.add(task_id, task.deadline, task.expires)
-                await add_rerun(task, guards, now)
+                await self._add_rerun(task, guards, now)
                 return None
             task.runs.append(Run("pending", "scheduled", now))
             task.emit("task-pending", 0)
@@ -131,8 +130,7 @@ class Lifecycle:
             task.waiting = [d for d in task.waiting if d not in satisfied]
             if not task.waiting and not deadline_passed(task, now):
                 if rerun:
-                    await self.stores.deadlines.add(task_id, task.deadline, task.expires)
-                    await add_rerun(task, guards, now)
+                    await self._add_rerun(task, guards, now)
                 else:
                     task.runs.append(Run("pending", "scheduled", now))
                     task.emit("task-pending", 0)
@@ -180,13 +178,24 @@ class Lifecycle:
                 return UNCHANGED
             if len(task.runs) >= MAX_RUNS:
                 raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
-            if not deadline_indexed:  # its row is there until the deadline, unless the task predates the index
-                await self.stores.deadlines.add(task_id, task.deadline, task.expires)
-                deadline_indexed = True
-            await add_rerun(task, guards, now)
+            await self._add_rerun(task, guards, now, index_deadline=not deadline_indexed)
+            deadline_indexed = True
             return None
 
         return await self.tasks.modify(task_id, rerun, guards)
+
+    async def _add_rerun(self, task: Task, guards: Guards, now: dt.datetime, *, index_deadline: bool = True) -> None:
+        """A new pending run of a resolved task (rerunTask, or a rerun that waited for its dependencies), its retries
+        reset; any rerun that was waiting is done with. Its deadline row is written again first (it is there until
+        the deadline, unless the task predates the index; once is enough across retries of one change)."""
+        if index_deadline:
+            await self.stores.deadlines.add(task.task_id, task.deadline, task.expires)
+        task.runs.append(Run("pending", "rerun", now))
+        task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
+        task.taken_until = None
+        task.rerun_when_ready = False
+        task.emit("task-pending", task.last_run_id)
+        await guards.hint(task)
 
     async def cancel_task(self, task_id: str) -> Task:
         await self.stores.ready()
@@ -325,14 +334,3 @@ class Lifecycle:
             "task priority changed to %s", new_priority, extra=fields(event="task-priority-changed", taskId=task_id)
         )
         return task
-
-
-async def add_rerun(task: Task, guards: Guards, now: dt.datetime) -> None:
-    """A new pending run of a resolved task (rerunTask, or a rerun that waited for its dependencies), its retries
-    reset; any rerun that was waiting is done with."""
-    task.runs.append(Run("pending", "rerun", now))
-    task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
-    task.taken_until = None
-    task.rerun_when_ready = False
-    task.emit("task-pending", task.last_run_id)
-    await guards.hint(task)
