@@ -15,6 +15,12 @@ class _Blank(dict[str, Any]):
         return "{" + key + "}"
 
 
+def _unwrapped(doc: str) -> str:
+    """A docstring as one message: its wrapped lines joined by spaces (a blank line stays a paragraph break)."""
+    paragraphs = [" ".join(line.strip() for line in part.splitlines()) for part in doc.strip().split("\n\n")]
+    return "\n\n".join(paragraphs)
+
+
 class QueueError(Exception):
     """Internal error"""
 
@@ -23,7 +29,7 @@ class QueueError(Exception):
 
     def __init__(self, message: str | None = None, **details: Any) -> None:
         self.details = details
-        template = message if message is not None else (type(self).__doc__ or type(self).__name__).strip()
+        template = message if message is not None else _unwrapped(type(self).__doc__ or type(self).__name__)
         # Only templates are formatted: a literal message may hold braces (regexes, user input).
         try:
             self.message = string.Formatter().vformat(template, (), _Blank(details)) if details else template

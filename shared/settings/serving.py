@@ -1,0 +1,102 @@
+"""How the HTTP front serves: the local host's port and connection bounds, the public rootUrl, and what tests
+switch on."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field, field_validator
+
+HOSTED_SERVICES = ("queue", "object", "auth", "index", "purge-cache")  # what this app serves itself
+_SERVICE = re.compile(r"[a-z][a-z0-9-]*")
+_BASE_URL = re.compile(r"https?://[^/?#\s]+(/[^?#\s]*)?")
+
+
+def parse_forwarding(value: str) -> dict[str, str]:
+    """`QUEUE_FORWARD_SERVICES` as a map of service name to base URL; ValueError naming what is wrong."""
+    services: dict[str, str] = {}
+    for pair in re.split(r"[\s,]+", value.strip()):
+        if not pair:
+            continue
+        name, _, base = pair.partition("=")
+        if not _SERVICE.fullmatch(name) or not _BASE_URL.fullmatch(base):
+            raise ValueError(f"`{pair}` is not `<service>=<http(s) base URL without query>`")
+        if name in HOSTED_SERVICES:
+            raise ValueError(f"`{name}` is served by this app itself and cannot be forwarded")
+        services[name] = base.rstrip("/")
+    return services
+
+
+class ServingSettings(BaseModel):
+    port: int = Field(default=7071, ge=1, le=65535, description="Port of the local host's HTTP server.")
+    http_max_connections: int = Field(
+        default=1000,
+        ge=1,
+        description="Connections the local host's HTTP server "
+        "holds at once; one more is answered 503 and closed (docs/security.md).",
+    )
+    http_header_timeout: float = Field(
+        default=10,
+        gt=0,
+        description="Seconds a connection to the local host may "
+        "take to send a whole request head (from opening, or from its previous "
+        "answer); then it is closed.",
+    )
+    http_body_timeout: float = Field(
+        default=10,
+        gt=0,
+        description="Seconds a connection to the local host may "
+        "send nothing while its request body is read (while the server itself waits, "
+        "the wait does not count); then it is closed.",
+    )
+    http_per_peer_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Share of `http_max_connections` one "
+        "peer address may hold; one more from it is answered 503 and closed.",
+    )
+    root_url: str | None = Field(default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>.")
+    faults: str = Field(
+        default="",
+        description="Tests only: fault-injection points at which the process exits as if killed (`shared/faults.py`).",
+    )
+    validate_responses: bool = Field(
+        default=False, description="Validate every response body against its schema (on in tests; costs CPU)."
+    )
+    log_level: str = Field(default="INFO", description="Level of the queue's logs.")
+
+    forward_services: str = Field(
+        default="",
+        description="Services of this rootUrl that run elsewhere (worker-manager, hooks, secrets, ...): "
+        "`<service>=<base URL>` pairs separated by spaces or commas, e.g. `hooks=http://10.0.0.5:8080`. Requests "
+        "to `/api/<service>/`, `/references/<service>/` and `/schemas/<service>/` are forwarded there, streamed "
+        "(docs/services.md).",
+    )
+
+    @field_validator("forward_services")
+    @classmethod
+    def _valid_forwarding(cls, value: str) -> str:
+        parse_forwarding(value)
+        return value
+
+    @property
+    def forwarded_services(self) -> dict[str, str]:
+        return parse_forwarding(self.forward_services)
+
+    @field_validator("faults")
+    @classmethod
+    def _known_faults(cls, value: str) -> str:
+        from shared import faults
+
+        faults.parse(value)
+        return value
+
+    @field_validator("root_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def public_root_url(self) -> str:
+        return self.root_url or f"http://127.0.0.1:{self.port}"
