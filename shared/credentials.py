@@ -38,8 +38,8 @@ def signature(
     client_id: str | None,
     issuer: str | None,
     seed: str,
-    start: int,
-    expiry: int,
+    start: int | float,
+    expiry: int | float,
     scopes: Sequence[str],
 ) -> str:
     lines = ["version:1"]

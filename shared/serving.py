@@ -24,7 +24,7 @@ _PLACEHOLDER_WORD = (
 PLACEHOLDER = re.compile(
     rf"\s*[\"']?\s*{_PLACEHOLDER_WORD}(?:[\s\-_.:,;/|+]+{_PLACEHOLDER_WORD})*\s*[\"']?\s*", re.IGNORECASE
 )
-SECRETS = ("root_access_token", "token_secret", "storage_account_key")
+SECRETS = ("root_access_token", "token_secret", "storage_account_key", "websocktunnel_secret")
 # Settings read beside QUEUE_*: the Functions host's storage, and telemetry's.
 WATCHED_SETTINGS = ("AzureWebJobsStorage", "APPLICATIONINSIGHTS_CONNECTION_STRING")
 

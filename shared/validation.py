@@ -28,10 +28,12 @@ EXT_DIR = Path(__file__).parent / "schemas" / "ext"
 OBJECT_DIR = Path(__file__).parent / "schemas" / "object" / "v1"
 AUTH_DIR = Path(__file__).parent / "schemas" / "auth" / "v1"
 INDEX_DIR = Path(__file__).parent / "schemas" / "index" / "v1"
+PURGE_CACHE_DIR = Path(__file__).parent / "schemas" / "purge-cache" / "v1"
 ROOT = "https://tc-azure-queue.invalid/schemas/"  # served at <rootUrl>/schemas/ (shared/api/discovery.py)
 BASE = ROOT + "queue/v1/"
 MAX_REPORTED_ERRORS = 10
-FORMATS_USED = ("date-time", "uri", "regex")  # by the schemas (a test checks there are no others)
+# The formats the schemas use (a test checks there are no others).
+FORMATS_USED = ("date-time", "uri", "regex", "hostname", "ipv4", "ipv6")
 
 # One media type as HTTP headers carry it (RFC 9110 8.3.1: `type/subtype`, then `; name=value` parameters whose
 # value is a token or a quoted string): what a `contentType` of an artifact or an object must be, since downloads
@@ -60,17 +62,21 @@ def _registry() -> tuple[Registry, dict[str, dict[str, Any]]]:
     schemas: dict[str, dict[str, Any]] = {}
     registry: Registry = Registry()
     # queue: the official schemas (v1) and this service's own additions (ext), by their names; the Object
-    # service's and the Auth service's, written for this project, as `object/<name>` and `auth/<name>`; the
-    # Index's, the official ones (their constants are the queue's slugid pattern), as `index/<name>`.
+    # service's, written for this project, as `object/<name>`; the Auth service's (some written for this
+    # project, the rest official), the Index's and Purge-cache's (official) as `<service>/<name>`, each with its
+    # service's constants over the queue's.
     files = [
         *((p, p.stem, BASE) for p in sorted((SCHEMA_DIR / "v1").glob("*.yml"))),
         *((p, p.stem, BASE) for p in sorted(EXT_DIR.glob("*.yml"))),
         *((p, f"object/{p.stem}", ROOT + "object/v1/") for p in sorted(OBJECT_DIR.glob("*.yml"))),
         *((p, f"auth/{p.stem}", ROOT + "auth/v1/") for p in sorted(AUTH_DIR.glob("*.yml"))),
         *((p, f"index/{p.stem}", ROOT + "index/v1/") for p in sorted(INDEX_DIR.glob("*.yml"))),
+        *((p, f"purge-cache/{p.stem}", ROOT + "purge-cache/v1/") for p in sorted(PURGE_CACHE_DIR.glob("*.yml"))),
     ]
     for path, name, base in files:
-        schema = _expand_consts(yaml.safe_load(path.read_text()), constants)
+        own = path.parent.parent / "constants.yml"
+        service = {**constants, **yaml.safe_load(own.read_text())} if own.exists() and base != BASE else constants
+        schema = _expand_consts(yaml.safe_load(path.read_text()), service)
         schema.pop("$schema", None)  # a pointer to draft-06, which is what we validate with
         uri = f"{base}{path.stem}.json"
         schema["$id"] = uri + "#"
@@ -171,6 +177,21 @@ def _date_time(instance: object) -> bool:
 
 
 _FORMATS.checks("date-time", raises=(ValueError, OverflowError))(_date_time)
+# ajv-formats' hostname (Taskcluster validates with Ajv): 253 characters at most, labels of letters, digits and
+# inner hyphens; an IPv4 address is one too.
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-0-9a-z]{0,61}[0-9a-z])?)*\.?$",
+    re.IGNORECASE,
+)
+
+
+def _hostname(instance: object) -> bool:
+    return not isinstance(instance, str) or _HOSTNAME.match(instance) is not None
+
+
+_FORMATS.checks("hostname")(_hostname)
+
+
 _DefaultingValidator = _with_defaults(_StrictValidator)
 
 

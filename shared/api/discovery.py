@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared import validation
-from shared.api.framework import Api, Route
 from shared.api.openapi import openapi
+from shared.api.routing import Api, Route
 from shared.domain.events import (
     EXCHANGES,
     GROUP_EXCHANGES,
@@ -58,9 +58,16 @@ SERVICES = {
         "its artifacts downloaded by that name. Built into this queue (indexed from its own record of each "
         "completion, no event bus needed).",
     ),
+    "purge-cache": (
+        "Purge Cache Service",
+        "The purge-cache service is responsible for tracking cache-purge requests: users create purge requests "
+        "for caches of a worker pool, and workers consult the service before starting a new task, and purge "
+        "caches older than the request. Built into this queue.",
+    ),
     "auth": (
         "Authentication",
-        "Clients, roles and scope expansion, in the shapes of Taskcluster's auth service. "
+        "Clients, roles, scope expansion and authenticateHawk (which Taskcluster's other services call for every "
+        "request they receive), in the shapes of Taskcluster's auth service. "
         "This queue authenticates in process, with the clients and roles these routes manage.",
     ),
 }

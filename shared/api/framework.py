@@ -11,24 +11,29 @@ import logging
 import re
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from shared import errors, metrics, roundtrips, strict_json, timeutil, validation
-from shared.auth.hawk import Authenticator, Caller
-from shared.auth.hawk import Request as AuthRequest
-from shared.scopes import ScopeExpr, describe
+from shared.api.routing import (
+    Api,
+    Call,
+    Reply,
+    Route,
+    check_params,
+    check_query,
+)
+from shared.auth.authenticator import Authenticator, Caller
+from shared.auth.authenticator import Request as AuthRequest
 
 log = logging.getLogger("queue.api")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # Taskcluster's body-parser limit
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers; Hawk headers with temporary credentials can be large
-HELD_SHOWN = 100  # scopes an InsufficientScopes message lists of those the caller holds
 
 # Taskcluster's API library answers every request so (and a preflight OPTIONS with 200): any origin may call the
 # API from a browser, with credentials in the Authorization header (Hawk), not cookies.
@@ -39,224 +44,6 @@ CORS_HEADERS = {
     "access-control-request-method": "*",
     "access-control-allow-headers": "X-Requested-With,Content-Type,Authorization,Accept,Origin,Cache-Control",
 }
-ALWAYS_ALLOWED_QUERY = frozenset({"bewit"})  # a signed URL's Hawk bewit, on any GET
-
-# Patterns of path parameters (reference section 0, modern identifiers of up to 38 characters).
-PARAM_PATTERNS: dict[str, str] = {
-    "taskId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
-    "taskGroupId": r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$",
-    "runId": r"^[1-9]*[0-9]+$",
-    "provisionerId": r"^[a-zA-Z0-9-_]{1,38}$",
-    "workerType": r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",  # the schemas' workertype-pattern (taskQueueId's second part)
-    "workerGroup": r"^[a-zA-Z0-9-_]{1,38}$",
-    "workerId": r"^[a-zA-Z0-9-_]{1,38}$",
-    "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
-    "name": r"^[\x20-\x7e]+$",  # artifact names: printable ASCII
-    "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",  # the auth service's
-    "roleId": r"^[\x20-\x7e]+$",
-}
-_SEGMENT = {"taskQueueId": r"[^/]+/[^/]+", "name": r".+", "clientId": r".+", "roleId": r".+"}  # these hold `/`
-# Parameters that may be empty, and then omitted with their slash (the Index's root namespace: `/namespaces`,
-# `/namespaces/`), as Taskcluster's `:namespace?`.
-_OPTIONAL = {"namespace"}
-MAX_RUN_ID = 1000
-
-# A scope template: scope strings with `<param>` placeholders, AllOf/AnyOf, `{for, in, each}` expanding a
-# list parameter, and `{if, then}` included only when the parameter is truthy (Taskcluster's notation).
-ScopeTemplate = str | dict[str, Any]
-
-
-def render_scopes(template: ScopeTemplate | None, params: dict[str, Any]) -> ScopeExpr | None:
-    """Substitute parameters into a scope template; None means the route needs no scopes."""
-    if template is None:
-        return None
-
-    def subst(text: str, values: dict[str, Any]) -> str:
-        def one(match: re.Match[str]) -> str:
-            value = values[match.group(1)]
-            if not isinstance(value, str | int):
-                raise TypeError(f"scope parameter {match.group(1)} must be a string")
-            return str(value)
-
-        return re.sub(r"<([a-zA-Z]+)>", one, text)
-
-    def expand(node: ScopeTemplate) -> list[ScopeExpr]:
-        if isinstance(node, str):
-            return [subst(node, params)]
-        if "for" in node:
-            return [subst(node["each"], {**params, node["for"]: item}) for item in params[node["in"]]]
-        if "if" in node:
-            return expand(node["then"]) if params.get(node["if"]) else []
-        ((kind, children),) = node.items()
-        return [{kind: [r for child in children for r in expand(child)]}]
-
-    rendered = expand(template)
-    return rendered[0] if len(rendered) == 1 else {"AllOf": rendered}
-
-
-ContextT = TypeVar("ContextT")
-
-
-@dataclass
-class Call(Generic[ContextT]):
-    """One API request, as a handler sees it: `context` is what the application serves (the queue)."""
-
-    route: Route
-    params: dict[str, str]
-    query: dict[str, str]
-    body: Any
-    request: Request
-    context: ContextT
-    caller: Caller
-    required_scopes: ScopeExpr | None = None
-
-    def run_id(self) -> int:
-        return int(self.params["runId"])
-
-    async def authorize(self, **extra: Any) -> None:
-        """Check the caller holds the scopes this request needs: the route's template, filled in from the path
-        parameters and `extra` (values from the body or the stored task). 403 InsufficientScopes if not."""
-        await self.require(render_scopes(self.route.scopes, {**self.params, **extra}))
-
-    async def require(self, scopes: ScopeExpr | None) -> None:
-        """Check the caller holds `scopes` (None: nothing needed); 403 InsufficientScopes if not."""
-        self.required_scopes = scopes
-        if self.required_scopes is None:
-            return
-        missing = self.caller.held.unsatisfied(self.required_scopes)
-        if missing is not None:
-            who = f"Client `{self.caller.client_id}`" if self.caller.client_id else "An anonymous caller"
-            held = self.caller.scopes
-            shown = ", ".join(held[:HELD_SHOWN]) + (
-                f" and {len(held) - HELD_SHOWN} more" if len(held) > HELD_SHOWN else ""
-            )
-            raise errors.InsufficientScopes(
-                f"{who} lacks the scopes for {self.route.name}. Missing: {describe(missing)}\n\n"
-                f"Required: {describe(self.required_scopes)}\n\nHeld: {shown or '(none)'}"
-            )
-
-    async def client_gone(self) -> bool:
-        return await self.request.is_disconnected()
-
-
-@dataclass
-class Reply:
-    """A handler's answer other than 200 with a JSON body: a status, headers, and a body (JSON, or none), which
-    is checked against the route's output schema when the status is below 400."""
-
-    body: Any
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-Handler = Callable[[Call[Any]], Awaitable[Any]]
-
-
-@dataclass
-class Route:
-    name: str
-    method: str
-    path: str  # e.g. /task/<taskId>/runs/<runId>/claim
-    handler: Handler
-    title: str
-    scopes: ScopeTemplate | None
-    input: str | None = None  # schema names, e.g. create-task-request
-    output: str | None = None
-    stability: str = "stable"
-    query: dict[str, str] = field(default_factory=dict)  # the query parameters it takes, and their patterns
-    streamed: bool = False  # the handler reads the body itself (`call.request.stream()`), of any size and type
-    regex: re.Pattern[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        def segment(m: re.Match[str]) -> str:
-            slash, name, last = m.group(1), m.group(2), m.group(3) is not None
-            if slash and last and name in _OPTIONAL:
-                return f"(?:/(?P<{name}>[^/]*))?"
-            return f"{slash}(?P<{name}>{_SEGMENT.get(name, '[^/]+')})"
-
-        pattern = re.sub(r"(/?)<([a-zA-Z]+)>(\Z)?", segment, self.path)
-        if pattern.endswith("/") and len(pattern) > 1:
-            pattern = pattern[:-1] + "/?"  # `/roles/` is also asked as `/roles` (the official clients do)
-        self.regex = re.compile(f"^{pattern}\\Z", re.DOTALL)  # any character reaches the parameter checks
-
-
-class Api:
-    """The route table of one service version, mounted at `/api/<service>/<version>`."""
-
-    def __init__(self, service_name: str, version: str) -> None:
-        self.prefix = f"/api/{service_name}/{version}"
-        self.routes: list[Route] = []
-
-    @property
-    def service_name(self) -> str:
-        return self.prefix.split("/")[2]
-
-    @property
-    def version(self) -> str:
-        return self.prefix.split("/")[3]
-
-    def route(
-        self,
-        method: str,
-        path: str,
-        *,
-        name: str,
-        title: str,
-        scopes: ScopeTemplate | None,
-        input: str | None = None,
-        output: str | None = None,
-        stability: str = "stable",
-        query: dict[str, str] | None = None,
-        streamed: bool = False,
-    ) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
-            self.routes.append(
-                Route(name, method, path, handler, title, scopes, input, output, stability, dict(query or {}), streamed)
-            )
-            return handler
-
-        return register
-
-    def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-        if not path.startswith(self.prefix):
-            return None
-        rest = path[len(self.prefix) :] or "/"
-        for route in self.routes:
-            if route.method == method:
-                found = route.regex.match(rest)
-                if found:
-                    return route, found.groupdict(default="")
-        return None
-
-
-def _check_params(params: dict[str, str]) -> None:
-    bad = [
-        f"{name}: `{value!r}` does not match {PARAM_PATTERNS[name]}"
-        for name, value in params.items()
-        if name in PARAM_PATTERNS and not validation.ecma_pattern(PARAM_PATTERNS[name]).search(value)
-    ]
-    if "runId" in params and not bad and int(params["runId"]) > MAX_RUN_ID:
-        bad.append(f"runId: {params['runId']} is larger than {MAX_RUN_ID}")
-    if bad:
-        raise errors.InvalidRequestArguments("Invalid request arguments:\n" + "\n".join(f"* {b}" for b in bad))
-
-
-def _check_query(route: Route, query: dict[str, str]) -> None:
-    """Only the query parameters a route declares, each matching its pattern (as Taskcluster's API library)."""
-    bad = []
-    for key, value in query.items():
-        if key in ALWAYS_ALLOWED_QUERY:
-            continue
-        pattern = route.query.get(key)
-        if pattern is None:
-            bad.append(
-                f"Query-string parameter: {key} is not supported by {route.name}"
-                + (f" (it takes {', '.join(sorted(route.query))})" if route.query else "")
-            )
-        elif not validation.ecma_pattern(pattern).search(value):
-            bad.append(f"Query-string parameter: {key}={value!r} does not match {pattern}")
-    if bad:
-        raise errors.InvalidRequestArguments("Invalid request arguments:\n" + "\n".join(f"* {b}" for b in bad))
 
 
 async def _read_raw_body(request: Request) -> bytes:
@@ -330,7 +117,7 @@ def _auth_request(request: Request, raw: bytes, path: str) -> AuthRequest:
 
 
 async def _authenticate(
-    authenticator: Authenticator, request: Request, raw: bytes, api: Api, route: Route, params: dict[str, str]
+    authenticator: Authenticator[Any], request: Request, raw: bytes, api: Api, route: Route, params: dict[str, str]
 ) -> Caller:
     """Authenticate with the raw path; failing that, with the path as the official clients write it (each
     parameter percent-encoded, `/` as `%2F`), since the Azure Functions ASGI adapter hands the app a decoded
@@ -387,7 +174,7 @@ class ApiApp:
         self,
         apis: list[Api],
         context: Callable[[], Any],
-        authenticator: Callable[[], Authenticator],
+        authenticator: Callable[[], Authenticator[Any]],
         *,
         validate_responses: bool = False,
         documents: Documents | None = None,
@@ -453,12 +240,18 @@ class ApiApp:
         request.scope["queue.route"] = f"{api.service_name}.{route.name}"
         body: Any = None
         try:
-            _check_params(params)
-            _check_query(route, dict(request.query_params))
+            check_params(params)
+            check_query(route, dict(request.query_params))
             raw = b"" if route.streamed else await _read_raw_body(request)
-            caller = await _authenticate(self.authenticator(), request, raw, api, route, params)
+
+            async def authenticate_as(authenticator: Authenticator[Any]) -> Caller:
+                return await _authenticate(authenticator, request, raw, api, route, params)
+
+            authenticator = self.authenticator()
+            caller = await authenticate_as(authenticator) if route.authenticated else authenticator.anonymous()
             body = _parse_body(raw, route, request.headers.get("content-type", ""))
             call = Call(route, params, dict(request.query_params), body, request, self.context(), caller)
+            call.authenticate_as = authenticate_as
             result = await route.handler(call)
             reply = result if isinstance(result, Reply) else Reply(result)
             if self.validate_responses and route.output and reply.body is not None and reply.status < 400:

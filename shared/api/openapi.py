@@ -15,7 +15,7 @@ import urllib.parse
 from typing import Any
 
 from shared import validation
-from shared.api.framework import PARAM_PATTERNS, Api, Route
+from shared.api.routing import PARAM_PATTERNS, Api, Route
 
 ERROR_BODY = {
     "type": "object",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import inspect
 import json
 
-from shared.api import auth_v1, index_v1, monitoring, object_v1, queue_v1
-from shared.api.framework import Api, Route
+from shared.api import auth_v1, index_v1, monitoring, object_v1, purge_cache_v1, queue_v1
+from shared.api.routing import Api, Route
 
 HEADER = """# Queue API v1 reference
 
@@ -79,6 +79,7 @@ ROUTE_MODULES = (
     *object_v1.ROUTE_MODULES,
     *auth_v1.ROUTE_MODULES,
     *index_v1.ROUTE_MODULES,
+    *purge_cache_v1.ROUTE_MODULES,
 )
 OBJECT_HEADER = """
 # Object service API v1
@@ -93,7 +94,25 @@ AUTH_HEADER = """
 # Auth service API v1
 
 Served under `<rootUrl>/api/auth/v1`, so the official clients' `Auth` class reaches it: of Taskcluster's auth
-service, what callers ask about their own credentials (the queue authenticates in process, [auth.md](auth.md)).
+service, what callers ask about their own credentials (the queue authenticates in process, [auth.md](auth.md)),
+`authenticateHawk`, which Taskcluster's other services behind the same rootUrl call for every request they receive
+([services.md](services.md)), and the delegation endpoints ([auth.md](auth.md#what-the-auth-api-delegates)).
+"""
+
+PURGE_CACHE_HEADER = """
+# Purge-cache API v1
+
+Served under `<rootUrl>/api/purge-cache/v1` (Taskcluster's purge-cache service, built in: the official clients'
+`PurgeCache` class, and generic-worker before every task that mounts a writable cache). A purge request tells a
+worker pool's workers to drop the caches of a name made before it; requests are kept for a day. Workers' reads are
+answered from a per-pool copy at most `QUEUE_PURGE_CACHE_SECONDS` old (10 s). Schemas: the official ones,
+`shared/schemas/purge-cache/v1/<name>.yml`.
+
+| limit | value |
+|---|---|
+| `cacheName` | at most 1024 characters (`400 InputError`) |
+| open requests of one pool answered | 10,000 (a day's purges of distinct cache names) |
+| listing page (`limit`) | 1 to 1000, default 1000 |
 """
 
 INDEX_HEADER = """
@@ -132,6 +151,8 @@ def render(apis: list[Api]) -> str:
             parts.append(AUTH_HEADER)
         if api is index_v1.api:
             parts.append(INDEX_HEADER)
+        if api is purge_cache_v1.api:
+            parts.append(PURGE_CACHE_HEADER)
         routes = _in_order(api)
         parts.append(
             "\n## Endpoints\n\n| name | method and route | input | output | stability |\n|---|---|---|---|---|"
@@ -153,4 +174,4 @@ def render(apis: list[Api]) -> str:
 
 
 if __name__ == "__main__":
-    print(render([queue_v1.api, object_v1.api, auth_v1.api, index_v1.api]), end="")
+    print(render([queue_v1.api, object_v1.api, auth_v1.api, index_v1.api, purge_cache_v1.api]), end="")

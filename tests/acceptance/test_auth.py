@@ -38,6 +38,13 @@ def auth_host(host_factory):
 
 
 @pytest.fixture(scope="module")
+def closed_host(host_factory):
+    """No anonymous scopes: what a caller holds is what its credentials give (Taskcluster gives every caller the
+    anonymous scopes again after `authorizedScopes` narrowed theirs)."""
+    return host_factory(anonymous_scopes="[]", claim_work_wait=1, claim_work_poll_interval=0.2)
+
+
+@pytest.fixture(scope="module")
 def expiring_host(host_factory):
     """Claims of 2 s and temporary credentials with no clock skew: credentials expire at takenUntil."""
     return host_factory(certificate_skew=0, claim_timeout=2, claim_work_wait=1, claim_work_poll_interval=0.2)
@@ -137,7 +144,8 @@ def test_wrong_key_is_401_with_www_authenticate(auth_host):
 
 def test_unknown_client_is_401(auth_host):
     response = hawk_request(auth_host, "GET", "/ping", client_id="nobody", key="x" * 44)
-    assert response.status_code == 401 and "unknown clientId" in response.json()["message"]
+    assert response.json()["message"].startswith("Client with clientId 'nobody' not found")  # Taskcluster's words
+    assert response.status_code == 401
 
 
 def test_tampered_mac_is_401(auth_host):
@@ -300,10 +308,10 @@ def test_task_actions_accept_scheduler_project_or_legacy_scopes(auth_host, make_
         getattr(client_for(auth_host, make_client(*scopes)), action)(task_id)
 
 
-def test_read_endpoints_need_their_scopes(auth_host, make_client):
+def test_read_endpoints_need_their_scopes(closed_host):
+    auth_host = closed_host
     task_id, _ = created_task(auth_host)
-    # Without the anonymous scopes that every client holds too, reads need their own scopes: narrow with
-    # authorizedScopes to see that.
+    # Without anonymous scopes, reads need their own scopes: narrow with authorizedScopes to see that.
     narrow = root(auth_host, authorizedScopes=["queue:status:" + task_id])
     assert narrow.status(task_id)
     expect_error(403, "InsufficientScopes", narrow.claimTask, task_id, "0", WORKER)
@@ -375,7 +383,7 @@ def test_claim_credentials_expire_at_taken_until(expiring_host):
     mine.reclaimTask(task_id, "0")
     time.sleep(max(0.0, (timeutil.parse(claim["takenUntil"]) - timeutil.now()).total_seconds()) + 0.5)
     body = expect_error(401, "AuthenticationFailed", mine.reportCompleted, task_id, "0")
-    assert "expired" in body["message"]
+    assert body["message"].startswith("ext.certificate.expiry < now")
 
 
 def temp_creds(issuer_id, issuer_token, scopes, *, start=None, expiry=None, name=None, tamper=None):
@@ -453,7 +461,7 @@ def test_certificate_wider_than_its_issuer_is_401(auth_host, make_client):
     issuer = make_client("queue:status:*", "auth:create-client:*")
     creds = temp_creds(issuer["clientId"], issuer["accessToken"], ["queue:cancel-task:*"])
     body = expect_error(401, "AuthenticationFailed", client_for(auth_host, creds).cancelTask, task_id)
-    assert "every scope" in body["message"]
+    assert "doesn't satisfy all certificate scopes queue:cancel-task:*" in body["message"]
     # A named certificate also needs auth:create-client:<name>.
     no_create = make_client("queue:cancel-task:*")
     named = temp_creds(no_create["clientId"], no_create["accessToken"], ["queue:cancel-task:*"], name="x/y")
@@ -517,7 +525,8 @@ def test_signed_urls(auth_host, make_client):
     assert response.status_code == 401 and "expired" in response.json()["message"]
 
 
-def test_tasks_and_statuses_need_a_scope_per_task(auth_host):
+def test_tasks_and_statuses_need_a_scope_per_task(closed_host):
+    auth_host = closed_host
     a, _ = created_task(auth_host)
     b, _ = created_task(auth_host)
     narrow = root(auth_host, authorizedScopes=[f"queue:status:{a}", f"queue:get-task:{a}"])

@@ -27,10 +27,10 @@ from hypothesis_jsonschema import from_schema
 
 from local_host import azurite as azurite_mod
 from shared import timeutil, validation
-from shared.api.framework import Route
 from shared.api.object_v1 import api as object_api
 from shared.api.openapi import inline
 from shared.api.queue_v1 import api
+from shared.api.routing import Route
 from tests.acceptance.test_faults import run_audit
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_of_its_own, slugid, task_definition
 

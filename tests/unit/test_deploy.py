@@ -214,6 +214,7 @@ def test_requirements_hold_what_the_deployed_code_imports():
         "starlette": "starlette",
         "jsonschema": "jsonschema",
         "yaml": "PyYAML",
+        "jwt": "PyJWT",
         "mohawk": "mohawk",
         "aio_pika": "aio-pika",
         "opentelemetry": "opentelemetry-api",

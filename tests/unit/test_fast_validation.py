@@ -41,7 +41,7 @@ def test_every_request_schema_compiles_and_the_formats_used_are_all_checked():
         validation.compiled_validator(name, True)
     used = set()
     for path in Path(validation.SCHEMA_DIR.parent).rglob("*.yml"):
-        used.update(re.findall(r"format:\s*['\"]?([a-z-]+)", path.read_text()))
+        used.update(re.findall(r"format:\s*['\"]?([a-z0-9-]+)", path.read_text()))
     assert used <= set(validation.FORMATS_USED)
 
 

@@ -11,8 +11,8 @@ from azure.functions._http_asgi import AsgiRequest
 
 from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api
+from shared.auth.authenticator import Authenticator
 from shared.auth.clients import ClientStore
-from shared.auth.hawk import Authenticator
 from shared.storage.memory import MemoryBlobs
 from tests.answers import create_artifact
 from tests.conftest import slugid, task_definition

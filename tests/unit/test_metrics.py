@@ -13,8 +13,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api
+from shared.auth.authenticator import Authenticator
 from shared.auth.clients import ClientStore
-from shared.auth.hawk import Authenticator
 from shared.domain.messages import CLAIM_QUEUE
 from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work

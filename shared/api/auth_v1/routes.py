@@ -9,13 +9,15 @@ authentication of every process within QUEUE_CLIENT_CACHE_SECONDS.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from shared import errors, timeutil
 from shared.api import monitoring
-from shared.api.framework import Api, Call, Reply
-from shared.auth.clients import Client
-from shared.auth.hawk import Authenticator
+from shared.api.routing import Api, Call, Reply
+from shared.auth.authenticator import Authenticator
+from shared.auth.clients import Client, ClientStore
 from shared.auth.roles import Role, RoleStore
 from shared.runtime import get_authenticator
 from shared.scopes import problems_of
@@ -23,9 +25,25 @@ from shared.scopes import problems_of
 api = Api("auth", "v1")
 monitoring.register(api)
 GRANTING = {"for": "scope", "in": "scopes", "each": "<scope>"}  # the caller must hold what it gives
+STATIC_PREFIX = "static/"  # Taskcluster reserves these clientIds for the clients its deployment configures
+ROLE_PAGING = {"continuationToken": "^.*$", "limit": "^[0-9]+$"}
+MAX_ROLES_PAGE = 1000
 
 
-def _auth() -> Authenticator:
+class StaticClient(errors.InputError):
+    """clientId "{clientId}" starts with "static/" which is reserved for statically configured clients. Contact
+    your administrator to change static clients."""
+
+
+def _not_static(call: Call[Any]) -> str:
+    """The clientId of a request that changes a client, unless it is reserved (400, as Taskcluster's)."""
+    client_id = call.params["clientId"]
+    if client_id.startswith(STATIC_PREFIX):
+        raise StaticClient(clientId=client_id)
+    return client_id
+
+
+def _auth() -> Authenticator[ClientStore]:
     return get_authenticator()
 
 
@@ -119,10 +137,11 @@ async def get_client(call: Call[Any]) -> dict[str, Any]:
 async def create_client(call: Call[Any]) -> dict[str, Any]:
     """Create a client and answer its accessToken, this once (`resetAccessToken` gives a new one). The caller
     must hold every scope the client is given."""
+    client_id = _not_static(call)
     await call.authorize(scopes=call.body["scopes"])
     await _expandable(call.body["scopes"])
     client = await _auth().clients.create(
-        call.params["clientId"],
+        client_id,
         call.body["scopes"],
         expires=timeutil.parse(call.body["expires"]),
         description=call.body["description"],
@@ -140,8 +159,9 @@ async def create_client(call: Call[Any]) -> dict[str, Any]:
 async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
     """A new accessToken for the client, answered this once; the old one stops working (in every process within
     QUEUE_CLIENT_CACHE_SECONDS)."""
+    client_id = _not_static(call)
     await call.authorize()
-    return await _client(await _auth().clients.reset(call.params["clientId"]), with_token=True)
+    return await _client(await _auth().clients.reset(client_id), with_token=True)
 
 
 @api.route(
@@ -152,8 +172,9 @@ async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
     scopes="auth:enable-client:<clientId>",
 )
 async def enable_client(call: Call[Any]) -> dict[str, Any]:
+    client_id = _not_static(call)
     await call.authorize()
-    return await _client(await _auth().clients.set_disabled(call.params["clientId"], False))
+    return await _client(await _auth().clients.set_disabled(client_id, False))
 
 
 @api.route(
@@ -165,8 +186,9 @@ async def enable_client(call: Call[Any]) -> dict[str, Any]:
 )
 async def disable_client(call: Call[Any]) -> dict[str, Any]:
     """The client stops authenticating (within QUEUE_CLIENT_CACHE_SECONDS); `enableClient` undoes it."""
+    client_id = _not_static(call)
     await call.authorize()
-    return await _client(await _auth().clients.set_disabled(call.params["clientId"], True))
+    return await _client(await _auth().clients.set_disabled(client_id, True))
 
 
 # After reset, enable and disable: a clientId may hold `/`, so `/clients/<clientId>` also matches theirs.
@@ -180,10 +202,11 @@ async def disable_client(call: Call[Any]) -> dict[str, Any]:
 )
 async def update_client(call: Call[Any]) -> dict[str, Any]:
     """Replace a client's scopes, description and expiry. The caller must hold every scope it is given."""
+    client_id = _not_static(call)
     await call.authorize(scopes=call.body["scopes"])
     await _expandable(call.body["scopes"])
     client = await _auth().clients.update(
-        call.params["clientId"],
+        client_id,
         scopes=call.body["scopes"],
         description=call.body["description"],
         expires=timeutil.parse(call.body["expires"]),
@@ -196,8 +219,9 @@ async def update_client(call: Call[Any]) -> dict[str, Any]:
 )
 async def delete_client(call: Call[Any]) -> Reply:
     """Delete a client; deleting one that does not exist is not an error."""
+    client_id = _not_static(call)
     await call.authorize()
-    await _auth().clients.delete(call.params["clientId"])
+    await _auth().clients.delete(client_id)
     return Reply(None)
 
 
@@ -211,13 +235,73 @@ async def list_roles(call: Call[Any]) -> Reply:
     return Reply([await _role(r) for r in await _roles().list()])
 
 
-@api.route("GET", "/roleids/", name="listRoleIds", title="List Role IDs", scopes="auth:list-roles")
-async def list_role_ids(call: Call[Any]) -> dict[str, Any]:
+async def _roles_page(call: Call[Any]) -> tuple[list[Role], dict[str, str]]:
+    """The roles of one page, in roleId order: all of them without `limit` (as Taskcluster), else up to `limit`
+    (at most MAX_ROLES_PAGE) after the roleId the `continuationToken` names."""
     await call.authorize()
-    return {"roleIds": [r.role_id for r in await _roles().list()]}
+    roles = await _roles().list()
+    token = call.query.get("continuationToken")
+    if token:
+        after = _token_role(token)
+        roles = [r for r in roles if r.role_id > after]
+    limit = call.query.get("limit")
+    if not limit:
+        return roles, {}
+    size = max(1, min(int(limit), MAX_ROLES_PAGE))
+    more = {"continuationToken": _role_token(roles[size - 1].role_id)} if len(roles) > size else {}
+    return roles[:size], more
 
 
-@api.route("GET", "/roles/<roleId>", name="role", title="Get Role", scopes="auth:get-role:<roleId>")
+def _role_token(role_id: str) -> str:
+    return base64.urlsafe_b64encode(role_id.encode()).decode().rstrip("=")
+
+
+def _token_role(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except (ValueError, binascii.Error):
+        raise errors.InputError("Invalid continuationToken") from None
+
+
+@api.route(
+    "GET",
+    "/roles2/",
+    name="listRoles2",
+    title="List Roles",
+    scopes="auth:list-roles",
+    output="auth/list-roles2-response",
+    query=ROLE_PAGING,
+)
+async def list_roles2(call: Call[Any]) -> dict[str, Any]:
+    """Every role with the scopes it expands to, in roleId order, a page at a time with `limit` and
+    `continuationToken` (all at once without `limit`)."""
+    roles, more = await _roles_page(call)
+    return {"roles": [await _role(r) for r in roles], **more}
+
+
+@api.route(
+    "GET",
+    "/roleids/",
+    name="listRoleIds",
+    title="List Role IDs",
+    scopes="auth:list-roles",
+    output="auth/list-role-ids-response",
+    query=ROLE_PAGING,
+)
+async def list_role_ids(call: Call[Any]) -> dict[str, Any]:
+    """The roleIds, in order, paged as listRoles2."""
+    roles, more = await _roles_page(call)
+    return {"roleIds": [r.role_id for r in roles], **more}
+
+
+@api.route(
+    "GET",
+    "/roles/<roleId>",
+    name="role",
+    title="Get Role",
+    scopes="auth:get-role:<roleId>",
+    output="auth/get-role-response",
+)
 async def get_role(call: Call[Any]) -> dict[str, Any]:
     """A role, with the scopes `assume:<roleId>` expands to."""
     await call.authorize()

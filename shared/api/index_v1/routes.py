@@ -13,9 +13,9 @@ from typing import Any
 
 from shared import timeutil
 from shared.api import monitoring
-from shared.api.framework import Api, Call, Reply
 from shared.api.queue_v1.artifacts import artifact_reply
 from shared.api.queue_v1.common import PAGING, paging
+from shared.api.routing import Api, Call, Reply
 from shared.domain.index import MAX_DATA_BYTES, IndexDataTooLarge, IndexedTask, checked_rank, data_size
 from shared.runtime import Queue
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import answers, monitoring
-from shared.api.framework import Api, Call, Reply
+from shared.api.routing import Api, Call, Reply
 from shared.operations.object_uploads import ObjectDataRequest
 from shared.runtime import Queue
 

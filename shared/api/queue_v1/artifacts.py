@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.api import answers
-from shared.api.framework import Reply
 from shared.api.queue_v1.common import PAGING, QueueCall, api, paging
+from shared.api.routing import Reply
 from shared.domain.artifacts import Artifact
 from shared.operations.s3_uploads import UploadRequest
 

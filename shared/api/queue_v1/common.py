@@ -7,7 +7,7 @@ from typing import Any
 
 from shared import errors
 from shared.api import monitoring
-from shared.api.framework import Api, Call
+from shared.api.routing import Api, Call
 from shared.runtime import Queue
 
 api = Api("queue", "v1")
