@@ -162,6 +162,13 @@ async def expire_index(timer: func.TimerRequest) -> None:
     log.info("expiry: %d index entries and namespaces deleted", deleted)
 
 
+@bp.function_name("expire_purge_requests")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_purge_requests(timer: func.TimerRequest) -> None:
+    deleted = await get_queue().purge_cache.expire_due()
+    log.info("expiry: %d purge-cache requests deleted", deleted)
+
+
 @bp.function_name("reconcile")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_RECONCILE_SCHEDULE%")
 async def reconcile(timer: func.TimerRequest) -> None:

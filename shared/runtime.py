@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared import faults, timeutil
+from shared.auth.authenticator import Authenticator
 from shared.auth.clients import CLIENTS_TABLE, ClientStore
-from shared.auth.hawk import Authenticator
 from shared.auth.roles import ROLES_TABLE, RoleStore
 from shared.bus import create_publisher
 from shared.domain.index import INDEX_TABLE
@@ -31,6 +31,7 @@ from shared.operations.lifecycle import Lifecycle
 from shared.operations.object_uploads import ObjectUploads
 from shared.operations.objects import Objects
 from shared.operations.polling import Polling
+from shared.operations.purge_cache import PurgeCaches
 from shared.operations.queries import Queries
 from shared.operations.repository import TaskRepository
 from shared.operations.reruns import Reruns
@@ -74,6 +75,7 @@ class Queue:
     expiry: Expiry
     reconciler: Reconciler
     index: TaskIndex
+    purge_cache: PurgeCaches
 
     @property
     def settings(self) -> Settings:
@@ -123,6 +125,7 @@ def build_queue(
         Expiry(tasks),
         Reconciler(tasks, lifecycle, checks, resolution),
         index,
+        PurgeCaches(stores, settings.purge_cache_seconds),
     )
 
 
@@ -179,7 +182,7 @@ def get_publisher() -> Publisher | None:
 
 
 @functools.cache
-def get_authenticator() -> Authenticator:
+def get_authenticator() -> Authenticator[ClientStore]:
     settings = get_settings()
     clients = ClientStore(
         get_queue().stores.tables,

@@ -24,6 +24,7 @@ from shared.domain.index import INDEX_TABLE
 from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
 from shared.domain.parking import CheckQueues
+from shared.domain.purges import PURGE_REQUESTS_TABLE
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE, TaskQueueRuns
 from shared.domain.recent_groups import RECENT_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
@@ -52,6 +53,7 @@ TABLES = (
     MARKS_TABLE,
     INDEX_TABLE,
     RECENT_GROUPS_TABLE,
+    PURGE_REQUESTS_TABLE,
 )
 Clock = Callable[[], dt.datetime]
 

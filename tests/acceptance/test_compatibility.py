@@ -405,6 +405,7 @@ def test_manifest_references_and_schemas_are_served_under_the_root_url(host):
         f"{root}/references/object/v1/api.json",
         f"{root}/references/auth/v1/api.json",
         f"{root}/references/index/v1/api.json",
+        f"{root}/references/purge-cache/v1/api.json",
     }
     for url in manifest["references"]:
         reference = httpx.get(url).json()

@@ -116,12 +116,13 @@ def object_worker(host, tmp_path_factory) -> Iterator[GenericWorker]:
     worker.stop()
 
 
-def submit(queue, worker: GenericWorker, script: str, artifacts: list[dict] | None = None, **payload) -> str:
+def submit(queue, worker: GenericWorker, script: str, artifacts: list[dict] | None = None, scopes=(), **payload) -> str:
     task_id = slugid()
     queue.createTask(
         task_id,
         task_definition(
             taskQueueId=worker.task_queue,
+            scopes=list(scopes),
             payload={
                 "command": [["/bin/bash", "-c", script]],
                 "maxRunTime": 120,
@@ -215,6 +216,31 @@ def test_generic_worker_reclaims_a_long_task_and_stops_a_cancelled_one(host, s3_
     assert (run["state"], run["reasonResolved"]) == ("exception", "canceled")  # as the cancel left it
     after = submit(queue, s3_worker, "echo still working")
     assert resolved(queue, after, s3_worker)["state"] == "completed"
+
+
+def test_generic_worker_asks_purge_cache_before_a_task_and_drops_a_purged_cache(host, s3_worker):
+    """generic-worker asks purge-cache (purgeRequests) before a task with a writable cache: answered, no warning
+    in the task's log, and a cache purged between two tasks is gone in the second."""
+    queue = host.client()
+    cache = f"gw-cache-{slugid()[:8].lower()}"
+    mounted = {"mounts": [{"cacheName": cache, "directory": "cached"}]}
+    scopes = [f"generic-worker:cache:{cache}"]
+    check = "if test -f cached/marker; then echo cache-kept; else echo cache-empty; fi"
+    tasks = [submit(queue, s3_worker, f"{check}; echo made > cached/marker", scopes=scopes, **mounted)]
+    tasks.append(submit(queue, s3_worker, check, scopes=scopes, **mounted))
+    logs = []
+    for task_id in tasks:
+        assert resolved(queue, task_id, s3_worker)["state"] == "completed", s3_worker.output()[-4000:]
+        logs.append(download(host, task_id, "public/logs/live_backing.log").decode())
+    root = {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
+    taskcluster.PurgeCache({"rootUrl": host.root_url, "credentials": root}).purgeCache(
+        s3_worker.task_queue, {"cacheName": cache}
+    )
+    purged = submit(queue, s3_worker, check, scopes=scopes, **mounted)
+    assert resolved(queue, purged, s3_worker)["state"] == "completed"
+    logs.append(download(host, purged, "public/logs/live_backing.log").decode())
+    assert ["cache-empty" in logs[0], "cache-kept" in logs[1], "cache-empty" in logs[2]] == [True, True, True], logs
+    assert not any("purgecache service" in log or "purge-cache" in log.lower() for log in logs), logs
 
 
 def test_the_taskcluster_cli_reads_and_acts_on_this_queue(host, s3_worker, tmp_path):
