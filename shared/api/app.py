@@ -1,4 +1,5 @@
-"""The ASGI app serving every API route (the Queue, the Object service, the Auth service's, the Index), the
+"""The ASGI app serving every API route (the Queue, the Object service, the Auth service's, the Index,
+Purge-cache), the
 discovery documents and the web inspector, for
 `func.AsgiFunctionApp` in Azure and uvicorn locally."""
 
@@ -14,15 +15,17 @@ from shared import telemetry
 from shared.api import monitoring
 from shared.api.auth_v1 import api as auth_v1
 from shared.api.discovery import Discovery
+from shared.api.forwarding import Forwarder
 from shared.api.framework import ApiApp
 from shared.api.index_v1 import api as index_v1
 from shared.api.inspector import Inspector
 from shared.api.object_v1 import api as object_v1
+from shared.api.purge_cache_v1 import api as purge_cache_v1
 from shared.api.queue_v1 import api as queue_v1
 from shared.runtime import get_authenticator, get_queue
 from shared.settings import get_settings
 
-APIS = [queue_v1, object_v1, auth_v1, index_v1]
+APIS = [queue_v1, object_v1, auth_v1, index_v1, purge_cache_v1]
 
 
 def create_asgi_app() -> Any:
@@ -38,6 +41,5 @@ def create_asgi_app() -> Any:
     def documents(request: Request) -> Response | None:
         return monitoring.root_document(request) or discovery(request) or inspector(request)
 
-    return telemetry.instrument_asgi(
-        ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate, documents=documents)
-    )
+    api = ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate, documents=documents)
+    return telemetry.instrument_asgi(Forwarder(api, lambda: get_settings().forwarded_services))
