@@ -260,6 +260,9 @@ def test_list_roles2_pages_in_role_order(host):
 
 def test_delegation_endpoints_check_scopes_then_say_nothing_is_delegated(host):
     admin = auth(host, ROOT)
+    assert "No audit history is kept" in expect_error(404, "ResourceNotFound", admin.listAuditHistory, "x")["message"]
+    expect_error(404, "ResourceNotFound", admin.getEntityHistory, "client", "x")
+    expect_error(403, "InsufficientScopes", auth(host).listAuditHistory, "x")
     for call, args in (
         (admin.awsS3Credentials, ("read-only", "bucket", "some/prefix")),
         (admin.gcpCredentials, ("project", "account@example.com")),

@@ -119,6 +119,40 @@ async def list_clients(call: Call[Any]) -> dict[str, Any]:
     return {"clients": [await _client(c) for c in clients]}
 
 
+class NoAuditHistory(errors.ResourceNotFound):
+    """No audit history is kept by this deployment's Auth API: who changed which client or role is not recorded
+    (docs/auth.md#over-the-api-the-auth-service)"""
+
+
+# Before `client`: `/clients/<clientId>` would also take `<clientId>/audit`.
+@api.route(
+    "GET",
+    "/clients/<clientId>/audit",
+    name="listAuditHistory",
+    title="List Audit History",
+    scopes="auth:client-audit-history:<clientId>",
+    query=ROLE_PAGING,
+)
+async def list_audit_history(call: Call[Any]) -> None:
+    """What a client changed, in Taskcluster's auth: not recorded here (404 once the scopes are checked)."""
+    await call.authorize()
+    raise NoAuditHistory()
+
+
+@api.route(
+    "GET",
+    "/audit/<entityType>/<entityId>",
+    name="getEntityHistory",
+    title="Get Entity History",
+    scopes="auth:audit-history:<entityType>",
+    query=ROLE_PAGING,
+)
+async def get_entity_history(call: Call[Any]) -> None:
+    """Who changed a client or role, in Taskcluster's auth: not recorded here (404 once the scopes are checked)."""
+    await call.authorize()
+    raise NoAuditHistory()
+
+
 @api.route("GET", "/clients/<clientId>", name="client", title="Get Client", scopes="auth:get-client:<clientId>")
 async def get_client(call: Call[Any]) -> dict[str, Any]:
     """A client, with its scopes and their expansion through roles."""
