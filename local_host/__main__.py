@@ -179,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 port=settings.port,
                 announce=announce,
                 before_stop=before_stop,
-                **http_bounds(settings),
+                bounds=http_bounds(settings),
             )
         )
     finally:
@@ -199,6 +199,8 @@ def http_bounds(settings: Settings) -> dict[str, Any]:
         "header_timeout": settings.http_header_timeout,
         "body_timeout": settings.http_body_timeout,
         "per_peer_share": settings.http_per_peer_share,
+        "min_body_rate": settings.http_min_body_rate,
+        "body_grace": settings.http_body_grace,
     }
 
 
@@ -254,7 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.configure(settings.log_level)
     port = None if args.no_http else settings.port
     announce = f"local host ready on {settings.public_root_url}" if port else "local host ready (triggers only)"
-    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce, **http_bounds(settings)))
+    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce, bounds=http_bounds(settings)))
     return 0
 
 

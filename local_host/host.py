@@ -92,13 +92,11 @@ async def serve(
     *,
     port: int | None = 7071,
     announce: str | None = None,
-    max_connections: int = 1000,
-    header_timeout: float = 10.0,
-    body_timeout: float = 60.0,
-    per_peer_share: float = 0.5,
+    bounds: dict[str, Any] | None = None,
     before_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's bounds: local_host/http.py.
+    """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's `bounds`: the keywords of
+    local_host/http.py's `BoundedH11.configure`.
     `before_stop` runs at the first signal while the queue still serves (a worker beside it reports its runs);
     a second signal stops at once."""
     app = load_app(app_reference)
@@ -111,12 +109,7 @@ async def serve(
         else _http_server(
             app,
             port,
-            BoundedH11.configure(
-                max_connections=max_connections,
-                header_timeout=header_timeout,
-                body_timeout=body_timeout,
-                per_peer_share=per_peer_share,
-            ),
+            BoundedH11.configure(**{"max_connections": 1000, "header_timeout": 10.0, **(bounds or {})}),
         )
     )
     stopping = _Stopping(server, before_stop)

@@ -2,14 +2,16 @@
 facing anyone needs (docs/security.md), which uvicorn leaves open:
 
 - a connection limit (`QUEUE_HTTP_MAX_CONNECTIONS`), and a share of it per peer address
-  (`QUEUE_HTTP_PER_PEER_SHARE`): a connection beyond either is answered 503 with `Retry-After` and closed at once,
-  before it can hold anything, so one peer cannot take every slot;
+  (`QUEUE_HTTP_PER_PEER_SHARE`): a connection beyond either makes room by closing the connection that has waited
+  longest for its client; when every connection is being served it is answered 503 with `Retry-After` and
+  closed at once, before it can hold anything. Slow clients cannot fill the slots: they are the first to go;
 - a header-read timeout (`QUEUE_HTTP_HEADER_TIMEOUT`): a connection must send a whole request head within this
   many seconds of opening (or of its previous answer, when kept alive), however slowly the bytes come, or it is
   closed (slow-loris connections otherwise stay open for ever);
-- a body idle timeout (`QUEUE_HTTP_BODY_TIMEOUT`): while a request body is read, a connection that sends nothing
-  for this many seconds is closed (a body trickled a chunk at a time would otherwise hold its slot for ever; a
-  large upload that keeps sending is not cut);
+- a body's pace: while a request body is read, a connection that sends nothing for `QUEUE_HTTP_BODY_TIMEOUT`
+  seconds, or after `QUEUE_HTTP_BODY_GRACE` seconds averages less than `QUEUE_HTTP_MIN_BODY_RATE` bytes a
+  second, is closed (a body trickled a byte at a time would otherwise hold its slot for ever; a large upload
+  that keeps sending is not cut);
 - the request head's size (shared/api/framework.py `MAX_HEAD_BYTES`): h11 refuses a head that arrives in pieces
   past it, the application one that arrived whole.
 """
@@ -19,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
-from collections.abc import Callable
 from typing import ClassVar
 
 import h11
@@ -27,6 +28,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from shared import errors, strict_json
 from shared.api.framework import MAX_HEAD_BYTES, error_body
+
+WATCH_INTERVAL = 0.25  # seconds between two looks at a connection's bounds (what each can overrun them by)
 
 
 class InvalidHttpRequest(errors.InvalidRequestArguments):
@@ -47,18 +50,38 @@ def _json(problem: errors.QueueError) -> bytes:
 
 
 class BoundedH11(H11Protocol):
-    """uvicorn's h11 protocol, answering in Taskcluster's error format, with connection limits and read timeouts
-    (set on the class by `configure` before the server starts)."""
+    """uvicorn's h11 protocol, answering in Taskcluster's error format, with connection limits and read bounds
+    (set on the class by `configure` before the server starts).
+
+    The bounds are checked by a watch that looks at each connection every WATCH_INTERVAL, whatever state it
+    reached and however (a request pipelined behind another starts in the middle of a read), rather than by
+    timers armed at chosen transitions, which each new shape of slow request slipped past: a connection waiting
+    for a head gets `header_timeout`; one whose body is being read must send a byte every `body_timeout` and,
+    after `body_grace`, at least `min_body_rate` bytes a second on average (the time the application is not
+    reading, e.g. an upload waiting for a slot, does not count); one the server is answering is not bounded here.
+    A connection over a limit (the host's, or its address's share) makes room by closing the connection that has
+    waited longest for its client (one waiting for a head or a body); only when every connection is being served
+    is the new one refused (503)."""
 
     max_connections: ClassVar[int] = 1000
     per_peer: ClassVar[int] = 500
     header_timeout: ClassVar[float] = 10.0
     body_timeout: ClassVar[float] = 10.0
+    min_body_rate: ClassVar[float] = 16 * 1024
+    body_grace: ClassVar[float] = 30.0
     by_peer: ClassVar[collections.Counter[str]] = collections.Counter()  # open connections per peer address
+    held: ClassVar[set[BoundedH11]] = set()  # the open connections, to choose which makes room
 
     @classmethod
     def configure(
-        cls, *, max_connections: int, header_timeout: float, body_timeout: float = 10.0, per_peer_share: float = 0.5
+        cls,
+        *,
+        max_connections: int,
+        header_timeout: float,
+        body_timeout: float = 10.0,
+        per_peer_share: float = 0.5,
+        min_body_rate: float = 16 * 1024,
+        body_grace: float = 30.0,
     ) -> type[BoundedH11]:
         per_peer = max(1, math.ceil(max_connections * per_peer_share))
         return type(
@@ -68,22 +91,25 @@ class BoundedH11(H11Protocol):
                 "max_connections": max_connections,
                 "header_timeout": header_timeout,
                 "body_timeout": body_timeout,
+                "min_body_rate": min_body_rate,
+                "body_grace": body_grace,
                 "per_peer": per_peer,
                 "by_peer": collections.Counter(),
+                "held": set(),
             },
         )
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._timer: asyncio.TimerHandle | None = None
-        self._peer: str | None = None
+        self._watch: asyncio.TimerHandle | None = None
+        self.peer: str | None = None
+        now = self.loop.time()
+        self.heard = self._waiting_since = now  # when a byte last came; since when a head is awaited
+        self._body_since: float | None = None  # when the body being read began (paused time excluded)
+        self._received = self._body_start = 0  # bytes received in all; when the body began
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
-        problem: errors.ServiceUnavailable | None = None
-        if len(self.connections) > self.max_connections:
-            problem = TooManyConnections(limit=self.max_connections)
-        elif self.by_peer[address] >= self.per_peer:
-            problem = TooManyFromPeer(limit=self.per_peer, total=self.max_connections)
+        problem = self._make_room(address)
         if problem is not None:
             body = _json(problem)
             transport.write(
@@ -93,53 +119,90 @@ class BoundedH11(H11Protocol):
             )
             transport.close()
             return
-        self._peer = address
+        self.peer = address
         self.by_peer[address] += 1
-        self._arm(self.header_timeout, self._head_timed_out)
+        self.held.add(self)
+        self._watch = self.loop.call_later(WATCH_INTERVAL, self._check)
 
-    def _arm(self, seconds: float, then: Callable[[], None]) -> None:
-        self._cancel_timer()
-        self._timer = self.loop.call_later(seconds, then)
+    def _make_room(self, address: str) -> errors.ServiceUnavailable | None:
+        """Close the connection waiting longest for its client when the host's limit or the address's share is
+        reached; the reason to refuse this one when none is waiting."""
+        if self.by_peer[address] >= self.per_peer and not self._evict([c for c in self.held if c.peer == address]):
+            return TooManyFromPeer(limit=self.per_peer, total=self.max_connections)
+        if len(self.held) >= self.max_connections and not self._evict(list(self.held)):
+            return TooManyConnections(limit=self.max_connections)
+        return None
 
-    def _cancel_timer(self) -> None:
-        timer = getattr(self, "_timer", None)
-        if timer is not None:
-            timer.cancel()
-            self._timer = None
+    @staticmethod
+    def _evict(among: list[BoundedH11]) -> bool:
+        waiting = [c for c in among if c.waits_for_client()]
+        if not waiting:
+            return False
+        min(waiting, key=lambda c: c.heard).close_now()
+        return True
 
-    def _head_timed_out(self) -> None:
-        self._timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.close()  # no whole request head in time: nothing to answer
+    def waits_for_client(self) -> bool:
+        state = self.conn.their_state
+        return state is h11.IDLE or (state is h11.SEND_BODY and not self.flow.read_paused)
 
-    def _body_timed_out(self) -> None:
-        self._timer = None
-        if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
+    def close_now(self) -> None:
+        """Close now, and give up the connection's place at once (its `connection_lost` comes later)."""
+        self._release()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _release(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        self.held.discard(self)
+        if self.peer is not None:
+            self.by_peer[self.peer] -= 1
+            if self.by_peer[self.peer] <= 0:
+                del self.by_peer[self.peer]
+            self.peer = None
+
+    def _check(self) -> None:
+        """The watch: close the connection if the request its client is sending is over a bound."""
+        self._watch = None
+        if self.transport.is_closing():
             return
-        if self.flow.read_paused:  # the application is not reading yet (an upload waiting for a slot): not idle
-            self._arm(self.body_timeout, self._body_timed_out)
-            return
-        self.transport.close()  # the body stopped coming: the request is abandoned (the app sees a disconnect)
+        now, state = self.loop.time(), self.conn.their_state
+        if state is not h11.SEND_BODY:
+            self._body_since = None
+        if state is h11.IDLE:
+            if now - self._waiting_since > self.header_timeout:
+                self.close_now()  # no whole request head in time: nothing to answer
+                return
+        elif state is h11.SEND_BODY:
+            if self._body_since is None:
+                self._body_since, self._body_start = now, self._received
+            if self.flow.read_paused:  # the application is not reading (an upload waiting for a slot)
+                self._body_since += WATCH_INTERVAL
+                self.heard = now
+            elif self._body_too_slow(now):
+                self.close_now()  # the body stopped coming, or crawls: the request is abandoned
+                return
+        self._watch = self.loop.call_later(WATCH_INTERVAL, self._check)
+
+    def _body_too_slow(self, now: float) -> bool:
+        assert self._body_since is not None
+        if now - self.heard > self.body_timeout:
+            return True
+        late = now - self._body_since - self.body_grace
+        return late > 0 and self._received - self._body_start < self.min_body_rate * late
 
     def data_received(self, data: bytes) -> None:
+        self.heard = self.loop.time()
+        self._received += len(data)
         super().data_received(data)
-        if self.conn.their_state is h11.SEND_BODY:
-            self._arm(self.body_timeout, self._body_timed_out)  # each piece of the body restarts the wait
-        elif self.conn.their_state is not h11.IDLE:  # a whole request came
-            self._cancel_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._arm(self.header_timeout, self._head_timed_out)  # kept alive: the next head has as long to come
+        self._waiting_since = self.heard = self.loop.time()  # kept alive: the next head has as long to come
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timer()
-        if self._peer is not None:
-            self.by_peer[self._peer] -= 1
-            if self.by_peer[self._peer] <= 0:
-                del self.by_peer[self._peer]
-            self._peer = None
+        self._release()
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:

@@ -56,6 +56,17 @@ class ServingSettings(BaseModel):
         description="Share of `http_max_connections` one "
         "peer address may hold; one more from it is answered 503 and closed.",
     )
+    http_min_body_rate: float = Field(
+        default=16 * 1024,
+        ge=0,
+        description="Bytes a second a request body must average on the local host once `http_body_grace` has "
+        "passed (the time the server is not reading does not count); slower, the connection is closed.",
+    )
+    http_body_grace: float = Field(
+        default=30,
+        ge=0,
+        description="Seconds of a request body on the local host before `http_min_body_rate` applies.",
+    )
     root_url: str | None = Field(default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>.")
     faults: str = Field(
         default="",

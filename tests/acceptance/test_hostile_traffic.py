@@ -23,7 +23,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 from shared import timeutil
 from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.acceptance.test_artifacts import claimed, in_days
-from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid, wait_for
+from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +277,17 @@ def test_an_inspector_name_over_255_characters_is_a_json_404(host):
 
 @pytest.fixture(scope="module")
 def tight_host(host_factory):
-    return host_factory(http_max_connections=20, http_header_timeout=1, http_body_timeout=1)
+    """20 connections, 10 a peer; a head within 1 s, a body's byte every second and, after 2 s, 1,000 bytes a
+    second on average; claimWork waits 5 s (a connection being served)."""
+    return host_factory(
+        http_max_connections=20,
+        http_header_timeout=1,
+        http_body_timeout=1,
+        http_body_grace=2,
+        http_min_body_rate=1000,
+        claim_work_wait=5,
+        claim_work_poll_interval=0.5,
+    )
 
 
 def open_socket(host, peer: str = "127.0.0.1") -> socket.socket:
@@ -328,40 +338,103 @@ def test_a_connection_that_sends_no_whole_head_in_time_is_closed(tight_host):
     assert closed(kept, 3) == b""
 
 
-def test_a_body_that_stops_coming_is_closed_and_one_that_keeps_coming_is_not(tight_host):
+def test_a_body_that_stops_coming_or_crawls_is_closed_and_one_that_keeps_coming_is_not(tight_host):
     stalled = trickling(tight_host, "127.0.0.5")
     assert closed(stalled, 3) == b""  # nothing for the body timeout (1 s): closed, nothing answered
-    steady = trickling(tight_host, "127.0.0.5")
-    for _ in range(8):  # 2.4 s in all, never 1 s without a byte
+    crawling, steady = trickling(tight_host, "127.0.0.5"), trickling(tight_host, "127.0.0.5")
+    started, crawled = time.monotonic(), None
+    for _ in range(12):  # 3.6 s in all, never 1 s without a byte
         time.sleep(0.3)
-        steady.sendall(b" ")
+        steady.sendall(b" " * 2000)  # about 6.6 KB/s
+        try:
+            crawling.sendall(b" ")  # a byte every 0.3 s: under the body timeout, far under 1,000 B/s
+        except OSError:
+            crawled = crawled or time.monotonic() - started
+    assert closed(crawling, 0.1) == b"" and (crawled is None or crawled > 2)  # closed once the grace (2 s) ended
     assert closed(steady, 0.1) is None  # still open
     steady.close()
 
 
-def test_one_peer_holds_at_most_its_share_of_the_connections(tight_host):
-    """1,000 connections trickling a body from one address once held every slot of the host; now one address
-    holds at most half (QUEUE_HTTP_PER_PEER_SHARE), and the host's own limit bounds them all."""
-    held = [trickling(tight_host, "127.0.0.2") for _ in range(10)]
+def test_a_request_pipelined_behind_another_gets_the_same_bounds(tight_host):
+    """A complete GET and the head of a POST in one packet, then nothing: the POST starts inside the server's
+    buffer, reading its body, and once held its connection for ever."""
+    sock = open_socket(tight_host, "127.0.0.6")
+    sock.sendall(
+        b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /api/queue/v1/task/x/cancel HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    )
+    answered = closed(sock, 4)
+    assert answered is not None and answered.startswith(b"HTTP/1.1 200")  # answered, then closed: not held
+    dribbler = open_socket(tight_host, "127.0.0.6")
+    dribbler.sendall(
+        b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"PUT /api/queue/v1/task/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    for _ in range(15):  # a one-byte chunk every 0.3 s
+        time.sleep(0.3)
+        try:
+            dribbler.sendall(b"1\r\n \r\n")
+        except OSError:
+            break
+    assert closed(dribbler, 1) is not None  # closed by the rate floor, not left open
+
+
+def test_slow_connections_make_room_for_others_of_their_peer_and_of_the_host(tight_host):
+    """1,000 connections trickling a body, or 500 pipelined heads, once held every slot of the host from one
+    address (on the local host every client is 127.0.0.1). Now a connection over its address's share, or over the
+    host's limit, closes the one that has waited longest for its client: slow clients go first."""
+    held = [trickling(tight_host, "127.0.0.2") for _ in range(10)]  # the share of 127.0.0.2
     try:
-        refused = closed(open_socket(tight_host, "127.0.0.2"), 3)
-        assert refused is not None and refused.startswith(b"HTTP/1.1 503"), refused
-        body = json.loads(refused.split(b"\r\n\r\n", 1)[1])
-        assert body["code"] == "ServiceUnavailable" and "10 connections from your address" in body["message"]
-        assert httpx.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200  # another peer gets in
+        time.sleep(0.3)
+        same_peer = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+        assert same_peer.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200
+        same_peer.close()
+        assert sum(closed(sock, 0.05) is not None for sock in held) >= 1  # the stalest made room
         held += [trickling(tight_host, "127.0.0.3") for _ in range(10)]
-        past_all = closed(open_socket(tight_host, "127.0.0.4"), 3)
-        assert past_all is not None and past_all.startswith(b"HTTP/1.1 503"), past_all
-        assert "20 connections" in json.loads(past_all.split(b"\r\n\r\n", 1)[1])["message"]
-        for sock in held:  # kept alive meanwhile, a byte at a time, under the body timeout
-            sock.sendall(b" ")
+        time.sleep(0.3)
+        assert httpx.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200  # past the host's 20
     finally:
         for sock in held:
             sock.close()
-    # Once they are gone, the host answers again, that peer too (its count went back down).
-    from_peer = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
-    wait_for(lambda: from_peer.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200, timeout=10)
-    from_peer.close()
+
+
+def test_only_connections_being_served_make_a_peer_wait(tight_host):
+    """When every connection of a peer is being answered (claimWork long polls), there is no slow client to
+    close: one more is refused 503, with Retry-After."""
+    import mohawk
+
+    tq = f"hostile/wait-{slugid()[:8].lower()}"
+    url = f"{tight_host.root_url}/api/queue/v1/claim-work/{tq.replace('/', '%2F')}"
+    body = json.dumps({"workerGroup": "g", "workerId": "w", "tasks": 1}).encode()
+    polls = []
+    for _ in range(10):  # the share of 127.0.0.7, each waiting for work (5 s)
+        signed = mohawk.Sender(
+            {"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
+            url,
+            "POST",
+            content=body,
+            content_type="application/json",
+        )
+        sock = open_socket(tight_host, "127.0.0.7")
+        head = (
+            f"POST {httpx.URL(url).raw_path.decode()} HTTP/1.1\r\nHost: {httpx.URL(url).netloc.decode()}\r\n"
+            f"Authorization: {signed.request_header}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + body)
+        polls.append(sock)
+    try:
+        time.sleep(0.5)
+        refused = closed(open_socket(tight_host, "127.0.0.7"), 3)
+        assert refused is not None and refused.startswith(b"HTTP/1.1 503"), refused
+        answer = json.loads(refused.split(b"\r\n\r\n", 1)[1])
+        assert answer["code"] == "ServiceUnavailable" and "10 connections from your address" in answer["message"]
+        assert b"retry-after:" in refused.lower()
+        waited = closed(polls[0], 8)
+        assert waited is not None and waited.startswith(b"HTTP/1.1 200")  # each long poll was answered
+    finally:
+        for sock in polls:
+            sock.close()
 
 
 # --- settings -----------------------------------------------------------------------------------------------
