@@ -14,8 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,26 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
 
+_SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?([A-Za-z0-9.-]+):(?!/)([^\s]+)$")  # git@github.com:owner/repo.git
+
+
+def public_source(origin: str | None) -> str:
+    """What `/__version__` may say of where the code came from: an http(s) URL without its userinfo (a token in
+    `https://user:<token>@host/...`, as CI job checkouts have, stays out), an ssh origin as the https URL of the same
+    path, and the project's name for anything else (a local path, `file:`): it is answered to anyone."""
+    if not origin:
+        return SOURCE
+    scp = _SCP_LIKE.match(origin)
+    if scp and "://" not in origin:
+        return f"https://{scp.group(1)}/{scp.group(2)}"
+    parts = urllib.parse.urlsplit(origin)
+    if parts.scheme not in ("http", "https", "ssh", "git") or not parts.hostname:
+        return SOURCE
+    host = parts.hostname + (f":{parts.port}" if parts.port and parts.scheme in ("http", "https") else "")
+    scheme = parts.scheme if parts.scheme in ("http", "https") else "https"
+    return urllib.parse.urlunsplit((scheme, host, parts.path, "", ""))
+
+
 def from_checkout() -> dict[str, str]:
     """The commit of this checkout (`-dirty` when it has uncommitted changes), its origin, and a local build."""
     commit = _git("rev-parse", "HEAD")
@@ -43,7 +65,7 @@ def from_checkout() -> dict[str, str]:
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
     return {
-        "source": _git("remote", "get-url", "origin") or SOURCE,
+        "source": public_source(_git("remote", "get-url", "origin")),
         "version": __version__,
         "commit": commit,
         "build": "local checkout",
@@ -58,7 +80,8 @@ def version_object() -> dict[str, str]:
     except (OSError, ValueError):
         return from_checkout()
     fields = {key: str(written.get(key) or UNKNOWN) for key in ("source", "commit", "build")}
-    return {"source": fields["source"], "version": __version__, "commit": fields["commit"], "build": fields["build"]}
+    source = public_source(fields["source"])  # a build file an older release wrote may hold more
+    return {"source": source, "version": __version__, "commit": fields["commit"], "build": fields["build"]}
 
 
 def write_build_file() -> dict[str, str]:

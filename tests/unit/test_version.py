@@ -39,3 +39,33 @@ def test_without_git_or_a_build_file_it_says_unknown(tmp_path, monkeypatch):
         "commit": "unknown",
         "build": "unknown",
     }
+
+
+def test_the_source_never_says_a_token_or_a_local_path():
+    cases = {
+        "https://gitlab-ci-token:glcbt-SECRET@gitlab.example.com/group/queue.git": (
+            "https://gitlab.example.com/group/queue.git"
+        ),
+        "https://user:pass@github.com:8443/o/r": "https://github.com:8443/o/r",
+        "git@github.com:owner/repo.git": "https://github.com/owner/repo.git",
+        "ssh://git@github.com/owner/repo.git": "https://github.com/owner/repo.git",
+        "https://github.com/o/r?token=x#frag": "https://github.com/o/r",
+        "/home/someone/work/queue": "tc-azure-queue",
+        "file:///srv/git/queue.git": "tc-azure-queue",
+        "../queue": "tc-azure-queue",
+        "C:/work/queue": "tc-azure-queue",
+        "": "tc-azure-queue",
+    }
+    for origin, shown in cases.items():
+        assert version.public_source(origin) == shown, origin
+
+
+def test_a_build_file_written_before_is_answered_without_its_token(tmp_path, monkeypatch):
+    build = tmp_path / "build.json"
+    build.write_text(json.dumps({"source": "https://u:t0ken@example.com/q.git", "commit": "c", "build": "b"}))
+    monkeypatch.setattr(version, "BUILD_FILE", build)
+    version.version_object.cache_clear()
+    try:
+        assert version.version_object()["source"] == "https://example.com/q.git"
+    finally:
+        version.version_object.cache_clear()
