@@ -41,6 +41,11 @@ FORMATS_USED = ("date-time", "uri", "regex", "hostname", "ipv4", "ipv6")
 TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # an HTTP token (RFC 9110 5.6.2)
 _QUOTED = r'"(?:[\t\x20\x21\x23-\x5b\x5d-\x7e]|\\[\t\x20-\x7e])*"'
 MEDIA_TYPE = re.compile(rf"{TOKEN}/{TOKEN}(?:[ \t]*;[ \t]*(?:{TOKEN}=(?:{TOKEN}|{_QUOTED}))?)*")
+# An attachment's Content-Disposition (RFC 6266 4.1): `attachment`, then `; name=value` parameters, nothing else
+# (a browser reads `attachment=x`, `attachment x` or `attachment"` as no disposition it knows, and renders inline).
+ATTACHMENT = re.compile(
+    rf"[ \t]*attachment(?:[ \t]*;[ \t]*{TOKEN}[ \t]*=[ \t]*(?:{TOKEN}|{_QUOTED}))*[ \t]*;?[ \t]*", re.I
+)
 
 
 def _expand_consts(node: Any, constants: dict[str, Any]) -> Any:

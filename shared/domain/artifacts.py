@@ -18,6 +18,7 @@ from shared import errors, timeutil
 from shared.credentials import url_signature
 from shared.domain.tasks import Run
 from shared.storage.base import Entity, ServedAs, pack_json, unhashed_key, unpack_json
+from shared.validation import ATTACHMENT
 
 ARTIFACT_ROW, ARTIFACT_ROW_END = "artifact:", "artifact;"  # ";" sorts right after ":"
 ARTIFACT_EXPIRY_TABLE = "ArtifactExpiry"
@@ -157,7 +158,7 @@ def served_as(
     media = content_type.split(";", 1)[0].strip().lower()
     kept = uploaded or {}
     disposition = None if media in INLINE_TYPES else "attachment"
-    if kept.get("disposition", "").lower().startswith("attachment"):
+    if ATTACHMENT.fullmatch(kept.get("disposition", "")):
         disposition = kept["disposition"]  # its file name, say; never `inline` for a type served as a download
     return ServedAs(
         content_type,

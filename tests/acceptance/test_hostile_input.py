@@ -17,7 +17,7 @@ from azure.data.tables import TableClient, UpdateMode
 
 from shared import timeutil
 from shared.storage.sharded import partition_account
-from tests.acceptance.test_artifacts import azure_request, claimed, put
+from tests.acceptance.test_artifacts import azure_request, claimed, in_days, put
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_env, expect_error, slugid, task_definition
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
@@ -195,6 +195,30 @@ def test_an_artifact_a_browser_would_run_is_served_as_an_attachment(host, queue)
         assert download.content == data
         assert download.headers["content-type"] == content_type
         assert download.headers["content-disposition"] == "attachment"
+
+
+@pytest.mark.parametrize(
+    "disposition, served",
+    [
+        ("attachment=x", "attachment"),  # a browser knows no such type: it rendered the page inline
+        ("attachment x", "attachment"),
+        ("attachment/x", "attachment"),
+        ('attachment"', "attachment"),
+        ("inline", "attachment"),
+        ('attachment; filename="report.html"', 'attachment; filename="report.html"'),  # a name is kept
+    ],
+)
+def test_an_s3_upload_cannot_make_its_page_render_inline(host, queue, disposition, served):
+    task_id, worker = claimed(queue)
+    name = f"public/page-{slugid()[:6]}.html"
+    data = b"<script>alert(document.domain)</script>"
+    created = worker.createArtifact(
+        task_id, "0", name, {"storageType": "s3", "expires": in_days(), "contentType": "text/html"}
+    )
+    headers = {"Content-Type": "text/html", "Content-Disposition": disposition}
+    assert httpx.put(created["putUrl"], content=data, headers=headers).status_code == 200
+    download = httpx.get(queue.buildUrl("getArtifact", task_id, "0", name), follow_redirects=True)
+    assert download.content == data and download.headers["content-disposition"] == served
 
 
 # --- 4. Malformed tokens, parameters and headers: 4xx, never 500 ------------------------------------------------
