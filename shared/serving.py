@@ -9,6 +9,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from zxcvbn import zxcvbn
+
 from shared.errors import SettingsError
 from shared.settings import ENV_PREFIX, Settings
 
@@ -24,6 +26,12 @@ _PLACEHOLDER_WORD = (
 PLACEHOLDER = re.compile(
     rf"\s*[\"']?\s*{_PLACEHOLDER_WORD}(?:[\s\-_.:,;/|+]+{_PLACEHOLDER_WORD})*\s*[\"']?\s*", re.IGNORECASE
 )
+# A secret's guessability, as zxcvbn (Dropbox's estimator) scores it: at least ENTROPY_FLOOR of log10(guesses) per
+# character. Generated secrets (urlsafe base64, hex, UUIDs) score 0.87 to 1.0; repeated or sequential characters
+# (24 `a`s, the alphabet) and phrases (`your-secret-goes-here-please`, 0.74) score less. Long values are scored
+# on their first SCORED characters (zxcvbn's time grows with the length).
+ENTROPY_FLOOR = 0.8
+SCORED = 128
 SECRETS = ("root_access_token", "token_secret", "storage_account_key", "websocktunnel_secret")
 # Settings read beside QUEUE_*: the Functions host's storage, and telemetry's.
 WATCHED_SETTINGS = ("AzureWebJobsStorage", "APPLICATIONINSIGHTS_CONNECTION_STRING")
@@ -51,10 +59,15 @@ def serving_problems(settings: Settings, environ: Mapping[str, str] | None = Non
     ]
     for field in SECRETS:
         value = getattr(settings, field)
-        if value is not None and (UNRESOLVED_REFERENCE.match(value) or PLACEHOLDER.fullmatch(value)):
+        if value is not None and (
+            UNRESOLVED_REFERENCE.match(value) or PLACEHOLDER.fullmatch(value) or guessable(value)
+        ):
             name = f"{ENV_PREFIX}{field.upper()}"
             if not any(p.startswith(name + " ") for p in problems):
-                problems.append(f"{name} holds a placeholder, not a secret")
+                problems.append(
+                    f"{name} holds a placeholder or a guessable value, not a secret (make one: "
+                    "python -c 'import secrets; print(secrets.token_urlsafe(33))')"
+                )
     if not settings.token_secret:
         problems.append("QUEUE_TOKEN_SECRET is required: the access tokens of stored clients are derived from it")
     elif settings.token_secret == settings.root_access_token:
@@ -70,6 +83,12 @@ def serving_problems(settings: Settings, environ: Mapping[str, str] | None = Non
     except ValueError as exc:
         problems.append(str(exc))
     return problems
+
+
+def guessable(secret: str) -> bool:
+    """Whether a secret has less than ENTROPY_FLOOR of zxcvbn's log10(guesses) per character."""
+    scored = secret[:SCORED]
+    return bool(zxcvbn(scored)["guesses_log10"] < ENTROPY_FLOOR * len(scored))
 
 
 def check_serving(settings: Settings) -> Settings:

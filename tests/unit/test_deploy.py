@@ -215,6 +215,7 @@ def test_requirements_hold_what_the_deployed_code_imports():
         "jsonschema": "jsonschema",
         "yaml": "PyYAML",
         "jwt": "PyJWT",
+        "zxcvbn": "zxcvbn",
         "mohawk": "mohawk",
         "aio_pika": "aio-pika",
         "opentelemetry": "opentelemetry-api",

@@ -14,7 +14,11 @@ from shared.serving import check_serving, serving_problems, unresolved_settings
 from shared.settings import load_settings
 
 REFERENCE = "@Microsoft.KeyVault(VaultName=kv-queue-abc123;SecretName=root-access-token)"
-GOOD = {"storage": "UseDevelopmentStorage=true", "root_access_token": "r" * 30, "token_secret": "t" * 30}
+GOOD = {
+    "storage": "UseDevelopmentStorage=true",
+    "root_access_token": "kJ3vR9-pQ2xLmZ8wT4nB7cY1",
+    "token_secret": "Hq8_Vn2sWk5rPz7dXe3jLm9a",
+}
 
 
 def test_a_literal_key_vault_reference_is_not_taken_as_the_secret(monkeypatch):
@@ -70,7 +74,43 @@ def test_placeholder_secrets_are_refused(placeholder):
 
 
 def test_resolved_settings_serve():
-    assert serving_problems(load_settings(**GOOD), {"QUEUE_ROOT_ACCESS_TOKEN": "r" * 30}) == []
+    assert serving_problems(load_settings(**GOOD), {"QUEUE_ROOT_ACCESS_TOKEN": GOOD["root_access_token"]}) == []
+
+
+@pytest.mark.parametrize(
+    "guessable",
+    [
+        "your-secret-goes-here-please",
+        "a" * 24,
+        "abcdefghijklmnopqrstuvwxyz",
+        "correct horse battery staple",
+        "0123456789012345678901234567",
+        "qwertyuiopasdfghjklzxcvbnm",
+        "Password1Password1Password1",
+    ],
+)
+def test_guessable_secrets_are_refused_by_an_entropy_floor(guessable):
+    settings = load_settings(**{**GOOD, "token_secret": guessable})
+    assert any(p.startswith("QUEUE_TOKEN_SECRET holds") for p in serving_problems(settings, {}))
+
+
+def test_generated_secrets_of_every_common_form_serve():
+    import base64
+    import os
+    import secrets
+    import uuid
+
+    makers = [
+        lambda: secrets.token_urlsafe(16),  # 22 characters, the shortest allowed
+        lambda: secrets.token_urlsafe(33),
+        lambda: secrets.token_hex(16),
+        lambda: base64.b64encode(os.urandom(24)).decode(),
+        lambda: str(uuid.uuid4()),
+    ]
+    for make in makers:
+        for _ in range(40):
+            value = make()
+            assert serving_problems(load_settings(**{**GOOD, "token_secret": value}), {}) == [], value
 
 
 @pytest.mark.parametrize(
@@ -78,8 +118,8 @@ def test_resolved_settings_serve():
     [
         "changeme-but-with-a-real-random-tail-8c1f0e",
         "9xQ2-changeme-R7pLk3vT8",
-        "secretary-of-state-abcdefgh",
-        "t0d0-list-keeper-123456",
+        "secretary-Kq7x_V2mWp9sZ3rTn8vB4Xc",
+        "t0d0-Xn4wQ8_vLk2pRj6zYc",
     ],
 )
 def test_secrets_that_only_hold_a_placeholder_word_serve(secret):
