@@ -70,6 +70,9 @@ IN_FLIGHT_WAIT = 2.0
 GROUP_CACHE_SECONDS = 1.0
 # How old a known group row may be and still answer while it is read again in the background.
 GROUP_STALE_SECONDS = 5.0
+# How long a process answers listRecentTaskGroups from its last listing (about 200 storage reads each: the newest
+# 100 groups, each group's row and unresolved count); a push shows on the start page within this.
+RECENT_GROUPS_CACHE_SECONDS = 5.0
 # How long a resolved member waits for others of its group to leave with it (after the worker's answer: it delays
 # the group's resolution, not the dependents'): one transaction and one look for all, rather than two calls each.
 # Introduced and measured in history "Groups left together" (2026-11-25, evening, c721c17).

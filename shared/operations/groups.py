@@ -4,9 +4,11 @@ its tasks, and its recorded events. The group's rows are kept by `TaskGroupStore
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
+from typing import Any
 
-from shared import errors
+from shared import errors, timing
 from shared.domain.events import Event, group_event
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
@@ -30,10 +32,37 @@ class GroupChange:
     task_ids: list[str]
 
 
+RECENT_LISTED = 100  # groups listRecentTaskGroups answers at most (a page of the start page)
+
+
 class TaskGroups:
     def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
         self.tasks, self.lifecycle = tasks, lifecycle
         self.stores = tasks.stores
+        self._recent: tuple[float, list[dict[str, Any]]] | None = None  # the last listing, and until when it holds
+
+    async def recent(self, limit: int) -> list[dict[str, Any]]:
+        """The newest groups of more than one task (pushes), each with whether it is sealed and whether a task of
+        it is unresolved, from a listing at most RECENT_GROUPS_CACHE_SECONDS old (one for every `limit`)."""
+        now = time.monotonic()
+        if self._recent is None or self._recent[0] <= now:
+            self._recent = (now + timing.RECENT_GROUPS_CACHE_SECONDS, await self._list_recent())
+        return self._recent[1][:limit]
+
+    async def _list_recent(self) -> list[dict[str, Any]]:
+        stores = self.stores
+        await stores.ready()
+        listed = await stores.groups.recent.recent(stores.now(), RECENT_LISTED)
+        # A group written twice (two of its first joins racing) is listed once, where it is newest.
+        rows = list({row["taskGroupId"]: row for row in reversed(listed)}.values())  # the newest row of each
+        rows.sort(key=lambda row: listed.index(row))
+
+        async def described(row: dict[str, str]) -> dict[str, Any]:
+            group_id = row["taskGroupId"]
+            group, unresolved = await asyncio.gather(stores.groups.get(group_id), stores.groups.unresolved(group_id))
+            return {**row, "sealed": bool(group and group.sealed), "unresolved": unresolved}
+
+        return list(await asyncio.gather(*(described(r) for r in rows)))
 
     async def get(self, task_group_id: str) -> TaskGroup:
         """The group; 404 when there is none."""

@@ -474,3 +474,18 @@ def test_a_secret_still_holding_its_key_vault_reference_stops_the_host_with_one_
     assert len(lines) == 1 and "QUEUE_ROOT_ACCESS_TOKEN holds an unresolved Key Vault reference" in lines[0], (
         done.stderr
     )
+
+
+def test_anonymous_callers_cannot_list_every_push(host, queue):
+    """listRecentTaskGroups lists the newest groups of every project (their tasks then readable anonymously):
+    it takes its own scope, which the default anonymous scopes do not hold."""
+    from taskcluster.client import createApiClient
+
+    reference = httpx.get(f"{host.root_url}/references/queue/v1/api.json").json()
+    served = createApiClient("Served", {"reference": reference})
+    body = expect_error(
+        403, "InsufficientScopes", served({"rootUrl": host.root_url, "maxRetries": 0}).listRecentTaskGroups
+    )
+    assert "queue:list-recent-task-groups" in body["message"]
+    root = served({"rootUrl": host.root_url, "maxRetries": 0, "credentials": queue.options["credentials"]})
+    assert "taskGroups" in root.listRecentTaskGroups()

@@ -59,3 +59,31 @@ async def test_days_past_those_kept_are_deleted() -> None:
     assert await recent.forget_before(now) == 2
     assert await recent.forget_before(now) == 0
     assert len(await recent.recent(now, 10)) == 2
+
+
+async def test_the_listing_is_answered_from_one_read_for_a_few_seconds(monkeypatch) -> None:
+    """listRecentTaskGroups costs ~200 storage reads (a group's row and count each): a process lists once per
+    RECENT_GROUPS_CACHE_SECONDS whatever the callers and limits."""
+    from shared.operations import groups as groups_mod
+
+    ticks = [0.0]
+    monkeypatch.setattr(groups_mod.time, "monotonic", lambda: ticks[0])
+    service = memory_service()
+    push = slugid()
+    await create(service, push)
+    await create(service, push)
+    lists = []
+    original = service.stores.groups.recent.recent
+
+    async def counted(*args, **kwargs):
+        lists.append(1)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(service.stores.groups.recent, "recent", counted)
+    for limit in (20, 5, 100, 20):
+        found = await service.groups.recent(limit)
+        assert [g["taskGroupId"] for g in found] == [push] and found[0]["unresolved"]
+    assert len(lists) == 1
+    ticks[0] += 5.1
+    await service.groups.recent(20)
+    assert len(lists) == 2

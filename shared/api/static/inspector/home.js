@@ -42,7 +42,7 @@ export function homeView(target, showNotice) {
       found = (await api.get("/task-groups/recent", { limit: RECENT })).taskGroups;
     } catch (error) {
       replace(groups, h("p", {}, error.status === 403
-        ? "Sign in with credentials that hold queue:list-task-group:* to see the recent task groups."
+        ? "The recent task groups are hidden: they take the scope queue:list-recent-task-groups. Sign in with credentials that hold it."
         : `Recent task groups could not be listed: ${error.summary || error.message}`));
       return;
     }
