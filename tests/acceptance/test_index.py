@@ -156,6 +156,16 @@ def test_every_method_of_the_official_client(host, queue, index):
     assert [t["taskId"] for t in batch["tasks"]] == [task_ids[0]] and batch["continuationToken"]
     rest = index.findTasksAtIndex(payload=asked, query={"limit": 2, "continuationToken": batch["continuationToken"]})
     assert [t["taskId"] for t in rest["tasks"]] == [task_ids[2]] and "continuationToken" not in rest
+    # A caller without credentials looks up at most 100 paths a request, whatever `limit` says.
+    many = {"indexes": [f"{space}.missing.m{i}" for i in range(250)] + [f"{space}.builds.b0"]}
+    anonymous = anonymous_index(host)
+    first = anonymous.findTasksAtIndex(payload=many, query={"limit": 1000})
+    assert first["tasks"] == [] and first["continuationToken"]
+    found, token, pages = [], first["continuationToken"], 1
+    while token:
+        page = anonymous.findTasksAtIndex(payload=many, query={"limit": 1000, "continuationToken": token})
+        found, token, pages = found + page["tasks"], page.get("continuationToken"), pages + 1
+    assert [t["taskId"] for t in found] == [task_ids[0]] and pages == 3
 
     # Artifacts by index path: public ones through the Queue's URL, others straight to the data.
     public = index.findArtifactFromTask(f"{space}.builds.b1", "public/info.json")["response"]
