@@ -209,6 +209,53 @@ def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(h
     shot(page, "group-why-lines")
 
 
+def test_viewing_a_failed_task_never_fetches_a_log_that_points_elsewhere(host, page):
+    """Issue #72 (W5): a `reference` log points anywhere (an internal address, say); the page that explains a
+    failure reads only logs stored here, so merely viewing the task or its group sends nothing there."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from local_host.azurite import free_port
+
+    asked: list[str] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", "text/plain")
+            self.send_header("access-control-allow-origin", "*")
+            self.end_headers()
+            self.wfile.write(b"error: read from elsewhere\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Elsewhere)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        queue = host.client()
+        group = slugid()
+        task_id = claimed_task(queue, taskGroupId=group)
+        target = f"http://127.0.0.1:{server.server_address[1]}/internal/secret-log"
+        queue.createArtifact(
+            task_id,
+            "0",
+            LOG,
+            {"storageType": "reference", "expires": in_days(), "url": target, "contentType": "text/plain"},
+        )
+        queue.reportFailed(task_id, "0")
+        page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+        page.wait_for_selector(f"li[data-artifact='{LOG}']", timeout=WAIT_MS)
+        page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+        page.wait_for_selector(f"tr[data-task-id='{task_id}']", timeout=WAIT_MS)
+        page.wait_for_timeout(1500)  # what the pages would read by themselves has had time to go
+        assert asked == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_each_state_of_a_log_is_said_plainly(host, page):
     queue = host.client()
     # Not started: the run is pending.

@@ -9,7 +9,7 @@ import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
 import { layers } from "../../../shared/api/static/inspector/graph.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
 import { commandLines, quote } from "../../../shared/api/static/inspector/payload.js";
-import { explain, ERROR_LINES } from "../../../shared/api/static/inspector/why.js";
+import { explain, ERROR_LINES, logOf, storedLogOf } from "../../../shared/api/static/inspector/why.js";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
 const G = "Ed2CLmzBTXyhJDQhSkt7Cg";
@@ -169,4 +169,13 @@ test("a payload's command reads as shell lines: one argv, or generic-worker's li
   assert.deepEqual(commandLines([["./mach", "build"], ["ls", "-l", "dist dir"]]), ["./mach build", "ls -l 'dist dir'"]);
   assert.deepEqual(commandLines(undefined), []);
   assert.equal(quote("a=b,c/d:e"), "a=b,c/d:e");
+});
+
+test("the page reads a log by itself only when it is stored here, never a reference to another site", () => {
+  const log = (storageType, name = "public/logs/live.log") => ({ name, contentType: "text/plain", storageType });
+  for (const stored of ["s3", "object", "azure"]) assert.equal(storedLogOf([log(stored)]), "public/logs/live.log");
+  for (const elsewhere of ["reference", "link", "error"]) assert.equal(storedLogOf([log(elsewhere)]), null);
+  // A reference log is still the one "View log" opens, by the viewer's own click.
+  assert.equal(logOf([log("reference"), log("s3", "public/build/out.txt")]), "public/logs/live.log");
+  assert.equal(storedLogOf([log("reference"), log("s3", "public/build/out.txt")]), null);
 });

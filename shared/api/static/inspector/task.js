@@ -1,7 +1,8 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
-import { explainLog, LOG_TYPES, logOf } from "./whyread.js";
+import { LOG_TYPES, logOf, storedLogOf } from "./why.js";
+import { explainLog } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
@@ -114,6 +115,9 @@ export function taskView(target, taskId) {
     if (RESOLVED.has(run.state)) node.dataset.final = "yes";
     const named = logOf(listed);
     if (named) logs.set(runId, named);
+    const stored = storedLogOf(listed);
+    if (stored) storedLogs.set(runId, stored);
+    else storedLogs.delete(runId);
     const signs = api.credentials() && listed.some((a) => !a.name.startsWith("public/"));
     if (signs) node.dataset.signed = epoch;
     else delete node.dataset.signed;
@@ -150,6 +154,7 @@ export function taskView(target, taskId) {
 
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
+  const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
 
   const explained = new Map(); // runId -> explain() of its final log, or null when it is too long to read
 
@@ -171,7 +176,7 @@ export function taskView(target, taskId) {
   // The newest run, when it failed (or ended in an exception) and has a log: its exit code and first error lines.
   async function renderWhy(status) {
     const run = status.runs[status.runs.length - 1];
-    const name = run && logs.get(run.runId);
+    const name = run && storedLogs.get(run.runId); // read by the page itself: only a log stored here
     if (!run || !name || (run.state !== "failed" && run.state !== "exception")) {
       redraw(why, "none");
       return;

@@ -50,3 +50,30 @@ export function errorKind(line) {
   if (MARKED.test(trimmed)) return "marked";
   return WORDY.test(trimmed) && !NONE.test(trimmed) ? "wordy" : null;
 }
+
+export const LOG_TYPES = /^text\//;
+// Artifacts whose data is in the deployment's own storage. A `reference` (or a `link` to one) points anywhere: a
+// page that read it by itself would make every viewer's browser send a request there (internal addresses too).
+const STORED_HERE = new Set(["s3", "object", "azure"]);
+
+/**
+ * The run's log among its artifacts: a text artifact (not an error artifact), public/logs/ first.
+ * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
+ * @returns {string | null}
+ */
+export function logOf(artifacts) {
+  const logged = artifacts.filter((a) => LOG_TYPES.test(a.contentType) && a.storageType !== "error");
+  const named = logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
+  return named ? named.name : null;
+}
+
+/**
+ * The log the page reads by itself to say why a run failed: the run's log, if its data is stored here.
+ * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
+ * @returns {string | null}
+ */
+export function storedLogOf(artifacts) {
+  const name = logOf(artifacts);
+  const found = artifacts.find((a) => a.name === name);
+  return found && STORED_HERE.has(found.storageType) ? name : null;
+}

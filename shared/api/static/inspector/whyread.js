@@ -2,20 +2,7 @@
 // artifact is the log, and its text read as a stream that stops at READ_AT_MOST bytes (a larger log is not
 // explained here: its reader is cancelled, not read to its end).
 import * as api from "./api.js";
-import { explain, READ_AT_MOST } from "./why.js";
-
-export const LOG_TYPES = /^text\//;
-
-/**
- * The run's log among its artifacts: a text artifact (not an error artifact), public/logs/ first.
- * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
- * @returns {string | null}
- */
-export function logOf(artifacts) {
-  const logged = artifacts.filter((a) => LOG_TYPES.test(a.contentType) && a.storageType !== "error");
-  const named = logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
-  return named ? named.name : null;
-}
+import { explain, READ_AT_MOST, storedLogOf } from "./why.js";
 
 /**
  * Why the run failed, from its log `name`: explain()'s answer, or null when the log is longer than READ_AT_MOST.
@@ -51,7 +38,7 @@ export async function explainLog(taskId, runId, name) {
  * @param {number} runId
  */
 export async function explainRun(taskId, runId) {
-  const name = logOf(await api.all(`/task/${taskId}/runs/${runId}/artifacts`, "artifacts"));
+  const name = storedLogOf(await api.all(`/task/${taskId}/runs/${runId}/artifacts`, "artifacts"));
   if (name === null) return null;
   const found = await explainLog(taskId, runId, name);
   return found === null ? null : { name, ...found };
