@@ -103,7 +103,9 @@ def build_queue(
     tasks.resolver = resolution  # what follows a task's resolution is done by the process that wrote it
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
-    staging = BlockStaging(lambda: artifacts.blobs, settings.artifact_container, settings.artifact_upload_slots)
+    staging = BlockStaging(
+        lambda: artifacts.blobs, settings.artifact_container, settings.artifact_upload_slots, stores.now
+    )
     return Queue(
         stores,
         tasks,

@@ -64,6 +64,13 @@ MARK_PATIENCE = 2.0
 # (shared/outbox/inflight.py): longer than a write takes unless storage is failing.
 IN_FLIGHT_WAIT = 2.0
 
+# --- Uploads through the queue (shared/operations/s3_uploads.py) ---
+
+# An `s3` upload whose body was still coming when its run resolved is stored if it ends within this of the
+# resolution (a worker that reported before its last upload was answered); later, what readers of a resolved run
+# read stays what it is. Not measured: generic-worker and scriptworker report only once their uploads are answered.
+UPLOAD_FINISH_GRACE = 10.0
+
 # --- Task groups (shared/domain/groups.py) ---
 
 # How long a process trusts a group row it read (a group's sealing shows to other processes within this).

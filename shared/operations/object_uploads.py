@@ -13,6 +13,7 @@ it expires; it is refused once the object is finished.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -61,7 +62,15 @@ class ObjectUploads:
             stored.content_length if stored.content_length is not None else self.settings.artifact_s3_max_bytes,
             "the contentLength proposed at createUpload",
         )
-        staged = await self.staging.stage(request.name, stored.blob, body, limit, request.headers)
+        staged = await self.staging.stage(
+            request.name,
+            stored.blob,
+            body,
+            limit,
+            request.headers,
+            holder=f"object:{request.name}",
+            deadline=dt.datetime.fromtimestamp(request.expires, dt.UTC),
+        )
         await self.objects.blobs.commit_blocks(
             self.objects.container, stored.blob, staged.block_ids, BlobProperties(stored.content_type)
         )

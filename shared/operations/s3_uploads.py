@@ -14,12 +14,13 @@ data, as on S3, while the run takes artifacts; two racing PUTs leave one of them
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 
-from shared import errors, validation
+from shared import errors, timing, validation
 from shared.domain.artifacts import Artifact, RunNotAcceptingArtifacts, run_accepts_artifacts, upload_signature
 from shared.domain.tasks import TASKS_TABLE
 from shared.logs import fields
@@ -28,6 +29,7 @@ from shared.operations.staging import BlockStaging, Limit, url_refusal
 from shared.storage.base import BlobProperties
 
 log = logging.getLogger("queue.uploads")
+UPLOAD_FINISH_GRACE = dt.timedelta(seconds=timing.UPLOAD_FINISH_GRACE)
 
 _TOKEN_LIST = re.compile(rf"{validation.TOKEN}(?:[ \t]*,[ \t]*{validation.TOKEN})*")
 _PRINTABLE = re.compile(r"[\x20-\x7e]{1,1024}")
@@ -85,7 +87,16 @@ class S3Uploads:
         await self.stores.ready()
         artifact = await self._accepting(request)
         blob = str(artifact.blob)
-        staged = await self.staging.stage(request.name, blob, body, self.limit, request.headers)
+        staged = await self.staging.stage(
+            request.name,
+            blob,
+            body,
+            self.limit,
+            request.headers,
+            holder=f"run:{request.task_id}/{request.run_id}",
+            deadline=dt.datetime.fromtimestamp(request.expires, dt.UTC),
+        )
+        await self._accepting(request, finishing=True)  # the run may have resolved while the body came
         await self.artifacts.blobs.commit_blocks(
             self.artifacts.container,
             blob,
@@ -134,9 +145,10 @@ class S3Uploads:
             kept[key] = value
         return kept
 
-    async def _accepting(self, request: UploadRequest) -> Artifact:
-        """The artifact, if its run takes artifacts now (an upload begun then may finish after the run resolved,
-        as one to S3 would)."""
+    async def _accepting(self, request: UploadRequest, *, finishing: bool = False) -> Artifact:
+        """The artifact, if its run takes artifacts now; when `finishing` a staged upload, also if the run resolved
+        at most UPLOAD_FINISH_GRACE ago (a worker reports once its uploads are answered; one that reported first may
+        still see its last upload through). Later, what readers read of a resolved run stays what it is."""
         task = await self.artifacts.tasks.get(request.task_id)
         artifact = await self.artifacts.row(request.task_id, request.run_id, request.name)
         if (
@@ -149,7 +161,9 @@ class S3Uploads:
             raise NotAnS3Artifact(name=request.name, runId=request.run_id, taskId=request.task_id)
         run = task.runs[request.run_id]
         window = self.settings.artifact_exception_window
-        if not run_accepts_artifacts(run, self.stores.now(), window):
+        now = self.stores.now()
+        just_resolved = run.resolved is not None and now <= run.resolved + UPLOAD_FINISH_GRACE
+        if not run_accepts_artifacts(run, now, window) and not (finishing and just_resolved):
             raise RunNotAcceptingArtifacts(
                 taskId=request.task_id, runId=request.run_id, state=run.state, window=f"{window:g}"
             )

@@ -5,7 +5,9 @@ shared/operations/object_uploads.py).
 Each upload stages blocks of its own (ids unique to the request) and its caller commits only them, so two racing
 uploads of one blob leave one of them whole. A process streams at most `QUEUE_ARTIFACT_UPLOAD_SLOTS` uploads at
 once, each holding up to two blocks (one staged while the next is read); the others wait with their bodies unread
-(the server stops reading a connection whose body is not consumed).
+(the server stops reading a connection whose body is not consumed). One holder (a task's run, an object) takes at
+most a quarter of the slots (HOLDER_SHARE), so that one run's uploads, trickled or not, cannot keep every other
+run's waiting; and an upload still being read when its URL expires is cut (`deadline`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
@@ -24,6 +27,7 @@ from shared import errors, timeutil
 from shared.storage.base import BlobStore
 
 BLOCK_BYTES = 4 * 1024 * 1024
+HOLDER_SHARE = 0.25  # of the slots, one holder's uploads may take at once (at least one)
 
 
 class UploadTooLarge(errors.InputTooLarge):
@@ -37,6 +41,11 @@ class UploadLengthInvalid(errors.InputError):
 class UploadDigestMismatch(errors.InputError):
     """`{name}`: the upload's Content-MD5 is {given}, but the data received has MD5 {received} (S3's BadDigest);
     nothing was stored"""
+
+
+class UploadPastItsUrl(errors.InsufficientScopes):
+    """`{name}`: the upload URL expired at {expired} while its body was still coming; nothing was stored. Ask for
+    a fresh URL and upload again"""
 
 
 class UploadTruncated(errors.InputError):
@@ -65,9 +74,19 @@ class Staged:
 
 
 class BlockStaging:
-    def __init__(self, blobs: Callable[[], BlobStore], container: str, slots: int) -> None:
-        self._blobs, self.container = blobs, container
+    def __init__(
+        self,
+        blobs: Callable[[], BlobStore],
+        container: str,
+        slots: int,
+        clock: Callable[[], dt.datetime] = timeutil.now,
+    ) -> None:
+        self._blobs, self.container, self.clock = blobs, container, clock
         self._slots = asyncio.Semaphore(slots)
+        self.per_holder = max(1, int(slots * HOLDER_SHARE))
+        # holder -> its uploads staging or waiting; an entry lives while one does (bounded by the connections)
+        self._holders: dict[str, asyncio.Semaphore] = {}
+        self._waiting: dict[str, int] = {}
 
     @staticmethod
     def declared_length(name: str, headers: Mapping[str, str], limit: Limit) -> int | None:
@@ -82,17 +101,38 @@ class BlockStaging:
         return int(value)
 
     async def stage(
-        self, name: str, blob: str, body: AsyncIterator[bytes], limit: Limit, headers: Mapping[str, str]
+        self,
+        name: str,
+        blob: str,
+        body: AsyncIterator[bytes],
+        limit: Limit,
+        headers: Mapping[str, str],
+        *,
+        holder: str,
+        deadline: dt.datetime,
     ) -> Staged:
-        """Stage the body as blocks of `blob`, once a slot is free; checked against its declared length and
-        Content-MD5. Nothing is committed: the caller commits `block_ids` (or leaves them to be discarded)."""
+        """Stage the body as blocks of `blob`, once a slot is free and `holder` has fewer than its share; checked
+        against its declared length and Content-MD5, and cut at `deadline` (its URL's expiry). Nothing is
+        committed: the caller commits `block_ids` (or leaves them to be discarded)."""
         declared = self.declared_length(name, headers, limit)
-        async with self._slots:
-            staged = await self._stage(name, blob, body, limit)
+        async with self._holding(holder), self._slots:
+            staged = await self._stage(name, blob, _until(body, name, deadline, self.clock), limit)
         if declared is not None and staged.size != declared:
             raise UploadTruncated(name=name, declared=declared, received=staged.size)
         _check_md5(name, headers.get("content-md5"), staged.md5)
         return staged
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, holder: str) -> AsyncIterator[None]:
+        share = self._holders.setdefault(holder, asyncio.Semaphore(self.per_holder))
+        self._waiting[holder] = self._waiting.get(holder, 0) + 1
+        try:
+            async with share:
+                yield
+        finally:
+            self._waiting[holder] -= 1
+            if not self._waiting[holder]:
+                del self._waiting[holder], self._holders[holder]
 
     async def _stage(self, name: str, blob: str, body: AsyncIterator[bytes], limit: Limit) -> Staged:
         prefix = secrets.token_hex(8)
@@ -126,6 +166,16 @@ class BlockStaging:
                 staging.cancel()
             raise
         return Staged(block_ids, size, md5.digest())
+
+
+async def _until(
+    body: AsyncIterator[bytes], name: str, deadline: dt.datetime, clock: Callable[[], dt.datetime]
+) -> AsyncIterator[bytes]:
+    """The body's chunks, until `deadline`: a chunk read after it ends the upload (UploadPastItsUrl)."""
+    async for chunk in body:
+        if clock() > deadline:
+            raise UploadPastItsUrl(name=name, expired=timeutil.iso(deadline))
+        yield chunk
 
 
 def url_refusal(expected: str, given: str, expires: int, now: dt.datetime) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import hashlib
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -205,10 +206,80 @@ async def test_uploads_at_once_are_bounded_by_the_slots_and_the_others_wait_unre
         read_by_second.append(True)
         yield b"second"
 
-    first = asyncio.create_task(staging.stage("a", "a", pieces(b"first"), limit, {}))
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    first = asyncio.create_task(staging.stage("a", "a", pieces(b"first"), limit, {}, holder="a", deadline=later))
     await asyncio.sleep(0.01)
-    second = asyncio.create_task(staging.stage("b", "b", second_body(), limit, {}))
+    second = asyncio.create_task(staging.stage("b", "b", second_body(), limit, {}, holder="b", deadline=later))
     await asyncio.sleep(0.05)
     assert read_by_second == []  # waiting for the slot, its body unread
     gate.set()
     assert (await first).size == 5 and (await second).size == 6 and read_by_second == [True]
+
+
+async def test_one_run_takes_at_most_its_share_of_the_slots():
+    """One worker once held all 8 slots with 8 trickled PUTs to its own run's URLs, every other run waiting: a
+    holder now takes at most a quarter of them (2 of 8), the others staying for other runs."""
+    gate = asyncio.Event()
+    read: list[str] = []
+
+    class SlowBlobs(MemoryBlobs):
+        async def stage_block(self, container, blob, block_id, data):
+            await gate.wait()
+            await super().stage_block(container, blob, block_id, data)
+
+    staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=8)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+
+    async def body(tag: str) -> AsyncIterator[bytes]:
+        read.append(tag)
+        yield tag.encode()
+
+    def stage(holder: str, n: int) -> asyncio.Task[S.Staged]:
+        name = f"{holder}-{n}"
+        return asyncio.create_task(
+            staging.stage(name, name, body(name), S.Limit(100, "t"), {}, holder=holder, deadline=later)
+        )
+
+    hog = [stage("run:hog/0", n) for n in range(8)]
+    await asyncio.sleep(0.05)
+    assert sorted(read) == ["run:hog/0-0", "run:hog/0-1"]  # its share; six wait unread
+    other = stage("run:other/0", 0)
+    await asyncio.sleep(0.05)
+    assert "run:other/0-0" in read  # another run is not kept waiting behind it
+    gate.set()
+    assert [(await t).size for t in [*hog, other]] == [11] * 8 + [13]
+    assert staging._holders == {} and staging._waiting == {}  # nothing kept once they ended
+
+
+async def test_a_body_still_coming_when_its_url_expires_is_cut(service, clock, blobs):
+    task_id, request = await s3(service, clock)
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield b"a" * 1000
+        clock.advance(3 * 3600)  # past the URL's expiry while it sends
+        yield b"b" * 1000
+
+    with pytest.raises(S.UploadPastItsUrl):
+        await service.s3_uploads.receive(request, slow())
+    assert await blobs.read(CONTAINER, blob_path(task_id, 0, "public/data.bin")) is None  # nothing committed
+
+
+async def test_an_upload_that_ends_after_its_run_resolved_is_refused_and_stores_nothing(service, clock, blobs):
+    task_id, request = await s3(service, clock)
+    await service.s3_uploads.receive(request, pieces(b"first"))
+    resolved = asyncio.Event()
+
+    async def late() -> AsyncIterator[bytes]:
+        yield b"replaced"
+        await resolved.wait()
+        clock.advance(60)  # the rest comes a minute after the run resolved
+        yield b" after the report"
+
+    upload = asyncio.create_task(service.s3_uploads.receive(request, late()))
+    await asyncio.sleep(0.01)
+    await service.lifecycle.resolve(task_id, 0, "completed", "completed")
+    resolved.set()
+    with pytest.raises(A.RunNotAcceptingArtifacts):
+        await upload
+    blob = blob_path(task_id, 0, "public/data.bin")
+    assert await blobs.read(CONTAINER, blob) == b"first"  # what readers read is still the first upload
