@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import urllib.parse
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any
@@ -81,6 +82,17 @@ class Created:
     put_url: str | None = None
     put_url_expires: dt.datetime | None = None
     credentials: dict[str, str] | None = None
+
+
+class ReferenceNotHttp(errors.InputError):
+    """Artifact `{name}`: a reference's url must be http or https, not `{url}` (the queue redirects readers to
+    it: a `javascript:`, `data:` or `file:` address has no use there)"""
+
+
+def _http_reference(name: str, url: str) -> str:
+    if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ReferenceNotHttp(name=name, url=url[:200])
+    return url
 
 
 class Artifacts:
@@ -150,7 +162,7 @@ class Artifacts:
             }
             present = False
         elif storage_type == "reference":
-            details = {"url": body["url"]}
+            details = {"url": _http_reference(name, body["url"])}
         elif storage_type == "link":
             details = {"artifact": body["artifact"]}
         else:

@@ -374,3 +374,11 @@ def test_a_long_list_of_dependencies_that_exist_is_still_accepted(host, queue):
     assert queue.createTask(waiting, task_definition(dependencies=required))["status"]["state"] == "unscheduled"
     expect_error(400, "InputError", queue.createTask, slugid(), task_definition(dependencies=[*required, slugid()]))
     assert [d["status"]["taskId"] for d in queue.listDependentTasks(required[-1])["tasks"]] == [waiting]
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,hello"])
+def test_a_reference_that_is_not_http_is_refused(host, queue, url):
+    task_id, worker = claimed(queue)
+    body = {"storageType": "reference", "expires": in_days(), "url": url, "contentType": "text/plain"}
+    expect_error(400, "InputError", worker.createArtifact, task_id, "0", "public/ref", body)
+    expect_error(404, "ResourceNotFound", queue.artifact, task_id, "0", "public/ref")
