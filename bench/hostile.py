@@ -11,7 +11,11 @@ Starts its own Azurite (in memory) and local host, then prints:
   answered one after another (the scope algebra's cost shows as the pings' wait);
 - roles: a delegated role admin (`auth:create-role:project:me:*`, `assume:project:me:*`) writing the doubling roles
   from the deepest level up: which level is refused, the size of the largest expansion left, and the pings' wait
-  while it is expanded.
+  while it is expanded;
+- pipelined (issue 72, H1): `--sockets` connections from 127.0.0.1 each sending a whole GET and the head of a POST
+  that declares a body and never sends it; whether a client of the same address is answered meanwhile, and how
+  many of the sockets are still open after 15 s;
+- documents (W4): `--requests` GETs of the 0.7 MB OpenAPI document, 50 at a time, and the pings' wait meanwhile.
 """
 
 from __future__ import annotations
@@ -175,11 +179,65 @@ def roles(root_url: str, token: str) -> None:
     )
 
 
+def pipelined(root_url: str, count: int) -> None:
+    import socket
+
+    port = int(root_url.rsplit(":", 1)[1])
+    head = (
+        b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /api/queue/v1/task/x/cancel HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    )
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(head)
+        socks.append(sock)
+    time.sleep(1)
+    answered = []
+    for _ in range(5):
+        try:
+            answered.append(httpx.get(f"{root_url}/api/queue/v1/ping", timeout=5).status_code)
+        except httpx.HTTPError as exc:
+            answered.append(type(exc).__name__)  # type: ignore[arg-type]
+    time.sleep(14)
+    still_open = 0
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            still_open += sock.recv(65536, socket.MSG_PEEK) != b""
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+        sock.close()
+    print(
+        f"pipelined: {count} sockets holding a POST head; pings from 127.0.0.1 meanwhile: {answered}; "
+        f"still open after 15 s: {still_open}",
+        flush=True,
+    )
+
+
+def documents(root_url: str, requests: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = f"{root_url}/references/queue/v1/openapi.json"
+    with Pinger(root_url) as pinger, ThreadPoolExecutor(50) as pool:
+        started = time.perf_counter()
+        sizes = list(pool.map(lambda _: len(httpx.get(url, timeout=60).content), range(requests)))
+        took = time.perf_counter() - started
+    print(
+        f"documents: {requests} GETs of the OpenAPI document ({sizes[0] / 1e6:.2f} MB) in {took:.1f} s; "
+        f"{pinger.line()}",
+        flush=True,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.hostile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--sockets", type=int, default=600, help="pipelined sockets (the host holds 1,000)")
     args = parser.parse_args()
     stops: list[Any] = []
     watched: dict[str, list[int]] = {}
@@ -189,6 +247,8 @@ def main() -> int:
         flood(root_url, pid, args.requests)
         stall(root_url, token)
         roles(root_url, token)
+        pipelined(root_url, args.sockets)
+        documents(root_url, min(args.requests, 500))
     finally:
         stop_all(stops)
     return 0
