@@ -29,9 +29,9 @@ PLACEHOLDER = re.compile(
 # A secret's guessability, as zxcvbn (Dropbox's estimator) scores it: at least ENTROPY_FLOOR of log10(guesses) per
 # character. Generated secrets (urlsafe base64, hex, UUIDs) score 0.87 to 1.0; repeated or sequential characters
 # (24 `a`s, the alphabet) and phrases (`your-secret-goes-here-please`, 0.74) score less. Long values are scored
-# on their first SCORED characters (zxcvbn's time grows with the length).
+# on their first SCORED characters (zxcvbn refuses longer input: its time grows with the length).
 ENTROPY_FLOOR = 0.8
-SCORED = 128
+SCORED = 72  # zxcvbn's own limit
 SECRETS = ("root_access_token", "token_secret", "storage_account_key", "websocktunnel_secret")
 # Settings read beside QUEUE_*: the Functions host's storage, and telemetry's.
 WATCHED_SETTINGS = ("AzureWebJobsStorage", "APPLICATIONINSIGHTS_CONNECTION_STRING")

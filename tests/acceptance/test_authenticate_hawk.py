@@ -294,7 +294,7 @@ def test_delegation_endpoints_check_scopes_then_say_nothing_is_delegated(host):
 def test_websocktunnel_tokens_are_signed_with_the_shared_secret(host_factory):
     import jwt
 
-    secret = "w" * 12 + uuid.uuid4().hex
+    secret = uuid.uuid4().hex + uuid.uuid4().hex  # a generated secret (a guessable one stops the host)
     host = host_factory(websocktunnel_secret=secret)
     answer = auth(host, ROOT).websocktunnelToken("my-audience", "worker-1")
     claims = jwt.decode(answer["token"], secret, algorithms=["HS256"], audience="my-audience")

@@ -103,6 +103,7 @@ def test_generated_secrets_of_every_common_form_serve():
     makers = [
         lambda: secrets.token_urlsafe(16),  # 22 characters, the shortest allowed
         lambda: secrets.token_urlsafe(33),
+        lambda: secrets.token_urlsafe(96),  # 128 characters: scored on its first 72
         lambda: secrets.token_hex(16),
         lambda: base64.b64encode(os.urandom(24)).decode(),
         lambda: str(uuid.uuid4()),

@@ -135,8 +135,11 @@ function renderAccount() {
       renderAccount();
       route(true);
     } catch (failure) {
+      const said = failure.message.split("\n\n---")[0];
+      // Taskcluster's words for a wrong token ("Unauthorized: Bad mac") say little to a person: say what to check.
+      const hint = /bad mac/i.test(said) ? ": the accessToken does not match this clientId" : "";
       replace(error, failure.status === 401
-        ? `Sign-in failed: these credentials were refused (${failure.message.split("\n\n---")[0]})`
+        ? `Sign-in failed: these credentials were refused (${said})${hint}`
         : `Sign-in failed: ${failure.summary || failure.message}`);
     }
   } },
