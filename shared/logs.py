@@ -27,6 +27,8 @@ FIELDS = (
     "object",
     "operation",
     "requestId",
+    "moved",  # parked checks moved to their triggers' queues by a run of move_due_checks
+    "waiting",  # ... and those left waiting in the parking queues
 )
 
 
