@@ -20,6 +20,11 @@ from tests.conftest import slugid, task_definition, task_queue_id
 from tests.services import azurite_service
 from tests.unit.test_service import _defaults
 
+# The counts are read off the calls' start and end times (shared/roundtrips.py): on a loaded machine, calls issued
+# at once can start after one another ended and count as sequential (CI saw 5 for 4 and 4 for 3, once each in three
+# runs). A count that is wrong fails its reruns too.
+pytestmark = pytest.mark.flaky(reruns=2)
+
 NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 
 
