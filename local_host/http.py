@@ -30,6 +30,9 @@ from shared import errors, strict_json
 from shared.api.framework import MAX_HEAD_BYTES, error_body
 
 WATCH_INTERVAL = 0.25  # seconds between two looks at a connection's bounds (what each can overrun them by)
+# A connection makes room for another only once it has waited this long for its client: one just opened, whose
+# bytes a busy host has not read yet, looks idle but is not.
+EVICTABLE_AFTER = 1.0
 
 
 class InvalidHttpRequest(errors.InvalidRequestArguments):
@@ -60,8 +63,8 @@ class BoundedH11(H11Protocol):
     after `body_grace`, at least `min_body_rate` bytes a second on average (the time the application is not
     reading, e.g. an upload waiting for a slot, does not count); one the server is answering is not bounded here.
     A connection over a limit (the host's, or its address's share) makes room by closing the connection that has
-    waited longest for its client (one waiting for a head or a body); only when every connection is being served
-    is the new one refused (503)."""
+    waited longest for its client (one waiting for a head or a body, for a second at least); only when none is,
+    every connection being served or just opened, is the new one refused (503)."""
 
     max_connections: ClassVar[int] = 1000
     per_peer: ClassVar[int] = 500
@@ -133,9 +136,9 @@ class BoundedH11(H11Protocol):
             return TooManyConnections(limit=self.max_connections)
         return None
 
-    @staticmethod
-    def _evict(among: list[BoundedH11]) -> bool:
-        waiting = [c for c in among if c.waits_for_client()]
+    def _evict(self, among: list[BoundedH11]) -> bool:
+        now = self.loop.time()
+        waiting = [c for c in among if c.waits_for_client() and now - c.heard >= EVICTABLE_AFTER]
         if not waiting:
             return False
         min(waiting, key=lambda c: c.heard).close_now()

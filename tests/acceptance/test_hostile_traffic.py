@@ -379,19 +379,27 @@ def test_a_request_pipelined_behind_another_gets_the_same_bounds(tight_host):
     assert closed(dribbler, 1) is not None  # closed by the rate floor, not left open
 
 
-def test_slow_connections_make_room_for_others_of_their_peer_and_of_the_host(tight_host):
+@pytest.fixture(scope="module")
+def patient_host(host_factory):
+    """20 connections, 10 a peer, and 5 s for a head or a body's next byte: stalled connections stay open long
+    enough (more than EVICTABLE_AFTER) to be the ones that make room."""
+    return host_factory(http_max_connections=20, http_header_timeout=5, http_body_timeout=5)
+
+
+def test_slow_connections_make_room_for_others_of_their_peer_and_of_the_host(patient_host):
     """1,000 connections trickling a body, or 500 pipelined heads, once held every slot of the host from one
     address (on the local host every client is 127.0.0.1). Now a connection over its address's share, or over the
     host's limit, closes the one that has waited longest for its client: slow clients go first."""
+    tight_host = patient_host
     held = [trickling(tight_host, "127.0.0.2") for _ in range(10)]  # the share of 127.0.0.2
     try:
-        time.sleep(0.3)
+        time.sleep(1.2)  # waiting for their bodies for a second: they may make room
         same_peer = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
         assert same_peer.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200
         same_peer.close()
         assert sum(closed(sock, 0.05) is not None for sock in held) >= 1  # the stalest made room
         held += [trickling(tight_host, "127.0.0.3") for _ in range(10)]
-        time.sleep(0.3)
+        time.sleep(1.2)
         assert httpx.get(f"{tight_host.root_url}/api/queue/v1/ping").status_code == 200  # past the host's 20
     finally:
         for sock in held:
@@ -424,7 +432,7 @@ def test_only_connections_being_served_make_a_peer_wait(tight_host):
         sock.sendall(head.encode() + body)
         polls.append(sock)
     try:
-        time.sleep(0.5)
+        time.sleep(1.5)  # every poll read and being answered (a just-opened connection is not closed for room)
         refused = closed(open_socket(tight_host, "127.0.0.7"), 3)
         assert refused is not None and refused.startswith(b"HTTP/1.1 503"), refused
         answer = json.loads(refused.split(b"\r\n\r\n", 1)[1])
