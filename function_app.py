@@ -1,4 +1,5 @@
-"""The Azure Functions app: the HTTP API (one ASGI app), the queue-triggered checks and the event dispatcher.
+"""The Azure Functions app: the HTTP API (one function, served through HTTP streams), the queue-triggered checks
+and the event dispatcher.
 
 The local host (`python -m local_host`) introspects this same `app` to run it without Core Tools.
 """
@@ -9,8 +10,9 @@ import azure.functions as func
 
 from functions.checks import bp as checks
 from functions.events import bp as events
-from shared.api.app import create_asgi_app
+from functions.http_api import bp as http_api
 
-app = func.AsgiFunctionApp(app=create_asgi_app(), http_auth_level=func.AuthLevel.ANONYMOUS)
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+app.register_functions(http_api)
 app.register_functions(checks)
 app.register_functions(events)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from local_host import azurite
+from local_host.front_end import FrontEndLimits
 from local_host.host import PROJECT, serve
 from shared import __version__, logs
 from shared.connections import StorageConnection
@@ -180,6 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 announce=announce,
                 before_stop=before_stop,
                 bounds=http_bounds(settings),
+                front_end=front_end_limits(settings),
             )
         )
     finally:
@@ -202,6 +204,11 @@ def http_bounds(settings: Settings) -> dict[str, Any]:
         "min_body_rate": settings.http_min_body_rate,
         "body_grace": settings.http_body_grace,
     }
+
+
+def front_end_limits(settings: Settings) -> FrontEndLimits:
+    """What Azure's front end enforces on a request (local_host/front_end.py), from the settings."""
+    return FrontEndLimits(settings.http_request_body_limit, settings.http_answer_within)
 
 
 def _start_worker(
@@ -256,7 +263,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logs.configure(settings.log_level)
     port = None if args.no_http else settings.port
     announce = f"local host ready on {settings.public_root_url}" if port else "local host ready (triggers only)"
-    asyncio.run(serve(args.app, Path(args.host_json), port=port, announce=announce, bounds=http_bounds(settings)))
+    asyncio.run(
+        serve(
+            args.app,
+            Path(args.host_json),
+            port=port,
+            announce=announce,
+            bounds=http_bounds(settings),
+            front_end=front_end_limits(settings),
+        )
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The local Functions host: serves the app's ASGI API with uvicorn and runs its queue and timer triggers.
+"""The local Functions host: serves the app's HTTP function with uvicorn (through the hops in front of it on Azure:
+local_host/front_end.py, local_host/functions_worker.py) and runs its queue and timer triggers.
 
 Azure Functions Core Tools cannot be installed on these machines, so this stands in for it. It introspects the
 same `function_app.app` the real host loads, so the code it runs is the code that is deployed.
@@ -20,6 +21,8 @@ from typing import Any
 
 import uvicorn
 
+from local_host.front_end import FrontEnd, FrontEndLimits
+from local_host.functions_worker import WorkerWebApp, http_function_of
 from local_host.http import BoundedH11
 from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
 from shared import roundtrips
@@ -32,6 +35,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 # Python's default (700, 10, 10) ran ~700 young and 6 full collections in a benchmark run of two fan-outs (a full
 # one took 80-100 ms, over every object the imports made): 9 % of the host's CPU. See tune_gc.
 GC_THRESHOLDS = (10_000, 10, 10)
+AZURE_FRONT_END = FrontEndLimits(body_limit=5 * 1024**3, answer_within=230.0)  # infra's, and the front end's
 
 
 def tune_gc() -> None:
@@ -70,15 +74,6 @@ def load_app(reference: str) -> Any:
     return getattr(importlib.import_module(module_name), attr or "app")
 
 
-def asgi_app_of(app: Any) -> Any:
-    """The ASGI app behind `func.AsgiFunctionApp` (kept by its AsgiMiddleware)."""
-    middleware = getattr(app, "middleware", None)
-    asgi = getattr(middleware, "_app", None)
-    if asgi is None:
-        raise TypeError("the function app has no ASGI app (is it a func.AsgiFunctionApp?)")
-    return asgi
-
-
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -93,21 +88,24 @@ async def serve(
     port: int | None = 7071,
     announce: str | None = None,
     bounds: dict[str, Any] | None = None,
+    front_end: FrontEndLimits | None = None,
     before_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM. `port=None` runs the triggers only. The HTTP server's `bounds`: the keywords of
-    local_host/http.py's `BoundedH11.configure`.
+    local_host/http.py's `BoundedH11.configure`; `front_end`: Azure's limits on a request (local_host/front_end.py),
+    Azure's defaults if not given.
     `before_stop` runs at the first signal while the queue still serves (a worker beside it reports its runs);
     a second signal stops at once."""
     app = load_app(app_reference)
     options = QueueOptions.from_host_json(host_json)
-    runners = build_runners(app, options)
+    functions = app.get_functions()  # once: a second call refuses the names it already saw
+    runners = build_runners(functions, options)
     tune_gc()
     server = (
         None
         if port is None
         else _http_server(
-            app,
+            FrontEnd(WorkerWebApp(http_function_of(functions)), front_end or AZURE_FRONT_END),
             port,
             BoundedH11.configure(**{"max_connections": 1000, "header_timeout": 10.0, **(bounds or {})}),
         )
@@ -132,9 +130,9 @@ async def serve(
         await _close_stores(app, runners)
 
 
-def _http_server(app: Any, port: int, http: type[BoundedH11]) -> _Server:
+def _http_server(asgi: Any, port: int, http: type[BoundedH11]) -> _Server:
     config = uvicorn.Config(
-        asgi_app_of(app),
+        asgi,
         host="127.0.0.1",
         port=port,
         log_config=None,

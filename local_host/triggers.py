@@ -19,7 +19,7 @@ import logging
 import os
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,9 +311,10 @@ class TimerTriggerRunner:
 
 
 def build_runners(
-    app: Any, options: QueueOptions, store_for: Callable[[str], QueueStore] | None = None
+    functions: Iterable[Any], options: QueueOptions, store_for: Callable[[str], QueueStore] | None = None
 ) -> list[QueueTriggerRunner | TimerTriggerRunner]:
-    """One runner per queue or timer trigger registered on `app` (from `app.get_functions()`, called once)."""
+    """One runner per queue or timer trigger among the app's `functions` (its `get_functions()`, which may be
+    called only once)."""
     stores: dict[str, QueueStore] = {}
 
     def default_store(connection: str) -> QueueStore:
@@ -329,7 +330,7 @@ def build_runners(
 
     store_for = store_for or default_store
     runners: list[QueueTriggerRunner | TimerTriggerRunner] = []
-    for function in app.get_functions():
+    for function in functions:
         trigger = function.get_trigger()
         binding = trigger.get_dict_repr()
         name = function.get_function_name()

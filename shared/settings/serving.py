@@ -67,6 +67,18 @@ class ServingSettings(BaseModel):
         ge=0,
         description="Seconds of a request body on the local host before `http_min_body_rate` applies.",
     )
+    http_request_body_limit: int = Field(
+        default=5 * 1024**3,
+        ge=1,
+        description="Largest request body, as Azure's `FUNCTIONS_REQUEST_BODY_SIZE_LIMIT` (infra sets both): the "
+        "local host answers a larger one 413, as the Functions host does (local_host/front_end.py).",
+    )
+    http_answer_within: float = Field(
+        default=230,
+        gt=0,
+        description="Seconds a request may wait for its answer's head: then the local host answers 502 and drops "
+        "the request, as Azure's front end does after 230 s (local_host/front_end.py).",
+    )
     root_url: str | None = Field(default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>.")
     faults: str = Field(
         default="",

@@ -36,6 +36,8 @@ PLATFORM_SETTINGS = {
     "AzureWebJobsStorage__accountName",
     "AzureWebJobsStorage__credential",
     "AzureWebJobsStorage__clientId",
+    "PYTHON_ENABLE_INIT_INDEXING",  # HTTP streams: the worker indexes the app at start (functions/http_api.py)
+    "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT",  # the host's largest request body
 }
 SETTING_NAME = re.compile(r"^(QUEUE|APPLICATIONINSIGHTS|OTEL|PYTHON_APPLICATIONINSIGHTS)_[A-Za-z0-9_]+$")
 
@@ -223,6 +225,7 @@ def test_requirements_hold_what_the_deployed_code_imports():
         "yarl": "yarl",
         "referencing": "referencing",
         "fastjsonschema": "fastjsonschema",
+        "azurefunctions": "azurefunctions-extensions-http-fastapi",
     }
     requirements = (PROJECT / "requirements.txt").read_text()
     imported = set()
@@ -436,3 +439,12 @@ def test_the_package_is_built_remotely_as_azure_yaml_says():
     """azd's default for Python function apps is a remote build; #66's review asked that it be said, not assumed."""
     service = yaml.safe_load((PROJECT / "azure.yaml").read_text())["services"]["queue"]
     assert service["host"] == "function" and service["language"] == "python" and service["remoteBuild"] is True
+
+
+def test_the_largest_body_azure_takes_is_the_local_hosts_and_holds_the_largest_s3_upload():
+    """The host refuses bodies over FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: an s3 upload the queue accepts must fit,
+    and the local host models the same limit by default."""
+    bicep = (PROJECT / "infra" / "app" / "queue-app.bicep").read_text()
+    limit = int(re.search(r"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: '(\d+)'", bicep).group(1))
+    s3_max = int(re.search(r"QUEUE_ARTIFACT_S3_MAX_BYTES: '(\d+)'", bicep).group(1))
+    assert s3_max <= limit == Settings.model_fields["http_request_body_limit"].default
