@@ -48,6 +48,13 @@ def watched_queues(shards: Shards) -> list[str]:
     return [queue for base in WATCHED for queue in shards.check_queues(base)]
 
 
+def http_instances(in_flight: int, per_instance: int) -> int:
+    """Flex Consumption's HTTP scaling, as a model: every HTTP function of an app scales together, on instances of
+    their own, to keep the requests in flight per instance at its `perInstanceConcurrency` (infra's
+    `httpConcurrency`); a long-polling request counts as any other while it waits."""
+    return math.ceil(in_flight / per_instance) if in_flight > 0 else 0
+
+
 @dataclass(frozen=True)
 class Vote:
     queue: str

@@ -97,8 +97,13 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
       QUEUE_TOKEN_SECRET: '@Microsoft.KeyVault(VaultName=${keyVaultName};SecretName=token-secret)'
       QUEUE_ROOT_URL: 'https://${app.properties.defaultHostName}'
       QUEUE_CLAIM_TIMEOUT: string(claimTimeout)
-      // An s3 artifact's PUT passes through the app, whose HTTP requests Functions caps at 100 MB (docs/deploy.md).
-      QUEUE_ARTIFACT_S3_MAX_BYTES: '104857600'
+      // An idle fleet's claimWork requests hold at most half an instance's HTTP slots (docs/deploy.md).
+      QUEUE_CLAIM_WORK_WAITERS: string(max(1, httpConcurrency / 2))
+      // HTTP streams (functions/http_api.py): the worker serves HTTP itself and bodies arrive in chunks, so an s3
+      // artifact's PUT may be as large as S3 allows one (5 GiB); the host refuses larger bodies (docs/deploy.md).
+      PYTHON_ENABLE_INIT_INDEXING: '1'
+      FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: '5368709120'
+      QUEUE_ARTIFACT_S3_MAX_BYTES: '5368709120'
       // Timer schedules: the bindings name them (%QUEUE_EXPIRY_SCHEDULE%), so they must exist as app settings.
       QUEUE_EXPIRY_SCHEDULE: '0 */5 * * * *'
       QUEUE_RECONCILE_SCHEDULE: '30 */5 * * * *'

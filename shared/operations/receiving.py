@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -147,9 +148,12 @@ class PendingWakeups:
         for event in self._waiting.get(queue, ()):
             event.set()
 
-    async def wait(self, queues: Iterable[str], seconds: float) -> bool:
-        """Wait until a hint is put on one of `queues` by this process, or `seconds` pass; True when woken."""
-        event = asyncio.Event()
+    async def wait(self, queues: Iterable[str], seconds: float, event: asyncio.Event | None = None) -> bool:
+        """Wait until a hint is put on one of `queues` by this process, or `seconds` pass, or `event` (the
+        caller's, cleared first) is set otherwise; True when woken."""
+        if event is None:
+            event = asyncio.Event()
+        event.clear()
         names = list(queues)
         for name in names:
             self._waiting.setdefault(name, set()).add(event)
@@ -164,3 +168,45 @@ class PendingWakeups:
                     waiting.discard(event)
                     if not waiting:
                         del self._waiting[name]
+
+
+@dataclass(eq=False)
+class Waiter:
+    """One claimWork waiting for work: woken by a hint, or released to answer now."""
+
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+    released: bool = False
+
+    def release(self) -> None:
+        self.released = True
+        self.woken.set()
+
+
+class ClaimWaiters:
+    """The claimWork requests of this process waiting for work, at most `capacity`: one more releases the one that
+    has waited longest, which answers at once with nothing (as after its whole wait). On Azure each waiting
+    request holds one of an instance's HTTP slots (`perInstanceConcurrency`), and Flex adds instances by the
+    requests in flight: an idle fleet polling claimWork would hold an instance per `capacity` waiting workers.
+    Released early, a worker comes back after its own pause between calls (generic-worker waits 5 s,
+    scriptworker its `poll_interval`), so the requests in flight stay near `capacity` however large the fleet,
+    and work made pending is still taken at once by a waiting request (docs/deploy.md, "An idle fleet")."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._waiting: OrderedDict[Waiter, None] = OrderedDict()
+        self.released = 0  # how many were released early, for the logs and the benchmark
+
+    def enter(self) -> Waiter:
+        while len(self._waiting) >= self.capacity:
+            oldest, _ = self._waiting.popitem(last=False)
+            oldest.release()
+            self.released += 1
+        waiter = Waiter()
+        self._waiting[waiter] = None
+        return waiter
+
+    def leave(self, waiter: Waiter) -> None:
+        self._waiting.pop(waiter, None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)

@@ -19,6 +19,7 @@ from shared import faults, timing
 from shared.domain.messages import PendingHint, pending_queues
 from shared.logs import fields
 from shared.operations.claims import Claim, ClaimRefusal, Claims
+from shared.operations.receiving import ClaimWaiters, Waiter
 from shared.storage.base import QueueMessage, Received
 
 log = logging.getLogger("queue")
@@ -57,6 +58,7 @@ class WorkClaimer:
     def __init__(self, claims: Claims) -> None:
         self.claims = claims
         self.stores = claims.stores
+        self.waiters = ClaimWaiters(claims.stores.settings.claim_work_waiters)
 
     async def claim_work(
         self,
@@ -85,6 +87,7 @@ class WorkClaimer:
             worker_id,
             asyncio.ensure_future(stores.workers.quarantined_until(task_queue_id, worker_group, worker_id)),
         )
+        waiter: Waiter | None = None
         try:
             while True:
                 polled = await self._poll_round(task_queue_id, worker, count)
@@ -103,15 +106,22 @@ class WorkClaimer:
                         worker.seen
                     )  # a worker that cannot be recorded fails its claimWork, as long as nothing is claimed
                 remaining = give_up - time.monotonic()
-                if remaining <= 0 or (gone is not None and await gone()):
+                if waiter is None:
+                    waiter = self.waiters.enter()
+                if remaining <= 0 or waiter.released or (gone is not None and await gone()):
                     return []
-                # Until the next poll, or until this process puts a hint for the task queue: the callers waiting
-                # then share the receive that follows (SharedReceives).
+                # Until the next poll, or until this process puts a hint for the task queue (the callers waiting
+                # then share the receive that follows: SharedReceives), or until released.
                 await stores.empty_queues.wakeups.wait(
                     pending_queues(task_queue_id, stores.shards.pending),
                     min(settings.claim_work_poll_interval, remaining),
+                    waiter.woken,
                 )
+                if waiter.released:
+                    return []
         finally:
+            if waiter is not None:
+                self.waiters.leave(waiter)
             worker.settle()
 
     async def _poll_round(self, task_queue_id: str, worker: WorkerCheck, count: int) -> list[Claim] | Quarantined:

@@ -17,6 +17,14 @@ class WorkSettings(BaseModel):
     claim_work_wait: float = Field(
         default=20, ge=0, description="Seconds claimWork long-polls when no work is pending."
     )
+    claim_work_waiters: int = Field(
+        default=16,
+        ge=1,
+        description="claimWork requests one process lets wait for work at once; one more makes the one that has "
+        "waited longest answer now, with nothing (its worker calls again after its own pause). On Azure keep it "
+        "under `httpConcurrency`: an idle fleet then holds this many of an instance's HTTP slots, whatever its "
+        'size (docs/deploy.md, "An idle fleet").',
+    )
     claim_work_poll_interval: float = Field(
         default=0.5, gt=0, description="Seconds between polls of the pending queues while claimWork waits."
     )
