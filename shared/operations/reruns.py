@@ -53,17 +53,20 @@ class Reruns:
 
     async def unmet(self, task: Task) -> list[str]:
         """The dependencies whose state does not meet the task's `requires` (a dependency gone counts as unmet:
-        it will never complete)."""
+        it will never complete). A dependency resolved but marked to run again is unmet, for `all-resolved` too:
+        what it resolved as is not what it will be (a summary counting it would run ahead of the rerun)."""
         require_completed = task.definition.get("requires", "all-completed") == "all-completed"
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def meets(dependency: str) -> bool:
             async with limit:
                 try:
-                    state = (await self.tasks.load(dependency)).state
+                    found = await self.tasks.load(dependency)
                 except errors.TaskNotFound:
                     return False
-            return state == "completed" if require_completed else state in RESOLVED_STATES
+            if found.rerun_when_ready:
+                return False
+            return found.state == "completed" if require_completed else found.state in RESOLVED_STATES
 
         dependencies = list(task.definition.get("dependencies", []))
         met = await asyncio.gather(*(meets(d) for d in dependencies))

@@ -146,3 +146,27 @@ async def test_a_task_with_requirement_rows_waits_the_same(service: Queue, monke
     assert await states(service, test) == ["exception"]
     await run(service, build, "completed")
     assert await states(service, test) == ["pending"]
+
+
+async def test_an_all_resolved_summary_waits_for_a_dependency_that_waits_for_its_own_rerun(service: Queue) -> None:
+    """A push sealed, cancelled and rerun: a summary that requires its tests only resolved counted a cancelled test
+    as met although the test was waiting to run again, so it ran at once and reported the push green while the
+    build failed again and the tests never ran (issue 74)."""
+    group = slugid()
+    build = await create(service, group)
+    test = await create(service, group, build)
+    summary_id = slugid()
+    definition = task_definition(taskGroupId=group, dependencies=[test], requires="all-resolved")
+    await service.creation.create_task(summary_id, dict(definition, **_defaults(definition)))
+    await run(service, build, "failed")
+    for task_id in (summary_id, test):  # the group cancelled
+        await service.lifecycle.cancel_task(task_id)
+    outcomes = [(await service.reruns.rerun_when_ready(t))[1] for t in (build, test, summary_id)]
+    assert outcomes == ["rerun", "waiting", "waiting"]
+    await run(service, build, "failed")  # fails again: the test never runs, nor does the summary
+    assert await states(service, test, summary_id) == ["exception", "exception"]
+    await service.lifecycle.rerun_task(build)
+    await run(service, build, "completed")
+    assert await states(service, test, summary_id) == ["pending", "exception"]
+    await run(service, test, "failed")  # resolved: what the summary requires
+    assert await states(service, summary_id) == ["pending"]
