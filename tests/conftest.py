@@ -161,13 +161,17 @@ class HostProcess:
     def client(self, **options: Any) -> taskcluster.Queue:
         return queue_client(self.root_url, **options)
 
-    def rss_mb(self) -> float:
-        """The host process's resident memory, in MiB."""
+    def rss_mb(self, field: str = "VmRSS") -> float:
+        """The host process's resident memory (`VmHWM`: its peak since `reset_peak_rss`), in MiB."""
         with open(f"/proc/{self.process.pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
-        raise AssertionError("no VmRSS line")
+        raise AssertionError(f"no {field} line")
+
+    def reset_peak_rss(self) -> None:
+        """Start the host's peak resident memory (`VmHWM`) again from what it holds now (Linux's clear_refs)."""
+        Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
 
 
 def queue_client(root_url: str, **options: Any) -> taskcluster.Queue:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
+import taskcluster
 
 from local_host import azurite as azurite_mod
 from tests.acceptance.browsing import CHROMIUM
@@ -74,3 +77,14 @@ def host(host_factory: Callable[..., HostProcess]) -> HostProcess:
     """A host of the module's own with the tier's settings (QUICK_CLAIMS); a module whose tests need other
     settings defines its own `host` from them."""
     return host_factory(**QUICK_CLAIMS)
+
+
+def streamed_sha256(host: HostProcess, task_id: str, name: str) -> str:
+    """The SHA-256 of an artifact of run 0, read through getArtifact's redirect a piece at a time."""
+    url = taskcluster.Queue({"rootUrl": host.root_url}).buildUrl("getArtifact", task_id, "0", name)
+    digest = hashlib.sha256()
+    with httpx.stream("GET", url, follow_redirects=True, timeout=60) as answer:
+        answer.raise_for_status()
+        for piece in answer.iter_bytes(1 << 20):
+            digest.update(piece)
+    return digest.hexdigest()

@@ -21,7 +21,7 @@ import pytest
 import taskcluster
 import taskcluster.download
 
-from tests.acceptance.conftest import QUICK_CLAIMS
+from tests.acceptance.conftest import QUICK_CLAIMS, streamed_sha256
 from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,
@@ -274,3 +274,26 @@ def test_the_taskcluster_cli_reads_and_acts_on_this_queue(host, s3_worker, tmp_p
     assert queue.status(pending)["status"]["state"] == "exception"
     cli("task", "rerun", pending)
     assert queue.status(pending)["status"]["runs"][-1]["state"] == "pending"
+
+
+# The issue's evidence is a gigabyte (QUEUE_TEST_BIG_ARTIFACT_MIB=1024); make test uploads 64 MiB.
+BIG_MIB = int(os.environ.get("QUEUE_TEST_BIG_ARTIFACT_MIB", "64"))
+
+
+def test_generic_worker_uploads_a_large_s3_artifact_with_the_hosts_memory_flat(host, s3_worker):
+    """An s3 artifact's PUT passes through the HTTP function in chunks (HTTP streams): the host's peak memory
+    grows by a few staged blocks, not by the artifact."""
+    queue = host.client()
+    host.reset_peak_rss()
+    before = host.rss_mb()
+    script = f"head -c {BIG_MIB}M /dev/urandom > big.bin && sha256sum big.bin"
+    task_id = submit(queue, s3_worker, script, [{"type": "file", "path": "big.bin", "name": "public/big.bin"}])
+    status = resolved(queue, task_id, s3_worker, timeout=60 + BIG_MIB / 4)
+    assert [(r["state"], r.get("reasonResolved")) for r in status["runs"]] == [("completed", "completed")], (
+        s3_worker.output()[-4000:]
+    )
+    grown = host.rss_mb("VmHWM") - before
+    print(f"host resident {before:.0f} MiB, peak while {BIG_MIB} MiB went through: +{grown:.0f} MiB")
+    assert grown < min(BIG_MIB / 2, 48), f"the host's peak memory grew {grown:.0f} MiB for {BIG_MIB} MiB"
+    log = download(host, task_id, "public/logs/live_backing.log").decode()
+    assert streamed_sha256(host, task_id, "public/big.bin") in log  # what sha256sum printed in the task

@@ -27,7 +27,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.acceptance.conftest import QUICK_CLAIMS
+from tests.acceptance.conftest import QUICK_CLAIMS, streamed_sha256
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, stop_process, task_queue_id
 
 SCRIPTWORKER = Path(sys.executable).parent / "scriptworker"
@@ -44,9 +44,13 @@ print("task script running", task["metadata"]["name"], flush=True)
 for name, spec in payload["artifacts"].items():
     path = os.path.join(artifacts, name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = spec["text"].encode() * spec.get("repeat", 1) if "text" in spec else bytes(
-        (i * 31 + spec["seed"]) % 251 for i in range(spec["size"]))
-    open(path, "wb").write(data)
+    with open(path, "wb") as out:
+        if "random" in spec:  # large: written a few MiB at a time
+            for _ in range(0, spec["random"], 4 << 20):
+                out.write(os.urandom(4 << 20))
+            continue
+        out.write(spec["text"].encode() * spec.get("repeat", 1) if "text" in spec else bytes(
+            (i * 31 + spec["seed"]) % 251 for i in range(spec["size"])))
 time.sleep(payload.get("sleep", 0))
 print("error: the build failed" if payload["exit"] else "done", flush=True)
 sys.exit(payload["exit"])
@@ -199,3 +203,28 @@ def test_scriptworker_reports_a_failed_task_with_its_log(host, scriptworker):
     assert [(r["state"], r.get("reasonResolved")) for r in status["runs"]] == [("failed", "failed")]
     assert "error: the build failed" in download(host, task_id, "public/logs/live_backing.log").decode()
     assert download(host, task_id, "public/build/partial.txt") == b"half\n"
+
+
+# The issue's evidence is a gigabyte (QUEUE_TEST_BIG_ARTIFACT_MIB=1024); make test uploads 64 MiB.
+BIG_MIB = int(os.environ.get("QUEUE_TEST_BIG_ARTIFACT_MIB", "64"))
+
+
+def test_scriptworker_uploads_a_large_artifact_with_the_hosts_memory_flat(host, scriptworker):
+    """scriptworker PUTs an s3 artifact whole; it passes through the HTTP function in chunks (HTTP streams): the
+    host's peak memory grows by a few staged blocks, not by the artifact, and the bytes are the ones its chain of
+    trust hashed."""
+    task_queue, log = scriptworker
+    queue = host.client()
+    host.reset_peak_rss()
+    before = host.rss_mb()
+    artifacts = {"public/build/big.bin": {"random": BIG_MIB << 20}}
+    task_id = create(queue, task_queue, {"exit": 0, "artifacts": artifacts})
+    status = resolved(queue, task_id, log, wait=90 + BIG_MIB / 4)
+    assert [(r["state"], r.get("reasonResolved")) for r in status["runs"]] == [("completed", "completed")], (
+        log.read_text()[-4000:]
+    )
+    grown = host.rss_mb("VmHWM") - before
+    print(f"host resident {before:.0f} MiB, peak while {BIG_MIB} MiB went through: +{grown:.0f} MiB")
+    assert grown < min(BIG_MIB / 2, 48), f"the host's peak memory grew {grown:.0f} MiB for {BIG_MIB} MiB"
+    cot = json.loads(download(host, task_id, "public/chain-of-trust.json"))
+    assert cot["artifacts"]["public/build/big.bin"]["sha256"] == streamed_sha256(host, task_id, "public/build/big.bin")
