@@ -209,6 +209,18 @@ def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(h
     shot(page, "group-why-lines")
 
 
+def test_an_exception_says_the_reason_it_was_resolved_with_even_without_a_log(host, page):
+    """Issue #74: a `malformed-payload` exception got no why at all; the reason and what it means are shown."""
+    queue = host.client()
+    task_id = claimed_task(queue)
+    queue.reportException(task_id, "0", {"reason": "malformed-payload"})
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    page.wait_for_selector("#run-reason", timeout=WAIT_MS)
+    assert "Why run 0 ended" in page.inner_text("#run-why")
+    reason = page.inner_text("#run-reason")
+    assert "malformed-payload" in reason and "could not run the task's payload" in reason
+
+
 def test_viewing_a_failed_task_never_fetches_a_log_that_points_elsewhere(host, page):
     """Issue #72 (W5): a `reference` log points anywhere (an internal address, say); the page that explains a
     failure reads only logs stored here, so merely viewing the task or its group sends nothing there."""

@@ -9,7 +9,8 @@ import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
 import { layers } from "../../../shared/api/static/inspector/graph.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
 import { commandLines, quote } from "../../../shared/api/static/inspector/payload.js";
-import { explain, ERROR_LINES, logOf, storedLogOf } from "../../../shared/api/static/inspector/why.js";
+import { explain, ERROR_LINES, errorKind, logOf, storedLogOf } from "../../../shared/api/static/inspector/why.js";
+import { CORPUS } from "./log_corpus.mjs";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
 const G = "Ed2CLmzBTXyhJDQhSkt7Cg";
@@ -150,8 +151,9 @@ test("the graph puts each task one layer below the deepest of its dependencies i
 test("a failed run's log explains itself: the worker's exit code and the first error lines", () => {
   const log = ["[taskcluster] starting", "compiling 12 files", "\x1b[31merror: cannot find symbol Foo\x1b[0m",
     "  at Bar.java:3", "Ran 10 tests, 0 failed", "FAILED (errors=1)", "exit code 2 after 3.1 s"].join("\n");
-  assert.deepEqual(explain(log), { exitCode: "2", errors: [
-    { n: 3, line: "error: cannot find symbol Foo" }, { n: 6, line: "FAILED (errors=1)" }] });
+  // A line that starts "error:" is marked: it comes alone, before lines that only say "failed".
+  assert.deepEqual(explain(log), { exitCode: "2", errors: [{ n: 3, line: "error: cannot find symbol Foo" }] });
+  assert.deepEqual(explain("compiling\nFAILED (errors=1)\nexit code 1").errors, [{ n: 2, line: "FAILED (errors=1)" }]);
   // generic-worker's and docker-worker's own lines; the last exit code counts.
   assert.equal(explain("exit code: 1\n[taskcluster 2026-01-01] Exit Code: 137").exitCode, "137");
   // Lines a task marks as errors come first, whatever else says "error" before them.
@@ -178,4 +180,17 @@ test("the page reads a log by itself only when it is stored here, never a refere
   // A reference log is still the one "View log" opens, by the viewer's own click.
   assert.equal(logOf([log("reference"), log("s3", "public/build/out.txt")]), "public/logs/live.log");
   assert.equal(storedLogOf([log("reference"), log("s3", "public/build/out.txt")]), null);
+});
+
+test("why it failed picks the line a CI engineer would, in real-shaped logs of tens of thousands of lines", () => {
+  for (const { kind, lines, picks } of CORPUS) {
+    const found = explain(lines.join("\n"));
+    assert.equal(found.errors[0]?.line, picks, kind);
+    assert.equal(found.errors[0].n, lines.findIndex((line) => line.includes(picks)) + 1, kind);
+  }
+  // The prefixes are read past, the noise green runs print never counts, and a mozharness ERROR line is marked.
+  assert.equal(errorKind("[task 2026-11-28T10:41:07.512Z] 10:41:07     INFO - GECKO(1) | JavaScript error: x"), null);
+  assert.equal(errorKind("checking whether the C compiler supports -Wno-error=foo... yes"), null);
+  assert.equal(errorKind("10:41:07    ERROR - Return code: 1"), "marked");
+  assert.equal(errorKind("src/main.c:12:3: error: expected ';'"), "marked");
 });

@@ -1,7 +1,7 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
-import { LOG_TYPES, logOf, storedLogOf } from "./why.js";
+import { LOG_TYPES, logOf, READ_AT_MOST, REASONS, storedLogOf } from "./why.js";
 import { explainLog } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
@@ -156,7 +156,7 @@ export function taskView(target, taskId) {
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
   const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
 
-  const explained = new Map(); // runId -> explain() of its final log, or null when it is too long to read
+  const explained = new Map(); // runId -> explain() of its final log, or {tooLong: true} when it is too long to read
 
   // "View log" for the newest run that has a log: where a reader looks first for why a run failed (at its first
   // error line, when the run failed and its log names one).
@@ -173,31 +173,38 @@ export function taskView(target, taskId) {
       status.runs.length > 1 ? `View log (run ${runId})` : "View log"), " ", h("span", { class: "quiet" }, name));
   }
 
-  // The newest run, when it failed (or ended in an exception) and has a log: its exit code and first error lines.
+  // The newest run, when it failed or ended in an exception: the reason it was resolved (for an exception), and
+  // from its log, when stored here, its exit code and the lines that name the error (or that it is too long).
   async function renderWhy(status) {
     const run = status.runs[status.runs.length - 1];
-    const name = run && storedLogs.get(run.runId); // read by the page itself: only a log stored here
-    if (!run || !name || (run.state !== "failed" && run.state !== "exception")) {
+    if (!run || (run.state !== "failed" && run.state !== "exception")) {
       redraw(why, "none");
       return;
     }
-    if (!explained.has(run.runId)) {
+    const name = storedLogs.get(run.runId); // read by the page itself: only a log stored here
+    if (name && !explained.has(run.runId)) {
       try {
         explained.set(run.runId, await explainLog(taskId, run.runId, name));
       } catch {
         return; // not read this time (not remembered): the next refresh tries again
       }
     }
-    const found = explained.get(run.runId);
-    if (!found || (found.exitCode === null && found.errors.length === 0)) {
+    const found = name ? explained.get(run.runId) : undefined;
+    const reason = run.state === "exception" ? run.reasonResolved : null;
+    const read = found && (found.tooLong || found.exitCode !== null || found.errors.length > 0);
+    if (!read && !reason) {
       redraw(why, "none");
       return;
     }
     const logHref = (n) => `#/tasks/${taskId}/runs/${run.runId}/logs/${encodeURIComponent(name)}#L${n}`;
-    redraw(why, JSON.stringify([run.runId, found]), h("section", { class: "why" },
+    redraw(why, JSON.stringify([run.runId, reason, found]), h("section", { class: "why" },
       h("h2", {}, `Why run ${run.runId} ${run.state === "failed" ? "failed" : "ended"}`),
-      found.exitCode !== null ? h("p", {}, "Exit code ", h("code", { id: "exit-code" }, found.exitCode)) : null,
-      found.errors.length ? h("ol", { class: "error-lines" }, found.errors.map((e) => h("li", {},
+      reason ? h("p", { id: "run-reason" }, "Resolved as ", h("code", {}, reason),
+        REASONS[reason] ? `: ${REASONS[reason]}` : "") : null,
+      found?.tooLong ? h("p", { class: "quiet", id: "log-too-long" },
+        `Its log is over ${READ_AT_MOST / 1024 / 1024} MiB, more than this page reads: View log opens it.`) : null,
+      found?.exitCode != null ? h("p", {}, "Exit code ", h("code", { id: "exit-code" }, found.exitCode)) : null,
+      found?.errors.length ? h("ol", { class: "error-lines" }, found.errors.map((e) => h("li", {},
         h("a", { href: logHref(e.n) }, `line ${e.n}`), " ", h("code", {}, e.line)))) : null));
   }
 

@@ -5,7 +5,7 @@ import * as api from "./api.js";
 import { explain, READ_AT_MOST, storedLogOf } from "./why.js";
 
 /**
- * Why the run failed, from its log `name`: explain()'s answer, or null when the log is longer than READ_AT_MOST.
+ * Why the run failed, from its log `name`: explain()'s answer, or `tooLong` when the log is longer than READ_AT_MOST.
  * Throws when the log cannot be read (not to be remembered: a later look may read it).
  * @param {string} taskId
  * @param {number} runId
@@ -24,11 +24,11 @@ export async function explainLog(taskId, runId, name) {
     size += value.length;
     if (size > READ_AT_MOST) {
       await reader.cancel();
-      return null;
+      return { exitCode: null, errors: [], tooLong: true };
     }
     text += decoder.decode(value, { stream: true });
   }
-  return explain(text + decoder.decode());
+  return { ...explain(text + decoder.decode()), tooLong: false };
 }
 
 /**
@@ -41,5 +41,5 @@ export async function explainRun(taskId, runId) {
   const name = storedLogOf(await api.all(`/task/${taskId}/runs/${runId}/artifacts`, "artifacts"));
   if (name === null) return null;
   const found = await explainLog(taskId, runId, name);
-  return found === null ? null : { name, ...found };
+  return found.tooLong ? null : { name, ...found };
 }
