@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import httpx
 import pytest
@@ -23,7 +24,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 from shared import timeutil
 from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.acceptance.test_artifacts import claimed, in_days
-from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid
+from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -411,11 +412,11 @@ def test_only_connections_being_served_make_a_peer_wait(tight_host):
     close: one more is refused 503, with Retry-After."""
     import mohawk
 
-    tq = f"hostile/wait-{slugid()[:8].lower()}"
+    tq = f"hostile/wait-{uuid.uuid4().hex[:8]}"
     url = f"{tight_host.root_url}/api/queue/v1/claim-work/{tq.replace('/', '%2F')}"
-    body = json.dumps({"workerGroup": "g", "workerId": "w", "tasks": 1}).encode()
     polls = []
-    for _ in range(10):  # the share of 127.0.0.7, each waiting for work (5 s)
+    for number in range(10):  # the share of 127.0.0.7, each waiting for work (5 s)
+        body = json.dumps({"workerGroup": "g", "workerId": f"w{number}", "tasks": 1}).encode()
         signed = mohawk.Sender(
             {"id": "root", "key": ROOT_ACCESS_TOKEN, "algorithm": "sha256"},
             url,
@@ -432,7 +433,11 @@ def test_only_connections_being_served_make_a_peer_wait(tight_host):
         sock.sendall(head.encode() + body)
         polls.append(sock)
     try:
-        time.sleep(1.5)  # every poll read and being answered (a just-opened connection is not closed for room)
+        # Every poll read and being answered (each records its worker first): on a loaded machine the host may
+        # read them late, and a poll not read yet would be a connection waiting for its client.
+        provisioner, worker_type = tq.split("/")
+        queue = tight_host.client()
+        wait_for(lambda: len(queue.listWorkers(provisioner, worker_type)["workers"]) == 10, timeout=4)
         refused = closed(open_socket(tight_host, "127.0.0.7"), 3)
         assert refused is not None and refused.startswith(b"HTTP/1.1 503"), refused
         answer = json.loads(refused.split(b"\r\n\r\n", 1)[1])
