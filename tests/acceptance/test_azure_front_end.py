@@ -90,8 +90,6 @@ def test_a_chunked_body_passing_the_limit_is_cut_413_and_nothing_is_stored(queue
 def test_a_request_unanswered_within_the_front_ends_time_is_answered_502_and_nothing_is_stored(queue):
     task_id, put_url, content_type = s3_put_url(queue)
     piece = b"s" * 32 * 1024
-    started = time.monotonic()
     answer = raw_put(put_url, f"Content-Type: {content_type}\r\nContent-Length: {len(piece) * 8}\r\n", [piece] * 8, 0.4)
-    assert answer.startswith(b"HTTP/1.1 502 "), answer[:200]
-    assert time.monotonic() - started < 3.5  # answered at the front end's second, not after the whole body
+    assert answer.startswith(b"HTTP/1.1 502 "), answer[:200]  # the app, given the whole body, would answer 200
     assert stored(queue, task_id) == 404

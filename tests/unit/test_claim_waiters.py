@@ -5,7 +5,6 @@ taken at once by a request that waits (shared/operations/receiving.py, ClaimWait
 from __future__ import annotations
 
 import asyncio
-import time
 
 from shared.operations.receiving import ClaimWaiters
 from tests.answers import claim_work
@@ -39,13 +38,11 @@ async def test_an_idle_fleet_past_the_bound_is_answered_at_once_and_work_still_g
     service = memory_service(claim_work_wait=60, claim_work_poll_interval=0.5, claim_work_waiters=2)
     definition = task_definition()
     tq = definition["taskQueueId"]
-    started = time.monotonic()
     polls = [asyncio.ensure_future(claim_work(service, tq, "g", f"w{i}", 1)) for i in range(5)]
     await settled(service, polls, 2)
-    # Three were released as the next ones came: answered with nothing, long before their 60 s.
+    # Three were released as the next ones came: answered with nothing, long before their 60 s (settled waits 10).
     done = [poll for poll in polls if poll.done()]
     assert len(done) == 3 and all(poll.result() == [] for poll in done)
-    assert time.monotonic() - started < 30
     waiting = [poll for poll in polls if not poll.done()]
     # A task made pending now goes to one of the two still waiting, at once.
     task_id = slugid()
