@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("local_host")
@@ -62,7 +62,7 @@ class _Exchange:
     body_limit: int
     received: int = 0
     is_cut: bool = False
-    started: asyncio.Event = field(default_factory=asyncio.Event)
+    started: bool = False
     cutting: asyncio.Future[None] | None = None
 
     async def receive(self) -> Message:
@@ -80,12 +80,12 @@ class _Exchange:
         if self.is_cut:
             return
         if message["type"] == "http.response.start":
-            self.started.set()
+            self.started = True
         await self._send(message)
 
     def too_late(self, limits: FrontEndLimits) -> None:
         """The front end's time is up: unless the answer has started, `502` now, and the app hears no more."""
-        if not self.started.is_set() and not self.is_cut:
+        if not self.started and not self.is_cut:
             log.warning("no answer within %.0f s: 502, as Azure's front end answers", limits.answer_within)
             self.cutting = asyncio.ensure_future(self.cut(502))
 
@@ -93,8 +93,8 @@ class _Exchange:
         if self.is_cut:
             return
         self.is_cut = True
-        if not self.started.is_set():
-            self.started.set()
+        if not self.started:
+            self.started = True
             await _answer(self._send, status)
 
 

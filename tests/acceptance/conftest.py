@@ -88,3 +88,11 @@ def streamed_sha256(host: HostProcess, task_id: str, name: str) -> str:
         for piece in answer.iter_bytes(1 << 20):
             digest.update(piece)
     return digest.hexdigest()
+
+
+def assert_memory_flat(host: HostProcess, before: float, mib: int) -> None:
+    """The host's peak memory since `reset_peak_rss` (resident `before`) grew by far less than the `mib` that went
+    through it: a few staged blocks, not the body."""
+    grown = host.rss_mb("VmHWM") - before
+    print(f"host resident {before:.0f} MiB, peak while {mib} MiB went through: +{grown:.0f} MiB")
+    assert grown < min(mib / 2, 48), f"the host's peak memory grew {grown:.0f} MiB for {mib} MiB"
