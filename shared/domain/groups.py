@@ -9,6 +9,8 @@ PartitionKey = taskGroupId, and RowKey
   has (most tasks are their own group, alone in it)
 - `m:<taskId>`: a member (for listing), with its expires
 - `a:<taskId>`: a member that has not resolved yet; the group is resolved when no such row is left
+- `f:<taskId>`: a member whose newest run failed or ended in an exception, and what its waiting rerun waits for
+  (shared/domain/group_outcomes.py: the start page's counts and the inspector's "reruns after")
 - `group-event:<seq>:<taskGroupId>`, `group-events:<taskGroupId>`: the group's events and their dispatch cursor
   (shared/outbox/log.py; tagged apart from its task's `event:` rows)
 

@@ -381,3 +381,8 @@ class KnownTasks:
 
     def forget(self, task_id: str) -> None:
         self._rows.pop(task_id)
+
+
+def newest_run(task: Task | None, run_id: int) -> Run | None:
+    """Run `run_id` of the task, when it is its newest (a rerun since makes it history)."""
+    return task.runs[run_id] if task is not None and 0 <= run_id == task.last_run_id else None

@@ -22,7 +22,7 @@ from shared.domain.messages import (
     PendingHint,
     ResolvedCheck,
 )
-from shared.domain.tasks import TASKS_TABLE, Task
+from shared.domain.tasks import TASKS_TABLE, Run, Task, newest_run
 from shared.logs import fields
 from shared.operations.group_store import GroupRows
 from shared.operations.stores import Stores
@@ -40,7 +40,7 @@ class Resolver(Protocol):
         self, check: ResolvedCheck, *, with_group: bool = True, stands_in: Fallback | None = None
     ) -> Awaitable[object]: ...
 
-    def resolve_group_member(self, check: ResolvedCheck) -> Awaitable[None]: ...
+    def resolve_group_member(self, check: ResolvedCheck, run: Run | None = None) -> Awaitable[None]: ...
 
     def follow_up_run(self, task: Task, run_id: int) -> Awaitable[None]: ...
 
@@ -267,7 +267,7 @@ class FollowUps:
         message = guards.resolution_message(check.runId)
         try:
             await releasing
-            await self.resolver.resolve_group_member(check)
+            await self.resolver.resolve_group_member(check, newest_run(task, check.runId))
         except Exception:
             log.warning(
                 "following a resolution up here failed; its resolution message will",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from shared import timeutil, timing
 from shared.domain.events import Event
+from shared.domain.group_outcomes import COUNTED, UNSUCCESSFUL, GroupOutcomes
 from shared.domain.groups import (
     ACTIVE,
     GROUP_STREAMS,
@@ -110,6 +111,7 @@ class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
         self.recent = RecentGroups(tables)  # the groups of more than one task, newest first (the start page's)
+        self.outcomes = GroupOutcomes(tables)  # its members that failed or ended in an exception
         self._rows = GroupedUpserts(tables)
         self._leaves: GroupCommit[str, _Leave] = GroupCommit(self._leave_together, len)
         self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
@@ -419,6 +421,16 @@ class TaskGroupStore:
         """Whether any task of the group is unresolved (its active set is not empty)."""
         return bool(await self._first(task_group_id, ACTIVE, 1))
 
+    async def count_unresolved(self, task_group_id: str) -> tuple[int, bool]:
+        """How many tasks of the group are unresolved, counted up to COUNTED (one page), and whether there are more."""
+        page = await self.tables.query(
+            GROUPS_TABLE,
+            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
+            {"pk": task_group_id, "lo": ACTIVE, "hi": _END[ACTIVE]},
+            limit=COUNTED,
+        )
+        return len(page.entities), page.continuation is not None
+
     async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
         """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""
         page = await self.tables.query(
@@ -453,7 +465,9 @@ class TaskGroupStore:
 
     async def forget_member(self, task_group_id: str, task_id: str) -> None:
         await delete_all(
-            self.tables, GROUPS_TABLE, [(task_group_id, MEMBER + task_id), (task_group_id, ACTIVE + task_id)]
+            self.tables,
+            GROUPS_TABLE,
+            [(task_group_id, p + task_id) for p in (MEMBER, ACTIVE, UNSUCCESSFUL)],
         )
 
     async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> dt.datetime | None:

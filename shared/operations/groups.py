@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from shared import errors, timing
 from shared.domain.events import Event, group_event
+from shared.domain.group_outcomes import Unsuccessful
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
+from shared.domain.pushes import push_of
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle, deadline_passed
 from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
@@ -33,6 +36,7 @@ class GroupChange:
 
 
 RECENT_LISTED = 100  # groups listRecentTaskGroups answers at most (a page of the start page)
+PUSHES_KNOWN = 2 * RECENT_LISTED  # decision tasks' descriptions remembered per process (a few hundred bytes each)
 
 
 class TaskGroups:
@@ -40,6 +44,7 @@ class TaskGroups:
         self.tasks, self.lifecycle = tasks, lifecycle
         self.stores = tasks.stores
         self._recent: tuple[float, list[dict[str, Any]]] | None = None  # the last listing, and until when it holds
+        self._pushes: OrderedDict[str, dict[str, Any]] = OrderedDict()  # decision tasks read, by group (`_push`)
 
     async def recent(self, limit: int) -> list[dict[str, Any]]:
         """The newest groups of more than one task (pushes), each with whether it is sealed and whether a task of
@@ -59,10 +64,29 @@ class TaskGroups:
 
         async def described(row: dict[str, str]) -> dict[str, Any]:
             group_id = row["taskGroupId"]
-            group, unresolved = await asyncio.gather(stores.groups.get(group_id), stores.groups.unresolved(group_id))
-            return {**row, "sealed": bool(group and group.sealed), "unresolved": unresolved}
+            group, active, push = await asyncio.gather(
+                stores.groups.get(group_id), stores.groups.count_unresolved(group_id), self._push(group_id)
+            )
+            counts = await stores.groups.outcomes.counts(group_id, active)
+            described = {**row, "sealed": bool(group and group.sealed), "unresolved": active[0] > 0}
+            return {**described, **push, "counts": counts.to_json()}
 
         return list(await asyncio.gather(*(described(r) for r in rows)))
+
+    async def _push(self, task_group_id: str) -> dict[str, Any]:
+        """The push's decision task (the task the group is named after) and what it built; {} without one. A
+        definition never changes: each is read once per process (the last PUSHES_KNOWN)."""
+        known = self._pushes.get(task_group_id)
+        if known is not None:
+            self._pushes.move_to_end(task_group_id)
+            return known
+        task = await self.tasks.get(task_group_id)
+        push = push_of(task_group_id, task.definition) if task is not None else {}
+        if task is not None:  # a group named after no task yet may get one: asked again next time
+            self._pushes[task_group_id] = push
+            while len(self._pushes) > PUSHES_KNOWN:
+                self._pushes.popitem(last=False)
+        return push
 
     async def get(self, task_group_id: str) -> TaskGroup:
         """The group; 404 when there is none."""
@@ -71,6 +95,14 @@ class TaskGroups:
         if group is None:
             raise TaskGroupNotFound(taskGroupId=task_group_id)
         return group
+
+    async def failures(
+        self, task_group_id: str, *, limit: int, continuation: str | None
+    ) -> tuple[list[Unsuccessful], str | None]:
+        """A page of the group's tasks whose newest run failed or ended in an exception."""
+        return await self.stores.groups.outcomes.page(
+            task_group_id, limit=min(limit, MAX_PAGE), continuation=continuation
+        )
 
     async def members(
         self, task_group_id: str, *, limit: int, continuation: str | None

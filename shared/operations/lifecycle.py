@@ -5,6 +5,7 @@ written conditionally on its ETag, so a repeated or racing request changes nothi
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Collection
@@ -189,13 +190,25 @@ class Lifecycle:
         reset; any rerun that was waiting is done with. Its deadline row is written again first (it is there until
         the deadline, unless the task predates the index; once is enough across retries of one change)."""
         if index_deadline:
-            await self.stores.deadlines.add(task.task_id, task.deadline, task.expires)
+            await asyncio.gather(
+                self.stores.deadlines.add(task.task_id, task.deadline, task.expires), self._succeeds_again(task)
+            )
         task.runs.append(Run("pending", "rerun", now))
         task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
         task.taken_until = None
         task.rerun_when_ready = False
         task.emit("task-pending", task.last_run_id)
         await guards.hint(task)
+
+    async def _succeeds_again(self, task: Task) -> None:
+        """A rerun: the task is no longer among its group's unsuccessful members (best effort: a failure leaves its
+        push's row counting it, until it resolves again)."""
+        try:
+            await self.stores.groups.outcomes.forget(task.definition["taskGroupId"], task.task_id)
+        except Exception:
+            log.warning(
+                "could not take a rerun task off its group's failures", exc_info=True, extra=fields(taskId=task.task_id)
+            )
 
     async def cancel_task(self, task_id: str) -> Task:
         await self.stores.ready()

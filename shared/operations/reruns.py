@@ -15,13 +15,16 @@ and the rerun clears the mark).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Literal
 
 from shared import errors
 from shared.domain.tasks import MAX_RUNS, RESOLVED_STATES, Task
+from shared.logs import fields
 from shared.operations.lifecycle import Lifecycle, deadline_passed
 from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
 
+log = logging.getLogger("queue")
 CONCURRENCY = 16  # dependencies read at once
 RerunOutcome = Literal["rerun", "waiting", "unchanged"]
 
@@ -43,6 +46,7 @@ class Reruns:
         marked = await self._mark(task_id, unmet)
         if not marked.rerun_when_ready:
             return marked, "unchanged"
+        await self._say_waiting(marked, unmet)
         met = set(unmet) - set(await self.unmet(marked))
         if met:  # met between the first look and the mark: their releases found no mark to act on
             if marked.waiting is not None:
@@ -71,6 +75,15 @@ class Reruns:
         dependencies = list(task.definition.get("dependencies", []))
         met = await asyncio.gather(*(meets(d) for d in dependencies))
         return [d for d, ok in zip(dependencies, met, strict=True) if not ok]
+
+    async def _say_waiting(self, task: Task, unmet: list[str]) -> None:
+        """Its group's row of it says what it waits for (best effort: the inspector's "reruns after")."""
+        try:
+            await self.stores.groups.outcomes.waiting(task.definition["taskGroupId"], task.task_id, unmet)
+        except Exception:
+            log.warning(
+                "could not record a waiting rerun in its group", exc_info=True, extra=fields(taskId=task.task_id)
+            )
 
     async def _mark(self, task_id: str, unmet: list[str]) -> Task:
         now = self.stores.now()

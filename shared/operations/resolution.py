@@ -14,9 +14,10 @@ from typing import Any, Literal
 from shared import errors, faults, timing
 from shared.domain.dependencies import LEGACY_PAGE, LISTED, Dependent
 from shared.domain.events import Event
+from shared.domain.group_outcomes import UNSUCCESSFUL_STATES
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
-from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
+from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task, newest_run
 from shared.operations.followups import nothing
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
@@ -65,7 +66,7 @@ class Resolution:
         if task is not None and (run is None or not run.resolved_state):
             return await self._not_written_yet(check, task, run, now)
         group_step: asyncio.Future[Any] = asyncio.ensure_future(
-            self.resolve_group_member(check) if with_group else nothing()
+            self.resolve_group_member(check, newest_run(task, check.runId)) if with_group else nothing()
         )
         if task is None or run is None:
             await group_step
@@ -268,12 +269,22 @@ class Resolution:
                 await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, check.taskId), task.event_seq)
         return await self.resolve_dependencies(check)
 
-    async def resolve_group_member(self, check: ResolvedCheck) -> None:
+    async def resolve_group_member(self, check: ResolvedCheck, run: Run | None = None) -> None:
         """On the first page of a resolution: the task leaves its group's active set; the group is resolved when
         none is left (announced at least once: two last members resolving together may both announce it, as in
-        Taskcluster, where a group can also resolve again after new tasks)."""
-        if check.continuation is None:
-            await leave_group(self.stores, check.taskGroupId, check.taskId)
+        Taskcluster, where a group can also resolve again after new tasks). `run`, the task's newest, when it
+        failed or ended in an exception, is recorded among the group's unsuccessful members beside it."""
+        if check.continuation is not None:
+            return
+        leaving = leave_group(self.stores, check.taskGroupId, check.taskId)
+        if run is None or run.state not in UNSUCCESSFUL_STATES:
+            await leaving
+            return
+        outcomes = self.stores.groups.outcomes
+        reason, resolved = run.reason_resolved or run.state, run.resolved or check.since
+        await asyncio.gather(
+            leaving, outcomes.record(check.taskGroupId, check.taskId, run.state, check.runId, reason, resolved)
+        )
 
 
 async def leave_group(stores: Stores, task_group_id: str, task_id: str) -> None:

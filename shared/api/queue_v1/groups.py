@@ -121,6 +121,28 @@ async def list_task_group_events(call: QueueCall) -> dict[str, Any]:
 
 @api.route(
     "GET",
+    "/task-group/<taskGroupId>/failures",
+    name="listTaskGroupFailures",
+    title="List the Failed Tasks of a Task Group",
+    scopes="queue:list-task-group:<taskGroupId>",
+    output="list-task-group-failures-response",
+    stability="experimental",
+    query=PAGING,
+)
+async def list_task_group_failures(call: QueueCall) -> dict[str, Any]:
+    """Not in Taskcluster: the group's tasks whose newest run failed or ended in an exception, and for each marked to
+    rerun once its dependencies complete (rerunTaskWhenReady), the dependencies it waits for; read from the group's
+    own rows, not from every task (a failure is recorded by its resolution's follow-up, a moment after the report's
+    answer)."""
+    await call.authorize()
+    group_id = call.params["taskGroupId"]
+    await call.context.groups.get(group_id)  # 404 for an unknown group
+    found, token = await call.context.groups.failures(group_id, **paging(call))
+    return answers.page("tasks", [f.to_json() for f in found], token, taskGroupId=group_id)
+
+
+@api.route(
+    "GET",
     "/task-groups/recent",
     name="listRecentTaskGroups",
     title="List the Recent Task Groups",
@@ -131,10 +153,12 @@ async def list_task_group_events(call: QueueCall) -> dict[str, Any]:
 )
 async def list_recent_task_groups(call: QueueCall) -> dict[str, Any]:
     """Not in Taskcluster: the task groups of more than one task (pushes) of the last 7 days, the most recent first
-    (up to `limit`, 20 unless given, at most 100), each with whether it is sealed and whether any task of it is
-    unresolved. A group is listed once its second task joined it (the first one not named after it, otherwise).
-    Its own scope, outside the default anonymous scopes (it lists every push, private ones too); answered from a
-    listing at most 5 seconds old."""
+    (up to `limit`, 20 unless given, at most 100), each with whether it is sealed, whether any task of it is
+    unresolved, its decision task (the task it is named after: name, owner, source), the project and revision that
+    built, from its Treeherder or Index route, environment or source, and its counts (unresolved, failed, exception,
+    waiting to rerun: listTaskGroupFailures). A group is listed once its second task joined it (the first one not
+    named after it, otherwise). Its own scope, outside the default anonymous scopes (it lists every push, private
+    ones too); answered from a listing at most 5 seconds old."""
     await call.authorize()
     limit = min(max(int(call.query.get("limit") or 20), 1), 100)
     return {"taskGroups": await call.context.groups.recent(limit)}
