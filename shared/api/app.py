@@ -36,7 +36,12 @@ def create_asgi_app() -> Any:
     discovery = Discovery(
         APIS, root_url=lambda: get_settings().public_root_url, namespace=lambda: get_settings().pulse_namespace
     )
-    inspector = Inspector()
+    inspector = Inspector(
+        lambda: {
+            "pushIndex": get_settings().inspector_push_index,
+            "treeherder": get_settings().inspector_treeherder_url.rstrip("/"),
+        }
+    )
 
     def documents(request: Request) -> Response | None:
         return monitoring.root_document(request) or discovery(request) or inspector(request)

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 STATIC = Path(__file__).parent / "static" / "inspector"
 PREFIX = "/inspector/"
+CONFIG = "config.json"
 MEDIA_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -66,7 +68,11 @@ def _file(name: str) -> tuple[bytes, str] | None:
 
 class Inspector:
     """Answers GETs of the inspector's files (`documents` of the ApiApp, after the discovery documents), or
-    None for any other path."""
+    None for any other path. `config`: what the deployment tells the page (`config.json`: its push Index template
+    and Treeherder's address), read per request, so that a changed setting needs no new release."""
+
+    def __init__(self, config: Callable[[], dict[str, str]] = dict) -> None:
+        self.config = config
 
     def __call__(self, request: Request) -> Response | None:
         path = request.scope["path"]
@@ -77,6 +83,8 @@ class Inspector:
         if not path.startswith(PREFIX):
             return None
         name = path[len(PREFIX) :] or "index.html"
+        if name == CONFIG:
+            return JSONResponse(self.config(), headers={"cache-control": "no-cache", **SECURITY_HEADERS})
         found = _file(name)
         if found is None:
             return None

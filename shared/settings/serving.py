@@ -80,6 +80,17 @@ class ServingSettings(BaseModel):
         "the request, as Azure's front end does after 230 s (local_host/front_end.py).",
     )
     root_url: str | None = Field(default=None, description="Public rootUrl; default http://127.0.0.1:<QUEUE_PORT>.")
+    inspector_push_index: str = Field(
+        default="",
+        description="The Index path of a push's decision task, `{project}` and `{revision}` in it (Firefox CI: "
+        "`gecko.v2.{project}.revision.{revision}.taskgraph.decision`): the inspector's Open box opens a revision "
+        "or a Treeherder push URL through it. Empty: looked up among the recent pushes only.",
+    )
+    inspector_treeherder_url: str = Field(
+        default="",
+        description="Treeherder's address (`https://treeherder.mozilla.org`): the inspector links a push and a task "
+        "to it. Empty: no such link.",
+    )
     faults: str = Field(
         default="",
         description="Tests only: fault-injection points at which the process exits as if killed (`shared/faults.py`).",

@@ -41,7 +41,10 @@ def sample(host):
     pending = slugid()
     queue.createTask(pending, task_definition(taskQueueId=tq, taskGroupId=group))
     failed = claimed_task(queue, taskGroupId=group)  # a task queue of its own: the pending task is not taken
-    log = "::group::Build\ncompiling\nerror: undefined reference to `main'\n::endgroup::\nexit code 2 after 1 s\n"
+    log = (  # a run-task timestamp and a red error line: their colours on a selected line count for contrast
+        "::group::Build\n[task 2026-11-28T10:41:07.512Z] compiling\n"
+        "\x1b[31merror: undefined reference to `main'\x1b[0m\n::endgroup::\nexit code 2 after 1 s\n"
+    )
     created = queue.createArtifact(
         failed, "0", LOG, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain; charset=utf-8"}
     )
@@ -167,7 +170,8 @@ def test_the_start_page_finds_the_recent_pushes_and_a_task_queue_no_worker_ever_
     # The push is among the recent task groups (listRecentTaskGroups), running, a link to its page.
     group_row = f"#recent-groups-table tr[data-group='{push}']"
     page.wait_for_selector(group_row, timeout=WAIT_MS)
-    assert page.locator(f"{group_row} td").all_inner_texts()[3] == "running"
+    assert page.get_attribute(group_row, "data-worst") == "running"
+    assert page.inner_text(f"{group_row} .push-counts").startswith("running · 2 unfinished")
     page.click(f"{group_row} a")
     wait_js(page, f"location.hash === '#/groups/{push}'")
 
@@ -186,6 +190,8 @@ def views(host, sample) -> list[tuple[str, str, str]]:
         (f"{base}/groups/{sample['group']}", f"tr[data-task-id='{sample['failed']}'] .why-line", "Task group"),
         (f"{base}/tasks/{sample['failed']}", "#exit-code", "test task (failed)"),
         (f"{base}/tasks/{sample['failed']}/runs/0/logs/{LOG.replace('/', '%2F')}", "#log .section-error", "live.log"),
+        # A log opened at its error line (View log's address): the selected line's contrast counts.
+        (f"{base}/tasks/{sample['failed']}/runs/0/logs/{LOG.replace('/', '%2F')}#L2-L3", "#log .line.sel", "live.log"),
         (
             f"{base}/tasks/{sample['done']}",
             "article.run[data-state='completed'] li[data-artifact]",
@@ -201,39 +207,52 @@ def views(host, sample) -> list[tuple[str, str, str]]:
     ]
 
 
-def test_every_view_has_its_title_and_no_serious_accessibility_violation(host, page, sample):
-    axe = Axe()
+def serious_violations(axe: Axe, page) -> list[tuple[str, str, list[str]]]:
+    return [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+        for v in axe.run(page).response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def test_every_view_has_its_title(host, page, sample):
     titles = set()
     for address, loaded, title in views(host, sample):
         page.goto(address)
         page.wait_for_selector(loaded, timeout=WAIT_MS)
         wait_js(page, f"document.title.startsWith({title!r})")
         titles.add(page.title())
-        results = axe.run(page)
-        serious = [
-            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-            for v in results.response["violations"]
-            if v["impact"] in ("serious", "critical")
-        ]
-        assert not serious, f"{address}: {serious}"
-    assert len(titles) == len(views(host, sample)) - 1  # each view names its tab (the two logs share a name)
-    # Signed in (the action buttons enabled), the group's graph open.
-    sign_in(page)
-    for address in ("groups", "tasks"):
-        if address == "groups":
-            page.goto(f"{host.root_url}/inspector/#/groups/{sample['group']}")
-            page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
-            page.click("#graph-details summary")
-            page.wait_for_selector("#graph-details canvas", timeout=WAIT_MS)
-        else:
-            page.goto(f"{host.root_url}/inspector/#/tasks/{sample['failed']}")
-            page.wait_for_selector("#rerun-task:not([disabled])", timeout=WAIT_MS)
-        serious = [
-            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-            for v in axe.run(page).response["violations"]
-            if v["impact"] in ("serious", "critical")
-        ]
-        assert not serious, f"{address} signed in: {serious}"
+    assert len(titles) == len(views(host, sample)) - 2  # each view names its tab (the three logs share a name)
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+@pytest.mark.parametrize("signed_in", [False, True], ids=["anonymous", "signed-in"])
+def test_no_view_has_a_serious_accessibility_violation(browser, host, sample, width, signed_in):
+    """axe-core on every view (a log opened at a line too), at 1280 and 800 px, anonymous and signed in (the
+    action buttons enabled); the group's graph open."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    axe = Axe()
+    try:
+        if signed_in:
+            page.goto(f"{host.root_url}/inspector/#/")
+            sign_in(page)
+            page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
+        found = {}
+        for address, loaded, _ in views(host, sample):
+            page.goto(address)
+            page.wait_for_selector(loaded, timeout=WAIT_MS)
+            if "/groups/" in address:
+                if signed_in:
+                    page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
+                page.click("#graph-details summary")
+                page.wait_for_selector("#graph-details canvas", timeout=WAIT_MS)
+            serious = serious_violations(axe, page)
+            if serious:
+                found[address] = serious
+        assert not found, found
+    finally:
+        context.close()
 
 
 def test_at_400_px_nothing_scrolls_sideways_and_sign_in_is_on_screen(browser, host, sample):

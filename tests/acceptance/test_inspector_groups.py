@@ -170,7 +170,10 @@ def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host,
     assert page.is_disabled("#cancel-group")  # the queue cancels only a sealed group
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#rerun-failed")
-    page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 1 now, 0 once')", timeout=WAIT_MS)
+    page.wait_for_selector(
+        "#group-feedback .message-ok:has-text('Rerun now: flaky test. Once what they depend on has completed: none.')",
+        timeout=WAIT_MS,
+    )
     assert queue.status(failed)["status"]["state"] == "pending"
     page.click("#seal-group")
     page.wait_for_selector("#group-feedback .message-ok:has-text('Sealed')", timeout=WAIT_MS)
@@ -188,9 +191,10 @@ def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host,
 
 
 def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
-    """A push whose build failed: its tests and summary were cancelled with the group. "Rerun failed" reruns the
-    build and the lint now, and the tests and summary only once what they depend on has completed: the queue
-    waits, whatever the page does (it is closed here right after)."""
+    """A push whose build failed: its tests and summary (`all-resolved`, as a push's summary is) were cancelled with
+    the group. "Rerun failed" reruns the build and the lint now, and the tests and summary only once what they depend
+    on has completed: the queue waits, whatever the page does (it is closed here right after); the confirm box, the
+    result and the pages say the same plan; the summary runs last."""
     queue = host.client()
     group, tq = slugid(), task_queue_id()
     build = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("build-linux"))
@@ -204,7 +208,10 @@ def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
         )
     summary = slugid()
     queue.createTask(
-        summary, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=tests, **named("summary"))
+        summary,
+        task_definition(
+            taskQueueId=tq, taskGroupId=group, dependencies=tests, requires="all-resolved", **named("summary")
+        ),
     )
     queue.sealTaskGroup(group)
     queue.cancelTaskGroup(group)
@@ -215,10 +222,20 @@ def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.click("#rerun-failed")
-    page.wait_for_selector("#group-feedback .message-ok:has-text('Rerun: 2 now, 4 once')", timeout=WAIT_MS)
-    shot(page, "group-rerun")
+    said = "Rerun now: build-linux, lint. Once what they depend on has completed: summary, test-0, test-1, test-2."
+    page.wait_for_selector(f"#group-feedback .message-ok:has-text('{said}')", timeout=WAIT_MS)
     assert "Now: build-linux, lint." in asked[0]
-    assert "none runs before" in asked[0] and all(f"test-{i}" in asked[0] for i in range(3)), asked[0]
+    assert "none runs before): summary, test-0, test-1, test-2." in asked[0], asked[0]  # the plan it carried out
+    # The waiting tasks say what they wait for and are not failures to rerun again.
+    page.wait_for_selector(
+        f"tr[data-task-id='{tests[0]}'] .rerun-waits:has-text('reruns after build-linux')", timeout=WAIT_MS
+    )
+    assert "reruns after test-" in page.inner_text(f"tr[data-task-id='{summary}'] .rerun-waits")
+    page.wait_for_selector("#rerun-failed:has-text('Rerun failed (0)')", timeout=WAIT_MS)
+    assert "4 to rerun once what they depend on completes" in page.inner_text("#group-summary")
+    shot(page, "group-rerun")
+    page.goto(f"{host.root_url}/inspector/#/tasks/{tests[1]}")
+    page.wait_for_selector("#task-blocked .message-info:has-text('Reruns after build-linux')", timeout=WAIT_MS)
     page.close()
 
     def state(task_id: str) -> str:

@@ -209,6 +209,39 @@ def test_a_failed_run_says_why_on_the_task_page_and_its_log_opens_at_the_error(h
     shot(page, "group-why-lines")
 
 
+def test_a_log_over_the_reading_cap_is_explained_from_its_tail(host, page):
+    """Issue #74: a 21 MB browser-chrome log got no why and no word of why not. A log past the 8 MiB the page reads
+    whole is explained from its last 2 MiB (a Range request), its size said, the lines without line numbers."""
+    queue = host.client()
+    group = slugid()
+    task_id = claimed_task(queue, taskGroupId=group)
+    filler = "[task 2026-11-28T10:41:07.512Z] 10:41:07     INFO - TEST-PASS | browser_ok.js | fine\n"
+    text = (
+        filler * (9 * 1024 * 1024 // len(filler))
+        + "[task 2026-11-28T10:52:00.000Z] 10:52:00     INFO - TEST-UNEXPECTED-FAIL | browser_tabs.js | "
+        + "Test timed out\n"
+        + filler * 100
+        + "exit code 1 after 800 s\n"
+    )
+    created = queue.createArtifact(
+        task_id, "0", LOG, {"storageType": "azure", "expires": in_days(), "contentType": "text/plain; charset=utf-8"}
+    )
+    put = httpx.put(created["putUrl"], content=text.encode(), headers={"x-ms-blob-type": "BlockBlob"}, timeout=60)
+    assert put.status_code == 201
+    queue.reportFailed(task_id, "0")
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    page.wait_for_selector("#log-too-long", timeout=WAIT_MS)
+    said = page.inner_text("#log-too-long")
+    assert f"{len(text) / 1024 / 1024:.1f} MiB" in said and "last 2 MiB" in said, said
+    assert page.inner_text("#exit-code") == "1"
+    first = page.locator("#run-why .error-lines li").first.inner_text()
+    assert "TEST-UNEXPECTED-FAIL | browser_tabs.js | Test timed out" in first and "near its end" in first
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    why = page.locator(f"tr[data-task-id='{task_id}'] .why-line")
+    why.wait_for(timeout=WAIT_MS)
+    assert "exit code 1" in why.inner_text() and "browser_tabs.js" in why.inner_text()
+
+
 def test_an_exception_says_the_reason_it_was_resolved_with_even_without_a_log(host, page):
     """Issue #74: a `malformed-payload` exception got no why at all; the reason and what it means are shown."""
     queue = host.client()

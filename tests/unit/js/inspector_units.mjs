@@ -9,11 +9,15 @@ import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
 import { layers } from "../../../shared/api/static/inspector/graph.js";
 import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
 import { commandLines, quote } from "../../../shared/api/static/inspector/payload.js";
+import { names, rerunPlan } from "../../../shared/api/static/inspector/reruns.js";
+import { byName, countsText, filterPushes, pushesOf, pushIndexPath, worstState }
+  from "../../../shared/api/static/inspector/pushes.js";
 import { explain, ERROR_LINES, errorKind, logOf, storedLogOf } from "../../../shared/api/static/inspector/why.js";
 import { CORPUS } from "./log_corpus.mjs";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
 const G = "Ed2CLmzBTXyhJDQhSkt7Cg";
+const REV = "4f1c2a9d8e7b6c5a4f1c2a9d8e7b6c5a4f1c2a9d";
 const texts = (line) => parseLine(line).segments.map((s) => [s.text, s.style]);
 
 test("SGR colours and styles become styles; other escapes are removed", () => {
@@ -82,15 +86,30 @@ test("Taskcluster's UI addresses and pasted URLs become the inspector's routes",
   assert.equal(routeOf("/task-group-inspector/", `#/${G}/${T}`), `/tasks/${T}`);
   assert.equal(routeOf("/tasks/not-a-slug"), "/");
   assert.deepEqual(understand(T), { slug: T });
-  assert.deepEqual(understand(" p/t "), { route: "/queues/p/t" });
+  assert.deepEqual(understand(" p/t "), { queueOrLabel: "p/t" }); // or a label: `build-linux64/opt`
   assert.deepEqual(understand("a.b.c"), { indexPath: "a.b.c" });
   assert.deepEqual(understand(`https://tc.example.com/prefix/tasks/${T}/runs/0`), { route: `/tasks/${T}` });
   assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?selectedTaskRun=${T}-1`), { route: `/tasks/${T}` });
   assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?repo=try&selectedTaskRun=${T}.0`), { route: `/tasks/${T}` });
   assert.deepEqual(understand("index.gecko.v2.try.latest.build"), { indexPath: "gecko.v2.try.latest.build" });
-  assert.ok(understand("index.").error.includes("neither"));
+  assert.deepEqual(understand("index."), { label: "index." });
   assert.ok(understand("https://example.com/").error.includes("not an address"));
-  assert.ok(understand("two words").error.includes("neither"));
+  assert.deepEqual(understand("test-linux1804-64-qr/opt-mochitest-browser-chrome-1"),
+    { queueOrLabel: "test-linux1804-64-qr/opt-mochitest-browser-chrome-1" });
+  assert.deepEqual(understand("Gecko Decision Task"), { label: "Gecko Decision Task" });
+  assert.deepEqual(understand(REV), { revision: REV });
+  assert.deepEqual(understand(REV.slice(0, 12)), { revision: REV.slice(0, 12) });
+  assert.deepEqual(understand(`https://treeherder.mozilla.org/jobs?repo=autoland&revision=${REV}`),
+    { push: { project: "autoland", revision: REV } });
+  assert.deepEqual(understand(`https://treeherder.mozilla.org/#/jobs?repo=try&revision=${REV}`),
+    { push: { project: "try", revision: REV } });
+  assert.deepEqual(understand(`https://treeherder.mozilla.org/push-health/push?repo=try&revision=${REV}`),
+    { push: { project: "try", revision: REV } });
+  // A pasted log URL keeps its line.
+  assert.deepEqual(understand(`https://tc.example.com/tasks/${T}/runs/0/logs/public/logs/live.log#L12`),
+    { route: `/tasks/${T}/runs/0/logs/public%2Flogs%2Flive.log#L12` });
+  assert.deepEqual(understand(`https://tc.example.com/tasks/${T}/runs/0/logs/public/logs/live.log#L3-L9`),
+    { route: `/tasks/${T}/runs/0/logs/public%2Flogs%2Flive.log#L3-L9` });
 });
 
 function entry(id, state, { deps = [], requires = "all-completed", name = id, queue = "p/t", scheduled, resolved } = {}) {
@@ -193,4 +212,49 @@ test("why it failed picks the line a CI engineer would, in real-shaped logs of t
   assert.equal(errorKind("checking whether the C compiler supports -Wno-error=foo... yes"), null);
   assert.equal(errorKind("10:41:07    ERROR - Return code: 1"), "marked");
   assert.equal(errorKind("src/main.c:12:3: error: expected ';'"), "marked");
+});
+
+test("a push's row: its worst state, its counts in words, the filter, a revision found", () => {
+  const counts = (c) => ({ unresolved: 0, failed: 0, exception: 0, rerunWaiting: 0, atLeast: false, ...c });
+  const red = { taskGroupId: G, unresolved: true, project: "autoland", revision: REV,
+    decisionTask: { taskId: G, name: "Gecko Decision Task", owner: "dev@example.com", source: "" },
+    counts: counts({ unresolved: 12, failed: 4, exception: 1 }) };
+  const green = { taskGroupId: T, unresolved: false, project: "try", revision: "aa".repeat(20), counts: counts({}) };
+  assert.equal(worstState(red), "failed");
+  assert.equal(worstState({ ...red, counts: counts({ exception: 2, unresolved: 1 }) }), "exception");
+  assert.equal(worstState({ ...red, counts: counts({ unresolved: 1 }) }), "running");
+  assert.equal(worstState(green), "completed");
+  assert.equal(countsText(red), "running · 12 unfinished · 4 failed · 1 exception");
+  assert.equal(countsText(green), "finished · all completed");
+  assert.equal(countsText({ ...green, counts: counts({ exception: 1000, atLeast: true }) }), "finished · 1,000+ exception");
+  assert.deepEqual(filterPushes([red, green], "AUTOLAND dev@"), [red]);
+  assert.deepEqual(filterPushes([red, green], "  "), [red, green]);
+  assert.deepEqual(pushesOf([red, green], REV.slice(0, 12)), [red]);
+  assert.deepEqual(pushesOf([red, green], REV, "try"), []);
+  assert.equal(pushIndexPath("gecko.v2.{project}.revision.{revision}.taskgraph.decision", "try", REV),
+    `gecko.v2.try.revision.${REV}.taskgraph.decision`);
+  assert.equal(pushIndexPath("gecko.v2.{project}.revision.{revision}.taskgraph.decision", "", REV), null);
+  assert.equal(pushIndexPath("", "try", REV), null);
+});
+
+test("names sort as people read them", () => {
+  assert.deepEqual(["test-10", "test-2", "test-1", "test-11"].sort(byName), ["test-1", "test-2", "test-10", "test-11"]);
+});
+
+test("Rerun failed's plan: a dependency rerun in the batch is unmet, for all-resolved too; dependencies first", () => {
+  const entry = (id, state, dependencies = [], requires = "all-completed") => ({
+    task: { metadata: { name: id }, dependencies, requires }, status: { taskId: id, state } });
+  const build = entry("build", "failed");
+  const tests = [1, 2].map((i) => entry(`test-${i}`, "exception", ["build"]));
+  const summary = entry("summary", "exception", ["test-1", "test-2"], "all-resolved");
+  const lint = entry("lint", "failed", ["decision"]);
+  const known = new Map([build, ...tests, summary, lint, entry("decision", "completed")]
+    .map((e) => [e.status.taskId, e]));
+  const plan = rerunPlan([summary, ...tests, lint, build], known, new Map());
+  assert.deepEqual(plan.now.map((t) => t.status.taskId), ["lint", "build"]);
+  assert.deepEqual(plan.later.map((t) => t.status.taskId), ["test-1", "test-2", "summary"]); // its tests first
+  // The summary alone, its tests resolved (all-resolved): now; one of them already waiting to rerun: later.
+  assert.deepEqual(rerunPlan([summary], known, new Map()).now, [summary]);
+  assert.deepEqual(rerunPlan([summary], known, new Map([["test-1", ["build"]]])).later, [summary]);
+  assert.equal(names([...tests, summary]), "summary, test-1, test-2");
 });

@@ -4,6 +4,8 @@
 // addresses and the queue's API URLs. Used by the Open box (pasted URLs) and by address.js, the page the queue
 // serves at Taskcluster's UI addresses.
 
+import { REVISION, treeherderPush } from "./pushes.js";
+
 export const SLUGID = /^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$/;
 export const TASK_QUEUE = /^[a-zA-Z0-9_-]{1,38}\/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$/;
 export const INDEX_PATH = /^[^./\s#?\\]+(\.[^./\s#?\\]+)*$/;
@@ -97,13 +99,18 @@ export function markedPath(pathname) {
   return best < 0 ? null : pathname.slice(best);
 }
 
-// What the Open box was given: {route} to go to, {slug} (a task or a group: asked to the queue),
-// {indexPath}, or {error}.
+// What the Open box was given: {route} to go to, {slug} (a task or a group: asked to the queue), {indexPath},
+// {revision} or {push: {project, revision}} (a push to find), {queueOrLabel} (a task queue or a task's label),
+// {label} (a task's label), or {error}.
 export function understand(input) {
   const value = input.trim();
-  if (!value) return { error: "Type a taskId, a taskGroupId, a task queue (provisioner/workerType), an index path or a URL" };
+  if (!value) {
+    return { error: "Type a taskId, a taskGroupId, a task queue (provisioner/workerType), an index path, a revision, "
+      + "a task's label or a URL" };
+  }
   if (SLUGID.test(value)) return { slug: value };
-  if (TASK_QUEUE.test(value)) return { route: `/queues/${value}` };
+  if (REVISION.test(value)) return { revision: value };
+  if (TASK_QUEUE.test(value)) return { queueOrLabel: value }; // or a task's label, as `build-linux64/opt` reads
   if (/^https?:\/\//i.test(value)) {
     let url;
     try {
@@ -114,15 +121,19 @@ export function understand(input) {
     // Treeherder's job view names the task and run in its query: `<taskId>.<runId>` today, `<taskId>-<runId>` before.
     const run = /^([A-Za-z0-9_-]{22})(?:[.-](\d+))?$/.exec(url.searchParams.get("selectedTaskRun") || "");
     if (run) return { route: `/tasks/${run[1]}` };
+    const push = treeherderPush(url);
+    if (push) return { push };
     const path = markedPath(url.pathname);
     const route = path === null ? null : routeOf(path, url.hash);
     if (route && typeof route === "object") return { route: `/tasks/${route.artifact.taskId}` };
-    if (route && (route !== "/" || path === "/inspector/")) return { route };
+    // A log's line anchor (`#L12`) stays with it.
+    const line = /^#L\d+(?:-L?\d+)?$/.test(url.hash) && typeof route === "string" && route.includes("/logs/")
+      ? url.hash : "";
+    if (route && (route !== "/" || path === "/inspector/")) return { route: route + line };
     return { error: `${value} is not an address of a task, a group, a log or a task queue` };
   }
   // A task's route (`index.<namespace>.<name>`, as a task definition lists it) names the index path after `index.`.
   const indexPath = value.startsWith("index.") ? value.slice("index.".length) : value;
   if (INDEX_PATH.test(indexPath) && indexPath.includes(".")) return { indexPath };
-  return { error: `"${value}" is neither a taskId, a taskGroupId, a task queue (provisioner/workerType), an index `
-    + "path nor a URL" };
+  return { label: value }; // a task's name, looked for in the newest pushes
 }

@@ -28,6 +28,7 @@ export function signOut() {
 }
 
 let held = null; // scopes of the current credentials (or the anonymous ones), from currentScopes
+let heldFor = null; // the credentials `held` belongs to (JSON)
 
 export function url(service, path, query) {
   const qs = query ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== null))
@@ -65,6 +66,20 @@ export async function request(method, service, path, { query, body, creds = cred
   return answer;
 }
 
+// The scopes a 403 answer says are missing (its "Missing: <expression>"), or "".
+export function missingScopes(error) {
+  const said = /Missing: ([^\n]+)/.exec((error && error.message) || "");
+  return said ? said[1].trim().replace(/^\((.*)\)$/, "$1") : "";
+}
+
+// What to do about a refused read of `what`: signed in, which scopes the credentials lack; else, sign in.
+export function refusal(error, what) {
+  const scopes = missingScopes(error);
+  const takes = scopes ? `: it takes ${scopes}` : "";
+  return credentials() ? `Your credentials may not see ${what}${takes}.`
+    : `Sign in with credentials that may see ${what}${takes}.`;
+}
+
 export const get = (path, query) => request("GET", "queue", path, { query });
 export const post = (path, body = {}) => request("POST", "queue", path, { body });
 
@@ -94,18 +109,26 @@ export async function signIn(clientId, accessToken, certificate) {
   const answer = await request("GET", "auth", "/scopes/current", { creds });
   sessionStorage.setItem(STORAGE_KEY, JSON.stringify(creds));
   held = answer.scopes;
+  heldFor = JSON.stringify(creds);
   return answer.scopes;
 }
 
+// The scopes of the current credentials, asked once per credentials: an answer for credentials that changed while
+// it was asked (a sign-in meanwhile) is not kept, lest the anonymous scopes replace those just signed in with.
 export async function scopes() {
-  if (held === null) {
-    try {
-      held = (await request("GET", "auth", "/scopes/current")).scopes;
-    } catch {
-      held = [];
-    }
+  const who = JSON.stringify(credentials());
+  if (held !== null && heldFor === who) return held;
+  let answer;
+  try {
+    answer = (await request("GET", "auth", "/scopes/current")).scopes;
+  } catch {
+    answer = [];
   }
-  return held;
+  if (JSON.stringify(credentials()) === who) {
+    held = answer;
+    heldFor = who;
+  }
+  return answer;
 }
 
 export function forgetScopes() {

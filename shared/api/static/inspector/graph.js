@@ -43,7 +43,8 @@ export class GroupGraph {
     this.canvas = h("canvas", { role: "img", "aria-label": "the group's dependency graph", tabindex: "-1" });
     this.tip = h("div", { class: "graph-tip", hidden: true, role: "status" });
     this.legend = h("p", { class: "graph-legend quiet" });
-    this.element = h("div", { class: "graph", id: "group-graph" }, this.legend, h("div", { class: "graph-area" },
+    this.element = h("div", { class: "graph", id: "group-graph" }, this.legend, h("div", { class: "graph-area", tabindex: "0", role: "region",
+      "aria-label": "dependency graph (scrolls sideways)" },
       this.canvas, this.tip));
     this.positions = new Map(); // taskId -> {x, y}
     this.hover = null;

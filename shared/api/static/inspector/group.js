@@ -11,6 +11,7 @@ import { badge, duration, h, message, notASlugid, replace, RESOLVED, setTitle, S
 import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun } from "./groupmodel.js";
 import { poll } from "./live.js";
+import { names, rerunPlan } from "./reruns.js";
 import { explainRun } from "./whyread.js";
 
 // Failed runs on the page shown whose logs are read for their exit code and first error line (the first ones, in
@@ -89,7 +90,9 @@ export function groupView(target, groupId, query) {
   /** @type {Array<() => Promise<void>>} */
   const whyQueue = [];
   let whyRunning = 0;
-  const queues = new Map(); // taskQueueId -> {checked, lastDateActive | null (never) | undefined (unknown)}
+  const queues = new Map(); // taskQueueId -> {checked, claimed (a count) | undefined (unknown), hiddenBy}
+  // Failed tasks marked to rerun once their dependencies complete (listTaskGroupFailures): taskId -> what they wait for
+  let waiting = new Map();
 
   function link(state, p) {
     const params = new URLSearchParams();
@@ -115,7 +118,15 @@ export function groupView(target, groupId, query) {
     const now = new Date();
     let state = [badge(s.state)];
     let stateKey = s.state;
-    if ((s.state === "failed" || s.state === "exception") && run) {
+    const waits = waiting.get(s.taskId);
+    if (waits && RESOLVED.has(s.state) && s.state !== "completed") {
+      const first = model.tasks.get(waits[0]);
+      const named = first ? h("a", { href: `#/tasks/${waits[0]}` }, first.task.metadata.name || waits[0])
+        : h("code", {}, waits[0] || "its dependencies");
+      state = [badge(s.state), " ", h("span", { class: "rerun-waits" }, "reruns after ", named,
+        waits.length > 1 ? ` and ${waits.length - 1} more` : "")];
+      stateKey += `rerun${waits.join(",")}`;
+    } else if ((s.state === "failed" || s.state === "exception") && run) {
       if (run.reasonResolved !== s.state) {
         state.push(" ", h("span", { class: "reason" }, run.reasonResolved));
         stateKey += run.reasonResolved;
@@ -159,7 +170,10 @@ export function groupView(target, groupId, query) {
     return h("div", { class: "why-line" },
       found.exitCode !== null ? ["exit code ", h("code", {}, found.exitCode)] : null,
       found.exitCode !== null && first ? " · " : null,
-      first ? h("a", { href: `${logHref}#L${first.n}`, title: `line ${first.n} of the log` }, first.line) : null);
+      first && first.n !== null ? h("a", { href: `${logHref}#L${first.n}`, title: `line ${first.n} of the log` },
+        first.line) : null,
+      first && first.n === null ? h("a", { href: logHref, title: "near the end of a log too long to read whole" },
+        first.line) : null);
   }
 
   // The failed runs shown (the first WHY_ROWS) explained from their logs, a few at a time; each once (one that
@@ -276,16 +290,22 @@ export function groupView(target, groupId, query) {
 
   function renderSummary() {
     const s = model.summary();
-    const c = s.counts;
+    const c = { ...s.counts };
+    const toRerun = [...waiting.keys()].filter((id) => {
+      const entry = model.tasks.get(id);
+      return entry && (entry.status.state === "failed" || entry.status.state === "exception");
+    });
+    for (const id of toRerun) c[model.tasks.get(id).status.state] -= 1; // waiting to rerun: not counted as failed
+    const rerunNote = toRerun.length ? `, ${toRerun.length} to rerun once what they depend on completes` : "";
     const failures = c.failed + c.exception;
     let text;
     if (s.kind === "empty") text = "No task in this group yet.";
     else if (s.kind === "finished") {
       text = [failures ? "Finished with failures" : "Finished", s.at ? [" ", when(s.at)] : "", `: ${c.completed} completed`,
-        c.failed ? `, ${c.failed} failed` : "", c.exception ? `, ${c.exception} exception` : "", "."];
+        c.failed ? `, ${c.failed} failed` : "", c.exception ? `, ${c.exception} exception` : "", rerunNote, "."];
     } else if (s.kind === "running") {
       text = [`Running: ${c.running} running, ${c.pending} pending`, c.unscheduled ? `, ${c.unscheduled} unscheduled` : "",
-        `; ${s.total - s.unresolved} of ${s.total} resolved`, failures ? ` (${failures} failed)` : "",
+        `; ${s.total - s.unresolved} of ${s.total} resolved`, failures ? ` (${failures} failed)` : "", rerunNote,
         s.oldestPending ? `; the oldest pending task has waited ${duration(s.oldestPending)}` : "",
         "."];
     } else if (s.kind === "stuck") {
@@ -296,7 +316,7 @@ export function groupView(target, groupId, query) {
       text = [`Waiting: ${s.unresolved} unscheduled task${s.unresolved > 1 ? "s" : ""}`,
         s.blocked ? ` (${s.blocked} blocked by failures)` : "", " wait for tasks outside this group or to be scheduled."];
     }
-    summary.className = `summary summary-${s.kind}`;
+    summary.className = `summary summary-${s.kind}${s.kind === "finished" && failures ? " summary-failures" : ""}`;
     summary.dataset.kind = s.kind;
     replace(summary, text);
     const items = [];
@@ -305,9 +325,13 @@ export function groupView(target, groupId, query) {
       if (waited < IDLE_AFTER) continue;
       const known = queues.get(idle.taskQueueId);
       const qlink = h("a", { href: `#/queues/${idle.taskQueueId}` }, idle.taskQueueId);
-      const seen = known && known.lastDateActive !== undefined
-        ? (known.lastDateActive === null ? ": no worker has ever claimed from it"
-          : [": its last claim was ", when(known.lastDateActive)]) : "";
+      // Only what the queue's counts say now (a task queue's recorded activity may be hours old).
+      let seen = "";
+      if (known && known.claimed !== undefined) {
+        seen = known.claimed ? `; the task queue has ${known.claimed} claimed task${known.claimed > 1 ? "s" : ""} now `
+          + "(of other groups): its workers are busy" : "; no task of the task queue is claimed now: no worker is "
+          + "taking its tasks";
+      } else if (known && known.hiddenBy) seen = `; whether its workers are busy takes ${known.hiddenBy}`;
       items.push(h("li", { dataset: { queue: idle.taskQueueId } }, `No task of `, qlink,
         ` is running: ${idle.pending} pending here, the oldest for ${duration(idle.since)}`, seen, "."));
     }
@@ -325,7 +349,8 @@ export function groupView(target, groupId, query) {
     const info = model.info;
     const sealScope = `queue:seal-task-group:${info.schedulerId}/${groupId}`;
     const cancelScope = `queue:cancel-task-group:${info.schedulerId}/${groupId}`;
-    const failed = [...model.tasks.values()].filter((t) => ["failed", "exception"].includes(t.status.state));
+    const failed = [...model.tasks.values()].filter((t) => ["failed", "exception"].includes(t.status.state)
+      && !waiting.has(t.status.taskId));
     const rerunnable = failed.filter((t) => api.satisfied(held, api.actionScopes("rerun-task",
       { ...t.task, taskGroupId: groupId }, t.status.taskId)));
     const unresolved = model.unresolvedIds().length;
@@ -375,31 +400,8 @@ export function groupView(target, groupId, query) {
     });
   }
 
-  // "Rerun failed" reruns each failed or exception task with rerunTaskWhenReady: one whose dependencies have all
-  // completed runs now; one that a failure blocked (cancelled with its group, say) runs only once what it depends
-  // on has completed, which the queue enforces whatever this page does next. The confirm box says which is which.
-  function rerunPlan(tasks) {
-    const plan = { now: [], later: [] };
-    for (const t of tasks) {
-      const anyResolution = t.task.requires === "all-resolved";
-      const ready = (t.task.dependencies || []).every((id) => {
-        const dep = id === t.status.taskId ? null : model.tasks.get(id);
-        const state = dep ? dep.status.state : id === t.status.taskId ? "completed" : "unknown";
-        return state === "completed" || (anyResolution && RESOLVED.has(state));
-      });
-      (ready ? plan.now : plan.later).push(t);
-    }
-    return plan;
-  }
-
-  function names(tasks) {
-    const all = tasks.map((t) => t.task.metadata.name || t.status.taskId).sort((a, b) => a.localeCompare(b));
-    const shown = all.slice(0, 5);
-    return shown.join(", ") + (all.length > shown.length ? ` and ${all.length - shown.length} more` : "");
-  }
-
   function rerunFailed(tasks) {
-    const plan = rerunPlan(tasks);
+    const plan = rerunPlan(tasks, model.tasks, waiting);
     const lines = [`Rerun the ${tasks.length} failed task${tasks.length > 1 ? "s" : ""}?`];
     if (plan.now.length) lines.push(`Now: ${names(plan.now)}.`);
     if (plan.later.length) {
@@ -409,38 +411,54 @@ export function groupView(target, groupId, query) {
     if (!window.confirm(lines.join("\n\n"))) return;
     act("Rerun failed", async () => {
       const refused = [];
-      let now = 0;
-      let later = 0;
+      const now = [];
+      const later = [];
       for (const t of [...plan.now, ...plan.later]) {
         try {
           const answer = await api.post(`/task/${t.status.taskId}/rerun-when-ready`);
-          if (RESOLVED.has(answer.status.state)) later += 1; else now += 1;
+          (RESOLVED.has(answer.status.state) ? later : now).push(t);
         } catch (error) {
           refused.push(`${t.task.metadata.name || t.status.taskId} (${error.summary || error.message})`);
         }
       }
       if (refused.length === tasks.length) throw new Error(refused.join("; "));
-      return `Rerun: ${now} now, ${later} once their dependencies have completed`
-        + `${refused.length ? `; refused: ${refused.join("; ")}` : ""}.`;
+      // What the queue answered, which is what the confirm box said unless a task changed meanwhile.
+      return `Rerun now: ${now.length ? names(now) : "none"}. Once what they depend on has completed: `
+        + `${later.length ? names(later) : "none"}${refused.length ? `. Refused: ${refused.join("; ")}` : ""}.`;
     });
   }
 
-  // For task queues whose tasks wait with none running: when a worker last claimed from them (getTaskQueue needs
-  // queue:get-task-queue:…; without it the hint says what the group shows).
+  // For task queues whose tasks wait with none running: how many of its tasks are claimed now (the counts need
+  // queue:claimed-count:…; without it the hint names the scope).
   async function checkQueues() {
     const now = Date.now();
     await Promise.all(model.idleQueues().map(async ({ taskQueueId }) => {
       const known = queues.get(taskQueueId);
       if (known && now - known.checked < QUEUE_CHECK_EVERY) return;
-      const entry = { checked: now, lastDateActive: undefined };
+      const entry = { checked: now, claimed: undefined, hiddenBy: "" };
       queues.set(taskQueueId, entry);
       try {
-        const q = await api.get(`/task-queues/${taskQueueId}`);
-        entry.lastDateActive = q.lastDateActive || null;
+        entry.claimed = (await api.get(`/task-queues/${taskQueueId}/counts`)).claimedTasks;
       } catch (error) {
-        if (error.status === 404) entry.lastDateActive = null;
+        if (error.status === 403) entry.hiddenBy = api.missingScopes(error);
       }
     }));
+  }
+
+  // The failed tasks that wait to rerun (listTaskGroupFailures, this queue's extension): read while the group has
+  // failed or exception tasks; an older queue without it shows none waiting.
+  async function readWaiting() {
+    const c = model.counts();
+    if (!c.failed && !c.exception) {
+      waiting = new Map();
+      return;
+    }
+    try {
+      const listed = await api.all(`/task-group/${groupId}/failures`, "tasks");
+      waiting = new Map(listed.filter((f) => f.rerunWaitsFor).map((f) => [f.taskId, f.rerunWaitsFor]));
+    } catch {
+      waiting = new Map();
+    }
   }
 
   let lastFull = 0;
@@ -509,6 +527,7 @@ export function groupView(target, groupId, query) {
             + `${ROTATION} more in turn)`;
     }
     replace(problem);
+    await readWaiting();
     await checkQueues().catch(() => {});
     render();
     const live = model.unresolvedIds().length > 0;

@@ -3,6 +3,8 @@
 // were rerun); their order (failures first); why an unscheduled task waits (blocked by a failure, or waiting for
 // a task); and what the group as a whole is: finished, running, waiting, or stuck for good.
 
+import { byName } from "./pushes.js";
+
 export const RESOLVED_STATES = new Set(["completed", "failed", "exception"]);
 export const ORDER = ["failed", "exception", "running", "pending", "unscheduled", "completed"];
 const RANK = Object.fromEntries(ORDER.map((s, i) => [s, i]));
@@ -58,7 +60,7 @@ export class GroupModel {
       .filter((t) => (!filter || t.status.state === filter)
         && (!needle || (t.task.metadata.name || "").toLowerCase().includes(needle) || t.status.taskId === search.trim()))
       .sort((a, b) => RANK[a.status.state] - RANK[b.status.state]
-        || (a.task.metadata.name || "").localeCompare(b.task.metadata.name || "")
+        || byName(a.task.metadata.name || "", b.task.metadata.name || "")
         || a.status.taskId.localeCompare(b.status.taskId));
   }
 

@@ -5,20 +5,24 @@
 // active queues are counted, the rest listed.
 import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
-import { h, replace, setTitle, when } from "./dom.js";
+import { deploymentConfig } from "./config.js";
+import { badge, h, replace, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
+import { countsText, filterPushes, worstState } from "./pushes.js";
 
 const COUNTED = 200;
-const RECENT = 20; // recent task groups listed
+const RECENT = 100; // recent task groups read (the most the queue answers)
+const PUSH_PAGE = 20; // of them shown at once
 const CONCURRENCY = 8;
 
-export function homeView(target, showNotice) {
+export function homeView(target, showNotice, query = new URLSearchParams()) {
   setTitle("");
   const queues = h("div", { id: "task-queues" }, h("p", {}, "Loading task queues…"));
   const groups = h("div", { id: "recent-groups" }, h("p", {}, "Loading recent task groups…"));
   replace(target,
     h("h1", {}, "Queue inspector"),
-    h("p", {}, "Open a task, a task group, a task queue, an index path or a Taskcluster URL in the box above, or ",
+    h("p", {}, "Open a task, a task group, a push's revision, a task's label, a task queue, an index path, or a ",
+      "Taskcluster or Treeherder URL in the box above, or ",
       "follow a link from the API's answers. A task's page links to its group, its task queue, its runs' workers ",
       "and its logs. ", h("a", { href: "#/index/", id: "browse-index" }, "Browse the Index"),
       " to find completed tasks by name."),
@@ -31,36 +35,79 @@ export function homeView(target, showNotice) {
     h("label", { for: "group-id" }, "Task group "),
     h("input", { id: "group-id", name: "group", placeholder: "taskGroupId", autocomplete: "off" }),
     h("button", { type: "submit" }, "Show group")),
-    h("h2", {}, "Recent task groups"), groups,
+    h("h2", {}, "Recent pushes"), groups,
     h("h2", {}, "Task queues"), queues);
 
   // The pushes of the last days (listRecentTaskGroups, this queue's extension): a group is listed once its second
-  // task joined it; running while any task of it is unresolved.
+  // task joined it; each with its decision task, project and revision, and its counts, coloured by its worst task.
+  let pushes = [];
+  let page = 0;
+  let config = {};
+  deploymentConfig().then((c) => {
+    config = c;
+    if (pushes.length) showPushes(); // with its Treeherder links
+  });
+  const filter = h("input", { id: "push-filter", type: "search", autocomplete: "off", value: query.get("push") || "",
+    placeholder: "project, revision, owner, name or taskGroupId", oninput: () => { page = 0; showPushes(); } });
+  const pushList = h("div", { id: "push-list" });
+  replace(groups, h("div", { class: "push-filter" }, h("label", { for: "push-filter" }, "Filter pushes "), filter),
+    pushList);
+
+  function pushRow(g) {
+    const d = g.decisionTask;
+    const worst = worstState(g);
+    const revision = g.revision ? h("code", { title: g.revision }, g.revision.slice(0, 12)) : "–";
+    return h("tr", { dataset: { group: g.taskGroupId, worst } },
+      h("td", {}, h("a", { href: `#/groups/${g.taskGroupId}` }, d && d.name ? d.name : h("code", {}, g.taskGroupId)),
+        d && d.name ? h("div", { class: "quiet" }, h("code", {}, g.taskGroupId)) : null),
+      h("td", {}, g.project || "–"),
+      h("td", {}, config.treeherder && g.project && g.revision
+        ? h("a", { href: `${config.treeherder}/jobs?repo=${encodeURIComponent(g.project)}&revision=${g.revision}`,
+          title: "this push in Treeherder" }, revision)
+        : revision),
+      h("td", {}, d && d.owner ? d.owner : "–"), h("td", {}, when(g.since)),
+      h("td", {}, badge(worst), " ", h("span", { class: "push-counts" }, countsText(g), g.sealed ? ", sealed" : "")));
+  }
+
+  function showPushes() {
+    const found = filterPushes(pushes, filter.value);
+    const pages = Math.max(1, Math.ceil(found.length / PUSH_PAGE));
+    page = Math.min(page, pages - 1);
+    const shown = found.slice(page * PUSH_PAGE, (page + 1) * PUSH_PAGE);
+    if (found.length === 0) {
+      replace(pushList, h("p", {}, pushes.length ? `No recent push matches "${filter.value}".`
+        : "No task group of more than one task in the last 7 days."));
+      return;
+    }
+    const go = (to) => () => { page = to; showPushes(); };
+    replace(pushList, h("table", { id: "recent-groups-table" },
+      h("thead", {}, h("tr", {}, ["Push", "Project", "Revision", "Owner", "Since", "Tasks"]
+        .map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, shown.map(pushRow))),
+    h("p", { class: "pager" }, `${page * PUSH_PAGE + 1}–${page * PUSH_PAGE + shown.length} of ${found.length}`
+      + (found.length < pushes.length ? ` matching (${pushes.length} recent)` : " recent pushes"),
+    " ", h("button", { type: "button", id: "pushes-previous", disabled: page === 0, onclick: go(page - 1) }, "Previous"),
+    " ", h("button", { type: "button", id: "pushes-next", disabled: page >= pages - 1, onclick: go(page + 1) }, "Next")));
+  }
+
   async function recentGroups() {
     let found;
     try {
       found = (await api.get("/task-groups/recent", { limit: RECENT })).taskGroups;
     } catch (error) {
-      replace(groups, h("p", {}, error.status === 403
+      replace(pushList, h("p", {}, error.status === 403
         ? "The recent task groups are hidden: they take the scope queue:list-recent-task-groups. Sign in with credentials that hold it."
         : `Recent task groups could not be listed: ${error.summary || error.message}`));
       return;
     }
     const key = JSON.stringify(found);
-    if (groups.dataset.key === key) return;
-    groups.dataset.key = key;
-    if (found.length === 0) {
-      replace(groups, h("p", {}, "No task group of more than one task in the last 7 days."));
-      return;
-    }
-    replace(groups, h("table", { id: "recent-groups-table" },
-      h("thead", {}, h("tr", {}, ["Task group", "Scheduler", "Since", "State"].map((c) => h("th", { scope: "col" }, c)))),
-      h("tbody", {}, found.map((g) => h("tr", { dataset: { group: g.taskGroupId } },
-        h("td", {}, h("a", { href: `#/groups/${g.taskGroupId}` }, h("code", {}, g.taskGroupId))),
-        h("td", {}, g.schedulerId), h("td", {}, when(g.since)),
-        h("td", {}, g.unresolved ? "running" : "finished", g.sealed ? ", sealed" : ""))))));
+    if (pushList.dataset.key === key) return;
+    pushList.dataset.key = key;
+    pushes = found;
+    showPushes();
   }
 
+  let hiddenBy = ""; // the scopes that would show the counts a refusal hid
   async function counted(list) {
     const out = new Map();
     let next = 0;
@@ -70,8 +117,9 @@ export function homeView(target, showNotice) {
         next += 1;
         try {
           out.set(q.taskQueueId, await api.get(`/task-queues/${q.taskQueueId}/counts`));
-        } catch {
+        } catch (error) {
           out.set(q.taskQueueId, null); // not allowed to count it: listed without counts
+          if (error.status === 403 && !hiddenBy) hiddenBy = api.missingScopes(error);
         }
       }
     }
@@ -133,9 +181,16 @@ export function homeView(target, showNotice) {
     const key = JSON.stringify(ordered.map((q) => [q.taskQueueId, counts.get(q.taskQueueId), q.lastDateActive]));
     if (queues.dataset.key === key) return; // unchanged: the table (and an opened list) stays as it is
     queues.dataset.key = key;
-    replace(queues,
+    const hidden = found.slice(0, COUNTED).filter((q) => counts.get(q.taskQueueId) === null).length;
+    const hiddenNote = hidden ? h("p", { id: "hidden-counts", class: "quiet" },
+      `The counts of ${hidden} task queue${hidden > 1 ? "s are" : " is"} hidden from `
+      + `${api.credentials() ? "your credentials" : "anonymous callers"}`
+      + `${hiddenBy ? `: counting takes ${hiddenBy}` : ""}; ${hidden > 1 ? "they are" : "it is"} listed without them.`)
+      : null;
+    replace(queues, hiddenNote,
       working.length ? table(working, "busy-queues")
-        : h("p", {}, "No task queue has pending or claimed work now."),
+        : h("p", {}, hidden ? "No task queue whose counts you may see has pending or claimed work now."
+          : "No task queue has pending or claimed work now."),
       idle.length ? h("details", {}, h("summary", {}, `${idle.length} other task queue${idle.length > 1 ? "s" : ""}`
         + (found.length > COUNTED ? ` (the ${COUNTED} most recently active counted)` : "")),
       table(idle, "idle-queues")) : null);

@@ -2,6 +2,7 @@
 import { understand } from "./addresses.js";
 import * as api from "./api.js";
 import { h, message, replace, setTitle } from "./dom.js";
+import { findLabel, findPush, findQueueOrLabel } from "./finding.js";
 import { groupView } from "./group.js";
 import { homeView } from "./home.js";
 import { indexView } from "./namespaces.js";
@@ -26,7 +27,7 @@ const ROUTES = [
   [/^\/queues\/([^/?]+)\/([^/?]+)$/, (m) => queueView(view, `${m[1]}/${m[2]}`)],
   [/^\/workers\/([^/?]+)\/([^/?]+)\/([^/?]+)\/([^/?]+)$/, (m) => workerView(view, `${m[1]}/${m[2]}`, m[3], m[4])],
   [/^\/index\/?([^/?]*)$/, (m) => indexView(view, decodeURIComponent(m[1]))],
-  [/^\/?$/, () => homeView(view, showNotice)],
+  [/^\/?$/, (m, q) => homeView(view, showNotice, q)],
 ];
 
 // `again`: show the view anew even if the address did not change (after signing in or out).
@@ -65,7 +66,8 @@ function route(again = false) {
 }
 
 // The Open box: a taskId or taskGroupId (the queue is asked which: a task first, as a decision task's id is also
-// its group's), a task queue, an index path, or a URL of Taskcluster's UI, of this inspector or of the API.
+// its group's), a task queue, an index path, a revision, a task's label, or a URL of Taskcluster's UI, of this
+// inspector, of the API or of Treeherder (a job or a push).
 async function open(input) {
   const found = understand(input);
   if (found.error) {
@@ -74,6 +76,20 @@ async function open(input) {
   }
   if (found.route) {
     window.location.hash = `#${found.route}`;
+    return;
+  }
+  const lookup = found.revision ? () => findPush(found.revision)
+    : found.push ? () => findPush(found.push.revision, found.push.project)
+      : found.queueOrLabel ? () => findQueueOrLabel(found.queueOrLabel)
+        : found.label ? () => findLabel(found.label) : null;
+  if (lookup) {
+    showNotice("info", `Looking for ${input.trim()}…`);
+    const where = await lookup();
+    if (where.error) showNotice("error", where.error);
+    else {
+      showNotice();
+      window.location.hash = `#${where.route}`;
+    }
     return;
   }
   if (found.indexPath) {

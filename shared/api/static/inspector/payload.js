@@ -50,12 +50,14 @@ export function payloadView(payload) {
   const rest = Object.fromEntries(Object.entries(payload).filter(([k]) => !SHOWN.has(k)));
   return h("section", { id: "payload" }, h("h2", {}, "Payload"),
     lines.length ? h("div", { class: "command" }, h("h3", {}, "Command ", copyButton("the command",
-      () => lines.join("\n"), "copy-command")), h("pre", { class: "shell", id: "payload-command" }, lines.join("\n")))
+      () => lines.join("\n"), "copy-command")), h("pre", { class: "shell", id: "payload-command",
+      tabindex: "0", "aria-label": "the command" }, lines.join("\n")))
       : null,
     h("dl", { class: "facts" },
       image !== null ? [h("dt", {}, "image"), h("dd", {}, h("code", {}, image))] : null,
       payload.maxRunTime !== undefined ? [h("dt", {}, "maxRunTime"), h("dd", {}, `${payload.maxRunTime} s`)] : null,
       env.map(([k, v]) => [h("dt", {}, h("code", {}, k)), h("dd", {}, h("code", {}, String(v)))])),
     Object.keys(rest).length ? h("details", {}, h("summary", {}, "Other payload fields"),
-      h("pre", { class: "json" }, JSON.stringify(rest, null, 2))) : null);
+      h("pre", { class: "json", tabindex: "0", "aria-label": "other payload fields" },
+        JSON.stringify(rest, null, 2))) : null);
 }

@@ -7,8 +7,7 @@ import { badge, h, message, replace, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 
 function refused(error, what) {
-  return h("p", { class: "quiet" }, error.status === 403
-    ? `Sign in with credentials that may see ${what} (${error.message.split("\n\n")[0].split(". Missing: ")[1] || "scopes missing"}).`
+  return h("p", { class: "quiet" }, error.status === 403 ? api.refusal(error, what)
     : `${what} could not be read: ${error.summary || error.message}`);
 }
 

@@ -2,10 +2,12 @@
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
 import { LOG_TYPES, logOf, READ_AT_MOST, REASONS, storedLogOf } from "./why.js";
-import { explainLog } from "./whyread.js";
+import { explainLog, TAIL } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
+import { deploymentConfig } from "./config.js";
+import { byName, treeherderOf } from "./pushes.js";
 import { copyButton, payloadView } from "./payload.js";
 
 const RESIGN = 10 * 60 * 1000;
@@ -41,10 +43,13 @@ export function taskView(target, taskId) {
   const facts = h("div", {}, "Loading…");
   const runs = h("section", { id: "runs" });
   const deps = h("section", { id: "dependencies" });
+  const blocked = h("div", { id: "task-blocked" }); // an unscheduled task a failure blocks, or a rerun that waits
   const payload = h("div", { id: "payload-box" });
   const definition = h("section", { id: "definition" });
   const problem = h("div");
-  replace(target, title, problem, viewLog, why, actions, feedback, facts, payload, runs, deps, definition);
+  replace(target, title, problem, viewLog, blocked, why, actions, feedback, facts, deps, payload, runs, definition);
+  let config = {};
+  deploymentConfig().then((c) => { config = c; });
   let task = null;
   let state = null;
   let poller = null;
@@ -92,8 +97,33 @@ export function taskView(target, taskId) {
       ["retries left", `${status.retriesLeft} of ${task.retries}`],
       ["created", when(task.created)], ["deadline", when(task.deadline)], ["expires", when(task.expires)],
       ["owner", meta.owner], ["source", safeLink(meta.source)], ["description", meta.description],
+      ["routes", listed(task.routes, "routes")], ["scopes", listed(task.scopes, "scopes")],
+      ["tags", listed(Object.entries(task.tags || {}).map(([k, v]) => `${k}: ${v}`), "tags")],
+      ["treeherder", treeherderFacts(status)],
     ];
-    redraw(facts, `${status.state}|${status.retriesLeft}`, h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")])));
+    redraw(facts, `${status.state}|${status.retriesLeft}|${config.treeherder || ""}`, h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")])));
+  }
+
+  function listed(items, id) {
+    return items && items.length ? h("ul", { class: "plain compact", id: `task-${id}` },
+      [...items].sort(byName).map((i) => h("li", {}, h("code", {}, i)))) : null;
+  }
+
+  // extra.treeherder (its symbol, group, platform) and the push in Treeherder, when the deployment names it.
+  function treeherderFacts(status) {
+    const th = (task.extra || {}).treeherder || {};
+    const symbol = th.symbol ? `${th.groupSymbol && th.groupSymbol !== "?" ? `${th.groupSymbol}(${th.symbol})` : th.symbol}` : "";
+    const platform = th.machine && th.machine.platform ? `${th.machine.platform}${th.collection
+      ? `/${Object.keys(th.collection).join(",")}` : ""}` : "";
+    const push = treeherderOf(task.routes);
+    const runId = Math.max(0, status.runs.length - 1);
+    const link = config.treeherder && push ? h("a", { id: "treeherder-link", href: `${config.treeherder}/jobs?repo=`
+      + `${encodeURIComponent(push.project)}&revision=${push.revision}&selectedTaskRun=${taskId}.${runId}` },
+    "this task in Treeherder") : null;
+    const said = [symbol && h("code", {}, symbol), platform && ` on ${platform}`, th.tier ? ` (tier ${th.tier})` : "",
+      push ? ` · ${push.project} ${push.revision.slice(0, 12)}` : ""].filter(Boolean);
+    if (!said.length && !link) return null;
+    return [...said, link ? " · " : "", link];
   }
 
   // A run's artifacts, in `node`; listed again only while the run may still add some (and once after).
@@ -168,7 +198,8 @@ export function taskView(target, taskId) {
     }
     const name = logs.get(runId);
     const first = explained.get(runId)?.errors[0];
-    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}${first ? `#L${first.n}` : ""}`;
+    const line = first && first.n !== null ? `#L${first.n}` : ""; // the end, when not known (a log read from its tail)
+    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}${line}`;
     redraw(viewLog, href, h("a", { href, id: "view-log-link", class: "view-log-main" },
       status.runs.length > 1 ? `View log (run ${runId})` : "View log"), " ", h("span", { class: "quiet" }, name));
   }
@@ -201,11 +232,14 @@ export function taskView(target, taskId) {
       h("h2", {}, `Why run ${run.runId} ${run.state === "failed" ? "failed" : "ended"}`),
       reason ? h("p", { id: "run-reason" }, "Resolved as ", h("code", {}, reason),
         REASONS[reason] ? `: ${REASONS[reason]}` : "") : null,
-      found?.tooLong ? h("p", { class: "quiet", id: "log-too-long" },
-        `Its log is over ${READ_AT_MOST / 1024 / 1024} MiB, more than this page reads: View log opens it.`) : null,
+      found?.tooLong ? h("p", { class: "quiet", id: "log-too-long" }, `Its log is ${found.size
+        ? `${(found.size / 1024 / 1024).toFixed(1)} MiB` : `over ${READ_AT_MOST / 1024 / 1024} MiB`}, more than `
+        + `this page reads whole: ${found.errors.length || found.exitCode != null ? `what follows is from its last `
+          + `${TAIL / 1024 / 1024} MiB (line numbers unknown); ` : ""}View log opens it.`) : null,
       found?.exitCode != null ? h("p", {}, "Exit code ", h("code", { id: "exit-code" }, found.exitCode)) : null,
       found?.errors.length ? h("ol", { class: "error-lines" }, found.errors.map((e) => h("li", {},
-        h("a", { href: logHref(e.n) }, `line ${e.n}`), " ", h("code", {}, e.line)))) : null));
+        e.n === null ? h("span", { class: "quiet" }, "near its end") : h("a", { href: logHref(e.n) }, `line ${e.n}`),
+        " ", h("code", {}, e.line)))) : null));
   }
 
   async function renderRuns(status) {
@@ -245,18 +279,56 @@ export function taskView(target, taskId) {
     }));
   }
 
+  // Unscheduled behind a failed dependency: blocked until that one is rerun and completes (`all-completed`); a
+  // failed task marked to rerun once its dependencies complete says which it waits for.
+  function renderBlocked(ids, states, names) {
+    const name = (id) => h("a", { href: `#/tasks/${id}` }, names[id] || id);
+    const failed = ids.filter((id) => states[id] === "failed" || states[id] === "exception");
+    if (state === "unscheduled" && failed.length && task.requires !== "all-resolved") {
+      redraw(blocked, `b${failed.join()}`, message("error", ["Blocked: it runs only once ", name(failed[0]),
+        failed.length > 1 ? ` and ${failed.length - 1} more` : "", ` (${states[failed[0]]}) `,
+        failed.length > 1 ? "complete" : "completes", "; rerun what failed to unblock it."]));
+      return;
+    }
+    if (rerunWaits && rerunWaits.length && (state === "failed" || state === "exception")) {
+      redraw(blocked, `r${rerunWaits.join()}`, message("info", ["Reruns after ", name(rerunWaits[0]),
+        rerunWaits.length > 1 ? ` and ${rerunWaits.length - 1} more` : "",
+        ": the queue gives it its new run once what it depends on has completed."]));
+      return;
+    }
+    redraw(blocked, "none");
+  }
+
+  // Whether this failed task waits to rerun (listTaskGroupFailures, this queue's extension): what it waits for.
+  let rerunWaits = null;
+  async function readRerunWaits() {
+    if (state !== "failed" && state !== "exception") {
+      rerunWaits = null;
+      return;
+    }
+    try {
+      const listed = await api.all(`/task-group/${task.taskGroupId}/failures`, "tasks");
+      rerunWaits = listed.find((f) => f.taskId === taskId)?.rerunWaitsFor || null;
+    } catch {
+      rerunWaits = null; // an older queue: not known
+    }
+  }
+
   async function renderDeps() {
     const ids = task.dependencies || [];
     let upstream = h("p", { class: "quiet" }, "None.");
+    let names = {};
+    let states = {};
     if (ids.length) {
       const [defs, statuses] = await Promise.all([api.post("/tasks", { taskIds: ids }),
         api.post("/tasks/status", { taskIds: ids })]);
-      const names = Object.fromEntries(defs.tasks.map((t) => [t.taskId, t.task.metadata.name]));
-      const states = Object.fromEntries(statuses.statuses.map((s) => [s.taskId, s.status.state]));
+      names = Object.fromEntries(defs.tasks.map((t) => [t.taskId, t.task.metadata.name]));
+      states = Object.fromEntries(statuses.statuses.map((s) => [s.taskId, s.status.state]));
       upstream = h("ul", { class: "plain", id: "depends-on" }, ids.map((id) => h("li", {},
         states[id] ? badge(states[id]) : badge("missing"), " ",
         h("a", { href: `#/tasks/${id}` }, names[id] || id))));
     }
+    renderBlocked(ids, states, names);
     const dependents = await api.all(`/task/${taskId}/dependents`, "tasks");
     const downstream = dependents.length === 0 ? h("p", { class: "quiet" }, "None.")
       : h("ul", { class: "plain", id: "dependents" }, dependents.map((t) => h("li", {}, badge(t.status.state), " ",
@@ -275,7 +347,8 @@ export function taskView(target, taskId) {
       task = await api.get(`/task/${taskId}`);
       const json = JSON.stringify(task, null, 2);
       replace(payload, payloadView(task.payload));
-      replace(definition, h("details", {}, h("summary", {}, "Definition"), h("pre", { class: "json" }, json)),
+      replace(definition, h("details", {}, h("summary", {}, "Definition"),
+        h("pre", { class: "json", tabindex: "0", "aria-label": "the definition as JSON" }, json)),
         h("p", { class: "quiet" }, "The definition as JSON: ",
           copyButton("the definition as JSON", () => json, "copy-definition")));
     }
@@ -286,6 +359,7 @@ export function taskView(target, taskId) {
       reported = null;
     }
     renderFacts(status);
+    await readRerunWaits();
     await Promise.all([renderActions(), renderRuns(status), renderDeps()]);
     await renderWhy(status);
     renderViewLog(status);

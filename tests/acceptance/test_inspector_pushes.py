@@ -1,0 +1,129 @@
+"""Pushes you can find (issue #74), in Chromium: the start page lists each recent push with its decision task's
+name, project, revision and owner and its failed / exception / unfinished counts, coloured by its worst task,
+filtered and paged; the Open box takes a revision, a Treeherder push URL (through the Index template the deployment
+sets when the push is not among the recent ones it can read) and a task's label."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+import taskcluster
+
+from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, sign_in, wait_js
+from tests.acceptance.conftest import QUICK_CLAIMS
+from tests.conftest import HostProcess, slugid, task_definition, task_queue_id, wait_for
+
+pytestmark = needs_browser
+TEMPLATE = "testpushes.v1.{project}.{revision}"
+TREEHERDER = "https://treeherder.example.org"
+
+
+@pytest.fixture(scope="module")
+def host(host_factory) -> HostProcess:
+    return host_factory(**QUICK_CLAIMS, inspector_push_index=TEMPLATE, inspector_treeherder_url=TREEHERDER)
+
+
+def revision() -> str:
+    return secrets.token_hex(20)
+
+
+def named(name: str, **more: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "description": "push test", "owner": "dev@example.com", "source": "https://x/"},
+        **more,
+    }
+
+
+def push(queue, project: str, rev: str, *, routes: list[str] | None = None, tq: str | None = None) -> str:
+    """A decision task (its taskId its group's, a Treeherder route) that created one more task: a push."""
+    decision = slugid()
+    routes = [f"tc-treeherder.v2.{project}.{rev}.4242"] if routes is None else routes
+    queue.createTask(
+        decision,
+        task_definition(
+            taskGroupId=decision, taskQueueId=tq or task_queue_id(), routes=routes, **named("Decision Task")
+        ),
+    )
+    queue.createTask(slugid(), task_definition(taskGroupId=decision, **named("build-linux64/opt")))
+    return decision
+
+
+def test_the_start_page_lists_pushes_by_project_and_revision_worst_first_filtered_and_paged(host, page):
+    queue = host.client()
+    project, red_rev = f"proj{secrets.token_hex(3)}", revision()
+    greens = [push(queue, project, revision()) for _ in range(20)]
+    red = push(queue, project, red_rev)
+    failed = claimed_task(queue, taskGroupId=red, **named("build-win64/opt"))
+    queue.reportFailed(failed, "0")
+    cancelled = slugid()
+    queue.createTask(cancelled, task_definition(taskGroupId=red, **named("test-win64/opt-1")))
+    queue.cancelTask(cancelled)
+    page.goto(f"{host.root_url}/inspector/")
+    sign_in(page)
+    row = f"#recent-groups-table tr[data-group='{red}']"
+    page.wait_for_selector(f"{row}[data-worst='failed']", timeout=WAIT_MS)
+    cells = page.locator(f"{row} td").all_inner_texts()
+    assert cells[0].startswith("Decision Task") and red in cells[0]
+    assert cells[1:4] == [project, red_rev[:12], "dev@example.com"]
+    assert page.inner_text(f"{row} .push-counts") == "running · 2 unfinished · 1 failed · 1 exception"
+    assert (
+        page.get_attribute(f"{row} td:nth-child(3) a", "href") == f"{TREEHERDER}/jobs?repo={project}&revision={red_rev}"
+    )
+    shot(page, "pushes")
+    page.fill("#push-filter", project)
+    wait_js(page, "document.querySelectorAll('#recent-groups-table tbody tr').length === 20")
+    assert page.inner_text("#push-list .pager").startswith("1\u201320 of 21")
+    page.click("#pushes-next")
+    wait_js(page, "document.querySelectorAll('#recent-groups-table tbody tr').length === 1")
+    assert page.is_disabled("#pushes-next") and not page.is_disabled("#pushes-previous")
+    page.fill("#push-filter", f"{project} {red_rev[:8]}")
+    wait_js(page, "document.querySelectorAll('#recent-groups-table tbody tr').length === 1")
+    assert page.get_attribute("#recent-groups-table tbody tr", "data-group") == red
+    page.fill("#push-filter", "no-such-push-anywhere")
+    page.wait_for_selector("#push-list p:has-text('No recent push matches')", timeout=WAIT_MS)
+    assert greens[0] not in page.inner_text("#push-list")
+
+
+def test_the_open_box_takes_a_revision_a_treeherder_push_and_a_label(host, page):
+    queue = host.client()
+    project, rev, indexed_rev = f"proj{secrets.token_hex(3)}", revision(), revision()
+    found = push(queue, project, rev)
+    # Indexed at the deployment's template only (no route the start page reads a revision from), once completed.
+    tq = task_queue_id()
+    path = TEMPLATE.format(project=project, revision=indexed_rev)
+    indexed = push(queue, project, indexed_rev, routes=[f"index.{path}"], tq=tq)
+    queue.claimWork(tq, {"tasks": 1, "workerGroup": "wg", "workerId": "w1"})
+    queue.reportCompleted(indexed, "0")
+    index = taskcluster.Index({"rootUrl": host.root_url})
+    wait_for(lambda: _indexed(index, path), timeout=15)
+    labelled = slugid()
+    queue.createTask(labelled, task_definition(taskGroupId=found, **named("test-linux1804-64/opt-mochitest-1")))
+    page.goto(f"{host.root_url}/inspector/")
+    sign_in(page)
+    page.wait_for_selector(f"#recent-groups-table tr[data-group='{found}']", timeout=WAIT_MS)
+
+    def open_(value: str) -> None:
+        page.fill("#goto-id", value)
+        page.press("#goto-id", "Enter")
+
+    open_(rev[:12])
+    wait_js(page, f"location.hash === '#/groups/{found}'")
+    open_(f"https://treeherder.mozilla.org/jobs?repo={project}&revision={rev}")
+    wait_js(page, f"location.hash === '#/groups/{found}'")
+    open_(f"https://treeherder.mozilla.org/jobs?repo={project}&revision={indexed_rev}")
+    wait_js(page, f"location.hash === '#/groups/{indexed}'")
+    open_("test-linux1804-64/opt-mochitest-1")  # reads as a task queue; no worker ever asked for it: a label
+    wait_js(page, f"location.hash === '#/tasks/{labelled}'")
+    open_("test-linux1804-64/opt-mochitest-999")
+    page.wait_for_selector("#notice .message-error:has-text('no task labelled')", timeout=WAIT_MS)
+    open_(revision())
+    page.wait_for_selector("#notice .message-error:has-text('No push of revision')", timeout=WAIT_MS)
+
+
+def _indexed(index, path: str) -> bool:
+    try:
+        return bool(index.findTask(path))
+    except taskcluster.exceptions.TaskclusterRestFailure:
+        return False
