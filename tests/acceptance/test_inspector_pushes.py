@@ -127,3 +127,29 @@ def _indexed(index, path: str) -> bool:
         return bool(index.findTask(path))
     except taskcluster.exceptions.TaskclusterRestFailure:
         return False
+
+
+def test_a_retrigger_runs_a_copy_of_the_task_beside_it(host, page):
+    """A sheriff's retrigger of an intermittent failure: a new task, the same definition in the same group, its
+    dates moved to now and tagged with the task it copies; the failed one stays as it is."""
+    queue = host.client()
+    group = slugid()
+    build = claimed_task(queue, taskGroupId=group, **named("build-linux64/opt"))
+    queue.reportCompleted(build, "0")
+    flaky = claimed_task(queue, taskGroupId=group, dependencies=[build], **named("test-linux64/opt-xpcshell-3"))
+    queue.reportFailed(flaky, "0")
+    page.goto(f"{host.root_url}/inspector/#/tasks/{flaky}")
+    page.wait_for_selector("#retrigger-task[disabled]", timeout=WAIT_MS)  # anonymous: createTask's scopes lacking
+    sign_in(page)
+    page.wait_for_selector("#retrigger-task:not([disabled])", timeout=WAIT_MS)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#retrigger-task")
+    wait_js(page, f"location.hash.startsWith('#/tasks/') && location.hash !== '#/tasks/{flaky}'")
+    copy = page.evaluate("location.hash").split("/")[2]
+    definition = queue.task(copy)
+    original = queue.task(flaky)
+    assert definition["taskGroupId"] == group and definition["dependencies"] == [build]
+    assert definition["tags"]["retriggerOf"] == flaky and definition["metadata"] == original["metadata"]
+    assert definition["created"] > original["created"] and definition["payload"] == original["payload"]
+    assert queue.status(copy)["status"]["state"] == "pending"  # its build completed: it runs now
+    assert queue.status(flaky)["status"]["state"] == "failed"

@@ -154,6 +154,27 @@ export function actionScopes(action, task, taskId) {
   ] };
 }
 
+// A new taskId: a v4 UUID as Taskcluster's slugid makes it (22 characters of URL-safe base64, its first bit 0).
+export function newSlugid() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
+  bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
+  bytes[0] &= 0x7f; // "nice" slugids never start with "-"
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+const PRIORITIES = ["highest", "very-high", "high", "medium", "low", "very-low", "lowest"];
+
+// The scopes createTask asks for a task (its scopes, a route scope per route, its project, its scheduler, and its
+// priority or a higher one on its task queue): what a retrigger, a copy of the task, takes.
+export function createScopes(task) {
+  const queue = task.taskQueueId || `${task.provisionerId}/${task.workerType}`;
+  const priorities = PRIORITIES.slice(0, PRIORITIES.indexOf(task.priority) + 1);
+  return { AllOf: [...(task.scopes || []), ...(task.routes || []).map((r) => `queue:route:${r}`),
+    `queue:create-task:project:${task.projectId || "none"}`, `queue:scheduler-id:${task.schedulerId}`,
+    { AnyOf: priorities.map((p) => `queue:create-task:${p}:${queue}`) }] };
+}
+
 // Where a browser reads an artifact: the queue's getArtifact URL, signed when the anonymous scopes do not cover
 // it (names outside public/) and the user is signed in.
 export async function artifactUrl(taskId, runId, name) {

@@ -75,14 +75,37 @@ export function taskView(target, taskId) {
 
   async function renderActions() {
     const held = await api.scopes();
-    redraw(actions, `${state}|${held.join(" ")}`, ACTIONS.filter(([, , , , applies]) => applies(state)).map(([label, verb, method, action]) => {
+    const refusedWhy = (verb) => (api.credentials() ? `Your credentials lack the scopes to ${verb} this task`
+      : `Sign in with credentials that may ${verb} this task`);
+    const buttons = ACTIONS.filter(([, , , , applies]) => applies(state)).map(([label, verb, method, action]) => {
       const allowed = api.satisfied(held, api.actionScopes(action, task, taskId));
       return h("button", { type: "button", id: `${verb}-task`, disabled: !allowed,
-        title: allowed ? `${label} this task` : api.credentials()
-          ? `Your credentials lack the scopes to ${verb} this task`
-          : `Sign in with credentials that may ${verb} this task`,
-        onclick: () => act(label, method) }, label);
-    }));
+        title: allowed ? `${label} this task` : refusedWhy(verb), onclick: () => act(label, method) }, label);
+    });
+    const copies = api.satisfied(held, api.createScopes(task));
+    buttons.push(h("button", { type: "button", id: "retrigger-task", disabled: !copies,
+      title: copies ? "Run a new copy of this task beside it (for an intermittent failure)" : refusedWhy("retrigger"),
+      onclick: retrigger }, "Retrigger"));
+    redraw(actions, `${state}|${held.join(" ")}`, buttons);
+  }
+
+  // A retrigger: a new task with this one's definition, in its group, its dates moved to now (as Taskcluster's
+  // retrigger action makes it), tagged with the task it copies; the page then shows the new task.
+  async function retrigger() {
+    if (!window.confirm(`Retrigger "${task.metadata.name || taskId}"? A new task with the same definition runs `
+      + "beside this one (in the same group, once its dependencies have completed).")) return;
+    const shift = Date.now() - Date.parse(task.created);
+    const moved = (iso) => new Date(Date.parse(iso) + shift).toISOString();
+    const copy = { ...task, created: new Date().toISOString(), deadline: moved(task.deadline),
+      expires: moved(task.expires), tags: { ...(task.tags || {}), retriggerOf: taskId } };
+    const newId = api.newSlugid();
+    replace(feedback, message("info", "Retrigger…"));
+    try {
+      await api.request("PUT", "queue", `/task/${newId}`, { body: copy });
+      window.location.hash = `#/tasks/${newId}`;
+    } catch (error) {
+      replace(feedback, message("error", `Retrigger refused: ${error.summary || error.message}`));
+    }
   }
 
   function renderFacts(status) {
