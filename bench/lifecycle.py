@@ -5,7 +5,7 @@
 
 Scenarios (one line of figures each): `create` (8 threads creating tasks), `lifecycle` (8 threads creating,
 8 workers each calling claimWork for up to 4 tasks then reportCompleted for each), `indexed` (the lifecycle of
-tasks each with an `index.` route, indexed as it completes: docs/index.md), `fanout<N>` (N dependents of
+tasks each with an `index.` route, indexed as it completes: docs/index-service.md), `fanout<N>` (N dependents of
 one task: how long after the root resolved they were pending, by the server's timestamps), `graph<N>` (a layered
 graph run to completion), `push<N>` (a CI push submitted by taskgraph's own create_tasks and drained by worker
 pools per kind: bench/push.py), `expiry<N>` (N claims left to expire: how long after takenUntil each retry was
@@ -287,7 +287,7 @@ def scenario_lifecycle(
 ) -> str:
     """`indexed`: each task has an `index.` route of its own path (as a push's revision routes: a new entry,
     in namespaces the tasks share), indexed when it completes. Each task is alone in its group, as in
-    `lifecycle` (a lone task with an index route takes the resolution message path: docs/index.md)."""
+    `lifecycle` (a lone task with an index route takes the resolution message path: docs/index-service.md)."""
     timer = Timer()
     run = uuid.uuid4().hex[:8]
     tq = f"bench/life-{run}"

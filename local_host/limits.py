@@ -2,7 +2,7 @@
 beyond a storage account's, a queue's or a table partition's target, divided by a chosen `factor`, are answered
 503 ServerBusy with Azure's body, as Azure answers them. One proxy models one storage account (one Azurite each).
 
-The targets (Azure Storage scalability targets for standard v2 accounts; docs/scaling.md cites them):
+The targets (Azure Storage scalability targets for standard v2 accounts; docs/deploy.md cites them):
 
 - an account: 20,000 requests per second; counted here: every table and queue request through the proxy;
 - a queue: 2,000 messages per second (of 1 KiB); counted: every request on that queue's messages;

@@ -2,7 +2,7 @@
 
 Each is a wait or a cache age inside one process: none changes what the queue guarantees (that is decided by
 storage conditions and messages, docs/invariants.md), only how many storage calls and round trips a request costs
-and how soon a change shows. Settings (shared/settings.py) are what an operator tunes; these are what the code was
+and how soon a change shows. Settings (shared/settings/) are what an operator tunes; these are what the code was
 measured with. Each says why it is there and what chose its value; "history" is docs/performance-history.md.
 The modules that use them read them as `timing.NAME` when they run, so a test may patch one here.
 """
@@ -53,7 +53,7 @@ PUBLISH_KEEPING_UP = ANSWER_WAIT / 2
 # The weight of the latest publishing's time in that average (the rest is what it was).
 PUBLISH_SMOOTHING = 0.1
 
-# Another process's publication mark that did not cover a hold is read again after this long (publishmarks.py).
+# Another process's publication mark that did not cover a hold is read again after this long (shared/outbox/marks.py).
 # Not measured on its own: the marks are written every QUEUE_EVENT_MARK_INTERVAL.
 MARK_READ_AGAIN = 0.05
 
@@ -77,13 +77,24 @@ UPLOAD_FINISH_GRACE = 10.0
 GROUP_CACHE_SECONDS = 1.0
 # How old a known group row may be and still answer while it is read again in the background.
 GROUP_STALE_SECONDS = 5.0
-# How long a process answers listRecentTaskGroups from its last listing (about 200 storage reads each: the newest
-# 100 groups, each group's row and unresolved count); a push shows on the start page within this.
+# How long a process answers listRecentTaskGroups from its last listing (about 300 storage reads each: the newest
+# 100 groups, each group's row, unresolved rows and failures; a decision task once); a push shows within this.
 RECENT_GROUPS_CACHE_SECONDS = 5.0
 # How long a resolved member waits for others of its group to leave with it (after the worker's answer: it delays
 # the group's resolution, not the dependents'): one transaction and one look for all, rather than two calls each.
 # Introduced and measured in history "Groups left together" (2026-11-25, evening, c721c17).
 LEAVE_LINGER = 0.2
+
+# --- Checks due later (shared/domain/parking.py, shared/domain/deadlines.py) ---
+
+# Seconds a parked message being moved to its trigger's queue stays hidden: a mover that died leaves it to the next
+# tick of the mover's timer (every QUEUE_PARK_SCHEDULE), which finds it again; a mover stops receiving at half this.
+# Not measured on its own: a move of 32 messages takes well under a second on Azurite.
+MOVE_VISIBILITY = 20.0
+
+# Seconds ahead of its bucket's time a deadline bucket message this process put is trusted: closer, the message may
+# already be handled, so a new one is put (a spare finds the rows gone and does nothing). Not measured on its own.
+ANNOUNCE_MARGIN = 2.0
 
 # --- Workers (shared/domain/workers.py) ---
 

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shared import timeutil
+from shared import timeutil, timing
 from shared.bounded import Bounded
 from shared.domain.expiry import ExpiryIndex
 from shared.domain.messages import DEADLINE_QUEUE, Shards, bucket_of, bucket_time
@@ -38,9 +38,6 @@ from shared.storage.base import Entity, TableStore, delete_all, put_json
 from shared.storage.grouped import GroupedUpserts
 
 DEADLINES_TABLE = "TaskDeadlines"
-# Trust a bucket message this process put only while its bucket is this far ahead: close to it, the message may
-# already be handled, so a new one is put (a spare message finds the rows gone and does nothing).
-ANNOUNCE_MARGIN = dt.timedelta(seconds=2)
 ANNOUNCED_KEPT = 10_000  # deadline buckets whose message this process remembers having put
 PAGE = 100
 CONCURRENCY = 16
@@ -150,7 +147,7 @@ class DeadlineIndex:
             if not known[0].done():
                 await asyncio.shield(known[0])  # another request's put of it: wait for it (its error is ours)
                 return
-            if known[1] - now > ANNOUNCE_MARGIN:
+            if known[1] - now > dt.timedelta(seconds=timing.ANNOUNCE_MARGIN):
                 return
         due = bucket_time(bucket)
         put: asyncio.Future[None] = loop.create_future()
@@ -169,7 +166,7 @@ class DeadlineIndex:
 
     def _forget_past(self, now: dt.datetime) -> None:
         for key, (put, due) in list(self._announced.items()):
-            if put.done() and due - now <= ANNOUNCE_MARGIN:
+            if put.done() and due - now <= dt.timedelta(seconds=timing.ANNOUNCE_MARGIN):
                 self._announced.pop(key)
 
     async def check(self, message: DeadlineBucket, check_task: Callable[[str, dt.datetime], Awaitable[str]]) -> str:

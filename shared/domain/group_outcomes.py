@@ -4,7 +4,7 @@ page and its rerun plan are read in a query or two, not from every task of it.
 Rows (Tasks table, PartitionKey = taskGroupId, beside shared/domain/groups.py's):
 `f:<taskId>`: a member whose newest run failed or ended in an exception: `state` (failed, exception), `runId`,
 `reason` (its reasonResolved) and, once it is marked to rerun when its dependencies complete (rerunTaskWhenReady),
-`waitsFor` (the dependencies it waits for, comma-separated, the first WAITS_LISTED). Written by the resolution's
+`waitsFor` (the dependencies it waits for, comma-separated, the first DEPENDENCIES_NAMED). Written by the resolution's
 group step (after the answer; an upsert, so a repeated message changes nothing); deleted when the task gets its
 new run (rerunTask, or the release of a waiting rerun) and with the member's other rows at its expiry.
 
@@ -27,7 +27,7 @@ from shared.storage.base import Entity, TableStore
 
 UNSUCCESSFUL, _END = "f:", "f;"  # ";" sorts right after ":"
 COUNTED = 1000  # rows of a kind counted for a group's row on the start page (one page); more is "at least"
-WAITS_LISTED = 20  # dependencies a waiting rerun's row names
+DEPENDENCIES_NAMED = 20  # dependencies a waiting rerun's row names
 UNSUCCESSFUL_STATES = ("failed", "exception")
 
 
@@ -105,7 +105,7 @@ class GroupOutcomes:
         row = await self.tables.get(GROUPS_TABLE, task_group_id, UNSUCCESSFUL + task_id)
         if row is None:
             return  # resolved before this release, or its row was lost: nothing to say it waits
-        data = {**row.data, "waitsFor": ",".join(list(waits_for)[:WAITS_LISTED])}
+        data = {**row.data, "waitsFor": ",".join(list(waits_for)[:DEPENDENCIES_NAMED])}
         await self.tables.upsert(GROUPS_TABLE, Entity(task_group_id, UNSUCCESSFUL + task_id, data))
 
     async def forget(self, task_group_id: str, task_id: str) -> None:

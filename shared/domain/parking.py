@@ -12,15 +12,15 @@ So a check due more than `lead` seconds ahead (QUEUE_PARK_LEAD) is put to its pa
 `move_due_checks` timer (QUEUE_PARK_SCHEDULE, more often than `lead`) receives what shows there and puts it to the
 triggered queue (`claim-expiry-due`, `task-deadlines-due`) with what is left of its delay, then deletes it. A check
 due sooner goes to the triggered queue straight away. A mover that dies between the put and the delete leaves the
-parked message to show again after MOVE_VISIBILITY and be moved twice: the handlers take the copy as they take any
-stale or duplicated check.
+parked message to show again after timing.MOVE_VISIBILITY and be moved twice: the handlers take the copy as they
+take any stale or duplicated check.
 
 What a running deployment stored stays readable both ways. Upgrading, the checks 0.2.0 queued with their whole
 delay sit in the parking queue and are moved when they show, at most a timer period late. Rolling back, 0.2.0
 triggers the parking queue itself: a parked check that it receives before it is due it puts back until then
 (its handlers' `_put_back_if_early`); the checks already moved (at most `lead` seconds' worth) are in a queue it
 does not read, and its reconciler resolves what they were for (a claim past its `takenUntil`, a task past its
-deadline). tests/integration/test_release_compat.py holds the first; the second rests on 0.2.0's put-back.
+deadline). tests/acceptance/test_release_compatibility.py holds the first; the second rests on 0.2.0's put-back.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared import timeutil
+from shared import timeutil, timing
 from shared.domain.messages import CLAIM_DUE_QUEUE, CLAIM_QUEUE, DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, Shards, bucket_time
 from shared.storage.base import QueueMessage, QueueStore
 from shared.storage.sharded import shard_name, split_shard
@@ -41,7 +41,6 @@ from shared.storage.sharded import shard_name, split_shard
 DUE_QUEUE = {CLAIM_QUEUE: CLAIM_DUE_QUEUE, DEADLINE_QUEUE: DEADLINE_DUE_QUEUE}  # parking queue -> triggered queue
 PARKED_KIND = {due: parked for parked, due in DUE_QUEUE.items()}  # triggered queue -> the kind of check it holds
 MOVE_BATCH = 32  # messages one receive takes (Azure's most)
-MOVE_VISIBILITY = 20  # seconds a message being moved stays hidden: a mover that died leaves it to the next tick
 ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 RECEIVES_PER_QUEUE = 100  # receives one tick makes of one parking queue at most (3,200 checks)
 
@@ -141,8 +140,8 @@ class CheckQueues:
         target = shard_name(DUE_QUEUE[base], shard)
         done = Moved()
         started = time.monotonic()
-        while done.receives < RECEIVES_PER_QUEUE and time.monotonic() - started < MOVE_VISIBILITY / 2:
-            batch = await self.queues.receive(parking, MOVE_BATCH, MOVE_VISIBILITY)
+        while done.receives < RECEIVES_PER_QUEUE and time.monotonic() - started < timing.MOVE_VISIBILITY / 2:
+            batch = await self.queues.receive(parking, MOVE_BATCH, int(timing.MOVE_VISIBILITY))
             done.receives += 1
             results = await asyncio.gather(*(self._move_one(parking, target, message) for message in batch))
             done.moved += sum(results)

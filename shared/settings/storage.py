@@ -62,7 +62,7 @@ class StorageSettings(BaseModel):
         default="rest",
         description="How tables and queues are called: `rest` (signed HTTP requests on one "
         "keep-alive session, `shared/storage/rest/`: several times less CPU per call) or `sdk` (the Azure "
-        "SDKs, `shared/storage/azure.py`). Blobs always go through the SDK.",
+        "SDKs, `shared/storage/azure/`). Blobs always go through the SDK.",
     )
     storage_shards: int = Field(
         default=1,

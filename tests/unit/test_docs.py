@@ -1,7 +1,10 @@
-"""The docs that are generated from the code are current, and every route declares its scopes."""
+"""The docs that are generated from the code are current, every route declares its scopes, and no doc or comment
+points at a file that is not there."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 from shared.api.auth_v1 import api as auth_api
@@ -63,3 +66,45 @@ def test_create_task_scopes_render_like_taskclusters():
             {"AnyOf": ["queue:create-task:highest:prov/wt", "queue:create-task:very-high:prov/wt"]},
         ]
     }
+
+
+# A path a doc or a comment names: a folder of the repository, then a file with an extension.
+POINTER = re.compile(
+    r"(?<![\w/.-])((?:shared|local_host|functions|tests|bench|tools|infra|docs|\.ci)/[\w/.-]*\w"
+    r"\.(?:py|js|mjs|md|bicep|yml|yaml|json|css|html|toml|sh))(?!\w)"
+)
+# A bare module name in the server's own comments (`(claims.py, resolution.py)`): some file of that name exists.
+BARE = re.compile(r"(?<![\w/.-])([a-z_][a-z0-9_]*\.(?:py|js))(?!\w)")
+GENERATED = {"shared/build.json"}  # written when the app is packaged (shared/version.py)
+OUTSIDE = {"signaturevalidator.js"}  # Taskcluster's own files, named where this code follows them
+JOURNALS = ("CHANGELOG.md", "docs/performance-history.md")  # what was, in the words of the day
+
+
+def tracked() -> list[str]:
+    return subprocess.run(["git", "ls-files"], cwd=PROJECT, capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_no_doc_or_comment_points_at_a_file_that_is_not_there():
+    files = tracked()
+    if not files:  # not a git checkout (a package): nothing to hold
+        return
+    known = set(files) | GENERATED
+    names = {Path(f).name for f in files} | OUTSIDE
+    stale = []
+    for name in files:
+        if not re.search(r"\.(py|js|mjs|md|bicep|toml)$", name) or name.startswith(("shared/schemas/", "changes/")):
+            continue
+        if name in JOURNALS or name == "tests/unit/test_habits.py":  # the habits test names made-up modules
+            continue
+        text = (PROJECT / name).read_text()
+        stale += [f"{name}: {m.group(1)}" for m in POINTER.finditer(text) if m.group(1) not in known]
+        if name.startswith("shared/"):
+            stale += [f"{name}: {m.group(1)}" for m in BARE.finditer(text) if m.group(1) not in names]
+    assert not stale, f"pointers to files that are not there: {stale}"
+
+
+def test_the_docs_map_names_every_doc():
+    readme = (PROJECT / "docs" / "README.md").read_text()
+    for doc in sorted((PROJECT / "docs").glob("*.md")):
+        if doc.name != "README.md":
+            assert f"]({doc.name}" in readme, f"docs/README.md does not name {doc.name}"

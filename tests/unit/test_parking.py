@@ -9,8 +9,7 @@ import datetime as dt
 
 import pytest
 
-from shared import timeutil
-from shared.domain import parking
+from shared import timeutil, timing
 from shared.domain.deadlines import DeadlineBucket
 from shared.domain.messages import (
     CLAIM_DUE_QUEUE,
@@ -114,7 +113,7 @@ async def test_a_mover_that_dies_between_put_and_delete_moves_the_check_twice_ha
 ):
     """The parked message shows again and is moved again; the claim check's handler takes the copy for what it is
     (a check of a run already resolved) and the claim expires once."""
-    monkeypatch.setattr(parking, "MOVE_VISIBILITY", 1)  # how long a message being moved stays hidden
+    monkeypatch.setattr(timing, "MOVE_VISIBILITY", 1.0)  # how long a message being moved stays hidden
     service = memory_service(queues=queues, park_lead=LEAD, claim_timeout=LEAD + 1)
     checks = service.stores.check_queues
     task_id = await create_task(service)

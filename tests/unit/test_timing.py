@@ -9,11 +9,15 @@ import re
 from shared import timing
 from tests.conftest import PROJECT
 
-HEURISTIC = re.compile(r"(WAIT|LINGER|PAUSES?|PATIENCE|SMOOTHING|KEEPING_UP|READ_AGAIN|CACHE_SECONDS|STALE_SECONDS)")
+HEURISTIC = re.compile(
+    r"(WAIT|LINGER|PAUSES?|PATIENCE|SMOOTHING|KEEPING_UP|READ_AGAIN|CACHE_SECONDS|STALE_SECONDS|VISIBILITY|MARGIN)"
+)
 # Not heuristics of this service: the protocol's own bound, and a transport's tie to the server it talks to.
 ELSEWHERE = {
     "shared/auth/hawk.py": {"HAWK_SKEW_SECONDS"},  # Hawk's allowed clock skew, Taskcluster's 15 minutes
     "shared/storage/rest/http.py": {"KEEPALIVE_SECONDS"},  # under Azurite's 5 s idle close
+    "shared/storage/azure/queues.py": {"MAX_VISIBILITY"},  # Azure Queue's longest visibility timeout (7 days)
+    "shared/storage/rest/queues.py": {"MAX_VISIBILITY"},
 }
 
 

@@ -3,7 +3,7 @@
 Why: on the 2-core machines this runs on, the SDK's pipeline costs about 2 ms of CPU per call (policies,
 tracing decorators, and for table transactions the `email` package building and parsing multipart bodies),
 against about 0.3 ms for a signed HTTP request (DESIGN.md; docs/performance.md has the lifecycle figures). The
-semantics are those of `shared/storage/azure.py`, which stays as the reference implementation
+semantics are those of `shared/storage/azure/`, which stays as the reference implementation
 (`QUEUE_STORAGE_CLIENT=sdk`); the integration tests run both against Azurite.
 
 Authentication: Shared Key (SharedKeyLite for tables, SharedKey for queues) with a connection string's account
