@@ -35,13 +35,18 @@ def test_modules_stay_within_their_size():
     assert module_size.oversized() == [], "split these modules by role"
 
 
-def test_module_size_names_a_module_over_the_limit(tmp_path):
+def test_module_size_counts_logic_and_asks_for_a_split_by_role(tmp_path):
     (tmp_path / "shared").mkdir()
-    (tmp_path / "shared" / "big.py").write_text("x = 1\n" * (module_size.LIMIT + 1))
+    logic = "".join(f"def f{i}():\n    return {i}\n" for i in range(module_size.LIMIT // 2))
+    (tmp_path / "shared" / "big.py").write_text(logic + "def last():\n    return 0\n")
     (tmp_path / "shared" / "small.py").write_text("x = 1\n" * module_size.LIMIT)
-    assert module_size.oversized(tmp_path) == [
-        f"shared/big.py: {module_size.LIMIT + 1} lines (at most 500; split it by role)"
-    ]
+    # A table and a class of fields are declarations: 600 lines of them beside a little logic pass.
+    table = "TABLE = {\n" + "".join(f"    'k{i}': {i},\n" for i in range(400)) + "}\n"
+    fields = "class Settings:\n" + "".join(f"    s{i}: int = {i}\n" for i in range(200)) + "\n"
+    (tmp_path / "shared" / "tables.py").write_text(table + fields + "def use():\n    return TABLE\n")
+    found = module_size.oversized(tmp_path)
+    assert len(found) == 1 and found[0].startswith("shared/big.py: 502 lines of logic (at most 500; split it by role")
+    assert "its parts are f0, f1, f2" in found[0]
 
 
 def test_the_code_type_checks(tmp_path):
