@@ -118,9 +118,9 @@ answered from a per-pool copy at most `QUEUE_PURGE_CACHE_SECONDS` old (10 s). Sc
 INDEX_HEADER = """
 # Index API v1
 
-Served under `<rootUrl>/api/index/v1` (Taskcluster's index service, built in: [index-service.md](index-service.md)). A completed
-task is indexed at each of its `index.<path>` routes; these routes find, list, insert and delete entries, and
-download an indexed task's artifacts. Schemas: the official ones, `shared/schemas/index/v1/<name>.yml`, served
+Served under `<rootUrl>/api/index/v1` (Taskcluster's index service, built in: [index](index-service.md)). A
+completed task is indexed at each of its `index.<path>` routes; these routes find, list, insert and delete entries,
+and download an indexed task's artifacts. Schemas: the official ones, `shared/schemas/index/v1/<name>.yml`, served
 at `<rootUrl>/schemas/index/v1/<name>.json`.
 
 | limit | value |
