@@ -20,7 +20,7 @@ GO_TOOLS := .tools/go/bin
 GO_TOOLS_STAMP := $(GO_TOOLS)/.built
 TC_GO := github.com/taskcluster/taskcluster/v97
 
-.PHONY: setup run test test-fast lint typecheck check clean
+.PHONY: setup run test test-unit test-fast lint typecheck check clean
 
 setup: $(VENV)/.installed $(AZURITE_STAMP)
 
@@ -65,16 +65,24 @@ TEST_WORKERS ?= 2
 test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP) $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
-# The inner loop: the unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.
+# The inner loop: the unit tier on the memory connector and the tests' clock, with branch coverage of shared/ (its
+# floor in pyproject.toml); nothing but the virtualenv: no Azurite, Go or npm. The habit checks are `make lint`.
+test-unit: $(VENV)/.installed
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not habits" --cov --cov-report=term tests/unit $(PYTEST_ARGS)
+
+# The unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.
 test-fast: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m pytest -q -n auto -m "not slow" tests/unit tests/integration $(PYTEST_ARGS)
 
+# The habits: lint, format, layers, types, the inspector's ESLint and tsc, and the checks of docs and deploy files.
 lint: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py
 	npm --prefix tools/inspector run --silent lint
 	npm --prefix tools/inspector run --silent typecheck
+	$(PY) -m pytest -q -p no:cacheprovider -m habits tests/unit
 
 typecheck: setup
 	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py

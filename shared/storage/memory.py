@@ -170,17 +170,25 @@ class _Stored:
     pop_receipt: str = ""
 
 
+def _wall_clock() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
 class MemoryQueues:
-    def __init__(self) -> None:
+    """Queues in memory. `clock`: what time it is for visibility and expiry (the tests' clock, moved by hand, so a
+    wait for a message to show takes no real time); the wall clock unless given."""
+
+    def __init__(self, clock: Callable[[], dt.datetime] | None = None) -> None:
         self._queues: dict[str, list[_Stored]] = {}
         self._lock = asyncio.Lock()
+        self._now = clock or _wall_clock
 
     async def ensure_queues(self, names: list[str]) -> None:
         for name in names:
             self._queues.setdefault(name, [])
 
     async def put(self, queue: str, content: bytes, *, visible_in: int = 0, ttl: int | None = None) -> QueueMessage:
-        now = dt.datetime.now(dt.UTC)
+        now = self._now()
         expires = now + dt.timedelta(seconds=ttl) if ttl else None
         stored = _Stored(
             uuid.uuid4().hex,
@@ -195,7 +203,7 @@ class MemoryQueues:
         return QueueMessage(stored.id, stored.pop_receipt, content, 0, now, expires, stored.visible_at)
 
     async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
-        now = dt.datetime.now(dt.UTC)
+        now = self._now()
         out = Received()
         async with self._lock:
             stored = self._queues.get(queue, [])
@@ -232,7 +240,7 @@ class MemoryQueues:
         if found is None:
             return None
         found.pop_receipt = uuid.uuid4().hex
-        found.visible_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=visible_in)
+        found.visible_at = self._now() + dt.timedelta(seconds=visible_in)
         if content is not None:
             found.content = content
         announce_put(queue, visible_in)
@@ -250,7 +258,7 @@ class MemoryQueues:
         return len(self._queues.get(queue, []))
 
     async def any_visible(self, queue: str) -> bool:
-        now = dt.datetime.now(dt.UTC)
+        now = self._now()
         return any(m.visible_at <= now for m in self._queues.get(queue, []))
 
     def contents(self, queue: str) -> list[bytes]:

@@ -1,17 +1,13 @@
-"""Unit-tier plumbing: `async def` tests run in a fresh event loop each (the memory connector needs no more)."""
+"""The unit tier's shared fixtures: the tests' clock (a module that needs another start defines its own)."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-
 import pytest
 
+from tests.clock import Clock
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-    asyncio.run(pyfuncitem.obj(**arguments))
-    return True
+
+@pytest.fixture
+def clock() -> Clock:
+    """The wall clock the service under test reads (`now`), moved on by hand."""
+    return Clock()

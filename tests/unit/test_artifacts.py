@@ -13,17 +13,11 @@ from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
 from shared.domain.tasks import TASKS_TABLE
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
-from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 CONTAINER = "artifacts"
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

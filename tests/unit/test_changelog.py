@@ -8,7 +8,11 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from tests.conftest import PROJECT
+
+pytestmark = pytest.mark.habits  # runs tools: `make lint`
 
 CONFIG = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["towncrier"]
 

@@ -22,11 +22,6 @@ from tests.unit.test_reconciler import create, memory_queues
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def service(clock: Clock) -> Queue:
     return memory_service(clock=clock, deadline_delay=2)
 

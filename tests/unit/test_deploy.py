@@ -23,6 +23,8 @@ from pydantic import AliasChoices
 from shared.domain.events import EXCHANGES
 from shared.settings import Settings
 
+pytestmark = pytest.mark.habits  # runs tools: `make lint`
+
 PROJECT = Path(__file__).resolve().parents[2]
 APP_BICEP = PROJECT / "infra" / "app" / "queue-app.bicep"
 DEPLOY_MD = PROJECT / "docs" / "deploy.md"

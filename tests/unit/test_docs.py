@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from shared.api.auth_v1 import api as auth_api
 from shared.api.index_v1 import api as index_api
 from shared.api.object_v1 import api as object_api
@@ -15,6 +17,8 @@ from shared.api.queue_v1 import api
 from shared.api.queue_v1.tasks import CREATE_TASK_SCOPES
 from shared.api.reference import render
 from shared.api.routing import render_scopes
+
+pytestmark = pytest.mark.habits  # runs tools: `make lint`
 
 PROJECT = Path(__file__).resolve().parents[2]
 

@@ -57,11 +57,6 @@ def task_definition(**overrides: object) -> dict:
     return dict(definition, **_defaults(definition))
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 def make_service(clock: Clock, bus: str = "amqp") -> Queue:
     # Resolutions left to their messages, run by hand.
     return memory_service(clock=clock, event_bus=bus, event_lease=5)

@@ -41,11 +41,6 @@ def another_process(clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) ->
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def storage() -> tuple[MemoryTables, MemoryQueues]:
     return MemoryTables(), MemoryQueues()
 

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import PROJECT
 from tools import commit_subject, module_size
 
+pytestmark = pytest.mark.habits  # runs tools: `make lint`
+
 PY = sys.executable
 TYPED = ["shared", "functions", "local_host", "worker", "queue_admin", "tools", "function_app.py"]
 # Subjects were paragraphs before this commit (issue #63); every commit after it keeps to the limit.

@@ -15,6 +15,7 @@ from tests.conftest import PROJECT
 TOOLS = PROJECT / "tools" / "inspector"
 UNITS = PROJECT / "tests" / "unit" / "js" / "inspector_units.mjs"
 pytestmark = [
+    pytest.mark.habits,  # runs the inspector's tools: `make lint`
     pytest.mark.skipif(shutil.which("npm") is None, reason="needs node and npm (make test installs Azurite with them)"),
     pytest.mark.skipif(not (TOOLS / "node_modules").is_dir(), reason="make test installs tools/inspector first"),
 ]

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PROJECT
+
+pytestmark = pytest.mark.habits  # runs tools: `make lint`
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 from opentelemetry import metrics as otel
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -44,11 +43,6 @@ def points() -> dict[str, list[tuple[dict[str, Any], Any]]]:
 
 def total(name: str, **attributes: Any) -> float:
     return sum(v for a, v in points().get(name, []) if all(a.get(k) == w for k, w in attributes.items()))
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 async def test_claims_resolutions_expiries_repairs_and_the_pending_census(clock: Clock) -> None:

@@ -17,15 +17,9 @@ from shared.operations import objects as O
 from shared.operations import staging
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
-from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.unit.test_artifacts import CONTAINER, artifact_queue, expires, running_task
 from tests.unit.test_service import _defaults
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

@@ -1,10 +1,9 @@
 """Long-delayed checks wait in parking queues that no trigger watches, and the mover brings each to its triggered
-queue shortly before it falls due (shared/domain/parking.py). On the memory connector, with a lead of 2 seconds:
-the waits here are real (the memory queues keep real time)."""
+queue shortly before it falls due (shared/domain/parking.py). On the memory connector, with a lead of 2 seconds,
+on the tests' clock: the memory queues keep its time, so a wait is the clock moved on, not a sleep."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 
 import pytest
@@ -25,6 +24,7 @@ from shared.domain.parking import CheckQueues, due_of
 from shared.runtime import Queue
 from shared.storage.base import QueueMessage
 from shared.storage.memory import MemoryQueues
+from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 from tests.unit.test_service import _defaults
@@ -33,17 +33,22 @@ LEAD = 2
 
 
 @pytest.fixture
-def queues() -> MemoryQueues:
-    return MemoryQueues()
+def clock() -> Clock:
+    return Clock(timeutil.now().replace(microsecond=500_000))  # between seconds, as real time is
 
 
 @pytest.fixture
-def checks(queues: MemoryQueues) -> CheckQueues:
-    return CheckQueues(queues, Shards(), LEAD)
+def queues(clock: Clock) -> MemoryQueues:
+    return MemoryQueues(clock)
 
 
-def claim_check(in_seconds: float) -> ClaimCheck:
-    return ClaimCheck(slugid(), 0, timeutil.to_ms(timeutil.now() + dt.timedelta(seconds=in_seconds)))
+@pytest.fixture
+def checks(queues: MemoryQueues, clock: Clock) -> CheckQueues:
+    return CheckQueues(queues, Shards(), LEAD, clock)
+
+
+def claim_check(clock: Clock, in_seconds: float) -> ClaimCheck:
+    return ClaimCheck(slugid(), 0, timeutil.to_ms(clock() + dt.timedelta(seconds=in_seconds)))
 
 
 async def create_task(service: Queue) -> str:
@@ -58,25 +63,27 @@ async def visible(queues: MemoryQueues, name: str) -> list[QueueMessage]:
     return list(found)
 
 
-async def test_a_check_due_later_than_the_lead_is_parked_until_the_lead(queues: MemoryQueues, checks: CheckQueues):
-    far, near = claim_check(LEAD + 1), claim_check(1)
+async def test_a_check_due_later_than_the_lead_is_parked_until_the_lead(
+    queues: MemoryQueues, checks: CheckQueues, clock: Clock
+):
+    far, near = claim_check(clock, LEAD + 1), claim_check(clock, 1)
     assert (await checks.put(CLAIM_QUEUE, far.taskId, far.encode(), far.takenUntil))[0] == CLAIM_QUEUE
     assert (await checks.put(CLAIM_QUEUE, near.taskId, near.encode(), near.takenUntil))[0] == CLAIM_DUE_QUEUE
     assert queues.contents(CLAIM_QUEUE) == [far.encode()] and queues.contents(CLAIM_DUE_QUEUE) == [near.encode()]
     assert await visible(queues, CLAIM_QUEUE) == []  # shows `lead` seconds before it is due, not now
-    await asyncio.sleep(1.05)
+    clock.advance(1)
     assert [m.content for m in await visible(queues, CLAIM_QUEUE)] == [far.encode()]
 
 
 async def test_the_mover_brings_what_shows_to_the_triggered_queue_with_the_rest_of_its_delay(
-    queues: MemoryQueues, checks: CheckQueues
+    queues: MemoryQueues, checks: CheckQueues, clock: Clock
 ):
-    check = claim_check(LEAD + 1)
-    bucket = DeadlineBucket(bucket_of(timeutil.now() + dt.timedelta(seconds=LEAD)))  # due in 2-3 s
+    check = claim_check(clock, LEAD + 1)
+    bucket = DeadlineBucket(bucket_of(clock() + dt.timedelta(seconds=LEAD)))  # due in 2-3 s
     await checks.put(CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil)
-    await checks.put(DEADLINE_QUEUE, bucket.bucket, bucket.encode(), due_of({"bucket": bucket.bucket}, timeutil.now()))
+    await checks.put(DEADLINE_QUEUE, bucket.bucket, bucket.encode(), due_of({"bucket": bucket.bucket}, clock()))
     assert (await checks.move_due()).moved == 0  # nothing shows yet
-    await asyncio.sleep(1.05)
+    clock.advance(1.05)
     moved = await checks.move_due()
     assert (moved.moved, moved.waiting) == (2, 0)
     assert queues.contents(CLAIM_QUEUE) == [] and queues.contents(DEADLINE_QUEUE) == []  # deleted once put
@@ -84,24 +91,28 @@ async def test_the_mover_brings_what_shows_to_the_triggered_queue_with_the_rest_
         bucket.encode()
     ]
     assert await visible(queues, CLAIM_DUE_QUEUE) == []  # not before its takenUntil
-    await asyncio.sleep(2.05)
+    clock.advance(2)
     assert [m.content for m in await visible(queues, CLAIM_DUE_QUEUE)] == [check.encode()]
 
 
-async def test_a_check_that_shows_long_before_it_is_due_waits_again(queues: MemoryQueues, checks: CheckQueues):
+async def test_a_check_that_shows_long_before_it_is_due_waits_again(
+    queues: MemoryQueues, checks: CheckQueues, clock: Clock
+):
     """A parked message visible far ahead of its time (put visible by hand, a clock far behind) is hidden again
     until the lead, not moved."""
-    check = claim_check(3600)
+    check = claim_check(clock, 3600)
     await queues.put(CLAIM_QUEUE, check.encode())
     moved = await checks.move_due()
     assert (moved.moved, moved.waiting) == (0, 1)
     assert queues.contents(CLAIM_QUEUE) == [check.encode()] and await visible(queues, CLAIM_QUEUE) == []
 
 
-async def test_a_resolution_message_or_anything_unreadable_is_moved_at_once(queues: MemoryQueues, checks: CheckQueues):
+async def test_a_resolution_message_or_anything_unreadable_is_moved_at_once(
+    queues: MemoryQueues, checks: CheckQueues, clock: Clock
+):
     """A claim check a resolution turned into its message (it shows after the grace) is for now; so is a message
     the mover cannot read, which its trigger then refuses as it would have."""
-    resolution = ResolvedCheck(slugid(), 0, slugid(), None, timeutil.now()).encode()
+    resolution = ResolvedCheck(slugid(), 0, slugid(), None, clock()).encode()
     for body in (resolution, b"not json", b'{"takenUntil": "soon"}'):
         await queues.put(CLAIM_QUEUE, body)
     assert (await checks.move_due()).moved == 3
@@ -109,17 +120,17 @@ async def test_a_resolution_message_or_anything_unreadable_is_moved_at_once(queu
 
 
 async def test_a_mover_that_dies_between_put_and_delete_moves_the_check_twice_harmlessly(
-    queues: MemoryQueues, monkeypatch: pytest.MonkeyPatch
+    queues: MemoryQueues, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ):
     """The parked message shows again and is moved again; the claim check's handler takes the copy for what it is
     (a check of a run already resolved) and the claim expires once."""
     monkeypatch.setattr(timing, "MOVE_VISIBILITY", 1.0)  # how long a message being moved stays hidden
-    service = memory_service(queues=queues, park_lead=LEAD, claim_timeout=LEAD + 1)
+    service = memory_service(queues=queues, clock=clock, park_lead=LEAD, claim_timeout=LEAD + 1)
     checks = service.stores.check_queues
     task_id = await create_task(service)
     await service.claims.claim(task_id, 0, "g", "w")
     assert len(queues.contents(CLAIM_QUEUE)) == 1  # the claim's check, parked
-    await asyncio.sleep(1.05)
+    clock.advance(1)
 
     async def dies(queue: str, message: QueueMessage) -> None:
         raise ConnectionError("the mover's process died")
@@ -128,10 +139,10 @@ async def test_a_mover_that_dies_between_put_and_delete_moves_the_check_twice_ha
         patched.setattr(queues, "delete", dies)
         with pytest.raises(ConnectionError):
             await checks.move_due()
-    await asyncio.sleep(1.05)  # it shows again
+    clock.advance(1)  # it shows again
     assert (await checks.move_due()).moved == 1
     assert queues.contents(CLAIM_QUEUE) == [] and len(queues.contents(CLAIM_DUE_QUEUE)) == 2
-    await asyncio.sleep(2.05)
+    clock.advance(2)
     outcomes = [
         await service.checks.check_claim(ClaimCheck.decode(m.json()))
         for m in await queues.receive(CLAIM_DUE_QUEUE, 32, 30)

@@ -36,11 +36,6 @@ GRACE = 60
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def service(clock: Clock) -> Queue:
     return memory_service(clock=clock, reconcile_grace=GRACE, rehint_after=600)
 

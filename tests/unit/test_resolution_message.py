@@ -19,11 +19,6 @@ from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def service(clock: Clock) -> Queue:
     return memory_service(clock=clock, reconcile_grace=GRACE)
 

@@ -21,15 +21,9 @@ from shared.operations import staging as S
 from shared.storage.base import BlobProperties, BlocksMissing
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
-from tests.clock import Clock
 from tests.unit.test_artifacts import CONTAINER, artifact_queue, expires, running_task
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

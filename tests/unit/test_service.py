@@ -15,14 +15,8 @@ from shared.operations.claims import Claim, ClaimRefusal
 from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work, resolution_messages
-from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

@@ -21,11 +21,6 @@ from tests.unit.test_reconciler import claim_all, create
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def service(clock: Clock) -> Queue:
     return memory_service(clock=clock, hint_grace=5)
 

@@ -33,11 +33,6 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def service(publisher: RecordingPublisher, clock: Clock) -> Queue:
     queue = make_service(clock)
     queue.stores.events.publisher = publisher
