@@ -185,7 +185,7 @@ class _Launch:
             log_path = self.data_dir / "azurite.log"
         processes: dict[str, subprocess.Popen[bytes]] = {}
         for services in [[s] for s in SERVICES] if self.split else [list(SERVICES)]:
-            out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+            out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed once handed over
             if log_path:
                 log_path.chmod(0o600)
             processes["+".join(services)] = subprocess.Popen(
@@ -197,6 +197,8 @@ class _Launch:
                 env=self.environment,
                 umask=0o077,
             )  # what it writes is readable by its owner only
+            if not isinstance(out, int):
+                out.close()  # the child has its own copy of the file
         return processes, log_path
 
 

@@ -10,6 +10,21 @@ export default [
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.browser },
   },
   {
+    // Stricter than recommended: what catches a slip in code without types (equality, shadowing, use before
+    // definition, promises), and one way to write the same thing.
+    files: ["shared/api/static/inspector/**/*.js", "tests/unit/js/**/*.mjs"],
+    rules: {
+      eqeqeq: ["error", "smart"], "no-var": "error", "prefer-const": "error", "no-implicit-coercion": "error",
+      "no-shadow": "error", "no-param-reassign": "error", "no-unused-expressions": "error", "no-else-return": "error",
+      "no-use-before-define": ["error", { functions: false }], "consistent-return": "error", "no-console": "error",
+      "prefer-template": "error", "object-shorthand": "error", "no-useless-concat": "error", "no-throw-literal": "error",
+      "require-await": "error", "no-promise-executor-return": "error", "array-callback-return": "error",
+      "no-constructor-return": "error", "no-self-compare": "error", "no-template-curly-in-string": "error",
+      "no-unmodified-loop-condition": "error", "no-unreachable-loop": "error", "default-case-last": "error",
+      "dot-notation": "error", "no-lonely-if": "error",
+    },
+  },
+  {
     // ANSI escapes are control characters: matching them is what these modules are for.
     files: ["shared/api/static/inspector/ansi.js", "shared/api/static/inspector/logmodel.js",
       "shared/api/static/inspector/why.js"],

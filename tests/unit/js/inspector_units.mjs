@@ -242,13 +242,13 @@ test("names sort as people read them", () => {
 });
 
 test("Rerun failed's plan: a dependency rerun in the batch is unmet, for all-resolved too; dependencies first", () => {
-  const entry = (id, state, dependencies = [], requires = "all-completed") => ({
+  const task = (id, state, dependencies = [], requires = "all-completed") => ({
     task: { metadata: { name: id }, dependencies, requires }, status: { taskId: id, state } });
-  const build = entry("build", "failed");
-  const tests = [1, 2].map((i) => entry(`test-${i}`, "exception", ["build"]));
-  const summary = entry("summary", "exception", ["test-1", "test-2"], "all-resolved");
-  const lint = entry("lint", "failed", ["decision"]);
-  const known = new Map([build, ...tests, summary, lint, entry("decision", "completed")]
+  const build = task("build", "failed");
+  const tests = [1, 2].map((i) => task(`test-${i}`, "exception", ["build"]));
+  const summary = task("summary", "exception", ["test-1", "test-2"], "all-resolved");
+  const lint = task("lint", "failed", ["decision"]);
+  const known = new Map([build, ...tests, summary, lint, task("decision", "completed")]
     .map((e) => [e.status.taskId, e]));
   const plan = rerunPlan([summary, ...tests, lint, build], known, new Map());
   assert.deepEqual(plan.now.map((t) => t.status.taskId), ["lint", "build"]);

@@ -74,8 +74,8 @@ export function missingScopes(error) {
 
 // What to do about a refused read of `what`: signed in, which scopes the credentials lack; else, sign in.
 export function refusal(error, what) {
-  const scopes = missingScopes(error);
-  const takes = scopes ? `: it takes ${scopes}` : "";
+  const lacking = missingScopes(error);
+  const takes = lacking ? `: it takes ${lacking}` : "";
   return credentials() ? `Your credentials may not see ${what}${takes}.`
     : `Sign in with credentials that may see ${what}${takes}.`;
 }
@@ -177,9 +177,9 @@ export function createScopes(task) {
 
 // Where a browser reads an artifact: the queue's getArtifact URL, signed when the anonymous scopes do not cover
 // it (names outside public/) and the user is signed in.
-export async function artifactUrl(taskId, runId, name) {
+export function artifactUrl(taskId, runId, name) {
   const target = url("queue", `/task/${taskId}/runs/${runId}/artifacts/${encodeURIComponent(name)}`);
   const creds = credentials();
-  if (name.startsWith("public/") || !creds) return target;
+  if (name.startsWith("public/") || !creds) return Promise.resolve(target);
   return hawk.signedUrl(creds, target);
 }

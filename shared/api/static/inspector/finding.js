@@ -40,8 +40,8 @@ export async function findPush(revision, project = "") {
     if (group) return { route: `/groups/${group}` };
   }
   const where = project ? ` of ${project}` : "";
-  return { error: `No push${where} of revision ${revision} among the recent pushes`
-    + (pushIndex ? " or in the Index" : " (this deployment names no Index path for pushes)") };
+  return { error: `No push${where} of revision ${revision} among the recent pushes${
+     pushIndex ? " or in the Index" : " (this deployment names no Index path for pushes)"}` };
 }
 
 // The newest task named `label` in the newest pushes (reading their task lists a page at a time), or null.

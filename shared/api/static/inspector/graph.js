@@ -40,12 +40,12 @@ export function layers(tasks) {
 export class GroupGraph {
   constructor(onOpen) {
     this.onOpen = onOpen;
+    this.size = 16; // px of a task's square, set by each layout
     this.canvas = h("canvas", { role: "img", "aria-label": "the group's dependency graph", tabindex: "-1" });
     this.tip = h("div", { class: "graph-tip", hidden: true, role: "status" });
     this.legend = h("p", { class: "graph-legend quiet" });
-    this.element = h("div", { class: "graph", id: "group-graph" }, this.legend, h("div", { class: "graph-area", tabindex: "0", role: "region",
-      "aria-label": "dependency graph (scrolls sideways)" },
-      this.canvas, this.tip));
+    this.element = h("div", { class: "graph", id: "group-graph" }, this.legend, h("div", { class: "graph-area",
+      tabindex: "0", role: "region", "aria-label": "dependency graph (scrolls sideways)" }, this.canvas, this.tip));
     this.positions = new Map(); // taskId -> {x, y}
     this.hover = null;
     this.canvas.addEventListener("mousemove", (event) => this.pointed(event));
@@ -105,7 +105,7 @@ export class GroupGraph {
   }
 
   paint() {
-    const ctx = this.canvas.getContext("2d");
+    const ctx = /** @type {CanvasRenderingContext2D} */ (this.canvas.getContext("2d"));
     const ratio = window.devicePixelRatio || 1;
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
@@ -136,14 +136,17 @@ export class GroupGraph {
     }
     for (const entry of this.tasks.values()) {
       const p = this.positions.get(entry.status.taskId);
+      if (!p) continue;
       ctx.fillStyle = COLOURS[entry.status.state] || "#000";
       ctx.fillRect(p.x, p.y, this.size, this.size);
     }
     if (this.hover) {
       const p = this.positions.get(this.hover.status.taskId);
-      ctx.strokeStyle = "#000";
-      ctx.lineWidth = 2;
-      ctx.strokeRect(p.x - 1, p.y - 1, this.size + 2, this.size + 2);
+      if (p) {
+        ctx.strokeStyle = "#000";
+        ctx.lineWidth = 2;
+        ctx.strokeRect(p.x - 1, p.y - 1, this.size + 2, this.size + 2);
+      }
     }
   }
 

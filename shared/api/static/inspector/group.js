@@ -82,6 +82,8 @@ export function groupView(target, groupId, query) {
     counts,
     h("p", { class: "group-search" }, h("label", { for: "group-search" }, "Find "), searchBox),
     h("div", { id: "group-tasks" }, table, empty), pager, status);
+  let lastFull = 0; // when the whole group was last listed
+  let polling = null; // the refreshes (poll), started once everything below is defined
   const rows = new Map(); // taskId -> {tr, keys: [cell keys]}
   let onScreen = []; // the entries of the page shown
   // taskId/runId -> why that failed run failed (whyread.js: {name, exitCode, errors}), or null (no log, too long)
@@ -198,9 +200,9 @@ export function groupView(target, groupId, query) {
       });
     }
     while (whyRunning < WHY_AT_ONCE && whyQueue.length) {
-      const next = whyQueue.shift();
+      const read = /** @type {() => Promise<void>} */ (whyQueue.shift());
       whyRunning += 1;
-      next().finally(() => {
+      read().finally(() => {
         whyRunning -= 1;
         explainShown();
       });
@@ -305,15 +307,15 @@ export function groupView(target, groupId, query) {
         c.failed ? `, ${c.failed} failed` : "", c.exception ? `, ${c.exception} exception` : "", rerunNote, "."];
     } else if (s.kind === "running") {
       text = [`Running: ${c.running} running, ${c.pending} pending`, c.unscheduled ? `, ${c.unscheduled} unscheduled` : "",
-        `; ${s.total - s.unresolved} of ${s.total} resolved`, failures ? ` (${failures} failed)` : "", rerunNote,
+        `; ${s.total - (s.unresolved ?? 0)} of ${s.total} resolved`, failures ? ` (${failures} failed)` : "", rerunNote,
         s.oldestPending ? `; the oldest pending task has waited ${duration(s.oldestPending)}` : "",
         "."];
     } else if (s.kind === "stuck") {
-      text = [`Stuck: ${s.blocked} task${s.blocked > 1 ? "s" : ""} can never run, blocked by failed tasks; the queue `
+      text = [`Stuck: ${s.blocked} task${(s.blocked ?? 0) > 1 ? "s" : ""} can never run, blocked by failed tasks; the queue `
         + "resolves them as exception (deadline-exceeded) at their deadline, ", when(s.deadline), " at the earliest. ",
         "Rerun the failed tasks to unblock them."];
     } else {
-      text = [`Waiting: ${s.unresolved} unscheduled task${s.unresolved > 1 ? "s" : ""}`,
+      text = [`Waiting: ${s.unresolved} unscheduled task${(s.unresolved ?? 0) > 1 ? "s" : ""}`,
         s.blocked ? ` (${s.blocked} blocked by failures)` : "", " wait for tasks outside this group or to be scheduled."];
     }
     summary.className = `summary summary-${s.kind}${s.kind === "finished" && failures ? " summary-failures" : ""}`;
@@ -368,8 +370,8 @@ export function groupView(target, groupId, query) {
     const key = buttons.map(([id, label, enabled, title]) => `${id}${label}${enabled}${title}`).join("|");
     if (actions.dataset.key === key) return;
     actions.dataset.key = key;
-    replace(actions, buttons.map(([id, label, enabled, title, act]) => h("button", { type: "button", id,
-      disabled: !enabled, title, onclick: act }, label)));
+    replace(actions, buttons.map(([id, label, enabled, title, onclick]) => h("button", { type: "button", id,
+      disabled: !enabled, title, onclick }, label)));
   }
 
   async function act(label, work) {
@@ -461,7 +463,6 @@ export function groupView(target, groupId, query) {
     }
   }
 
-  let lastFull = 0;
   let growing = true;
   let reads = "";
   let lastRead = 0; // statuses read by the last refresh (its cost sets the next interval)
@@ -541,7 +542,7 @@ export function groupView(target, groupId, query) {
   // look every 10 s (the whole listing each FULL_EVERY).
   const interval = () => (model.tasks.size && model.unresolvedIds().length === 0 ? 10000
     : Math.max(2000, Math.min(15000, (lastRead / 500) * 1000)));
-  const polling = poll(refresh, interval, (error) => {
+  polling = poll(refresh, interval, (error) => {
     if (model.tasks.size === 0) replace(summary);
     replace(problem, message("error", error.status === 404 ? `There is no task group ${groupId}.`
       : `The group could not be read: ${error.summary || error.message}`));

@@ -84,8 +84,8 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
       h("thead", {}, h("tr", {}, ["Push", "Project", "Revision", "Owner", "Since", "Tasks"]
         .map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, shown.map(pushRow))),
-    h("p", { class: "pager" }, `${page * PUSH_PAGE + 1}–${page * PUSH_PAGE + shown.length} of ${found.length}`
-      + (found.length < pushes.length ? ` matching (${pushes.length} recent)` : " recent pushes"),
+    h("p", { class: "pager" }, `${page * PUSH_PAGE + 1}–${page * PUSH_PAGE + shown.length} of ${found.length}${
+       found.length < pushes.length ? ` matching (${pushes.length} recent)` : " recent pushes"}`,
     " ", h("button", { type: "button", id: "pushes-previous", disabled: page === 0, onclick: go(page - 1) }, "Previous"),
     " ", h("button", { type: "button", id: "pushes-next", disabled: page >= pages - 1, onclick: go(page + 1) }, "Next")));
   }
@@ -191,8 +191,8 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
       working.length ? table(working, "busy-queues")
         : h("p", {}, hidden ? "No task queue whose counts you may see has pending or claimed work now."
           : "No task queue has pending or claimed work now."),
-      idle.length ? h("details", {}, h("summary", {}, `${idle.length} other task queue${idle.length > 1 ? "s" : ""}`
-        + (found.length > COUNTED ? ` (the ${COUNTED} most recently active counted)` : "")),
+      idle.length ? h("details", {}, h("summary", {}, `${idle.length} other task queue${idle.length > 1 ? "s" : ""}${
+         found.length > COUNTED ? ` (the ${COUNTED} most recently active counted)` : ""}`),
       table(idle, "idle-queues")) : null);
   }
 

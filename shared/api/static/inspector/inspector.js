@@ -10,7 +10,7 @@ import { logView } from "./log.js";
 import { queueView, workerView } from "./queue.js";
 import { taskView } from "./task.js";
 
-const view = document.getElementById("view");
+const view = /** @type {HTMLElement} */ (document.getElementById("view"));
 let current = null; // the shown view's {stop, anchor}
 let shown = null; // the address of the shown view, without its line anchor
 let shownPath = null; // the same without its query
@@ -179,7 +179,7 @@ async function renderAbout() {
   }
 }
 
-document.getElementById("goto").addEventListener("submit", (event) => {
+document.getElementById("goto")?.addEventListener("submit", (event) => {
   event.preventDefault();
   open(String(new FormData(/** @type {HTMLFormElement} */ (event.target)).get("id")));
 });

@@ -68,6 +68,7 @@ export function logView(target, taskId, runId, name, anchor) {
 
   // One read: the bytes after those shown. Answers true if text arrived, or the problem's kind.
   async function read(resolved) {
+    /** @type {Record<string, string>} */
     const headers = offset > 0 ? { Range: `bytes=${offset}-` } : {};
     let response = blobUrl ? await fetch(blobUrl, { headers, cache: "no-store" }).catch(() => null) : null;
     if (!response || response.status === 403 || response.status === 404) {

@@ -35,7 +35,7 @@ export class LogModel {
   append(text) {
     const first = this.raw.length;
     const parts = (this.pending + text).split("\n");
-    this.pending = parts.pop();
+    this.pending = parts.pop() ?? "";
     for (const line of parts) this.push(line.endsWith("\r") ? line.slice(0, -1) : line);
     return first;
   }
@@ -119,7 +119,7 @@ export class LogModel {
     const lines = this.plain.length;
     const pending = this.pendingLine();
     for (let i = 0; i < lines + (pending ? 1 : 0) && found.length < MAX_MATCHES; i += 1) {
-      const text = (i < lines ? this.plain[i] : pending.plain).toLowerCase();
+      const text = (i < lines || !pending ? this.plain[i] : pending.plain).toLowerCase();
       for (let at = text.indexOf(needle); at >= 0 && found.length < MAX_MATCHES; at = text.indexOf(needle, at + needle.length)) {
         found.push({ line: i, start: at, end: at + needle.length });
       }

@@ -149,13 +149,12 @@ export class LogViewer {
   lineElement(i) {
     const model = this.model;
     const complete = i < model.raw.length;
-    const pending = complete ? null : model.pendingLine();
+    const pending = complete ? null : /** @type {{raw: string, style: any, plain: string}} */ (model.pendingLine());
     const n = i + 1;
     const number = h("a", { class: "ln", href: `${this.base}#L${n}`, tabindex: "-1", dataset: { n } }, String(n));
     const section = complete ? model.headerOf(i) : null;
-    const raw = section !== null ? model.sections[section].title : complete ? model.raw[i] : pending.raw;
-    const text = this.lineText(i, raw, complete ? model.styles[i] : pending.style,
-      complete ? model.plain[i] : pending.plain);
+    const raw = section !== null ? model.sections[section].title : pending ? pending.raw : model.raw[i];
+    const text = this.lineText(i, raw, pending ? pending.style : model.styles[i], pending ? pending.plain : model.plain[i]);
     const classes = ["line"];
     if (this.selection && n >= this.selection.from && n <= this.selection.to) classes.push("sel");
     if (this.matchesByLine.has(i)) classes.push("has-hit");

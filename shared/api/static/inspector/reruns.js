@@ -15,6 +15,7 @@ const RESOLVED = new Set(["completed", "failed", "exception"]);
  * @returns {{now: Array<any>, later: Array<any>}}
  */
 export function rerunPlan(tasks, known, waiting) {
+  /** @type {{now: Array<any>, later: Array<any>}} */
   const plan = { now: [], later: [] };
   const rerunning = new Set(tasks.map((t) => t.status.taskId));
   for (const t of tasks) {

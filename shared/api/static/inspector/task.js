@@ -51,6 +51,10 @@ export function taskView(target, taskId) {
   let config = {};
   deploymentConfig().then((c) => { config = c; });
   let task = null;
+  const runArticles = new Map(); // runId -> {article, facts, artifacts}
+  const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
+  const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
+  let rerunWaits = null; // what this failed task waits for to rerun (readRerunWaits), or null
   let state = null;
   let poller = null;
   let reported = null; // the state an action's feedback names: the feedback goes once the task has moved on
@@ -120,14 +124,14 @@ export function taskView(target, taskId) {
       ["retries left", `${status.retriesLeft} of ${task.retries}`],
       ["created", when(task.created)], ["deadline", when(task.deadline)], ["expires", when(task.expires)],
       ["owner", meta.owner], ["source", safeLink(meta.source)], ["description", meta.description],
-      ["routes", listed(task.routes, "routes")], ["scopes", listed(task.scopes, "scopes")],
-      ["tags", listed(Object.entries(task.tags || {}).map(([k, v]) => `${k}: ${v}`), "tags")],
+      ["routes", listOf(task.routes, "routes")], ["scopes", listOf(task.scopes, "scopes")],
+      ["tags", listOf(Object.entries(task.tags || {}).map(([k, v]) => `${k}: ${v}`), "tags")],
       ["treeherder", treeherderFacts(status)],
     ];
     redraw(facts, `${status.state}|${status.retriesLeft}|${config.treeherder || ""}`, h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")])));
   }
 
-  function listed(items, id) {
+  function listOf(items, id) {
     return items && items.length ? h("ul", { class: "plain compact", id: `task-${id}` },
       [...items].sort(byName).map((i) => h("li", {}, h("code", {}, i)))) : null;
   }
@@ -205,9 +209,6 @@ export function taskView(target, taskId) {
     redraw(node, key, h("ul", { class: "artifacts" }, items));
   }
 
-  const runArticles = new Map(); // runId -> {article, facts, artifacts}
-  const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
-  const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
 
   const explained = new Map(); // runId -> explain() of its final log, or {tooLong: true} when it is too long to read
 
@@ -323,7 +324,6 @@ export function taskView(target, taskId) {
   }
 
   // Whether this failed task waits to rerun (listTaskGroupFailures, this queue's extension): what it waits for.
-  let rerunWaits = null;
   async function readRerunWaits() {
     if (state !== "failed" && state !== "exception") {
       rerunWaits = null;
