@@ -11,6 +11,10 @@ import { poll } from "./live.js";
 import { countsText, filterPushes, worstState } from "./pushes.js";
 
 const COUNTED = 200;
+// A task queue's lastDateActive is written at most every 6 hours (shared/domain/workers.py): a date it was active
+// by, not when a worker last asked; what workers do now is the claimed count.
+const ACTIVITY_NOTE = "Written at most every 6 hours: the task queue was active by then; the claimed count says "
+  + "what its workers do now";
 const RECENT = 100; // recent task groups read (the most the queue answers)
 const PUSH_PAGE = 20; // of them shown at once
 const CONCURRENCY = 8;
@@ -175,8 +179,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
           "no worker has asked for work")));
     };
     const table = (list, id) => h("table", { id },
-      h("thead", {}, h("tr", {}, ["Provisioner", "Worker type", "Pending", "Claimed", "A worker last asked for work"]
-        .map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, list.map(row)));
+      h("thead", {}, h("tr", {}, ["Provisioner", "Worker type", "Pending", "Claimed", "Workers' activity recorded"]
+        .map((c) => h("th", { scope: "col", title: c === "Workers' activity recorded" ? ACTIVITY_NOTE : null }, c)))),
+      h("tbody", {}, list.map(row)));
     const idle = ordered.filter((q) => busy(q) <= 0);
     const key = JSON.stringify(ordered.map((q) => [q.taskQueueId, counts.get(q.taskQueueId), q.lastDateActive]));
     if (queues.dataset.key === key) return; // unchanged: the table (and an opened list) stays as it is

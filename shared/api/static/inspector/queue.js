@@ -71,7 +71,8 @@ export function queueView(target, taskQueueId) {
     }, ({ about }) => h("dl", { class: "facts" },
           h("dt", {}, "pending"), h("dd", { id: "pending-count" }, counts.pendingTasks),
           h("dt", {}, "claimed"), h("dd", { id: "claimed-count" }, counts.claimedTasks),
-          about ? [h("dt", {}, "last active"), h("dd", {}, when(about.lastDateActive)),
+          about ? [h("dt", {}, "activity recorded"), h("dd", {}, when(about.lastDateActive),
+            h("span", { class: "quiet" }, " (written at most every 6 hours)")),
             h("dt", {}, "stability"), h("dd", {}, about.stability),
             h("dt", {}, "description"), h("dd", {}, about.description || "–")] : null));
     await Promise.all([
