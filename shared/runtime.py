@@ -33,13 +33,13 @@ from shared.operations.objects import Objects
 from shared.operations.polling import Polling
 from shared.operations.purge_cache import PurgeCaches
 from shared.operations.queries import Queries
-from shared.operations.repository import TaskRepository
 from shared.operations.reruns import Reruns
 from shared.operations.resolution import Resolution
 from shared.operations.s3_uploads import S3Uploads
-from shared.operations.staging import BlockStaging
-from shared.operations.stores import Clock, Stores
 from shared.operations.work_claimer import WorkClaimer
+from shared.operations.writes.repository import TaskRepository
+from shared.operations.writes.staging import BlockStaging
+from shared.operations.writes.stores import Clock, Stores
 from shared.outbox.marks import MARKS_TABLE
 from shared.outbox.rows import Publisher
 from shared.serving import check_serving

@@ -9,7 +9,7 @@ The modules that use them read them as `timing.NAME` when they run, so a test ma
 
 from __future__ import annotations
 
-# --- Writes and what follows them (shared/operations/repository.py) ---
+# --- Writes and what follows them (shared/operations/writes/repository.py) ---
 
 # A resolved run's index-row delete, tidied after the answer, waits this long for another row of its task queue to
 # go with, rather than be a write of its own that the next createTask's or claim's index row would wait behind.

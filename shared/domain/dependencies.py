@@ -6,7 +6,7 @@ A task with at most IN_ROW dependencies (nearly every task of a CI graph):
   the row's ETag, and the write that empties it schedules the task;
 - writes each edge in its dependency's own `Tasks` partition (RowKey `d:<dependent>`: `require`, `count`,
   `expires`), in one transaction with the dependency's `dependentsHere` flag and its list of dependents
-  (`dependents`, up to LISTED), conditional on the dependency's row (shared/operations/edges.py): the
+  (`dependents`, up to LISTED), conditional on the dependency's row (shared/operations/writes/edges.py): the
   dependency's state as of the edge, without a read; a resolution takes the dependents from the row it resolved
   (no query), or, past LISTED, lists the edges. The edge rows stay what listDependentTasks and expiry read.
 

@@ -4,7 +4,7 @@ the inspector's start page (listRecentTaskGroups, this queue's extension).
 RecentTaskGroups: PartitionKey = the UTC day the group became one (`YYYY-MM-DD`), RowKey = `<10^13 - its time in
 ms, 13 digits>~<taskGroupId>` (newest first within a day), `taskGroupId`, `schedulerId`, `since`, `expires`. A row
 is written once per group, by the join that gives it its second task (or that creates a group named after no task
-of it: shared/operations/group_store.py), not per task; a lost write leaves the group off this list only. The
+of it: shared/operations/writes/group_store.py), not per task; a lost write leaves the group off this list only. The
 listing reads the last DAYS_LISTED days, a partition each; the expiry timer deletes the days before
 DAYS_KEPT.
 """

@@ -144,7 +144,7 @@ class Run:
     hint_id: str | None = None
     # Its artifacts whose worker may still write their data (Azure-era `azure` ones, live logs), by name: "" until
     # the run resolves, then the snapshot of their blob taken before the resolution was written ("-": none was
-    # uploaded). shared/operations/livelogs.py.
+    # uploaded). shared/operations/writes/livelogs.py.
     live: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -222,7 +222,7 @@ class Task:
     # lookup. None: a row written before the flag existed (its marker row tells).
     has_dependents: bool | None = None
     # Tasks that keep their waiting list on their row have their edges here, in this task's partition
-    # (shared/operations/edges.py): set with the first such edge, its resolution then lists them.
+    # (shared/operations/writes/edges.py): set with the first such edge, its resolution then lists them.
     dependents_here: bool = False
     # Those dependents, listed on this row with their edges (taskId, require), so that the resolution needs no
     # query of the edges (shared/domain/dependencies.py, LISTED); None: not listed (more than LISTED, or edges

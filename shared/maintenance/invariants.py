@@ -25,7 +25,7 @@ from shared.domain.groups import ACTIVE, GROUP_STREAMS, GROUPS_TABLE
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.tasks import RESOLVED_STATES, TASK_ROW, TASK_ROW_END, TASKS_TABLE, Task
 from shared.maintenance.reconciler import Reconciler
-from shared.operations.stores import Stores
+from shared.operations.writes.stores import Stores
 from shared.outbox.rows import Stream
 from shared.storage.base import Entity
 

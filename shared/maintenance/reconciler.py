@@ -1,7 +1,7 @@
 """The reconciler: finds tasks that a lost or poisoned message would leave stuck, and moves them on.
 
 Tables and queues share no transaction, so each change puts the messages that guard it before it writes
-(`shared/operations/repository.py`), and those messages keep every task moving. A message can still be lost: one
+(`shared/operations/writes/repository.py`), and those messages keep every task moving. A message can still be lost: one
 that failed `maxDequeueCount` times sits in `<queue>-poison`, an operator may clear a queue, a polling worker may
 delete a hint it never claimed. The reconciler, a timer, restores the invariants those messages keep
 (docs/invariants.md):
@@ -45,8 +45,8 @@ from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task, accepted_sta
 from shared.logs import fields
 from shared.operations.checks import Checks
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import TaskRepository
 from shared.operations.resolution import Resolution
+from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.storage.base import Entity, QueueMessage
 

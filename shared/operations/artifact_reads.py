@@ -9,7 +9,7 @@ is taken, and downloads read that snapshot from then on. An artifact whose data 
 404.
 An Azure-era `azure` artifact of a run still pending or running is not sealed: reads go to its blob as it is, so a
 log the worker appends to (worker/live_log.py) is read as it grows; once the run resolved, reads go to the snapshot
-taken when it resolved (shared/operations/livelogs.py).
+taken when it resolved (shared/operations/writes/livelogs.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from shared.domain.artifacts import (
 )
 from shared.domain.tasks import TASKS_TABLE
 from shared.operations.artifacts import Artifacts
-from shared.operations.livelogs import NOT_UPLOADED
+from shared.operations.writes.livelogs import NOT_UPLOADED
 from shared.storage.base import BlobInfo
 
 DOWNLOAD_CREDENTIALS = dt.timedelta(hours=1)  # an object artifact's download credentials (Taskcluster's)
@@ -146,7 +146,7 @@ class ArtifactReads:
 
     async def _live_snapshot(self, artifact: Artifact) -> str | None:
         """What an Azure-era `azure` artifact (a live log) is read from: its growing blob (None) while its run
-        goes; once it resolved, the snapshot taken when it resolved (shared/operations/livelogs.py), or for one
+        goes; once it resolved, the snapshot taken when it resolved (shared/operations/writes/livelogs.py), or for one
         recorded nowhere (created after the run resolved, or before runs recorded them) a snapshot taken now."""
         task = await self.tasks.load(artifact.task_id)
         run = task.runs[artifact.run_id] if artifact.run_id < len(task.runs) else None

@@ -58,9 +58,9 @@ from shared.domain.artifacts import (
 )
 from shared.domain.tasks import TASKS_TABLE, Task
 from shared.logs import fields
-from shared.operations.livelogs import MAX_LIVE_PER_RUN
 from shared.operations.objects import Objects
-from shared.operations.repository import TaskRepository
+from shared.operations.writes.livelogs import MAX_LIVE_PER_RUN
+from shared.operations.writes.repository import TaskRepository
 from shared.storage.base import BlobInfo, BlobStore, Op
 
 log = logging.getLogger("queue.artifacts")
@@ -242,7 +242,7 @@ class Artifacts:
     @staticmethod
     def _track_live(task: Task, run_id: int, name: str) -> bool:
         """An Azure-era `azure` artifact of a run still going: recorded in the run, so that its blob is sealed when
-        the run resolves (shared/operations/livelogs.py). One created after the run resolved (within the
+        the run resolves (shared/operations/writes/livelogs.py). One created after the run resolved (within the
         exception window) is sealed by its first read."""
         run = task.runs[run_id]
         if run.resolved_state:

@@ -14,7 +14,7 @@ from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, 
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import add_retry, deadline_passed
-from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.outbox.rows import Stream
 
 log = logging.getLogger("queue")
@@ -31,7 +31,7 @@ class Checks:
     async def check_claim(self, check: ClaimCheck) -> ClaimCheckOutcome:
         """A claim check came due: resolve the run claim-expired if it was not reclaimed or resolved. A run that
         resolved: the check stood in for its resolution's process, which died or failed before publishing its
-        events and deleting the check (shared/operations/repository.py): follow the resolution up."""
+        events and deleting the check (shared/operations/writes/repository.py): follow the resolution up."""
         await self.stores.ready()
         faults.point("check-claim")
         guards = self.tasks.guards()

@@ -17,9 +17,9 @@ from typing import TypeVar
 from shared import errors, metrics, timeutil
 from shared.domain.tasks import TASKS_TABLE, Run, Task
 from shared.logs import fields
-from shared.operations.followups import all_of, nothing
 from shared.operations.lifecycle import deadline_passed, run_of
-from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+from shared.operations.writes.followups import all_of, nothing
+from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
 

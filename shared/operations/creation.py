@@ -5,7 +5,7 @@ then what must precede the task, at once where it can: for a task without depend
 carries `expires` into the expiry index at the deadline: shared/domain/deadlines.py), the pending hint, the group
 membership (and the dispatch request, where this process does not publish what it writes: otherwise the hint
 stands in for it); for one with at most IN_ROW, its edges, each in one
-transaction that proves its dependency's state (shared/operations/edges.py), beside the index rows (the dispatch
+transaction that proves its dependency's state (shared/operations/writes/edges.py), beside the index rows (the dispatch
 request, as before) and an existing group's membership; then the task, waiting for the dependencies not yet
 satisfied (shared/domain/dependencies.py). Round trips one after another: 2 without dependencies, 2 with (3 when a
 dependency is not remembered here and is read first; 3 when all are satisfied already: the pending hint goes before
@@ -36,12 +36,12 @@ from shared.domain.tasks import (
     accepted_states,
     definition_size,
 )
-from shared.operations.edges import DependencyEdges
-from shared.operations.followups import all_of, nothing
-from shared.operations.group_store import GroupRows
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.resolution import leave_group
+from shared.operations.writes.edges import DependencyEdges
+from shared.operations.writes.followups import all_of, nothing
+from shared.operations.writes.group_store import GroupRows
+from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
 from shared.storage.base import all_at_once
 
@@ -201,7 +201,7 @@ class TaskCreation:
 
     async def _precede_with_edges_on_its_row(self, creation: Creation) -> None:
         """Up to IN_ROW dependencies: the edges, each in one transaction with its dependency's flag, conditional
-        on the row remembered or read (shared/operations/edges.py): the dependency's state as of its edge, in one
+        on the row remembered or read (shared/operations/writes/edges.py): the dependency's state as of its edge, in one
         round trip. Beside them, what only has to precede the task's write: the index rows, the dispatch request
         and an existing group's membership, rows many requests write together (shared/storage/grouped.py), whose
         waits for one another's writes then add no round trip (a refusal leaves them; a new group is joined once

@@ -27,7 +27,7 @@ from shared.domain.artifacts import (
 from shared.domain.objects import OBJECT_ROW, OBJECTS_TABLE, StoredObject
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.logs import fields
-from shared.operations.repository import TaskRepository
+from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import Stream
 from shared.storage.base import delete_all
 

@@ -16,7 +16,7 @@ from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, gr
 from shared.domain.pushes import push_of
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle, deadline_passed
-from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
+from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
 
 MAX_PAGE = 1000

@@ -24,8 +24,8 @@ from shared.domain.tasks import (
     Task,
 )
 from shared.logs import fields
-from shared.operations.followups import Guards
-from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+from shared.operations.writes.followups import Guards
+from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.outbox.log import Fallback
 from shared.outbox.rows import Stream
 from shared.storage.grouped import GroupCommit
@@ -273,7 +273,7 @@ class Lifecycle:
             metrics.resolved(state, reason)
         elif self.tasks.guarded() and self.tasks.resolver is not None:
             # Maybe the retry of a report whose process wrote it and died before answering, leaving what follows
-            # it to the claim check (shared/operations/repository.py): followed up now (idempotent), the answer
+            # it to the claim check (shared/operations/writes/repository.py): followed up now (idempotent), the answer
             # waiting for it as the first one would have.
             await self.tasks.resolver.follow_up_run(task, run_id)
         log.info(

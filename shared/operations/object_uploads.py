@@ -4,8 +4,8 @@ Taskcluster's Go client (generic-worker's object artifacts, `taskcluster` CLI up
 `Transfer-Encoding: chunked` whatever the answered headers say: Go sends no length for the reader it is given. Blob
 Storage refuses a chunked Put Blob (411 on Azure, 400 on Azurite), so createUpload answers such a caller
 (shared/api/object_v1/routes.py says how it is told) the queue's own URL instead of a SAS: the body is staged in
-blocks (shared/operations/staging.py) and committed as the object's blob; finishUpload then checks and seals it as
-for any upload. Other clients send a length and upload straight to Blob Storage.
+blocks (shared/operations/writes/staging.py) and committed as the object's blob; finishUpload then checks and seals
+it as for any upload. Other clients send a length and upload straight to Blob Storage.
 
 The URL is signed by the queue (shared/domain/objects.py `upload_data_signature`): this object and upload until
 it expires; it is refused once the object is finished.
@@ -22,7 +22,7 @@ from shared import errors
 from shared.domain.objects import StoredObject, upload_data_signature
 from shared.logs import fields
 from shared.operations.objects import Objects, UploadConflict
-from shared.operations.staging import BlockStaging, Limit, url_refusal
+from shared.operations.writes.staging import BlockStaging, Limit, url_refusal
 from shared.storage.base import BlobProperties
 
 log = logging.getLogger("queue.objects")

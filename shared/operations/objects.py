@@ -31,7 +31,7 @@ from shared.domain.objects import (
     upload_data_signature,
 )
 from shared.logs import fields
-from shared.operations.stores import Stores
+from shared.operations.writes.stores import Stores
 from shared.storage.base import BlobStore
 
 log = logging.getLogger("queue.objects")

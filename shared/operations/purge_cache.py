@@ -12,7 +12,7 @@ import time
 
 from shared.bounded import Bounded
 from shared.domain.purges import MAX_POOL_REQUESTS, PURGE_REQUESTS_TABLE, PurgeRequest, PurgeRequests
-from shared.operations.stores import Stores
+from shared.operations.writes.stores import Stores
 
 log = logging.getLogger("queue.purge-cache")
 

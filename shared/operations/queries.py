@@ -11,7 +11,7 @@ from typing import NamedTuple
 from shared import errors
 from shared.domain.events import Event
 from shared.domain.tasks import TASK_ID, TASKS_TABLE, Task
-from shared.operations.repository import TaskRepository
+from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import Stream
 
 MAX_PAGE = 1000

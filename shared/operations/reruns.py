@@ -22,7 +22,7 @@ from shared import errors
 from shared.domain.tasks import MAX_RUNS, RESOLVED_STATES, Task
 from shared.logs import fields
 from shared.operations.lifecycle import Lifecycle, deadline_passed
-from shared.operations.repository import UNCHANGED, TaskRepository, Unchanged
+from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
 CONCURRENCY = 16  # dependencies read at once

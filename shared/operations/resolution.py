@@ -18,11 +18,11 @@ from shared.domain.group_outcomes import UNSUCCESSFUL_STATES
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task, newest_run
-from shared.operations.followups import nothing
 from shared.operations.index import TaskIndex
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.repository import LOAD_CONCURRENCY, TaskRepository
-from shared.operations.stores import Stores
+from shared.operations.writes.followups import nothing
+from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
+from shared.operations.writes.stores import Stores
 from shared.outbox.log import Fallback
 from shared.outbox.rows import Stream
 
@@ -51,7 +51,7 @@ class Resolution:
         its dependents, handing the next page to a new message first, so no invocation runs long and several
         hosts share a large fan-out. Every step is idempotent: a duplicated message changes nothing. Not
         `with_group`: the group step is left out, for the caller to run after (`resolve_group_member`): the
-        dependents and the Index only (what a report's answer waits for: shared/operations/repository.py).
+        dependents and the Index only (what a report's answer waits for: shared/operations/writes/repository.py).
         `stands_in`: the resolution's claim check, which also stands in for the events of the dependents it
         releases (no dispatch requests: Lifecycle.release_soon). Without one (a message, the check, a repeated
         report following a resolution up), a dependent found released already has its events dispatched: the
@@ -261,7 +261,8 @@ class Resolution:
     async def follow_up(self, check: ResolvedCheck) -> ResolutionOutcome:
         """A resolution message's handler: on its first page, the task's events dispatched, for the message may
         also stand in for a resolving process that died or failed before it published them (a guarded resolution:
-        shared/operations/repository.py); then `resolve_dependencies` (its group's events come after the task's)."""
+        shared/operations/writes/repository.py); then `resolve_dependencies` (its group's events come after the
+        task's)."""
         if check.continuation is None and check.dependent is None:
             # Read, not remembered: a row this process remembers may predate the resolution another wrote.
             task = await self.tasks.get(check.taskId)

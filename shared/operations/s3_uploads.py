@@ -7,7 +7,7 @@ Blob Storage answers every upload `201`, and a Put Block (the one plain PUT it t
 signed by the queue (shared/domain/artifacts.py `upload_signature`): it names one artifact and when it stops
 working, and is refused once the run takes no more artifacts.
 
-Each PUT is staged in blocks of its own (shared/operations/staging.py) and commits only them, then the blob is
+Each PUT is staged in blocks of its own (shared/operations/writes/staging.py) and commits only them, then the blob is
 snapshotted and the snapshot recorded with the artifact: downloads read that snapshot. A retried PUT replaces the
 data, as on S3, while the run takes artifacts; two racing PUTs leave one of them whole (the other is told to retry).
 """
@@ -25,7 +25,7 @@ from shared.domain.artifacts import Artifact, RunNotAcceptingArtifacts, run_acce
 from shared.domain.tasks import TASKS_TABLE
 from shared.logs import fields
 from shared.operations.artifacts import Artifacts
-from shared.operations.staging import BlockStaging, Limit, url_refusal
+from shared.operations.writes.staging import BlockStaging, Limit, url_refusal
 from shared.storage.base import BlobProperties
 
 log = logging.getLogger("queue.uploads")

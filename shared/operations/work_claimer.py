@@ -19,7 +19,7 @@ from shared import faults, timing
 from shared.domain.messages import PendingHint, pending_queues
 from shared.logs import fields
 from shared.operations.claims import Claim, ClaimRefusal, Claims
-from shared.operations.receiving import ClaimWaiters, Waiter
+from shared.operations.writes.receiving import ClaimWaiters, Waiter
 from shared.storage.base import QueueMessage, Received
 
 log = logging.getLogger("queue")

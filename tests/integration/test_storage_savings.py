@@ -158,7 +158,7 @@ def test_callers_that_come_while_a_receive_finds_a_queue_empty_take_its_answer(a
     """On Azurite: an empty queue, one receive in flight, three more callers: one receive in all, each told
     the queue is empty, and told when that receive was sent (claimWork skips the queue only if no hint was put
     here since)."""
-    from shared.operations.receiving import SharedReceives
+    from shared.operations.writes.receiving import SharedReceives
 
     async def go():
         queues = CountingQueues(azurite.connection_string)

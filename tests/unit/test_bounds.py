@@ -21,9 +21,9 @@ from shared.domain.groups import TaskGroup
 from shared.domain.messages import Shards
 from shared.domain.parking import CheckQueues
 from shared.domain.tasks import KnownTasks
-from shared.operations import group_store as groups_mod
-from shared.operations import stores as stores_mod
-from shared.operations.stores import EmptyPendingQueues
+from shared.operations.writes import group_store as groups_mod
+from shared.operations.writes import stores as stores_mod
+from shared.operations.writes.stores import EmptyPendingQueues
 from shared.outbox import fallbacks as fallbacks_mod
 from shared.outbox import memory as memory_mod
 from shared.storage.azure import common

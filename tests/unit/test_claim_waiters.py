@@ -1,12 +1,12 @@
 """claimWork requests waiting for work are at most `claim_work_waiters` per process: one more makes the one that
 has waited longest answer now with nothing, so an idle fleet holds few HTTP slots; work made pending is still
-taken at once by a request that waits (shared/operations/receiving.py, ClaimWaiters)."""
+taken at once by a request that waits (shared/operations/writes/receiving.py, ClaimWaiters)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from shared.operations.receiving import ClaimWaiters
+from shared.operations.writes.receiving import ClaimWaiters
 from tests.answers import claim_work
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service

@@ -10,7 +10,7 @@ import pytest
 
 from shared import timeutil
 from shared.domain.groups import ACTIVE, GROUPS_TABLE
-from shared.operations.group_store import TaskGroupStore
+from shared.operations.writes.group_store import TaskGroupStore
 from shared.outbox.log import EventLog
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import slugid

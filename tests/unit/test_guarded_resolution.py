@@ -1,5 +1,5 @@
-"""The resolution of a running run, guarded by the run's claim check (shared/operations/repository.py): nothing is
-put before its write; the check, as it is, is deleted once the events are published and what follows is done
+"""The resolution of a running run, guarded by the run's claim check (shared/operations/writes/repository.py):
+nothing is put before its write; the check, as it is, is deleted once the events are published and what follows is done
 (dependents released and Index written before the answer, group left after it); a process that dies before
 answering leaves it to the worker's retry of its report, one that dies after to the check, which follows the
 resolution up, publishing its events and resolving what depends on it. The claim's own `task-running` is guarded

@@ -14,7 +14,7 @@ from shared.domain.artifacts import S3_BLOCK, blob_path
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE, object_blob
 from shared.operations import object_uploads as OU
 from shared.operations import objects as O
-from shared.operations import staging
+from shared.operations.writes import staging
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.conftest import slugid, task_definition

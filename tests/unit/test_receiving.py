@@ -1,5 +1,5 @@
 """Receives shared by the claimWork calls of one process, their wake-up on a new pending run, and index rows
-deleted a partition at a time (shared.operations.receiving, shared.storage.grouped)."""
+deleted a partition at a time (shared.operations.writes.receiving, shared.storage.grouped)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import pytest
 
 from shared.domain.messages import pending_queue
-from shared.operations.receiving import SharedReceives
-from shared.operations.stores import EmptyPendingQueues
+from shared.operations.writes.receiving import SharedReceives
+from shared.operations.writes.stores import EmptyPendingQueues
 from shared.storage.base import Entity, Received
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.memory import MemoryQueues, MemoryTables

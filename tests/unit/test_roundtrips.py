@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from shared import roundtrips, timeutil
-from shared.operations.receiving import SharedReceives
+from shared.operations.writes.receiving import SharedReceives
 from shared.outbox.inflight import Background
 from shared.storage.base import Op
 from shared.storage.grouped import GroupCommit
@@ -142,7 +142,7 @@ def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips
     createTasks that waited for it, not for the one whose edge started the writer."""
 
     async def go():
-        from shared.operations.edges import DependencyEdges
+        from shared.operations.writes.edges import DependencyEdges
         from tests.services import memory_service
         from tests.unit.test_reconciler import create
 

@@ -17,7 +17,7 @@ import pytest
 from shared.domain import artifacts as A
 from shared.domain.artifacts import blob_path
 from shared.operations import s3_uploads as U
-from shared.operations import staging as S
+from shared.operations.writes import staging as S
 from shared.storage.base import BlobProperties, BlocksMissing
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact

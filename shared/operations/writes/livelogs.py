@@ -15,7 +15,7 @@ import asyncio
 
 from shared.domain.artifacts import blob_path
 from shared.domain.tasks import Task
-from shared.operations.stores import Stores
+from shared.operations.writes.stores import Stores
 
 MAX_LIVE_PER_RUN = 16  # Azure-era `azure` artifacts a run may have (each sealed when the run resolves)
 NOT_UPLOADED = "-"  # recorded for a live artifact whose blob did not exist when its run resolved

@@ -29,8 +29,8 @@ from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE, TaskQueueRuns
 from shared.domain.recent_groups import RECENT_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE, WorkerInfo
-from shared.operations.group_store import TaskGroupStore
-from shared.operations.receiving import PendingWakeups, SharedReceives
+from shared.operations.writes.group_store import TaskGroupStore
+from shared.operations.writes.receiving import PendingWakeups, SharedReceives
 from shared.outbox.inflight import Background
 from shared.outbox.log import EventLog
 from shared.outbox.marks import MARKS_TABLE

@@ -8,7 +8,7 @@ Rules every change follows:
   elsewhere fails the write, and the change starts over from a fresh read), and an outcome that writes nothing (a
   refusal, nothing to do) stands only after a read shows the same ETag.
 - A queue message that guards a change (pending hint, claim check, resolution message) is written *before* the
-  entity change it guards (`Guards`, in shared/operations/followups.py with what follows a write), so a crash
+  entity change it guards (`Guards`, in shared/operations/writes/followups.py with what follows a write), so a crash
   between the two leaves at most a harmless stale message, never a task that nothing will move. Readers of a
   message re-check state, so stale and duplicated messages do nothing.
 - The resolution of a running run is guarded by the run's claim check, written before the claim: where this
@@ -34,10 +34,10 @@ from shared.domain.groups import group_changed
 from shared.domain.index import indexed
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, KnownTasks, Task, task_row
 from shared.logs import fields
-from shared.operations.followups import FollowUps, Guards, all_of
-from shared.operations.group_store import GroupRows
-from shared.operations.livelogs import seal_live
-from shared.operations.stores import Stores
+from shared.operations.writes.followups import FollowUps, Guards, all_of
+from shared.operations.writes.group_store import GroupRows
+from shared.operations.writes.livelogs import seal_live
+from shared.operations.writes.stores import Stores
 from shared.outbox.rows import Stream, event_ops
 from shared.storage.base import Entity, Op
 

@@ -1,7 +1,7 @@
 """What follows a task's write: the messages that guard a change, put before it is written (`Guards`: a pending
 hint, a resolution message), the checks that stand in for this process should it die before its events are
 published or a resolution followed up (`guarded_by_*`, `_follow_here`), and the tidying of what a resolution left
-(index rows, spent checks). `TaskRepository` (shared/operations/repository.py) is built on `FollowUps`; the rules
+(index rows, spent checks). `TaskRepository` (shared/operations/writes/repository.py) is built on `FollowUps`; the rules
 they keep together are in that module's docstring.
 """
 
@@ -24,8 +24,8 @@ from shared.domain.messages import (
 )
 from shared.domain.tasks import TASKS_TABLE, Run, Task, newest_run
 from shared.logs import fields
-from shared.operations.group_store import GroupRows
-from shared.operations.stores import Stores
+from shared.operations.writes.group_store import GroupRows
+from shared.operations.writes.stores import Stores
 from shared.outbox.log import Fallback
 from shared.outbox.rows import Stream
 from shared.storage.base import QueueMessage

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from shared.domain.dependencies import ATTACH_AT_ONCE, edge_here, listed_with
 from shared.domain.tasks import TASKS_TABLE, Task, encode_dependents, task_row
-from shared.operations.repository import TaskRepository
+from shared.operations.writes.repository import TaskRepository
 from shared.storage.base import BATCH_LIMIT, Entity, Op
 from shared.storage.grouped import GroupCommit
 
