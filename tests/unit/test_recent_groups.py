@@ -62,8 +62,8 @@ async def test_days_past_those_kept_are_deleted() -> None:
 
 
 async def test_the_listing_is_answered_from_one_read_for_a_few_seconds(monkeypatch) -> None:
-    """listRecentTaskGroups costs ~200 storage reads (a group's row and count each): a process lists once per
-    RECENT_GROUPS_CACHE_SECONDS whatever the callers and limits."""
+    """listRecentTaskGroups costs ~300 storage reads (a group's row, unfinished rows and failures each): a process
+    lists once per RECENT_GROUPS_CACHE_SECONDS whatever the callers and limits."""
     from shared.operations import groups as groups_mod
 
     ticks = [0.0]
