@@ -383,16 +383,3 @@ def expect_error(status: int, code: str, call: Callable[..., Any], *args: Any, *
     assert set(body) == {"code", "message", "requestInfo"}, body
     assert set(body["requestInfo"]) == {"method", "params", "payload", "time"}, body
     return body
-
-
-# Warnings are errors (pyproject.toml), but for a resource a test's processes, sockets and files left to the
-# garbage collector outside the unit tier: reported (the summary counts them), not failed, since an unraisable
-# warning fails whichever test the collector happens to run in.
-LEAK_WARNINGS = ("default::ResourceWarning", "default::pytest.PytestUnraisableExceptionWarning")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "/tests/unit/" not in str(item.path):
-            for leak in LEAK_WARNINGS:
-                item.add_marker(pytest.mark.filterwarnings(leak))
