@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from shared import errors, metrics
+from shared.domain.group_outcomes import UNSUCCESSFUL_STATES
 from shared.domain.tasks import (
     MAX_RUNS,
     RESOLVED_STATES,
@@ -24,7 +25,7 @@ from shared.domain.tasks import (
     Task,
 )
 from shared.logs import fields
-from shared.operations.writes.followups import Guards
+from shared.operations.writes.followups import Guards, nothing
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 from shared.outbox.log import Fallback
 from shared.outbox.rows import Stream
@@ -191,7 +192,8 @@ class Lifecycle:
         the deadline, unless the task predates the index; once is enough across retries of one change)."""
         if index_deadline:
             await asyncio.gather(
-                self.stores.deadlines.add(task.task_id, task.deadline, task.expires), self._succeeds_again(task)
+                self.stores.deadlines.add(task.task_id, task.deadline, task.expires),
+                self._succeeds_again(task) if task.state in UNSUCCESSFUL_STATES else nothing(),
             )
         task.runs.append(Run("pending", "rerun", now))
         task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))

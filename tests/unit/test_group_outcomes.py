@@ -145,3 +145,15 @@ async def test_the_rows_stay_apart_from_the_members_and_expire_with_them(service
     assert not await service.stores.groups.unresolved(group)
     await service.stores.groups.forget_member(group, build)
     assert await failures(service, group) == {}
+
+
+async def test_decision_tasks_remembered_are_bounded(service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A definition never changes, so a listing reads each decision task once per process; at most PUSHES_KNOWN."""
+    from shared.operations import groups as groups_mod
+
+    monkeypatch.setattr(groups_mod, "PUSHES_KNOWN", 3)
+    pushes = [await decision(service) for _ in range(5)]
+    for group in pushes:
+        await create(service, group)
+        assert (await service.groups._push(group))["decisionTask"]["taskId"] == group
+    assert list(service.groups._pushes) == pushes[-3:]  # the newest three, the oldest forgotten

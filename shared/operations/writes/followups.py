@@ -45,6 +45,21 @@ class Resolver(Protocol):
     def follow_up_run(self, task: Task, run_id: int) -> Awaitable[None]: ...
 
 
+async def _message_after(guards: Guards, task: Task) -> bool:
+    """Put the resolution message that takes over from the claim check; False (logged) when it could not be put:
+    the check stands in."""
+    try:
+        await guards.message_after(task)
+    except Exception:
+        log.warning(
+            "could not put a resolution message; the claim check stands in",
+            exc_info=True,
+            extra=fields(taskId=task.task_id),
+        )
+        return False
+    return True
+
+
 async def nothing() -> None:
     return None
 
@@ -246,14 +261,7 @@ class FollowUps:
         try:
             done, _ = await asyncio.wait({releasing}, timeout=timing.FOLLOW_WAIT)
             if not done:
-                try:
-                    await guards.message_after(task)
-                except Exception:
-                    log.warning(
-                        "could not put a resolution message; the claim check stands in",
-                        exc_info=True,
-                        extra=fields(taskId=task.task_id),
-                    )
+                await _message_after(guards, task)
         finally:  # also when the request is cancelled (its caller left): the rest is done all the same
             self.stores.afterwards(self._followed(check, task, releasing, fallback, guards))
 
@@ -274,16 +282,8 @@ class FollowUps:
                 exc_info=True,
                 extra=fields(taskId=check.taskId, runId=check.runId),
             )
-            if message is None:
-                try:
-                    await guards.message_after(task)
-                except Exception:
-                    log.warning(
-                        "could not put a resolution message; the claim check stands in",
-                        exc_info=True,
-                        extra=fields(taskId=check.taskId),
-                    )
-                    return
+            if message is None and not await _message_after(guards, task):
+                return
             self.stores.events.done_with(fallback)
             return
         self.stores.events.done_with(fallback)

@@ -447,8 +447,9 @@ export function groupView(target, groupId, query) {
     }));
   }
 
-  // The failed tasks that wait to rerun (listTaskGroupFailures, this queue's extension): read while the group has
-  // failed or exception tasks; an older queue without it shows none waiting.
+  // The failed tasks that wait to rerun (listTaskGroupFailures, this queue's extension): read with each whole
+  // listing (every FULL_EVERY, and right after an action) while the group has failed or exception tasks, not at each
+  // refresh (a cancelled 10,000-task group has 10 pages of them); an older queue without it shows none waiting.
   async function readWaiting() {
     const c = model.counts();
     if (!c.failed && !c.exception) {
@@ -504,6 +505,7 @@ export function groupView(target, groupId, query) {
       lastFull = now;
       lastRead = entries.length;
       reads = `read the whole group (${entries.length} tasks)`;
+      await readWaiting();
     } else {
       const unresolved = model.unresolvedIds();
       const open = new Set(unresolved);
@@ -528,7 +530,6 @@ export function groupView(target, groupId, query) {
             + `${ROTATION} more in turn)`;
     }
     replace(problem);
-    await readWaiting();
     await checkQueues().catch(() => {});
     render();
     const live = model.unresolvedIds().length > 0;

@@ -55,6 +55,7 @@ export function taskView(target, taskId) {
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
   const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
   let rerunWaits = null; // what this failed task waits for to rerun (readRerunWaits), or null
+  let waitsReadFor = null; // how many runs the task had when that was read
   let state = null;
   let poller = null;
   let reported = null; // the state an action's feedback names: the feedback goes once the task has moved on
@@ -71,6 +72,7 @@ export function taskView(target, taskId) {
         ? `${label}: the task runs again once its dependencies have completed (the queue waits for them).`
         : `${label}: the task is now ${answer.status.state}.`));
       reported = answer.status.state;
+      waitsReadFor = null; // a rerun may now wait: read again
     } catch (error) {
       replace(feedback, message("error", `${label} refused: ${error.summary || error.message}`));
     }
@@ -323,12 +325,16 @@ export function taskView(target, taskId) {
     redraw(blocked, "none");
   }
 
-  // Whether this failed task waits to rerun (listTaskGroupFailures, this queue's extension): what it waits for.
-  async function readRerunWaits() {
+  // Whether this failed task waits to rerun (listTaskGroupFailures, this queue's extension): what it waits for. Read
+  // once per run it failed in and after an action on it, not at each refresh (the group's failures may be pages).
+  async function readRerunWaits(runCount) {
     if (state !== "failed" && state !== "exception") {
       rerunWaits = null;
+      waitsReadFor = null;
       return;
     }
+    if (waitsReadFor === runCount) return;
+    waitsReadFor = runCount;
     try {
       const listed = await api.all(`/task-group/${task.taskGroupId}/failures`, "tasks");
       rerunWaits = listed.find((f) => f.taskId === taskId)?.rerunWaitsFor || null;
@@ -382,7 +388,7 @@ export function taskView(target, taskId) {
       reported = null;
     }
     renderFacts(status);
-    await readRerunWaits();
+    await readRerunWaits(status.runs.length);
     await Promise.all([renderActions(), renderRuns(status), renderDeps()]);
     await renderWhy(status);
     renderViewLog(status);
