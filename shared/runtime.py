@@ -35,7 +35,9 @@ from shared.operations.purge_cache import PurgeCaches
 from shared.operations.queries import Queries
 from shared.operations.reruns import Reruns
 from shared.operations.resolution import Resolution
+from shared.operations.resolution_write import ResolutionWrite
 from shared.operations.s3_uploads import S3Uploads
+from shared.operations.scheduling import Scheduling
 from shared.operations.work_claimer import WorkClaimer
 from shared.operations.writes.repository import TaskRepository
 from shared.operations.writes.staging import BlockStaging
@@ -94,13 +96,14 @@ def build_queue(
 ) -> Queue:
     stores = Stores.create(settings, tables, queues, blobs, clock)
     tasks = TaskRepository(stores)
-    lifecycle = Lifecycle(tasks)
+    scheduling = Scheduling(tasks)
+    index = TaskIndex(stores)
+    resolution = Resolution(tasks, scheduling, index)
+    resolving = ResolutionWrite(tasks, resolution)  # what follows a resolution is done by the process that wrote it
+    lifecycle = Lifecycle(tasks, scheduling, resolving)
     claims = Claims(tasks)
     work = WorkClaimer(claims)
-    checks = Checks(tasks)
-    index = TaskIndex(stores)
-    resolution = Resolution(tasks, lifecycle, index)
-    tasks.resolver = resolution  # what follows a task's resolution is done by the process that wrote it
+    checks = Checks(tasks, resolving)
     objects = Objects(stores)
     artifacts = Artifacts(tasks, objects)
     staging = BlockStaging(
@@ -109,9 +112,9 @@ def build_queue(
     return Queue(
         stores,
         tasks,
-        TaskCreation(tasks, lifecycle),
+        TaskCreation(tasks, scheduling),
         lifecycle,
-        Reruns(tasks, lifecycle),
+        Reruns(tasks, lifecycle, scheduling),
         claims,
         work,
         checks,
@@ -125,7 +128,7 @@ def build_queue(
         objects,
         Polling(work),
         Expiry(tasks),
-        Reconciler(tasks, lifecycle, checks, resolution),
+        Reconciler(tasks, scheduling, checks, resolution),
         index,
         PurgeCaches(stores, settings.purge_cache_seconds),
     )

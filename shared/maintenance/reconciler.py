@@ -44,8 +44,8 @@ from shared.domain.parking import PARKED_KIND
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task, accepted_states
 from shared.logs import fields
 from shared.operations.checks import Checks
-from shared.operations.lifecycle import Lifecycle
 from shared.operations.resolution import Resolution
+from shared.operations.scheduling import Scheduling
 from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
 from shared.storage.base import Entity, QueueMessage
@@ -102,8 +102,8 @@ class Report:
 
 
 class Reconciler:
-    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle, checks: Checks, resolution: Resolution) -> None:
-        self.tasks, self.lifecycle, self.checks, self.resolution = tasks, lifecycle, checks, resolution
+    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, checks: Checks, resolution: Resolution) -> None:
+        self.tasks, self.scheduling, self.checks, self.resolution = tasks, scheduling, checks, resolution
         self.stores = tasks.stores
         self.settings = self.stores.settings
         self._poison_ready = False
@@ -240,7 +240,7 @@ class Reconciler:
         queue = self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
         await self.stores.ensure_pending_queues(task.task_queue_id)
         if await self.stores.queues.approximate_count(queue) == 0:
-            if await self.lifecycle.rehint(task.task_id, run_id, keep_previous=False):
+            if await self.scheduling.rehint(task.task_id, run_id, keep_previous=False):
                 self._repaired(report, "hint-lost", task.task_id, runId=run_id)
             return
         hints = max(1, len(run.hint_ids()))
@@ -249,11 +249,11 @@ class Reconciler:
         if (
             waited >= min(self.settings.claim_timeout, self.settings.rehint_after) * hints
             and not await self.stores.queues.any_visible(queue)
-            and await self.lifecycle.rehint(task.task_id, run_id, keep_previous=True)
+            and await self.scheduling.rehint(task.task_id, run_id, keep_previous=True)
         ):
             self._repaired(report, "hint-hidden", task.task_id, runId=run_id)
             return
-        if waited >= self.settings.rehint_after * (2 ** (hints - 1)) and await self.lifecycle.rehint(
+        if waited >= self.settings.rehint_after * (2 ** (hints - 1)) and await self.scheduling.rehint(
             task.task_id, run_id, keep_previous=True
         ):
             self._repaired(report, "hint-renewed", task.task_id, runId=run_id)
@@ -286,7 +286,7 @@ class Reconciler:
                 return
             if in_row:
                 self._repaired(report, "dependency", task_id)
-                if (await self.lifecycle.release(task_id, done)).runs:
+                if (await self.scheduling.release(task_id, done)).runs:
                     self._repaired(report, "unblocked", task_id)
                 return
             await stores.deps.satisfy(task_id, done)
@@ -294,7 +294,7 @@ class Reconciler:
         elif self_dependent or not task.definition["dependencies"] or in_row:
             return  # waits for scheduleTask (a self-dependency), or is being created right now
         if not await stores.deps.blocked(task_id):
-            scheduled = await self.lifecycle.schedule_unblocked(task_id)
+            scheduled = await self.scheduling.schedule_unblocked(task_id)
             if scheduled.runs:
                 self._repaired(report, "unblocked", task_id)
 

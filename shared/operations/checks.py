@@ -10,12 +10,13 @@ from typing import Any, Literal
 
 from shared import errors, faults, metrics
 from shared.domain.deadlines import DeadlineBucket
-from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, RESOLVED_QUEUE, ClaimCheck, DeadlineCheck, ResolvedCheck
-from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task
+from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, DeadlineCheck
+from shared.domain.tasks import Run, Task
 from shared.logs import fields
-from shared.operations.lifecycle import add_retry, deadline_passed
+from shared.operations.lifecycle import add_retry
+from shared.operations.resolution_write import ResolutionWrite
+from shared.operations.scheduling import deadline_passed
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
-from shared.outbox.rows import Stream
 
 log = logging.getLogger("queue")
 
@@ -24,8 +25,8 @@ DeadlineCheckOutcome = Literal["exceeded", "stale", "early", "already-resolved",
 
 
 class Checks:
-    def __init__(self, tasks: TaskRepository) -> None:
-        self.tasks = tasks
+    def __init__(self, tasks: TaskRepository, resolving: ResolutionWrite) -> None:
+        self.tasks, self.resolving = tasks, resolving
         self.stores = tasks.stores
 
     async def check_claim(self, check: ClaimCheck) -> ClaimCheckOutcome:
@@ -68,7 +69,7 @@ class Checks:
             return None
 
         try:
-            task = await self.tasks.modify(check.taskId, expire, guards)
+            task = await self.tasks.modify(check.taskId, expire, guards, self.resolving)
         except errors.TaskNotFound:
             return "task-gone"
         if outcome == "followed-up":
@@ -80,22 +81,8 @@ class Checks:
         return outcome
 
     async def follow_up(self, task: Task, run_id: int) -> None:
-        """A resolved run's claim check came due: its resolution's process did not get to what follows it
-        (Resolution.follow_up_run, or a resolution message for its handler where no resolver is wired in)."""
-        resolver = self.tasks.resolver
-        if resolver is not None:
-            await resolver.follow_up_run(task, run_id)
-        else:
-            await self.stores.events.ensure_dispatched(Stream(TASKS_TABLE, task.task_id), task.event_seq)
-            if task.state in RESOLVED_STATES and run_id == task.last_run_id:
-                check = ResolvedCheck(
-                    task.task_id,
-                    run_id,
-                    task.definition["taskGroupId"],
-                    None,
-                    task.runs[run_id].resolved or self.stores.now(),
-                )
-                await self.stores.queues.put(self.tasks.check_queue(RESOLVED_QUEUE, task.task_id), check.encode())
+        """A resolved run's claim check came due: its resolution's process did not get to what follows it."""
+        await self.resolving.resolver.follow_up_run(task, run_id)
         log.info(
             "resolution followed up by its claim check",
             extra=fields(event="resolution-followed-up", taskId=task.task_id, runId=run_id),
@@ -141,7 +128,7 @@ class Checks:
             return None
 
         try:
-            await self.tasks.modify(check.taskId, exceed)
+            await self.tasks.modify(check.taskId, exceed, steps=self.resolving)
         except errors.TaskNotFound:
             return "task-gone"
         if outcome == "exceeded":

@@ -16,9 +16,10 @@ from typing import TypeVar
 
 from shared import errors, metrics, timeutil
 from shared.domain.tasks import TASKS_TABLE, Run, Task
+from shared.gather import all_of, nothing
 from shared.logs import fields
-from shared.operations.lifecycle import deadline_passed, run_of
-from shared.operations.writes.followups import all_of, nothing
+from shared.operations.lifecycle import run_of
+from shared.operations.scheduling import deadline_passed
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
@@ -98,11 +99,11 @@ class Claims:
                     # The claim check goes out before the claim is written: a crash in between leaves only a
                     # stale check, never a running run that nothing expires.
                     check, _, announced = await all_of(  # independent of each other; all before the write
-                        self.tasks.put_claim_check(task_id, run_id, taken_until, now),
+                        self.tasks.messages.put_claim_check(task_id, run_id, taken_until, now),
                         stores.queue_runs.run_claimed(
                             task.task_queue_id, task_id, run_id, worker_group, worker_id, now
                         ),
-                        nothing() if guarded else self.tasks.announce(task),
+                        nothing() if guarded else self.tasks.messages.announce(task),
                     )
                 task.checks["claim"] = check
                 run.state, run.worker_group, run.worker_id = "running", worker_group, worker_id
@@ -111,7 +112,7 @@ class Claims:
                 written = await self.tasks.write(task, announced=announced, guarded=guarded)
             if written:
                 if guarded:
-                    self.tasks.guarded_by_claim(task, check, now)
+                    self.tasks.messages.guarded_by_claim(task, check, now)
                 stores.workers.claimed(task.task_queue_id, worker_group, worker_id, task_id, run_id)
                 metrics.CLAIMS.add(1, {"taskQueueId": task.task_queue_id})
                 return Claim(task, run_id)
@@ -158,7 +159,7 @@ class Claims:
             if taken_until == run.taken_until:
                 return UNCHANGED
             if taken_until not in sent:
-                sent[taken_until] = await self.tasks.put_claim_check(task_id, run_id, taken_until, now)
+                sent[taken_until] = await self.tasks.messages.put_claim_check(task_id, run_id, taken_until, now)
             if "claim" in task.checks:
                 replaced["claim"] = task.checks["claim"]
             task.checks["claim"] = sent[taken_until]
@@ -166,7 +167,7 @@ class Claims:
             return None
 
         task = await self.tasks.modify(task_id, reclaim)
-        await self.tasks.delete_checks(task_id, replaced)  # the check of the claim this one renewed
+        await self.tasks.messages.delete_checks(task_id, replaced)  # the check of the claim this one renewed
         log.info("run reclaimed", extra=fields(event="task-reclaimed", taskId=task_id, runId=run_id))
         return Claim(task, run_id)
 

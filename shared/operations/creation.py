@@ -36,10 +36,10 @@ from shared.domain.tasks import (
     accepted_states,
     definition_size,
 )
-from shared.operations.lifecycle import Lifecycle
+from shared.gather import all_of, nothing
 from shared.operations.resolution import leave_group
+from shared.operations.scheduling import Scheduling
 from shared.operations.writes.edges import DependencyEdges
-from shared.operations.writes.followups import all_of, nothing
 from shared.operations.writes.group_store import GroupRows
 from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
@@ -88,8 +88,8 @@ class Creation:
 
 
 class TaskCreation:
-    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
-        self.tasks, self.lifecycle = tasks, lifecycle
+    def __init__(self, tasks: TaskRepository, scheduling: Scheduling) -> None:
+        self.tasks, self.scheduling = tasks, scheduling
         self.stores = tasks.stores
         self.edges = DependencyEdges(tasks)
 
@@ -104,7 +104,7 @@ class TaskCreation:
         One message put and deleted per task less. The sequence number announced, for `write`."""
         if hinted or _answered_after_publishing(writer_publishes, task):
             return task.event_seq + len(task.emitted)
-        return await self.tasks.announce(task)
+        return await self.tasks.messages.announce(task)
 
     async def create_task(self, task_id: str, body: dict[str, Any]) -> Task:
         """createTask: `body` has passed the create-task-request schema (defaults filled in)."""
@@ -158,7 +158,7 @@ class TaskCreation:
             # Decided once: whether its events go without a dispatch request, its answer waiting for them.
             writer_publishes=stores.events.answers_after_publishing,
             # A task pending at once (its hint put before its write): the hint stands in for its dispatch request.
-            hinted=stores.events.published_by_writers and self.tasks.hint_ttl(task, now) > 0,
+            hinted=stores.events.published_by_writers and self.tasks.messages.hint_ttl(task, now) > 0,
         )
 
     async def _write(self, creation: Creation) -> bool:
@@ -191,7 +191,7 @@ class TaskCreation:
         task = creation.task
         _, hint_id, _, creation.announced = await all_of(
             self.stores.deadlines.add(task.task_id, task.deadline, task.expires),
-            self.tasks.put_pending_hint(task, 0, creation.now),
+            self.tasks.messages.put_pending_hint(task, 0, creation.now),
             self._join(creation),
             self._announce(task, creation.writer_publishes, hinted=creation.hinted),
         )
@@ -231,7 +231,7 @@ class TaskCreation:
             task.emit("task-pending", 0)
             _, hint_id, creation.announced = await all_of(
                 nothing() if early else self._join(creation),
-                self.tasks.put_pending_hint(task, 0, creation.now),
+                self.tasks.messages.put_pending_hint(task, 0, creation.now),
                 self._announce(task, creation.writer_publishes, hinted=creation.hinted),
             )
             creation.hint_id = task.runs[0].hint_id = hint_id
@@ -281,7 +281,7 @@ class TaskCreation:
         """A pending task's hint now guards it; a task answered after its publishing waits for it."""
         task = creation.task
         if creation.hinted and creation.hint_id is not None:
-            self.tasks.guarded_by_hint(task, creation.hint_id, creation.now)
+            self.tasks.messages.guarded_by_hint(task, creation.hint_id, creation.now)
         if _answered_after_publishing(creation.writer_publishes, task):
             # Instead of a dispatch request (`_announce`).
             await self.stores.events.published(Stream(TASKS_TABLE, task.task_id), task.event_seq)
@@ -309,7 +309,7 @@ class TaskCreation:
         """A written task that waits for dependencies, released from those found satisfied since (`late`, on its
         row), or scheduled once none of a long list's requirement rows is left."""
         if task.waiting is not None:
-            return await self.lifecycle.release(task.task_id, late) if late else task
+            return await self.scheduling.release(task.task_id, late) if late else task
         if creation.dependencies:
             # The satisfied dependencies' rows go, and the others are read (they may have gone meanwhile, their
             # dependency resolved and its resolver found this task not written yet): at once.
@@ -319,7 +319,7 @@ class TaskCreation:
                 self.stores.deps.blocked(task.task_id, waiting_for),
             )
             if not blocked:
-                return await self.lifecycle.schedule_unblocked(task.task_id)
+                return await self.scheduling.schedule_unblocked(task.task_id)
         return task
 
     async def _undo(self, task_id: str, dependencies: list[str], joined: str | None) -> None:

@@ -15,7 +15,8 @@ from shared.domain.group_outcomes import Unsuccessful
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.pushes import push_of
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
-from shared.operations.lifecycle import Lifecycle, deadline_passed
+from shared.operations.lifecycle import Lifecycle
+from shared.operations.scheduling import deadline_passed
 from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
 

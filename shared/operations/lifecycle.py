@@ -1,22 +1,19 @@
-"""A task's life after createTask: scheduling, reruns, cancellation, resolution by its worker, retries, new
-hints for a pending run, and priorities. Each is one `TaskRepository.modify`: decided on the task as read and
-written conditionally on its ETag, so a repeated or racing request changes nothing twice.
+"""A task's life after createTask, as its callers ask: scheduleTask, rerunTask, cancelTask, the resolution by its
+worker (reportCompleted/Failed/Exception) and its retries, and priorities. Each is one `TaskRepository.modify`:
+decided on the task as read and written conditionally on its ETag, so a repeated or racing request changes nothing
+twice; those that resolve a run hand it the resolution's steps (shared/operations/resolution_write.py). What a
+dependency's resolution does for its dependents is shared/operations/scheduling.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
-from collections.abc import Collection
-from dataclasses import dataclass
 
 from shared import errors, metrics
-from shared.domain.group_outcomes import UNSUCCESSFUL_STATES
 from shared.domain.tasks import (
     MAX_RUNS,
     RESOLVED_STATES,
-    TASKS_TABLE,
     Priority,
     ReasonCreated,
     ReasonResolved,
@@ -25,16 +22,14 @@ from shared.domain.tasks import (
     Task,
 )
 from shared.logs import fields
-from shared.operations.writes.followups import Guards, nothing
+from shared.operations.resolution_write import ResolutionWrite
+from shared.operations.scheduling import Scheduling, deadline_passed
+from shared.operations.writes.guards import Guards
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
-from shared.outbox.log import Fallback
-from shared.outbox.rows import Stream
-from shared.storage.grouped import GroupCommit
 
 log = logging.getLogger("queue")
 
 RETRY_REASONS: dict[ReasonResolved, ReasonCreated] = {"worker-shutdown": "retry", "intermittent-task": "task-retry"}
-MAX_HINTS = 4  # hints a pending run accepts at once: its first, and the reconciler's latest
 
 
 class PriorityUnchanged(errors.RequestConflict):
@@ -43,10 +38,6 @@ class PriorityUnchanged(errors.RequestConflict):
 
 class TaskAlreadyResolved(errors.RequestConflict):
     """Task `{taskId}` is resolved: its priority can no longer change"""
-
-
-def deadline_passed(task: Task, now: dt.datetime) -> bool:
-    return task.deadline <= now
 
 
 def run_of(task: Task, run_id: int) -> Run:
@@ -66,105 +57,15 @@ async def add_retry(task: Task, reason_created: ReasonCreated | None, guards: Gu
     await guards.hint(task)
 
 
-@dataclass
-class _Release:
-    """One dependency's release of a dependent, written with the others that arrive meanwhile; what it left."""
-
-    dependency: str
-    stands_in: Fallback | None  # the dependency's claim check, standing in for the dependent's events
-    task: Task | None = None
-    changed: bool = False
-
-
 class Lifecycle:
-    def __init__(self, tasks: TaskRepository) -> None:
-        self.tasks = tasks
+    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, resolving: ResolutionWrite) -> None:
+        self.tasks, self.scheduling, self.resolving = tasks, scheduling, resolving
         self.stores = tasks.stores
-        # The releases of one dependent that come together (a summary's test chunks resolving at once) are
-        # written together: one write for them rather than a write each, each but one losing a race first.
-        self._releases: GroupCommit[str, _Release] = GroupCommit(self._release_together, len)
-
-    async def schedule_unblocked(self, task_id: str, *, refuse_late: bool = False) -> Task:
-        """Give a task its first run, unless it has one or its deadline passed (what a dependency's resolution
-        does for a task it unblocked; scheduleTask, with `refuse_late`, answers 409 past the deadline)."""
-        guards = self.tasks.guards()
-        now = guards.now
-
-        async def schedule(task: Task) -> Unchanged | None:
-            if task.runs and not (task.rerun_when_ready and not refuse_late and task.state in RESOLVED_STATES):
-                return UNCHANGED
-            if deadline_passed(task, now):
-                if refuse_late:
-                    raise errors.DeadlinePassed(taskId=task_id, deadline=task.definition["deadline"])
-                return UNCHANGED
-            if task.runs:  # resolved, and to rerun once nothing is left to wait for (shared/operations/reruns.py)
-                await self._add_rerun(task, guards, now)
-                return None
-            task.runs.append(Run("pending", "scheduled", now))
-            task.emit("task-pending", 0)
-            await guards.hint(task)
-            return None
-
-        return await self.tasks.modify(task_id, schedule, guards)
-
-    async def release(self, task_id: str, satisfied: Collection[str]) -> Task:
-        """A task that keeps what it waits for on its row (Task.waiting) no longer waits for `satisfied`: they
-        leave the list, and the write that empties it gives the task its first run (unless it has one, or its
-        deadline passed). Idempotent: a dependency no longer listed changes nothing."""
-        return (await self._release(task_id, satisfied, None))[0]
-
-    async def _release(self, task_id: str, satisfied: Collection[str], stands_in: Fallback | None) -> tuple[Task, bool]:
-        """`release`, and whether this call wrote it. `stands_in`: a message that already stands in for the
-        events should this process die before publishing them (the resolving dependency's claim check, from
-        `guarded_by`): the hint goes without a dispatch request, and the message waits for these events too."""
-        satisfied = frozenset(satisfied)  # looked up once per listed dependency (up to IN_ROW)
-        guards = self.tasks.guards()
-        guards.stands_in = stands_in
-        now = guards.now
-        changed = False
-
-        async def release(task: Task) -> Unchanged | None:
-            nonlocal changed
-            changed = False  # as the last try decided
-            rerun = task.rerun_when_ready and task.state in RESOLVED_STATES  # shared/operations/reruns.py
-            if (task.runs and not rerun) or task.waiting is None or not any(d in satisfied for d in task.waiting):
-                return UNCHANGED
-            task.waiting = [d for d in task.waiting if d not in satisfied]
-            if not task.waiting and not deadline_passed(task, now):
-                if rerun:
-                    await self._add_rerun(task, guards, now)
-                else:
-                    task.runs.append(Run("pending", "scheduled", now))
-                    task.emit("task-pending", 0)
-                    await guards.hint(task)
-            changed = True
-            return None
-
-        task = await self.tasks.modify(task_id, release, guards)
-        if changed and task.state == "pending" and stands_in is not None:  # it scheduled (or reran) the task
-            self.stores.events.also_guarded_by(stands_in, Stream(TASKS_TABLE, task_id), task.event_seq)
-        return task, changed
-
-    async def release_soon(self, task_id: str, dependency: str, stands_in: Fallback | None = None) -> tuple[Task, bool]:
-        """`release` of one dependency, written with the other releases of the same task that arrive meanwhile
-        (`stands_in` only when every one of them has one: `_release`); the task as left, and whether the write
-        released it from this one. TaskNotFound when the task is not written."""
-        item = _Release(dependency, stands_in)
-        await self._releases.add(task_id, item)
-        assert item.task is not None
-        return item.task, item.changed
-
-    async def _release_together(self, task_id: str, items: list[_Release]) -> None:
-        guards = [item.stands_in for item in items]
-        stands_in = guards[0] if all(guard is not None for guard in guards) else None
-        task, changed = await self._release(task_id, {item.dependency for item in items}, stands_in)
-        for item in items:
-            item.task, item.changed = task, changed
 
     async def schedule_task(self, task_id: str) -> Task:
         """scheduleTask: schedule a task that has no runs, whatever its dependencies say."""
         await self.stores.ready()
-        return await self.schedule_unblocked(task_id, refuse_late=True)
+        return await self.scheduling.schedule_unblocked(task_id, refuse_late=True)
 
     async def rerun_task(self, task_id: str) -> Task:
         await self.stores.ready()
@@ -180,37 +81,11 @@ class Lifecycle:
                 return UNCHANGED
             if len(task.runs) >= MAX_RUNS:
                 raise errors.MaxRunsReached(maxRuns=MAX_RUNS)
-            await self._add_rerun(task, guards, now, index_deadline=not deadline_indexed)
+            await self.scheduling.add_rerun(task, guards, now, index_deadline=not deadline_indexed)
             deadline_indexed = True
             return None
 
         return await self.tasks.modify(task_id, rerun, guards)
-
-    async def _add_rerun(self, task: Task, guards: Guards, now: dt.datetime, *, index_deadline: bool = True) -> None:
-        """A new pending run of a resolved task (rerunTask, or a rerun that waited for its dependencies), its retries
-        reset; any rerun that was waiting is done with. Its deadline row is written again first (it is there until
-        the deadline, unless the task predates the index; once is enough across retries of one change)."""
-        if index_deadline:
-            await asyncio.gather(
-                self.stores.deadlines.add(task.task_id, task.deadline, task.expires),
-                self._succeeds_again(task) if task.state in UNSUCCESSFUL_STATES else nothing(),
-            )
-        task.runs.append(Run("pending", "rerun", now))
-        task.retries_left = min(int(task.definition["retries"]), MAX_RUNS - len(task.runs))
-        task.taken_until = None
-        task.rerun_when_ready = False
-        task.emit("task-pending", task.last_run_id)
-        await guards.hint(task)
-
-    async def _succeeds_again(self, task: Task) -> None:
-        """A rerun: the task is no longer among its group's unsuccessful members (best effort: a failure leaves its
-        push's row counting it, until it resolves again)."""
-        try:
-            await self.stores.groups.outcomes.forget(task.definition["taskGroupId"], task.task_id)
-        except Exception:
-            log.warning(
-                "could not take a rerun task off its group's failures", exc_info=True, extra=fields(taskId=task.task_id)
-            )
 
     async def cancel_task(self, task_id: str) -> Task:
         await self.stores.ready()
@@ -237,7 +112,7 @@ class Lifecycle:
             changed = True
             return None
 
-        task = await self.tasks.modify(task_id, cancel)
+        task = await self.tasks.modify(task_id, cancel, steps=self.resolving)
         if changed:
             metrics.resolved("exception", "canceled")
         return task, changed
@@ -270,14 +145,11 @@ class Lifecycle:
                 await add_retry(task, RETRY_REASONS.get(reason), guards, now)
             return None
 
-        task = await self.tasks.modify(task_id, report, guards)
+        task = await self.tasks.modify(task_id, report, guards, self.resolving)
         if changed:  # not a repeat
             metrics.resolved(state, reason)
-        elif self.tasks.guarded() and self.tasks.resolver is not None:
-            # Maybe the retry of a report whose process wrote it and died before answering, leaving what follows
-            # it to the claim check (shared/operations/writes/repository.py): followed up now (idempotent), the answer
-            # waiting for it as the first one would have.
-            await self.tasks.resolver.follow_up_run(task, run_id)
+        else:  # maybe the retry of a report whose process died before answering
+            await self.resolving.follow_up_repeat(task, run_id)
         log.info(
             "run resolved %s/%s",
             state,
@@ -285,31 +157,6 @@ class Lifecycle:
             extra=fields(event=f"task-{state}", taskId=task_id, runId=run_id, reason=reason),
         )
         return task
-
-    async def rehint(self, task_id: str, run_id: int, *, keep_previous: bool) -> bool:
-        """Put a new pending hint for a pending run (the reconciler's repair of a lost hint). With
-        `keep_previous` the run's earlier hints stay valid too (the first keeps its place in the queue); at most
-        MAX_HINTS are kept. False when the run is no longer pending or its deadline passed."""
-        guards = self.tasks.guards()
-        now = guards.now
-        hinted = False
-
-        async def again(task: Task) -> Unchanged | None:
-            nonlocal hinted
-            run = task.runs[-1] if task.runs else None
-            if run is None or task.last_run_id != run_id or run.state != "pending" or deadline_passed(task, now):
-                hinted = False
-                return UNCHANGED
-            earlier = run.hint_ids()
-            await guards.hint(task)
-            assert run.hint_id is not None
-            kept = [*earlier[:1], *earlier[1:][-(MAX_HINTS - 2) :]] if keep_previous else []
-            run.hint_id = " ".join([*kept, run.hint_id])
-            hinted = True
-            return None
-
-        await self.tasks.modify(task_id, again, guards)
-        return hinted
 
     async def change_priority(self, task_id: str, new_priority: Priority, *, strict: bool) -> Task | None:
         """Set a task's priority; pending work is hinted again in the new priority's queue (the old hint can no

@@ -2,7 +2,7 @@
 inspector's "Rerun failed" uses): rerunTask runs a resolved task at once, whatever its dependencies say, so rerunning
 a failed build and the tests its failure cancelled ran the tests ahead of the build. Here a task whose dependencies
 have not all met its `requires` (completed; resolved, for `all-resolved`) is marked instead (`Task.rerun_when_ready`)
-and left waiting for the ones that have not: the resolution that releases it last reruns it (Lifecycle.release,
+and left waiting for the ones that have not: the resolution that releases it last reruns it (Scheduling.release,
 schedule_unblocked), as it schedules a task that waits for the first time. Whatever the caller does next, the
 task never runs ahead of a dependency.
 
@@ -21,7 +21,8 @@ from typing import Literal
 from shared import errors
 from shared.domain.tasks import MAX_RUNS, RESOLVED_STATES, Task
 from shared.logs import fields
-from shared.operations.lifecycle import Lifecycle, deadline_passed
+from shared.operations.lifecycle import Lifecycle
+from shared.operations.scheduling import Scheduling, deadline_passed
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 
 log = logging.getLogger("queue")
@@ -30,8 +31,8 @@ RerunOutcome = Literal["rerun", "waiting", "unchanged"]
 
 
 class Reruns:
-    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
-        self.tasks, self.lifecycle = tasks, lifecycle
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle, scheduling: Scheduling) -> None:
+        self.tasks, self.lifecycle, self.scheduling = tasks, lifecycle, scheduling
         self.stores = tasks.stores
 
     async def rerun_when_ready(self, task_id: str) -> tuple[Task, RerunOutcome]:
@@ -50,9 +51,9 @@ class Reruns:
         met = set(unmet) - set(await self.unmet(marked))
         if met:  # met between the first look and the mark: their releases found no mark to act on
             if marked.waiting is not None:
-                marked = await self.lifecycle.release(task_id, met)
+                marked = await self.scheduling.release(task_id, met)
             elif not await self.stores.deps.blocked(task_id):
-                marked = await self.lifecycle.schedule_unblocked(task_id)
+                marked = await self.scheduling.schedule_unblocked(task_id)
         return marked, "waiting" if marked.rerun_when_ready else "rerun"
 
     async def unmet(self, task: Task) -> list[str]:

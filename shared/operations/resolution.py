@@ -18,9 +18,9 @@ from shared.domain.group_outcomes import UNSUCCESSFUL_STATES
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
 from shared.domain.messages import RESOLVED_QUEUE, ResolvedCheck
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Run, Task, newest_run
+from shared.gather import nothing
 from shared.operations.index import TaskIndex
-from shared.operations.lifecycle import Lifecycle
-from shared.operations.writes.followups import nothing
+from shared.operations.scheduling import Scheduling
 from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.operations.writes.stores import Stores
 from shared.outbox.log import Fallback
@@ -36,13 +36,13 @@ def resolved_run(task: Task, run_id: int) -> bool:
 
 
 class Resolution:
-    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle, index: TaskIndex) -> None:
-        self.tasks, self.lifecycle, self.index = tasks, lifecycle, index
+    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, index: TaskIndex) -> None:
+        self.tasks, self.scheduling, self.index = tasks, scheduling, index
         self.stores = tasks.stores
 
     def queue_of(self, check: ResolvedCheck) -> str:
         """The `task-resolved` shard of the check's task."""
-        return self.tasks.check_queue(RESOLVED_QUEUE, check.taskId)
+        return self.tasks.messages.check_queue(RESOLVED_QUEUE, check.taskId)
 
     async def resolve_dependencies(
         self, check: ResolvedCheck, *, with_group: bool = True, stands_in: Fallback | None = None
@@ -53,7 +53,7 @@ class Resolution:
         `with_group`: the group step is left out, for the caller to run after (`resolve_group_member`): the
         dependents and the Index only (what a report's answer waits for: shared/operations/writes/repository.py).
         `stands_in`: the resolution's claim check, which also stands in for the events of the dependents it
-        releases (no dispatch requests: Lifecycle.release_soon). Without one (a message, the check, a repeated
+        releases (no dispatch requests: Scheduling.release_soon). Without one (a message, the check, a repeated
         report following a resolution up), a dependent found released already has its events dispatched: the
         process that released it may have died before publishing them."""
         stores = self.stores
@@ -118,7 +118,7 @@ class Resolution:
         if run is not None and run.state == "running" and run.taken_until is not None:
             # This may have been the run's claim check, turned into a resolution that was never written
             # (Guards.resolved): the claim must still expire.
-            await self.tasks.put_claim_check(task.task_id, check.runId, run.taken_until, now)
+            await self.tasks.messages.put_claim_check(task.task_id, check.runId, run.taken_until, now)
         return "stale"
 
     async def _nothing_depends_on(self, task: Task) -> bool:
@@ -182,7 +182,7 @@ class Resolution:
                 if await deps.blocked(dependent.task_id, dependent.others):
                     return
             try:
-                await self.lifecycle.schedule_unblocked(dependent.task_id)
+                await self.scheduling.schedule_unblocked(dependent.task_id)
             except errors.TaskNotFound:
                 # Its createTask has not written it yet, and reads its requirements after writing it. With a
                 # single dependency the requirement row is normally left (the schedule makes it moot): drop it,
@@ -190,7 +190,7 @@ class Resolution:
                 if dependent.count == 1:
                     await deps.satisfy(dependent.task_id, [check.taskId])
                     with contextlib.suppress(errors.TaskNotFound):
-                        await self.lifecycle.schedule_unblocked(dependent.task_id)
+                        await self.scheduling.schedule_unblocked(dependent.task_id)
             faults.point("resolution-mid-page")
 
     async def _release(
@@ -200,7 +200,7 @@ class Resolution:
         task before it resolved and is about to write it waiting for this one. Being written here, it is waited
         for; otherwise a message of its own comes back for it (`_release_later`)."""
         try:
-            task, changed = await self.lifecycle.release_soon(dependent, check.taskId, stands_in)
+            task, changed = await self.scheduling.release_soon(dependent, check.taskId, stands_in)
             if stands_in is None and not changed and task.runs:
                 # Released before: by a process that may have died before publishing it, this resolution's claim
                 # check standing in (usually found published: a read of its cursor).
@@ -209,7 +209,7 @@ class Resolution:
         except errors.TaskNotFound:
             if await self.stores.events.in_flight.settled(TASKS_TABLE, dependent):
                 with contextlib.suppress(errors.TaskNotFound):
-                    await self.lifecycle.release(dependent, (check.taskId,))
+                    await self.scheduling.release(dependent, (check.taskId,))
                     return
         later = replace(check, continuation=None, since=now, dependent=dependent)
         await self.stores.queues.put(
@@ -222,7 +222,7 @@ class Resolution:
         reads this task resolved; the reconciler releases a task written later still)."""
         assert check.dependent is not None
         try:
-            await self.lifecycle.release(check.dependent, (check.taskId,))
+            await self.scheduling.release(check.dependent, (check.taskId,))
             return "resolved"
         except errors.TaskNotFound:
             if now - check.since < dt.timedelta(seconds=self.stores.settings.hint_grace):

@@ -20,10 +20,7 @@ from tests.clock import Clock
 from tests.services import memory_service
 from tests.unit.test_reconciler import create, memory_queues
 
-
-@pytest.fixture
-def service(clock: Clock) -> Queue:
-    return memory_service(clock=clock, deadline_delay=2)
+pytestmark = pytest.mark.service(deadline_delay=2)
 
 
 def queued(service: Queue) -> list[dict]:

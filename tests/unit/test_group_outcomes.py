@@ -8,16 +8,13 @@ import pytest
 from shared.domain.pushes import push_of
 from shared.runtime import Queue
 from tests.conftest import slugid, task_definition
-from tests.services import memory_service
 from tests.unit.test_reruns import create, run, states
 from tests.unit.test_service import _defaults
 
 REVISION = "4f1c2a9d8e7b6c5a4f1c2a9d8e7b6c5a4f1c2a9d"
 
 
-@pytest.fixture
-def service() -> Queue:
-    return memory_service(resolution_grace=5)
+pytestmark = pytest.mark.service(resolution_grace=5)
 
 
 async def decision(service: Queue, **fields: object) -> str:

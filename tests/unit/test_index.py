@@ -26,7 +26,6 @@ from shared.operations import index as index_ops
 from shared.storage.base import encode_key
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
-from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -35,9 +34,7 @@ def clock():
     return Clock(timeutil.to_ms(timeutil.now()))
 
 
-@pytest.fixture
-def service(clock):
-    return memory_service(clock=clock, expiry_delay=0)
+pytestmark = pytest.mark.service(expiry_delay=0)
 
 
 def run(coro):

@@ -3,20 +3,11 @@ healthy one: rows removed or left behind by hand on the memory connector."""
 
 from __future__ import annotations
 
-import pytest
-
 from shared.domain.groups import ACTIVE, GROUPS_TABLE
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
-from tests.clock import Clock
-from tests.services import memory_service
 from tests.unit.test_reconciler import create
-
-
-@pytest.fixture
-def service() -> Queue:
-    return memory_service(clock=Clock())
 
 
 async def found(service: Queue, *, settled: bool) -> list[tuple[str, str]]:

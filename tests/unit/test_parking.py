@@ -158,7 +158,7 @@ async def test_claim_checks_go_where_the_settings_say_every_process_looks():
     for claim_timeout, queue in ((60, CLAIM_QUEUE), (10, CLAIM_DUE_QUEUE)):
         queues = MemoryQueues()
         service = memory_service(queues=queues, claim_timeout=claim_timeout, park_lead=30)
-        assert service.tasks.claim_queue("any") == queue
+        assert service.tasks.messages.claim_queue("any") == queue
         task_id = await create_task(service)
         await service.claims.claim(task_id, 0, "g", "w")
         assert len(queues.contents(queue)) == 1

@@ -35,9 +35,7 @@ from tests.unit.test_service import _defaults
 GRACE = 60
 
 
-@pytest.fixture
-def service(clock: Clock) -> Queue:
-    return memory_service(clock=clock, reconcile_grace=GRACE, rehint_after=600)
+pytestmark = pytest.mark.service(reconcile_grace=GRACE, rehint_after=600)
 
 
 def memory_queues(service: Queue) -> MemoryQueues:

@@ -10,14 +10,10 @@ from shared.operations import creation as creation_mod
 from shared.operations import reruns as reruns_mod
 from shared.runtime import Queue
 from tests.conftest import slugid, task_definition
-from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
-
-@pytest.fixture
-def service() -> Queue:
-    # Resolutions followed up here, after the answer (as in production): settled before each look.
-    return memory_service(resolution_grace=5)
+# Resolutions followed up here, after the answer (as in production): settled before each look.
+pytestmark = pytest.mark.service(resolution_grace=5)
 
 
 async def create(service: Queue, group: str, *dependencies: str) -> str:

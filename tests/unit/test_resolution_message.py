@@ -17,10 +17,7 @@ from tests.conftest import slugid
 from tests.services import memory_service
 from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
 
-
-@pytest.fixture
-def service(clock: Clock) -> Queue:
-    return memory_service(clock=clock, reconcile_grace=GRACE)
+pytestmark = pytest.mark.service(reconcile_grace=GRACE)
 
 
 def contents(service: Queue, queue: str) -> list[bytes]:

@@ -19,11 +19,6 @@ from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 
 
-@pytest.fixture
-def service(clock):
-    return memory_service(clock=clock)
-
-
 def run(coro):
     return asyncio.run(coro)
 

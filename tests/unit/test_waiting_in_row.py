@@ -19,10 +19,7 @@ from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 from tests.unit.test_reconciler import claim_all, create
 
-
-@pytest.fixture
-def service(clock: Clock) -> Queue:
-    return memory_service(clock=clock, hint_grace=5)
+pytestmark = pytest.mark.service(hint_grace=5)
 
 
 async def follow_resolutions(service: Queue) -> int:

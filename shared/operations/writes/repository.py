@@ -8,16 +8,12 @@ Rules every change follows:
   elsewhere fails the write, and the change starts over from a fresh read), and an outcome that writes nothing (a
   refusal, nothing to do) stands only after a read shows the same ETag.
 - A queue message that guards a change (pending hint, claim check, resolution message) is written *before* the
-  entity change it guards (`Guards`, in shared/operations/writes/followups.py with what follows a write), so a crash
-  between the two leaves at most a harmless stale message, never a task that nothing will move. Readers of a
-  message re-check state, so stale and duplicated messages do nothing.
-- The resolution of a running run is guarded by the run's claim check, written before the claim: where this
-  process publishes its events and resolves what follows a resolution itself, nothing is put before that write
-  (one storage round trip, not two). The check stays, as it is, until the events are published and what follows
-  is done (dependents released and Index written before the answer, group left after it: `_follow_here`);
-  should the process die before it answers, the worker's retry of its report follows the resolution up
-  (Lifecycle.resolve), and should it die after, the check comes due at `takenUntil`, and its handler finds the
-  run resolved, asks for the dispatch of its events and follows the resolution up (shared/operations/checks.py).
+  entity change it guards (shared/operations/writes/guards.py), so a crash between the two leaves at most a
+  harmless stale message, never a task that nothing will move. Readers of a message re-check state, so stale and
+  duplicated messages do nothing.
+- `modify` is the same loop for every change: read, decide, the steps before the write, the write, the steps
+  after it. A change that resolves a run hands it the resolution's steps (shared/operations/resolution_write.py:
+  its live logs sealed, its resolution message or claim check, what follows it); any other change has none.
 """
 
 from __future__ import annotations
@@ -26,17 +22,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 from shared import errors, faults
 from shared.domain.events import task_event
-from shared.domain.groups import group_changed
-from shared.domain.index import indexed
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, KnownTasks, Task, task_row
 from shared.logs import fields
-from shared.operations.writes.followups import FollowUps, Guards, all_of
 from shared.operations.writes.group_store import GroupRows
-from shared.operations.writes.livelogs import seal_live
+from shared.operations.writes.guards import Guards
+from shared.operations.writes.messages import TaskMessages
 from shared.operations.writes.stores import Stores
 from shared.outbox.rows import Stream, event_ops
 from shared.storage.base import Entity, Op
@@ -61,23 +55,80 @@ class Before(NamedTuple):
     resolved: bool
     running: bool  # its last run was running
     etag: str | None
+    last_run: int  # its last run's id (-1: none)
+    last_resolved: bool  # its last run was resolved
 
     @classmethod
     def of(cls, task: Task) -> Before:
-        return cls(task.state in RESOLVED_STATES, bool(task.runs) and task.runs[-1].state == "running", task.etag)
+        last = task.runs[-1] if task.runs else None
+        return cls(
+            task.state in RESOLVED_STATES,
+            last is not None and last.state == "running",
+            task.etag,
+            len(task.runs) - 1,
+            last is not None and bool(last.resolved_state),
+        )
+
+    def resolving(self, task: Task) -> bool:
+        """Whether the change resolves the task."""
+        return task.state in RESOLVED_STATES and not self.resolved
+
+    def resolves_a_run(self, task: Task) -> bool:
+        """Whether the change resolves a run: the task, or the run it had (then retried), or a first run that is
+        born resolved (a cancel or deadline before any run)."""
+        if self.resolving(task):
+            return True
+        run = task.runs[self.last_run] if 0 <= self.last_run < len(task.runs) else None
+        return run is not None and bool(run.resolved_state) and not self.last_resolved
+
+
+class Planned(NamedTuple):
+    """What a change's steps before its write decided: the sequence number its events were announced up to (None:
+    the write announces them), the group rows written with it, whether a message put before stands in for the
+    dispatch of its events (no request), and what follows the write (told whether it was written)."""
+
+    announced: int | None
+    group: GroupRows | None = None
+    guarded: bool = False
+    after: Callable[[bool], Awaitable[None]] | None = None
+
+
+class WriteSteps(Protocol):
+    """The steps a kind of change takes around its write, which `modify` hands the task as mutated."""
+
+    async def before(self, task: Task, guards: Guards, before: Before) -> Planned: ...
+
+
+class ResolutionWithoutItsSteps(RuntimeError):
+    """A change that resolves a run was written without the resolution's steps (ResolutionWrite): nothing would
+    follow the resolution. A programming error, raised before anything is written."""
+
+
+class PlainWrite:
+    """The steps of a change that resolves no run: none but the write, its events announced with a hint put
+    before it (Guards.hint)."""
+
+    async def before(self, task: Task, guards: Guards, before: Before) -> Planned:
+        if before.resolves_a_run(task):
+            raise ResolutionWithoutItsSteps(task.task_id)
+        return Planned(guards.announced, guarded=guards.stands_in is not None)
+
+
+PLAIN = PlainWrite()
 
 
 Decision = Literal["changed", "unchanged"] | Task  # what `_decide` makes of a mutation
 
 
-class TaskRepository(FollowUps):
+class TaskRepository:
     def __init__(self, stores: Stores) -> None:
-        super().__init__(stores)
+        self.stores = stores
+        self.messages = TaskMessages(stores)
         self.known = KnownTasks(KNOWN_TASKS)
         self._noting: dict[str, asyncio.Future[Task | None]] = {}  # note_dependent writes under way, by task
 
     def guards(self) -> Guards:
-        return Guards(self, self.stores.now())
+        return Guards(self.messages, self.stores.now())
 
     # --- reading -------------------------------------------------------------------------------------------------
 
@@ -155,10 +206,11 @@ class TaskRepository(FollowUps):
 
     # --- changing ------------------------------------------------------------------------------------------------
 
-    async def modify(self, task_id: str, mutate: Mutation, guards: Guards | None = None) -> Task:
-        """Read, mutate, write conditionally on the ETag; on a lost race read again and re-decide. A change
-        that resolves the task puts its resolution message first (dependents and its group follow it), unless
-        its run's claim check guards it (`guarded`)."""
+    async def modify(
+        self, task_id: str, mutate: Mutation, guards: Guards | None = None, steps: WriteSteps = PLAIN
+    ) -> Task:
+        """Read, mutate, write conditionally on the ETag, with the change's `steps` around the write; on a lost
+        race read again and re-decide. A change that may resolve a run hands the resolution's steps."""
         guards = guards or self.guards()
         task: Task | None = self.known.get(task_id)
         fresh = task is None  # whether `task` was read from storage rather than remembered (KnownTasks)
@@ -172,7 +224,7 @@ class TaskRepository(FollowUps):
             if isinstance(decided, Task):
                 task, fresh = decided, True  # decided on a remembered row that changed: decide again
                 continue
-            if await self._write_change(task, guards, before):
+            if await self._write_change(task, guards, before, steps):
                 return task
             task = None
             log.debug("lost a write race, retrying", extra=fields(taskId=task_id))
@@ -197,80 +249,15 @@ class TaskRepository(FollowUps):
             raise refusal
         return "unchanged"
 
-    async def _write_change(self, task: Task, guards: Guards, before: Before) -> bool:
-        """Write a mutated task on the ETag it was read with, with what must go before it; then, for a resolution,
-        what follows it. Whether it was written (not: the task changed meanwhile)."""
-        await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
-        resolving = task.state in RESOLVED_STATES and not before.resolved
-        claim = task.checks.get("claim") if resolving and before.running and self.guarded() else None
-        spent: dict[str, list[str]] = {}
-        with self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id):  # its resolution message's reader waits
-            group = self._sole_group_resolution(task, guards) if resolving else None
-            announced = await self._announce_change(task, guards, resolving, claim, group)
-            if resolving:
-                spent = {kind: task.checks.pop(kind) for kind in ("claim", "deadline") if kind in task.checks}
-            written = await self.write(
-                task, announced=announced, group=group, guarded=claim is not None or guards.stands_in is not None
-            )
-        if group is not None and not written:
-            guards.group_failed = True  # the task changed, or the group did: decide again without it
-        if written and resolving:
-            await self._follow_resolution(task, guards, claim, group, spent)
+    async def _write_change(self, task: Task, guards: Guards, before: Before, steps: WriteSteps) -> bool:
+        """Write a mutated task on the ETag it was read with, its steps before and after it. Whether it was
+        written (not: the task changed meanwhile)."""
+        with self.stores.events.in_flight.writing(TASKS_TABLE, task.task_id):  # a message put before: its reader waits
+            planned = await steps.before(task, guards, before)
+            written = await self.write(task, announced=planned.announced, group=planned.group, guarded=planned.guarded)
+        if planned.after is not None:
+            await planned.after(written)
         return written
-
-    async def _announce_change(
-        self, task: Task, guards: Guards, resolving: bool, claim: list[str] | None, group: GroupRows | None
-    ) -> int | None:
-        """What goes before a change's write; the sequence number announced, for `write`. Guarded (a claim check):
-        the check, put before the claim, stands in for what follows (the module docstring), so nothing is put
-        before the write; a sole resolution leaves only its events to follow, any other turns the check into its
-        resolution message beside the write."""
-        announced: int | None
-        if claim is None and group is not None:  # nothing is left to follow: no resolution message
-            assert group.announce is not None
-            _, announced = await all_of(self.stores.events.announce(group.stream, group.announce), self.announce(task))
-            return announced
-        if claim is None and resolving:  # the resolution message and the dispatch request: both first
-            _, announced = await all_of(guards.resolved(task), self.announce(task))
-            return announced
-        return guards.announced
-
-    async def _follow_resolution(
-        self, task: Task, guards: Guards, claim: list[str] | None, group: GroupRows | None, spent: dict[str, list[str]]
-    ) -> None:
-        """A resolution written: its checks and index row tidied afterwards; what follows it (dependents, group,
-        Index) done here, guarded by the claim check that stands in, or by its resolution message."""
-        self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task.task_id, spent))
-        if claim is not None:
-            claim = spent.pop("claim", claim)  # the check stands in: not deleted with the others
-            if group is not None:
-                self._guarded_by_sole(task, guards, claim, group)
-            else:
-                await self._follow_here(task, guards, claim)
-        message = guards.resolution_message(task.last_run_id)
-        if claim is None and message is not None and self.resolution_grace:
-            self.stores.afterwards(self.resolve_here(*message))
-
-    def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
-        """A resolving task that nothing depends on and that is alone in the group named after it (as this process
-        knows its group): the group's
-        resolution, to be written in the task's own transaction, which then leaves nothing for a resolution
-        message to do (its dependents and its group are what that resolves). None otherwise, or when an earlier
-        try of this change already put that message (its handler would resolve the group a second time)."""
-        if (
-            task.has_dependents is not False
-            or task.dependents_here
-            or task.definition["taskGroupId"] != task.task_id
-            or guards.group_failed
-            or (task.state == "completed" and indexed(task.definition))  # indexing follows it
-            or guards.resolution_message(task.last_run_id) is not None
-            or any(run.reason_created == "rerun" for run in task.runs)
-        ):  # it left the group's active set before
-            return None
-        now = self.stores.now()
-        return self.stores.groups.resolve_sole_ops(
-            task.task_id, lambda g: [group_changed("task-group-resolved", g, now)]
-        )
 
     async def write(
         self,
@@ -317,49 +304,38 @@ class TaskRepository(FollowUps):
         also: Sequence[Stream],
     ) -> Sequence[str | None] | None:
         """`write`: the transaction's ETags (the task's first, then `extra`'s), or None when it lost a race."""
-        tables = self.stores.tables
-        if task.emitted or extra or touch:
-            now = self.stores.now()
-            events = [
-                task_event(task, exchange, run_id, now=now, **fields_) for exchange, run_id, fields_ in task.emitted
-            ]
-            first = task.event_seq + 1
-            task.event_seq += len(events)
-            stream = Stream(TASKS_TABLE, task.task_id)
-            if events and announced != task.event_seq:  # the change's events are announced before it is written
-                await self.stores.events.announce(stream, task.event_seq)
-            faults.point("before-state-write")
-            if touch:
-                task_op = Op(
-                    "merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq}, task.etag)
-                )
-            else:
-                task_op = Op("insert" if insert else "replace", task.to_entity())
-            ops = [task_op, *extra, *event_ops(stream, first, events)]
-            written = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, new=insert, also=also)
-            if written is None:
-                task.event_seq -= len(events)
-                self.known.forget(task.task_id)
-                return None
-            etags = written
-            task.etag = etags[0]
-            if touch:
-                self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns
-            else:
-                self.known.put(task_op.entity.with_etag(task.etag))
-            task.emitted.clear()
-            for event in events:
-                log.info("%s", event.exchange, extra=fields(event=event.exchange, taskId=task.task_id))
+        now = self.stores.now()
+        events = [task_event(task, exchange, run_id, now=now, **fields_) for exchange, run_id, fields_ in task.emitted]
+        first = task.event_seq + 1
+        task.event_seq += len(events)
+        stream = Stream(TASKS_TABLE, task.task_id)
+        if events and announced != task.event_seq:  # the change's events are announced before it is written
+            await self.stores.events.announce(stream, task.event_seq)
+        if touch:  # only its event count: still conditional on the ETag, as the extra rows were read against it
+            task_op = Op("merge", Entity(task.task_id, task_row(task.task_id), {"eventSeq": task.event_seq}, task.etag))
         else:
-            faults.point("before-state-write")
-            entity = task.to_entity()
-            stored = await (tables.insert if insert else tables.replace)(TASKS_TABLE, entity)
-            if stored is None:
-                self.known.forget(task.task_id)
-                return None
-            task.etag = stored.etag
-            etags = [stored.etag]
-            self.known.put(entity.with_etag(task.etag))
+            task_op = Op("insert" if insert else "replace", task.to_entity())
+        faults.point("before-state-write")
+        if events or extra or touch:
+            ops = [task_op, *extra, *event_ops(stream, first, events)]
+            etags = await self.stores.events.commit_change(TASKS_TABLE, stream, ops, new=insert, also=also)
+        else:
+            stored = await (self.stores.tables.insert if insert else self.stores.tables.replace)(
+                TASKS_TABLE, task_op.entity
+            )
+            etags = None if stored is None else [stored.etag]
+        if etags is None:
+            task.event_seq -= len(events)
+            self.known.forget(task.task_id)
+            return None
+        task.etag = etags[0]
+        if touch:
+            self.known.forget(task.task_id)  # a merge: the remembered row would lack the other columns
+        else:
+            self.known.put(task_op.entity.with_etag(task.etag))
+        task.emitted.clear()
+        for event in events:
+            log.info("%s", event.exchange, extra=fields(event=event.exchange, taskId=task.task_id))
         faults.point("after-state-write")
         if task.runs and task.runs[-1].state == "pending" and task.runs[-1].hint_id:
             # Its hint went out before this write; the claimWork calls waiting here may claim it now.
@@ -367,5 +343,3 @@ class TaskRepository(FollowUps):
                 self.stores.shards.pending_queue(task.task_queue_id, task.priority, task.task_id)
             )
         return etags
-
-    # --- the messages changes put before they are written ------------------------------------------------------
