@@ -14,8 +14,8 @@ TC_CLIENT_VERSION := 87.1.3
 TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
 # Taskcluster's generic-worker and `taskcluster` CLI, which tests run unchanged: built from the Go module proxy
 # (tests/taskcluster-go/go.mod names the release, go.sum pins the hashes). Without Go their tests are skipped.
-# The inspector's JavaScript checks (ESLint, tsc --checkJs, node's test runner): tools/inspector/package-lock.json.
-INSPECTOR_TOOLS_STAMP := tools/inspector/node_modules/.installed
+# The inspector's JavaScript checks (ESLint, tsc --checkJs, node's test runner): shared/api/inspector/package-lock.json.
+INSPECTOR_TOOLS_STAMP := shared/api/inspector/node_modules/.installed
 GO_TOOLS := .tools/go/bin
 GO_TOOLS_STAMP := $(GO_TOOLS)/.built
 TC_GO := github.com/taskcluster/taskcluster/v97
@@ -44,8 +44,8 @@ $(TC_CLIENT_STAMP): $(AZURITE_STAMP)
 		taskcluster-client@$(TC_CLIENT_VERSION)
 	@touch $@
 
-$(INSPECTOR_TOOLS_STAMP): tools/inspector/package.json tools/inspector/package-lock.json
-	npm ci --prefix tools/inspector --no-audit --no-fund --loglevel=error
+$(INSPECTOR_TOOLS_STAMP): shared/api/inspector/package.json shared/api/inspector/package-lock.json
+	npm ci --prefix shared/api/inspector --no-audit --no-fund --loglevel=error
 	@touch $@
 
 $(GO_TOOLS_STAMP): tests/taskcluster-go/go.mod tests/taskcluster-go/go.sum
@@ -80,8 +80,8 @@ lint: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py
-	npm --prefix tools/inspector run --silent lint
-	npm --prefix tools/inspector run --silent typecheck
+	npm --prefix shared/api/inspector run --silent lint
+	npm --prefix shared/api/inspector run --silent typecheck
 	$(PY) -m pytest -q -p no:cacheprovider -m habits tests/unit
 
 typecheck: setup
@@ -90,4 +90,4 @@ typecheck: setup
 check: lint typecheck test
 
 clean:
-	rm -rf $(VENV) .tools tools/inspector/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools shared/api/inspector/node_modules .pytest_cache .mypy_cache .ruff_cache

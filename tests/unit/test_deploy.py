@@ -450,3 +450,15 @@ def test_the_largest_body_azure_takes_is_the_local_hosts_and_holds_the_largest_s
     limit = int(re.search(r"FUNCTIONS_REQUEST_BODY_SIZE_LIMIT: '(\d+)'", bicep).group(1))
     s3_max = int(re.search(r"QUEUE_ARTIFACT_S3_MAX_BYTES: '(\d+)'", bicep).group(1))
     assert s3_max <= limit == Settings.model_fields["http_request_body_limit"].default
+
+
+def test_the_package_holds_the_inspectors_app_and_not_its_tools():
+    """The inspector is a room of its own (shared/api/inspector/): its app is served, so deployed; its tests, lint
+    and type-check config and node_modules stay behind."""
+    room = PROJECT / "shared" / "api" / "inspector"
+    served = [str(f.relative_to(PROJECT)) for f in (room / "app").iterdir()]
+    assert "shared/api/inspector/app/index.html" in served
+    assert not [f for f in [*served, "shared/api/inspector/__init__.py"] if ignored(f)]
+    tools = ["package.json", "package-lock.json", "eslint.config.js", "tsconfig.json", "tests/inspector_units.mjs"]
+    for left in [*tools, "node_modules/typescript/package.json"]:
+        assert ignored(f"shared/api/inspector/{left}"), left

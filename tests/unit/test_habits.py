@@ -82,7 +82,7 @@ def test_the_pre_commit_hooks_are_the_checks_above():
         "ruff check",
         "mypy",
         "lint-imports",
-        "tools/inspector",
+        "shared/api/inspector",
         "tools/commit_subject.py",
         "tools/module_size.py",
     ):

@@ -1,4 +1,4 @@
-"""The inspector's JavaScript (shared/api/static/inspector) as its own tools check it (tools/inspector/package.json,
+"""The inspector's JavaScript (shared/api/inspector/app) as its own tools check it (shared/api/inspector/package.json,
 installed by `make test`): ESLint, tsc --checkJs, and the unit tests of its logic that needs no page (ANSI parsing,
 the log model, addresses, the group model) by node's own test runner; the browser tests prove it on the page."""
 
@@ -12,12 +12,12 @@ import pytest
 
 from tests.conftest import PROJECT
 
-TOOLS = PROJECT / "tools" / "inspector"
-UNITS = PROJECT / "tests" / "unit" / "js" / "inspector_units.mjs"
+TOOLS = PROJECT / "shared" / "api" / "inspector"  # the inspector's room: its app, tests and tools
+UNITS = TOOLS / "tests" / "inspector_units.mjs"
 pytestmark = [
     pytest.mark.habits,  # runs the inspector's tools: `make lint`
     pytest.mark.skipif(shutil.which("npm") is None, reason="needs node and npm (make test installs Azurite with them)"),
-    pytest.mark.skipif(not (TOOLS / "node_modules").is_dir(), reason="make test installs tools/inspector first"),
+    pytest.mark.skipif(not (TOOLS / "node_modules").is_dir(), reason="make test installs shared/api/inspector first"),
 ]
 
 

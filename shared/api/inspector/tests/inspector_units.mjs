@@ -3,16 +3,16 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { parseLine, PLAIN } from "../../../shared/api/static/inspector/ansi.js";
-import { understand, routeOf } from "../../../shared/api/static/inspector/addresses.js";
-import { GroupModel } from "../../../shared/api/static/inspector/groupmodel.js";
-import { layers } from "../../../shared/api/static/inspector/graph.js";
-import { LogModel, MAX_MATCHES } from "../../../shared/api/static/inspector/logmodel.js";
-import { commandLines, quote } from "../../../shared/api/static/inspector/payload.js";
-import { names, rerunPlan } from "../../../shared/api/static/inspector/reruns.js";
+import { parseLine, PLAIN } from "../app/ansi.js";
+import { understand, routeOf } from "../app/addresses.js";
+import { GroupModel } from "../app/groupmodel.js";
+import { layers } from "../app/graph.js";
+import { LogModel, MAX_MATCHES } from "../app/logmodel.js";
+import { commandLines, quote } from "../app/payload.js";
+import { names, rerunPlan } from "../app/reruns.js";
 import { byName, countsText, filterPushes, pushesOf, pushIndexPath, worstState }
-  from "../../../shared/api/static/inspector/pushes.js";
-import { explain, ERROR_LINES, errorKind, logOf, storedLogOf } from "../../../shared/api/static/inspector/why.js";
+  from "../app/pushes.js";
+import { explain, ERROR_LINES, errorKind, logOf, storedLogOf } from "../app/why.js";
 import { CORPUS } from "./log_corpus.mjs";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";

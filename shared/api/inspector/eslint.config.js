@@ -1,18 +1,18 @@
 // ESLint for the web inspector's JavaScript (flat config). Run from the project's folder, which is the base path
-// the file patterns below are relative to: `make lint`, or tools/inspector/node_modules/.bin/eslint -c this file.
+// the file patterns below are relative to: `make lint`, or shared/api/inspector/node_modules/.bin/eslint -c this file.
 import js from "@eslint/js";
 import globals from "globals";
 
 export default [
   {
-    files: ["shared/api/static/inspector/**/*.js"],
+    files: ["shared/api/inspector/app/**/*.js"],
     ...js.configs.recommended,
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.browser },
   },
   {
     // Stricter than recommended: what catches a slip in code without types (equality, shadowing, use before
     // definition, promises), and one way to write the same thing.
-    files: ["shared/api/static/inspector/**/*.js", "tests/unit/js/**/*.mjs"],
+    files: ["shared/api/inspector/app/**/*.js", "shared/api/inspector/tests/**/*.mjs"],
     rules: {
       eqeqeq: ["error", "smart"], "no-var": "error", "prefer-const": "error", "no-implicit-coercion": "error",
       "no-shadow": "error", "no-param-reassign": "error", "no-unused-expressions": "error", "no-else-return": "error",
@@ -26,12 +26,12 @@ export default [
   },
   {
     // ANSI escapes are control characters: matching them is what these modules are for.
-    files: ["shared/api/static/inspector/ansi.js", "shared/api/static/inspector/logmodel.js",
-      "shared/api/static/inspector/why.js"],
+    files: ["shared/api/inspector/app/ansi.js", "shared/api/inspector/app/logmodel.js",
+      "shared/api/inspector/app/why.js"],
     rules: { "no-control-regex": "off" },
   },
   {
-    files: ["tests/unit/js/**/*.mjs", "tests/acceptance/js/**/*.mjs"],
+    files: ["shared/api/inspector/tests/**/*.mjs", "tests/acceptance/js/**/*.mjs"],
     ...js.configs.recommended,
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.node },
   },

@@ -1,6 +1,6 @@
 """The web inspector's files: `<rootUrl>/inspector/` (and `<rootUrl>/`, which leads there) serves a page that
 shows task groups, tasks, runs, artifacts, live logs and task queues by calling this same API from the browser
-(shared/api/static/inspector/: plain HTML, CSS and JavaScript modules, no build step).
+(shared/api/inspector/app/: plain HTML, CSS and JavaScript modules, no build step).
 
 Taskcluster's UI addresses (`<rootUrl>/tasks/<taskId>`, `/tasks/groups/<taskGroupId>`,
 `/tasks/<taskId>/runs/<runId>/logs/<name>`, `/provisioners/<p>/worker-types/<t>`, `/worker-manager/<pool>`, and
@@ -22,7 +22,7 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-STATIC = Path(__file__).parent / "static" / "inspector"
+STATIC = Path(__file__).parent / "app"
 PREFIX = "/inspector/"
 CONFIG = "config.json"
 MEDIA_TYPES = {
