@@ -20,7 +20,7 @@ GO_TOOLS := .tools/go/bin
 GO_TOOLS_STAMP := $(GO_TOOLS)/.built
 TC_GO := github.com/taskcluster/taskcluster/v97
 
-.PHONY: setup run test test-unit test-fast lint typecheck check clean
+.PHONY: setup run test test-unit coverage test-fast lint typecheck check clean
 
 setup: $(VENV)/.installed $(AZURITE_STAMP)
 
@@ -65,9 +65,13 @@ TEST_WORKERS ?= 2
 test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP) $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
-# The inner loop: the unit tier on the memory connector and the tests' clock, with branch coverage of shared/ (its
-# floor in pyproject.toml); nothing but the virtualenv: no Azurite, Go or npm. The habit checks are `make lint`.
+# The inner loop: the unit tier on the memory connector and the tests' clock; nothing but the virtualenv: no
+# Azurite, Go or npm. The habit checks are `make lint`.
 test-unit: $(VENV)/.installed
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not habits" tests/unit $(PYTEST_ARGS)
+
+# The same tier with branch coverage of shared/, which fails under its floor (pyproject.toml); CI runs it.
+coverage: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not habits" --cov --cov-report=term tests/unit $(PYTEST_ARGS)
 
 # The unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.

@@ -459,6 +459,12 @@ def test_the_package_holds_the_inspectors_app_and_not_its_tools():
     served = [str(f.relative_to(PROJECT)) for f in (room / "app").iterdir()]
     assert "shared/api/inspector/app/index.html" in served
     assert not [f for f in [*served, "shared/api/inspector/__init__.py"] if ignored(f)]
-    tools = ["package.json", "package-lock.json", "eslint.config.js", "tsconfig.json", "tests/inspector_units.mjs"]
-    for left in [*tools, "node_modules/typescript/package.json"]:
-        assert ignored(f"shared/api/inspector/{left}"), left
+    tools = [
+        "package.json",
+        "package-lock.json",
+        "eslint.config.js",
+        "tsconfig.json",
+        "node_modules/typescript/package.json",
+    ]
+    for left in [*(f"shared/api/inspector/{name}" for name in tools), "shared/api/inspector/tests/inspector_units.mjs"]:
+        assert ignored(left), left

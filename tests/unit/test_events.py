@@ -27,6 +27,7 @@ from shared.outbox.rows import (
     encode_requests,
 )
 from shared.runtime import Queue
+from shared.storage.memory import MemoryQueues
 from shared.validation import errors_of
 from tests.answers import group_events, resolution_messages, task_events
 from tests.clock import Clock
@@ -58,8 +59,8 @@ def task_definition(**overrides: object) -> dict:
 
 
 def make_service(clock: Clock, bus: str = "amqp") -> Queue:
-    # Resolutions left to their messages, run by hand.
-    return memory_service(clock=clock, event_bus=bus, event_lease=5)
+    # Resolutions left to their messages, run by hand; the queues on the tests' clock (a delay is moved past).
+    return memory_service(clock=clock, queues=MemoryQueues(clock), event_bus=bus, event_lease=5)
 
 
 @pytest.fixture
@@ -275,7 +276,7 @@ async def test_request_ahead_of_its_write_waits_then_drops_when_never_written(se
     ahead = DispatchRequest(TASKS_TABLE, task_id, 5, timeutil.iso(clock.now))
     assert await service.stores.events.dispatch(ahead, publisher) == "not-written"
     assert publisher.published == []  # nothing published past a gap, and nothing before the write is known
-    await asyncio.sleep(1.1)  # put back for QUEUE_HINT_RETRY_DELAY
+    clock.advance(1.1)  # put back for QUEUE_HINT_RETRY_DELAY
     requests = [DispatchRequest.decode(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert ahead in requests
     clock.advance(120)  # past QUEUE_HINT_GRACE
@@ -291,7 +292,7 @@ async def test_bus_failure_keeps_the_cursor_and_retries_with_backoff(service: Qu
     request = DispatchRequest(TASKS_TABLE, task_id, 2, timeutil.iso(clock.now))
     assert await service.stores.events.dispatch(request, publisher) == "bus-failed"
     assert await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30) == []  # put back with a delay
-    await asyncio.sleep(1.1)
+    clock.advance(1.1)
     [again] = await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)
     retry = DispatchRequest.decode(again.json())
     assert retry.attempt == 1
@@ -401,7 +402,8 @@ async def test_dispatch_trigger_never_lets_a_request_reach_the_poison_queue(
             await trigger.event_dispatch(HostMessage(request, dequeue_count))
         return
     await trigger.event_dispatch(HostMessage(request, dequeue_count))  # handled: not retried, not poisoned
-    await asyncio.sleep(4.1)  # 2 ** attempt
+    assert await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30) == []  # put back hidden: 2 ** attempt s
+    clock.advance(4.1)
     [again] = [DispatchRequest.decode(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert again == DispatchRequest(request.table, request.key, 1, request.since, attempt=3)
 
@@ -464,7 +466,7 @@ async def test_a_failing_stream_of_a_batch_is_put_back_alone(
     await trigger.event_dispatch(HostMessage(batch, trigger.REQUEUE_AFTER))
     assert {e.message_id.split("/")[1] for e in publisher.published} == {good}
     assert len(publisher.published) == 2  # published once, although the message was handled twice
-    await asyncio.sleep(1.1)  # 2 ** attempt
+    clock.advance(1.1)  # 2 ** attempt
     [again] = [decode_requests(m.json()) for m in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30)]
     assert again == [DispatchRequest(TASKS_TABLE, bad, 2, since, attempt=1)]
 

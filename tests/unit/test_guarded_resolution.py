@@ -26,9 +26,16 @@ from tests.unit.test_events import RecordingPublisher, claim, task_definition
 
 
 def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:
-    """A process that publishes its own events and resolves what follows a resolution itself, as the host does."""
+    """A process that publishes its own events and resolves what follows a resolution itself, as the host does;
+    its publication marks at production's interval (a process that dies at once has not written one yet)."""
     queue = memory_service(
-        tables=tables, queues=queues, clock=clock, event_bus="amqp", event_lease=5, resolution_grace=10
+        tables=tables,
+        queues=queues,
+        clock=clock,
+        event_bus="amqp",
+        event_lease=5,
+        resolution_grace=10,
+        event_mark_interval=0.2,
     )
     queue.stores.events.publisher = publisher
     return queue

@@ -58,34 +58,46 @@ class CountingQueues:
 
 
 def test_polling_backs_off_when_idle_and_resets_on_messages():
-    check_back_off(MemoryQueues())
+    check_back_off(MemoryQueues(), scale=0.25)  # the memory queues answer at once: a quarter of the real waits
 
 
-def check_back_off(inner, queue="q"):
+def check_back_off(inner, queue="q", scale=1.0):
+    """`scale`: the trigger's shortest interval and every wait here, times this (the count of polls stays)."""
+    from local_host import triggers
+
     async def go():
         store = CountingQueues(inner)
-        runner = QueueTriggerRunner("f", queue, lambda msg: None, "msg", store, QueueOptions(max_polling_interval=0.4))
+        options = QueueOptions(max_polling_interval=0.4 * scale)
+        runner = QueueTriggerRunner("f", queue, lambda msg: None, "msg", store, options)
         stop = asyncio.Event()
         task = asyncio.create_task(runner.run(stop))
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(2.0 * scale)
         idle_polls = store.calls
         await store.put(queue, b"{}")
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(0.6 * scale)
         stop.set()
         await task
         await inner.close()
         return idle_polls, runner.processed
 
-    idle_polls, processed = asyncio.run(go())
+    shortest = triggers.MIN_POLLING_INTERVAL
+    triggers.MIN_POLLING_INTERVAL = shortest * scale
+    try:
+        idle_polls, processed = asyncio.run(go())
+    finally:
+        triggers.MIN_POLLING_INTERVAL = shortest
     # Without back-off 2 s of 0.1 s polls would be 20; with it: 0.1, 0.2, 0.4, 0.4, ... about 7.
     assert 3 <= idle_polls <= 10, idle_polls
     assert processed == 1
 
 
-def test_a_put_by_this_process_wakes_the_queues_trigger():
-    """A trigger idle at its longest back-off polls at once when a message is put on its queue in this process
-    (PUT_LISTENERS, as the local host registers it), instead of up to maxPollingInterval later."""
+def test_a_put_by_this_process_wakes_the_queues_trigger(monkeypatch):
+    """A trigger idle in its back-off polls at once when a message is put on its queue in this process
+    (PUT_LISTENERS, as the local host registers it), instead of when its wait ends (here at least 0.8 s later)."""
+    from local_host import triggers
     from shared.storage.base import PUT_LISTENERS
+
+    monkeypatch.setattr(triggers, "MIN_POLLING_INTERVAL", 1.0)  # its first idle wait: 0.8-1 s
 
     async def go():
         store = MemoryQueues()
@@ -95,14 +107,14 @@ def test_a_put_by_this_process_wakes_the_queues_trigger():
         )
         stop = asyncio.Event()
         task = asyncio.create_task(runner.run(stop))
-        await asyncio.sleep(2.0)  # backed off: the next poll is seconds away
+        await asyncio.sleep(0.2)  # idle: the next poll is at least 0.6 s away
         listener = lambda queue: runner.wake() if queue == "q" else None  # noqa: E731
         PUT_LISTENERS.append(listener)
         try:
             put_at = time.monotonic()
             await store.put("q", b"{}")
             await store.put("other", b"{}")  # another queue's put wakes nothing here
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.3)
         finally:
             PUT_LISTENERS.remove(listener)
             stop.set()
@@ -110,7 +122,7 @@ def test_a_put_by_this_process_wakes_the_queues_trigger():
         return put_at, handled
 
     put_at, handled = asyncio.run(go())
-    assert len(handled) == 1 and handled[0] - put_at < 0.4
+    assert len(handled) == 1 and handled[0] - put_at < 0.3
 
 
 def test_host_json_is_validated(tmp_path):
@@ -149,11 +161,11 @@ def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(m
         await store.put("q", b"{}")
         [message] = await store.receive("q", 1, triggers.RECEIVE_VISIBILITY)
         async with triggers.Lease(store, "q", message) as lease:
-            await asyncio.sleep(1.8)  # longer than the lease: without renewals the message would be back
+            await asyncio.sleep(1.2)  # longer than the lease: without renewals the message would be back
             assert await store.receive("q", 1, 1) == []
         assert lease.message.pop_receipt != message.pop_receipt  # renewed
         await store.delete("q", lease.message)
-        await asyncio.sleep(1.2)
+        await asyncio.sleep(1.1)
         assert await store.approximate_count("q") == 0  # deleted with the last receipt, not left to come back
 
     asyncio.run(go())

@@ -3,14 +3,13 @@ a delete were two), falls back to a message of its own, and never leaves a claim
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from shared import faults
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.runtime import Queue
 from shared.storage.base import QueueMessage
+from shared.storage.memory import MemoryQueues
 from tests.answers import resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid
@@ -90,7 +89,7 @@ async def test_the_resolving_process_resolves_the_dependents_itself_and_deletes_
 async def test_a_resolution_that_fails_here_is_left_to_its_message(clock: Clock) -> None:
     """The resolving process's own attempt fails (a bug, storage): a resolution message takes over from the claim
     check that stood in (deleted), hidden for the grace, and its handler unblocks the dependent afterwards."""
-    service = memory_service(clock=clock, resolution_grace=1)
+    service = memory_service(clock=clock, queues=MemoryQueues(clock), resolution_grace=1)
     root, definition = await create(service)
     tq = definition["taskQueueId"]
     dependent, _ = await create(service, taskQueueId=tq, dependencies=[root])
@@ -103,7 +102,7 @@ async def test_a_resolution_that_fails_here_is_left_to_its_message(clock: Clock)
         faults.arm("")
     assert (await service.tasks.load(dependent)).state == "unscheduled"
     assert await resolution_messages(service) == []  # hidden for the grace
-    await asyncio.sleep(1.1)
+    clock.advance(1.1)
     [(queue, message)] = await resolution_messages(service)
     assert queue == RESOLVED_QUEUE and contents(service, CLAIM_QUEUE) == []
     assert await service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())) == "resolved"

@@ -172,7 +172,7 @@ def test_keys_are_encoded_for_azure():
         assert decode_key(encoded) == value
 
 
-def test_dependency_resolving_while_its_dependent_is_being_created(service, monkeypatch):
+def test_dependency_resolving_while_its_dependent_is_being_created(service, clock, monkeypatch):
     """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent, in another
     process: the resolution finds no task to release, and leaves a message of its own for it, which releases it
     once written."""
@@ -199,7 +199,7 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service, monk
     service.tasks.write = write_while_root_resolves
     dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
     assert run(service.queries.task(dependent)).status()["state"] == "unscheduled"
-    time.sleep(service.stores.settings.hint_retry_delay + 0.1)
+    clock.advance(service.stores.settings.hint_retry_delay + 0.1)
     [(_, message)] = run(resolution_messages(service))
     later = ResolvedCheck.decode(message.json())
     assert later.dependent == dependent and later.taskId == root
@@ -280,8 +280,8 @@ class LosingReceives(MemoryQueues):
 
 
 def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
-    queues = LosingReceives()
-    service = memory_service(queues=queues, clock=clock, pending_hint_visibility=2)
+    queues = LosingReceives()  # on the wall clock: the claims see no time pass while the hint hides
+    service = memory_service(queues=queues, clock=clock, pending_hint_visibility=1)
     older, definition = create(service, priority="lowest")
     tq = definition["taskQueueId"]
     clock.advance(1)
@@ -293,19 +293,19 @@ def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
     # `newer`'s hint is still hidden, and `older`'s is stale now: the index is looked at again while it hides.
     [second] = run(claim_work(service, tq, "g", "w", 1))
     assert second["status"]["taskId"] == newer
-    time.sleep(2.1)  # the hidden hint comes back
+    time.sleep(1.1)  # the hidden hint comes back
     assert run(claim_work(service, tq, "g", "w2", 2)) == []  # its run is claimed: dropped, nothing doubled
     assert run(service.stores.queues.approximate_count(pending_queue(tq, "high"))) == 0
 
 
-def test_a_duplicated_hint_does_not_give_the_same_worker_its_claim_twice(service):
+def test_a_duplicated_hint_does_not_give_the_same_worker_its_claim_twice(service, clock):
     # A put retried after a lost answer leaves two copies of a hint (Azure Queue has no idempotency key).
     task_id, definition = create(service)
     tq = definition["taskQueueId"]
     queue = pending_queue(tq, "lowest")
     [hint] = run(service.stores.queues.receive(queue, 32, 1))
     run(service.stores.queues.put(queue, hint.content))
-    time.sleep(1.1)  # the original is visible again
+    clock.advance(1.1)  # the original is visible again
     [claim] = run(claim_work(service, tq, "g", "w", 1))
     assert claim["status"]["taskId"] == task_id
     assert run(claim_work(service, tq, "g", "w", 1)) == []  # the copy is dropped, not answered again
