@@ -68,7 +68,7 @@ test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP) $(INSPECTOR_TOOLS_STAMP)
 # The inner loop: the unit tier on the memory connector and the tests' clock; nothing but the virtualenv: no
 # Azurite, Go or npm. The habit checks are `make lint`.
 test-unit: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not habits" tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -p no:schemathesis -m "not habits" tests/unit $(PYTEST_ARGS)
 
 # The same tier with branch coverage of shared/, which fails under its floor (pyproject.toml); CI runs it.
 coverage: $(VENV)/.installed

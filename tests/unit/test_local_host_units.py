@@ -154,18 +154,18 @@ def test_tune_gc_freezes_what_the_app_made_and_raises_the_young_threshold():
 def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(monkeypatch):
     from local_host import triggers
 
-    monkeypatch.setattr(triggers, "RECEIVE_VISIBILITY", 1)  # renewed every half second
+    monkeypatch.setattr(triggers, "RECEIVE_VISIBILITY", 0.6)  # renewed every 0.3 s
 
     async def go():
         store = MemoryQueues()
         await store.put("q", b"{}")
         [message] = await store.receive("q", 1, triggers.RECEIVE_VISIBILITY)
         async with triggers.Lease(store, "q", message) as lease:
-            await asyncio.sleep(1.2)  # longer than the lease: without renewals the message would be back
+            await asyncio.sleep(0.9)  # longer than the lease: without renewals the message would be back
             assert await store.receive("q", 1, 1) == []
         assert lease.message.pop_receipt != message.pop_receipt  # renewed
         await store.delete("q", lease.message)
-        await asyncio.sleep(1.1)
+        await asyncio.sleep(0.7)
         assert await store.approximate_count("q") == 0  # deleted with the last receipt, not left to come back
 
     asyncio.run(go())
