@@ -1,5 +1,5 @@
-"""The unit tier's shared fixtures: the tests' clock, and the service under test on it (a module that needs another
-start, or other stores, defines its own)."""
+"""The unit tier's shared fixtures: the tests' clock, the stores, and the service under test over them (a module
+overrides `tables` or `queues` to count or break calls, and defines its own service only to build it otherwise)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 
 from shared import timing
 from shared.runtime import Queue
-from shared.storage.memory import MemoryQueues
+from shared.storage.base import QueueStore, TableStore
+from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.services import memory_service
 
@@ -19,12 +20,24 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(request: pytest.FixtureRequest, clock: Clock) -> Queue:
-    """A queue on the memory connector and the tests' clock (its queues' visibility too: a wait is `clock.advance`),
-    with the unit tier's settings (tests/services.py) and those of the closest `service` mark:
+def tables() -> TableStore:
+    """The service's tables (a module overrides this fixture to count or break calls)."""
+    return MemoryTables()
+
+
+@pytest.fixture
+def queues(clock: Clock) -> QueueStore:
+    """The service's queues, on the tests' clock: a message's delay is `clock.advance` (a module may override)."""
+    return MemoryQueues(clock)
+
+
+@pytest.fixture
+def service(request: pytest.FixtureRequest, clock: Clock, tables: TableStore, queues: QueueStore) -> Queue:
+    """A queue on the memory connector and the tests' clock, over the `tables` and `queues` fixtures, with the unit
+    tier's settings (tests/services.py) and those of the closest `service` mark:
     `pytestmark = pytest.mark.service(deadline_delay=2)`."""
     mark = request.node.get_closest_marker("service")
-    return memory_service(clock=clock, queues=MemoryQueues(clock), **(mark.kwargs if mark is not None else {}))
+    return memory_service(clock=clock, tables=tables, queues=queues, **(mark.kwargs if mark is not None else {}))
 
 
 SETTLE_SCALE = 0.05  # the memory connector answers in microseconds: a write in flight is done 20x sooner

@@ -52,11 +52,6 @@ def tables() -> CountingTables:
     return CountingTables()
 
 
-@pytest.fixture
-def service(tables: CountingTables) -> Queue:
-    return memory_service(tables=tables)
-
-
 async def written_before(service: Queue, task_id: str, prop: str) -> None:
     """The task's row as a version before `prop` existed wrote it (the property gone), and not remembered here."""
     entity = await service.stores.tables.get(TASKS_TABLE, task_id, task_row(task_id))

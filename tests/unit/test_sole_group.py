@@ -64,11 +64,6 @@ def queues() -> CountingQueues:
     return CountingQueues()
 
 
-@pytest.fixture
-def service(tables: CountingTables, queues: CountingQueues) -> Queue:
-    return memory_service(tables=tables, queues=queues)
-
-
 async def group_events(service: Queue, group: str) -> list[str]:
     events, _ = await service.groups.events(group, limit=100, continuation=None)
     return [e.exchange for _, e in events]

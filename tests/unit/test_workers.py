@@ -12,9 +12,7 @@ from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE
 from shared.storage.memory import MemoryTables
 from tests.answers import claim_work
-from tests.clock import Clock
 from tests.conftest import slugid, task_definition, task_queue_id
-from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -58,9 +56,12 @@ def monotonic(monkeypatch):
     return fake
 
 
+pytestmark = pytest.mark.service(worker_info_interval=60)
+
+
 @pytest.fixture
-def service():
-    return memory_service(tables=CountingTables(), clock=Clock(), worker_info_interval=60)
+def tables() -> CountingTables:
+    return CountingTables()
 
 
 async def create(service, tq):
