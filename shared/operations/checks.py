@@ -82,7 +82,7 @@ class Checks:
 
     async def follow_up(self, task: Task, run_id: int) -> None:
         """A resolved run's claim check came due: its resolution's process did not get to what follows it."""
-        await self.resolving.resolver.follow_up_run(task, run_id)
+        await self.resolving.follow_up_check(task, run_id)
         log.info(
             "resolution followed up by its claim check",
             extra=fields(event="resolution-followed-up", taskId=task.task_id, runId=run_id),

@@ -73,7 +73,7 @@ class ResolutionWrite:
         """What goes before the write of a change that may resolve a run, and what is to follow it."""
         await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
         if not before.resolving(task):  # a run resolved and retried: the task goes on
-            return Planned(guards.announced, guarded=guards.stands_in is not None)
+            return Planned.plain(guards)
         claim = task.checks.get("claim") if before.running and self.guarded() else None
         group = self._sole_group_resolution(task, guards)
         announced = await self._announce(task, guards, claim, group)
@@ -89,6 +89,10 @@ class ResolutionWrite:
         waiting for it as the first one would have."""
         if self.guarded():
             await self.resolver.follow_up_run(task, run_id)
+
+    async def follow_up_check(self, task: Task, run_id: int) -> None:
+        """What follows a resolved run, for its claim check come due (idempotent, as a repeat's follow-up)."""
+        await self.resolver.follow_up_run(task, run_id)
 
     def _sole_group_resolution(self, task: Task, guards: Guards) -> GroupRows | None:
         """A resolving task that nothing depends on and that is alone in the group named after it (as this process

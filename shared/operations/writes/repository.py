@@ -92,6 +92,11 @@ class Planned(NamedTuple):
     guarded: bool = False
     after: Callable[[bool], Awaitable[None]] | None = None
 
+    @classmethod
+    def plain(cls, guards: Guards) -> Planned:
+        """A write with no steps of its own: its events announced as the guards have it."""
+        return cls(guards.announced, guarded=guards.stands_in is not None)
+
 
 class WriteSteps(Protocol):
     """The steps a kind of change takes around its write, which `modify` hands the task as mutated."""
@@ -111,7 +116,7 @@ class PlainWrite:
     async def before(self, task: Task, guards: Guards, before: Before) -> Planned:
         if before.resolves_a_run(task):
             raise ResolutionWithoutItsSteps(task.task_id)
-        return Planned(guards.announced, guarded=guards.stands_in is not None)
+        return Planned.plain(guards)
 
 
 PLAIN = PlainWrite()
