@@ -285,7 +285,7 @@ class Task:
         }
 
     def to_entity(self) -> Entity:
-        d = self.definition
+        d, row = self.definition, task_row(self.task_id)
         data: dict[str, Any] = {
             # Plain columns for filtering and listing; the definition JSON is what the API returns.
             "taskGroupId": d["taskGroupId"],
@@ -310,7 +310,7 @@ class Task:
             **pack_json("definition", d),
             **pack_json("runs", [run.to_stored() for run in self.runs]),
         }
-        return Entity(self.task_id, task_row(self.task_id), data, self.etag)
+        return Entity(self.task_id, row, data, self.etag)
 
     @classmethod
     def from_entity(cls, entity: Entity) -> Task:
