@@ -1,13 +1,15 @@
-"""The unit tier's shared fixtures: the tests' clock, the stores, and the service under test over them (a module
-overrides `tables` or `queues` to count or break calls, and defines its own service only to build it otherwise)."""
+"""The unit tier's shared fixtures: the tests' clock, the stores, and the one service under test over them. A module
+overrides `tables` or `queues` to count or break calls, gives `blobs` (artifacts) or a `publisher` (a process that
+publishes its own events), and sets the service's settings with a `service` mark."""
 
 from __future__ import annotations
 
 import pytest
 
 from shared import timing
+from shared.outbox.rows import Publisher
 from shared.runtime import Queue
-from shared.storage.base import QueueStore, TableStore
+from shared.storage.base import BlobStore, QueueStore, TableStore
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.services import memory_service
@@ -32,12 +34,36 @@ def queues(clock: Clock) -> QueueStore:
 
 
 @pytest.fixture
-def service(request: pytest.FixtureRequest, clock: Clock, tables: TableStore, queues: QueueStore) -> Queue:
-    """A queue on the memory connector and the tests' clock, over the `tables` and `queues` fixtures, with the unit
-    tier's settings (tests/services.py) and those of the closest `service` mark:
+def blobs() -> BlobStore | None:
+    """The service's blob store: none (a module on artifacts overrides this fixture)."""
+    return None
+
+
+@pytest.fixture
+def publisher() -> Publisher | None:
+    """What publishes the service's events itself: none, they are dispatched (a module overrides this fixture)."""
+    return None
+
+
+@pytest.fixture
+def service(
+    request: pytest.FixtureRequest,
+    clock: Clock,
+    tables: TableStore,
+    queues: QueueStore,
+    blobs: BlobStore | None,
+    publisher: Publisher | None,
+) -> Queue:
+    """A queue on the memory connector and the tests' clock, over the `tables`, `queues`, `blobs` and `publisher`
+    fixtures, with the unit tier's settings (tests/services.py) and those of the closest `service` mark:
     `pytestmark = pytest.mark.service(deadline_delay=2)`."""
     mark = request.node.get_closest_marker("service")
-    return memory_service(clock=clock, tables=tables, queues=queues, **(mark.kwargs if mark is not None else {}))
+    queue = memory_service(
+        clock=clock, tables=tables, queues=queues, blobs=blobs, **(mark.kwargs if mark is not None else {})
+    )
+    if publisher is not None:
+        queue.stores.events.publisher = publisher
+    return queue
 
 
 SETTLE_SCALE = 0.05  # the memory connector answers in microseconds: a write in flight is done 20x sooner

@@ -14,7 +14,6 @@ from shared.domain.tasks import TASKS_TABLE
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
 from tests.conftest import slugid, task_definition
-from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 CONTAINER = "artifacts"
@@ -25,14 +24,8 @@ def blobs():
     return MemoryBlobs()
 
 
-def artifact_queue(clock, blobs):
-    """A queue on the memory connector with short artifact and expiry settings."""
-    return memory_service(blobs=blobs, clock=clock, claim_timeout=600, expiry_delay=0, artifact_exception_window=60)
-
-
-@pytest.fixture
-def service(clock, blobs):
-    return artifact_queue(clock, blobs)
+ARTIFACT_SETTINGS = {"claim_timeout": 600, "expiry_delay": 0, "artifact_exception_window": 60}
+pytestmark = pytest.mark.service(**ARTIFACT_SETTINGS)  # short artifact and expiry settings
 
 
 async def running_task(service, **overrides):

@@ -27,13 +27,11 @@ from shared.outbox.rows import (
     encode_requests,
 )
 from shared.runtime import Queue
-from shared.storage.memory import MemoryQueues
 from shared.validation import errors_of
 from tests.answers import group_events, resolution_messages, task_events
 from tests.clock import Clock
 from tests.conftest import slugid
 from tests.conftest import task_definition as bare_definition
-from tests.services import memory_service
 from tests.unit.test_service import _defaults
 
 
@@ -58,14 +56,9 @@ def task_definition(**overrides: object) -> dict:
     return dict(definition, **_defaults(definition))
 
 
-def make_service(clock: Clock, bus: str = "amqp") -> Queue:
-    # Resolutions left to their messages, run by hand; the queues on the tests' clock (a delay is moved past).
-    return memory_service(clock=clock, queues=MemoryQueues(clock), event_bus=bus, event_lease=5)
-
-
-@pytest.fixture
-def service(clock: Clock) -> Queue:
-    return make_service(clock)
+# Resolutions left to their messages, run by hand; the queues on the tests' clock (a delay is moved past).
+EVENT_SETTINGS = {"event_bus": "amqp", "event_lease": 5}
+pytestmark = pytest.mark.service(**EVENT_SETTINGS)
 
 
 async def recorded(service: Queue, task_id: str) -> list[dict]:
@@ -204,8 +197,8 @@ async def test_group_events_sealed_resolved_priority(service: Queue) -> None:
     assert_valid(events)
 
 
-async def test_no_bus_records_events_but_asks_no_dispatch(clock: Clock) -> None:
-    service = make_service(clock, bus="none")
+@pytest.mark.service(event_bus="none")
+async def test_no_bus_records_events_but_asks_no_dispatch(service: Queue) -> None:
     task_id = slugid()
     await service.creation.create_task(task_id, task_definition())
     assert len(await recorded(service, task_id)) == 2

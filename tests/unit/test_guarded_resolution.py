@@ -24,32 +24,10 @@ from tests.conftest import slugid
 from tests.services import memory_service
 from tests.unit.test_events import RecordingPublisher, claim, task_definition
 
-
-def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:
-    """A process that publishes its own events and resolves what follows a resolution itself, as the host does;
-    its publication marks at production's interval (a process that dies at once has not written one yet)."""
-    queue = memory_service(
-        tables=tables,
-        queues=queues,
-        clock=clock,
-        event_bus="amqp",
-        event_lease=5,
-        resolution_grace=10,
-        event_mark_interval=0.2,
-    )
-    queue.stores.events.publisher = publisher
-    return queue
-
-
-def another_process(clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> tuple[Queue, RecordingPublisher]:
-    """A second process on the same storage (the one the worker's next call reaches), and what it publishes."""
-    publisher = RecordingPublisher()
-    return process(clock, *storage, publisher), publisher
-
-
-@pytest.fixture
-def storage() -> tuple[MemoryTables, MemoryQueues]:
-    return MemoryTables(), MemoryQueues()
+# A process that publishes its own events and resolves what follows a resolution itself, as the host does; its
+# publication marks at production's interval (a process that dies at once has not written one yet).
+PROCESS_SETTINGS = {"event_bus": "amqp", "event_lease": 5, "resolution_grace": 10, "event_mark_interval": 0.2}
+pytestmark = pytest.mark.service(**PROCESS_SETTINGS)
 
 
 @pytest.fixture
@@ -58,8 +36,21 @@ def publisher() -> RecordingPublisher:
 
 
 @pytest.fixture
-def service(clock: Clock, storage: tuple[MemoryTables, MemoryQueues], publisher: RecordingPublisher) -> Queue:
-    return process(clock, *storage, publisher)
+def storage(tables: MemoryTables, queues: MemoryQueues) -> tuple[MemoryTables, MemoryQueues]:
+    return tables, queues
+
+
+def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:
+    """Another such process over the given storage (the `service` fixture is the first)."""
+    queue = memory_service(tables=tables, queues=queues, clock=clock, **PROCESS_SETTINGS)
+    queue.stores.events.publisher = publisher
+    return queue
+
+
+def another_process(clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> tuple[Queue, RecordingPublisher]:
+    """A second process on the same storage (the one the worker's next call reaches), and what it publishes."""
+    publisher = RecordingPublisher()
+    return process(clock, *storage, publisher), publisher
 
 
 class Puts:

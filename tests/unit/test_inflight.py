@@ -16,14 +16,10 @@ from shared.operations.claims import Claim
 from shared.outbox.inflight import InFlight
 from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.runtime import Queue
-from tests.clock import Clock
 from tests.conftest import slugid
-from tests.unit.test_events import RecordingPublisher, claim, make_service, task_definition
+from tests.unit.test_events import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
 
-
-@pytest.fixture
-def service() -> Queue:
-    return make_service(Clock())
+pytestmark = pytest.mark.service(**EVENT_SETTINGS)
 
 
 class Storage:

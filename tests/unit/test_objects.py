@@ -18,7 +18,7 @@ from shared.operations.writes import staging
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.conftest import slugid, task_definition
-from tests.unit.test_artifacts import CONTAINER, artifact_queue, expires, running_task
+from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 from tests.unit.test_service import _defaults
 
 
@@ -27,9 +27,7 @@ def blobs():
     return MemoryBlobs()
 
 
-@pytest.fixture
-def service(clock, blobs):
-    return artifact_queue(clock, blobs)
+pytestmark = pytest.mark.service(**ARTIFACT_SETTINGS)
 
 
 def upload_request(clock, upload_id, methods, **extra):

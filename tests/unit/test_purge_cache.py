@@ -16,14 +16,15 @@ from tests.clock import Clock, Ticks
 from tests.services import memory_service
 
 
-def service(monkeypatch, ticks: Ticks, clock: Clock, counts: collections.Counter[str]):
+def counted_queue(monkeypatch, ticks: Ticks, clock: Clock, counts: collections.Counter[str]):
+    """A queue whose table calls are counted, its purge-cache period on `ticks`."""
     monkeypatch.setattr(purge_mod.time, "monotonic", ticks)
     return memory_service(tables=Counting(MemoryTables(), "table", counts), clock=clock, purge_cache_seconds=10)
 
 
 def test_workers_asking_before_every_task_cost_one_read_per_cache_period(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
-    queue = service(monkeypatch, ticks, clock, counts)
+    queue = counted_queue(monkeypatch, ticks, clock, counts)
 
     async def go() -> None:
         await queue.purge_cache.purge("prov/wt", "gecko")
@@ -41,7 +42,7 @@ def test_workers_asking_before_every_task_cost_one_read_per_cache_period(monkeyp
 
 def test_a_purge_here_is_seen_here_at_once_and_since_filters(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
-    queue = service(monkeypatch, ticks, clock, counts)
+    queue = counted_queue(monkeypatch, ticks, clock, counts)
 
     async def go() -> None:
         assert await queue.purge_cache.of_pool("prov/wt", None) == []  # an empty answer is kept too
@@ -59,7 +60,7 @@ def test_a_purge_here_is_seen_here_at_once_and_since_filters(monkeypatch):
 def test_the_per_pool_copies_are_bounded(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
     monkeypatch.setattr(purge_mod, "KNOWN_POOLS", 50)
-    queue = service(monkeypatch, ticks, clock, counts)
+    queue = counted_queue(monkeypatch, ticks, clock, counts)
 
     async def go() -> None:
         for n in range(500):  # pools named by anyone who may ask (purgeRequests' scope)
@@ -73,7 +74,7 @@ def test_the_per_pool_copies_are_bounded(monkeypatch):
 
 def test_expired_requests_are_not_answered_and_are_deleted(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
-    queue = service(monkeypatch, ticks, clock, counts)
+    queue = counted_queue(monkeypatch, ticks, clock, counts)
 
     async def go() -> None:
         await queue.purge_cache.purge("prov/wt", "old")

@@ -21,7 +21,7 @@ from shared.operations.writes import staging as S
 from shared.storage.base import BlobProperties, BlocksMissing
 from shared.storage.memory import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
-from tests.unit.test_artifacts import CONTAINER, artifact_queue, expires, running_task
+from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 
 MiB = 1024 * 1024
 
@@ -31,9 +31,7 @@ def blobs():
     return MemoryBlobs()
 
 
-@pytest.fixture
-def service(clock, blobs):
-    return artifact_queue(clock, blobs)
+pytestmark = pytest.mark.service(**ARTIFACT_SETTINGS)
 
 
 async def pieces(data: bytes, size: int = 100_000) -> AsyncIterator[bytes]:
@@ -160,8 +158,7 @@ async def test_refusals_store_nothing(service, clock, blobs, problem):
     assert "uploaded" not in artifact.details
 
 
-async def test_a_body_counted_past_the_limit_is_refused_while_it_streams(clock, blobs):
-    service = artifact_queue(clock, blobs)
+async def test_a_body_counted_past_the_limit_is_refused_while_it_streams(service, clock, blobs):
     service.s3_uploads.limit = S.Limit(1000, "QUEUE_ARTIFACT_S3_MAX_BYTES")  # as that setting would
     task_id, request = await s3(service, clock)
     with pytest.raises(S.UploadTooLarge):

@@ -24,7 +24,7 @@ from shared.storage.base import TableStore
 from shared.storage.memory import MemoryQueues
 from tests.clock import Clock
 from tests.conftest import slugid
-from tests.unit.test_events import RecordingPublisher, claim, make_service, task_definition
+from tests.unit.test_events import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
 
 
 @pytest.fixture
@@ -32,11 +32,7 @@ def publisher() -> RecordingPublisher:
     return RecordingPublisher()
 
 
-@pytest.fixture
-def service(publisher: RecordingPublisher, clock: Clock) -> Queue:
-    queue = make_service(clock)
-    queue.stores.events.publisher = publisher
-    return queue
+pytestmark = pytest.mark.service(**EVENT_SETTINGS)
 
 
 def requests_left(service: Queue) -> list[DispatchRequest]:
