@@ -464,6 +464,7 @@ def test_the_package_holds_the_inspectors_app_and_not_its_tools():
         "package-lock.json",
         "eslint.config.js",
         "tsconfig.json",
+        "types/inspector.d.ts",
         "node_modules/typescript/package.json",
     ]
     for left in [*(f"shared/api/inspector/{name}" for name in tools), "shared/api/inspector/tests/inspector_units.mjs"]:

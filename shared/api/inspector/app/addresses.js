@@ -14,6 +14,9 @@ const LOG_NAME = /\.(log|txt)$|^public\/logs\//;
 const MARKERS = ["/tasks", "/provisioners", "/worker-manager", "/task-group-inspector", "/task-inspector",
   "/inspector/", "/api/queue/v1/"];
 
+/**
+ * @param {string} part
+ */
 const decode = (part) => {
   try {
     return decodeURIComponent(part);
@@ -22,12 +25,21 @@ const decode = (part) => {
   }
 };
 
+/**
+ * @param {string} taskId
+ * @param {string | number} runId
+ * @param {string} name
+ */
 function logRoute(taskId, runId, name) {
   return `/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}`;
 }
 
 // A route of the inspector (`/tasks/<id>`, …) for an address's path (from one of MARKERS on) and fragment; or
 // {href} for an address that is a download; or null.
+/**
+ * @param {string} path
+ * @param {string} [hash]
+ */
 export function routeOf(path, hash = "") {
   const parts = path.split("/").filter((p, i) => i === 0 || p !== "");
   const [, first, second, third, fourth, fifth, ...rest] = parts;
@@ -88,6 +100,9 @@ export function routeOf(path, hash = "") {
 }
 
 // The path of a URL from the first MARKER on (whatever its rootUrl), or null.
+/**
+ * @param {string} pathname
+ */
 export function markedPath(pathname) {
   let best = -1;
   for (const marker of MARKERS) {
@@ -102,6 +117,9 @@ export function markedPath(pathname) {
 // What the Open box was given: {route} to go to, {slug} (a task or a group: asked to the queue), {indexPath},
 // {revision} or {push: {project, revision}} (a push to find), {queueOrLabel} (a task queue or a task's label),
 // {label} (a task's label), or {error}.
+/**
+ * @param {string} input
+ */
 export function understand(input) {
   const value = input.trim();
   if (!value) {

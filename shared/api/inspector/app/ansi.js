@@ -8,18 +8,29 @@ const ESCAPE = /\x1b(?:\[([0-?]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@
 const CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]/g; // what is left of C0 controls (tab kept)
 const HAS_CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]/;
 
+/** @type {Readonly<Style>} */
 export const PLAIN = Object.freeze({});
 
 // A style is an immutable object: lines and segments share them, and "no style" is PLAIN.
+/**
+ * @param {Readonly<Style>} style
+ * @param {Record<string, boolean | number | string | undefined>} changes
+ * @returns {Readonly<Style>}
+ */
 function styled(style, changes) {
+  /** @type {Record<string, unknown>} */
   const next = { ...style, ...changes };
   for (const key of Object.keys(next)) if (next[key] === undefined || next[key] === false) delete next[key];
-  return Object.keys(next).length === 0 ? PLAIN : Object.freeze(next);
+  return Object.keys(next).length === 0 ? PLAIN : Object.freeze(/** @type {Style} */ (next));
 }
 
 const CUBE = [0, 95, 135, 175, 215, 255];
 
 // An index of the 256-colour palette: 0-15 stay indexes (the page's palette classes), the rest become RGB.
+/**
+ * @param {number} n
+ * @returns {number | string}
+ */
 function palette(n) {
   if (n < 16) return n;
   if (n < 232) {
@@ -31,6 +42,11 @@ function palette(n) {
 }
 
 // The style after an SGR sequence's parameters.
+/**
+ * @param {Readonly<Style>} style
+ * @param {string} params
+ * @returns {Readonly<Style>}
+ */
 export function sgr(style, params) {
   const codes = params === "" ? [0] : params.split(/[;:]/).map((p) => (p === "" ? 0 : Number(p)));
   let s = style;
@@ -73,6 +89,11 @@ export function sgr(style, params) {
 
 // One line (without its newline) from the style it starts in: its segments [{text, style}] and the style it
 // ends in. Lines without escapes or carriage returns are the common case and cost one test.
+/**
+ * @param {string} raw
+ * @param {Readonly<Style>} [style]
+ * @returns {{segments: Array<{text: string, style: Readonly<Style>}>, style: Readonly<Style>}}
+ */
 export function parseLine(raw, style = PLAIN) {
   if (!raw.includes("\x1b") && !raw.includes("\r")) {
     const text = HAS_CONTROL.test(raw) ? raw.replace(CONTROL, "") : raw;
@@ -98,10 +119,16 @@ export function parseLine(raw, style = PLAIN) {
 }
 
 // A segment's classes and inline colours (set through CSSOM, which the page's CSP allows).
+/**
+ * @template {HTMLElement} N
+ * @param {N} node
+ * @param {Readonly<Style>} style
+ * @returns {N}
+ */
 export function decorate(node, style) {
   if (style === PLAIN) return node;
   const classes = [];
-  for (const flag of ["bold", "dim", "italic", "underline", "strike", "inverse"]) if (style[flag]) classes.push(`a-${flag}`);
+  for (const flag of /** @type {const} */ (["bold", "dim", "italic", "underline", "strike", "inverse"])) if (style[flag]) classes.push(`a-${flag}`);
   if (typeof style.fg === "number") classes.push(`a-f${style.fg}`);
   else if (style.fg) node.style.color = style.fg;
   if (typeof style.bg === "number") classes.push(`a-b${style.bg}`);

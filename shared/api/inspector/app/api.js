@@ -7,6 +7,11 @@ export const rootUrl = new URL("../", window.location.href).href.replace(/\/$/, 
 const STORAGE_KEY = "tc-inspector-credentials";
 
 export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string | undefined} code
+   * @param {string} message
+   */
   constructor(status, code, message) {
     super(message);
     this.status = status;
@@ -18,6 +23,7 @@ export class ApiError extends Error {
   }
 }
 
+/** @returns {Credentials | null} */
 export function credentials() {
   const stored = sessionStorage.getItem(STORAGE_KEY);
   return stored ? JSON.parse(stored) : null;
@@ -27,12 +33,19 @@ export function signOut() {
   sessionStorage.removeItem(STORAGE_KEY);
 }
 
+/** @type {string[] | null} */
 let held = null; // scopes of the current credentials (or the anonymous ones), from currentScopes
+/** @type {string | null} */
 let heldFor = null; // the credentials `held` belongs to (JSON)
 
+/**
+ * @param {string} service
+ * @param {string} path
+ * @param {Record<string, unknown>} [query]
+ */
 export function url(service, path, query) {
-  const qs = query ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== null))
-    .toString() : "";
+  const qs = query ? new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== null)
+    .map(([k, v]) => [k, String(v)])).toString() : "";
   return `${rootUrl}/api/${service}/v1${path}${qs ? `?${qs}` : ""}`;
 }
 
@@ -44,6 +57,7 @@ export function url(service, path, query) {
  */
 export async function request(method, service, path, { query, body, creds = credentials() } = {}) {
   const target = url(service, path, query);
+  /** @type {Record<string, string>} */
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (creds) headers.Authorization = await hawk.header(creds, method, target);
@@ -51,7 +65,7 @@ export async function request(method, service, path, { query, body, creds = cred
   try {
     response = await fetch(target, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch (error) {
-    throw new ApiError(0, "NetworkError", `The queue at ${rootUrl} could not be reached (${error.message})`);
+    throw new ApiError(0, "NetworkError", `The queue at ${rootUrl} could not be reached (${said(error)})`);
   }
   const text = await response.text();
   let answer;
@@ -66,13 +80,37 @@ export async function request(method, service, path, { query, body, creds = cred
   return answer;
 }
 
-// The scopes a 403 answer says are missing (its "Missing: <expression>"), or "".
+/**
+ * The HTTP status a failed call was answered with (0: no answer, or not a call that failed).
+ * @param {unknown} error
+ */
+export function statusOf(error) {
+  return error instanceof ApiError ? error.status : 0;
+}
+
+/**
+ * What a failure says on the page: the queue's summary of its error, or the error's own message.
+ * @param {unknown} error
+ */
+export function said(error) {
+  if (error instanceof ApiError) return error.summary;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The scopes a 403 answer says are missing (its "Missing: <expression>"), or "".
+ * @param {unknown} error
+ */
 export function missingScopes(error) {
-  const said = /Missing: ([^\n]+)/.exec((error && error.message) || "");
-  return said ? said[1].trim().replace(/^\((.*)\)$/, "$1") : "";
+  const missing = /Missing: ([^\n]+)/.exec(error instanceof Error ? error.message : "");
+  return missing ? missing[1].trim().replace(/^\((.*)\)$/, "$1") : "";
 }
 
 // What to do about a refused read of `what`: signed in, which scopes the credentials lack; else, sign in.
+/**
+ * @param {unknown} error
+ * @param {string} what
+ */
 export function refusal(error, what) {
   const lacking = missingScopes(error);
   const takes = lacking ? `: it takes ${lacking}` : "";
@@ -80,7 +118,17 @@ export function refusal(error, what) {
     : `Sign in with credentials that may see ${what}${takes}.`;
 }
 
+/**
+ * @param {string} path
+ * @param {Record<string, unknown>} [query]
+ * @returns {Promise<any>}
+ */
 export const get = (path, query) => request("GET", "queue", path, { query });
+/**
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<any>}
+ */
 export const post = (path, body = {}) => request("POST", "queue", path, { body });
 
 // Every page of a listing (`key` holds the items), calling `onPage` with each page's items as it comes.
@@ -103,7 +151,13 @@ export async function all(path, key, { limit = 1000, onPage, service = "queue" }
 
 // Check credentials by asking the auth service which scopes they hold; a wrong clientId or accessToken answers
 // 401 here, and nothing is kept.
+/**
+ * @param {string} clientId
+ * @param {string} accessToken
+ * @param {string} [certificate]
+ */
 export async function signIn(clientId, accessToken, certificate) {
+  /** @type {Credentials} */
   const creds = { clientId, accessToken };
   if (certificate) creds.certificate = certificate;
   const answer = await request("GET", "auth", "/scopes/current", { creds });
@@ -115,9 +169,11 @@ export async function signIn(clientId, accessToken, certificate) {
 
 // The scopes of the current credentials, asked once per credentials: an answer for credentials that changed while
 // it was asked (a sign-in meanwhile) is not kept, lest the anonymous scopes replace those just signed in with.
+/** @returns {Promise<string[]>} */
 export async function scopes() {
   const who = JSON.stringify(credentials());
   if (held !== null && heldFor === who) return held;
+  /** @type {string[]} */
   let answer;
   try {
     answer = (await request("GET", "auth", "/scopes/current")).scopes;
@@ -136,16 +192,27 @@ export function forgetScopes() {
 }
 
 // Taskcluster's scope satisfaction: a held scope ending in `*` covers every scope it is a prefix of.
+/**
+ * @param {readonly string[]} heldScopes
+ * @param {ScopeExpression} expression
+ * @returns {boolean}
+ */
 export function satisfied(heldScopes, expression) {
   if (typeof expression === "string") {
     return heldScopes.some((h) => h === expression || (h.endsWith("*") && expression.startsWith(h.slice(0, -1))));
   }
-  if (expression.AnyOf) return expression.AnyOf.some((e) => satisfied(heldScopes, e));
-  if (expression.AllOf) return expression.AllOf.every((e) => satisfied(heldScopes, e));
+  if ("AnyOf" in expression) return expression.AnyOf.some((e) => satisfied(heldScopes, e));
+  if ("AllOf" in expression) return expression.AllOf.every((e) => satisfied(heldScopes, e));
   return false;
 }
 
 // The queue's scope expression for an action on a task (shared/api/queue_v1/common.py, project_or_scheduler).
+/**
+ * @param {string} action
+ * @param {TaskDefinition} task
+ * @param {string} taskId
+ * @returns {ScopeExpression}
+ */
 export function actionScopes(action, task, taskId) {
   return { AnyOf: [
     `queue:${action}:${task.schedulerId}/${task.taskGroupId}/${taskId}`,
@@ -167,9 +234,13 @@ const PRIORITIES = ["highest", "very-high", "high", "medium", "low", "very-low",
 
 // The scopes createTask asks for a task (its scopes, a route scope per route, its project, its scheduler, and its
 // priority or a higher one on its task queue): what a retrigger, a copy of the task, takes.
+/**
+ * @param {TaskDefinition} task
+ * @returns {ScopeExpression}
+ */
 export function createScopes(task) {
   const queue = task.taskQueueId || `${task.provisionerId}/${task.workerType}`;
-  const priorities = PRIORITIES.slice(0, PRIORITIES.indexOf(task.priority) + 1);
+  const priorities = PRIORITIES.slice(0, PRIORITIES.indexOf(task.priority || "lowest") + 1);
   return { AllOf: [...(task.scopes || []), ...(task.routes || []).map((r) => `queue:route:${r}`),
     `queue:create-task:project:${task.projectId || "none"}`, `queue:scheduler-id:${task.schedulerId}`,
     { AnyOf: priorities.map((p) => `queue:create-task:${p}:${queue}`) }] };
@@ -177,6 +248,11 @@ export function createScopes(task) {
 
 // Where a browser reads an artifact: the queue's getArtifact URL, signed when the anonymous scopes do not cover
 // it (names outside public/) and the user is signed in.
+/**
+ * @param {string} taskId
+ * @param {number} runId
+ * @param {string} name
+ */
 export function artifactUrl(taskId, runId, name) {
   const target = url("queue", `/task/${taskId}/runs/${runId}/artifacts/${encodeURIComponent(name)}`);
   const creds = credentials();

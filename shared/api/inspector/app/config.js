@@ -1,5 +1,6 @@
 // What the deployment tells the page (`config.json`, from its settings): the Index path of a push's decision task
 // (`pushIndex`, with {project} and {revision}) and Treeherder's address (`treeherder`); {} when it says nothing.
+/** @type {Promise<{pushIndex?: string, treeherder?: string}> | null} */
 let asked = null;
 
 export function deploymentConfig() {

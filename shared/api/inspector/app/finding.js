@@ -7,6 +7,7 @@ import { pushIndexPath, pushesOf } from "./pushes.js";
 
 const LABEL_PUSHES = 5; // newest pushes searched for a task label
 
+/** @returns {Promise<Push[]>} */
 async function recentPushes() {
   try {
     return (await api.get("/task-groups/recent", { limit: 100 })).taskGroups;
@@ -16,6 +17,11 @@ async function recentPushes() {
 }
 
 // The group of the decision task indexed for the push, through the deployment's template; null if none.
+/**
+ * @param {string | undefined} template
+ * @param {string} project
+ * @param {string} revision
+ */
 async function indexedPush(template, project, revision) {
   const path = pushIndexPath(template, project, revision);
   if (!path) return null;
@@ -28,13 +34,17 @@ async function indexedPush(template, project, revision) {
   }
 }
 
+/**
+ * @param {string} revision
+ * @param {string} [project]
+ */
 export async function findPush(revision, project = "") {
   const recent = await recentPushes();
   const found = pushesOf(recent, revision, project);
   if (found.length === 1) return { route: `/groups/${found[0].taskGroupId}` };
   if (found.length > 1) return { route: `/?push=${encodeURIComponent(revision)}` };
   const { pushIndex } = await deploymentConfig();
-  const projects = project ? [project] : [...new Set(recent.map((p) => p.project).filter(Boolean))];
+  const projects = project ? [project] : [...new Set(recent.flatMap((p) => (p.project ? [p.project] : [])))];
   for (const candidate of pushIndex && pushIndex.includes("{project}") ? projects : [""]) {
     const group = await indexedPush(pushIndex, candidate, revision);
     if (group) return { route: `/groups/${group}` };
@@ -45,6 +55,9 @@ export async function findPush(revision, project = "") {
 }
 
 // The newest task named `label` in the newest pushes (reading their task lists a page at a time), or null.
+/**
+ * @param {string} label
+ */
 async function taskLabelled(label) {
   for (const push of (await recentPushes()).slice(0, LABEL_PUSHES)) {
     let token;
@@ -55,7 +68,7 @@ async function taskLabelled(label) {
       } catch {
         break;
       }
-      const found = page.tasks.find((t) => t.task.metadata.name === label || (t.task.tags || {}).label === label);
+      const found = page.tasks.find((/** @type {GroupEntry} */ t) => t.task.metadata.name === label || (t.task.tags || {}).label === label);
       if (found) return found.status.taskId;
       token = page.continuationToken;
     } while (token);
@@ -65,13 +78,16 @@ async function taskLabelled(label) {
 
 // A name that reads as a task queue (`provisioner/workerType`) may be a task's label (`build-linux64/opt`): a task
 // queue workers asked for work from, or that tasks were created for, first; then a task of that label.
+/**
+ * @param {string} name
+ */
 export async function findQueueOrLabel(name) {
   let mayList; // whether the task queues may be asked for (else the queue's page says what that takes)
   try {
     await api.get(`/task-queues/${name}`);
     return { route: `/queues/${name}` };
   } catch (error) {
-    mayList = error.status !== 403; // 404: not one workers asked for work from
+    mayList = api.statusOf(error) !== 403; // 404: not one workers asked for work from
   }
   const task = await taskLabelled(name);
   if (task) return { route: `/tasks/${task}` };
@@ -79,12 +95,15 @@ export async function findQueueOrLabel(name) {
     const seen = await api.all("/task-queues-seen", "taskQueues");
     if (seen.some((q) => q.taskQueueId === name)) return { route: `/queues/${name}` };
   } catch (error) {
-    mayList = mayList && error.status !== 403;
+    mayList = mayList && api.statusOf(error) !== 403;
   }
   if (!mayList) return { route: `/queues/${name}` };
   return { error: `There is no task queue ${name} and no task labelled ${name} in the ${LABEL_PUSHES} newest pushes` };
 }
 
+/**
+ * @param {string} label
+ */
 export async function findLabel(label) {
   const task = await taskLabelled(label);
   return task ? { route: `/tasks/${task}` }

@@ -5,6 +5,7 @@
 // form of the same facts; the canvas carries a summary for assistive technology.
 import { h } from "./dom.js";
 
+/** @type {Record<string, string>} */
 const COLOURS = {
   unscheduled: "#bdbdbd", pending: "#757575", running: "#1976d2", completed: "#2e7d32", failed: "#c62828",
   exception: "#b45309",
@@ -12,12 +13,22 @@ const COLOURS = {
 const ALL_EDGES = 400; // up to this many edges, all are drawn
 
 // Layers of the tasks (entries of the group model): {layerOf: Map taskId -> layer, layers: [[entries]]}.
+/**
+ * @param {Map<string, GroupEntry>} tasks
+ * @returns {{layerOf: Map<string, number>, layers: GroupEntry[][]}}
+ */
 export function layers(tasks) {
+  /** @type {Map<string, number>} */
   const layerOf = new Map();
   const visiting = new Set();
+  /**
+   * @param {GroupEntry} entry
+   * @returns {number}
+   */
   function depth(entry) {
     const id = entry.status.taskId;
-    if (layerOf.has(id)) return layerOf.get(id);
+    const known = layerOf.get(id);
+    if (known !== undefined) return known;
     if (visiting.has(id)) return 0; // a cycle (the queue never makes one): cut here
     visiting.add(id);
     let deepest = -1;
@@ -29,6 +40,7 @@ export function layers(tasks) {
     layerOf.set(id, deepest + 1);
     return deepest + 1;
   }
+  /** @type {GroupEntry[][]} */
   const bands = [];
   for (const entry of tasks.values()) {
     const layer = depth(entry);
@@ -38,6 +50,9 @@ export function layers(tasks) {
 }
 
 export class GroupGraph {
+  /**
+   * @param {(taskId: string) => void} onOpen
+   */
   constructor(onOpen) {
     this.onOpen = onOpen;
     this.size = 16; // px of a task's square, set by each layout
@@ -46,8 +61,13 @@ export class GroupGraph {
     this.legend = h("p", { class: "graph-legend quiet" });
     this.element = h("div", { class: "graph", id: "group-graph" }, this.legend, h("div", { class: "graph-area",
       tabindex: "0", role: "region", "aria-label": "dependency graph (scrolls sideways)" }, this.canvas, this.tip));
+    /** @type {Map<string, Position>} */
     this.positions = new Map(); // taskId -> {x, y}
+    /** @type {GroupEntry | null} */
     this.hover = null;
+    /** @type {Map<string, GroupEntry>} */
+    this.tasks = new Map(); // as last drawn
+    this.edges = 0;
     this.canvas.addEventListener("mousemove", (event) => this.pointed(event));
     this.canvas.addEventListener("mouseleave", () => this.point(null));
     this.canvas.addEventListener("click", (event) => {
@@ -58,6 +78,9 @@ export class GroupGraph {
   }
 
   // Lays the tasks out (a Map taskId -> entry) and draws them.
+  /**
+   * @param {Map<string, GroupEntry>} tasks
+   */
   draw(tasks) {
     this.tasks = tasks;
     const { layers: bands } = layers(tasks);
@@ -70,13 +93,17 @@ export class GroupGraph {
     this.size = size;
     this.positions.clear();
     let y = 8;
+    /** @type {Map<string, number>} */
     let previous = new Map(); // order of the previous band's tasks, to put a task under its dependencies
+    /**
+     * @param {GroupEntry} entry
+     */
     const orderOf = (entry) => {
       const deps = (entry.task.dependencies || []).map((d) => previous.get(d)).filter((v) => v !== undefined);
       return deps.length ? deps.reduce((a, b) => a + b, 0) / deps.length : Number.MAX_SAFE_INTEGER;
     };
     for (const band of bands) {
-      const sorted = band.map((e) => [orderOf(e), e]).sort((a, b) => a[0] - b[0]
+      const sorted = band.map((e) => /** @type {[number, GroupEntry]} */ ([orderOf(e), e])).sort((a, b) => a[0] - b[0]
         || (a[1].task.metadata.name || "").localeCompare(b[1].task.metadata.name || "")).map(([, e]) => e);
       const placed = new Map();
       sorted.forEach((entry, i) => {
@@ -93,8 +120,8 @@ export class GroupGraph {
     this.canvas.height = y * ratio;
     this.canvas.style.width = `${width}px`;
     this.canvas.style.height = `${y}px`;
-    this.canvas.dataset.layers = bands.length;
-    this.canvas.dataset.tasks = count;
+    this.canvas.dataset.layers = String(bands.length);
+    this.canvas.dataset.tasks = String(count);
     this.edges = [...tasks.values()].reduce((n, e) => n + (e.task.dependencies || []).filter((d) => tasks.has(d)).length, 0);
     this.legend.textContent = `${count} task${count === 1 ? "" : "s"} in ${bands.length} layer${bands.length === 1
       ? "" : "s"}, each below the deepest of its dependencies; ${this.edges} dependenc${this.edges === 1 ? "y" : "ies"}`
@@ -110,6 +137,11 @@ export class GroupGraph {
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
     const half = this.size / 2;
+    /**
+     * @param {string} from
+     * @param {string} to
+     * @param {string} colour
+     */
     const edge = (from, to, colour) => {
       const a = this.positions.get(from);
       const b = this.positions.get(to);
@@ -150,20 +182,31 @@ export class GroupGraph {
     }
   }
 
+  /**
+   * @param {MouseEvent} event
+   * @returns {GroupEntry | null}
+   */
   at(event) {
     const box = this.canvas.getBoundingClientRect();
     const x = event.clientX - box.left;
     const y = event.clientY - box.top;
     for (const [id, p] of this.positions) {
-      if (x >= p.x && x < p.x + this.size && y >= p.y && y < p.y + this.size) return this.tasks.get(id);
+      if (x >= p.x && x < p.x + this.size && y >= p.y && y < p.y + this.size) return this.tasks.get(id) ?? null;
     }
     return null;
   }
 
+  /**
+   * @param {MouseEvent} event
+   */
   pointed(event) {
     this.point(this.at(event), event);
   }
 
+  /**
+   * @param {GroupEntry | null} entry
+   * @param {MouseEvent} [event]
+   */
   point(entry, event) {
     if (entry === this.hover) return;
     this.hover = entry;

@@ -27,11 +27,22 @@ const IDLE_AFTER = 30; // seconds a task waits pending, with none of its queue r
 // Put `node` before `ref` in `parent`. A row already on the page is moved with moveBefore where the browser has it
 // (Chromium 133 on): an insertBefore takes it out and back, which drops the focus and a text selection inside it
 // (issue #65: a live group's re-sorts did).
+/**
+ * @param {Element & {moveBefore?: (node: Node, ref: Node | null) => void}} parent
+ * @param {Element} node
+ * @param {Element | null} ref
+ */
 function place(parent, node, ref) {
   if (node.parentNode === parent && typeof parent.moveBefore === "function") parent.moveBefore(node, ref);
   else parent.insertBefore(node, ref);
 }
 
+/**
+ * @param {HTMLElement} target
+ * @param {string} groupId
+ * @param {URLSearchParams} query
+ * @returns {View | null}
+ */
 export function groupView(target, groupId, query) {
   setTitle(`Task group ${groupId}`);
   if (!SLUGID.test(groupId)) {
@@ -83,10 +94,13 @@ export function groupView(target, groupId, query) {
     h("p", { class: "group-search" }, h("label", { for: "group-search" }, "Find "), searchBox),
     h("div", { id: "group-tasks" }, table, empty), pager, status);
   let lastFull = 0; // when the whole group was last listed
+  /** @type {ReturnType<typeof poll> | null} */
   let polling = null; // the refreshes (poll), started once everything below is defined
   const rows = new Map(); // taskId -> {tr, keys: [cell keys]}
+  /** @type {GroupEntry[]} */
   let onScreen = []; // the entries of the page shown
   // taskId/runId -> why that failed run failed (whyread.js: {name, exitCode, errors}), or null (no log, too long)
+  /** @type {Map<string, RunExplanation | null>} */
   const explanations = new Map();
   const explaining = new Set(); // taskId/runId being read
   /** @type {Array<() => Promise<void>>} */
@@ -96,28 +110,41 @@ export function groupView(target, groupId, query) {
   // Failed tasks marked to rerun once their dependencies complete (listTaskGroupFailures): taskId -> what they wait for
   let waiting = new Map();
 
+  /**
+   * @param {string} state
+   * @param {number} p
+   */
   function link(state, p) {
     const params = new URLSearchParams();
     if (state) params.set("state", state);
-    if (p > 1) params.set("page", p);
+    if (p > 1) params.set("page", String(p));
     if (search) params.set("q", search);
     const qs = params.toString();
     return `#/groups/${groupId}${qs ? `?${qs}` : ""}`;
   }
 
+  /**
+   * @param {URLSearchParams} q
+   */
   function readQuery(q) {
-    filter = STATES.includes(q.get("state")) ? q.get("state") : "";
+    const state = q.get("state") || "";
+    filter = STATES.includes(state) ? state : "";
     page = Math.max(1, Number(q.get("page")) || 1);
     search = q.get("q") || "";
     if (searchBox.value !== search) searchBox.value = search;
   }
 
   // The cells of a task's row: [key, content] each; a cell is redrawn only when its key changed.
+  /**
+   * @param {GroupEntry} entry
+   * @returns {Array<[string, () => Child]>}
+   */
   function cells(entry) {
     const { task, status: s } = entry;
     const run = lastRun(entry);
     const name = task.metadata.name || s.taskId;
     const now = new Date();
+    /** @type {Child[]} */
     let state = [badge(s.state)];
     let stateKey = s.state;
     const waits = waiting.get(s.taskId);
@@ -149,11 +176,12 @@ export function groupView(target, groupId, query) {
       if (first && more > 0) state.push(h("span", { class: "reason" }, ` and ${more} more`));
       stateKey += `${why.failed.length ? "b" : "w"}${first ? first.status.taskId : why.outside}${more}`;
     }
+    /** @type {Child} */
     let waited = "–";
     if (run && run.resolved) waited = when(run.resolved);
     else if (s.state === "pending" && run) waited = `pending for ${duration(run.scheduled, now.toISOString())}`;
     else if (s.state === "running" && run) waited = `running for ${duration(run.started, now.toISOString())}`;
-    const waitedKey = typeof waited === "string" ? waited : run.resolved;
+    const waitedKey = typeof waited === "string" ? waited : run?.resolved ?? "";
     return [
       [`${name}|${s.taskId}`, () => h("a", { href: `#/tasks/${s.taskId}` }, name)],
       [stateKey, () => state],
@@ -166,6 +194,11 @@ export function groupView(target, groupId, query) {
   }
 
   // A failed run's why, under its state: exit code and first error line, the line a link into the log.
+  /**
+   * @param {string} taskId
+   * @param {number} runId
+   * @param {RunExplanation} found
+   */
   function whyLine(taskId, runId, found) {
     const first = found.errors[0];
     const logHref = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(found.name)}`;
@@ -182,8 +215,10 @@ export function groupView(target, groupId, query) {
   // could not be read is tried again on a later render). Their rows are drawn again as answers come.
   function explainShown() {
     const wanted = onScreen.filter((e) => e.status.state === "failed" || e.status.state === "exception")
-      .slice(0, WHY_ROWS).map((e) => [e.status.taskId, lastRun(e)]).filter(([, run]) => run)
-      .map(([taskId, run]) => [taskId, run.runId, `${taskId}/${run.runId}`])
+      .slice(0, WHY_ROWS).flatMap((e) => {
+        const run = lastRun(e);
+        return run ? [/** @type {[string, number, string]} */ ([e.status.taskId, run.runId, `${e.status.taskId}/${run.runId}`])] : [];
+      })
       .filter(([, , key]) => !explanations.has(key) && !explaining.has(key));
     for (const [taskId, runId, key] of wanted) {
       explaining.add(key);
@@ -209,6 +244,9 @@ export function groupView(target, groupId, query) {
     }
   }
 
+  /**
+   * @param {GroupEntry} entry
+   */
   function rowFor(entry) {
     const id = entry.status.taskId;
     let row = rows.get(id);
@@ -248,7 +286,7 @@ export function groupView(target, groupId, query) {
       a.href = link(s, 1);
       a.classList.toggle("active", filter === s);
       if (s) {
-        a.dataset.count = c[s];
+        a.dataset.count = String(c[s]);
         if (a.dataset.label !== `${s}${c[s]}`) {
           a.dataset.label = `${s}${c[s]}`;
           replace(a, badge(s), ` ${c[s]}`);
@@ -297,7 +335,7 @@ export function groupView(target, groupId, query) {
       const entry = model.tasks.get(id);
       return entry && (entry.status.state === "failed" || entry.status.state === "exception");
     });
-    for (const id of toRerun) c[model.tasks.get(id).status.state] -= 1; // waiting to rerun: not counted as failed
+    for (const id of toRerun) c[model.tasks.get(id)?.status.state ?? ""] -= 1; // waiting to rerun: not counted as failed
     const rerunNote = toRerun.length ? `, ${toRerun.length} to rerun once what they depend on completes` : "";
     const failures = c.failed + c.exception;
     let text;
@@ -344,25 +382,32 @@ export function groupView(target, groupId, query) {
   // Seal (no task may join), Cancel (every unresolved task; the queue asks that the group be sealed first) and
   // Rerun failed (each failed or exception task, one rerunTaskWhenReady each): enabled by the scopes held, destructive
   // ones asked first.
+  /** @type {string[] | null} */
   let held = null;
   async function renderActions() {
     if (!model.info) return;
     if (held === null) held = await api.scopes();
+    const scopes = held;
     const info = model.info;
     const sealScope = `queue:seal-task-group:${info.schedulerId}/${groupId}`;
     const cancelScope = `queue:cancel-task-group:${info.schedulerId}/${groupId}`;
     const failed = [...model.tasks.values()].filter((t) => ["failed", "exception"].includes(t.status.state)
       && !waiting.has(t.status.taskId));
-    const rerunnable = failed.filter((t) => api.satisfied(held, api.actionScopes("rerun-task",
+    const rerunnable = failed.filter((t) => api.satisfied(scopes, api.actionScopes("rerun-task",
       { ...t.task, taskGroupId: groupId }, t.status.taskId)));
     const unresolved = model.unresolvedIds().length;
+    /**
+     * @param {boolean} allowed
+     * @param {string} what
+     */
     const why = (allowed, what) => (allowed ? what : api.credentials() ? `Your credentials lack the scopes to ${what}`
       : `Sign in with credentials that may ${what}`);
+    /** @type {Array<[string, string, boolean, string, () => void]>} */
     const buttons = [
-      ["seal-group", "Seal", !info.sealed && api.satisfied(held, sealScope), why(api.satisfied(held, sealScope),
+      ["seal-group", "Seal", !info.sealed && api.satisfied(scopes, sealScope), why(api.satisfied(scopes, sealScope),
         "seal this group (no task may join it after)"), seal],
-      ["cancel-group", "Cancel group", Boolean(info.sealed) && unresolved > 0 && api.satisfied(held, cancelScope),
-        info.sealed ? why(api.satisfied(held, cancelScope), `cancel the ${unresolved} unresolved tasks`)
+      ["cancel-group", "Cancel group", Boolean(info.sealed) && unresolved > 0 && api.satisfied(scopes, cancelScope),
+        info.sealed ? why(api.satisfied(scopes, cancelScope), `cancel the ${unresolved} unresolved tasks`)
           : "Seal the group first: the queue cancels only a sealed group", cancelGroup],
       ["rerun-failed", `Rerun failed (${failed.length})`, rerunnable.length > 0,
         why(rerunnable.length > 0, "rerun the failed tasks"), () => rerunFailed(rerunnable)],
@@ -374,15 +419,19 @@ export function groupView(target, groupId, query) {
       disabled: !enabled, title, onclick }, label)));
   }
 
+  /**
+   * @param {string} label
+   * @param {() => Promise<string>} work
+   */
   async function act(label, work) {
     replace(feedback, message("info", `${label}…`));
     try {
       replace(feedback, message("ok", await work()));
     } catch (error) {
-      replace(feedback, message("error", `${label} refused: ${error.summary || error.message}`));
+      replace(feedback, message("error", `${label} refused: ${api.said(error)}`));
     }
     lastFull = 0; // read the whole group at once
-    polling.now();
+    polling?.now();
   }
 
   function seal() {
@@ -402,6 +451,9 @@ export function groupView(target, groupId, query) {
     });
   }
 
+  /**
+   * @param {GroupEntry[]} tasks
+   */
   function rerunFailed(tasks) {
     const plan = rerunPlan(tasks, model.tasks, waiting);
     const lines = [`Rerun the ${tasks.length} failed task${tasks.length > 1 ? "s" : ""}?`];
@@ -413,14 +465,16 @@ export function groupView(target, groupId, query) {
     if (!window.confirm(lines.join("\n\n"))) return;
     act("Rerun failed", async () => {
       const refused = [];
+      /** @type {GroupEntry[]} */
       const now = [];
+      /** @type {GroupEntry[]} */
       const later = [];
       for (const t of [...plan.now, ...plan.later]) {
         try {
           const answer = await api.post(`/task/${t.status.taskId}/rerun-when-ready`);
           (RESOLVED.has(answer.status.state) ? later : now).push(t);
         } catch (error) {
-          refused.push(`${t.task.metadata.name || t.status.taskId} (${error.summary || error.message})`);
+          refused.push(`${t.task.metadata.name || t.status.taskId} (${api.said(error)})`);
         }
       }
       if (refused.length === tasks.length) throw new Error(refused.join("; "));
@@ -442,7 +496,7 @@ export function groupView(target, groupId, query) {
       try {
         entry.claimed = (await api.get(`/task-queues/${taskQueueId}/counts`)).claimedTasks;
       } catch (error) {
-        if (error.status === 403) entry.hiddenBy = api.missingScopes(error);
+        if (api.statusOf(error) === 403) entry.hiddenBy = api.missingScopes(error);
       }
     }));
   }
@@ -472,7 +526,9 @@ export function groupView(target, groupId, query) {
   async function refresh() {
     const now = Date.now();
     if (growing || now - lastFull > FULL_EVERY) {
+      /** @type {GroupEntry[]} */
       const entries = [];
+      /** @type {GroupInfo | null} */
       let info = null;
       const first = model.tasks.size === 0;
       await api.all(`/task-group/${groupId}/list`, "tasks", {
@@ -510,7 +566,7 @@ export function groupView(target, groupId, query) {
       const unresolved = model.unresolvedIds();
       const open = new Set(unresolved);
       const ids = new Set(onScreen.map((t) => t.status.taskId).filter((id) => open.has(id)));
-      for (const id of unresolved) if (model.tasks.get(id).status.state === "running") ids.add(id);
+      for (const id of unresolved) if (model.tasks.get(id)?.status.state === "running") ids.add(id);
       const others = unresolved.filter((id) => !ids.has(id));
       turn = others.length ? turn % others.length : 0;
       const slice = others.slice(turn, turn + ROTATION)
@@ -535,7 +591,7 @@ export function groupView(target, groupId, query) {
     const live = model.unresolvedIds().length > 0;
     replace(status, live ? h("span", { class: "live-dot", "aria-hidden": "true" }) : null,
       `Updated ${new Date().toLocaleTimeString()}: ${reads}.`);
-    status.dataset.refreshes = Number(status.dataset.refreshes || 0) + 1;
+    status.dataset.refreshes = String(Number(status.dataset.refreshes || 0) + 1);
   }
 
   readQuery(query);
@@ -545,13 +601,16 @@ export function groupView(target, groupId, query) {
     : Math.max(2000, Math.min(15000, (lastRead / 500) * 1000)));
   polling = poll(refresh, interval, (error) => {
     if (model.tasks.size === 0) replace(summary);
-    replace(problem, message("error", error.status === 404 ? `There is no task group ${groupId}.`
-      : `The group could not be read: ${error.summary || error.message}`));
+    replace(problem, message("error", api.statusOf(error) === 404 ? `There is no task group ${groupId}.`
+      : `The group could not be read: ${api.said(error)}`));
   });
   return {
     stop: polling.stop,
     now: polling.now,
     // Another filter, page or search of the same group (the address's query changed): shown from what is held.
+    /**
+     * @param {URLSearchParams} q
+     */
     update(q) {
       readQuery(q);
       if (model.tasks.size) render();

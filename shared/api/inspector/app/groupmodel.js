@@ -11,12 +11,17 @@ const RANK = Object.fromEntries(ORDER.map((s, i) => [s, i]));
 
 export class GroupModel {
   constructor() {
+    /** @type {Map<string, GroupEntry>} */
     this.tasks = new Map(); // taskId -> {task, status} as listTaskGroup answers them
+    /** @type {GroupInfo | null} */
     this.info = null; // the group's own fields (schedulerId, sealed, expires, …)
     this.blockedMemo = null;
   }
 
   // Entries of listTaskGroup; answers the taskIds whose entry is new or changed.
+  /**
+   * @param {GroupEntry[]} entries
+   */
   put(entries) {
     const changed = [];
     for (const entry of entries) {
@@ -29,6 +34,9 @@ export class GroupModel {
   }
 
   // Statuses of the `statuses` call ([{taskId, status}]); answers the taskIds whose status changed.
+  /**
+   * @param {Array<{taskId: string, status: TaskStatus}>} statuses
+   */
   setStatuses(statuses) {
     const changed = [];
     for (const { taskId, status } of statuses) {
@@ -67,6 +75,9 @@ export class GroupModel {
   // Why an unscheduled task waits: {failed: [entries of dependencies that failed and block it for good, directly
   // or through another blocked task], waiting: [entries of unresolved dependencies], outside: n (dependencies
   // not in this group)}.
+  /**
+   * @param {GroupEntry} entry
+   */
   why(entry) {
     const failed = [];
     const waiting = [];
@@ -85,6 +96,9 @@ export class GroupModel {
 
   // Whether a task can never run: unscheduled, with a dependency that failed (under all-completed) or is itself
   // blocked so. (Taskcluster resolves such a task as exception, deadline-exceeded, at its deadline.)
+  /**
+   * @param {GroupEntry} entry
+   */
   blocked(entry) {
     if (entry.status.state !== "unscheduled") return false;
     if (this.blockedMemo === null) this.blockedMemo = new Map();
@@ -145,12 +159,18 @@ export class GroupModel {
   }
 }
 
+/**
+ * @param {GroupEntry} entry
+ */
 export function lastRun(entry) {
   const runs = entry.status.runs;
   return runs.length ? runs[runs.length - 1] : null;
 }
 
 // What of a status the page shows: a change here redraws the task's row.
+/**
+ * @param {TaskStatus} status
+ */
 function signature(status) {
   const run = status.runs.length ? status.runs[status.runs.length - 1] : null;
   return `${status.state}|${status.runs.length}|${run ? `${run.state}|${run.started}|${run.resolved}|${run.reasonResolved}` : ""}`;

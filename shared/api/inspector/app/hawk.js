@@ -5,6 +5,10 @@
 
 const encoder = new TextEncoder();
 
+/**
+ * @param {string} key
+ * @param {string} text
+ */
 async function mac(key, text) {
   const imported = await crypto.subtle.importKey("raw", encoder.encode(key), { name: "HMAC", hash: "SHA-256" },
     false, ["sign"]);
@@ -12,11 +16,17 @@ async function mac(key, text) {
   return btoa(String.fromCharCode(...new Uint8Array(signed)));
 }
 
+/**
+ * @param {string} text
+ */
 function base64url(text) {
   return btoa(String.fromCharCode(...encoder.encode(text))).replace(/\+/g, "-").replace(/\//g, "_")
     .replace(/=+$/, "");
 }
 
+/**
+ * @param {Credentials} credentials
+ */
 function ext(credentials) {
   if (!credentials.certificate) return "";
   const certificate = typeof credentials.certificate === "string"
@@ -24,6 +34,9 @@ function ext(credentials) {
   return btoa(JSON.stringify({ certificate }));
 }
 
+/**
+ * @param {string} url
+ */
 function parts(url) {
   const parsed = new URL(url);
   const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
@@ -35,6 +48,11 @@ function nonce() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/**
+ * @param {Credentials} credentials
+ * @param {string} method
+ * @param {string} url
+ */
 export async function header(credentials, method, url) {
   const { resource, host, port } = parts(url);
   const ts = Math.floor(Date.now() / 1000).toString();
@@ -45,6 +63,11 @@ export async function header(credentials, method, url) {
   return `Hawk id="${credentials.clientId}", ts="${ts}", nonce="${n}", ${e ? `ext="${e}", ` : ""}mac="${m}"`;
 }
 
+/**
+ * @param {Credentials} credentials
+ * @param {string} url
+ * @param {number} [seconds]
+ */
 export async function signedUrl(credentials, url, seconds = 900) {
   const { resource, host, port } = parts(url);
   const expiry = (Math.floor(Date.now() / 1000) + seconds).toString();

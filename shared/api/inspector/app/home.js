@@ -19,6 +19,12 @@ const RECENT = 100; // recent task groups read (the most the queue answers)
 const PUSH_PAGE = 20; // of them shown at once
 const CONCURRENCY = 8;
 
+/**
+ * @param {HTMLElement} target
+ * @param {(kind: "error" | "info", text: string) => void} showNotice
+ * @param {URLSearchParams} [query]
+ * @returns {View}
+ */
 export function homeView(target, showNotice, query = new URLSearchParams()) {
   setTitle("");
   const queues = h("div", { id: "task-queues" }, h("p", {}, "Loading task queues…"));
@@ -30,9 +36,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
       "follow a link from the API's answers. A task's page links to its group, its task queue, its runs' workers ",
       "and its logs. ", h("a", { href: "#/index/", id: "browse-index" }, "Browse the Index"),
       " to find completed tasks by name."),
-    h("form", { class: "open-group", onsubmit: (event) => {
+    h("form", { class: "open-group", onsubmit: (/** @type {SubmitEvent} */ event) => {
       event.preventDefault();
-      const value = String(new FormData(event.target).get("group")).trim();
+      const value = String(new FormData(/** @type {HTMLFormElement} */ (event.target)).get("group")).trim();
       if (SLUGID.test(value)) window.location.hash = `#/groups/${value}`;
       else showNotice("error", `"${value}" is not a taskGroupId`);
     } },
@@ -44,8 +50,10 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
 
   // The pushes of the last days (listRecentTaskGroups, this queue's extension): a group is listed once its second
   // task joined it; each with its decision task, project and revision, and its counts, coloured by its worst task.
+  /** @type {Push[]} */
   let pushes = [];
   let page = 0;
+  /** @type {{pushIndex?: string, treeherder?: string}} */
   let config = {};
   deploymentConfig().then((c) => {
     config = c;
@@ -57,6 +65,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
   replace(groups, h("div", { class: "push-filter" }, h("label", { for: "push-filter" }, "Filter pushes "), filter),
     pushList);
 
+  /**
+   * @param {Push} g
+   */
   function pushRow(g) {
     const d = g.decisionTask;
     const worst = worstState(g);
@@ -83,6 +94,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
         : "No task group of more than one task in the last 7 days."));
       return;
     }
+    /**
+     * @param {number} to
+     */
     const go = (to) => () => { page = to; showPushes(); };
     replace(pushList, h("table", { id: "recent-groups-table" },
       h("thead", {}, h("tr", {}, ["Push", "Project", "Revision", "Owner", "Since", "Tasks"]
@@ -99,9 +113,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
     try {
       found = (await api.get("/task-groups/recent", { limit: RECENT })).taskGroups;
     } catch (error) {
-      replace(pushList, h("p", {}, error.status === 403
+      replace(pushList, h("p", {}, api.statusOf(error) === 403
         ? "The recent task groups are hidden: they take the scope queue:list-recent-task-groups. Sign in with credentials that hold it."
-        : `Recent task groups could not be listed: ${error.summary || error.message}`));
+        : `Recent task groups could not be listed: ${api.said(error)}`));
       return;
     }
     const key = JSON.stringify(found);
@@ -112,7 +126,11 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
   }
 
   let hiddenBy = ""; // the scopes that would show the counts a refusal hid
+  /**
+   * @param {TaskQueueSeen[]} list
+   */
   async function counted(list) {
+    /** @type {Map<string, QueueCounts | null>} */
     const out = new Map();
     let next = 0;
     async function worker() {
@@ -123,7 +141,7 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
           out.set(q.taskQueueId, await api.get(`/task-queues/${q.taskQueueId}/counts`));
         } catch (error) {
           out.set(q.taskQueueId, null); // not allowed to count it: listed without counts
-          if (error.status === 403 && !hiddenBy) hiddenBy = api.missingScopes(error);
+          if (api.statusOf(error) === 403 && !hiddenBy) hiddenBy = api.missingScopes(error);
         }
       }
     }
@@ -144,7 +162,10 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
       if (known) known.lastTaskCreated = q.lastTaskCreated;
       else merged.set(q.taskQueueId, { taskQueueId: q.taskQueueId, lastDateActive: null, lastTaskCreated: q.lastTaskCreated });
     }
-    const latest = (q) => [q.lastDateActive || "", q.lastTaskCreated || ""].sort().at(-1);
+    /**
+     * @param {TaskQueueSeen} q
+     */
+    const latest = (q) => [q.lastDateActive || "", q.lastTaskCreated || ""].sort()[1];
     return [...merged.values()].sort((a, b) => latest(b).localeCompare(latest(a)));
   }
 
@@ -153,9 +174,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
     try {
       found = await taskQueues();
     } catch (error) {
-      replace(queues, h("p", {}, error.status === 403
+      replace(queues, h("p", {}, api.statusOf(error) === 403
         ? "Sign in with credentials that hold queue:list-task-queues to see the task queues and their work."
-        : `Task queues could not be listed: ${error.summary || error.message}`));
+        : `Task queues could not be listed: ${api.said(error)}`));
       return;
     }
     if (found.length === 0) {
@@ -163,12 +184,18 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
       return;
     }
     const counts = await counted(found.slice(0, COUNTED));
+    /**
+     * @param {TaskQueueSeen} q
+     */
     const busy = (q) => {
       const c = counts.get(q.taskQueueId);
       return c ? c.pendingTasks + c.claimedTasks : -1;
     };
     const ordered = [...found].sort((a, b) => busy(b) - busy(a) || a.taskQueueId.localeCompare(b.taskQueueId));
     const working = ordered.filter((q) => busy(q) > 0);
+    /**
+     * @param {TaskQueueSeen} q
+     */
     const row = (q) => {
       const [provisionerId, workerType] = q.taskQueueId.split("/");
       const c = counts.get(q.taskQueueId);
@@ -178,6 +205,10 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
         h("td", {}, q.lastDateActive ? when(q.lastDateActive) : h("span", { class: "never-polled" },
           "no worker has asked for work")));
     };
+    /**
+     * @param {TaskQueueSeen[]} list
+     * @param {string} id
+     */
     const table = (list, id) => h("table", { id },
       h("thead", {}, h("tr", {}, ["Provisioner", "Worker type", "Pending", "Claimed", "Workers' activity recorded"]
         .map((c) => h("th", { scope: "col", title: c === "Workers' activity recorded" ? ACTIVITY_NOTE : null }, c)))),

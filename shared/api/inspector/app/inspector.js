@@ -1,7 +1,7 @@
 // The inspector: a hash router over views of task groups, tasks, logs, task queues and workers, and the sign-in.
 import { understand } from "./addresses.js";
 import * as api from "./api.js";
-import { h, message, replace, setTitle } from "./dom.js";
+import { byId, h, message, replace, setTitle } from "./dom.js";
 import { findLabel, findPush, findQueueOrLabel } from "./finding.js";
 import { groupView } from "./group.js";
 import { homeView } from "./home.js";
@@ -10,15 +10,18 @@ import { logView } from "./log.js";
 import { queueView, workerView } from "./queue.js";
 import { taskView } from "./task.js";
 
-const view = /** @type {HTMLElement} */ (document.getElementById("view"));
+const view = byId("view");
+/** @type {View | null} */
 let current = null; // the shown view's {stop, anchor}
+/** @type {string | null} */
 let shown = null; // the address of the shown view, without its line anchor
+/** @type {string | null} */
 let shownPath = null; // the same without its query
 
 // Routes: #/groups/<id>, #/tasks/<id>, #/tasks/<id>/runs/<runId>/logs/<name>, #/queues/<prov>/<type>,
 // #/workers/<prov>/<type>/<group>/<id>, #/index/<namespace>; a query after `?` keeps a view's filter and page; a
 // log's address may end with a line anchor (`#L12`, `#L12-L20`).
-/** @type {Array<[RegExp, (match: RegExpMatchArray, query: URLSearchParams, anchor: string) => any]>} */
+/** @type {Array<[RegExp, (match: RegExpMatchArray, query: URLSearchParams, anchor: string) => View | null]>} */
 const ROUTES = [
   [/^\/groups\/([^/?]+)$/, (m, q) => groupView(view, m[1], q)],
   [/^\/tasks\/([^/?]+)$/, (m) => taskView(view, m[1])],
@@ -68,6 +71,9 @@ function route(again = false) {
 // The Open box: a taskId or taskGroupId (the queue is asked which: a task first, as a decision task's id is also
 // its group's), a task queue, an index path, a revision, a task's label, or a URL of Taskcluster's UI, of this
 // inspector, of the API or of Treeherder (a job or a push).
+/**
+ * @param {string} input
+ */
 async function open(input) {
   const found = understand(input);
   if (found.error) {
@@ -107,8 +113,8 @@ async function open(input) {
     window.location.hash = `#/tasks/${id}`;
     return;
   } catch (error) {
-    if (error.status !== 404) {
-      showNotice("error", `${id} could not be looked up: ${error.summary || error.message}`);
+    if (api.statusOf(error) !== 404) {
+      showNotice("error", `${id} could not be looked up: ${api.said(error)}`);
       return;
     }
   }
@@ -116,20 +122,24 @@ async function open(input) {
     await api.get(`/task-group/${id}/list`, { limit: 1 });
     window.location.hash = `#/groups/${id}`;
   } catch (error) {
-    showNotice("error", error.status === 404 ? `There is no task and no task group ${id}.`
-      : `${id} could not be looked up: ${error.summary || error.message}`);
+    showNotice("error", api.statusOf(error) === 404 ? `There is no task and no task group ${id}.`
+      : `${id} could not be looked up: ${api.said(error)}`);
   }
 }
 
+/**
+ * @param {"error" | "info"} [kind]
+ * @param {string} [text]
+ */
 export function showNotice(kind, text) {
-  const notice = document.getElementById("notice");
-  replace(notice, text ? message(kind, text) : null);
+  const notice = byId("notice");
+  replace(notice, text ? message(kind ?? "info", text) : null);
 }
 
 // The account box: a sign-in form (clientId and accessToken, checked against the auth service's currentScopes)
 // or who is signed in, with sign-out. Credentials stay in this tab (sessionStorage).
 function renderAccount() {
-  const box = document.getElementById("account");
+  const box = byId("account");
   const creds = api.credentials();
   if (creds) {
     replace(box, h("span", { class: "who" }, "Signed in as ", h("strong", { id: "signed-in-as" }, creds.clientId)),
@@ -142,7 +152,7 @@ function renderAccount() {
     return;
   }
   const error = h("div", { id: "sign-in-error", class: "sign-in-error", role: "alert" });
-  const form = h("form", { id: "sign-in", class: "sign-in", onsubmit: async (event) => {
+  const form = h("form", { id: "sign-in", class: "sign-in", onsubmit: async (/** @type {SubmitEvent} */ event) => {
     event.preventDefault();
     const data = new FormData(form);
     replace(error);
@@ -151,12 +161,12 @@ function renderAccount() {
       renderAccount();
       route(true);
     } catch (failure) {
-      const said = failure.message.split("\n\n---")[0];
+      const said = (failure instanceof Error ? failure.message : String(failure)).split("\n\n---")[0];
       // Taskcluster's words for a wrong token ("Unauthorized: Bad mac") say little to a person: say what to check.
       const hint = /bad mac/i.test(said) ? ": the accessToken does not match this clientId" : "";
-      replace(error, failure.status === 401
+      replace(error, api.statusOf(failure) === 401
         ? `Sign-in failed: these credentials were refused (${said})${hint}`
-        : `Sign-in failed: ${failure.summary || failure.message}`);
+        : `Sign-in failed: ${api.said(failure)}`);
     }
   } },
   h("label", { for: "client-id", class: "visually-hidden" }, "clientId"),
@@ -173,7 +183,7 @@ async function renderAbout() {
   try {
     const about = await api.request("GET", "queue", "/__version__", { creds: null });
     const commit = about.commit === "unknown" ? "commit unknown" : `commit ${about.commit.slice(0, 12)}`;
-    replace(document.getElementById("about"), `tc-azure-queue ${about.version} · ${commit}`);
+    replace(byId("about"), `tc-azure-queue ${about.version} · ${commit}`);
   } catch {
     // an older queue without /__version__: no footer
   }

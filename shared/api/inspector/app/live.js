@@ -1,8 +1,14 @@
 // Live updates by polling: `refresh` runs now and then every `interval()` ms while the page is visible, one call at
 // a time, until the view is left (`stop`). A failed refresh is reported and tried again at the next tick.
 
+/**
+ * @param {() => Promise<unknown>} refresh
+ * @param {() => number} interval
+ * @param {(error: unknown) => void} [onError]
+ */
 export function poll(refresh, interval, onError) {
   let stopped = false;
+  /** @type {ReturnType<typeof setTimeout> | null} */
   let timer = null;
   let running = false;
 
@@ -24,6 +30,9 @@ export function poll(refresh, interval, onError) {
     schedule(interval());
   }
 
+  /**
+   * @param {number} ms
+   */
   function schedule(ms) {
     if (!stopped && timer === null) timer = setTimeout(tick, ms);
   }

@@ -12,6 +12,14 @@ import { LogViewer, parseLineAnchor } from "./logview.js";
 
 const LOG_NAMES = /\.(log|txt)$|^public\/logs\//;
 
+/**
+ * @param {HTMLElement} target
+ * @param {string} taskId
+ * @param {number} runId
+ * @param {string} name
+ * @param {string} anchor
+ * @returns {View | null}
+ */
 export function logView(target, taskId, runId, name, anchor) {
   if (!SLUGID.test(taskId)) {
     setTitle(`Task ${taskId}`);
@@ -35,16 +43,25 @@ export function logView(target, taskId, runId, name, anchor) {
 
   const decoder = new TextDecoder("utf-8");
   let offset = 0;
+  /** @type {string | null} */
   let blobUrl = null; // where the queue redirected: read directly until it stops answering
   let done = false;
   let named = false;
 
   // Says why there is no log to show, and whether to keep looking.
+  /**
+   * @param {"error" | "info"} kind
+   * @param {...Child} text
+   */
   function explain(kind, ...text) {
     replace(notice, message(kind, text.flat()));
     viewer.scroller.hidden = offset === 0;
   }
 
+  /**
+   * @param {"error" | "info"} kind
+   * @param {...Child} text
+   */
   function finish(kind, ...text) {
     done = true;
     explain(kind, ...text);
@@ -59,6 +76,9 @@ export function logView(target, taskId, runId, name, anchor) {
     }
   }
 
+  /**
+   * @param {Artifact[]} listed
+   */
   function others(listed) {
     const logs = listed.filter((a) => a.name !== name && LOG_NAMES.test(a.name) && a.storageType !== "error");
     if (logs.length === 0) return "";
@@ -67,6 +87,9 @@ export function logView(target, taskId, runId, name, anchor) {
   }
 
   // One read: the bytes after those shown. Answers true if text arrived, or the problem's kind.
+  /**
+   * @param {boolean} resolved
+   */
   async function read(resolved) {
     /** @type {Record<string, string>} */
     const headers = offset > 0 ? { Range: `bytes=${offset}-` } : {};
@@ -122,7 +145,7 @@ export function logView(target, taskId, runId, name, anchor) {
     try {
       ({ status: taskStatus } = await api.get(`/task/${taskId}/status`));
     } catch (error) {
-      if (error.status === 404) {
+      if (api.statusOf(error) === 404) {
         finish("error", "There is no task ", h("code", {}, taskId), " (a task is deleted when it expires).");
         return;
       }
@@ -174,7 +197,7 @@ export function logView(target, taskId, runId, name, anchor) {
   }
 
   const polling = poll(refresh, () => (done ? 3600000 : 1000), (error) => {
-    replace(status, message("error", error.summary || error.message));
+    replace(status, message("error", api.said(error)));
   });
   return {
     stop() {
@@ -182,6 +205,9 @@ export function logView(target, taskId, runId, name, anchor) {
       viewer.stop();
     },
     // The address changed only in its line anchor (`#L12-L20`): select those lines.
+    /**
+     * @param {string} text
+     */
     anchor(text) {
       const range = parseLineAnchor(text);
       if (range && viewer.has(range)) viewer.select(range);

@@ -13,14 +13,21 @@ export const MAX_MATCHES = 10000;
 
 export class LogModel {
   constructor() {
+    /** @type {string[]} */
     this.raw = []; // each line as written, escapes included, without its newline
+    /** @type {string[]} */
     this.plain = []; // each line's text as shown (search looks here)
+    /** @type {Array<Readonly<Style>>} */
     this.styles = []; // the ANSI style each line starts in
+    /** @type {number[]} */
     this.sectionOf = []; // the innermost section holding each line (an index of `sections`), or -1
     // {title, start (its header line), end (its last line, or null while open), parent, name, hasError (a line
     // inside it, at any depth, names an error: why.js)}
+    /** @type {LogSection[]} */
     this.sections = [];
+    /** @type {number[]} */
     this.flagged = []; // sections that found their first error line since the viewer last looked (their headers)
+    /** @type {number[]} */
     this.open = []; // indexes of the sections not closed yet, innermost last
     this.pending = ""; // text after the last newline: a line still being written
     this.endStyle = PLAIN;
@@ -32,6 +39,9 @@ export class LogModel {
   }
 
   // Adds text (decoded); answers the index of the first line that changed.
+  /**
+   * @param {string} text
+   */
   append(text) {
     const first = this.raw.length;
     const parts = (this.pending + text).split("\n");
@@ -47,6 +57,9 @@ export class LogModel {
     return { raw: this.pending, style: this.endStyle, plain: segments.map((s) => s.text).join("") };
   }
 
+  /**
+   * @param {string} raw
+   */
   push(raw) {
     const index = this.raw.length;
     const parent = this.open.length ? this.open[this.open.length - 1] : -1;
@@ -85,12 +98,18 @@ export class LogModel {
   }
 
   // The text shown for a line (a section's header shows its title only).
+  /**
+   * @param {number} index
+   */
   shownRaw(index) {
     const section = this.headerOf(index);
     return section === null ? this.raw[index] : this.sections[section].title;
   }
 
   // The section a line is the header of, or null. Sections are in the order of their headers: a binary search.
+  /**
+   * @param {number} index
+   */
   headerOf(index) {
     let lo = 0;
     let hi = this.sections.length - 1;
@@ -105,6 +124,10 @@ export class LogModel {
   }
 
   // Whether a line is inside a collapsed section (a header is inside its parent, not itself).
+  /**
+   * @param {number} index
+   * @param {ReadonlySet<number>} collapsed
+   */
   hidden(index, collapsed) {
     if (collapsed.size === 0) return false;
     for (let s = this.sectionOf[index]; s >= 0; s = this.sections[s].parent) if (collapsed.has(s)) return true;
@@ -112,6 +135,9 @@ export class LogModel {
   }
 
   // Every match of `query` (case-insensitive), in order: [{line, start, end}], at most MAX_MATCHES.
+  /**
+   * @param {string} query
+   */
   search(query) {
     if (!query) return [];
     const needle = query.toLowerCase();

@@ -14,6 +14,10 @@ const TIMESTAMP = /^(\[[^\]\s]{1,40} )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?
 const WRAP_KEY = "tc-inspector-log-wrap";
 
 // `#L12`, `#L12-L20` or `#L12-20` (from the end of an address): {from, to}, or null.
+/**
+ * @param {string | undefined} text
+ * @returns {LineRange | null}
+ */
 export function parseLineAnchor(text) {
   const m = /#L(\d+)(?:-L?(\d+))?$/.exec(text || "");
   if (!m) return null;
@@ -22,21 +26,33 @@ export function parseLineAnchor(text) {
   return a >= 1 ? { from: Math.min(a, b), to: Math.max(a, b) } : null;
 }
 
+/**
+ * @param {LineRange} range
+ */
 export function lineAnchor(range) {
   return range.from === range.to ? `#L${range.from}` : `#L${range.from}-L${range.to}`;
 }
 
 export class LogViewer {
   // `base`: the view's address without a line anchor; `fileName`: what a download is called.
+  /**
+   * @param {{base: string, fileName: string}} where
+   */
   constructor({ base, fileName }) {
     this.model = new LogModel();
     this.base = base;
     this.fileName = fileName;
+    /** @type {Array<{el: HTMLElement, drawn: boolean}>} */
     this.blocks = []; // {el, drawn}
+    /** @type {Set<number>} */
     this.collapsed = new Set(); // sections folded
+    /** @type {Set<number>} */
     this.touched = new Set(); // sections the reader folded or unfolded (left as they are when they close)
+    /** @type {LineRange | null} */
     this.selection = null; // {from, to}, 1-based line numbers
+    /** @type {LogMatch[]} */
     this.matches = [];
+    /** @type {Map<number, number[]>} */
     this.matchesByLine = new Map();
     this.current = -1; // the match stepped to
     this.query = "";
@@ -52,7 +68,7 @@ export class LogViewer {
       localStorage.setItem(WRAP_KEY, this.wrapBox.checked ? "on" : "off");
     } });
     this.searchBox = h("input", { type: "search", id: "log-search", placeholder: "Search the log", autocomplete: "off",
-      "aria-describedby": "log-search-count", onkeydown: (event) => {
+      "aria-describedby": "log-search-count", onkeydown: (/** @type {KeyboardEvent} */ event) => {
         if (event.key === "Enter") {
           event.preventDefault();
           this.search(this.searchBox.value);
@@ -70,7 +86,7 @@ export class LogViewer {
     this.counter = h("span", { id: "log-search-count", class: "quiet", "aria-live": "polite" });
     this.lines = h("div", { class: `log-lines${wrapped ? "" : " nowrap"}` });
     this.scroller = h("div", { class: "log", id: "log", tabindex: "0", role: "region", "aria-label": "log",
-      onscroll: () => this.scrolled(), onclick: (event) => this.clicked(event) }, this.lines);
+      onscroll: () => this.scrolled(), onclick: (/** @type {MouseEvent} */ event) => this.clicked(event) }, this.lines);
     this.toolbar = h("div", { class: "log-toolbar" },
       h("span", { class: "log-search" },
         h("label", { for: "log-search", class: "visually-hidden" }, "Search the log"), this.searchBox,
@@ -86,6 +102,9 @@ export class LogViewer {
   }
 
   // Text read from the log (decoded); the page is updated, and follows the end if it should.
+  /**
+   * @param {string} text
+   */
   append(text) {
     if (!text) return;
     const first = this.model.append(text);
@@ -96,6 +115,9 @@ export class LogViewer {
     if (this.follow) this.toEnd();
   }
 
+  /**
+   * @param {number} line
+   */
   refreshFrom(line) {
     const total = this.model.length;
     const needed = Math.ceil(total / BLOCK);
@@ -112,6 +134,9 @@ export class LogViewer {
     }
   }
 
+  /**
+   * @param {number} b
+   */
   shownLines(b) {
     let count = 0;
     const end = Math.min(this.model.length, (b + 1) * BLOCK);
@@ -119,6 +144,9 @@ export class LogViewer {
     return count;
   }
 
+  /**
+   * @param {number} b
+   */
   draw(b) {
     const block = this.blocks[b];
     if (!block || block.drawn) return;
@@ -129,16 +157,23 @@ export class LogViewer {
   }
 
   // Lines of block `b` from line `from` on, drawn again (what was there from that line is replaced).
+  /**
+   * @param {number} b
+   * @param {number} from
+   */
   redraw(b, from) {
     const { el } = this.blocks[b];
     const start = b * BLOCK;
-    while (el.childElementCount > from - start) el.lastElementChild.remove();
+    while (el.childElementCount > from - start) el.lastElementChild?.remove();
     const end = Math.min(this.model.length, start + BLOCK);
     const lines = [];
     for (let i = from; i < end; i += 1) lines.push(this.lineElement(i));
     el.append(...lines);
   }
 
+  /**
+   * @param {number} i
+   */
   redrawLine(i) {
     const block = this.blocks[Math.floor(i / BLOCK)];
     if (!block || !block.drawn) return;
@@ -146,6 +181,9 @@ export class LogViewer {
     if (old) old.replaceWith(this.lineElement(i));
   }
 
+  /**
+   * @param {number} i
+   */
   lineElement(i) {
     const model = this.model;
     const complete = i < model.raw.length;
@@ -176,6 +214,12 @@ export class LogViewer {
   }
 
   // A line's text: its ANSI segments, with the timestamp it starts with and the search's matches marked.
+  /**
+   * @param {number} i
+   * @param {string} raw
+   * @param {Readonly<Style>} style
+   * @param {string} plain
+   */
   lineText(i, raw, style, plain) {
     const { segments } = parseLine(raw, style);
     const ranges = [];
@@ -211,7 +255,7 @@ export class LogViewer {
           if (r.start <= edges[k] && r.end >= edges[k + 1]) {
             piece.classList.add(...r.cls.split(" "));
             if (r.title) piece.title = r.title;
-            if (r.match !== undefined) piece.dataset.match = r.match;
+            if (r.match !== undefined) piece.dataset.match = String(r.match);
           }
         }
         out.append(piece);
@@ -221,13 +265,17 @@ export class LogViewer {
   }
 
   // Clicks on a line number (select a line, shift: a range) and on a section's header (fold, unfold).
+  /**
+   * @param {MouseEvent} event
+   */
   clicked(event) {
-    const fold = event.target.closest("button.fold");
+    const target = /** @type {Element} */ (event.target);
+    const fold = /** @type {HTMLElement | null} */ (target.closest("button.fold"));
     if (fold) {
       this.toggle(Number(fold.dataset.section));
       return;
     }
-    const number = event.target.closest("a.ln");
+    const number = /** @type {HTMLElement | null} */ (target.closest("a.ln"));
     if (!number) return;
     event.preventDefault();
     const n = Number(number.dataset.n);
@@ -238,6 +286,10 @@ export class LogViewer {
   }
 
   // Marks lines `range` ({from, to}, 1-based) and, with `scroll`, brings the first into view (unfolding it).
+  /**
+   * @param {LineRange} range
+   * @param {{scroll?: boolean}} [options]
+   */
   select(range, { scroll = true } = {}) {
     const old = this.selection;
     this.selection = range;
@@ -254,11 +306,17 @@ export class LogViewer {
   }
 
   // Whether line `range.from` has arrived (a link to a line of a log still loading waits for it).
+  /**
+   * @param {LineRange} range
+   */
   has(range) {
     return range.from <= this.model.length;
   }
 
   // Line i on screen: its sections unfolded, its block drawn, scrolled to the middle.
+  /**
+   * @param {number} i
+   */
   reveal(i) {
     let unfolded = false;
     for (let s = this.model.sectionOf[i]; s !== undefined && s >= 0; s = this.model.sections[s].parent) {
@@ -271,6 +329,9 @@ export class LogViewer {
     if (line) line.scrollIntoView({ block: "center" });
   }
 
+  /**
+   * @param {number} section
+   */
   toggle(section) {
     if (this.collapsed.has(section)) this.collapsed.delete(section);
     else this.collapsed.add(section);
@@ -280,6 +341,10 @@ export class LogViewer {
   }
 
   // Lines first..last drawn again with their sections' state (header included), blocks not drawn resized.
+  /**
+   * @param {number} first
+   * @param {number} last
+   */
   refreshSpan(first, last) {
     for (let b = Math.floor(first / BLOCK); b <= Math.floor(last / BLOCK) && b < this.blocks.length; b += 1) {
       if (this.blocks[b].drawn) this.redraw(b, Math.max(first, b * BLOCK));
@@ -303,6 +368,9 @@ export class LogViewer {
   }
 
   // Every match of `query` marked; the match stepped to stays the current one while the query is the same.
+  /**
+   * @param {string} query
+   */
   search(query) {
     const previous = this.current >= 0 ? this.matches[this.current] : null;
     const changed = query !== this.query;
@@ -333,6 +401,9 @@ export class LogViewer {
   }
 
   // The next (1) or previous (-1) match, from the one stepped to or from the top of the screen.
+  /**
+   * @param {1 | -1} direction
+   */
   step(direction) {
     if (this.query !== this.searchBox.value) this.search(this.searchBox.value);
     if (this.matches.length === 0) return;
@@ -358,7 +429,7 @@ export class LogViewer {
     for (let b = 0; b < this.blocks.length; b += 1) {
       const el = this.blocks[b].el;
       if (el.offsetTop + el.offsetHeight > top) {
-        for (const line of el.children) {
+        for (const line of /** @type {HTMLCollectionOf<HTMLElement>} */ (el.children)) {
           if (line.offsetTop + line.offsetHeight > top) return Number(line.dataset.n) - 1;
         }
         return b * BLOCK;

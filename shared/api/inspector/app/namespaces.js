@@ -5,8 +5,12 @@ import { h, message, replace, setTitle, when } from "./dom.js";
 
 const PATH = /^([\x21-\x7e]{1,255})?$/;
 
+/**
+ * @param {string} namespace
+ */
 function crumbs(namespace) {
   const words = namespace ? namespace.split(".") : [];
+  /** @type {Child[]} */
   const links = [h("a", { href: "#/index/" }, "Index")];
   words.forEach((word, i) => {
     links.push(" . ", h("a", { href: `#/index/${words.slice(0, i + 1).join(".")}` }, word));
@@ -14,12 +18,20 @@ function crumbs(namespace) {
   return h("nav", { "aria-label": "Namespace" }, links);
 }
 
+/**
+ * @param {unknown} error
+ * @param {string} scope
+ */
 function failure(error, scope) {
-  return message("error", error.status === 403
+  return message("error", api.statusOf(error) === 403
     ? `Sign in with credentials that hold ${scope} to see this.`
-    : `It could not be read: ${error.summary || error.message}`);
+    : `It could not be read: ${api.said(error)}`);
 }
 
+/**
+ * @param {HTMLElement} target
+ * @param {string} namespace
+ */
 export function indexView(target, namespace) {
   setTitle(namespace ? `Index ${namespace}` : "The Index");
   if (!PATH.test(namespace)) {

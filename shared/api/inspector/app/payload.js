@@ -6,6 +6,9 @@ import { h } from "./dom.js";
 const SAFE = /^[A-Za-z0-9_@%+=:,./-]+$/;
 
 // One argument as a POSIX shell would need it written.
+/**
+ * @param {string} arg
+ */
 export function quote(arg) {
   const text = String(arg);
   return SAFE.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
@@ -25,6 +28,11 @@ export function commandLines(command) {
 }
 
 // A button that puts `text()` on the clipboard and says so for a moment.
+/**
+ * @param {string} label
+ * @param {() => string} text
+ * @param {string} id
+ */
 export function copyButton(label, text, id) {
   const button = h("button", { type: "button", class: "copy", id, "aria-label": `Copy ${label}` }, "Copy");
   button.addEventListener("click", async () => {
@@ -41,6 +49,9 @@ export function copyButton(label, text, id) {
 
 const SHOWN = new Set(["command", "image", "env", "maxRunTime"]);
 
+/**
+ * @param {any} payload
+ */
 export function payloadView(payload) {
   if (!payload || typeof payload !== "object") return null;
   const lines = commandLines(payload.command);

@@ -4,6 +4,9 @@
 const nf = new Intl.NumberFormat("en");
 
 // The state a push's row is coloured with: its worst task's (failed, exception, running), else completed.
+/**
+ * @param {Push} push
+ */
 export function worstState(push) {
   const c = push.counts;
   if (!c) return push.unresolved ? "running" : "completed";
@@ -14,11 +17,18 @@ export function worstState(push) {
 }
 
 // A count as said: "1,000+" when the queue stopped counting there.
+/**
+ * @param {number} n
+ * @param {boolean | undefined} atLeast
+ */
 function counted(n, atLeast) {
   return atLeast && n >= 1000 ? `${nf.format(n)}+` : nf.format(n);
 }
 
 // What a push's row says of its tasks: "running · 12 unfinished · 1 failed", "finished · all completed".
+/**
+ * @param {Push} push
+ */
 export function countsText(push) {
   const c = push.counts;
   const parts = [push.unresolved ? "running" : "finished"];
@@ -32,6 +42,9 @@ export function countsText(push) {
 }
 
 // The words a push is found by: its group, decision task's name and owner, project and revision.
+/**
+ * @param {Push} push
+ */
 export function pushWords(push) {
   const d = push.decisionTask || {};
   return [push.taskGroupId, d.name, d.owner, push.project, push.revision, push.schedulerId]
@@ -39,6 +52,10 @@ export function pushWords(push) {
 }
 
 // The pushes whose words hold every word of `filter`.
+/**
+ * @param {Push[]} pushes
+ * @param {string} filter
+ */
 export function filterPushes(pushes, filter) {
   const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
   return pushes.filter((p) => {
@@ -50,6 +67,11 @@ export function filterPushes(pushes, filter) {
 export const REVISION = /^[0-9a-f]{12,40}$/;
 
 // The pushes of `revision` (a prefix of 12 or more hex digits), of `project` when given.
+/**
+ * @param {Push[]} pushes
+ * @param {string} revision
+ * @param {string} [project]
+ */
 export function pushesOf(pushes, revision, project = "") {
   return pushes.filter((p) => p.revision && (p.revision.startsWith(revision) || revision.startsWith(p.revision))
     && (!project || p.project === project));
@@ -57,6 +79,9 @@ export function pushesOf(pushes, revision, project = "") {
 
 // A Treeherder push URL's project and revision (`/jobs?repo=<project>&revision=<rev>`, the older `/#/jobs?…`,
 // push-health's `/push-health/push?repo=…&revision=…`), or null.
+/**
+ * @param {URL} url
+ */
 export function treeherderPush(url) {
   const query = url.search.length > 1 ? url.searchParams : new URLSearchParams(url.hash.split("?")[1] || "");
   const project = query.get("repo");
@@ -66,6 +91,11 @@ export function treeherderPush(url) {
 }
 
 // The Index path of a push's decision task from the deployment's template, or null when it cannot be filled.
+/**
+ * @param {string | undefined} template
+ * @param {string} project
+ * @param {string} revision
+ */
 export function pushIndexPath(template, project, revision) {
   if (!template || (template.includes("{project}") && !project)) return null;
   return template.replaceAll("{project}", project).replaceAll("{revision}", revision);
@@ -76,6 +106,9 @@ export const byName = new Intl.Collator("en", { numeric: true, sensitivity: "bas
 
 // The project and revision of a task's Treeherder route (`tc-treeherder.v2.<project>.<revision>[.<pushId>]`), or
 // null.
+/**
+ * @param {string[] | undefined} routes
+ */
 export function treeherderOf(routes) {
   for (const route of routes || []) {
     const found = /^tc-treeherder(?:-staging)?\.(?:v2\.)?([^.]+)\.([0-9a-f]{12,40})(?:\.|$)/.exec(route);

@@ -6,20 +6,32 @@ import * as api from "./api.js";
 import { badge, h, message, replace, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
 
+/**
+ * @param {unknown} error
+ * @param {string} what
+ */
 function refused(error, what) {
-  return h("p", { class: "quiet" }, error.status === 403 ? api.refusal(error, what)
-    : `${what} could not be read: ${error.summary || error.message}`);
+  return h("p", { class: "quiet" }, api.statusOf(error) === 403 ? api.refusal(error, what)
+    : `${what} could not be read: ${api.said(error)}`);
 }
 
 const SHOWN = 100;
 
 // A section from `load` (what it shows) and `build` (its nodes), redrawn only when what `load` answered changed.
+/**
+ * @template T
+ * @param {HTMLElement} node
+ * @param {string} heading
+ * @param {string} what
+ * @param {() => Promise<T>} load
+ * @param {(data: T) => Child} build
+ */
 async function section(node, heading, what, load, build) {
   let data;
   try {
     data = await load();
   } catch (error) {
-    const key = `error:${error.status}`;
+    const key = `error:${api.statusOf(error)}`;
     if (node.dataset.key !== key) replace(node, h("h2", {}, heading), refused(error, what));
     node.dataset.key = key;
     return;
@@ -32,21 +44,41 @@ async function section(node, heading, what, load, build) {
 
 // The first SHOWN items of a listing, oldest first by their time field `by`, and whether there are more. The
 // queue lists a task queue's tasks in no time order (neither does Taskcluster promise one): the page is sorted here.
+/**
+ * @param {string} path
+ * @param {string} key
+ * @param {"inserted" | "claimed"} by
+ * @returns {Promise<{items: QueuedTask[], more: boolean}>}
+ */
 async function first(path, key, by) {
   const page = await api.get(path, { limit: SHOWN });
-  const items = [...page[key]].sort((a, b) => (Date.parse(a[by]) || 0) - (Date.parse(b[by]) || 0));
+  const items = [.../** @type {QueuedTask[]} */ (page[key])].sort((a, b) => (Date.parse(a[by] ?? "") || 0) - (Date.parse(b[by] ?? "") || 0));
   return { items, more: Boolean(page.continuationToken) };
 }
 
+/**
+ * @param {{items: unknown[], more: boolean}} shown
+ * @param {number | undefined} total
+ * @param {string} what
+ */
 function more(shown, total, what) {
   return shown.more ? h("p", { class: "quiet" }, `${shown.items.length}${total !== undefined ? ` of ${total}` : ""} `
     + `${what} (the queue lists them in no time order), oldest first.`) : null;
 }
 
+/**
+ * @param {string} taskId
+ * @param {TaskDefinition} [task]
+ */
 function taskLink(taskId, task) {
   return h("a", { href: `#/tasks/${taskId}` }, (task && task.metadata && task.metadata.name) || taskId);
 }
 
+/**
+ * @param {HTMLElement} target
+ * @param {string} taskQueueId
+ * @returns {View}
+ */
 export function queueView(target, taskQueueId) {
   const [provisionerId, workerType] = taskQueueId.split("/");
   const info = h("section", { id: "queue-info" });
@@ -56,11 +88,13 @@ export function queueView(target, taskQueueId) {
   replace(target, h("h1", {}, "Task queue ", h("code", {}, taskQueueId)), info, pending, claimed, workers);
   setTitle(`Task queue ${taskQueueId}`);
   const q = encodeURIComponent(taskQueueId).replace("%2F", "/");
+  /** @type {Partial<QueueCounts>} */
   let counts = {};
 
   async function refresh() {
     await section(info, "Counts", "this task queue", async () => {
       counts = await api.get(`/task-queues/${q}/counts`);
+      /** @type {{lastDateActive?: string, stability: string, description?: string} | null} */
       let about;
       try {
         about = await api.get(`/task-queues/${q}`);
@@ -93,7 +127,7 @@ export function queueView(target, taskQueueId) {
             h("td", {}, when(t.claimed))))))])),
       section(workers, "Workers", "its workers",
         () => api.all(`/provisioners/${provisionerId}/worker-types/${workerType}/workers`, "workers"),
-        (items) => (items.length === 0 ? h("p", { class: "quiet" }, "No worker has claimed work here yet.")
+        (/** @type {Worker[]} */ items) => (items.length === 0 ? h("p", { class: "quiet" }, "No worker has claimed work here yet.")
           : h("table", { class: "workers" },
             h("thead", {}, h("tr", {}, ["Worker", "Latest task", "First claim", "Last active", "Quarantine"]
               .map((c) => h("th", {}, c)))),
@@ -110,6 +144,13 @@ export function queueView(target, taskQueueId) {
   return poll(refresh, () => 5000);
 }
 
+/**
+ * @param {HTMLElement} target
+ * @param {string} taskQueueId
+ * @param {string} workerGroup
+ * @param {string} workerId
+ * @returns {View}
+ */
 export function workerView(target, taskQueueId, workerGroup, workerId) {
   const [provisionerId, workerType] = taskQueueId.split("/");
   const body = h("section", { id: "worker" }, "Loading…");
@@ -118,20 +159,23 @@ export function workerView(target, taskQueueId, workerGroup, workerId) {
   setTitle(`Worker ${workerGroup}/${workerId} of ${taskQueueId}`);
 
   async function refresh() {
+    /** @type {Worker} */
     let worker;
     try {
       worker = await api.get(`/provisioners/${provisionerId}/worker-types/${workerType}/workers/${workerGroup}/${workerId}`);
     } catch (error) {
-      replace(body, error.status === 404 ? message("error", "No such worker has claimed work here.")
+      replace(body, api.statusOf(error) === 404 ? message("error", "No such worker has claimed work here.")
         : refused(error, "this worker"));
       return;
     }
     const recent = [...worker.recentTasks].reverse();
+    /** @type {Record<string, TaskStatus>} */
     let states = {};
     if (recent.length) {
       try {
         const found = await api.post("/tasks/status", { taskIds: [...new Set(recent.map((t) => t.taskId))] });
-        states = Object.fromEntries(found.statuses.map((s) => [s.taskId, s.status]));
+        states = Object.fromEntries(found.statuses.map((/** @type {{taskId: string, status: TaskStatus}} */ s) =>
+          [s.taskId, s.status]));
       } catch {
         states = {};
       }

@@ -9,13 +9,13 @@ import { byName } from "./pushes.js";
 const RESOLVED = new Set(["completed", "failed", "exception"]);
 
 /**
- * @param {Array<any>} tasks the entries ({task, status}) to rerun
- * @param {Map<string, any>} known the group's entries by taskId
+ * @param {GroupEntry[]} tasks the entries to rerun
+ * @param {Map<string, GroupEntry>} known the group's entries by taskId
  * @param {Map<string, string[]>} waiting the group's tasks already waiting for their rerun
- * @returns {{now: Array<any>, later: Array<any>}}
+ * @returns {{now: GroupEntry[], later: GroupEntry[]}}
  */
 export function rerunPlan(tasks, known, waiting) {
-  /** @type {{now: Array<any>, later: Array<any>}} */
+  /** @type {{now: GroupEntry[], later: GroupEntry[]}} */
   const plan = { now: [], later: [] };
   const rerunning = new Set(tasks.map((t) => t.status.taskId));
   for (const t of tasks) {
@@ -34,15 +34,27 @@ export function rerunPlan(tasks, known, waiting) {
 }
 
 // The tasks ordered so that each comes after those of them it depends on.
+/**
+ * @param {GroupEntry[]} tasks
+ * @returns {GroupEntry[]}
+ */
 export function dependenciesFirst(tasks) {
   const byId = new Map(tasks.map((t) => [t.status.taskId, t]));
+  /** @type {GroupEntry[]} */
   const out = [];
   const placed = new Set();
+  /**
+   * @param {GroupEntry} t
+   * @param {Set<string>} path
+   */
   const visit = (t, path) => {
     const id = t.status.taskId;
     if (placed.has(id) || path.has(id)) return;
     path.add(id);
-    for (const dep of t.task.dependencies || []) if (byId.has(dep)) visit(byId.get(dep), path);
+    for (const dep of t.task.dependencies || []) {
+      const entry = byId.get(dep);
+      if (entry) visit(entry, path);
+    }
     placed.add(id);
     out.push(t);
   };
@@ -51,6 +63,9 @@ export function dependenciesFirst(tasks) {
 }
 
 // Up to five names, as people sort them, and how many more.
+/**
+ * @param {GroupEntry[]} tasks
+ */
 export function names(tasks) {
   const all = tasks.map((t) => t.task.metadata.name || t.status.taskId).sort(byName);
   const shown = all.slice(0, 5);

@@ -24,12 +24,22 @@ const ACTIONS = [
 
 // Replaces a node's children only when what they show changed (`key`): an unchanged part keeps focus and selection
 // across refreshes.
+/**
+ * @param {HTMLElement} node
+ * @param {string} key
+ * @param {...Child} children
+ */
 function redraw(node, key, ...children) {
   if (node.dataset.key === key) return;
   node.dataset.key = key;
   replace(node, ...children);
 }
 
+/**
+ * @param {HTMLElement} target
+ * @param {string} taskId
+ * @returns {View | null}
+ */
 export function taskView(target, taskId) {
   setTitle(`Task ${taskId}`);
   if (!SLUGID.test(taskId)) {
@@ -48,19 +58,34 @@ export function taskView(target, taskId) {
   const definition = h("section", { id: "definition" });
   const problem = h("div");
   replace(target, title, problem, viewLog, blocked, why, actions, feedback, facts, deps, payload, runs, definition);
+  /** @type {{pushIndex?: string, treeherder?: string}} */
   let config = {};
   deploymentConfig().then((c) => { config = c; });
-  let task = null;
+  /** @type {TaskDefinition | null} */
+  let loaded = null; // the definition, read by the first refresh (it does not change)
+  /** @type {Map<number, {heading: HTMLElement, facts: HTMLElement, artifacts: HTMLElement, article: HTMLElement}>} */
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
+  /** @type {Map<number, string>} */
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
+  /** @type {Map<number, string>} */
   const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
+  /** @type {string[] | null} */
   let rerunWaits = null; // what this failed task waits for to rerun (readRerunWaits), or null
+  /** @type {number | null} */
   let waitsReadFor = null; // how many runs the task had when that was read
+  /** @type {string | null} */
   let state = null;
+  /** @type {ReturnType<typeof poll> | null} */
   let poller = null;
+  /** @type {string | null} */
   let reported = null; // the state an action's feedback names: the feedback goes once the task has moved on
 
-  async function act(label, method) {
+  /**
+   * @param {TaskDefinition} task
+   * @param {string} label
+   * @param {string} method
+   */
+  async function act(task, label, method) {
     // Cancelling resolves the task and its run as exception for good: asked first.
     if (method === "cancel" && !window.confirm(`Cancel task "${task.metadata.name || taskId}"? Its run ends as `
       + "exception (canceled) and its dependents will not run unless it is rerun.")) return;
@@ -74,47 +99,54 @@ export function taskView(target, taskId) {
       reported = answer.status.state;
       waitsReadFor = null; // a rerun may now wait: read again
     } catch (error) {
-      replace(feedback, message("error", `${label} refused: ${error.summary || error.message}`));
+      replace(feedback, message("error", `${label} refused: ${api.said(error)}`));
     }
-    poller.now();
+    poller?.now();
   }
 
-  async function renderActions() {
+  /** @param {TaskDefinition} task */
+  async function renderActions(task) {
     const held = await api.scopes();
+    /** @param {string} verb */
     const refusedWhy = (verb) => (api.credentials() ? `Your credentials lack the scopes to ${verb} this task`
       : `Sign in with credentials that may ${verb} this task`);
-    const buttons = ACTIONS.filter(([, , , , applies]) => applies(state)).map(([label, verb, method, action]) => {
+    const buttons = ACTIONS.filter(([, , , , applies]) => applies(state ?? "")).map(([label, verb, method, action]) => {
       const allowed = api.satisfied(held, api.actionScopes(action, task, taskId));
       return h("button", { type: "button", id: `${verb}-task`, disabled: !allowed,
-        title: allowed ? `${label} this task` : refusedWhy(verb), onclick: () => act(label, method) }, label);
+        title: allowed ? `${label} this task` : refusedWhy(verb), onclick: () => act(task, label, method) }, label);
     });
     const copies = api.satisfied(held, api.createScopes(task));
     buttons.push(h("button", { type: "button", id: "retrigger-task", disabled: !copies,
       title: copies ? "Run a new copy of this task beside it (for an intermittent failure)" : refusedWhy("retrigger"),
-      onclick: retrigger }, "Retrigger"));
+      onclick: () => retrigger(task) }, "Retrigger"));
     redraw(actions, `${state}|${held.join(" ")}`, buttons);
   }
 
   // A retrigger: a new task with this one's definition, in its group, its dates moved to now (as Taskcluster's
   // retrigger action makes it), tagged with the task it copies; the page then shows the new task.
-  async function retrigger() {
+  /** @param {TaskDefinition} task */
+  async function retrigger(task) {
     if (!window.confirm(`Retrigger "${task.metadata.name || taskId}"? A new task with the same definition runs `
       + "beside this one (in the same group, once its dependencies have completed).")) return;
     const shift = Date.now() - Date.parse(task.created);
-    const moved = (iso) => new Date(Date.parse(iso) + shift).toISOString();
+    const moved = (/** @type {string} */ iso) => new Date(Date.parse(iso) + shift).toISOString();
     const copy = { ...task, created: new Date().toISOString(), deadline: moved(task.deadline),
-      expires: moved(task.expires), tags: { ...(task.tags || {}), retriggerOf: taskId } };
+      expires: moved(task.expires ?? task.deadline), tags: { ...(task.tags || {}), retriggerOf: taskId } };
     const newId = api.newSlugid();
     replace(feedback, message("info", "Retrigger…"));
     try {
       await api.request("PUT", "queue", `/task/${newId}`, { body: copy });
       window.location.hash = `#/tasks/${newId}`;
     } catch (error) {
-      replace(feedback, message("error", `Retrigger refused: ${error.summary || error.message}`));
+      replace(feedback, message("error", `Retrigger refused: ${api.said(error)}`));
     }
   }
 
-  function renderFacts(status) {
+  /**
+   * @param {TaskDefinition} task
+   * @param {TaskStatus} status
+   */
+  function renderFacts(task, status) {
     const meta = task.metadata;
     replace(title, meta.name || "Task", " ", badge(status.state));
     setTitle(`${meta.name || taskId} (${status.state})`);
@@ -128,18 +160,26 @@ export function taskView(target, taskId) {
       ["owner", meta.owner], ["source", safeLink(meta.source)], ["description", meta.description],
       ["routes", listOf(task.routes, "routes")], ["scopes", listOf(task.scopes, "scopes")],
       ["tags", listOf(Object.entries(task.tags || {}).map(([k, v]) => `${k}: ${v}`), "tags")],
-      ["treeherder", treeherderFacts(status)],
+      ["treeherder", treeherderFacts(task, status)],
     ];
     redraw(facts, `${status.state}|${status.retriesLeft}|${config.treeherder || ""}`, h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "–")])));
   }
 
+  /**
+   * @param {string[] | undefined} items
+   * @param {string} id
+   */
   function listOf(items, id) {
     return items && items.length ? h("ul", { class: "plain compact", id: `task-${id}` },
       [...items].sort(byName).map((i) => h("li", {}, h("code", {}, i)))) : null;
   }
 
   // extra.treeherder (its symbol, group, platform) and the push in Treeherder, when the deployment names it.
-  function treeherderFacts(status) {
+  /**
+   * @param {TaskDefinition} task
+   * @param {TaskStatus} status
+   */
+  function treeherderFacts(task, status) {
     const th = (task.extra || {}).treeherder || {};
     const symbol = th.symbol ? `${th.groupSymbol && th.groupSymbol !== "?" ? `${th.groupSymbol}(${th.symbol})` : th.symbol}` : "";
     const platform = th.machine && th.machine.platform ? `${th.machine.platform}${th.collection
@@ -158,6 +198,10 @@ export function taskView(target, taskId) {
   // A run's artifacts, in `node`; listed again only while the run may still add some (and once after).
   // Signed links (artifacts outside public/, when signed in) carry a 15-minute bewit: they are signed anew every
   // RESIGN ms, even for a resolved run's final list.
+  /**
+   * @param {HTMLElement} node
+   * @param {Run} run
+   */
   async function artifactList(node, run) {
     const epoch = Math.floor(Date.now() / RESIGN);
     if (node.dataset.final === "yes" && (node.dataset.signed === undefined || Number(node.dataset.signed) === epoch)) {
@@ -168,7 +212,7 @@ export function taskView(target, taskId) {
     try {
       listed = await api.all(`/task/${taskId}/runs/${runId}/artifacts`, "artifacts");
     } catch (error) {
-      redraw(node, "error", h("p", {}, `Artifacts could not be listed: ${error.summary || error.message}`));
+      redraw(node, "error", h("p", {}, `Artifacts could not be listed: ${api.said(error)}`));
       return;
     }
     if (RESOLVED.has(run.state)) node.dataset.final = "yes";
@@ -178,7 +222,7 @@ export function taskView(target, taskId) {
     if (stored) storedLogs.set(runId, stored);
     else storedLogs.delete(runId);
     const signs = api.credentials() && listed.some((a) => !a.name.startsWith("public/"));
-    if (signs) node.dataset.signed = epoch;
+    if (signs) node.dataset.signed = String(epoch);
     else delete node.dataset.signed;
     const key = JSON.stringify([signs ? epoch : 0, listed.map((a) => [a.name, a.storageType, a.contentType, a.expires])]);
     if (node.dataset.key === key) return;
@@ -212,10 +256,14 @@ export function taskView(target, taskId) {
   }
 
 
+  /** @type {Map<number, {exitCode: string | null, errors: Array<{n: number | null, line: string}>, tooLong: boolean, size?: number | null}>} */
   const explained = new Map(); // runId -> explain() of its final log, or {tooLong: true} when it is too long to read
 
   // "View log" for the newest run that has a log: where a reader looks first for why a run failed (at its first
   // error line, when the run failed and its log names one).
+  /**
+   * @param {TaskStatus} status
+   */
   function renderViewLog(status) {
     const runId = [...logs.keys()].filter((r) => r < status.runs.length).sort((a, b) => b - a)[0];
     if (runId === undefined) {
@@ -225,13 +273,16 @@ export function taskView(target, taskId) {
     const name = logs.get(runId);
     const first = explained.get(runId)?.errors[0];
     const line = first && first.n !== null ? `#L${first.n}` : ""; // the end, when not known (a log read from its tail)
-    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name)}${line}`;
+    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name ?? "")}${line}`;
     redraw(viewLog, href, h("a", { href, id: "view-log-link", class: "view-log-main" },
       status.runs.length > 1 ? `View log (run ${runId})` : "View log"), " ", h("span", { class: "quiet" }, name));
   }
 
   // The newest run, when it failed or ended in an exception: the reason it was resolved (for an exception), and
   // from its log, when stored here, its exit code and the lines that name the error (or that it is too long).
+  /**
+   * @param {TaskStatus} status
+   */
   async function renderWhy(status) {
     const run = status.runs[status.runs.length - 1];
     if (!run || (run.state !== "failed" && run.state !== "exception")) {
@@ -253,7 +304,10 @@ export function taskView(target, taskId) {
       redraw(why, "none");
       return;
     }
-    const logHref = (n) => `#/tasks/${taskId}/runs/${run.runId}/logs/${encodeURIComponent(name)}#L${n}`;
+    /**
+     * @param {number} n
+     */
+    const logHref = (n) => `#/tasks/${taskId}/runs/${run.runId}/logs/${encodeURIComponent(name ?? "")}#L${n}`;
     redraw(why, JSON.stringify([run.runId, reason, found]), h("section", { class: "why" },
       h("h2", {}, `Why run ${run.runId} ${run.state === "failed" ? "failed" : "ended"}`),
       reason ? h("p", { id: "run-reason" }, "Resolved as ", h("code", {}, reason),
@@ -268,6 +322,9 @@ export function taskView(target, taskId) {
         " ", h("code", {}, e.line)))) : null));
   }
 
+  /**
+   * @param {TaskStatus} status
+   */
   async function renderRuns(status) {
     if (status.runs.length === 0) {
       redraw(runs, "none", h("h2", {}, "Runs"), h("p", { class: "quiet" }, "No run yet: the task is unscheduled."));
@@ -280,9 +337,12 @@ export function taskView(target, taskId) {
     await Promise.all(status.runs.map(async (run) => {
       let shown = runArticles.get(run.runId);
       if (!shown) {
-        shown = { heading: h("h3"), facts: h("div"), artifacts: h("div") };
-        shown.article = h("article", { class: "run", dataset: { runId: run.runId } }, shown.heading, shown.facts,
-          h("h4", {}, "Artifacts"), shown.artifacts);
+        const heading = h("h3");
+        const runFacts = h("div");
+        const artifacts = h("div");
+        const article = h("article", { class: "run", dataset: { runId: run.runId } }, heading, runFacts,
+          h("h4", {}, "Artifacts"), artifacts);
+        shown = { heading, facts: runFacts, artifacts, article };
         runArticles.set(run.runId, shown);
         runs.insertBefore(shown.article, runs.children[1] || null); // newest first, under the heading
       }
@@ -307,8 +367,14 @@ export function taskView(target, taskId) {
 
   // Unscheduled behind a failed dependency: blocked until that one is rerun and completes (`all-completed`); a
   // failed task marked to rerun once its dependencies complete says which it waits for.
-  function renderBlocked(ids, states, names) {
-    const name = (id) => h("a", { href: `#/tasks/${id}` }, names[id] || id);
+  /**
+   * @param {TaskDefinition} task
+   * @param {string[]} ids
+   * @param {Record<string, string>} states
+   * @param {Record<string, string>} names
+   */
+  function renderBlocked(task, ids, states, names) {
+    const name = (/** @type {string} */ id) => h("a", { href: `#/tasks/${id}` }, names[id] || id);
     const failed = ids.filter((id) => states[id] === "failed" || states[id] === "exception");
     if (state === "unscheduled" && failed.length && task.requires !== "all-resolved") {
       redraw(blocked, `b${failed.join()}`, message("error", ["Blocked: it runs only once ", name(failed[0]),
@@ -327,7 +393,11 @@ export function taskView(target, taskId) {
 
   // Whether this failed task waits to rerun (listTaskGroupFailures, this queue's extension): what it waits for. Read
   // once per run it failed in and after an action on it, not at each refresh (the group's failures may be pages).
-  async function readRerunWaits(runCount) {
+  /**
+   * @param {TaskDefinition} task
+   * @param {number} runCount
+   */
+  async function readRerunWaits(task, runCount) {
     if (state !== "failed" && state !== "exception") {
       rerunWaits = null;
       waitsReadFor = null;
@@ -343,21 +413,27 @@ export function taskView(target, taskId) {
     }
   }
 
-  async function renderDeps() {
+  /** @param {TaskDefinition} task */
+  async function renderDeps(task) {
     const ids = task.dependencies || [];
+    /** @type {HTMLElement} */
     let upstream = h("p", { class: "quiet" }, "None.");
+    /** @type {Record<string, string>} */
     let names = {};
+    /** @type {Record<string, string>} */
     let states = {};
     if (ids.length) {
       const [defs, statuses] = await Promise.all([api.post("/tasks", { taskIds: ids }),
         api.post("/tasks/status", { taskIds: ids })]);
-      names = Object.fromEntries(defs.tasks.map((t) => [t.taskId, t.task.metadata.name]));
-      states = Object.fromEntries(statuses.statuses.map((s) => [s.taskId, s.status.state]));
+      names = Object.fromEntries(defs.tasks.map((/** @type {{taskId: string, task: TaskDefinition}} */ t) =>
+        [t.taskId, t.task.metadata.name]));
+      states = Object.fromEntries(statuses.statuses.map((/** @type {{taskId: string, status: TaskStatus}} */ s) =>
+        [s.taskId, s.status.state]));
       upstream = h("ul", { class: "plain", id: "depends-on" }, ids.map((id) => h("li", {},
         states[id] ? badge(states[id]) : badge("missing"), " ",
         h("a", { href: `#/tasks/${id}` }, names[id] || id))));
     }
-    renderBlocked(ids, states, names);
+    renderBlocked(task, ids, states, names);
     const dependents = await api.all(`/task/${taskId}/dependents`, "tasks");
     const downstream = dependents.length === 0 ? h("p", { class: "quiet" }, "None.")
       : h("ul", { class: "plain", id: "dependents" }, dependents.map((t) => h("li", {}, badge(t.status.state), " ",
@@ -372,33 +448,35 @@ export function taskView(target, taskId) {
   }
 
   async function refresh() {
-    if (task === null) {
-      task = await api.get(`/task/${taskId}`);
-      const json = JSON.stringify(task, null, 2);
-      replace(payload, payloadView(task.payload));
+    if (loaded === null) {
+      loaded = /** @type {TaskDefinition} */ (await api.get(`/task/${taskId}`));
+      const json = JSON.stringify(loaded, null, 2);
+      replace(payload, payloadView(loaded.payload));
       replace(definition, h("details", {}, h("summary", {}, "Definition"),
         h("pre", { class: "json", tabindex: "0", "aria-label": "the definition as JSON" }, json)),
         h("p", { class: "quiet" }, "The definition as JSON: ",
           copyButton("the definition as JSON", () => json, "copy-definition")));
     }
+    const task = loaded;
+    /** @type {{status: TaskStatus}} */
     const { status } = await api.get(`/task/${taskId}/status`);
     state = status.state;
     if (reported !== null && state !== reported) {
       replace(feedback); // "the task is now pending" beside a run that has since failed would mislead
       reported = null;
     }
-    renderFacts(status);
-    await readRerunWaits(status.runs.length);
-    await Promise.all([renderActions(), renderRuns(status), renderDeps()]);
+    renderFacts(task, status);
+    await readRerunWaits(task, status.runs.length);
+    await Promise.all([renderActions(task), renderRuns(status), renderDeps(task)]);
     await renderWhy(status);
     renderViewLog(status);
     replace(problem);
   }
 
-  poller = poll(refresh, () => (RESOLVED.has(state) ? 10000 : 2000), (error) => {
-    if (task === null) replace(facts);
-    replace(problem, message("error", error.status === 404 ? `There is no task ${taskId}.`
-      : `The task could not be read: ${error.summary || error.message}`));
+  poller = poll(refresh, () => (RESOLVED.has(state ?? "") ? 10000 : 2000), (error) => {
+    if (loaded === null) replace(facts);
+    replace(problem, message("error", api.statusOf(error) === 404 ? `There is no task ${taskId}.`
+      : `The task could not be read: ${api.said(error)}`));
   });
   return poller;
 }

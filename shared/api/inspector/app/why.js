@@ -42,7 +42,9 @@ export const READ_AT_MOST = 8 * 1024 * 1024; // bytes of log read for this (a la
 export function explain(text) {
   const lines = text.replace(ANSI, "").split(/\r?\n/);
   let exitCode = null;
+  /** @type {Array<{n: number, line: string}>} */
   const marked = [];
+  /** @type {Array<{n: number, line: string}>} */
   const wordy = [];
   lines.forEach((line, i) => {
     const exit = EXIT.exec(line);
@@ -84,6 +86,7 @@ export function errorKind(line) {
 }
 
 // What an exception's reason means, for the task page's "why" (Taskcluster's reasons).
+/** @type {Record<string, string>} */
 export const REASONS = {
   "malformed-payload": "the worker could not run the task's payload as written",
   "deadline-exceeded": "the task's deadline passed before it was resolved",
