@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared import timing
+from shared import timeutil, timing
 from shared.outbox.rows import Publisher
 from shared.runtime import Queue
 from shared.storage.base import BlobStore, QueueStore, TableStore
@@ -17,8 +17,9 @@ from tests.services import memory_service
 
 @pytest.fixture
 def clock() -> Clock:
-    """The wall clock the service under test reads (`now`), moved on by hand."""
-    return Clock()
+    """The wall clock the service under test reads (`now`), moved on by hand. It starts on a whole millisecond, as
+    times are stored, and half-way between two seconds, as real time most often is (a delay's rounding shows)."""
+    return Clock(timeutil.now().replace(microsecond=500_000))
 
 
 @pytest.fixture

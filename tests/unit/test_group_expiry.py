@@ -11,9 +11,8 @@ from shared import errors, timeutil
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.operations.expiry import GROUP_KEY
 from tests.conftest import slugid
-from tests.unit.test_index import _create, clock, run
+from tests.unit.test_index import _create, run
 
-__all__ = ["clock"]  # the fixture: a clock at the wall clock's time
 pytestmark = pytest.mark.service(expiry_delay=0)
 
 

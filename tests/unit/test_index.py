@@ -24,15 +24,8 @@ from shared.domain.index import (
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import index as index_ops
 from shared.storage.base import encode_key
-from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import _defaults
-
-
-@pytest.fixture
-def clock():
-    return Clock(timeutil.to_ms(timeutil.now()))
-
 
 pytestmark = pytest.mark.service(expiry_delay=0)
 

@@ -33,16 +33,6 @@ LEAD = 2
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(timeutil.now().replace(microsecond=500_000))  # between seconds, as real time is
-
-
-@pytest.fixture
-def queues(clock: Clock) -> MemoryQueues:
-    return MemoryQueues(clock)
-
-
-@pytest.fixture
 def checks(queues: MemoryQueues, clock: Clock) -> CheckQueues:
     return CheckQueues(queues, Shards(), LEAD, clock)
 

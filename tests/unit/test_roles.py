@@ -13,27 +13,28 @@ from shared.storage.memory import MemoryTables
 
 
 @pytest.fixture
-def clock(monkeypatch):
+def ticks(monkeypatch):
+    """The roles module's monotonic clock, moved on by hand."""
     now = [1000.0]
     # The module's own `time` only: the event loop's clock (time.monotonic) must keep running.
     monkeypatch.setattr(roles_mod, "time", SimpleNamespace(monotonic=lambda: now[0]))
     return now
 
 
-async def test_expansion_follows_role_changes_within_the_cache_bound(clock):
+async def test_expansion_follows_role_changes_within_the_cache_bound(ticks):
     tables = MemoryTables()
     writer, reader = RoleStore(tables, cache_seconds=10), RoleStore(tables, cache_seconds=10)
     await writer.create("ci", ["queue:create-task:*"], "ci")
     assert "queue:create-task:*" in await reader.expand(("assume:ci",))
     await writer.update("ci", ["queue:status:*"], "ci")
     assert "queue:create-task:*" in await reader.expand(("assume:ci",))  # trusted for 10 s
-    clock[0] += 11
+    ticks[0] += 11
     expanded = await reader.expand(("assume:ci",))
     assert "queue:status:*" in expanded and "queue:create-task:*" not in expanded
     assert (await reader.expand(("queue:x",))).scopes == ("queue:x",)  # nothing to assume: no read
 
 
-async def test_remembered_expansions_are_bounded(clock, monkeypatch):
+async def test_remembered_expansions_are_bounded(ticks, monkeypatch):
     monkeypatch.setattr(roles_mod, "EXPANSIONS_KEPT", 3)
     store = RoleStore(MemoryTables(), cache_seconds=60)
     await store.create("r*", ["s:<..>"], "")
@@ -42,7 +43,7 @@ async def test_remembered_expansions_are_bounded(clock, monkeypatch):
     assert len(store._expansions) == 3
 
 
-async def test_invalid_roles_and_conflicts_are_refused(clock):
+async def test_invalid_roles_and_conflicts_are_refused(ticks):
     store = RoleStore(MemoryTables())
     with pytest.raises(InvalidRole, match="only roles whose id ends in"):
         await store.create("plain", ["a:<..>"], "")
