@@ -11,47 +11,47 @@ from shared import errors, timeutil
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.operations.expiry import GROUP_KEY
 from tests.conftest import slugid
-from tests.unit.test_index import _create, run
+from tests.unit.test_index import _create
 
 pytestmark = pytest.mark.service(expiry_delay=0)
 
 
-def _group_entries(service, group):
-    return run(service.stores.tables.query(TASK_EXPIRY_TABLE, "RowKey eq @k", {"k": GROUP_KEY + group})).entities
+async def _group_entries(service, group):
+    return (await service.stores.tables.query(TASK_EXPIRY_TABLE, "RowKey eq @k", {"k": GROUP_KEY + group})).entities
 
 
-def test_a_group_that_outlives_its_tasks_is_deleted_once_it_expires(service, clock):
+async def test_a_group_that_outlives_its_tasks_is_deleted_once_it_expires(service, clock):
     group = slugid()
     created = clock.now
     expires = created + dt.timedelta(hours=2)
-    task_id = _create(
+    task_id = await _create(
         service,
         taskGroupId=group,
         created=timeutil.iso(created),
         deadline=timeutil.iso(created + dt.timedelta(hours=1)),
         expires=timeutil.iso(expires),
     )
-    group_expires = run(service.groups.get(group)).expires
+    group_expires = (await service.groups.get(group)).expires
     assert group_expires > expires  # by a tenth of the task's lifetime: 12 minutes
     clock.now = expires + dt.timedelta(minutes=1)  # the task expired, its group not yet
-    run(service.expiry.expire_tasks())
+    await service.expiry.expire_tasks()
     with pytest.raises(errors.TaskNotFound):
-        run(service.queries.task(task_id))
-    assert run(service.groups.get(group)).task_group_id == group
-    assert len(_group_entries(service, group)) == 1
-    run(service.expiry.expire_tasks())  # not due yet: nothing changes
-    assert run(service.groups.get(group)).task_group_id == group
+        await service.queries.task(task_id)
+    assert (await service.groups.get(group)).task_group_id == group
+    assert len(await _group_entries(service, group)) == 1
+    await service.expiry.expire_tasks()  # not due yet: nothing changes
+    assert (await service.groups.get(group)).task_group_id == group
     clock.now = group_expires + dt.timedelta(seconds=1)
-    run(service.expiry.expire_tasks())
+    await service.expiry.expire_tasks()
     with pytest.raises(errors.ResourceNotFound):
-        run(service.groups.get(group))
-    assert _group_entries(service, group) == []
+        await service.groups.get(group)
+    assert await _group_entries(service, group) == []
 
 
-def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, clock):
+async def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, clock):
     group = slugid()
     created = clock.now
-    first = _create(
+    first = await _create(
         service,
         taskGroupId=group,
         created=timeutil.iso(created),
@@ -59,9 +59,9 @@ def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, clock)
         expires=timeutil.iso(created + dt.timedelta(hours=2)),
     )
     clock.now = created + dt.timedelta(hours=2, minutes=1)
-    run(service.expiry.expire_tasks())
-    assert len(_group_entries(service, group)) == 1 and first
-    later = _create(
+    await service.expiry.expire_tasks()
+    assert len(await _group_entries(service, group)) == 1 and first
+    later = await _create(
         service,
         taskGroupId=group,
         created=timeutil.iso(clock.now),
@@ -69,6 +69,6 @@ def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, clock)
         expires=timeutil.iso(clock.now + dt.timedelta(days=30)),
     )
     clock.now += dt.timedelta(hours=1)  # the entry comes due; the group has a member now
-    run(service.expiry.expire_tasks())
-    assert _group_entries(service, group) == [] and run(service.groups.get(group)).task_group_id == group
-    assert run(service.queries.task(later))
+    await service.expiry.expire_tasks()
+    assert await _group_entries(service, group) == [] and (await service.groups.get(group)).task_group_id == group
+    assert await service.queries.task(later)

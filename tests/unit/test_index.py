@@ -30,10 +30,6 @@ from tests.unit.test_service import _defaults
 pytestmark = pytest.mark.service(expiry_delay=0)
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
 def entry(path, task_id=None, rank=0, days=1, clock=None, at=None, data=None):
     now = clock.now if clock else timeutil.to_ms(timeutil.now())
     return IndexedTask(path, task_id or slugid(), rank, data or {}, now + dt.timedelta(days=days), at or now)
@@ -103,77 +99,77 @@ def test_route_entries_follow_extra_index():
 # --- the rank rule ----------------------------------------------------------------------------------------------
 
 
-def test_higher_rank_stays_and_equal_rank_later_wins(service, clock):
+async def test_higher_rank_stays_and_equal_rank_later_wins(service, clock):
     index = service.index
-    first = run(index.insert(entry("proj.latest.build", rank=5, clock=clock)))
+    first = await index.insert(entry("proj.latest.build", rank=5, clock=clock))
     lower = entry("proj.latest.build", rank=3, clock=clock)
-    assert run(index.insert(lower)) == first  # the answer is the entry that stays
-    assert run(index.find("proj.latest.build")).task_id == first.task_id
+    assert await index.insert(lower) == first  # the answer is the entry that stays
+    assert (await index.find("proj.latest.build")).task_id == first.task_id
     clock.now += dt.timedelta(seconds=1)
     later = entry("proj.latest.build", rank=5, clock=clock)
-    assert run(index.insert(later)).task_id == later.task_id
+    assert (await index.insert(later)).task_id == later.task_id
     # A retried indexing of the older completion (same rank, earlier) does not displace the later one.
-    assert run(index.insert(first)).task_id == later.task_id
-    assert run(index.find("proj.latest.build")).task_id == later.task_id
+    assert (await index.insert(first)).task_id == later.task_id
+    assert (await index.find("proj.latest.build")).task_id == later.task_id
     higher = entry("proj.latest.build", rank=6, clock=clock, at=clock.now - dt.timedelta(days=1))
-    assert run(index.insert(higher)).task_id == higher.task_id
+    assert (await index.insert(higher)).task_id == higher.task_id
 
 
-def test_racing_inserts_leave_the_highest_rank(service, clock):
+async def test_racing_inserts_leave_the_highest_rank(service, clock):
     index = service.index
     entries = [entry("race.path", rank=r, clock=clock) for r in (3, 9, 1, 7, 9.5, 2, 8, 0)]
 
     async def race():
         return await asyncio.gather(*(index.insert(e) for e in entries))
 
-    run(race())
-    assert run(index.find("race.path")).rank == 9.5
-    rows = run(service.stores.tables.query(INDEX_TABLE, "PartitionKey eq @pk", {"pk": "t:race"})).entities
+    await race()
+    assert (await index.find("race.path")).rank == 9.5
+    rows = (await service.stores.tables.query(INDEX_TABLE, "PartitionKey eq @pk", {"pk": "t:race"})).entities
     assert len(rows) == 1
 
 
-def test_an_expired_entry_is_invisible_and_replaced_whatever_its_rank(service, clock):
+async def test_an_expired_entry_is_invisible_and_replaced_whatever_its_rank(service, clock):
     index = service.index
-    run(index.insert(entry("old.one", rank=100, clock=clock, days=1)))
+    await index.insert(entry("old.one", rank=100, clock=clock, days=1))
     clock.now += dt.timedelta(days=2)
     with pytest.raises(IndexedTaskNotFound):
-        run(index.find("old.one"))
-    assert run(index.list_tasks("old", limit=10, continuation=None))[0] == []
+        await index.find("old.one")
+    assert (await index.list_tasks("old", limit=10, continuation=None))[0] == []
     fresh = entry("old.one", rank=0, clock=clock)
-    assert run(index.insert(fresh)).task_id == fresh.task_id
+    assert (await index.insert(fresh)).task_id == fresh.task_id
 
 
 # --- namespaces and listings -------------------------------------------------------------------------------------
 
 
-def test_namespaces_are_listed_with_their_latest_expiry(service, clock):
+async def test_namespaces_are_listed_with_their_latest_expiry(service, clock):
     index = service.index
-    run(index.insert(entry("a.b.c.d", clock=clock, days=1)))
-    run(index.insert(entry("a.b.e", clock=clock, days=3)))
-    run(index.insert(entry("a.f", clock=clock, days=2)))
-    root, _ = run(index.list_namespaces("", limit=10, continuation=None))
+    await index.insert(entry("a.b.c.d", clock=clock, days=1))
+    await index.insert(entry("a.b.e", clock=clock, days=3))
+    await index.insert(entry("a.f", clock=clock, days=2))
+    root, _ = await index.list_namespaces("", limit=10, continuation=None)
     assert [n["namespace"] for n in root] == ["a"]
     assert root[0]["expires"] == timeutil.iso(hour_ceiling(clock.now + dt.timedelta(days=3)))
-    below_a, _ = run(index.list_namespaces("a", limit=10, continuation=None))
+    below_a, _ = await index.list_namespaces("a", limit=10, continuation=None)
     assert {(n["namespace"], n["name"]) for n in below_a} == {("a.b", "b")}
-    assert [n["namespace"] for n in run(index.list_namespaces("a.b", limit=10, continuation=None))[0]] == ["a.b.c"]
-    assert [t.path for t in run(index.list_tasks("a.b", limit=10, continuation=None))[0]] == ["a.b.e"]
-    assert [t.path for t in run(index.list_tasks("a", limit=10, continuation=None))[0]] == ["a.f"]
+    assert [n["namespace"] for n in (await index.list_namespaces("a.b", limit=10, continuation=None))[0]] == ["a.b.c"]
+    assert [t.path for t in (await index.list_tasks("a.b", limit=10, continuation=None))[0]] == ["a.b.e"]
+    assert [t.path for t in (await index.list_tasks("a", limit=10, continuation=None))[0]] == ["a.f"]
     # Namespaces expire with their latest entry (rounded up to the hour).
     clock.now += dt.timedelta(days=2, hours=2)
-    assert [n["namespace"] for n in run(index.list_namespaces("a.b", limit=10, continuation=None))[0]] == []
-    assert [n["namespace"] for n in run(index.list_namespaces("", limit=10, continuation=None))[0]] == ["a"]
+    assert [n["namespace"] for n in (await index.list_namespaces("a.b", limit=10, continuation=None))[0]] == []
+    assert [n["namespace"] for n in (await index.list_namespaces("", limit=10, continuation=None))[0]] == ["a"]
 
 
-def test_listings_page(service, clock):
+async def test_listings_page(service, clock):
     index = service.index
     for i in range(7):
-        run(index.insert(entry(f"paged.t{i}", clock=clock)))
-        run(index.insert(entry(f"paged.n{i}.x", clock=clock)))
+        await index.insert(entry(f"paged.t{i}", clock=clock))
+        await index.insert(entry(f"paged.n{i}.x", clock=clock))
     for lister in (index.list_tasks, index.list_namespaces):
         seen, token = [], None
         while True:
-            rows, token = run(lister("paged", limit=3, continuation=token))
+            rows, token = await lister("paged", limit=3, continuation=token)
             assert len(rows) <= 3
             seen += rows
             if token is None:
@@ -181,58 +177,58 @@ def test_listings_page(service, clock):
         assert len(seen) == 7
 
 
-def test_find_many_pages_over_the_paths_and_skips_what_is_missing(service, clock):
+async def test_find_many_pages_over_the_paths_and_skips_what_is_missing(service, clock):
     index = service.index
     paths = [f"many.p{i}" for i in range(5)]
     for p in paths[:3]:
-        run(index.insert(entry(p, clock=clock)))
+        await index.insert(entry(p, clock=clock))
     asked = [*paths, "many..bad"]
-    found, token = run(index.find_many(asked, limit=4, continuation=None))
+    found, token = await index.find_many(asked, limit=4, continuation=None)
     assert [e.path for e in found] == paths[:3] and token is not None
-    rest, token = run(index.find_many(asked, limit=4, continuation=token))
+    rest, token = await index.find_many(asked, limit=4, continuation=token)
     assert rest == [] and token is None
     with pytest.raises(errors.InvalidRequestArguments):
-        run(index.find_many(asked, limit=4, continuation="garbage"))
+        await index.find_many(asked, limit=4, continuation="garbage")
     with pytest.raises(errors.InputError):
-        run(index.find_many(["a"] * 1001, limit=4, continuation=None))
+        await index.find_many(["a"] * 1001, limit=4, continuation=None)
 
 
-def test_data_of_32_kib_in_any_script_is_kept(service, clock):
+async def test_data_of_32_kib_in_any_script_is_kept(service, clock):
     data = {"note": "漢" * 10_000, "emoji": "🦀" * 500}  # about 32 KiB of UTF-8, 66,000 characters escaped
-    assert run(service.index.insert(entry("wide.data", clock=clock, data=data))).data == data
-    assert run(service.index.find("wide.data")).data == data
+    assert (await service.index.insert(entry("wide.data", clock=clock, data=data))).data == data
+    assert (await service.index.find("wide.data")).data == data
 
 
-def test_delete_removes_the_entry_only(service, clock):
+async def test_delete_removes_the_entry_only(service, clock):
     index = service.index
-    run(index.insert(entry("gone.soon", clock=clock)))
-    run(index.delete("gone.soon"))
-    run(index.delete("gone.soon"))  # nothing there: not an error
+    await index.insert(entry("gone.soon", clock=clock))
+    await index.delete("gone.soon")
+    await index.delete("gone.soon")  # nothing there: not an error
     with pytest.raises(IndexedTaskNotFound):
-        run(index.find("gone.soon"))
-    assert [n["name"] for n in run(index.list_namespaces("", limit=10, continuation=None))[0]] == ["gone"]
+        await index.find("gone.soon")
+    assert [n["name"] for n in (await index.list_namespaces("", limit=10, continuation=None))[0]] == ["gone"]
 
 
-def test_expiry_deletes_what_expired(service, clock):
+async def test_expiry_deletes_what_expired(service, clock):
     index = service.index
-    run(index.insert(entry("exp.short", clock=clock, days=1)))
-    run(index.insert(entry("keep.long", clock=clock, days=30)))
+    await index.insert(entry("exp.short", clock=clock, days=1))
+    await index.insert(entry("keep.long", clock=clock, days=30))
     clock.now += dt.timedelta(days=2)
-    assert run(index.expire_due()) == 2  # the entry and its namespace `exp`; nothing of `keep`
-    rows = run(service.stores.tables.query(INDEX_TABLE, "expires gt @t", {"t": ""})).entities
+    assert await index.expire_due() == 2  # the entry and its namespace `exp`; nothing of `keep`
+    rows = (await service.stores.tables.query(INDEX_TABLE, "expires gt @t", {"t": ""})).entities
     assert {r.row_key for r in rows} == {"long", "keep"}
     # A namespace expired and deleted is written again when an entry needs it.
-    run(index.insert(entry("exp.again", clock=clock, days=1)))
-    assert [n["name"] for n in run(index.list_namespaces("", limit=10, continuation=None))[0]] == ["exp", "keep"]
+    await index.insert(entry("exp.again", clock=clock, days=1))
+    assert [n["name"] for n in (await index.list_namespaces("", limit=10, continuation=None))[0]] == ["exp", "keep"]
 
 
-def test_remembered_namespaces_stay_bounded(service, clock, monkeypatch):
+async def test_remembered_namespaces_stay_bounded(service, clock, monkeypatch):
     monkeypatch.setattr(index_ops, "KNOWN_NAMESPACES", 50)
     index = index_ops.TaskIndex(service.stores)
     for i in range(400):
-        run(index.insert(entry(f"bound.n{i}.x{i}", clock=clock)))
+        await index.insert(entry(f"bound.n{i}.x{i}", clock=clock))
     assert len(index._namespaces) <= 50
-    assert len(run(index.list_namespaces("bound", limit=1000, continuation=None))[0]) == 400
+    assert len((await index.list_namespaces("bound", limit=1000, continuation=None))[0]) == 400
 
 
 class IndexCalls:
@@ -257,7 +253,7 @@ class IndexCalls:
             setattr(tables, name, counted)
 
 
-def test_new_paths_of_a_namespace_that_come_together_are_one_transaction(service, clock):
+async def test_new_paths_of_a_namespace_that_come_together_are_one_transaction(service, clock):
     index = service.index
     calls = IndexCalls(service.stores.tables)
     entries = [entry(f"push.latest.test.chunk-{i}", clock=clock) for i in range(30)]
@@ -265,12 +261,12 @@ def test_new_paths_of_a_namespace_that_come_together_are_one_transaction(service
     async def together():
         return await asyncio.gather(*(index.insert(e) for e in entries))
 
-    assert run(together()) == entries
+    assert await together() == entries
     assert calls.calls == [("commit", 30)]
-    assert [run(index.find(e.path)).task_id for e in entries] == [e.task_id for e in entries]
+    assert [(await index.find(e.path)).task_id for e in entries] == [e.task_id for e in entries]
 
 
-def test_new_paths_with_large_data_are_split_into_transactions_azure_takes(service, clock):
+async def test_new_paths_with_large_data_are_split_into_transactions_azure_takes(service, clock):
     index = service.index
     calls = IndexCalls(service.stores.tables)
     data = {"text": "é" * 15_000}  # 30 KB of UTF-8, about 90 KB escaped
@@ -279,16 +275,16 @@ def test_new_paths_with_large_data_are_split_into_transactions_azure_takes(servi
     async def together():
         return await asyncio.gather(*(index.insert(e) for e in entries))
 
-    assert run(together()) == entries
+    assert await together() == entries
     sizes = [n for op, n in calls.calls if op == "commit"]
     assert sum(sizes) == 60 and len(sizes) >= 3  # about 5.4 MB escaped: at most 2 MiB a transaction
     assert all(n * 90_000 <= index_ops.BATCH_BYTES + 90_000 for n in sizes)
-    assert run(index.find("big.latest.chunk-59")).data == data
+    assert (await index.find("big.latest.chunk-59")).data == data
 
 
-def test_a_path_taken_among_new_ones_is_decided_on_its_row_and_the_others_still_go_in(service, clock):
+async def test_a_path_taken_among_new_ones_is_decided_on_its_row_and_the_others_still_go_in(service, clock):
     other_process = index_ops.TaskIndex(service.stores)  # remembers nothing this one wrote
-    taken = run(other_process.insert(entry("push.latest.test.chunk-3", rank=9, clock=clock)))
+    taken = await other_process.insert(entry("push.latest.test.chunk-3", rank=9, clock=clock))
     index = service.index
     calls = IndexCalls(service.stores.tables)
     entries = [entry(f"push.latest.test.chunk-{i}", rank=1, clock=clock) for i in range(6)]
@@ -296,79 +292,79 @@ def test_a_path_taken_among_new_ones_is_decided_on_its_row_and_the_others_still_
     async def together():
         return await asyncio.gather(*(index.insert(e) for e in entries))
 
-    answers = run(together())
+    answers = await together()
     assert answers[3] == taken and [a for i, a in enumerate(answers) if i != 3] == entries[:3] + entries[4:]
     # The transaction failed on the taken path: each went alone, and the taken one was read and kept.
     assert calls.calls == [("commit", 6)] + [("insert", 1)] * 6 + [("get", 1)]
-    assert run(index.find("push.latest.test.chunk-3")).rank == 9
+    assert (await index.find("push.latest.test.chunk-3")).rank == 9
 
 
-def test_a_path_this_process_wrote_is_replaced_on_its_etag_in_one_call(service, clock):
+async def test_a_path_this_process_wrote_is_replaced_on_its_etag_in_one_call(service, clock):
     index = service.index
-    run(index.insert(entry("proj.latest.build", rank=1, clock=clock)))
+    await index.insert(entry("proj.latest.build", rank=1, clock=clock))
     calls = IndexCalls(service.stores.tables)
     clock.now += dt.timedelta(seconds=1)
     newer = entry("proj.latest.build", rank=1, clock=clock)
-    assert run(index.insert(newer)) == newer
+    assert await index.insert(newer) == newer
     assert calls.calls == [("replace", 1)]  # no insert that fails, no read
     # Another process replaces it: the remembered ETag fails, and the row decides.
     other_process = index_ops.TaskIndex(service.stores)
     higher = entry("proj.latest.build", rank=5, clock=clock)
-    assert run(other_process.insert(higher)) == higher
+    assert await other_process.insert(higher) == higher
     calls.calls.clear()
     clock.now += dt.timedelta(seconds=1)
-    assert run(index.insert(entry("proj.latest.build", rank=3, clock=clock))) == higher
+    assert await index.insert(entry("proj.latest.build", rank=3, clock=clock)) == higher
     assert calls.calls == [("replace", 1), ("get", 1)]
-    assert run(index.find("proj.latest.build")).task_id == higher.task_id
+    assert (await index.find("proj.latest.build")).task_id == higher.task_id
 
 
-def test_a_remembered_path_deleted_or_expired_is_written_again(service, clock):
+async def test_a_remembered_path_deleted_or_expired_is_written_again(service, clock):
     index = service.index
-    run(index.insert(entry("gone.path", rank=1, clock=clock, days=1)))
-    run(index.delete("gone.path"))
+    await index.insert(entry("gone.path", rank=1, clock=clock, days=1))
+    await index.delete("gone.path")
     again = entry("gone.path", rank=0, clock=clock)
-    assert run(index.insert(again)) == again
+    assert await index.insert(again) == again
     # Deleted by another process (its expiry, or deleteTask there): the remembered ETag fails, the row is read.
-    assert run(service.stores.tables.delete(INDEX_TABLE, entry_partition("gone"), encode_key("path")))
+    assert await service.stores.tables.delete(INDEX_TABLE, entry_partition("gone"), encode_key("path"))
     clock.now += dt.timedelta(seconds=1)
     third = entry("gone.path", rank=0, clock=clock)
-    assert run(index.insert(third)) == third and run(index.find("gone.path")).task_id == third.task_id
+    assert await index.insert(third) == third and (await index.find("gone.path")).task_id == third.task_id
 
 
-def test_remembered_entries_stay_bounded(service, clock, monkeypatch):
+async def test_remembered_entries_stay_bounded(service, clock, monkeypatch):
     monkeypatch.setattr(index_ops, "KNOWN_ENTRIES", 50)
     index = index_ops.TaskIndex(service.stores)
     for i in range(400):
-        run(index.insert(entry(f"bounded.n{i % 7}.x{i}", clock=clock, data={"i": i})))
+        await index.insert(entry(f"bounded.n{i % 7}.x{i}", clock=clock, data={"i": i}))
     assert len(index._entries) <= 50
-    assert run(index.find("bounded.n3.x3")).data == {"i": 3}
+    assert (await index.find("bounded.n3.x3")).data == {"i": 3}
     monkeypatch.setattr(index_ops, "KNOWN_ENTRIES_BYTES", 64 * 1024)
     big = index_ops.TaskIndex(service.stores)
     for i in range(40):
-        run(big.insert(entry(f"bytes.x{i}", clock=clock, data={"blob": "x" * 30_000})))
+        await big.insert(entry(f"bytes.x{i}", clock=clock, data={"blob": "x" * 30_000}))
     assert big._entries.bytes <= 64 * 1024 and len(big._entries) <= 2
 
 
 # --- completed tasks --------------------------------------------------------------------------------------------
 
 
-def _create(service, **overrides):
+async def _create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    run(service.creation.create_task(task_id, {**definition, **_defaults(definition)}))
+    await service.creation.create_task(task_id, {**definition, **_defaults(definition)})
     return task_id
 
 
-def _resolve(service, task_id, outcome):
+async def _resolve(service, task_id, outcome):
     async def go():
         await service.claims.claim(task_id, 0, "g", "w")
         await service.lifecycle.resolve(task_id, 0, outcome, outcome)
         await service.stores.settled()
 
-    run(go())
+    await go()
 
 
-def _deliver_resolutions(service):
+async def _deliver_resolutions(service):
     async def go():
         for queue in (RESOLVED_QUEUE, CLAIM_QUEUE):
             for message in await service.stores.queues.receive(queue, 32, 30):
@@ -376,25 +372,25 @@ def _deliver_resolutions(service):
                 if queue == RESOLVED_QUEUE or ResolvedCheck.carried_by(body):
                     await service.resolution.follow_up(ResolvedCheck.decode(body))
 
-    run(go())
+    await go()
 
 
-def test_a_completed_task_is_indexed_at_its_routes_and_a_failed_one_is_not(service, clock):
-    done = _create(
+async def test_a_completed_task_is_indexed_at_its_routes_and_a_failed_one_is_not(service, clock):
+    done = await _create(
         service,
         routes=["index.ci.done.build", "index.ci.latest.build"],
         extra={"index": {"rank": 7, "data": {"rev": "abc"}}},
     )
-    failed = _create(service, routes=["index.ci.failed.build"])
-    _resolve(service, done, "completed")
-    _resolve(service, failed, "failed")
-    _deliver_resolutions(service)
+    failed = await _create(service, routes=["index.ci.failed.build"])
+    await _resolve(service, done, "completed")
+    await _resolve(service, failed, "failed")
+    await _deliver_resolutions(service)
     for path in ("ci.done.build", "ci.latest.build"):
-        found = run(service.index.find(path))
+        found = await service.index.find(path)
         assert (found.task_id, found.rank, found.data) == (done, 7, {"rev": "abc"})
     with pytest.raises(IndexedTaskNotFound):
-        run(service.index.find("ci.failed.build"))
+        await service.index.find("ci.failed.build")
     # The resolution handled again (a redelivered message) changes nothing.
-    before = run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build"))
-    run(service.resolution.resolve_dependencies(ResolvedCheck(done, 0, done, None, clock.now)))
-    assert run(service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build")).etag == before.etag
+    before = await service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build")
+    await service.resolution.resolve_dependencies(ResolvedCheck(done, 0, done, None, clock.now))
+    assert (await service.stores.tables.get(INDEX_TABLE, "t:ci.done", "build")).etag == before.etag

@@ -19,14 +19,10 @@ from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
-def create(service, **overrides):
+async def create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    run(service.creation.create_task(task_id, dict(definition, **_defaults(definition))))
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
     return task_id, definition
 
 
@@ -54,111 +50,110 @@ async def _received(service, queue):
     return await service.stores.queues.receive(queue, 32, 0)
 
 
-def test_createtask_puts_deadline_check_and_hint_before_the_task(service):
-    task_id, definition = create(service)
-    [hint] = run(_received(service, pending_queue(definition["taskQueueId"], "lowest")))
+async def test_createtask_puts_deadline_check_and_hint_before_the_task(service):
+    task_id, definition = await create(service)
+    [hint] = await _received(service, pending_queue(definition["taskQueueId"], "lowest"))
     assert PendingHint.decode(hint.json()).taskId == task_id
-    assert run(service.queries.task(task_id)).status()["state"] == "pending"
+    assert (await service.queries.task(task_id)).status()["state"] == "pending"
 
 
-def test_concurrent_claims_of_one_run_return_one_claim(service):
-    task_id, _ = create(service)
+async def test_concurrent_claims_of_one_run_return_one_claim(service):
+    task_id, _ = await create(service)
 
     async def race():
         return await asyncio.gather(*(service.claims.claim(task_id, 0, "g", f"w{i}") for i in range(8)))
 
-    results = run(race())
+    results = await race()
     assert sum(isinstance(r, Claim) for r in results) == 1
     assert all(r is ClaimRefusal.CONFLICT for r in results if not isinstance(r, Claim))
 
 
-def test_only_the_runs_own_hint_claims_it(service):
-    task_id, definition = create(service)
-    [message] = run(_received(service, pending_queue(definition["taskQueueId"], "lowest")))
+async def test_only_the_runs_own_hint_claims_it(service):
+    task_id, definition = await create(service)
+    [message] = await _received(service, pending_queue(definition["taskQueueId"], "lowest"))
     hint = PendingHint.decode(message.json()).hintId
-    assert run(service.claims.claim(task_id, 0, "g", "w", "a-duplicate")) is ClaimRefusal.CONFLICT
-    assert isinstance(run(service.claims.claim(task_id, 0, "g", "w", hint)), Claim)
-    assert isinstance(run(service.claims.claim(task_id, 0, "g", "w", hint)), Claim)  # a retry of the same hint
-    assert run(service.claims.claim(task_id, 0, "g", "w", "another")) is ClaimRefusal.CONFLICT
+    assert await service.claims.claim(task_id, 0, "g", "w", "a-duplicate") is ClaimRefusal.CONFLICT
+    assert isinstance(await service.claims.claim(task_id, 0, "g", "w", hint), Claim)
+    assert isinstance(await service.claims.claim(task_id, 0, "g", "w", hint), Claim)  # a retry of the same hint
+    assert await service.claims.claim(task_id, 0, "g", "w", "another") is ClaimRefusal.CONFLICT
 
 
-def test_stale_and_duplicated_claim_checks_change_nothing(service, clock):
-    task_id, _ = create(service)
-    claim = run(service.claims.claim(task_id, 0, "g", "w"))
+async def test_stale_and_duplicated_claim_checks_change_nothing(service, clock):
+    task_id, _ = await create(service)
+    claim = await service.claims.claim(task_id, 0, "g", "w")
     first_until = claim.run.taken_until
     clock.advance(10)
-    run(service.claims.reclaim_task(task_id, 0))
+    await service.claims.reclaim_task(task_id, 0)
     clock.advance(55)  # past the first takenUntil, before the reclaimed one
-    assert run(service.checks.check_claim(ClaimCheck(task_id, 0, first_until))) == "stale"
-    assert run(service.queries.task(task_id)).status()["state"] == "running"
+    assert await service.checks.check_claim(ClaimCheck(task_id, 0, first_until)) == "stale"
+    assert (await service.queries.task(task_id)).status()["state"] == "running"
     clock.advance(60)
-    until = run(service.queries.task(task_id)).status()["runs"][0]["takenUntil"]
+    until = (await service.queries.task(task_id)).status()["runs"][0]["takenUntil"]
     check = ClaimCheck(task_id, 0, timeutil.parse(until))
-    assert run(service.checks.check_claim(check)) == "expired"
-    after = run(service.queries.task(task_id)).status()
+    assert await service.checks.check_claim(check) == "expired"
+    after = (await service.queries.task(task_id)).status()
     # A duplicate of the same message finds the run resolved: it makes sure of what follows (here nothing: the
     # task was retried, and its events were asked for by the expiry's own write) and changes nothing.
-    assert run(service.checks.check_claim(check)) == "followed-up"
-    assert run(service.queries.task(task_id)).status() == after
+    assert await service.checks.check_claim(check) == "followed-up"
+    assert (await service.queries.task(task_id)).status() == after
 
 
-def test_early_claim_check_is_put_back(service, clock):
-    task_id, _ = create(service)
-    claim = run(service.claims.claim(task_id, 0, "g", "w"))
-    run(service.stores.queues.receive(CLAIM_QUEUE, 32, 0))  # drop the original check from view
-    assert run(service.checks.check_claim(ClaimCheck(task_id, 0, claim.run.taken_until))) == "early"
-    assert run(service.queries.task(task_id)).status()["state"] == "running"
-    assert run(service.stores.queues.approximate_count(CLAIM_QUEUE)) == 2
+async def test_early_claim_check_is_put_back(service, clock):
+    task_id, _ = await create(service)
+    claim = await service.claims.claim(task_id, 0, "g", "w")
+    await service.stores.queues.receive(CLAIM_QUEUE, 32, 0)  # drop the original check from view
+    assert await service.checks.check_claim(ClaimCheck(task_id, 0, claim.run.taken_until)) == "early"
+    assert (await service.queries.task(task_id)).status()["state"] == "running"
+    assert await service.stores.queues.approximate_count(CLAIM_QUEUE) == 2
 
 
-def test_claim_check_for_a_missing_task_is_harmless(service):
-    assert run(service.checks.check_claim(ClaimCheck(slugid(), 0, timeutil.now()))) == "task-gone"
-    assert run(service.checks.check_deadline(DeadlineCheck(slugid(), timeutil.now()))) == "task-gone"
+async def test_claim_check_for_a_missing_task_is_harmless(service):
+    assert await service.checks.check_claim(ClaimCheck(slugid(), 0, timeutil.now())) == "task-gone"
+    assert await service.checks.check_deadline(DeadlineCheck(slugid(), timeutil.now())) == "task-gone"
 
 
-def test_deadline_check_for_another_deadline_is_stale(service, clock):
-    task_id, definition = create(service)
+async def test_deadline_check_for_another_deadline_is_stale(service, clock):
+    task_id, definition = await create(service)
     clock.advance(3700)
     other = timeutil.parse(definition["deadline"]) - dt.timedelta(seconds=5)
-    assert run(service.checks.check_deadline(DeadlineCheck(task_id, other))) == "stale"
+    assert await service.checks.check_deadline(DeadlineCheck(task_id, other)) == "stale"
     real = DeadlineCheck(task_id, timeutil.parse(definition["deadline"]))
-    assert run(service.checks.check_deadline(real)) == "exceeded"
-    assert run(service.checks.check_deadline(real)) == "already-resolved"
+    assert await service.checks.check_deadline(real) == "exceeded"
+    assert await service.checks.check_deadline(real) == "already-resolved"
     # The task's deadline bucket is still queued; when it comes due it finds the task resolved already.
     [bucket] = service.stores.queues.contents(DEADLINE_QUEUE)
-    assert run(service.checks.check_deadlines(json.loads(bucket))) == "checked 1"
-    assert run(service.queries.task(task_id)).status()["runs"][-1]["reasonResolved"] == "deadline-exceeded"
+    assert await service.checks.check_deadlines(json.loads(bucket)) == "checked 1"
+    assert (await service.queries.task(task_id)).status()["runs"][-1]["reasonResolved"] == "deadline-exceeded"
 
 
-def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
-    task_id, definition = create(service)
+async def test_hint_for_a_run_not_yet_written_is_kept_while_young(service, clock):
+    task_id, definition = await create(service)
     tq = definition["taskQueueId"]
     queue = pending_queue(tq, "lowest")
     future = PendingHint(task_id, 1, "h")  # run 1 does not exist (yet)
-    run(service.stores.queues.put(queue, future.encode()))
-    run(service.claims.claim(task_id, 0, "g", "w"))  # run 0 is taken
-    run(service.stores.queues.receive(queue, 32, 0))  # make the original hint of run 0 cycle
-    assert run(claim_work(service, tq, "g", "w2", 1)) == []
-    assert run(service.stores.queues.approximate_count(queue)) >= 1  # the young hint was released, not deleted
+    await service.stores.queues.put(queue, future.encode())
+    await service.claims.claim(task_id, 0, "g", "w")  # run 0 is taken
+    await service.stores.queues.receive(queue, 32, 0)  # make the original hint of run 0 cycle
+    assert await claim_work(service, tq, "g", "w2", 1) == []
+    assert await service.stores.queues.approximate_count(queue) >= 1  # the young hint was released, not deleted
     clock.advance(120)
-    assert run(claim_work(service, tq, "g", "w2", 1)) == []
-    assert run(service.stores.queues.approximate_count(queue)) == 0  # old now: dropped
+    assert await claim_work(service, tq, "g", "w2", 1) == []
+    assert await service.stores.queues.approximate_count(queue) == 0  # old now: dropped
 
 
-def test_claim_work_waits_as_long_as_the_setting_says(service):
-    import time
+async def test_claim_work_waits_as_long_as_the_setting_says(service):
 
     service.stores.settings = service.settings.model_copy(
         update={"claim_work_wait": 0.5, "claim_work_poll_interval": 0.1}
     )
     started = time.monotonic()
-    assert run(claim_work(service, "p/none", "g", "w", 1)) == []
+    assert await claim_work(service, "p/none", "g", "w", 1) == []
     assert time.monotonic() - started >= 0.5
 
 
-def test_errors_are_raised_as_taskcluster_errors(service):
+async def test_errors_are_raised_as_taskcluster_errors(service):
     with pytest.raises(errors.TaskNotFound) as found:
-        run(service.queries.task("missing")).status()
+        (await service.queries.task("missing")).status()
     assert found.value.status == 404 and found.value.code == "ResourceNotFound"
     assert "missing" in found.value.message
 
@@ -172,15 +167,15 @@ def test_keys_are_encoded_for_azure():
         assert decode_key(encoded) == value
 
 
-def test_dependency_resolving_while_its_dependent_is_being_created(service, clock, monkeypatch):
+async def test_dependency_resolving_while_its_dependent_is_being_created(service, clock, monkeypatch):
     """The dependency resolves after createTask read it (unresolved) and before it wrote the dependent, in another
     process: the resolution finds no task to release, and leaves a message of its own for it, which releases it
     once written."""
     from shared.domain.messages import ResolvedCheck
 
-    root, definition = create(service)
+    root, definition = await create(service)
     tq = definition["taskQueueId"]
-    run(claim_work(service, tq, "g", "w", 1))
+    await claim_work(service, tq, "g", "w", 1)
     write = service.tasks.write
 
     async def elsewhere(table, key):
@@ -197,61 +192,61 @@ def test_dependency_resolving_while_its_dependent_is_being_created(service, cloc
         return await write(task, **kwargs)
 
     service.tasks.write = write_while_root_resolves
-    dependent, _ = create(service, taskQueueId=tq, dependencies=[root])
-    assert run(service.queries.task(dependent)).status()["state"] == "unscheduled"
+    dependent, _ = await create(service, taskQueueId=tq, dependencies=[root])
+    assert (await service.queries.task(dependent)).status()["state"] == "unscheduled"
     clock.advance(service.stores.settings.hint_retry_delay + 0.1)
-    [(_, message)] = run(resolution_messages(service))
+    [(_, message)] = await resolution_messages(service)
     later = ResolvedCheck.decode(message.json())
     assert later.dependent == dependent and later.taskId == root
-    assert run(service.resolution.follow_up(later)) == "resolved"
-    assert run(service.queries.task(dependent)).status()["state"] == "pending"
-    assert run(service.resolution.follow_up(later)) == "resolved"  # again: harmless
-    assert len(run(service.queries.task(dependent)).runs) == 1
+    assert await service.resolution.follow_up(later) == "resolved"
+    assert (await service.queries.task(dependent)).status()["state"] == "pending"
+    assert await service.resolution.follow_up(later) == "resolved"  # again: harmless
+    assert len((await service.queries.task(dependent)).runs) == 1
 
 
-def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service):
+async def test_retried_create_task_finishes_what_a_crash_after_its_write_left(service):
     """createTask wrote the dependent, then its answer was lost; its dependency resolved and that resolution was
     lost too (its message gone before the dependents were released). The client's retry (same definition) must
     release it, not only answer 200: it writes its edges again, which prove the dependency completed."""
-    root, definition = create(service)
+    root, definition = await create(service)
     tq = definition["taskQueueId"]
     task_id = slugid()
     body = task_definition(taskQueueId=tq, dependencies=[root])
-    run(service.creation.create_task(task_id, dict(body, **_defaults(body))))
-    run(claim_work(service, tq, "g", "w", 1))
-    run(service.lifecycle.resolve(root, 0, "completed", "completed"))
-    for name, message in run(resolution_messages(service)):
-        run(service.stores.queues.delete(name, message))  # lost
-    assert run(service.queries.task(task_id)).status()["state"] == "unscheduled"
-    assert run(service.creation.create_task(task_id, dict(body, **_defaults(body)))).status()["state"] == "pending"
+    await service.creation.create_task(task_id, dict(body, **_defaults(body)))
+    await claim_work(service, tq, "g", "w", 1)
+    await service.lifecycle.resolve(root, 0, "completed", "completed")
+    for name, message in await resolution_messages(service):
+        await service.stores.queues.delete(name, message)  # lost
+    assert (await service.queries.task(task_id)).status()["state"] == "unscheduled"
+    assert (await service.creation.create_task(task_id, dict(body, **_defaults(body)))).status()["state"] == "pending"
 
 
-def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
+async def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
     tables, queues = MemoryTables(), MemoryQueues()
     service = memory_service(tables=tables, queues=queues, clock=clock, pending_empty_ttl=0.3)
     other = memory_service(tables=tables, queues=queues, clock=clock, pending_empty_ttl=0.3)  # another process
     definition = task_definition()
     tq = definition["taskQueueId"]
-    assert run(claim_work(service, tq, "g", "w", 1)) == []  # every queue found empty
+    assert await claim_work(service, tq, "g", "w", 1) == []  # every queue found empty
     # A task created by this process is seen at once (its hint clears the skip)...
     task_id = slugid()
-    run(service.creation.create_task(task_id, dict(definition, **_defaults(definition))))
-    [claim] = run(claim_work(service, tq, "g", "w", 1))
+    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    [claim] = await claim_work(service, tq, "g", "w", 1)
     assert claim["status"]["taskId"] == task_id
     # ...one created by another process once the skip has lapsed, and not before.
-    assert run(claim_work(service, tq, "g", "w", 1)) == []
+    assert await claim_work(service, tq, "g", "w", 1) == []
     late_id = slugid()
-    run(other.creation.create_task(late_id, dict(definition, **_defaults(definition))))
-    assert run(claim_work(service, tq, "g", "w", 1)) == []
-    time.sleep(0.35)
-    [late] = run(claim_work(service, tq, "g", "w", 1))
+    await other.creation.create_task(late_id, dict(definition, **_defaults(definition)))
+    assert await claim_work(service, tq, "g", "w", 1) == []
+    await asyncio.sleep(0.35)
+    [late] = await claim_work(service, tq, "g", "w", 1)
     assert late["status"]["taskId"] == late_id
 
 
-def test_claim_work_answers_with_its_claims_even_when_recording_the_worker_fails(service):
+async def test_claim_work_answers_with_its_claims_even_when_recording_the_worker_fails(service):
     """Once claims are saved, nothing may fail before they are answered: a worker that never hears of them would
     leave them claimed until they expire."""
-    task_id, definition = create(service)
+    task_id, definition = await create(service)
     calls = []
 
     async def first_ok(*args):  # claimWork records the worker before it claims (that may fail), and after
@@ -260,9 +255,9 @@ def test_claim_work_answers_with_its_claims_even_when_recording_the_worker_fails
             raise RuntimeError("storage unavailable")
 
     service.stores.workers.active = first_ok
-    [claim] = run(claim_work(service, definition["taskQueueId"], "wg", "w", 1))
+    [claim] = await claim_work(service, definition["taskQueueId"], "wg", "w", 1)
     assert claim["status"]["taskId"] == task_id and len(calls) == 2
-    assert run(service.queries.task(task_id)).status()["state"] == "running"
+    assert (await service.queries.task(task_id)).status()["state"] == "running"
 
 
 class LosingReceives(MemoryQueues):
@@ -279,49 +274,49 @@ class LosingReceives(MemoryQueues):
         return taken
 
 
-def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
+async def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
     queues = LosingReceives()  # on the wall clock: the claims see no time pass while the hint hides
     service = memory_service(queues=queues, clock=clock, pending_hint_visibility=1)
-    older, definition = create(service, priority="lowest")
+    older, definition = await create(service, priority="lowest")
     tq = definition["taskQueueId"]
     clock.advance(1)
-    newer, _ = create(service, taskQueueId=tq, priority="high")
+    newer, _ = await create(service, taskQueueId=tq, priority="high")
     # The receive from the high queue takes `newer`'s hint and loses it; the index gives the oldest run instead.
-    [first] = run(claim_work(service, tq, "g", "w", 1))
+    [first] = await claim_work(service, tq, "g", "w", 1)
     assert first["status"]["taskId"] == older
     assert first["status"]["runs"][0]["state"] == "running"
     # `newer`'s hint is still hidden, and `older`'s is stale now: the index is looked at again while it hides.
-    [second] = run(claim_work(service, tq, "g", "w", 1))
+    [second] = await claim_work(service, tq, "g", "w", 1)
     assert second["status"]["taskId"] == newer
-    time.sleep(1.1)  # the hidden hint comes back
-    assert run(claim_work(service, tq, "g", "w2", 2)) == []  # its run is claimed: dropped, nothing doubled
-    assert run(service.stores.queues.approximate_count(pending_queue(tq, "high"))) == 0
+    await asyncio.sleep(1.1)  # the hidden hint comes back
+    assert await claim_work(service, tq, "g", "w2", 2) == []  # its run is claimed: dropped, nothing doubled
+    assert await service.stores.queues.approximate_count(pending_queue(tq, "high")) == 0
 
 
-def test_a_duplicated_hint_does_not_give_the_same_worker_its_claim_twice(service, clock):
+async def test_a_duplicated_hint_does_not_give_the_same_worker_its_claim_twice(service, clock):
     # A put retried after a lost answer leaves two copies of a hint (Azure Queue has no idempotency key).
-    task_id, definition = create(service)
+    task_id, definition = await create(service)
     tq = definition["taskQueueId"]
     queue = pending_queue(tq, "lowest")
-    [hint] = run(service.stores.queues.receive(queue, 32, 1))
-    run(service.stores.queues.put(queue, hint.content))
+    [hint] = await service.stores.queues.receive(queue, 32, 1)
+    await service.stores.queues.put(queue, hint.content)
     clock.advance(1.1)  # the original is visible again
-    [claim] = run(claim_work(service, tq, "g", "w", 1))
+    [claim] = await claim_work(service, tq, "g", "w", 1)
     assert claim["status"]["taskId"] == task_id
-    assert run(claim_work(service, tq, "g", "w", 1)) == []  # the copy is dropped, not answered again
-    assert run(service.stores.queues.approximate_count(queue)) == 0
+    assert await claim_work(service, tq, "g", "w", 1) == []  # the copy is dropped, not answered again
+    assert await service.stores.queues.approximate_count(queue) == 0
 
 
-def test_the_same_hint_received_again_gives_the_worker_its_claim_again(service):
+async def test_the_same_hint_received_again_gives_the_worker_its_claim_again(service):
     # The claimWork answer was lost before the hint was deleted: the same message comes back to the same worker,
     # which gets its claim again; a copy of the hint (another message) does not.
-    task_id, definition = create(service)
+    task_id, definition = await create(service)
     queue = pending_queue(definition["taskQueueId"], "lowest")
-    [message] = run(service.stores.queues.receive(queue, 32, 1))
+    [message] = await service.stores.queues.receive(queue, 32, 1)
     hint = PendingHint.decode(message.json())
-    first = run(service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@{message.id}"))
-    again = run(service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@{message.id}"))
+    first = await service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@{message.id}")
+    again = await service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@{message.id}")
     assert isinstance(first, Claim) and isinstance(again, Claim)
     assert again.run.taken_until == first.run.taken_until
-    copy = run(service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@another-message"))
+    copy = await service.claims.claim(task_id, 0, "g", "w", hint.hintId, f"{hint.hintId}@another-message")
     assert copy is ClaimRefusal.CONFLICT
