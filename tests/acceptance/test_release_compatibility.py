@@ -4,8 +4,9 @@ one is finished by the other, both ways, and with both serving at once; then the
 
 The release's code is unpacked from this repository's history (`git archive`) and run as its own host process on the
 test's Azurite; what is in flight covers the rows and messages a running deployment holds: pending runs and their
-hints, a chain whose first task is running (its dependent waiting on an edge), a claim left to expire (its check
-message), a deadline not yet reached (its bucket message), completed tasks with `s3` (uploaded to whatever `putUrl`
+hints, a chain whose first task is running (its dependent waiting on an edge), a failed task whose dependent it
+blocks (rerun by the other code), a claim left to expire (its check message), a deadline not yet reached (its
+bucket message), completed tasks with `s3` (uploaded to whatever `putUrl`
 that release gave), `azure`, `reference` and `error` artifacts, task groups and their events, the Index entry of a
 completed task's route, the worker information of a worker that claimed, an object of the Object service, and a
 client and a role of the Auth service."""
@@ -126,7 +127,9 @@ class InFlight:
     """What one code left in flight, for the other to finish."""
 
     queues: dict[str, str] = field(
-        default_factory=lambda: {k: task_queue_id() for k in ("pending", "chain", "abandoned", "artifacts", "deadline")}
+        default_factory=lambda: {
+            k: task_queue_id() for k in ("pending", "chain", "failed", "abandoned", "artifacts", "deadline")
+        }
     )
     ids: dict[str, str] = field(default_factory=dict)
     data: dict[str, bytes] = field(default_factory=dict)
@@ -143,13 +146,17 @@ class InFlight:
 
 
 def leave(queue: taskcluster.Queue, flight: InFlight) -> None:
-    """Work in flight: pending, running with a dependent waiting, abandoned, before its deadline, and a completed
-    task with an artifact of each kind."""
+    """Work in flight: pending, running with a dependent waiting, failed with a dependent it blocks, abandoned, before
+    its deadline, and a completed task with an artifact of each kind."""
     now = timeutil.now()
     flight.create(queue, "pending", "pending")
     root = flight.create(queue, "root", "chain")
     flight.create(queue, "dependent", "chain", dependencies=[root], taskGroupId=root)
     assert [c["status"]["taskId"] for c in flight.claim(queue, "chain")] == [root]  # the dependent waits
+    failed = flight.create(queue, "failed", "failed")
+    flight.create(queue, "blocked", "failed", dependencies=[failed], taskGroupId=failed)
+    assert [c["status"]["taskId"] for c in flight.claim(queue, "failed")] == [failed]
+    queue.reportFailed(failed, "0")  # its dependent stays unscheduled until a rerun of it completes
     flight.create(queue, "abandoned", "abandoned")
     assert len(flight.claim(queue, "abandoned")) == 1  # and never reported: its claim expires
     flight.create(queue, "deadline", "deadline", deadline=timeutil.iso(now + dt.timedelta(seconds=20)))
@@ -237,6 +244,7 @@ def finish(queue: taskcluster.Queue, flight: InFlight) -> None:
     wait_for(lambda: claimed.extend(c["status"]["taskId"] for c in flight.claim(queue, "chain")) or claimed, timeout=30)
     assert claimed == [ids["dependent"]]
     queue.reportCompleted(ids["dependent"], "0")
+    finish_the_failed(queue, flight)
 
     def retried() -> bool:  # the claim the other code took expired here: a new run to claim
         return [c["runId"] for c in flight.claim(queue, "abandoned") if c["status"]["taskId"] == ids["abandoned"]] == [
@@ -262,6 +270,21 @@ def finish(queue: taskcluster.Queue, flight: InFlight) -> None:
     for task_id in ids.values():
         assert queue.status(task_id)["status"]["state"] in ("completed", "exception"), task_id
     finish_beside_the_tasks(queue, flight)
+
+
+def finish_the_failed(queue: taskcluster.Queue, flight: InFlight) -> None:
+    """The failed task, rerun here: its dependent runs once the rerun completes, not before."""
+    ids = flight.ids
+    assert queue.status(ids["blocked"])["status"]["state"] == "unscheduled"
+    assert queue.rerunTask(ids["failed"])["status"]["runs"][-1]["runId"] == 1
+    assert [(c["status"]["taskId"], c["runId"]) for c in flight.claim(queue, "failed")] == [(ids["failed"], 1)]
+    queue.reportCompleted(ids["failed"], "1")
+    released: list[str] = []
+    wait_for(lambda: released.extend(c["status"]["taskId"] for c in flight.claim(queue, "failed")) or released, 30)
+    assert released == [ids["blocked"]]
+    queue.reportCompleted(ids["blocked"], "0")
+    runs = queue.status(ids["failed"])["status"]["runs"]
+    assert [(r["state"], r.get("reasonResolved")) for r in runs] == [("failed", "failed"), ("completed", "completed")]
 
 
 def finish_beside_the_tasks(queue: taskcluster.Queue, flight: InFlight) -> None:
