@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared import faults, timeutil
+from shared.auth.anonymous import EVERY_CALLER, anonymous_seed
 from shared.auth.authenticator import Authenticator
 from shared.auth.clients import CLIENTS_TABLE, ClientStore
 from shared.auth.roles import ROLES_TABLE, RoleStore
@@ -196,7 +197,9 @@ def get_authenticator() -> Authenticator[ClientStore]:
         root_access_token=settings.root_access_token,
         cache_seconds=settings.client_cache_seconds,
     )
-    roles = RoleStore(get_queue().stores.tables, cache_seconds=settings.client_cache_seconds)
-    return Authenticator(
-        clients, settings.anonymous_scope_list, certificate_skew_seconds=settings.certificate_skew, roles=roles
+    roles = RoleStore(
+        get_queue().stores.tables,
+        cache_seconds=settings.client_cache_seconds,
+        seeds=[anonymous_seed(settings.anonymous_scope_list)],
     )
+    return Authenticator(clients, EVERY_CALLER, certificate_skew_seconds=settings.certificate_skew, roles=roles)

@@ -295,6 +295,15 @@ def hosts_stopped_after(azurite: azurite_mod.Azurite, log_dir: Path) -> Iterator
             host.stop()
 
 
+@contextlib.contextmanager
+def deployment_of_its_own(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Callable[..., HostProcess]]:
+    """A factory of hosts on an Azurite of their own: a deployment whose roles (the anonymous one among them) no
+    other test's hosts share."""
+    with contextlib.ExitStack() as stack:
+        instance = stack.enter_context(azurite_of_its_own(tmp_path_factory, f"azurite-{name}"))
+        yield stack.enter_context(hosts_stopped_after(instance, tmp_path_factory.mktemp(f"hosts-{name}")))
+
+
 @pytest.fixture(scope="module")
 def host_factory(
     azurite: azurite_mod.Azurite, tmp_path_factory: pytest.TempPathFactory

@@ -1,8 +1,9 @@
 """Who made a request, as Taskcluster's auth service decides it (`signaturevalidator.js`), in process: the
 credentials a Hawk header or bewit names are loaded (a client, or temporary credentials checked against their
-issuer), narrowed by `authorizedScopes`, and given the anonymous scopes; the MAC is then checked with them
-(shared/auth/hawk.py). The queue's own routes and authenticateHawk, which Taskcluster's other services call for
-every request they receive, both ask `check`, so both answer alike, in Taskcluster's words.
+issuer), narrowed by `authorizedScopes`, and given what every caller holds (`assume:anonymous`, the anonymous
+role: shared/auth/anonymous.py), roles expanded; the MAC is then checked with them (shared/auth/hawk.py). The
+queue's own routes and authenticateHawk, which Taskcluster's other services call for every request they receive,
+both ask `check`, so both answer alike, in Taskcluster's words.
 """
 
 from __future__ import annotations

@@ -6,12 +6,19 @@ Expanded sets are remembered per set of scopes expanded, in a map bounded in ent
 against all the other roles as they are stored: its scopes are a bounded set (shared/scopes.py), `<..>` stands at
 most once in a scope of a role whose id ends in `*`, it closes no cycle, no role's expansion could exceed
 MAX_EXPANDED_SCOPES, and all roles together stay within MAX_ROLES and MAX_ROLES_CHARS (what each process keeps).
+
+A deployment starts with some roles (`RoleSeed`: the `anonymous` role every caller assumes, shared/auth/anonymous.py).
+Each is planted once in the deployment's life, before a process first reads the roles: with it a row `seeded` in the
+role's partition, written in the same transaction, says it was done, so that a role an operator deleted or changed
+stays as they left it, and one they created before stays theirs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -30,10 +37,13 @@ from shared.auth.expansion import (
 )
 from shared.bounded import Bounded
 from shared.scopes import ScopeSet, normalize, problems_of
-from shared.storage.base import Entity, TableStore, decode_key, encode_key, pack_json, query_all, unpack_json
+from shared.storage.base import Entity, Op, TableStore, decode_key, encode_key, pack_json, query_all, unpack_json
+
+log = logging.getLogger("queue.auth")
 
 ROLES_TABLE = "Roles"
 ROLE_ROW = "role"
+SEEDED_ROW = "seeded"  # beside a role's row: the role a deployment starts with was planted (never listed as a role)
 ROLE_ID_PATTERN = re.compile(r"[\x20-\x7e]{1,500}")  # Taskcluster's roleId: printable ASCII
 EXPANSIONS_KEPT = 10_000  # expanded sets remembered per process
 EXPANSIONS_BYTES = 32 * 1024 * 1024  # ... and their bytes, about
@@ -50,6 +60,15 @@ class Role:
     created: dt.datetime
     last_modified: dt.datetime
     etag: str | None = None
+
+
+@dataclass(frozen=True)
+class RoleSeed:
+    """A role a deployment starts with: created once, at its first start, if no role of that id exists."""
+
+    role_id: str
+    scopes: tuple[str, ...]
+    description: str
 
 
 class RoleNotFound(errors.ResourceNotFound):
@@ -80,9 +99,12 @@ def _expansion_weight(key: tuple[str, ...], value: ScopeSet | ExpansionTooLarge)
 
 
 class RoleStore:
-    def __init__(self, tables: TableStore, *, cache_seconds: float = 10.0) -> None:
+    def __init__(self, tables: TableStore, *, cache_seconds: float = 10.0, seeds: Sequence[RoleSeed] = ()) -> None:
         self.tables = tables
         self.cache_seconds = cache_seconds
+        self.seeds = tuple(seeds)
+        self._planted = not self.seeds
+        self._planting = asyncio.Lock()
         self._index: RoleIndex | None = None
         self._read_at = 0.0
         self._expansions: Bounded[tuple[str, ...], ScopeSet | ExpansionTooLarge] = Bounded(
@@ -91,9 +113,13 @@ class RoleStore:
         self._ready = False
 
     async def _ensure(self) -> None:
+        """The table, and the seeds planted: before anything reads or writes a role (a delete before the first
+        read would otherwise be undone by the planting that follows)."""
         if not self._ready:
             await self.tables.ensure_tables([ROLES_TABLE])
             self._ready = True
+        if not self._planted:
+            await self._plant()
 
     @staticmethod
     def _from_entity(entity: Entity) -> Role:
@@ -107,10 +133,13 @@ class RoleStore:
             entity.etag,
         )
 
-    async def list(self) -> list[Role]:
-        await self._ensure()
+    async def _stored(self) -> list[Role]:
         found = await query_all(self.tables, ROLES_TABLE, "RowKey eq @rk", {"rk": ROLE_ROW})
         return sorted((self._from_entity(e) for e in found), key=lambda r: r.role_id)
+
+    async def list(self) -> list[Role]:
+        await self._ensure()
+        return await self._stored()
 
     async def get(self, role_id: str) -> Role:
         await self._ensure()
@@ -151,6 +180,35 @@ class RoleStore:
     def _forget(self) -> None:
         self._index = None
 
+    async def _plant(self) -> None:
+        """The seeds not planted yet, each with its `seeded` row in one transaction (one read a seed, once a
+        process). A seed the stored roles refuse (a cycle through it) is left unplanted and logged: its role is
+        then absent, which grants nothing."""
+        async with self._planting:
+            if self._planted:
+                return
+            for seed in self.seeds:
+                await self._plant_one(seed)
+            self._planted = True
+
+    async def _plant_one(self, seed: RoleSeed) -> None:
+        key = encode_key(seed.role_id)
+        if await self.tables.get(ROLES_TABLE, key, SEEDED_ROW) is not None:
+            return
+        try:
+            scopes = await self._check(seed.role_id, seed.scopes, seed.description)
+        except InvalidRole as exc:
+            log.error("the role a deployment starts with cannot be created: %s", exc.message)
+            return
+        now = timeutil.iso(timeutil.now())
+        role = Entity(key, ROLE_ROW, self._data(scopes, seed.description, now, now))
+        marker = Entity(key, SEEDED_ROW, {"planted": now})
+        if await self.tables.transact(ROLES_TABLE, [Op("insert", role), Op("insert", marker)]):
+            log.info("role %s created with the %d scopes a deployment starts with", seed.role_id, len(scopes))
+            self._forget()
+        else:  # the role was there already (an operator's, kept as it is), or another process planted both
+            await self.tables.insert(ROLES_TABLE, marker)
+
     async def _check(self, role_id: str, wanted: Sequence[str], description: str) -> tuple[str, ...]:
         """The role's scopes, normalized, if the role may be stored with them; InvalidRole (400) if not."""
         if not ROLE_ID_PATTERN.fullmatch(role_id):
@@ -168,7 +226,7 @@ class RoleStore:
                 raise InvalidRole(
                     roleId=role_id, problem=f"`{scope}`: `<..>` may stand once, and not right after a `*`"
                 )
-        stored = {r.role_id: r.scopes for r in await self.list()}
+        stored = {r.role_id: r.scopes for r in await self._stored()}
         stored[role_id] = scopes
         if len(stored) > MAX_ROLES:
             raise InvalidRole(roleId=role_id, problem=f"a deployment holds at most {MAX_ROLES} roles")

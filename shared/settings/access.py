@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from shared.scopes import parse_scopes
 
-# What anyone may do without credentials, by default: read tasks, statuses and public artifacts (the reads
-# that were public in the Azure-era Taskcluster).
+# What the role `anonymous` starts with (every caller assumes it: shared/auth/anonymous.py), by default: read
+# tasks, statuses and public artifacts (the reads that were public in the Azure-era Taskcluster).
 DEFAULT_ANONYMOUS_SCOPES = (
     "queue:get-task:*",
     "queue:status:*",
@@ -38,8 +38,9 @@ class AccessSettings(BaseModel):
     )
     anonymous_scopes: str = Field(
         default=" ".join(DEFAULT_ANONYMOUS_SCOPES),
-        description="Scopes of unauthenticated requests (every client holds them too): a JSON list, or scopes "
-        "separated by spaces or commas.",
+        description="The scopes the role `anonymous` (which every caller, with credentials or without, assumes) "
+        "is created with at the deployment's first start, if absent; read then only, the role is changed with the "
+        "Auth API afterwards: a JSON list, or scopes separated by spaces or commas.",
     )
     client_cache_seconds: float = Field(
         default=10,

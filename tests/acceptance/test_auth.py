@@ -22,6 +22,7 @@ from shared.storage.azure import AzureTables
 from tests.conftest import (
     ROOT_ACCESS_TOKEN,
     TOKEN_SECRET,
+    deployment_of_its_own,
     expect_error,
     slugid,
     task_definition,
@@ -38,10 +39,12 @@ def auth_host(host_factory):
 
 
 @pytest.fixture(scope="module")
-def closed_host(host_factory):
-    """No anonymous scopes: what a caller holds is what its credentials give (Taskcluster gives every caller the
-    anonymous scopes again after `authorizedScopes` narrowed theirs)."""
-    return host_factory(anonymous_scopes="[]", claim_work_wait=1, claim_work_poll_interval=0.2)
+def closed_host(tmp_path_factory):
+    """A deployment whose anonymous role starts empty: what a caller holds is what its credentials give (Taskcluster
+    gives every caller the anonymous role again after `authorizedScopes` narrowed theirs). Its own Azurite: the
+    role is the deployment's, shared by every host over the same storage."""
+    with deployment_of_its_own(tmp_path_factory, "closed") as factory:
+        yield factory(anonymous_scopes="[]", claim_work_wait=1, claim_work_poll_interval=0.2)
 
 
 @pytest.fixture(scope="module")

@@ -409,3 +409,23 @@ def test_this_code_starts_on_the_latest_releases_make_run_data_dir(release_code,
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 0
+
+
+def test_anonymous_callers_keep_their_scopes_through_a_rollout(hosts):
+    """The release read what anonymous callers may do from QUEUE_ANONYMOUS_SCOPES; this code plants that value as
+    the role `anonymous` at its first start, so both answer alike side by side, until the operator changes the role
+    (which only this code follows)."""
+    setting = {"anonymous_scopes": "queue:status:* queue:list-provisioners", "client_cache_seconds": 0}
+    release = hosts("release", **setting)
+    before = sorted(taskcluster.Auth({"rootUrl": release.root_url, "maxRetries": 0}).currentScopes()["scopes"])
+    current = hosts("current", **setting)
+    for host in (release, current):
+        assert taskcluster.Queue({"rootUrl": host.root_url, "maxRetries": 0}).listProvisioners() is not None
+    after = taskcluster.Auth({"rootUrl": current.root_url, "maxRetries": 0}).currentScopes()["scopes"]
+    assert sorted(s for s in after if s != "assume:anonymous") == before
+    root = {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
+    taskcluster.Auth({"rootUrl": current.root_url, "credentials": root, "maxRetries": 0}).updateRole(
+        "anonymous", {"description": "changed", "scopes": ["queue:status:*"]}
+    )
+    assert "queue:list-provisioners" not in httpx.get(f"{current.root_url}/api/auth/v1/scopes/current").text
+    assert httpx.get(f"{release.root_url}/api/queue/v1/provisioners").status_code == 200  # the release's setting

@@ -51,8 +51,8 @@ def _as_answer(caller: Caller) -> dict[str, Any]:
 )
 async def authenticate_hawk(call: Call[Any]) -> dict[str, Any]:
     """Check the signature of a request another service received and answer who made it: `auth-success` with
-    the clientId, its scopes (roles expanded, the anonymous scopes included) and until when they hold;
-    `no-auth` with the anonymous scopes for a request without credentials; `auth-failed` with Taskcluster's
+    the clientId, its scopes (roles expanded, `assume:anonymous` included) and until when they hold;
+    `no-auth` with `assume:anonymous` expanded for a request without credentials; `auth-failed` with Taskcluster's
     message. The service checks the payload hash (`hash`) against the body itself."""
     body = call.body
     attempt = Attempt(body["method"].upper(), body["resource"], body["host"], body["port"], body.get("authorization"))

@@ -404,6 +404,7 @@ async def expand_scopes(call: Call[Any]) -> dict[str, Any]:
 )
 async def current_scopes(call: Call[Any]) -> dict[str, Any]:
     """The scopes the credentials of this request hold, as the queue authenticates them: the client's scopes
-    (or a certificate's, narrowed by `authorizedScopes`) with the anonymous scopes every caller holds, roles
-    expanded. Anonymous callers get the anonymous scopes. Answers Taskcluster's scopeset: `{"scopes": [...]}`."""
+    (or a certificate's, narrowed by `authorizedScopes`) with `assume:anonymous`, which every caller holds, roles
+    expanded. Anonymous callers get the role `anonymous`'s scopes. Answers Taskcluster's scopeset:
+    `{"scopes": [...]}`."""
     return {"scopes": sorted(call.caller.scopes)}

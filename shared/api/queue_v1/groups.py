@@ -157,8 +157,8 @@ async def list_recent_task_groups(call: QueueCall) -> dict[str, Any]:
     unresolved, its decision task (the task it is named after: name, owner, source), the project and revision that
     built, from its Treeherder or Index route, environment or source, and its counts (unresolved, failed, exception,
     waiting to rerun: listTaskGroupFailures). A group is listed once its second task joined it (the first one not
-    named after it, otherwise). Its own scope, outside the default anonymous scopes (it lists every push, private
-    ones too); answered from a listing at most 5 seconds old."""
+    named after it, otherwise). Its own scope, outside the anonymous role a deployment starts with (it lists every
+    push, private ones too); answered from a listing at most 5 seconds old."""
     await call.authorize()
     limit = min(max(int(call.query.get("limit") or 20), 1), 100)
     return {"taskGroups": await call.context.groups.recent(limit)}
