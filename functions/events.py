@@ -1,4 +1,5 @@
-"""The event dispatcher: a queue trigger that publishes recorded events to the configured bus.
+"""The event dispatcher: a queue trigger that publishes recorded events to the configured bus; and a timer that
+makes every exchange exist from an instance's start, before any event, so that consumers can bind at once.
 
 Each `event-dispatch` message names one event stream (a task's or a task group's) and how far to publish it, or
 a batch of such requests announced together (shared/outbox/log.py); a batch's streams are dispatched concurrently.
@@ -16,7 +17,7 @@ import azure.functions as func
 
 from functions.shards import trigger_queues
 from shared.logs import fields
-from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
+from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, PublishError, decode_requests
 from shared.runtime import get_publisher, get_queue
 from shared.storage.retry import StorageUnavailable
 
@@ -24,6 +25,7 @@ bp = func.Blueprint()  # type: ignore[no-untyped-call]
 log = logging.getLogger("queue.functions")
 REQUEUE_AFTER = 4  # attempts by the host (host.json maxDequeueCount is 5) before the message is put back anew
 BATCH_CONCURRENCY = 16  # streams of one batch dispatched at once
+EXCHANGES_SCHEDULE = "0 */10 * * * *"  # and at every start: a connection declares them all, once per process
 
 
 async def event_dispatch(msg: func.QueueMessage) -> None:
@@ -63,3 +65,17 @@ for _suffix, _queue, _connection in trigger_queues(DISPATCH_QUEUE):  # a functio
     bp.function_name("event_dispatch" + _suffix)(
         bp.queue_trigger(arg_name="msg", queue_name=_queue, connection=_connection)(event_dispatch)
     )
+
+
+@bp.function_name("declare_exchanges")
+@bp.timer_trigger(arg_name="timer", schedule=EXCHANGES_SCHEDULE, run_on_startup=True)
+async def declare_exchanges(timer: func.TimerRequest) -> None:
+    """Connect to the bus, which declares every exchange (Taskcluster's publisher asserts them when it connects):
+    at an instance's start, not at its first event, so a consumer on a new broker or vhost can bind at once."""
+    publisher = get_publisher()
+    if publisher is None:
+        return
+    try:
+        await publisher.prepare()
+    except PublishError as exc:  # tried again on schedule, and by the first publish
+        log.warning("the exchanges could not be declared: %s", exc, extra=fields(event="exchanges-not-declared"))

@@ -24,7 +24,7 @@ import uvicorn
 from local_host.front_end import FrontEnd, FrontEndLimits
 from local_host.functions_worker import WorkerWebApp, http_function_of
 from local_host.http import BoundedH11
-from local_host.triggers import QueueOptions, QueueTriggerRunner, build_runners
+from local_host.triggers import QueueOptions, QueueTriggerRunner, TimerTriggerRunner, build_runners
 from shared import roundtrips
 from shared.api.framework import MAX_HEAD_BYTES
 from shared.storage.base import PUT_LISTENERS
@@ -35,6 +35,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 # Python's default (700, 10, 10) ran ~700 young and 6 full collections in a benchmark run of two fan-outs (a full
 # one took 80-100 ms, over every object the imports made): 9 % of the host's CPU. See tune_gc.
 GC_THRESHOLDS = (10_000, 10, 10)
+STARTUP_SECONDS = 5.0  # the longest the HTTP server waits for the timers that run at startup
 AZURE_FRONT_END = FrontEndLimits(body_limit=5 * 1024**3, answer_within=230.0)  # infra's, and the front end's
 
 
@@ -121,6 +122,7 @@ async def serve(
     for r in runners:
         kind = "queue " + r.queue if isinstance(r, QueueTriggerRunner) else "timer " + r.schedule
         log.info("trigger %s: %s", r.name, kind)
+    await _started(runners)
     try:
         await _serve_until_stopped(server, stopping.stop, port, announce)
     finally:
@@ -128,6 +130,15 @@ async def serve(
         PUT_LISTENERS.remove(wake)
         await asyncio.gather(*tasks, return_exceptions=True)
         await _close_stores(app, runners)
+
+
+async def _started(runners: list[Any]) -> None:
+    """Wait, up to STARTUP_SECONDS, for the timers that run at startup (the exchanges' declaration): once the host
+    answers, consumers can bind. Past the bound (a broker that does not answer) it serves, and they finish later."""
+    startup = [r.started.wait() for r in runners if isinstance(r, TimerTriggerRunner) and r.run_on_startup]
+    if startup:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*startup), STARTUP_SECONDS)
 
 
 def _http_server(asgi: Any, port: int, http: type[BoundedH11]) -> _Server:

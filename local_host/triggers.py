@@ -281,6 +281,7 @@ class TimerTriggerRunner:
         self.name, self.schedule, self.function, self.arg_name = name, schedule, function, arg_name
         self.run_on_startup = run_on_startup
         self.runs = 0
+        self.started = asyncio.Event()  # set once the run at startup (if any) is over
 
     def next_run(self, after: dt.datetime) -> dt.datetime:
         if re.fullmatch(r"(\d+\.)?\d+:\d+:\d+(\.\d+)?", self.schedule.strip()):
@@ -291,6 +292,7 @@ class TimerTriggerRunner:
     async def run(self, stop: asyncio.Event) -> None:
         if self.run_on_startup:
             await self._fire(past_due=False)
+        self.started.set()
         due = self.next_run(dt.datetime.now(dt.UTC))
         while not stop.is_set():
             wait = (due - dt.datetime.now(dt.UTC)).total_seconds()

@@ -8,9 +8,11 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Callable, Coroutine
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,10 +60,14 @@ class Received:
 
 
 class Listener:
-    """An exclusive queue bound to `(exchange, pattern)` pairs of namespace `namespace`; collects what arrives."""
+    """An exclusive queue bound to `(exchange, pattern)` pairs of namespace `namespace`; collects what arrives.
+    `declare=False` binds as a Pulse consumer does, to exchanges that must exist already (the broker refuses a
+    binding to a missing one: 404 NOT_FOUND)."""
 
-    def __init__(self, namespace: str, bindings: list[tuple[str, str]]) -> None:
-        self.namespace, self.bindings = namespace, bindings
+    def __init__(
+        self, namespace: str, bindings: list[tuple[str, str]], *, url: str = AMQP_URL, declare: bool = True
+    ) -> None:
+        self.namespace, self.bindings, self.url, self.declare = namespace, bindings, url, declare
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self._runner = _LoopThread()
@@ -69,15 +75,18 @@ class Listener:
         self._runner.run(self._start())
 
     async def _start(self) -> None:
-        self._connection = await aio_pika.connect(AMQP_URL)
+        self._connection = await aio_pika.connect(self.url)
         channel = await self._connection.channel()
         queue = await channel.declare_queue(exclusive=True, auto_delete=True)
         prefix = exchange_name("", self.namespace)
         for exchange, pattern in self.bindings:
-            declared = await channel.declare_exchange(
-                exchange_name(exchange, self.namespace), aio_pika.ExchangeType.TOPIC, durable=True
-            )
-            await queue.bind(declared, pattern)
+            name = exchange_name(exchange, self.namespace)
+            if self.declare:
+                await queue.bind(
+                    await channel.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True), pattern
+                )
+            else:
+                await queue.bind(name, pattern)
 
         async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
             async with message.process():
@@ -202,3 +211,25 @@ class TcpProxy:
     def close(self) -> None:
         self.cut()
         self._runner.stop()
+
+
+@contextlib.contextmanager
+def fresh_vhost() -> Iterator[str | None]:
+    """A RabbitMQ vhost created for the test (guest may use it), deleted after: its AMQP URL; None where
+    `rabbitmqctl` cannot be run here (a broker of another machine or user)."""
+    name = f"test-{uuid.uuid4().hex[:10]}"
+
+    def ctl(*args: str) -> bool:
+        try:
+            return subprocess.run(["rabbitmqctl", *args], capture_output=True, timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+    if not (ctl("add_vhost", name) and ctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")):
+        ctl("delete_vhost", name)
+        yield None
+        return
+    try:
+        yield f"amqp://guest:guest@{AMQP_HOST}:{AMQP_PORT}/{name}"
+    finally:
+        ctl("delete_vhost", name)

@@ -33,6 +33,9 @@ class PublishError(Exception):
 class Publisher(Protocol):
     """An event bus adapter. `publish` returns once the bus has the message durably, or raises PublishError."""
 
+    async def prepare(self) -> None:
+        """Make every exchange exist, so that consumers can bind before the first event (raises PublishError)."""
+
     async def publish(self, event: Event) -> None: ...
 
     async def close(self) -> None: ...

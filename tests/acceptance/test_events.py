@@ -19,7 +19,7 @@ from shared.bus.bindings import binding_matches
 from shared.domain.events import EXCHANGES, GROUP_EXCHANGES, TASK_EXCHANGES
 from shared.faults import EXIT_STATUS
 from shared.validation import errors_of
-from tests.amqp import Listener, Received, TcpProxy, broker_reachable, delete_exchanges
+from tests.amqp import AMQP_URL, Listener, Received, TcpProxy, broker_reachable, delete_exchanges, fresh_vhost
 from tests.conftest import HostProcess, azurite_of_its_own, slugid, task_definition, task_queue_id, wait_for
 
 # Skipped without a broker on a developer's machine; `.ci/run` starts one and sets QUEUE_TEST_REQUIRE_BROKER.
@@ -76,6 +76,51 @@ def listen() -> Iterator[Callable[..., Listener]]:
 
 def on_all(pattern: str, exchanges: Any = TASK_EXCHANGES) -> list[tuple[str, str]]:
     return [(exchange, pattern) for exchange in exchanges]
+
+
+# Taskcluster's queue's exchanges (services/queue/src/exchanges.js, v106): what Pulse consumers bind to.
+TASKCLUSTER_EXCHANGES = (
+    "task-defined",
+    "task-pending",
+    "task-running",
+    "artifact-created",
+    "task-completed",
+    "task-failed",
+    "task-exception",
+    "task-group-resolved",
+    "task-group-sealed",
+    "task-priority-changed",
+    "task-group-priority-changed",
+)
+
+
+def test_consumers_bind_to_every_exchange_before_the_first_event(host_factory, bus_azurite):
+    """On a vhost created for the test, which this queue never published to, a Pulse consumer (which binds and
+    declares nothing) binds to every exchange of the queue's reference as soon as the host answers ping, before any
+    task exists; then the events arrive. Taskcluster's publisher asserts its exchanges when it connects; this
+    queue's declares them at its start (functions/events.py) and at every connection (shared/bus/amqp.py)."""
+    with fresh_vhost() as vhost:
+        namespace = f"test-{uuid.uuid4().hex[:10]}"  # where rabbitmqctl cannot be run: exchanges never declared
+        url = vhost or AMQP_URL
+        host = host_factory(
+            storage=bus_azurite.connection_string, **{**BUS, "pulse_namespace": namespace}, amqp_url=url
+        )
+        listener = None
+        try:
+            reference = httpx.get(f"{host.root_url}/references/queue/v1/exchanges.json").json()
+            exchanges = [entry["exchange"] for entry in reference["entries"]]
+            assert set(TASKCLUSTER_EXCHANGES) <= set(exchanges)
+            listener = Listener(namespace, [(exchange, "#") for exchange in exchanges], url=url, declare=False)
+            task_id = slugid()
+            host.client().createTask(task_id, task_definition())
+            arrived = listener.wait_for(2, lambda m: m.payload.get("status", {}).get("taskId") == task_id)
+            assert {m.exchange for m in arrived} == {"task-defined", "task-pending"}
+        finally:
+            if listener is not None:
+                listener.close()
+            host.stop()
+            if vhost is None:
+                delete_exchanges(namespace, list(EXCHANGES))
 
 
 def of_task(task_id: str) -> Callable[[Received], bool]:

@@ -6,16 +6,18 @@ connection was current, the one a later publish had just opened too)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
 
+import aio_pika
 import pytest
 
 from shared.bus.amqp import AmqpPublisher
-from shared.domain.events import Event
+from shared.domain.events import EXCHANGES, Event, exchange_name
 from shared.outbox.rows import PublishError
-from tests.amqp import Listener, TcpProxy, broker_reachable, delete_exchanges
+from tests.amqp import AMQP_URL, Listener, TcpProxy, broker_reachable, delete_exchanges
 
 pytestmark = pytest.mark.skipif(
     not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
@@ -28,7 +30,7 @@ NAMESPACE = f"test-{uuid.uuid4().hex[:10]}"
 @pytest.fixture(scope="module", autouse=True)
 def _drop_exchanges() -> Iterator[None]:
     yield
-    delete_exchanges(NAMESPACE, ["task-pending"])
+    delete_exchanges(NAMESPACE, list(EXCHANGES))  # a connection declares them all
 
 
 def pending(i: int, run: str) -> Event:
@@ -88,4 +90,61 @@ def test_a_connection_that_stops_confirming_costs_one_reconnect() -> None:
     finally:
         proxy.flow()
         listener.close()
+        proxy.close()
+
+
+async def exchanges_present(namespace: str) -> list[str]:
+    """The queue's exchanges of `namespace` that exist on the broker (a passive declare each, on its own channel:
+    a missing one closes the channel)."""
+    connection = await aio_pika.connect(AMQP_URL)
+    found = []
+    async with connection:
+        for exchange in EXCHANGES:
+            channel = await connection.channel()
+            with contextlib.suppress(aio_pika.exceptions.ChannelClosed):
+                await channel.declare_exchange(exchange_name(exchange, namespace), passive=True)
+                found.append(exchange)
+    return found
+
+
+def test_every_exchange_is_declared_when_connecting_and_again_after_a_reconnect() -> None:
+    namespace = f"test-{uuid.uuid4().hex[:10]}"
+    proxy = TcpProxy()
+    publisher = AmqpPublisher(proxy.url, namespace=namespace, timeout=2)
+
+    async def scenario() -> None:
+        assert await exchanges_present(namespace) == []
+        await publisher.prepare()
+        assert await exchanges_present(namespace) == list(EXCHANGES)  # before any event
+        # A broker that lost them (a new node, a reset), and the connection cut.
+        await asyncio.to_thread(delete_exchanges, namespace, list(EXCHANGES))
+        proxy.cut()
+        proxy.restore()
+        with contextlib.suppress(PublishError):  # the first publish may meet the cut connection
+            await publisher.publish(pending(0, "again"))
+        await publisher.publish(pending(1, "again"))  # connected anew
+        assert await exchanges_present(namespace) == list(EXCHANGES)
+        await publisher.close()
+
+    try:
+        asyncio.run(scenario())
+        assert proxy.accepted == 2
+    finally:
+        proxy.close()
+        delete_exchanges(namespace, list(EXCHANGES))
+
+
+def test_prepare_says_when_the_broker_cannot_be_reached() -> None:
+    proxy = TcpProxy()
+    proxy.cut()
+    publisher = AmqpPublisher(proxy.url, namespace=f"test-{uuid.uuid4().hex[:10]}", timeout=1)
+
+    async def scenario() -> None:
+        with pytest.raises(PublishError, match="exchanges could not be declared"):
+            await publisher.prepare()
+        await publisher.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
         proxy.close()

@@ -169,3 +169,37 @@ def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(m
         assert await store.approximate_count("q") == 0  # deleted with the last receipt, not left to come back
 
     asyncio.run(go())
+
+
+async def test_the_host_serves_once_the_timers_that_run_at_startup_ran_or_their_bound_passed(monkeypatch):
+    """What a timer with run_on_startup does (the exchanges' declaration) is done before the host answers; one that
+    takes longer than STARTUP_SECONDS does not hold the host back."""
+    from local_host import host as host_mod
+    from local_host.triggers import TimerTriggerRunner
+
+    monkeypatch.setattr(host_mod, "STARTUP_SECONDS", 0.3)
+    fired: list[str] = []
+
+    async def quick(timer) -> None:
+        fired.append("quick")
+
+    async def slow(timer) -> None:
+        await asyncio.sleep(30)
+
+    stop = asyncio.Event()
+    runners = [
+        TimerTriggerRunner("quick", "0 0 0 1 1 *", quick, "timer", True),
+        TimerTriggerRunner("later", "0 0 0 1 1 *", quick, "timer", False),
+    ]
+    tasks = [asyncio.create_task(r.run(stop)) for r in runners]
+    await host_mod._started(runners)
+    assert fired == ["quick"]  # the startup run is over; the other timer has not fired
+    slow_runner = TimerTriggerRunner("slow", "0 0 0 1 1 *", slow, "timer", True)
+    tasks.append(asyncio.create_task(slow_runner.run(stop)))
+    began = time.monotonic()
+    await host_mod._started([slow_runner])
+    assert 0.25 < time.monotonic() - began < 5
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
