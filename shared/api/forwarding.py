@@ -7,6 +7,10 @@ Host header and `X-Forwarded-Port`/`-Proto`) by asking this app's authenticateHa
 keeps the caller's Host header and says the scheme and port the caller used. Only `/api/<service>/`,
 `/references/<service>/` and `/schemas/<service>/` are forwarded; the service must trust the forwarding
 headers (Taskcluster's `TRUST_PROXY`). docs/services.md says how to run them beside the queue.
+
+The target is the caller's path only, checked and joined to the service's base by parts
+(shared/api/request_target.py): whatever a caller sends, the request goes to that base and under its path. A
+request whose target is not a path (absolute-, authority- or asterisk-form) is refused whether forwarded or not.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared import errors
 from shared.api.framework import CORS_HEADERS, error_response
+from shared.api.request_target import BadRequestTarget, forwarded_service, target_url
 
 log = logging.getLogger("queue.forwarding")
 
-FORWARDED_PATH = re.compile(r"^/(?:api|references|schemas)/([a-z][a-z0-9-]*)(?:/|$)")
 # Hop-by-hop headers (RFC 9110 7.6.1) and what aiohttp sets itself: not passed on either way.
 HOP_BY_HOP = frozenset(
     {
@@ -44,7 +48,7 @@ READ_SECONDS = 300.0  # between two chunks of its answer (a long poll, a slow li
 
 
 class ServiceUnreachable(errors.ServiceUnavailable):
-    """The `{service}` service of this rootUrl (at {base}) did not answer: {problem}"""
+    """The `{service}` service of this rootUrl did not answer: {problem}"""
 
 
 class Forwarder:
@@ -56,6 +60,10 @@ class Forwarder:
         self._session: aiohttp.ClientSession | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _raw_path(scope).startswith(b"/"):
+            problem = BadRequestTarget(problem="only a path starting with `/` is served (origin-form)")
+            await _answer(problem, scope, receive, send)
+            return
         base = self._base_for(scope)
         if base is None:
             await self.app(scope, receive, send)
@@ -63,17 +71,13 @@ class Forwarder:
         await self._forward(scope, receive, send, *base)
 
     def _base_for(self, scope: Scope) -> tuple[str, str] | None:
+        """The service a request names in its path as sent, and that service's base, if it is forwarded."""
         if scope["type"] != "http":
             return None
-        found = FORWARDED_PATH.match(scope["path"])
-        if found is None:
-            return None
-        services = self.services()
-        if not services:
-            return None
-        service = found.group(1)
-        base = services.get(service)
-        return (service, base) if base else None
+        service = forwarded_service(_raw_path(scope))
+        services = self.services() if service else None
+        base = services.get(service) if services and service else None
+        return (service, base) if service and base else None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -85,16 +89,18 @@ class Forwarder:
         return self._session
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, service: str, base: str) -> None:
-        target = base.rstrip("/") + (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
+        try:
+            target = target_url(yarl.URL(base, encoded=True), _raw_path(scope), scope.get("query_string") or b"")
+        except BadRequestTarget as refused:
+            await _answer(refused, scope, receive, send)
+            return
         method = scope["method"]
         body = _request_body(receive) if method not in ("GET", "HEAD", "OPTIONS") else None
         started = False
         try:
             async with self._client().request(
                 method,
-                yarl.URL(target, encoded=True),  # as the caller sent it: Hawk signed these very bytes
+                target,  # the path and query as the caller sent them: Hawk signed these very bytes
                 headers=forwarded_headers(scope),
                 data=body,
                 allow_redirects=False,
@@ -106,17 +112,37 @@ class Forwarder:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            log.warning("forwarding to %s failed: %s", service, exc)
+            log.warning("forwarding to %s at %s failed: %s", service, target.origin(), exc)
             if started:  # cut short: the caller sees its answer end early (its length or chunking says so)
                 raise
-            problem = ServiceUnreachable(service=service, base=base, problem=str(exc) or type(exc).__name__)
-            response = error_response(problem, method="unknown", params={}, payload=None)
-            response.headers.update(CORS_HEADERS)
-            await response(scope, receive, send)
+            # What went wrong, in words that name neither the service's address nor anything of its URL.
+            problem = ServiceUnreachable(service=service, problem=_said(exc))
+            await _answer(problem, scope, receive, send)
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _raw_path(scope: Scope) -> bytes:
+    raw = scope.get("raw_path")
+    return raw if isinstance(raw, bytes) else str(scope.get("path") or "").encode()
+
+
+def _said(exc: BaseException) -> str:
+    """A forwarding failure, told to the caller: its kind only (the message of a connection error names the
+    address, which the base URL keeps to the operator)."""
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return "it did not answer in time"
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionError):
+        return "it could not be reached"
+    return "the connection to it failed"
+
+
+async def _answer(problem: errors.QueueError, scope: Scope, receive: Receive, send: Send) -> None:
+    response = error_response(problem, method="unknown", params={}, payload=None)
+    response.headers.update(CORS_HEADERS)
+    await response(scope, receive, send)
 
 
 def forwarded_headers(scope: Scope) -> dict[str, str]:

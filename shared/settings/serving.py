@@ -4,12 +4,36 @@ switch on."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 from pydantic import BaseModel, Field, field_validator
 
 HOSTED_SERVICES = ("queue", "object", "auth", "index", "purge-cache")  # what this app serves itself
 _SERVICE = re.compile(r"[a-z][a-z0-9-]*")
-_BASE_URL = re.compile(r"https?://[^/?#\s]+(/[^?#\s]*)?")
+_HOST = re.compile(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]")  # a name, an IPv4 or a bracketed IPv6 address
+_BASE_PATH = re.compile(r"(/[A-Za-z0-9\-._~!$&'()*+,;=:@]*)*")  # path characters, no escapes
+
+
+def parse_base(text: str) -> str:
+    """A service's base URL: http(s), a host, a port if any, a path without escapes or dot segments, nothing else:
+    no credentials (they would go with every request, wherever it is sent), query or fragment; ValueError."""
+    parts = urllib.parse.urlsplit(text)
+    if "@" in parts.netloc:
+        raise ValueError("its base URL holds credentials (`user:password@`): a base URL names none")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"`{text}` has a port that is no port") from None
+    if parts.scheme not in ("http", "https") or not _HOST.fullmatch(
+        parts.netloc.rsplit(":", 1)[0] if port else parts.netloc
+    ):
+        raise ValueError(f"`{text}` is not `http(s)://host[:port][/path]`")
+    if parts.query or parts.fragment or "?" in text or "#" in text:
+        raise ValueError(f"`{text}` holds a query or a fragment")
+    path = parts.path.rstrip("/")
+    if not _BASE_PATH.fullmatch(path) or {".", ".."} & set(path.split("/")):
+        raise ValueError(f"`{text}` has a path with escapes or dot segments")
+    return text.rstrip("/")
 
 
 def parse_forwarding(value: str) -> dict[str, str]:
@@ -19,11 +43,14 @@ def parse_forwarding(value: str) -> dict[str, str]:
         if not pair:
             continue
         name, _, base = pair.partition("=")
-        if not _SERVICE.fullmatch(name) or not _BASE_URL.fullmatch(base):
-            raise ValueError(f"`{pair}` is not `<service>=<http(s) base URL without query>`")
+        if not _SERVICE.fullmatch(name):
+            raise ValueError(f"`{pair}` is not `<service>=<http(s) base URL>`")
         if name in HOSTED_SERVICES:
             raise ValueError(f"`{name}` is served by this app itself and cannot be forwarded")
-        services[name] = base.rstrip("/")
+        try:
+            services[name] = parse_base(base)
+        except ValueError as exc:
+            raise ValueError(f"`{name}`: {exc}") from None
     return services
 
 

@@ -140,3 +140,66 @@ def test_a_service_that_does_not_answer_is_a_503_and_one_not_named_is_not_forwar
     notify = taskcluster.Notify({"rootUrl": host.root_url, "maxRetries": 0})
     expect_error(404, "ResourceNotFound", notify.listDenylist)
     assert taskcluster.Queue({"rootUrl": host.root_url, "maxRetries": 0}).ping()["alive"]  # the queue's own
+    assert str(host.env.get("QUEUE_FORWARD_SERVICES", "")).split("hooks=")[1] not in body["message"]  # no address
+
+
+@pytest.fixture(scope="module")
+def trap() -> Iterator[list[str]]:
+    """A server no forwarded request may reach: what reaches it is recorded."""
+    reached: list[str] = []
+
+    class Trap(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _handle(self) -> None:
+            reached.append(f"{self.command} {self.path}")
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _handle
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Trap)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    reached.append(str(server.server_address[1]))  # its port first
+    yield reached
+    server.shutdown()
+    server.server_close()
+
+
+def raw_request(root_url: str, target: str, method: str = "GET") -> tuple[int, bytes]:
+    """A request whose target is sent byte for byte (no client library normalizes it): the status and body."""
+    import socket
+
+    address = httpx.URL(root_url)
+    with socket.create_connection((address.host, address.port), timeout=10) as sock:
+        sock.sendall(
+            f"{method} {target} HTTP/1.1\r\nHost: {address.netloc.decode()}\r\nConnection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "%2Fapi%2Fsecrets%2F@127.0.0.1:{trap}/x",  # round four's open proxy: matched decoded, sent raw
+        "%2Fapi/secrets/@127.0.0.1:{trap}/x",  # was an unhandled 500
+        "http://127.0.0.1:{trap}/api/secrets/v1/x",
+        "//127.0.0.1:{trap}/api/secrets/v1/x",
+        "/api/secrets/v1/../../x",
+        "/api/secrets/v1/%2e%2E/x",
+        "/api/secrets/v1/secret/%2F..%2F..%2Fx",
+    ],
+)
+def test_a_target_that_could_leave_the_service_is_refused_and_sent_nowhere(host, trap, target):
+    port = trap[0]
+    seen = len(StandIn.seen)
+    status, body = raw_request(host.root_url, target.format(trap=port))
+    assert (status, json.loads(body)["code"]) in ((400, "InputError"), (404, "ResourceNotFound")), body
+    assert trap[1:] == [] and len(StandIn.seen) == seen  # neither the trap nor the service was asked
+    assert raw_request(host.root_url, "/api/secrets/v1/secret/project%2Fa")[0] == 200  # a name with `%2F` is data
