@@ -5,6 +5,7 @@ discovery documents and the web inspector, for
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -15,7 +16,7 @@ from shared import telemetry
 from shared.api import monitoring
 from shared.api.auth_v1 import api as auth_v1
 from shared.api.discovery import Discovery
-from shared.api.forwarding import Forwarder
+from shared.api.forwarding import Forwarder, Forwarding
 from shared.api.framework import ApiApp
 from shared.api.index_v1 import api as index_v1
 from shared.api.inspector import Inspector
@@ -47,4 +48,15 @@ def create_asgi_app() -> Any:
         return monitoring.root_document(request) or discovery(request) or inspector(request)
 
     api = ApiApp(APIS, get_queue, get_authenticator, validate_responses=validate, documents=documents)
-    return telemetry.instrument_asgi(Forwarder(api, lambda: get_settings().forwarded_services))
+
+    @functools.cache  # the settings are read once: so is what they say of forwarding
+    def forwarding() -> Forwarding:
+        settings = get_settings()
+        return Forwarding(
+            settings.forwarded_services,
+            deadline=settings.forward_timeout,
+            pool=settings.forward_connections,
+            per_caller=settings.forward_per_caller,
+        )
+
+    return telemetry.instrument_asgi(Forwarder(api, forwarding))

@@ -134,6 +134,21 @@ class ServingSettings(BaseModel):
         "to `/api/<service>/`, `/references/<service>/` and `/schemas/<service>/` are forwarded there, streamed "
         "(docs/services.md).",
     )
+    forward_timeout: float = Field(
+        default=120,
+        gt=0,
+        description="Seconds a forwarded exchange may take in all, waiting for a connection and the whole answer "
+        "included; then it is cut (docs/security.md).",
+    )
+    forward_connections: int = Field(
+        default=32, ge=1, description="Connections to one forwarded service at once; more requests wait for one."
+    )
+    forward_per_caller: int = Field(
+        default=8,
+        ge=1,
+        description="Forwarded requests one caller address may have under way at once, every service together; "
+        "one more is answered 503 with Retry-After.",
+    )
 
     @field_validator("forward_services")
     @classmethod

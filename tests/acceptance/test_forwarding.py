@@ -8,7 +8,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,9 +18,11 @@ from typing import Any
 import httpx
 import pytest
 import taskcluster
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from local_host.azurite import free_port
-from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, expect_error
+from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, expect_error, wait_for
 
 BIG = bytes((i * 7919) % 251 for i in range(3 * 1024 * 1024 + 5))
 
@@ -34,6 +38,13 @@ class StandIn(BaseHTTPRequestHandler):
         pass
 
     def _body(self) -> bytes:
+        if "chunked" in (self.headers.get("transfer-encoding") or ""):
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            self.rfile.readline()
+            return body
         length = int(self.headers.get("content-length") or 0)
         return self.rfile.read(length) if length else b""
 
@@ -170,8 +181,6 @@ def trap() -> Iterator[list[str]]:
 
 def raw_request(root_url: str, target: str, method: str = "GET") -> tuple[int, bytes]:
     """A request whose target is sent byte for byte (no client library normalizes it): the status and body."""
-    import socket
-
     address = httpx.URL(root_url)
     with socket.create_connection((address.host, address.port), timeout=10) as sock:
         sock.sendall(
@@ -203,3 +212,179 @@ def test_a_target_that_could_leave_the_service_is_refused_and_sent_nowhere(host,
     assert (status, json.loads(body)["code"]) in ((400, "InputError"), (404, "ResourceNotFound")), body
     assert trap[1:] == [] and len(StandIn.seen) == seen  # neither the trap nor the service was asked
     assert raw_request(host.root_url, "/api/secrets/v1/secret/project%2Fa")[0] == 200  # a name with `%2F` is data
+
+
+class SlowService:
+    """A service behind the rootUrl that answers slowly, on raw sockets: `/api/slow/v1/trickle/<ms>` sends its head
+    and then a byte every <ms> milliseconds until its connection is closed; every connection's open and close
+    times are recorded, so a test sees when the forwarder let go of it."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.connections: list[dict[str, float | None]] = []
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                record: dict[str, float | None] = {"opened": time.monotonic(), "closed": None}
+                outer.connections.append(record)
+                try:
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        chunk = self.request.recv(4096)
+                        if not chunk:
+                            return
+                        head += chunk
+                    path = head.split(b" ")[1].decode()
+                    interval = int(path.rsplit("/", 1)[1]) / 1000 if "/trickle/" in path else 3600
+                    self.request.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                    while True:
+                        time.sleep(interval)
+                        self.request.sendall(b"1\r\nx\r\n")
+                except OSError:
+                    pass
+                finally:
+                    record["closed"] = time.monotonic()
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", free_port()), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.port = self.server.server_address[1]
+
+    def open(self) -> int:
+        return sum(1 for c in self.connections if c["closed"] is None)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+DEADLINE, PER_CALLER, POOL = 2, 3, 4
+
+
+@pytest.fixture(scope="module")
+def slow() -> Iterator[SlowService]:
+    service = SlowService()
+    yield service
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def bounded_host(host_factory, slow, stand_in):
+    """Forwarding with small bounds: a 2-second deadline, 3 requests an address, 4 connections a service."""
+    return host_factory(
+        forward_services=f"slow=http://127.0.0.1:{slow.port} echo=http://127.0.0.1:{stand_in}",
+        forward_timeout=DEADLINE,
+        forward_per_caller=PER_CALLER,
+        forward_connections=POOL,
+    )
+
+
+def held(root_url: str, path: str, source: str = "127.0.0.1") -> socket.socket:
+    """A forwarded GET from `source`, left open after its answer's head was read (its status line returned)."""
+    address = httpx.URL(root_url)
+    sock = socket.create_connection((address.host, address.port), timeout=10, source_address=(source, 0))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {address.netloc.decode()}\r\n\r\n".encode())
+    return sock
+
+
+def status_of(sock: socket.socket) -> int:
+    head = b""
+    while b"\r\n" not in head:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return int(head.split()[1])
+
+
+def test_one_address_gets_its_share_of_forwarded_requests_and_no_more(bounded_host, slow):
+    mine = [held(bounded_host.root_url, "/api/slow/v1/trickle/100") for _ in range(PER_CALLER)]
+    try:
+        assert [status_of(s) for s in mine] == [200] * PER_CALLER
+        status, body = raw_request(bounded_host.root_url, "/api/slow/v1/trickle/100")
+        assert status == 503 and json.loads(body)["code"] == "ServiceUnavailable"
+        assert "under way already" in json.loads(body)["message"]
+        other = held(bounded_host.root_url, "/api/slow/v1/trickle/100", source="127.0.0.2")
+        assert status_of(other) == 200  # another address is not held back
+        other.close()
+    finally:
+        for sock in mine:
+            sock.close()
+
+
+def test_a_service_that_holds_its_connections_does_not_hold_another_services(bounded_host, slow):
+    sources = [f"127.0.0.{i}" for i in range(10, 10 + POOL)]
+    hogs = [held(bounded_host.root_url, "/api/slow/v1/trickle/500", source=s) for s in sources]
+    try:
+        assert [status_of(s) for s in hogs] == [200] * POOL  # the slow service's pool is full
+        answer = httpx.put(f"{bounded_host.root_url}/api/echo/v1/upload", content=b"abc", timeout=10)
+        assert answer.status_code == 201 and answer.json()["size"] == 3
+    finally:
+        for sock in hogs:
+            sock.close()
+
+
+def test_an_exchange_ends_at_its_deadline_and_when_its_caller_leaves(bounded_host, slow):
+    sock = held(bounded_host.root_url, "/api/slow/v1/trickle/100")
+    began = time.monotonic()
+    assert status_of(sock) == 200
+    sock.settimeout(DEADLINE + 10)
+    while sock.recv(65536):  # the answer trickles, then is cut at the deadline
+        pass
+    assert time.monotonic() - began < DEADLINE + 3
+    sock.close()
+    wait_for(lambda: slow.open() == 0, timeout=5)  # and the service's connection with it
+    # A caller that leaves: the service's connection is closed with it, long before the deadline.
+    leaving = held(bounded_host.root_url, "/api/slow/v1/trickle/50")
+    assert status_of(leaving) == 200
+    wait_for(lambda: slow.open() == 1, timeout=5)
+    leaving.close()
+    closed_at = time.monotonic()
+    wait_for(lambda: slow.open() == 0, timeout=5)
+    assert time.monotonic() - closed_at < DEADLINE
+
+
+def test_the_request_is_framed_as_the_server_read_it(bounded_host, stand_in):
+    # Content-Length and Transfer-Encoding both: the body is the chunked one; the length is not passed on.
+    address = httpx.URL(bounded_host.root_url)
+    with socket.create_connection((address.host, address.port), timeout=10) as sock:
+        sock.sendall(
+            b"PUT /api/echo/v1/framing HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400") or json.loads(answer.partition(b"\r\n\r\n")[2])["size"] == 5
+    # Expect: 100-continue is answered here, not passed on for the service to wait on.
+    started = time.monotonic()
+    with socket.create_connection((address.host, address.port), timeout=10) as sock:
+        sock.sendall(
+            b"PUT /api/echo/v1/expect HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        assert sock.recv(64).startswith(b"HTTP/1.1 100")
+        sock.sendall(b"abc")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert b" 201 " in answer.split(b"\r\n")[0] and time.monotonic() - started < 5
+    assert "expect" not in {k.lower() for k in StandIn.seen[-1]["headers"]}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(interval_ms=st.integers(min_value=20, max_value=900))
+def test_no_forwarded_exchange_outlives_its_deadline_whatever_the_pace(bounded_host, slow, interval_ms):
+    sock = held(bounded_host.root_url, f"/api/slow/v1/trickle/{interval_ms}")
+    began = time.monotonic()
+    try:
+        assert status_of(sock) == 200
+        sock.settimeout(DEADLINE + 10)
+        while sock.recv(65536):
+            pass
+        assert time.monotonic() - began < DEADLINE + 3
+    finally:
+        sock.close()
+    wait_for(lambda: slow.open() == 0, timeout=5)

@@ -6,6 +6,7 @@ Base URLs with credentials, queries, dot segments or bad ports are refused at th
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
 from typing import Any
 
@@ -14,7 +15,7 @@ import yarl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.api.forwarding import Forwarder
+from shared.api.forwarding import Forwarder, Forwarding
 from shared.api.request_target import BadRequestTarget, check_target, forwarded_service, target_url
 from shared.settings.serving import parse_forwarding
 
@@ -126,9 +127,13 @@ async def asgi_call(app: Any, raw_path: bytes, path: str) -> int:
         "scheme": "http",
     }
     answered: list[int] = []
+    messages = [{"type": "http.request", "body": b"", "more_body": False}]
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(3600)  # as a server does until the caller leaves
+        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -147,8 +152,8 @@ async def test_the_forwarder_sends_nothing_off_the_base(raw_path):
         await send({"type": "http.response.start", "status": 404, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    forwarder = Forwarder(inner, lambda: {"secrets": "http://127.0.0.1:8080/base"})
-    forwarder._session = recording  # type: ignore[assignment]
+    forwarder = Forwarder(inner, lambda: Forwarding({"secrets": "http://127.0.0.1:8080/base"}))
+    forwarder._sessions["secrets"] = recording  # type: ignore[assignment]
     decoded = urllib.parse.unquote(raw_path.decode("latin-1"))
     status = await asgi_call(forwarder, raw_path, decoded)
     for url in recording.sent:
