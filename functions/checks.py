@@ -18,7 +18,7 @@ import azure.functions as func
 from functions.shards import trigger_queues
 from shared.domain.messages import CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
-from shared.runtime import get_queue
+from shared.runtime import get_audit_log, get_queue
 from shared.storage.retry import StorageUnavailable
 
 bp = func.Blueprint()  # type: ignore[no-untyped-call]
@@ -167,6 +167,13 @@ async def expire_index(timer: func.TimerRequest) -> None:
 async def expire_purge_requests(timer: func.TimerRequest) -> None:
     deleted = await get_queue().purge_cache.expire_due()
     log.info("expiry: %d purge-cache requests deleted", deleted)
+
+
+@bp.function_name("expire_audit_history")
+@bp.timer_trigger(arg_name="timer", schedule="%QUEUE_EXPIRY_SCHEDULE%")
+async def expire_audit_history(timer: func.TimerRequest) -> None:
+    deleted = await get_audit_log().expire_due()
+    log.info("expiry: %d audit history rows deleted", deleted)
 
 
 @bp.function_name("reconcile")

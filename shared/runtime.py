@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from shared import faults, timeutil
 from shared.auth.anonymous import EVERY_CALLER, anonymous_seed
+from shared.auth.audit import AUDIT_TABLE, AuditLog
 from shared.auth.authenticator import Authenticator
 from shared.auth.clients import CLIENTS_TABLE, ClientStore
 from shared.auth.roles import ROLES_TABLE, RoleStore
@@ -150,7 +151,16 @@ def get_queue() -> Queue:
 
 # Tables read whole or by their own keys, by every process: kept in the first account when there are several.
 GLOBAL_TABLES = frozenset(
-    {CLIENTS_TABLE, ROLES_TABLE, WORKER_INFO_TABLE, INDEX_TABLE, MARKS_TABLE, OBJECTS_TABLE, OBJECT_EXPIRY_TABLE}
+    {
+        CLIENTS_TABLE,
+        ROLES_TABLE,
+        AUDIT_TABLE,
+        WORKER_INFO_TABLE,
+        INDEX_TABLE,
+        MARKS_TABLE,
+        OBJECTS_TABLE,
+        OBJECT_EXPIRY_TABLE,
+    }
 )
 
 
@@ -203,3 +213,9 @@ def get_authenticator() -> Authenticator[ClientStore]:
         seeds=[anonymous_seed(settings.anonymous_scope_list)],
     )
     return Authenticator(clients, EVERY_CALLER, certificate_skew_seconds=settings.certificate_skew, roles=roles)
+
+
+@functools.cache
+def get_audit_log() -> AuditLog:
+    """The Auth API's audit history (shared/auth/audit.py)."""
+    return AuditLog(get_queue().stores.tables, retention_days=get_settings().audit_retention_days)

@@ -32,19 +32,21 @@ PARAM_PATTERNS: dict[str, str] = {
     "name": r"^[\x20-\x7e]+$",  # artifact names: printable ASCII
     "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",  # the auth service's
     "roleId": r"^[\x20-\x7e]+$",
+    "entityId": r"^[\x20-\x7e]{1,1024}$",  # a client's, role's, secret's, hook's or worker pool's id
     "workerPoolId": r"^[A-Za-z0-9_-]{1,38}/[A-Za-z0-9_-]{1,38}$",  # purge-cache's
     "wstAudience": r"^[a-zA-Z0-9_-]{1,38}$",  # the Auth service's delegation endpoints'
     "wstClient": r"^[a-zA-Z0-9_~.%-]+$",
     "appName": r"^[a-zA-Z0-9_-]+$",
     "owner": r"^[A-Za-z0-9._-]+$",
 }
-# These hold `/` (a workerPoolId one, an S3 prefix any).
+# These hold `/` (a workerPoolId one, an S3 prefix or a secret's name any).
 _SEGMENT = {
     "taskQueueId": r"[^/]+/[^/]+",
     "workerPoolId": r"[^/]+/[^/]+",
     "name": r".+",
     "clientId": r".+",
     "roleId": r".+",
+    "entityId": r".+",
     "prefix": r".*",
 }
 # Parameters that may be empty, and then omitted with their slash (the Index's root namespace: `/namespaces`,

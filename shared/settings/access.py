@@ -42,6 +42,12 @@ class AccessSettings(BaseModel):
         "is created with at the deployment's first start, if absent; read then only, the role is changed with the "
         "Auth API afterwards: a JSON list, or scopes separated by spaces or commas.",
     )
+    audit_retention_days: float = Field(
+        default=30,
+        gt=0,
+        description="Days the Auth API keeps its audit history (who changed which client or role), as Taskcluster's "
+        "`AUDIT_RETENTION_DAYS`.",
+    )
     client_cache_seconds: float = Field(
         default=10,
         ge=0,

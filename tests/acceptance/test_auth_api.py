@@ -9,7 +9,7 @@ import pytest
 import taskcluster
 from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
 
-from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, wait_for
+from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, expect_error, slugid, task_definition, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +272,40 @@ def test_the_admin_command_administers_over_the_api_with_credentials(host):
     assert refused.returncode == 1 and "403" in refused.stderr and "auth:create-role" in refused.stderr
     assert admin(host, "clients", "delete", client_id).returncode == 0
     assert admin(host, "clients", "show", client_id).returncode == 1
+
+
+def test_the_audit_history_says_who_changed_which_client_and_role(host):
+    """What taskcluster-ui shows on a client's and a role's page (getEntityHistory) and of a client's doings
+    (listAuditHistory), in Taskcluster's actions and shapes."""
+    root = auth(host)
+    role_id, client_id = unique("project:audited"), unique("audited")
+    root.createRole(role_id, {"description": "a", "scopes": ["queue:status:*"]})
+    root.updateRole(role_id, {"description": "b", "scopes": ["queue:status:*"]})
+    root.createClient(client_id, {"expires": expires(), "description": "c", "scopes": []})
+    root.resetAccessToken(client_id)
+    root.disableClient(client_id)
+    root.enableClient(client_id)
+    root.deleteClient(client_id)
+    root.deleteRole(role_id)
+    role_history = root.getEntityHistory("role", role_id)["auditHistory"]
+    assert [(e["clientId"], e["actionType"]) for e in role_history] == [
+        (ROOT_CLIENT_ID, "created"),
+        (ROOT_CLIENT_ID, "updated"),
+        (ROOT_CLIENT_ID, "deleted"),
+    ]
+    client_history = root.getEntityHistory("client", client_id)["auditHistory"]
+    assert [e["actionType"] for e in client_history] == [
+        "created",
+        "access token reset",
+        "client disabled",
+        "client enabled",
+        "deleted",
+    ]
+    mine = root.listAuditHistory(ROOT_CLIENT_ID, query={"limit": "1000"})["auditHistory"]
+    assert {(e["entityType"], e["entityId"]) for e in mine} >= {("role", role_id), ("client", client_id)}
+    first = root.getEntityHistory("client", client_id, query={"limit": "2"})
+    assert len(first["auditHistory"]) == 2 and first["continuationToken"]
+    assert root.getEntityHistory("secret", "project/a") == {"auditHistory": []}  # kept by the secrets service
+    expect_error(400, "InvalidRequestArguments", root.getEntityHistory, "table", "x")
+    anonymous = taskcluster.Auth({"rootUrl": host.root_url, "maxRetries": 0})
+    expect_error(403, "InsufficientScopes", anonymous.listAuditHistory, ROOT_CLIENT_ID)

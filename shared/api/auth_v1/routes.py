@@ -16,10 +16,12 @@ from typing import Any
 from shared import errors, timeutil
 from shared.api import monitoring
 from shared.api.routing import Api, Call, Reply
+from shared.auth.audit import ENTITY_TYPES, AuditEntry
+from shared.auth.audit import MAX_PAGE as AUDIT_PAGE
 from shared.auth.authenticator import Authenticator
 from shared.auth.clients import Client, ClientStore
 from shared.auth.roles import Role, RoleStore
-from shared.runtime import get_authenticator
+from shared.runtime import get_audit_log, get_authenticator
 from shared.scopes import problems_of
 
 api = Api("auth", "v1")
@@ -119,9 +121,21 @@ async def list_clients(call: Call[Any]) -> dict[str, Any]:
     return {"clients": [await _client(c) for c in clients]}
 
 
-class NoAuditHistory(errors.ResourceNotFound):
-    """No audit history is kept by this deployment's Auth API: who changed which client or role is not recorded
-    (docs/auth.md#over-the-api-the-auth-service)"""
+class UnknownEntityType(errors.InvalidRequestArguments):
+    """entityType `{entityType}` is none of {known}"""
+
+
+async def _audited(call: Call[Any], entity_type: str, entity_id: str, action: str) -> None:
+    """Record what the caller did (shared/auth/audit.py), as Taskcluster's auth does after each change."""
+    await get_audit_log().record(entity_type, entity_id, call.caller.client_id or "anonymous", action)
+
+
+def _history(entries: list[AuditEntry], token: str | None) -> dict[str, Any]:
+    return {"auditHistory": [e.as_answer() for e in entries], **({"continuationToken": token} if token else {})}
+
+
+def _page_size(call: Call[Any]) -> int:
+    return int(call.query.get("limit") or AUDIT_PAGE)
 
 
 # Before `client`: `/clients/<clientId>` would also take `<clientId>/audit`.
@@ -131,12 +145,17 @@ class NoAuditHistory(errors.ResourceNotFound):
     name="listAuditHistory",
     title="List Audit History",
     scopes="auth:client-audit-history:<clientId>",
+    output="auth/get-entity-history-response",
     query=ROLE_PAGING,
 )
-async def list_audit_history(call: Call[Any]) -> None:
-    """What a client changed, in Taskcluster's auth: not recorded here (404 once the scopes are checked)."""
+async def list_audit_history(call: Call[Any]) -> dict[str, Any]:
+    """What a client did to clients and roles, oldest first, kept QUEUE_AUDIT_RETENTION_DAYS (30); a page of
+    `limit` entries (at most 1,000) and the `continuationToken` of the next."""
     await call.authorize()
-    raise NoAuditHistory()
+    log = get_audit_log()
+    return _history(
+        *await log.by_client(call.params["clientId"], _page_size(call), call.query.get("continuationToken"))
+    )
 
 
 @api.route(
@@ -145,12 +164,19 @@ async def list_audit_history(call: Call[Any]) -> None:
     name="getEntityHistory",
     title="Get Entity History",
     scopes="auth:audit-history:<entityType>",
+    output="auth/get-entity-history-response",
     query=ROLE_PAGING,
 )
-async def get_entity_history(call: Call[Any]) -> None:
-    """Who changed a client or role, in Taskcluster's auth: not recorded here (404 once the scopes are checked)."""
+async def get_entity_history(call: Call[Any]) -> dict[str, Any]:
+    """Who did what to a client or a role, oldest first, kept QUEUE_AUDIT_RETENTION_DAYS (30), paged as
+    listAuditHistory. A secret's, hook's or worker pool's history is kept by that service in its own database:
+    empty here."""
+    entity_type = call.params["entityType"]
+    if entity_type not in ENTITY_TYPES:
+        raise UnknownEntityType(entityType=entity_type, known=", ".join(ENTITY_TYPES))
     await call.authorize()
-    raise NoAuditHistory()
+    token = call.query.get("continuationToken")
+    return _history(*await get_audit_log().of_entity(entity_type, call.params["entityId"], _page_size(call), token))
 
 
 @api.route("GET", "/clients/<clientId>", name="client", title="Get Client", scopes="auth:get-client:<clientId>")
@@ -180,6 +206,7 @@ async def create_client(call: Call[Any]) -> dict[str, Any]:
         expires=timeutil.parse(call.body["expires"]),
         description=call.body["description"],
     )
+    await _audited(call, "client", client_id, "created")
     return await _client(client, with_token=True)
 
 
@@ -195,7 +222,9 @@ async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
     QUEUE_CLIENT_CACHE_SECONDS)."""
     client_id = _not_static(call)
     await call.authorize()
-    return await _client(await _auth().clients.reset(client_id), with_token=True)
+    client = await _auth().clients.reset(client_id)
+    await _audited(call, "client", client_id, "access token reset")
+    return await _client(client, with_token=True)
 
 
 @api.route(
@@ -208,7 +237,9 @@ async def reset_access_token(call: Call[Any]) -> dict[str, Any]:
 async def enable_client(call: Call[Any]) -> dict[str, Any]:
     client_id = _not_static(call)
     await call.authorize()
-    return await _client(await _auth().clients.set_disabled(client_id, False))
+    client = await _auth().clients.set_disabled(client_id, False)
+    await _audited(call, "client", client_id, "client enabled")
+    return await _client(client)
 
 
 @api.route(
@@ -222,7 +253,9 @@ async def disable_client(call: Call[Any]) -> dict[str, Any]:
     """The client stops authenticating (within QUEUE_CLIENT_CACHE_SECONDS); `enableClient` undoes it."""
     client_id = _not_static(call)
     await call.authorize()
-    return await _client(await _auth().clients.set_disabled(client_id, True))
+    client = await _auth().clients.set_disabled(client_id, True)
+    await _audited(call, "client", client_id, "client disabled")
+    return await _client(client)
 
 
 # After reset, enable and disable: a clientId may hold `/`, so `/clients/<clientId>` also matches theirs.
@@ -245,6 +278,7 @@ async def update_client(call: Call[Any]) -> dict[str, Any]:
         description=call.body["description"],
         expires=timeutil.parse(call.body["expires"]),
     )
+    await _audited(call, "client", client_id, "updated")
     return await _client(client)
 
 
@@ -256,6 +290,7 @@ async def delete_client(call: Call[Any]) -> Reply:
     client_id = _not_static(call)
     await call.authorize()
     await _auth().clients.delete(client_id)
+    await _audited(call, "client", client_id, "deleted")
     return Reply(None)
 
 
@@ -354,7 +389,9 @@ async def create_role(call: Call[Any]) -> dict[str, Any]:
     """Create a role (the same request again answers it as it is; other scopes or description: 409). The caller
     must hold every scope the role gives. A role that would close a cycle of roles is refused (400)."""
     await call.authorize(scopes=call.body["scopes"])
-    return await _role(await _roles().create(call.params["roleId"], call.body["scopes"], call.body["description"]))
+    role = await _roles().create(call.params["roleId"], call.body["scopes"], call.body["description"])
+    await _audited(call, "role", role.role_id, "created")
+    return await _role(role)
 
 
 @api.route(
@@ -368,7 +405,9 @@ async def create_role(call: Call[Any]) -> dict[str, Any]:
 async def update_role(call: Call[Any]) -> dict[str, Any]:
     """Replace a role's scopes and description; the caller must hold every scope it gives."""
     await call.authorize(scopes=call.body["scopes"])
-    return await _role(await _roles().update(call.params["roleId"], call.body["scopes"], call.body["description"]))
+    role = await _roles().update(call.params["roleId"], call.body["scopes"], call.body["description"])
+    await _audited(call, "role", role.role_id, "updated")
+    return await _role(role)
 
 
 @api.route("DELETE", "/roles/<roleId>", name="deleteRole", title="Delete Role", scopes="auth:delete-role:<roleId>")
@@ -376,6 +415,7 @@ async def delete_role(call: Call[Any]) -> Reply:
     """Delete a role; deleting one that does not exist is not an error."""
     await call.authorize()
     await _roles().delete(call.params["roleId"])
+    await _audited(call, "role", call.params["roleId"], "deleted")
     return Reply(None)
 
 
