@@ -12,13 +12,14 @@ a failed write is logged.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared import timeutil
-from shared.storage.base import Entity, TableStore, encode_key
+from shared.storage.base import MAX_KEY_UNITS, Entity, TableStore, encode_key, key_units
 
 log = logging.getLogger("queue.auth")
 
@@ -47,12 +48,19 @@ class AuditEntry:
         }
 
 
+def _partition(name: str) -> str:
+    """`name` as a PartitionKey; a hash of it (after `~`) when that would be too long for a key (the entries keep
+    the ids themselves)."""
+    key = encode_key(name)
+    return key if key_units(key) <= MAX_KEY_UNITS else "~" + hashlib.sha256(name.encode()).hexdigest()
+
+
 def _entity_partition(entity_type: str, entity_id: str) -> str:
-    return encode_key(f"e/{entity_type}/{entity_id}")
+    return _partition(f"e/{entity_type}/{entity_id}")
 
 
 def _client_partition(client_id: str) -> str:
-    return encode_key(f"c/{client_id}")
+    return _partition(f"c/{client_id}")
 
 
 class AuditLog:

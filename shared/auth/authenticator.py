@@ -12,6 +12,7 @@ import base64
 import binascii
 import datetime as dt
 import hmac
+import secrets
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,12 +108,13 @@ def _is_number(value: Any) -> bool:
 
 @dataclass
 class _Loaded:
-    """Credentials being loaded: the key a MAC is checked with, the scopes (not yet with the anonymous ones) and
-    their expiry."""
+    """Credentials being loaded: the key a MAC is checked with, the scopes (not yet with `assume:anonymous`) and
+    their expiry; and `refusal`, what is wrong with them, told only once the MAC proved the caller holds the key."""
 
     key: str
     scopes: tuple[str, ...]
     expires: dt.datetime
+    refusal: AuthFailure | None = None
 
 
 ClientsT = TypeVar("ClientsT", bound=ClientLookup)
@@ -177,43 +179,45 @@ class Authenticator(Generic[ClientsT]):
             return Authenticated(Caller(None, held, now + ANONYMOUS_LIFETIME), "none")
         loaded, client_id = found["loaded"], found["client_id"]
         assert isinstance(loaded, _Loaded) and isinstance(client_id, str)
+        if loaded.refusal is not None:  # the MAC was right: the caller holds the key, and may know what is wrong
+            raise loaded.refusal
         held = await self._with_anonymous(loaded.scopes, f"`{client_id}`")
         return Authenticated(Caller(client_id, held, loaded.expires), scheme, payload_hash)
 
-    async def _client(self, client_id: str, now: dt.datetime) -> Client:
-        client = await self.clients.get(client_id)
-        if client is None:
-            raise refuse(f"Client with clientId '{client_id}' not found")
+    @staticmethod
+    def _usable(client: Client, client_id: str, now: dt.datetime) -> None:
         if client.disabled:
             raise refuse(f"Client with clientId '{client_id}' is disabled")
         if client.expires is not None and client.expires < now:
             raise refuse(f"Client with clientId: '{client_id}' has expired")
-        return client
 
     async def _load(self, credential_name: str, ext_text: str | None, now: dt.datetime) -> _Loaded:
         """Taskcluster's `loadCredentials`: the issuing client, then what ext's certificate and authorizedScopes
-        make of it."""
+        make of it. What the caller sent is checked for its form at once; what its checks would say about a
+        client (whether it exists, is usable, holds a scope) is told only after the MAC (`_Loaded.refusal`), so
+        that nobody without the key learns anything of a client: an unknown one is checked against a key nobody
+        holds, and is a bad MAC like any wrong key."""
         ext = _parse_ext(ext_text) if ext_text else {}
-        certificate = ext.get("certificate")
-        if isinstance(certificate, str):  # some clients send the certificate as JSON text
-            try:
-                certificate = strict_json.loads(certificate)
-            except ValueError:
-                raise refuse("ext.certificate must be a JSON object") from None
-        issuer_id = credential_name
-        if isinstance(certificate, dict) and _truthy(certificate.get("issuer")):
-            issuer_id = certificate["issuer"]
-            if not isinstance(issuer_id, str):
-                raise refuse("ext.certificate.issuer must be a string")
-            if issuer_id == credential_name:
-                raise refuse("ext.certificate.issuer must differ from the supplied clientId")
-        client = await self._client(issuer_id, now)
+        certificate = _certificate_of(ext)
+        issuer_id = _issuer_of(credential_name, certificate)
+        cert_scopes = _certificate_fields(certificate) if _truthy(certificate) else None
+        authorized = _authorized_of(ext)
+        client = await self.clients.get(issuer_id)
+        if client is None:
+            return _Loaded(secrets.token_urlsafe(32), (), now, refuse("Unauthorized: Bad mac"))
         loaded = _Loaded(client.access_token, client.scopes, client.expires or NEVER)
-        if _truthy(certificate):
-            issuer_held = await self._held(client.scopes, f"issuer `{issuer_id}`")
-            loaded = self._certified(credential_name, issuer_id, issuer_held, loaded, certificate, now)
-        if _truthy(ext.get("authorizedScopes")):
-            loaded = await self._authorized(loaded, ext["authorizedScopes"], credential_name)
+        mac_key = (
+            loaded.key if cert_scopes is None else credentials.derive_access_token(loaded.key, certificate["seed"])
+        )
+        try:
+            self._usable(client, issuer_id, now)
+            if cert_scopes is not None:
+                issuer_held = await self._held(client.scopes, f"issuer `{issuer_id}`")
+                loaded = self._certified(credential_name, issuer_id, issuer_held, loaded, certificate, now)
+            if authorized is not None:
+                loaded = await self._authorized(loaded, authorized, credential_name)
+        except AuthFailure as refusal:
+            return _Loaded(mac_key, (), now, refusal)
         return loaded
 
     def _certified(
@@ -256,9 +260,8 @@ class Authenticator(Generic[ClientsT]):
         expires = min(issuer.expires, dt.datetime.fromtimestamp(cert["expiry"] / 1000, dt.UTC))
         return _Loaded(credentials.derive_access_token(issuer.key, cert["seed"]), tuple(scopes), expires)
 
-    async def _authorized(self, loaded: _Loaded, authorized: Any, name: str) -> _Loaded:
+    async def _authorized(self, loaded: _Loaded, wanted: list[str], name: str) -> _Loaded:
         """`authorizedScopes` narrow what the credentials (with the anonymous scopes) hold, never widen it."""
-        wanted = _valid_scopes(authorized, "ext.authorizedScopes")
         held = await self._with_anonymous(loaded.scopes, f"`{name}`")
         if not held.satisfies_all(wanted):
             shown = list(held.scopes[:SCOPES_SHOWN]) + (["..."] if len(held.scopes) > SCOPES_SHOWN else [])
@@ -305,6 +308,35 @@ class Authenticator(Generic[ClientsT]):
                     "match the hash we've computed on the server-side."
                 )
         return found.caller
+
+
+def _certificate_of(ext: dict[str, Any]) -> Any:
+    certificate = ext.get("certificate")
+    if isinstance(certificate, str):  # some clients send the certificate as JSON text
+        try:
+            return strict_json.loads(certificate)
+        except ValueError:
+            raise refuse("ext.certificate must be a JSON object") from None
+    return certificate
+
+
+def _issuer_of(credential_name: str, certificate: Any) -> str:
+    """Who issued the credentials: the certificate's named issuer, else the clientId the request names."""
+    if not (isinstance(certificate, dict) and _truthy(certificate.get("issuer"))):
+        return credential_name
+    issuer_id = certificate["issuer"]
+    if not isinstance(issuer_id, str):
+        raise refuse("ext.certificate.issuer must be a string")
+    if issuer_id == credential_name:
+        raise refuse("ext.certificate.issuer must differ from the supplied clientId")
+    return issuer_id
+
+
+def _authorized_of(ext: dict[str, Any]) -> list[str] | None:
+    """ext's `authorizedScopes`, checked for form; None when there are none (Taskcluster's truth)."""
+    if not _truthy(ext.get("authorizedScopes")):
+        return None
+    return _valid_scopes(ext["authorizedScopes"], "ext.authorizedScopes")
 
 
 def _certificate_fields(cert: Any) -> list[str]:

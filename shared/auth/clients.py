@@ -24,7 +24,17 @@ from shared import errors, timeutil
 from shared.auth.roles import MAX_DESCRIPTION, stored_scopes
 from shared.bounded import Bounded, text_weight
 from shared.scopes import problems_of
-from shared.storage.base import Entity, TableStore, decode_key, encode_key, pack_json, query_all
+from shared.storage.base import (
+    MAX_KEY_UNITS,
+    Entity,
+    TableStore,
+    decode_key,
+    encode_key,
+    fitting_key,
+    key_units,
+    pack_json,
+    query_all,
+)
 
 CLIENTS_TABLE = "Clients"
 CLIENT_ROW = "client"
@@ -61,6 +71,12 @@ class ClientExists(errors.RequestConflict):
 
 class ClientNotFound(errors.ResourceNotFound):
     """Client `{clientId}` not found"""
+
+
+def _key(client_id: str) -> str | None:
+    """The client's PartitionKey; None when it would be too long for a key (no client is stored under it)."""
+    key = encode_key(client_id)
+    return key if key_units(key) <= MAX_KEY_UNITS else None
 
 
 class ClientStore:
@@ -135,8 +151,11 @@ class ClientStore:
         missing = self._unknown.get(client_id)
         if missing is not None and missing > now:
             return None
+        key = _key(client_id)
+        if key is None:  # no stored client has such a key
+            return None
         await self._ensure()
-        entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
+        entity = await self.tables.get(CLIENTS_TABLE, key, CLIENT_ROW)
         self._forget(client_id)
         if entity is None:
             self._unknown.put(client_id, now + self.cache_seconds)
@@ -170,6 +189,7 @@ class ClientStore:
     ) -> Client:
         if not CLIENT_ID_PATTERN.fullmatch(client_id) or client_id == self._root.client_id:
             raise errors.InputError("Invalid clientId `{clientId}`", clientId=client_id[:300])
+        fitting_key(encode_key(client_id), f"clientId `{client_id[:80]}`")
         if not self._secret:
             raise errors.SettingsError(problems="QUEUE_TOKEN_SECRET is needed for clients other than root")
         kept = self._checked(client_id, scopes, description)
@@ -193,9 +213,12 @@ class ClientStore:
         return self._from_entity(stored)
 
     async def _modify(self, client_id: str, **changes: object) -> Client:
+        key = _key(client_id)
+        if key is None:
+            raise ClientNotFound(clientId=client_id)
         await self._ensure()
         while True:
-            entity = await self.tables.get(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
+            entity = await self.tables.get(CLIENTS_TABLE, key, CLIENT_ROW)
             if entity is None:
                 raise ClientNotFound(clientId=client_id)
             changes.setdefault("lastModified", timeutil.iso(timeutil.now()))
@@ -233,9 +256,12 @@ class ClientStore:
         return await self._modify(client_id, disabled=disabled)
 
     async def delete(self, client_id: str) -> bool:
+        key = _key(client_id)
+        if key is None:
+            return False
         await self._ensure()
         self._forget(client_id)
-        return await self.tables.delete(CLIENTS_TABLE, encode_key(client_id), CLIENT_ROW)
+        return await self.tables.delete(CLIENTS_TABLE, key, CLIENT_ROW)
 
     async def list(self) -> list[Client]:
         await self._ensure()

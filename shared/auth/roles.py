@@ -37,7 +37,18 @@ from shared.auth.expansion import (
 )
 from shared.bounded import Bounded
 from shared.scopes import ScopeSet, normalize, problems_of
-from shared.storage.base import Entity, Op, TableStore, decode_key, encode_key, pack_json, query_all, unpack_json
+from shared.storage.base import (
+    MAX_KEY_UNITS,
+    Entity,
+    Op,
+    TableStore,
+    decode_key,
+    encode_key,
+    key_units,
+    pack_json,
+    query_all,
+    unpack_json,
+)
 
 log = logging.getLogger("queue.auth")
 
@@ -81,6 +92,37 @@ class RoleExists(errors.RequestConflict):
 
 class InvalidRole(errors.InputError):
     """Role `{roleId}` cannot be stored: {problem}"""
+
+
+def _key(role_id: str) -> str | None:
+    """The role's PartitionKey; None when it would be too long for a key."""
+    key = encode_key(role_id)
+    return key if key_units(key) <= MAX_KEY_UNITS else None
+
+
+def _check_form(role_id: str, wanted: Sequence[str], description: str) -> None:
+    """InvalidRole unless the id, the scopes and the description have their forms and bounds."""
+    if not ROLE_ID_PATTERN.fullmatch(role_id):
+        raise InvalidRole(roleId=role_id[:600], problem="a roleId is 1 to 500 printable ASCII characters")
+    if _key(role_id) is None:
+        raise InvalidRole(
+            roleId=role_id,
+            problem=f"its key, with `/ \\ # ? %` escaped as three characters each, would pass {MAX_KEY_UNITS}",
+        )
+    problems = problems_of(wanted, "scopes")
+    if len(description) > MAX_DESCRIPTION:
+        problems.append(f"the description holds {len(description)} characters: at most {MAX_DESCRIPTION}")
+    if problems:
+        raise InvalidRole(roleId=role_id, problem="; ".join(problems))
+
+
+def _check_parameters(role_id: str, scopes: Sequence[str]) -> None:
+    """InvalidRole unless `<..>` stands only in a `*` role's scopes, once a scope, not right after a `*`."""
+    for scope in scopes:
+        if PARAM in scope and not role_id.endswith("*"):
+            raise InvalidRole(roleId=role_id, problem=f"`{scope}`: only roles whose id ends in `*` may use `<..>`")
+        if scope.count(PARAM) > 1 or scope.endswith("*" + PARAM):
+            raise InvalidRole(roleId=role_id, problem=f"`{scope}`: `<..>` may stand once, and not right after a `*`")
 
 
 def stored_scopes(data: dict[str, object]) -> tuple[str, ...]:
@@ -142,8 +184,11 @@ class RoleStore:
         return await self._stored()
 
     async def get(self, role_id: str) -> Role:
+        key = _key(role_id)
+        if key is None:  # no role is stored under a key that long
+            raise RoleNotFound(roleId=role_id[:600])
         await self._ensure()
-        entity = await self.tables.get(ROLES_TABLE, encode_key(role_id), ROLE_ROW)
+        entity = await self.tables.get(ROLES_TABLE, key, ROLE_ROW)
         if entity is None:
             raise RoleNotFound(roleId=role_id)
         return self._from_entity(entity)
@@ -211,21 +256,9 @@ class RoleStore:
 
     async def _check(self, role_id: str, wanted: Sequence[str], description: str) -> tuple[str, ...]:
         """The role's scopes, normalized, if the role may be stored with them; InvalidRole (400) if not."""
-        if not ROLE_ID_PATTERN.fullmatch(role_id):
-            raise InvalidRole(roleId=role_id[:600], problem="a roleId is 1 to 500 printable ASCII characters")
-        problems = problems_of(wanted, "scopes")
-        if len(description) > MAX_DESCRIPTION:
-            problems.append(f"the description holds {len(description)} characters: at most {MAX_DESCRIPTION}")
-        if problems:
-            raise InvalidRole(roleId=role_id, problem="; ".join(problems))
+        _check_form(role_id, wanted, description)
         scopes = normalize(wanted)
-        for scope in scopes:
-            if PARAM in scope and not role_id.endswith("*"):
-                raise InvalidRole(roleId=role_id, problem=f"`{scope}`: only roles whose id ends in `*` may use `<..>`")
-            if scope.count(PARAM) > 1 or scope.endswith("*" + PARAM):
-                raise InvalidRole(
-                    roleId=role_id, problem=f"`{scope}`: `<..>` may stand once, and not right after a `*`"
-                )
+        _check_parameters(role_id, scopes)
         stored = {r.role_id: r.scopes for r in await self._stored()}
         stored[role_id] = scopes
         if len(stored) > MAX_ROLES:
@@ -291,6 +324,9 @@ class RoleStore:
 
     async def delete(self, role_id: str) -> None:
         """Deleting a role that does not exist is not an error (Taskcluster's deleteRole)."""
+        key = _key(role_id)
+        if key is None:
+            return
         await self._ensure()
-        await self.tables.delete(ROLES_TABLE, encode_key(role_id), ROLE_ROW)
+        await self.tables.delete(ROLES_TABLE, key, ROLE_ROW)
         self._forget()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, encode_key, pack_json, unpack_json
+from shared.storage.base import Entity, encode_key, fitting_key, pack_json, unpack_json
 
 INDEX_TABLE = "Index"
 ENTRY_PREFIX = "t:"
@@ -88,11 +88,16 @@ def ancestors(namespace: str) -> list[tuple[str, str]]:
 
 
 def entry_partition(namespace: str) -> str:
-    return ENTRY_PREFIX + encode_key(namespace)
+    return fitting_key(ENTRY_PREFIX + encode_key(namespace), f"namespace `{namespace[:80]}`")
 
 
 def namespace_partition(parent: str) -> str:
-    return NAMESPACE_PREFIX + encode_key(parent)
+    return fitting_key(NAMESPACE_PREFIX + encode_key(parent), f"namespace `{parent[:80]}`")
+
+
+def name_key(name: str) -> str:
+    """An entry's or namespace's row key: its last word."""
+    return fitting_key(encode_key(name), f"index word `{name[:80]}`")
 
 
 def hour_ceiling(when: dt.datetime) -> dt.datetime:
@@ -128,7 +133,7 @@ class IndexedTask:
         # `data` in chunks: 32 KiB of UTF-8 may take six times as many characters as escaped JSON.
         return Entity(
             entry_partition(namespace),
-            encode_key(name),
+            name_key(name),
             {
                 "taskId": self.task_id,
                 "rank": json.dumps(self.rank),

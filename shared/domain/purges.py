@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, TableStore, decode_key, each_entity, encode_key
+from shared.storage.base import Entity, TableStore, decode_key, each_entity, encode_key, fitting_key
 
 PURGE_REQUESTS_TABLE = "PurgeRequests"
 REQUEST_LIFETIME = dt.timedelta(days=1)  # Taskcluster's: a worker that has not asked for a day starts afresh
-MAX_CACHE_NAME = 1024  # characters of a cache name (a row key holds 1 KiB); worker cache names are short
+MAX_CACHE_NAME = 1024  # characters of a cache name; its row key must fit too (512 UTF-16 units, escaped)
 MAX_POOL_REQUESTS = 10_000  # rows of one pool read for its workers: 10,000 caches purged within a day
 
 
@@ -44,7 +44,8 @@ class PurgeRequest:
 
     def to_entity(self) -> Entity:
         data = {"before": timeutil.iso(self.before), "expires": timeutil.iso(self.expires)}
-        return Entity(encode_key(self.worker_pool_id), encode_key(self.cache_name), data)
+        name = fitting_key(encode_key(self.cache_name), "cacheName")
+        return Entity(fitting_key(encode_key(self.worker_pool_id), "workerPoolId"), name, data)
 
     @staticmethod
     def from_entity(entity: Entity) -> PurgeRequest:

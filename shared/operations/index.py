@@ -38,6 +38,7 @@ from shared.domain.index import (
     entry_partition,
     hour_ceiling,
     join,
+    name_key,
     namespace_partition,
     route_entries,
     split,
@@ -46,7 +47,7 @@ from shared.domain.index import (
 from shared.domain.tasks import Task
 from shared.logs import fields
 from shared.operations.writes.stores import Stores
-from shared.storage.base import Entity, Op, decode_key, encode_key
+from shared.storage.base import Entity, Op, decode_key
 from shared.storage.grouped import GroupCommit, distinct_rows
 
 log = logging.getLogger("queue.index")
@@ -92,7 +93,7 @@ class TaskIndex:
 
     async def _get(self, path: str) -> IndexedTask | None:
         namespace, name = split(path)
-        entity = await self.stores.tables.get(INDEX_TABLE, entry_partition(namespace), encode_key(name))
+        entity = await self.stores.tables.get(INDEX_TABLE, entry_partition(namespace), name_key(name))
         if entity is None:
             return None
         entry = IndexedTask.from_entity(path, entity)
@@ -241,7 +242,7 @@ class TaskIndex:
 
     async def _ensure_namespace(self, parent: str, name: str, needed: dt.datetime) -> None:
         tables = self.stores.tables
-        row = Entity(namespace_partition(parent), encode_key(name), {"expires": timeutil.iso(needed)})
+        row = Entity(namespace_partition(parent), name_key(name), {"expires": timeutil.iso(needed)})
         full = join(parent, name)
         for _ in range(WRITE_ATTEMPTS):
             if await tables.insert(INDEX_TABLE, row) is not None:
@@ -264,7 +265,7 @@ class TaskIndex:
         namespace, name = split(path)
         await self.stores.ready()
         self._entries.pop(path)
-        await self.stores.tables.delete(INDEX_TABLE, entry_partition(namespace), encode_key(name), etag="*")
+        await self.stores.tables.delete(INDEX_TABLE, entry_partition(namespace), name_key(name), etag="*")
 
     # --- indexing completed tasks ---------------------------------------------------------------------------
 

@@ -240,6 +240,26 @@ async def delete_all(
 
 
 _KEY_UNSAFE = {"/": "%2F", "\\": "%5C", "#": "%23", "?": "%3F", "%": "%25"}
+MAX_KEY_UNITS = 512  # a PartitionKey or RowKey: 1 KiB of UTF-16 (Azure's limit; Azurite refuses past 512 units)
+
+
+class KeyTooLong(InvalidRequestArguments):
+    """{what} cannot be stored: it makes a key of {units} UTF-16 units once `/ \\ # ? %` are escaped (three
+    characters each), and a key holds at most {limit}"""
+
+
+def key_units(key: str) -> int:
+    """A key's length as Azure counts it: UTF-16 code units."""
+    return len(key.encode("utf-16-le")) // 2
+
+
+def fitting_key(key: str, what: str) -> str:
+    """`key`, or KeyTooLong (400) naming `what`: checked where a key is built from what a caller sent, before any
+    storage call, so that no name a caller chooses becomes a storage error (a 500 the clients retry)."""
+    units = key_units(key)
+    if units > MAX_KEY_UNITS:
+        raise KeyTooLong(what=what, units=units, limit=MAX_KEY_UNITS)
+    return key
 
 
 def encode_key(value: str) -> str:

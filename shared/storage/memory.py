@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.storage.base import (
+    MAX_KEY_UNITS,
     BlobInfo,
     BlobProperties,
     BlocksMissing,
@@ -28,8 +29,20 @@ from shared.storage.base import (
     announce_put,
     decode_continuation,
     encode_continuation,
+    key_units,
     transaction_is_empty,
 )
+
+
+class StoredKeyRefused(Exception):
+    """A key longer than Azure stores (Azurite answers InvalidInput): the in-memory store refuses it as they do, so
+    that a unit test sees the storage error a name too long for its key would be (shared/storage/base.py)."""
+
+
+def _refuse_long_keys(entity: Entity) -> None:
+    for key in (entity.partition_key, entity.row_key):
+        if key_units(key) > MAX_KEY_UNITS:
+            raise StoredKeyRefused(f"a key of {key_units(key)} units: {key[:60]}...")
 
 
 class MemoryTables:
@@ -48,9 +61,11 @@ class MemoryTables:
             self._tables.setdefault(name, {})
 
     async def get(self, table: str, partition_key: str, row_key: str) -> Entity | None:
+        _refuse_long_keys(Entity(partition_key, row_key, {}))
         return self._table(table).get((partition_key, row_key))
 
     async def insert(self, table: str, entity: Entity) -> Entity | None:
+        _refuse_long_keys(entity)
         rows = self._table(table)
         key = (entity.partition_key, entity.row_key)
         if key in rows:
@@ -59,6 +74,7 @@ class MemoryTables:
         return rows[key]
 
     async def replace(self, table: str, entity: Entity) -> Entity | None:
+        _refuse_long_keys(entity)
         rows = self._table(table)
         key = (entity.partition_key, entity.row_key)
         current = rows.get(key)
@@ -68,11 +84,13 @@ class MemoryTables:
         return rows[key]
 
     async def upsert(self, table: str, entity: Entity) -> Entity:
+        _refuse_long_keys(entity)
         rows = self._table(table)
         rows[(entity.partition_key, entity.row_key)] = self._stamp(entity)
         return rows[(entity.partition_key, entity.row_key)]
 
     async def delete(self, table: str, partition_key: str, row_key: str, etag: str | None = None) -> bool:
+        _refuse_long_keys(Entity(partition_key, row_key, {}))
         rows = self._table(table)
         current = rows.get((partition_key, row_key))
         if current is None or (etag not in (None, "*") and current.etag != etag):
@@ -127,6 +145,8 @@ class MemoryTables:
     async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
         if transaction_is_empty(ops):
             return []
+        for op in ops:
+            _refuse_long_keys(op.entity)
         rows = self._table(table)
         etags: list[str | None] = []
         staged = dict(rows)

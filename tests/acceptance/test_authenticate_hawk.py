@@ -147,8 +147,10 @@ def test_refusals_read_as_taskclusters(host):
     client = new_client(host, "secrets:get:project/*")
     wrong = {**client, "accessToken": "x" * 44}
     assert check(host, signed(host, wrong)) == {"status": "auth-failed", "message": "Unauthorized: Bad mac"}
+    # Whether a client exists is not told to someone without its key (Taskcluster says "not found"): a bad MAC.
     unknown = {"clientId": "svc/nobody-at-all", "accessToken": "x" * 44}
-    assert check(host, signed(host, unknown))["message"] == "Client with clientId 'svc/nobody-at-all' not found"
+    assert check(host, signed(host, unknown))["message"] == "Unauthorized: Bad mac"
+    disabled_wrong = {**client, "accessToken": "y" * 44}
     stale = signed(host, client, ts=int(time.time()) - 3600)
     assert check(host, stale)["message"] == "Unauthorized: Stale timestamp"
     moved = {**signed(host, client), "port": 1}  # signed for another port: the MAC covers it
@@ -156,6 +158,7 @@ def test_refusals_read_as_taskclusters(host):
     admin = auth(host, ROOT)
     admin.disableClient(client["clientId"])
     assert check(host, signed(host, client))["message"] == f"Client with clientId '{client['clientId']}' is disabled"
+    assert check(host, signed(host, disabled_wrong))["message"] == "Unauthorized: Bad mac"  # told to the holder only
     admin.enableClient(client["clientId"])
     past = timeutil.iso(timeutil.now() - dt.timedelta(minutes=1))
     admin.updateClient(client["clientId"], {"expires": past, "description": "d", "scopes": ["secrets:get:project/*"]})
@@ -260,9 +263,6 @@ def test_list_roles2_pages_in_role_order(host):
 
 def test_delegation_endpoints_check_scopes_then_say_nothing_is_delegated(host):
     admin = auth(host, ROOT)
-    assert "No audit history is kept" in expect_error(404, "ResourceNotFound", admin.listAuditHistory, "x")["message"]
-    expect_error(404, "ResourceNotFound", admin.getEntityHistory, "client", "x")
-    expect_error(403, "InsufficientScopes", auth(host).listAuditHistory, "x")
     for call, args in (
         (admin.awsS3Credentials, ("read-only", "bucket", "some/prefix")),
         (admin.gcpCredentials, ("project", "account@example.com")),

@@ -97,4 +97,16 @@ def test_bad_input_is_refused_and_changes_nothing(host):
     expect_error(400, "InvalidRequestArguments", admin.purgeCache, "prov/wt!", {"cacheName": "c"})
     expect_error(400, "InputValidationError", admin.purgeCache, pool_id, {"cacheName": 3})
     expect_error(400, "InputError", admin.purgeCache, pool_id, {"cacheName": "c" * 1025})
+    # Names whose key would pass Azure's 1 KiB (round four: 500, retried five times by the official client).
+    expect_error(400, "InvalidRequestArguments", admin.purgeCache, pool_id, {"cacheName": "c" * 513})
+    expect_error(400, "InvalidRequestArguments", admin.purgeCache, pool_id, {"cacheName": "/" * 171})
+    admin_auth = taskcluster.Auth({"rootUrl": host.root_url, "credentials": dict(ROOT), "maxRetries": 0})
+    expect_error(400, "InputError", admin_auth.createRole, "r/" * 200, {"description": "", "scopes": []})
+    expect_error(
+        400,
+        "InvalidRequestArguments",
+        admin_auth.createClient,
+        "/" * 200,
+        {"expires": timeutil.iso(timeutil.now() + dt.timedelta(days=1)), "description": "", "scopes": []},
+    )
     assert admin.purgeRequests(pool_id) == {"requests": []}
