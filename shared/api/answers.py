@@ -183,6 +183,11 @@ def stored_object(found: StoredObject) -> dict[str, Any]:
     return {"projectId": found.project_id, "expires": timeutil.iso(found.expires), "hashes": found.hashes}
 
 
+# Taskcluster v106's provisioner, worker type and worker answers carry `actions` (always `[]`: none could be
+# declared for years), which its web-server and UI require; later Taskcluster dropped them, and ignores them.
+NO_ACTIONS: list[dict[str, Any]] = []
+
+
 def provisioner(found: Provisioner) -> dict[str, Any]:
     """provisioner-response"""
     return {
@@ -191,6 +196,7 @@ def provisioner(found: Provisioner) -> dict[str, Any]:
         "stability": found.stability,
         "expires": timeutil.iso(found.expires),
         "lastDateActive": timeutil.iso(found.last_date_active),
+        "actions": list(NO_ACTIONS),
     }
 
 
@@ -224,6 +230,7 @@ def worker(found: Worker) -> dict[str, Any]:
         "expires": timeutil.iso(found.expires),
         "firstClaim": timeutil.iso(found.first_claim),
         "quarantineDetails": found.quarantine_details,
+        "actions": list(NO_ACTIONS),
     }
     if found.quarantine_until:
         out["quarantineUntil"] = timeutil.iso(found.quarantine_until)

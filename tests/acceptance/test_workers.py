@@ -45,6 +45,9 @@ def test_a_worker_asking_for_work_makes_itself_its_queue_and_provisioner_known(q
     [claim] = claim_one(queue, tq)
     assert prov in [p["provisionerId"] for p in queue.listProvisioners()["provisioners"]]
     assert queue.getProvisioner(prov)["stability"] == "experimental"
+    # Taskcluster v106's web-server requires `actions` on these (its main dropped them): always empty.
+    assert all(p["actions"] == [] for p in queue.listProvisioners()["provisioners"])
+    assert queue.getProvisioner(prov)["actions"] == queue.getWorkerType(prov, wt)["actions"] == []
     types = queue.listWorkerTypes(prov)["workerTypes"]
     assert any(t["provisionerId"] == prov and t["workerType"] == wt and t["taskQueueId"] == tq for t in types)
     assert queue.getWorkerType(prov, wt)["taskQueueId"] == tq
@@ -53,7 +56,7 @@ def test_a_worker_asking_for_work_makes_itself_its_queue_and_provisioner_known(q
     assert timeutil.parse(info["expires"]) > timeutil.now() + dt.timedelta(days=4)
     worker = queue.getWorker(prov, wt, WORKER["workerGroup"], WORKER["workerId"])
     assert worker["recentTasks"] == [{"taskId": task_id, "runId": claim["runId"]}]
-    assert worker["taskQueueId"] == tq and "quarantineUntil" not in worker
+    assert worker["taskQueueId"] == tq and "quarantineUntil" not in worker and worker["actions"] == []
     [listed] = queue.listWorkers(prov, wt)["workers"]
     assert listed["latestTask"] == {"taskId": task_id, "runId": 0} and listed["workerId"] == WORKER["workerId"]
     expect_error(404, "ResourceNotFound", queue.getWorker, prov, wt, "wg-1", "nobody")

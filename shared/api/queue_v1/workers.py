@@ -102,7 +102,8 @@ async def list_worker_types(call: QueueCall) -> dict[str, Any]:
     stability="deprecated",
 )
 async def get_worker_type(call: QueueCall) -> dict[str, Any]:
-    return answers.worker_type(await (await _workers(call)).get_task_queue(_task_queue(call)))
+    found = await (await _workers(call)).get_task_queue(_task_queue(call))
+    return {**answers.worker_type(found), "actions": list(answers.NO_ACTIONS)}
 
 
 @api.route(
