@@ -126,7 +126,7 @@ def build_queue(
         artifacts,
         ArtifactReads(artifacts),
         S3Uploads(artifacts, staging),
-        ObjectUploads(objects, staging),
+        ObjectUploads(objects, staging, artifacts),
         objects,
         Polling(work),
         Expiry(tasks),

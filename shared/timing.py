@@ -100,3 +100,10 @@ ANNOUNCE_MARGIN = 2.0
 
 # How long a process trusts what it read of a worker's quarantine (quarantineWorker shows within this elsewhere).
 QUARANTINE_CACHE_SECONDS = 5.0
+
+# --- Uploads through the queue (shared/operations/writes/staging.py) ---
+
+# An upload waits this long at most for its worker's share and a staging slot, its body unread, then is answered
+# 503 with Retry-After: a waiting body is read by nothing, so no pace bound of the server's sees it (issue #83, H2).
+# Not measured: a slot is held while a block of 4 MiB is staged, well under a second on Azure.
+UPLOAD_WAIT = 30.0

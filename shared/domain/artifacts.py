@@ -147,6 +147,14 @@ def object_name(task_id: str, run_id: int, name: str) -> str:
     return f"t/{task_id}/{run_id}/{name}"
 
 
+def run_of_object(name: str) -> tuple[str, int] | None:
+    """The task and run an `object` artifact's object belongs to, by its name; None for any other object."""
+    parts = name.split("/", 3)
+    if len(parts) == 4 and parts[0] == "t" and parts[2].isdigit() and len(parts[2]) <= 3:
+        return parts[1], int(parts[2])
+    return None
+
+
 def served_as(
     content_type: str, content_encoding: str | None = None, *, uploaded: dict[str, str] | None = None
 ) -> ServedAs:

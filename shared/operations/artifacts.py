@@ -105,6 +105,14 @@ class Artifacts:
         # otherwise make every write but one lose its ETag race, again and again.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
+    async def worker_of(self, task_id: str, run_id: int) -> str | None:
+        """`<workerGroup>/<workerId>` of a run that was claimed; None for a task or run there is not."""
+        task = await self.tasks.get(task_id)
+        if task is None or run_id >= len(task.runs) or task.runs[run_id].worker_id is None:
+            return None
+        run = task.runs[run_id]
+        return f"{run.worker_group}/{run.worker_id}"
+
     @property
     def blobs(self) -> BlobStore:
         if self.stores.blobs is None:

@@ -8,7 +8,8 @@ blocks (shared/operations/writes/staging.py) and committed as the object's blob;
 it as for any upload. Other clients send a length and upload straight to Blob Storage.
 
 The URL is signed by the queue (shared/domain/objects.py `upload_data_signature`): this object and upload until
-it expires; it is refused once the object is finished.
+it expires; it is refused once the object is finished. An artifact's object uploads take the share of its run's
+worker (all its runs together) of the staging slots; any other object's, its own.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from shared import errors
+from shared.domain.artifacts import run_of_object
 from shared.domain.objects import StoredObject, upload_data_signature
 from shared.logs import fields
 from shared.operations.objects import Objects, UploadConflict
@@ -48,9 +51,13 @@ class ObjectDataRequest:
     headers: Mapping[str, str]
 
 
+class WorkerOfRun(Protocol):
+    async def worker_of(self, task_id: str, run_id: int) -> str | None: ...
+
+
 class ObjectUploads:
-    def __init__(self, objects: Objects, staging: BlockStaging) -> None:
-        self.objects, self.staging = objects, staging
+    def __init__(self, objects: Objects, staging: BlockStaging, runs: WorkerOfRun) -> None:
+        self.objects, self.staging, self.runs = objects, staging, runs
         self.stores = objects.stores
         self.settings = self.stores.settings
 
@@ -68,7 +75,7 @@ class ObjectUploads:
             body,
             limit,
             request.headers,
-            holder=f"object:{request.name}",
+            holder=await self._holder(request.name),
             deadline=dt.datetime.fromtimestamp(request.expires, dt.UTC),
         )
         await self.objects.blobs.commit_blocks(
@@ -87,6 +94,12 @@ class ObjectUploads:
         problem = url_refusal(expected, request.signature, request.expires, self.stores.now())
         if problem is not None:
             raise ObjectUploadUrlInvalid(name=request.name, problem=problem)
+
+    async def _holder(self, name: str) -> str:
+        """Whose share of the staging slots an upload takes: an artifact's object, its run's worker's."""
+        run = run_of_object(name)
+        worker = await self.runs.worker_of(*run) if run is not None else None
+        return f"worker:{worker}" if worker is not None else f"object:{name}"
 
     async def _uploading(self, request: ObjectDataRequest) -> StoredObject:
         stored = await self.objects.stored(request.name)

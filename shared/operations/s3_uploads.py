@@ -9,7 +9,10 @@ working, and is refused once the run takes no more artifacts.
 
 Each PUT is staged in blocks of its own (shared/operations/writes/staging.py) and commits only them, then the blob is
 snapshotted and the snapshot recorded with the artifact: downloads read that snapshot. A retried PUT replaces the
-data, as on S3, while the run takes artifacts; two racing PUTs leave one of them whole (the other is told to retry).
+data, as on S3, while the run is running; once it resolved (an `exception` run takes artifacts for a while longer),
+only an artifact not uploaded yet takes data, so that what readers read of a resolved run never changes. Two racing
+PUTs leave one of them whole (the other is told to retry). A worker's uploads, all its runs together, take their
+share of the slots (`holder`: the run's worker).
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ class UploadHeaderInvalid(errors.InputError):
     """Artifact `{name}`: the upload's `{header}` header `{value}` is not {expected}"""
 
 
+class ResolvedArtifactUploaded(errors.RequestConflict):
+    """Artifact `{name}` of run {runId} of task `{taskId}` was uploaded, and its run resolved: its data does not
+    change any more"""
+
+
 class NotAnS3Artifact(errors.ResourceNotFound):
     """Artifact `{name}` of run {runId} of task `{taskId}` is not an `s3` artifact created by createArtifact: only
     those are uploaded here"""
@@ -85,7 +93,7 @@ class S3Uploads:
         kept = self._kept_headers(request)
         self.staging.declared_length(request.name, request.headers, self.limit)  # refused before anything is read
         await self.stores.ready()
-        artifact = await self._accepting(request)
+        artifact, worker = await self._accepting(request)
         blob = str(artifact.blob)
         staged = await self.staging.stage(
             request.name,
@@ -93,10 +101,10 @@ class S3Uploads:
             body,
             self.limit,
             request.headers,
-            holder=f"run:{request.task_id}/{request.run_id}",
+            holder=f"worker:{worker}",
             deadline=dt.datetime.fromtimestamp(request.expires, dt.UTC),
         )
-        await self._accepting(request, finishing=True)  # the run may have resolved while the body came
+        await self._accepting(request, finishing=True)  # the run may have resolved, or the data come, meanwhile
         await self.artifacts.blobs.commit_blocks(
             self.artifacts.container,
             blob,
@@ -145,10 +153,11 @@ class S3Uploads:
             kept[key] = value
         return kept
 
-    async def _accepting(self, request: UploadRequest, *, finishing: bool = False) -> Artifact:
-        """The artifact, if its run takes artifacts now; when `finishing` a staged upload, also if the run resolved
-        at most UPLOAD_FINISH_GRACE ago (a worker reports once its uploads are answered; one that reported first may
-        still see its last upload through). Later, what readers read of a resolved run stays what it is."""
+    async def _accepting(self, request: UploadRequest, *, finishing: bool = False) -> tuple[Artifact, str]:
+        """The artifact and the worker of its run (`<workerGroup>/<workerId>`), if the run takes artifacts now;
+        when `finishing` a staged upload, also if the run resolved at most UPLOAD_FINISH_GRACE ago (a worker reports
+        once its uploads are answered; one that reported first may still see its last upload through). A resolved
+        run's artifact that holds data takes no more: what readers read of a resolved run stays what it is."""
         task = await self.artifacts.tasks.get(request.task_id)
         artifact = await self.artifacts.row(request.task_id, request.run_id, request.name)
         if (
@@ -167,7 +176,9 @@ class S3Uploads:
             raise RunNotAcceptingArtifacts(
                 taskId=request.task_id, runId=request.run_id, state=run.state, window=f"{window:g}"
             )
-        return artifact
+        if run.resolved is not None and "uploaded" in artifact.details:
+            raise ResolvedArtifactUploaded(name=request.name, runId=request.run_id, taskId=request.task_id)
+        return artifact, f"{run.worker_group}/{run.worker_id}"
 
     async def _record(self, artifact: Artifact, uploaded: dict[str, str], snapshot: str) -> None:
         """The snapshot and what the PUT said, recorded with the artifact (on its ETag; a row changed meanwhile,

@@ -13,6 +13,8 @@ import urllib.parse
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.domain import artifacts as A
 from shared.domain.artifacts import blob_path
@@ -207,9 +209,10 @@ async def test_uploads_at_once_are_bounded_by_the_slots_and_the_others_wait_unre
     assert (await first).size == 5 and (await second).size == 6 and read_by_second == [True]
 
 
-async def test_one_run_takes_at_most_its_share_of_the_slots():
-    """One worker once held all 8 slots with 8 trickled PUTs to its own run's URLs, every other run waiting: a
-    holder now takes at most a quarter of them (2 of 8), the others staying for other runs."""
+async def test_one_worker_takes_at_most_its_share_and_waits_in_a_bounded_line():
+    """One worker once held all 8 slots with 8 trickled PUTs to its own runs' URLs, every other waiting, and 498
+    more waited unread, exempt from every bound: a holder (a worker) now takes at most a quarter of them (2 of 8),
+    at most 4 more of its uploads wait, and the rest are refused at once (503), holding nothing."""
     gate = asyncio.Event()
     read: list[str] = []
 
@@ -231,15 +234,83 @@ async def test_one_run_takes_at_most_its_share_of_the_slots():
             staging.stage(name, name, body(name), S.Limit(100, "t"), {}, holder=holder, deadline=later)
         )
 
-    hog = [stage("run:hog/0", n) for n in range(8)]
+    hog = [stage("worker:g/hog", n) for n in range(8)]
     await asyncio.sleep(0.05)
-    assert sorted(read) == ["run:hog/0-0", "run:hog/0-1"]  # its share; six wait unread
-    other = stage("run:other/0", 0)
+    assert sorted(read) == ["worker:g/hog-0", "worker:g/hog-1"]  # its share; four wait unread, two refused
+    refused = [t for t in hog if t.done()]
+    assert len(refused) == 2 and all(isinstance(t.exception(), S.UploadsBusy) for t in refused)
+    other = stage("worker:g/other", 0)
     await asyncio.sleep(0.05)
-    assert "run:other/0-0" in read  # another run is not kept waiting behind it
+    assert "worker:g/other-0" in read  # another worker is not kept waiting behind it
     gate.set()
-    assert [(await t).size for t in [*hog, other]] == [11] * 8 + [13]
+    waited = [t for t in hog if t not in refused]
+    assert [(await t).size for t in [*waited, other]] == [14] * 6 + [16]
     assert staging._holders == {} and staging._waiting == {}  # nothing kept once they ended
+
+
+async def test_an_upload_waits_for_a_slot_at_most_its_bound():
+    gate = asyncio.Event()
+
+    class SlowBlobs(MemoryBlobs):
+        async def stage_block(self, container, blob, block_id, data):
+            await gate.wait()
+            await super().stage_block(container, blob, block_id, data)
+
+    staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=1)
+    staging.wait_seconds = 0.2
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    first = asyncio.create_task(staging.stage("a", "a", pieces(b"a"), S.Limit(9, "t"), {}, holder="x", deadline=later))
+    await asyncio.sleep(0.05)
+    with pytest.raises(S.UploadsBusy, match="no upload slot came free in time"):
+        await staging.stage("b", "b", pieces(b"b"), S.Limit(9, "t"), {}, holder="y", deadline=later)
+    gate.set()
+    assert (await first).size == 1 and staging._waiting == {}
+
+
+@settings(max_examples=40, deadline=None)
+@given(uploads=st.lists(st.sampled_from(["w1", "w2", "w3", "w4"]), min_size=1, max_size=30))
+def test_no_worker_holds_more_than_its_share_or_waits_past_its_line(uploads):
+    """Whatever mix of workers uploads at once: at most `slots` stage, each worker at most its share, at most
+    LINE_PER_HOLDER more of its uploads wait, every other one is refused at once, and all that were taken end."""
+
+    async def go() -> None:
+        gate = asyncio.Event()
+        staging_now: dict[str, int] = {}
+        most: dict[str, int] = {}
+
+        class SlowBlobs(MemoryBlobs):
+            async def stage_block(self, container, blob, block_id, data):
+                await gate.wait()
+                await super().stage_block(container, blob, block_id, data)
+
+        staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=8)
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+
+        async def body(holder: str) -> AsyncIterator[bytes]:
+            staging_now[holder] = staging_now.get(holder, 0) + 1
+            most[holder] = max(most.get(holder, 0), staging_now[holder])
+            assert sum(staging_now.values()) <= 8
+            yield b"x"
+            staging_now[holder] -= 1
+
+        tasks = [
+            asyncio.create_task(
+                staging.stage(f"{h}-{i}", f"{h}-{i}", body(h), S.Limit(9, "t"), {}, holder=h, deadline=later)
+            )
+            for i, h in enumerate(uploads)
+        ]
+        await asyncio.sleep(0.02)
+        gate.set()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        for holder in set(uploads):
+            mine = [o for h, o in zip(uploads, outcomes, strict=True) if h == holder]
+            taken = [o for o in mine if not isinstance(o, BaseException)]
+            assert len(taken) == min(len(mine), staging.per_holder + S.LINE_PER_HOLDER)
+            assert all(isinstance(o, S.UploadsBusy) for o in mine if isinstance(o, BaseException))
+            assert most.get(holder, 0) <= staging.per_holder
+        assert staging._holders == {} and staging._waiting == {}
+
+    asyncio.run(go())
 
 
 async def test_a_body_still_coming_when_its_url_expires_is_cut(service, clock, blobs):
@@ -274,3 +345,26 @@ async def test_an_upload_that_ends_after_its_run_resolved_is_refused_and_stores_
         await upload
     blob = blob_path(task_id, 0, "public/data.bin")
     assert await blobs.read(CONTAINER, blob) == b"first"  # what readers read is still the first upload
+
+
+async def test_an_exception_runs_uploaded_artifact_does_not_change(service, clock, blobs):
+    """Round four: an `exception` run (which takes new artifacts for 25 minutes) let an uploaded `s3` artifact be
+    replaced all that while. Its artifacts not yet uploaded still take data; an uploaded one no more."""
+    task_id, request = await s3(service, clock)
+    await service.s3_uploads.receive(request, pieces(b"first"))
+    pending = await create_artifact(
+        service,
+        task_id,
+        0,
+        "public/later.bin",
+        {"storageType": "s3", "expires": expires(clock), "contentType": "application/octet-stream"},
+    )
+    await service.lifecycle.resolve(task_id, 0, "exception", "worker-shutdown")
+    clock.advance(10)  # within the window in which an exception run takes artifacts
+    with pytest.raises(U.ResolvedArtifactUploaded):
+        await service.s3_uploads.receive(request, pieces(b"replaced"))
+    assert await blobs.read(CONTAINER, blob_path(task_id, 0, "public/data.bin")) == b"first"
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(pending["putUrl"]).query))
+    later = U.UploadRequest(task_id, 0, "public/later.bin", int(query["expires"]), query["signature"], {})
+    await service.s3_uploads.receive(later, pieces(b"after the exception"))  # its first data: taken
+    assert await blobs.read(CONTAINER, blob_path(task_id, 0, "public/later.bin")) == b"after the exception"

@@ -5,9 +5,12 @@ shared/operations/object_uploads.py).
 Each upload stages blocks of its own (ids unique to the request) and its caller commits only them, so two racing
 uploads of one blob leave one of them whole. A process streams at most `QUEUE_ARTIFACT_UPLOAD_SLOTS` uploads at
 once, each holding up to two blocks (one staged while the next is read); the others wait with their bodies unread
-(the server stops reading a connection whose body is not consumed). One holder (a task's run, an object) takes at
-most a quarter of the slots (HOLDER_SHARE), so that one run's uploads, trickled or not, cannot keep every other
-run's waiting; and an upload still being read when its URL expires is cut (`deadline`).
+(the server stops reading a connection whose body is not consumed). One holder (a worker, all its runs together;
+an object not an artifact's) takes at most a quarter of the slots (HOLDER_SHARE), so that one worker's uploads,
+trickled or not, cannot keep every other worker's waiting; an upload still being read when its URL expires is cut
+(`deadline`). Waiting is bounded too, since a waiting body is not read (so no pace bound sees it): a holder may
+have at most LINE_PER_HOLDER uploads waiting beyond its share, each for at most timing.UPLOAD_WAIT; past either it
+is answered 503 with `Retry-After` at once, holding nothing.
 """
 
 from __future__ import annotations
@@ -23,11 +26,16 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
-from shared import errors, timeutil
+from shared import errors, timeutil, timing
 from shared.storage.base import BlobStore
 
 BLOCK_BYTES = 4 * 1024 * 1024
 HOLDER_SHARE = 0.25  # of the slots, one holder's uploads may take at once (at least one)
+LINE_PER_HOLDER = 4  # a holder's uploads waiting for its share or a slot, beyond those it holds
+
+
+class UploadsBusy(errors.ServiceUnavailable):
+    """`{name}`: {why}; nothing was read. Retry shortly"""
 
 
 class UploadTooLarge(errors.InputTooLarge):
@@ -82,6 +90,7 @@ class BlockStaging:
         clock: Callable[[], dt.datetime] = timeutil.now,
     ) -> None:
         self._blobs, self.container, self.clock = blobs, container, clock
+        self.wait_seconds = timing.UPLOAD_WAIT
         self._slots = asyncio.Semaphore(slots)
         self.per_holder = max(1, int(slots * HOLDER_SHARE))
         # holder -> its uploads staging or waiting; an entry lives while one does (bounded by the connections)
@@ -115,7 +124,7 @@ class BlockStaging:
         against its declared length and Content-MD5, and cut at `deadline` (its URL's expiry). Nothing is
         committed: the caller commits `block_ids` (or leaves them to be discarded)."""
         declared = self.declared_length(name, headers, limit)
-        async with self._holding(holder), self._slots:
+        async with self._turn(name, holder):
             staged = await self._stage(name, blob, _until(body, name, deadline, self.clock), limit)
         if declared is not None and staged.size != declared:
             raise UploadTruncated(name=name, declared=declared, received=staged.size)
@@ -123,13 +132,29 @@ class BlockStaging:
         return staged
 
     @contextlib.asynccontextmanager
-    async def _holding(self, holder: str) -> AsyncIterator[None]:
+    async def _turn(self, name: str, holder: str) -> AsyncIterator[None]:
+        """The holder's share and a slot, waited for at most `wait_seconds`, behind at most LINE_PER_HOLDER others
+        of the holder's; UploadsBusy (503) otherwise."""
+        present = self._waiting.get(holder, 0)  # its uploads staging or waiting
+        if present >= self.per_holder + LINE_PER_HOLDER:
+            raise UploadsBusy(
+                name=name, why=f"{present} uploads of the same worker are under way or waiting", retry_after=5
+            )
         share = self._holders.setdefault(holder, asyncio.Semaphore(self.per_holder))
-        self._waiting[holder] = self._waiting.get(holder, 0) + 1
+        self._waiting[holder] = present + 1
+        held: list[asyncio.Semaphore] = []
         try:
-            async with share:
-                yield
+            try:
+                async with asyncio.timeout(self.wait_seconds):
+                    for semaphore in (share, self._slots):
+                        await semaphore.acquire()
+                        held.append(semaphore)
+            except TimeoutError:
+                raise UploadsBusy(name=name, why="no upload slot came free in time", retry_after=5) from None
+            yield
         finally:
+            for semaphore in reversed(held):
+                semaphore.release()
             self._waiting[holder] -= 1
             if not self._waiting[holder]:
                 del self._waiting[holder], self._holders[holder]
