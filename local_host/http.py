@@ -2,9 +2,11 @@
 facing anyone needs (docs/security.md), which uvicorn leaves open:
 
 - a connection limit (`QUEUE_HTTP_MAX_CONNECTIONS`), and a share of it per peer address
-  (`QUEUE_HTTP_PER_PEER_SHARE`): a connection beyond either makes room by closing the connection that has waited
-  longest for its client; when every connection is being served it is answered 503 with `Retry-After` and
-  closed at once, before it can hold anything. Slow clients cannot fill the slots: they are the first to go;
+  (`QUEUE_HTTP_PER_PEER_SHARE`): a connection beyond either makes room by closing the slowest client's: of the
+  connections whose request (head or body) has been coming for a second or more, the one that sent the fewest
+  bytes a second since it began, however recent its last byte; when every connection is being served it is
+  answered 503 with `Retry-After` and closed at once, before it can hold anything. Slow clients cannot fill the
+  slots: they are the first to go, a byte every 0.8 s as surely as one a minute;
 - a header-read timeout (`QUEUE_HTTP_HEADER_TIMEOUT`): a connection must send a whole request head within this
   many seconds of opening (or of its previous answer, when kept alive), however slowly the bytes come, or it is
   closed (slow-loris connections otherwise stay open for ever);
@@ -30,8 +32,8 @@ from shared import errors, strict_json
 from shared.api.framework import MAX_HEAD_BYTES, error_body
 
 WATCH_INTERVAL = 0.25  # seconds between two looks at a connection's bounds (what each can overrun them by)
-# A connection makes room for another only once it has waited this long for its client: one just opened, whose
-# bytes a busy host has not read yet, looks idle but is not.
+# A connection makes room for another only once its request has been coming this long: one just opened, whose
+# bytes a busy host has not read yet, looks idle but is not. A whole head takes a real client milliseconds.
 EVICTABLE_AFTER = 1.0
 
 
@@ -64,7 +66,9 @@ class BoundedH11(H11Protocol):
     reading, e.g. an upload waiting for a slot, does not count); one the server is answering is not bounded here.
     A connection over a limit (the host's, or its address's share) makes room by closing the connection that has
     waited longest for its client (one waiting for a head or a body, for a second at least); only when none is,
-    every connection being served or just opened, is the new one refused (503)."""
+    every connection being served or just opened, is the new one refused (503). Which one makes room is judged by
+    how long its request has been coming and at what rate (`pace`), not by its last byte: a byte every 0.8 s kept
+    a connection looking fresh to a last-byte rule for ever."""
 
     max_connections: ClassVar[int] = 1000
     per_peer: ClassVar[int] = 500
@@ -107,9 +111,10 @@ class BoundedH11(H11Protocol):
         self._watch: asyncio.TimerHandle | None = None
         self.peer: str | None = None
         now = self.loop.time()
-        self.heard = self._waiting_since = now  # when a byte last came; since when a head is awaited
+        self.heard = self.waiting_since = now  # when a byte last came; since when a head is awaited
         self._body_since: float | None = None  # when the body being read began (paused time excluded)
         self._received = self._body_start = 0  # bytes received in all; when the body began
+        self._received_since_wait = 0  # bytes received in all when the wait for this request began
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
         problem = self._make_room(address)
@@ -138,11 +143,15 @@ class BoundedH11(H11Protocol):
 
     def _evict(self, among: list[BoundedH11]) -> bool:
         now = self.loop.time()
-        waiting = [c for c in among if c.waits_for_client() and now - c.heard >= EVICTABLE_AFTER]
+        waiting = [c for c in among if c.waits_for_client() and now - c.waiting_since >= EVICTABLE_AFTER]
         if not waiting:
             return False
-        min(waiting, key=lambda c: c.heard).close_now()
+        min(waiting, key=lambda c: (c.pace(now), c.waiting_since)).close_now()
         return True
+
+    def pace(self, now: float) -> float:
+        """Bytes a second its client has sent since the request (or the wait for one) began."""
+        return (self._received - self._received_since_wait) / max(now - self.waiting_since, 1e-3)
 
     def waits_for_client(self) -> bool:
         state = self.conn.their_state
@@ -174,7 +183,7 @@ class BoundedH11(H11Protocol):
         if state is not h11.SEND_BODY:
             self._body_since = None
         if state is h11.IDLE:
-            if now - self._waiting_since > self.header_timeout:
+            if now - self.waiting_since > self.header_timeout:
                 self.close_now()  # no whole request head in time: nothing to answer
                 return
         elif state is h11.SEND_BODY:
@@ -202,7 +211,8 @@ class BoundedH11(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._waiting_since = self.heard = self.loop.time()  # kept alive: the next head has as long to come
+        self.waiting_since = self.heard = self.loop.time()  # kept alive: the next head has as long to come
+        self._received_since_wait = self._received
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()

@@ -7,6 +7,7 @@ nothing (docs/security.md)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -19,6 +20,8 @@ import uuid
 import httpx
 import pytest
 import taskcluster
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from taskcluster.exceptions import TaskclusterRestFailure
 
 from shared import timeutil
@@ -405,6 +408,61 @@ def test_slow_connections_make_room_for_others_of_their_peer_and_of_the_host(pat
     finally:
         for sock in held:
             sock.close()
+
+
+class Drip:
+    """Sockets that each send one byte every `interval` seconds from a thread of their own, reopened (and dripping
+    again) when the server closes one, as round four's probe did: a body's bytes, or a head's lines."""
+
+    def __init__(self, host, peer: str, count: int, interval: float, kind: str) -> None:
+        import threading
+
+        self.host, self.peer, self.interval, self.kind = host, peer, interval, kind
+        self.stop = threading.Event()
+        self.sockets = [self._open() for _ in range(count)]
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _open(self) -> socket.socket:
+        if self.kind == "body":
+            return trickling(self.host, self.peer)
+        sock = open_socket(self.host, self.peer)
+        sock.sendall(b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n")  # a head never finished
+        return sock
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            for i, sock in enumerate(self.sockets):
+                try:
+                    sock.sendall(b"a" if self.kind == "body" else b"X: 1\r\n")
+                except OSError:
+                    sock.close()
+                    with contextlib.suppress(OSError):
+                        self.sockets[i] = self._open()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        for sock in self.sockets:
+            sock.close()
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(interval=st.floats(min_value=0.1, max_value=1.5), kind=st.sampled_from(["body", "head"]))
+def test_a_client_of_the_peer_is_served_whatever_the_pace_of_its_slow_connections(patient_host, interval, kind):
+    """Round four: eviction picked connections whose last byte was a second old, so a byte every 0.8 s was never
+    evicted (500 such sockets answered 69 pings of 70 with 503). Whatever the pace, slow connections filling an
+    address's share, reopened when closed, make room for a client of the same address: slowness is judged by
+    how long a request has been coming and at what rate."""
+    drip = Drip(patient_host, "127.0.0.4", 10, interval, kind)  # the share of 127.0.0.4
+    try:
+        time.sleep(1.3)  # their requests have been coming for more than a second
+        client = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.4"), timeout=10)
+        answers = [client.get(f"{patient_host.root_url}/api/queue/v1/ping").status_code for _ in range(5)]
+        client.close()
+        assert answers == [200] * 5, (interval, kind, answers)
+    finally:
+        drip.close()
 
 
 def test_only_connections_being_served_make_a_peer_wait(tight_host):
