@@ -14,6 +14,11 @@ facing anyone needs (docs/security.md), which uvicorn leaves open:
   seconds, or after `QUEUE_HTTP_BODY_GRACE` seconds averages less than `QUEUE_HTTP_MIN_BODY_RATE` bytes a
   second, is closed (a body trickled a byte at a time would otherwise hold its slot for ever; a large upload
   that keeps sending is not cut);
+- an answer's pace: while an answer waits in the connection's buffer for its client to read it, the same bounds
+  hold the other way: nothing read for `QUEUE_HTTP_BODY_TIMEOUT` seconds, or after the grace less than the
+  minimum rate on average, and the connection is aborted, its buffered answer dropped (a client that never reads
+  a 19 MB page held it in memory for ever, and after its answer was handed over its connection left the counts);
+  a connection counts until it is gone, and one closed by a bound is aborted, not left flushing to nobody;
 - the request head's size (shared/api/framework.py `MAX_HEAD_BYTES`): h11 refuses a head that arrives in pieces
   past it, the application one that arrived whole.
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -52,6 +57,21 @@ class TooManyFromPeer(errors.ServiceUnavailable):
 
 def _json(problem: errors.QueueError) -> bytes:
     return strict_json.dumps(error_body(problem, method="unknown", params={}, payload=None))
+
+
+class _Counted:
+    """The connection's transport, counting the bytes written to it (what its client has read is that count less
+    what is still buffered)."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport, self.written = transport, 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += len(data)
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class BoundedH11(H11Protocol):
@@ -108,6 +128,11 @@ class BoundedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.counted = _Counted(transport)
+        self.transport = cast(asyncio.Transport, self.counted)
+        self._send_since: float | None = None  # since when an answer waits in the buffer for its client
+        self._read_at_send = 0  # what the client had read then
+        self._last_read, self._read_progress_at = 0, 0.0
         self._watch: asyncio.TimerHandle | None = None
         self.peer: str | None = None
         now = self.loop.time()
@@ -158,10 +183,10 @@ class BoundedH11(H11Protocol):
         return state is h11.IDLE or (state is h11.SEND_BODY and not self.flow.read_paused)
 
     def close_now(self) -> None:
-        """Close now, and give up the connection's place at once (its `connection_lost` comes later)."""
+        """Abort now, dropping what is buffered for a client that is not reading it, and give up the connection's
+        place at once (its `connection_lost` comes later)."""
         self._release()
-        if not self.transport.is_closing():
-            self.transport.close()
+        self.transport.abort()
 
     def _release(self) -> None:
         if self._watch is not None:
@@ -175,11 +200,20 @@ class BoundedH11(H11Protocol):
             self.peer = None
 
     def _check(self) -> None:
-        """The watch: close the connection if the request its client is sending is over a bound."""
+        """The watch: close the connection if the request its client is sending, or the reading of the answer it
+        was sent, is over a bound."""
         self._watch = None
-        if self.transport.is_closing():
+        now = self.loop.time()
+        if self._answer_unread(now):
+            self.close_now()  # the client does not read its answer, or crawls: drop it
             return
-        now, state = self.loop.time(), self.conn.their_state
+        if self.transport.is_closing():
+            if self.transport.get_write_buffer_size():
+                self._watch = self.loop.call_later(WATCH_INTERVAL, self._check)  # flushing: watched until gone
+            return
+        if self._send_since is not None:
+            self.waiting_since = now  # the next head is not awaited while the answer is still being read
+        state = self.conn.their_state
         if state is not h11.SEND_BODY:
             self._body_since = None
         if state is h11.IDLE:
@@ -196,6 +230,25 @@ class BoundedH11(H11Protocol):
                 self.close_now()  # the body stopped coming, or crawls: the request is abandoned
                 return
         self._watch = self.loop.call_later(WATCH_INTERVAL, self._check)
+
+    def _answer_unread(self, now: float) -> bool:
+        """Whether an answer buffered for the client has had nothing read for `body_timeout`, or after the grace
+        less than `min_body_rate` a second on average."""
+        pending = self.transport.get_write_buffer_size()
+        if not pending:
+            self._send_since = None
+            return False
+        read = self.counted.written - pending
+        if self._send_since is None:
+            self._send_since, self._read_at_send = now, read
+            self._last_read, self._read_progress_at = read, now
+            return False
+        if read > self._last_read:
+            self._last_read, self._read_progress_at = read, now
+        if now - self._read_progress_at > self.body_timeout:
+            return True
+        late = now - self._send_since - self.body_grace
+        return late > 0 and read - self._read_at_send < self.min_body_rate * late
 
     def _body_too_slow(self, now: float) -> bool:
         assert self._body_since is not None

@@ -560,3 +560,57 @@ def test_anonymous_callers_cannot_list_every_push(host, queue):
     assert "queue:list-recent-task-groups" in body["message"]
     root = served({"rootUrl": host.root_url, "maxRetries": 0, "credentials": queue.options["credentials"]})
     assert "taskGroups" in root.listRecentTaskGroups()
+
+
+def big_group(host, tasks: int = 50, payload_bytes: int = 380_000) -> str:
+    """A task group whose listTaskGroup page is about `tasks` x `payload_bytes` of JSON (19 MB, as round four's),
+    more than the kernels of both ends hold for a connection (about 10 MB on loopback)."""
+    from tests.conftest import task_definition
+
+    queue = host.client(credentials={"clientId": "root", "accessToken": ROOT_ACCESS_TOKEN})
+    group = slugid()
+    for _ in range(tasks):
+        queue.createTask(slugid(), task_definition(taskGroupId=group, payload={"blob": "x" * payload_bytes}))
+    return group
+
+
+def asking(host, path: str, peer: str) -> socket.socket:
+    """A client that asks for `path` and reads nothing."""
+    sock = open_socket(host, peer)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def received_until_cut(sock: socket.socket, wait: float) -> int | None:
+    """Bytes read until the server ended the connection (reset or end); None if it was still open after `wait`
+    seconds without a byte."""
+    sock.settimeout(wait)
+    got = 0
+    try:
+        while chunk := sock.recv(1024 * 1024):
+            got += len(chunk)
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass
+    return got
+
+
+def test_an_answer_nobody_reads_is_dropped_and_its_memory_with_it(tight_host):
+    """Round four: 30 clients that never read a 19 MB listTaskGroup page took the host from 216 to 851 MB, and
+    once an answer was handed over its connection left the counts. An answer's reading has the body's bounds:
+    nothing read for a second here (QUEUE_HTTP_BODY_TIMEOUT), and the connection is aborted, its answer dropped."""
+    group = big_group(tight_host)
+    path = f"/api/queue/v1/task-group/{group}/list?limit=1000"
+    whole = len(httpx.get(f"{tight_host.root_url}{path}", timeout=60).content)
+    assert whole > 18_000_000  # a client that reads gets it all
+    sockets = [asking(tight_host, path, "127.0.0.9") for _ in range(8)]
+    try:
+        time.sleep(10)  # the answers built and written, and a second of nothing read, each
+        # Each was dropped: read now, a connection gives what its kernels held, then ends. The code before closed it
+        # gracefully, its answer held in memory until read, for ever: read now, it gave the whole answer.
+        cut = [received_until_cut(sock, 5) for sock in sockets]
+        assert all(c is not None and c < whole for c in cut), cut
+    finally:
+        for sock in sockets:
+            sock.close()
