@@ -87,3 +87,31 @@ async def test_the_listing_is_answered_from_one_read_for_a_few_seconds(monkeypat
     ticks[0] += 5.1
     await service.groups.recent(20)
     assert len(lists) == 2
+
+
+async def test_callers_that_find_the_listing_stale_together_share_one(monkeypatch) -> None:
+    """Round four: 50 concurrent listRecentTaskGroups after the copy expired each ran their own listing (3,100 gets,
+    6,450 queries, 16 s). Whoever finds it stale while it is being made waits for that one; a caller that leaves
+    does not cancel it for the others."""
+    import asyncio
+
+    service = memory_service()
+    push = slugid()
+    await create(service, push)
+    await create(service, push)
+    lists: list[int] = []
+    gate = asyncio.Event()
+    original = service.stores.groups.recent.recent
+
+    async def slow(*args, **kwargs):
+        lists.append(1)
+        await gate.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(service.stores.groups.recent, "recent", slow)
+    callers = [asyncio.ensure_future(service.groups.recent(20)) for _ in range(50)]
+    await asyncio.sleep(0.01)
+    callers[0].cancel()  # one leaves
+    gate.set()
+    answers = await asyncio.gather(*callers[1:])
+    assert len(lists) == 1 and all([g["taskGroupId"] for g in a] == [push] for a in answers)
