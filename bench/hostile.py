@@ -16,7 +16,18 @@ Starts its own Azurite (in memory) and local host, then prints:
 - pipelined (issue 72, H1): `--sockets` connections from 127.0.0.1 each sending a whole GET and the head of a POST
   that declares a body and never sends it; whether a client of the same address is answered meanwhile, and how
   many of the sockets are still open after 15 s;
-- documents (W4): `--requests` GETs of the 0.7 MB OpenAPI document, 50 at a time, and the pings' wait meanwhile.
+- documents (W4): `--requests` GETs of the 0.7 MB OpenAPI document, 50 at a time, and the pings' wait meanwhile;
+
+and the probes of issue 83 (round four; its host forwards `trap`, `slow` and `echo` to stand-in services here):
+
+- open proxy (N1): raw targets that spell another authority (`%2Fapi%2Fsecrets%2F@127.0.0.1:<trap>/x`): the
+  answers, and how many requests reached the trap, a server on another port;
+- forwarding flood (N2): 100 anonymous requests to a forwarded service that trickles its answers, held open; then
+  a request to another forwarded service: its status and how long it took;
+- drip (H1): 500 sockets from 127.0.0.5 sending a body byte every 0.8 s, reopened when closed; the answers to 10
+  pings from the same address;
+- unread (N3): 16 clients asking for a 19 MB listTaskGroup page and reading nothing; the host's RSS before, and 15 s
+  after.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import os
 import socket
 import statistics
 import sys
@@ -243,23 +255,184 @@ def documents(root_url: str, requests: int) -> None:
     )
 
 
+class Service:
+    """A stand-in service on raw sockets: counts the requests it gets; `/trickle/` answers a byte every 0.2 s."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.requests = 0
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                try:
+                    head = self.request.recv(65536)
+                    outer.requests += 1
+                    if b"/trickle/" not in head:
+                        self.request.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+                        return
+                    self.request.sendall(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                    while True:
+                        time.sleep(0.2)
+                        self.request.sendall(b"1\r\nx\r\n")
+                except OSError:
+                    pass
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.port = self.server.server_address[1]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def raw(root_url: str, target: str, source: str = "127.0.0.1") -> str:
+    port = int(root_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        answer = sock.recv(200)
+    return answer.split(b"\r\n", 1)[0].decode(errors="replace").removeprefix("HTTP/1.1 ")
+
+
+def open_proxy(root_url: str, trap: Service) -> None:
+    targets = [f"%2Fapi%2Fsecrets%2F@127.0.0.1:{trap.port}/x", f"%2Fapi/secrets/@127.0.0.1:{trap.port}/x"]
+    answers = [raw(root_url, t) for t in targets] + [raw(root_url, "/api/trap/v1/../../x")]
+    print(f"open proxy: answers {answers}; requests that reached the trap: {trap.requests}", flush=True)
+
+
+def forwarding_flood(root_url: str) -> None:
+    port = int(root_url.rsplit(":", 1)[1])
+    held = []
+    for n in range(100):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(f"127.0.1.{n % 250 + 1}", 0))
+        sock.sendall(b"GET /api/slow/v1/trickle/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        held.append(sock)
+    time.sleep(2)
+    started = time.perf_counter()
+    try:
+        status: Any = httpx.get(f"{root_url}/api/echo/v1/x", timeout=30).status_code
+    except httpx.HTTPError as exc:
+        status = type(exc).__name__
+    took = time.perf_counter() - started
+    for sock in held:
+        sock.close()
+    print(f"forwarding flood: 100 held on a trickling service; another service answered {status} in {took:.2f} s")
+
+
+def drip(root_url: str, count: int = 500, interval: float = 0.8) -> None:
+    port = int(root_url.rsplit(":", 1)[1])
+    stop = threading.Event()
+    body = b"PUT /api/queue/v1/task/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"
+
+    def opened() -> socket.socket | None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.5", 0))
+            sock.sendall(body)
+            return sock
+        except OSError:
+            return None
+
+    socks = [opened() for _ in range(count)]
+
+    def run() -> None:
+        while not stop.wait(interval):
+            for i, sock in enumerate(socks):
+                try:
+                    if sock is None:
+                        raise OSError
+                    sock.sendall(b"a")
+                except OSError:
+                    if sock is not None:
+                        sock.close()
+                    socks[i] = opened()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    time.sleep(3)
+    client = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.5"), timeout=10)
+    answers: list[Any] = []
+    for _ in range(10):
+        try:
+            answers.append(client.get(f"{root_url}/api/queue/v1/ping").status_code)
+        except httpx.HTTPError as exc:
+            answers.append(type(exc).__name__)
+        time.sleep(0.3)
+    stop.set()
+    thread.join(10)
+    for sock in socks:
+        if sock is not None:
+            sock.close()
+    print(f"drip: {count} sockets from 127.0.0.5, a body byte every {interval} s; its pings: {answers}", flush=True)
+
+
+def unread(root_url: str, pid: int, token: str) -> None:
+    queue = taskcluster.Queue({"rootUrl": root_url, "credentials": {"clientId": "root", "accessToken": token}})
+    group = taskcluster.slugid.nice()
+    now = dt.datetime.now(dt.UTC)
+    for _ in range(50):
+        queue.createTask(
+            taskcluster.slugid.nice(),
+            {
+                "taskQueueId": "bench/unread",
+                "taskGroupId": group,
+                "created": now.isoformat(),
+                "deadline": (now + dt.timedelta(hours=1)).isoformat(),
+                "payload": {"blob": "x" * 380_000},
+                "metadata": {"name": "u", "description": "u", "owner": "me@example.com", "source": "https://x.example"},
+            },
+        )
+    path = f"/api/queue/v1/task-group/{group}/list?limit=1000"
+    size = len(httpx.get(f"{root_url}{path}", timeout=60).content)
+    port = int(root_url.rsplit(":", 1)[1])
+    before = rss_mb(pid)
+    socks = []
+    for _ in range(16):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=("127.0.0.6", 0))
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        socks.append(sock)
+    time.sleep(15)
+    after = rss_mb(pid)
+    for sock in socks:
+        sock.close()
+    print(
+        f"unread: 16 clients asking for a {size / 1e6:.1f} MB page, reading nothing: host RSS {before:.0f} MB "
+        f"before, {after:.0f} MB 15 s later",
+        flush=True,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.hostile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=600)
     parser.add_argument("--sockets", type=int, default=600, help="pipelined sockets (the host holds 1,000)")
+    parser.add_argument("--round", choices=["all", "four"], default="all", help="`four`: issue 83's probes only")
     args = parser.parse_args()
     stops: list[Any] = []
     watched: dict[str, list[int]] = {}
+    services = {name: Service() for name in ("trap", "slow", "echo")}
+    for service in services.values():
+        stops.append(service.stop)
+    os.environ["QUEUE_FORWARD_SERVICES"] = " ".join(
+        f"{name}=http://127.0.0.1:{service.port}" for name, service in services.items()
+    )
     try:
         root_url, credentials, _ = start_embedded(stops, watched, in_memory=True)
         token, pid = credentials["accessToken"], watched["host"][0]
-        flood(root_url, pid, args.requests)
-        stall(root_url, token)
-        roles(root_url, token)
-        pipelined(root_url, args.sockets)
-        documents(root_url, min(args.requests, 500))
+        if args.round == "all":
+            flood(root_url, pid, args.requests)
+            stall(root_url, token)
+            roles(root_url, token)
+            pipelined(root_url, args.sockets)
+            documents(root_url, min(args.requests, 500))
+        open_proxy(root_url, services["trap"])
+        forwarding_flood(root_url)
+        drip(root_url)
+        unread(root_url, pid, token)
     finally:
         stop_all(stops)
     return 0

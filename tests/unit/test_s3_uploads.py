@@ -41,6 +41,18 @@ async def pieces(data: bytes, size: int = 100_000) -> AsyncIterator[bytes]:
         yield data[offset : offset + size]
 
 
+class GatedBlobs(MemoryBlobs):
+    """Blobs whose every block waits for `gate`: uploads hold their slots until it opens."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    async def stage_block(self, container, blob, block_id, data):
+        await self.gate.wait()
+        await super().stage_block(container, blob, block_id, data)
+
+
 async def s3(service, clock, name="public/data.bin", **body) -> tuple[str, U.UploadRequest]:
     task_id = await running_task(service)
     created = await create_artifact(
@@ -187,12 +199,7 @@ async def test_uploads_at_once_are_bounded_by_the_slots_and_the_others_wait_unre
     upload reads none of its body until the first is staged."""
     gate, read_by_second = asyncio.Event(), []
 
-    class SlowBlobs(MemoryBlobs):
-        async def stage_block(self, container, blob, block_id, data):
-            await gate.wait()
-            await super().stage_block(container, blob, block_id, data)
-
-    staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=1)
+    staging = S.BlockStaging(lambda: GatedBlobs(gate), CONTAINER, slots=1)
     limit = S.Limit(1000, "test")
 
     async def second_body():
@@ -216,12 +223,7 @@ async def test_one_worker_takes_at_most_its_share_and_waits_in_a_bounded_line():
     gate = asyncio.Event()
     read: list[str] = []
 
-    class SlowBlobs(MemoryBlobs):
-        async def stage_block(self, container, blob, block_id, data):
-            await gate.wait()
-            await super().stage_block(container, blob, block_id, data)
-
-    staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=8)
+    staging = S.BlockStaging(lambda: GatedBlobs(gate), CONTAINER, slots=8)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
 
     async def body(tag: str) -> AsyncIterator[bytes]:
@@ -251,12 +253,7 @@ async def test_one_worker_takes_at_most_its_share_and_waits_in_a_bounded_line():
 async def test_an_upload_waits_for_a_slot_at_most_its_bound():
     gate = asyncio.Event()
 
-    class SlowBlobs(MemoryBlobs):
-        async def stage_block(self, container, blob, block_id, data):
-            await gate.wait()
-            await super().stage_block(container, blob, block_id, data)
-
-    staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=1)
+    staging = S.BlockStaging(lambda: GatedBlobs(gate), CONTAINER, slots=1)
     staging.wait_seconds = 0.2
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
     first = asyncio.create_task(staging.stage("a", "a", pieces(b"a"), S.Limit(9, "t"), {}, holder="x", deadline=later))
@@ -278,12 +275,7 @@ def test_no_worker_holds_more_than_its_share_or_waits_past_its_line(uploads):
         staging_now: dict[str, int] = {}
         most: dict[str, int] = {}
 
-        class SlowBlobs(MemoryBlobs):
-            async def stage_block(self, container, blob, block_id, data):
-                await gate.wait()
-                await super().stage_block(container, blob, block_id, data)
-
-        staging = S.BlockStaging(lambda: SlowBlobs(), CONTAINER, slots=8)
+        staging = S.BlockStaging(lambda: GatedBlobs(gate), CONTAINER, slots=8)
         later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
 
         async def body(holder: str) -> AsyncIterator[bytes]:
