@@ -322,10 +322,15 @@ def forwarding_flood(root_url: str) -> None:
     print(f"forwarding flood: 100 held on a trickling service; another service answered {status} in {took:.2f} s")
 
 
-def drip(root_url: str, count: int = 500, interval: float = 0.8) -> None:
+def drip(root_url: str, count: int = 500, interval: float = 0.8, kind: str = "body") -> None:
+    """`count` sockets from 127.0.0.5 sending a byte of a body (`kind` "body") or a line of a head ("head") every
+    `interval` seconds, reopened when closed; the answers to 10 pings from the same address meanwhile."""
     port = int(root_url.rsplit(":", 1)[1])
     stop = threading.Event()
-    body = b"PUT /api/queue/v1/task/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"
+    if kind == "body":
+        body, piece = b"PUT /api/queue/v1/task/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", b"a"
+    else:
+        body, piece = b"GET /api/queue/v1/ping HTTP/1.1\r\nHost: x\r\n", b"X-Slow: 1\r\n"
 
     def opened() -> socket.socket | None:
         try:
@@ -343,7 +348,7 @@ def drip(root_url: str, count: int = 500, interval: float = 0.8) -> None:
                 try:
                     if sock is None:
                         raise OSError
-                    sock.sendall(b"a")
+                    sock.sendall(piece)
                 except OSError:
                     if sock is not None:
                         sock.close()
@@ -365,7 +370,7 @@ def drip(root_url: str, count: int = 500, interval: float = 0.8) -> None:
     for sock in socks:
         if sock is not None:
             sock.close()
-    print(f"drip: {count} sockets from 127.0.0.5, a body byte every {interval} s; its pings: {answers}", flush=True)
+    print(f"drip: {count} sockets from 127.0.0.5, a {kind} piece every {interval} s; its pings: {answers}", flush=True)
 
 
 def unread(root_url: str, pid: int, token: str) -> None:

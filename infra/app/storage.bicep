@@ -13,6 +13,9 @@ param dataShards int = 1
 param artifactContainerName string = 'artifacts'
 
 resource runtime 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  // checkov:skip=CKV_AZURE_35: the Functions runtime reaches its storage over the public endpoint (no VNet in this template); shared keys are off, only the app's identity is granted
+  // checkov:skip=CKV_AZURE_206: timer leases and the deployment package: locally redundant is enough, they are rebuilt by a deploy
+  // checkov:skip=CKV_AZURE_43: the name is built in main.bicep from the abbreviations and a unique token (a value checkov cannot read)
   name: runtimeName
   location: location
   tags: tags
@@ -33,6 +36,9 @@ resource runtime 'Microsoft.Storage/storageAccounts@2023-05-01' = {
 }
 
 resource data 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  // checkov:skip=CKV_AZURE_35: workers anywhere upload and download artifacts and poll their queues with user delegation SAS URLs: the account is reached from where they run; shared keys are off
+  // checkov:skip=CKV_AZURE_206: the replication is the dataSku parameter (docs/deploy.md: ZRS or GZRS for production)
+  // checkov:skip=CKV_AZURE_43: the name is built in main.bicep (a value checkov cannot read)
   name: dataName
   location: location
   tags: tags
@@ -68,6 +74,9 @@ resource data 'Microsoft.Storage/storageAccounts@2023-05-01' = {
 
 // The other data accounts (QUEUE_STORAGE_1 ...): tables and queues only, artifacts stay in the data account.
 resource shards 'Microsoft.Storage/storageAccounts@2023-05-01' = [for i in range(1, dataShards - 1): {
+  // checkov:skip=CKV_AZURE_35: as the data account's (workers' queues are polled with SAS URLs)
+  // checkov:skip=CKV_AZURE_206: the replication is the dataSku parameter
+  // checkov:skip=CKV_AZURE_43: the name is built from dataName (a value checkov cannot read)
   name: '${dataName}${i}'
   location: location
   tags: tags
