@@ -201,7 +201,7 @@ export function groupView(target, groupId, query) {
    */
   function whyLine(taskId, runId, found) {
     const first = found.errors[0];
-    const logHref = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(found.name)}`;
+    const logHref = `#/tasks/${found.taskId}/runs/${found.runId}/logs/${encodeURIComponent(found.name)}`;
     return h("div", { class: "why-line" },
       found.exitCode !== null ? ["exit code ", h("code", {}, found.exitCode)] : null,
       found.exitCode !== null && first ? " · " : null,

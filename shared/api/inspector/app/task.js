@@ -1,8 +1,8 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
-import { LOG_TYPES, logOf, READ_AT_MOST, REASONS, storedLogOf } from "./why.js";
-import { explainLog, TAIL } from "./whyread.js";
+import { LOG_TYPES, logOf, READ_AT_MOST, REASONS } from "./why.js";
+import { explainLog, logToRead, TAIL } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
 import { badge, h, message, notASlugid, replace, RESOLVED, safeLink, setTitle, when } from "./dom.js";
 import { poll } from "./live.js";
@@ -67,8 +67,8 @@ export function taskView(target, taskId) {
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
   /** @type {Map<number, string>} */
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
-  /** @type {Map<number, string>} */
-  const storedLogs = new Map(); // runId -> its log, when stored here: the one the page reads to say why it failed
+  /** @type {Map<number, Artifact[]>} */
+  const listings = new Map(); // runId -> its artifacts as last listed: where the page finds the log it reads (why)
   /** @type {string[] | null} */
   let rerunWaits = null; // what this failed task waits for to rerun (readRerunWaits), or null
   /** @type {number | null} */
@@ -218,9 +218,7 @@ export function taskView(target, taskId) {
     if (RESOLVED.has(run.state)) node.dataset.final = "yes";
     const named = logOf(listed);
     if (named) logs.set(runId, named);
-    const stored = storedLogOf(listed);
-    if (stored) storedLogs.set(runId, stored);
-    else storedLogs.delete(runId);
+    listings.set(runId, listed);
     const signs = api.credentials() && listed.some((a) => !a.name.startsWith("public/"));
     if (signs) node.dataset.signed = String(epoch);
     else delete node.dataset.signed;
@@ -256,8 +254,8 @@ export function taskView(target, taskId) {
   }
 
 
-  /** @type {Map<number, {exitCode: string | null, errors: Array<{n: number | null, line: string}>, tooLong: boolean, size?: number | null}>} */
-  const explained = new Map(); // runId -> explain() of its final log, or {tooLong: true} when it is too long to read
+  /** @type {Map<number, {log: import("./whyread.js").LogAt | null, found?: import("./whyread.js").LogExplanation}>} */
+  const explained = new Map(); // runId -> the log its why was read from (null: none readable here), and what it says
 
   // "View log" for the newest run that has a log: where a reader looks first for why a run failed (at its first
   // error line, when the run failed and its log names one).
@@ -270,10 +268,13 @@ export function taskView(target, taskId) {
       redraw(viewLog, "none");
       return;
     }
-    const name = logs.get(runId);
-    const first = explained.get(runId)?.errors[0];
+    // The log its why was read from (what the line numbers count: a reference's target), else the run's log.
+    const read = explained.get(runId);
+    const at = read?.log ?? { taskId, runId, name: logs.get(runId) ?? "" };
+    const name = at.name;
+    const first = read?.found?.errors[0];
     const line = first && first.n !== null ? `#L${first.n}` : ""; // the end, when not known (a log read from its tail)
-    const href = `#/tasks/${taskId}/runs/${runId}/logs/${encodeURIComponent(name ?? "")}${line}`;
+    const href = `#/tasks/${at.taskId}/runs/${at.runId}/logs/${encodeURIComponent(name)}${line}`;
     redraw(viewLog, href, h("a", { href, id: "view-log-link", class: "view-log-main" },
       status.runs.length > 1 ? `View log (run ${runId})` : "View log"), " ", h("span", { class: "quiet" }, name));
   }
@@ -289,15 +290,16 @@ export function taskView(target, taskId) {
       redraw(why, "none");
       return;
     }
-    const name = storedLogs.get(run.runId); // read by the page itself: only a log stored here
-    if (name && !explained.has(run.runId)) {
+    const listed = listings.get(run.runId);
+    if (listed && !explained.has(run.runId)) {
       try {
-        explained.set(run.runId, await explainLog(taskId, run.runId, name));
+        const log = await logToRead(taskId, run.runId, listed); // read by the page itself: only logs stored here
+        explained.set(run.runId, { log, found: log ? await explainLog(log.taskId, log.runId, log.name) : undefined });
       } catch {
         return; // not read this time (not remembered): the next refresh tries again
       }
     }
-    const found = name ? explained.get(run.runId) : undefined;
+    const { log, found } = explained.get(run.runId) ?? { log: null };
     const reason = run.state === "exception" ? run.reasonResolved : null;
     const read = found && (found.tooLong || found.exitCode !== null || found.errors.length > 0);
     if (!read && !reason) {
@@ -307,15 +309,12 @@ export function taskView(target, taskId) {
     /**
      * @param {number} n
      */
-    const logHref = (n) => `#/tasks/${taskId}/runs/${run.runId}/logs/${encodeURIComponent(name ?? "")}#L${n}`;
+    const logHref = (n) => `#/tasks/${log?.taskId}/runs/${log?.runId}/logs/${encodeURIComponent(log?.name ?? "")}#L${n}`;
     redraw(why, JSON.stringify([run.runId, reason, found]), h("section", { class: "why" },
       h("h2", {}, `Why run ${run.runId} ${run.state === "failed" ? "failed" : "ended"}`),
       reason ? h("p", { id: "run-reason" }, "Resolved as ", h("code", {}, reason),
         REASONS[reason] ? `: ${REASONS[reason]}` : "") : null,
-      found?.tooLong ? h("p", { class: "quiet", id: "log-too-long" }, `Its log is ${found.size
-        ? `${(found.size / 1024 / 1024).toFixed(1)} MiB` : `over ${READ_AT_MOST / 1024 / 1024} MiB`}, more than `
-        + `this page reads whole: ${found.errors.length || found.exitCode != null ? `what follows is from its last `
-          + `${TAIL / 1024 / 1024} MiB (line numbers unknown); ` : ""}View log opens it.`) : null,
+      found?.tooLong ? h("p", { class: "quiet", id: "log-too-long" }, tooLongText(found)) : null,
       found?.exitCode != null ? h("p", {}, "Exit code ", h("code", { id: "exit-code" }, found.exitCode)) : null,
       found?.errors.length ? h("ol", { class: "error-lines" }, found.errors.map((e) => h("li", {},
         e.n === null ? h("span", { class: "quiet" }, "near its end") : h("a", { href: logHref(e.n) }, `line ${e.n}`),
@@ -479,4 +478,19 @@ export function taskView(target, taskId) {
       : `The task could not be read: ${api.said(error)}`));
   });
   return poller;
+}
+
+/**
+ * What the task page says of a log too long to read whole: its size, and what the why lines come from.
+ * @param {import("./whyread.js").LogExplanation} found
+ */
+function tooLongText(found) {
+  const mib = (/** @type {number} */ bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+  const size = found.size ? mib(found.size) : `over ${mib(READ_AT_MOST)}`;
+  if (found.encoded) {
+    return `Its log is ${size} gzip-encoded, more than this page reads: ${found.errors.length
+      ? "what follows is from its beginning; " : ""}View log opens it.`;
+  }
+  return `Its log is ${size}, more than this page reads whole: ${found.errors.length || found.exitCode != null
+    ? `what follows is from its last ${TAIL / 1024 / 1024} MiB (line numbers unknown); ` : ""}View log opens it.`;
 }

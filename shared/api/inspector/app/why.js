@@ -7,57 +7,148 @@
 //     level ERROR, CRITICAL or FATAL marks a line);
 //   - marked lines first, as Treeherder's log parser reads them: TEST-UNEXPECTED-*, PROCESS-CRASH, a mozharness
 //     ERROR/CRITICAL/FATAL line, rustc's `error[E0308]`, a compiler's `file:12:3: error:`, a line that starts
-//     `error:` or `fatal error:`, `make: ***`, `##[error]` (GitHub Actions), `Assertion failure:`;
-//   - only when nothing is marked, the first lines that say error, fatal, failed, exception or Traceback as a word;
+//     `error:` or `fatal error:`, `make: ***`, `##[error]` (GitHub Actions), `Assertion failure:`, the worker's
+//     `[taskcluster:error]`, and the line a Python traceback ends with (`KeyError: 'x'`), its frames passed over;
+//   - only when nothing is marked, the first lines that say error, fatal, failed, exception or Traceback as a word
+//     (a word: not `--fatal-warnings`, `-Werror` or `error_log`);
 //   - known noise never counts: a browser's `JavaScript error:`/`warning:` and `console.error` lines (green runs
-//     print them too), configure's `checking ...` lines, summaries such as "0 failed".
+//     print them too), configure's `checking ...` lines, a harness's TEST-PASS/TEST-OK/TEST-START lines,
+//     summaries such as "0 failed" or "no exception".
 // docs/inspector.md ("Why a run failed") states the convention for other workers.
 
 const EXIT = /\bexit(?:ed with)? code:?\s*(-?\d+)\b/i;
-const STAMP = /^\[[\w.-]+ \d{4}-\d\d-\d\d[T ][\d:.]+Z?\]\s?/; // run-task's and the worker's "[task <time>] "
-const LEVEL = /^\d\d:\d\d:\d\d\s+(INFO|WARNING|ERROR|CRITICAL|FATAL|DEBUG)\s+-\s?/; // mozharness's
-const ELAPSED = /^\d+:\d\d\.\d\d\s+/; // mach's minutes:seconds since the build began
+const STAMP = /^\[[\w.-]+ \d{4}-\d\d-\d\d[T ][\d:.]+Z?\] ?/; // run-task's and the worker's "[task <time>] "
+const LEVEL = /^\d\d:\d\d:\d\d\s+(INFO|WARNING|ERROR|CRITICAL|FATAL|DEBUG)\s+- ?/; // mozharness's
+const ELAPSED = /^ *\d+:\d\d\.\d\d /; // mach's minutes:seconds since the build began
 const SERIOUS = new Set(["ERROR", "CRITICAL", "FATAL"]);
 const MARKED = [
   /^##\[error\]/,
+  /^\[taskcluster:error\]/, // the worker's own: maxRunTime exceeded, a task that could not start, ...
   /\bTEST-UNEXPECTED-[A-Z]+\b/,
   /\bPROCESS-CRASH\b/,
   /\berror\[E\d+\]/,
   /^\S+:\d+(?::\d+)?:\s+(?:fatal )?error:/,
+  /^\S+\(\d+(?:,\d+)?\):\s+(?:fatal )?error\b/, // MSVC's and clang-cl's `file.cpp(88,3): error`
   /^(?:fatal )?error(?:\[[\w-]+\])?:/i,
   /\bmake(?:\[\d+\])?: \*\*\*/,
   /\bAssertion failure:/,
 ];
-const WORDY = /\b(?:error|errors|fatal|failed|failure|exception|traceback)\b/i;
-const NONE = /\b(?:0|no) (?:errors?|failed|failures?)\b/i; // "0 failed", "no errors": a summary, not an error
-const NOISE = [/\bJavaScript (?:error|warning):/, /\bconsole\.(?:error|warn)\b/, /^checking\b.*\.\.\./];
+// A word, not a piece of a flag or a name: `--fatal-warnings`, `-Werror`, `error_log`, `errors=0` say nothing.
+const WORDY = /(?<![\w/=-])(?:error|errors|fatal|failed|failure|exception|traceback)(?![\w/=-])/i;
+const NONE = /\b(?:0|no|without) (?:errors?|failed|failures?|exceptions?)\b/i; // "0 failed": a summary, not an error
+const NOISE = [
+  /\bJavaScript (?:error|warning):/,
+  /\bconsole\.(?:error|warn)\b/,
+  /^checking\b.*\.\.\./,
+  /\bTEST-(?:PASS|OK|START|INFO|END|SKIP|KNOWN-FAIL|EXPECTED-FAIL|TODO)\b/, // a harness's green lines
+];
+const TRACEBACK = /\bTraceback \(most recent call last\):/; // Python's; the exception is its first unindented line
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 export const ERROR_LINES = 3; // lines shown at most
-export const READ_AT_MOST = 8 * 1024 * 1024; // bytes of log read for this (a larger log is said to be too long)
+export const READ_AT_MOST = 8 * 1024 * 1024; // bytes of log read whole for this (a longer one: its end only)
+
+/** @typedef {{n: number | null, line: string}} Found */
+
+/**
+ * Reads a log as it arrives, a piece at a time, holding only what it found (a log of any length costs the same
+ * memory): the last exit code, the first marked lines, the first wordy ones, and the line a Python traceback ends
+ * with (marked: the frames above it are not errors of their own).
+ */
+export class Explainer {
+  /**
+   * @param {boolean} numbered whether line numbers are known (not when reading from the middle of a log)
+   */
+  constructor(numbered = true) {
+    this.numbered = numbered;
+    this.n = 0;
+    this.rest = "";
+    /** @type {string | null} */
+    this.exitCode = null;
+    /** @type {Found[]} */
+    this.marked = [];
+    /** @type {Found[]} */
+    this.wordy = [];
+    /** @type {Found | null} */
+    this.traceback = null; // the header of a traceback whose exception line is still to come
+  }
+
+  /**
+   * @param {string} text the next piece of the log
+   */
+  feed(text) {
+    const lines = (this.rest + text).split("\n");
+    this.rest = /** @type {string} */ (lines.pop());
+    for (const line of lines) this.line(line);
+  }
+
+  /**
+   * @returns {{exitCode: string | null, errors: Found[]}}
+   */
+  end() {
+    if (this.rest) this.line(this.rest);
+    this.rest = "";
+    if (this.traceback) this.keep("marked", this.traceback); // a traceback cut off before its exception line
+    this.traceback = null;
+    return { exitCode: this.exitCode, errors: this.marked.length ? this.marked : this.wordy };
+  }
+
+  /**
+   * @param {string} raw
+   */
+  line(raw) {
+    this.n += 1;
+    const line = raw.replace(/\r$/, "").replace(ANSI, "");
+    const exit = EXIT.exec(line);
+    if (exit) {
+      this.exitCode = exit[1];
+      return; // the worker's own line, not an error of the task's
+    }
+    const found = { n: this.numbered ? this.n : null, line: readable(line) };
+    if (this.traceback) {
+      const { text } = unprefixed(line);
+      if (!text.trim() || /^\s/.test(text)) return; // its frames and their source lines
+      this.traceback = null;
+      if (!TRACEBACK.test(text)) {
+        this.keep("marked", found); // `KeyError: 'MOZ_FETCHES_DIR'`: what the traceback says went wrong
+        return;
+      }
+    }
+    if (TRACEBACK.test(line)) {
+      this.traceback = found;
+      return;
+    }
+    const kind = errorKind(line);
+    if (kind) this.keep(kind, found);
+  }
+
+  /**
+   * @param {"marked" | "wordy"} kind
+   * @param {Found} found
+   */
+  keep(kind, found) {
+    const kept = kind === "marked" ? this.marked : this.wordy;
+    if (kept.length < ERROR_LINES) kept.push(found);
+  }
+}
 
 /**
  * @param {string} text a whole log
- * @returns {{exitCode: string | null, errors: Array<{n: number, line: string}>}}
+ * @returns {{exitCode: string | null, errors: Found[]}}
  */
 export function explain(text) {
-  const lines = text.replace(ANSI, "").split(/\r?\n/);
-  let exitCode = null;
-  /** @type {Array<{n: number, line: string}>} */
-  const marked = [];
-  /** @type {Array<{n: number, line: string}>} */
-  const wordy = [];
-  lines.forEach((line, i) => {
-    const exit = EXIT.exec(line);
-    if (exit) {
-      exitCode = exit[1];
-      return; // the worker's own line, not an error of the task's
-    }
-    const kind = errorKind(line);
-    const found = { n: i + 1, line: readable(line) };
-    if (kind === "marked" && marked.length < ERROR_LINES) marked.push(found);
-    else if (kind === "wordy" && wordy.length < ERROR_LINES) wordy.push(found);
-  });
-  return { exitCode, errors: marked.length ? marked : wordy };
+  const explainer = new Explainer();
+  explainer.feed(text);
+  return explainer.end();
+}
+
+/**
+ * The line without the prefixes harnesses put on every line, its own indentation kept, and mozharness's level.
+ * @param {string} line
+ */
+function unprefixed(line) {
+  const text = line.replace(STAMP, "").replace(ELAPSED, "");
+  const level = LEVEL.exec(text);
+  return level ? { text: text.slice(level[0].length), level: level[1] } : { text, level: null };
 }
 
 /**
@@ -65,7 +156,7 @@ export function explain(text) {
  * @param {string} line
  */
 export function readable(line) {
-  return line.trim().replace(STAMP, "").trim().replace(ELAPSED, "").replace(LEVEL, "").trim();
+  return unprefixed(line.trim()).text.trim();
 }
 
 /**
@@ -76,12 +167,11 @@ export function readable(line) {
  * @returns {"marked" | "wordy" | null}
  */
 export function errorKind(line) {
-  const stamped = line.trim().replace(STAMP, "").trim().replace(ELAPSED, "");
-  if (!stamped || EXIT.test(stamped)) return null;
-  const level = LEVEL.exec(stamped);
-  const text = level ? stamped.slice(level[0].length).trim() : stamped;
+  const { text: unmarked, level } = unprefixed(line.trim());
+  const text = unmarked.trim();
+  if (!text || EXIT.test(text)) return null;
   if (NOISE.some((noise) => noise.test(text))) return null;
-  if (MARKED.some((mark) => mark.test(text)) || (level && SERIOUS.has(level[1]))) return "marked";
+  if (MARKED.some((mark) => mark.test(text)) || (level && SERIOUS.has(level))) return "marked";
   return WORDY.test(text) && !NONE.test(text) ? "wordy" : null;
 }
 
@@ -105,23 +195,58 @@ export const LOG_TYPES = /^text\//;
 const STORED_HERE = new Set(["s3", "object", "azure"]);
 
 /**
- * The run's log among its artifacts: a text artifact (not an error artifact), public/logs/ first.
+ * The run's log among its artifacts: a text artifact (not an error artifact): Taskcluster's workers'
+ * `public/logs/live.log`, then `live_backing.log`, then another under public/logs/, then any.
  * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
  * @returns {string | null}
  */
 export function logOf(artifacts) {
   const logged = artifacts.filter((a) => LOG_TYPES.test(a.contentType) && a.storageType !== "error");
-  const named = logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
+  const named = logged.find((a) => a.name === "public/logs/live.log")
+    || logged.find((a) => a.name === "public/logs/live_backing.log")
+    || logged.find((a) => a.name.startsWith("public/logs/")) || logged[0];
   return named ? named.name : null;
 }
 
 /**
- * The log the page reads by itself to say why a run failed: the run's log, if its data is stored here.
- * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
- * @returns {string | null}
+ * The run artifact of this queue a `reference` names, when its URL is this deployment's getArtifact address
+ * (Firefox CI's workers make `public/logs/live.log` such a reference to `live_backing.log` once a run ends);
+ * null for any other URL, which the page never reads by itself.
+ * @param {string} url
+ * @param {string} rootUrl
+ * @returns {{taskId: string, runId: number, name: string} | null}
  */
-export function storedLogOf(artifacts) {
-  const name = logOf(artifacts);
-  const found = artifacts.find((a) => a.name === name);
-  return found && STORED_HERE.has(found.storageType) ? name : null;
+export function queueArtifactOf(url, rootUrl) {
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return null;
+  }
+  const root = new URL(rootUrl);
+  const prefix = `${root.pathname.replace(/\/$/, "")}/api/queue/v1/task/`;
+  if (parsed.origin !== root.origin || !parsed.pathname.startsWith(prefix) || parsed.search || parsed.hash) return null;
+  const found = /^([A-Za-z0-9_-]{22})\/runs\/(\d{1,3})\/artifacts\/(.+)$/.exec(parsed.pathname.slice(prefix.length));
+  if (!found) return null;
+  try {
+    return { taskId: found[1], runId: Number(found[2]), name: decodeURIComponent(found[3]) };
+  } catch {
+    return null;
+  }
 }
+
+/**
+ * The logs of a run the page may read by itself to say why it failed, in the order it tries them: the run's log
+ * (logOf), then the other text logs stored here under `public/logs/` (Firefox CI's `live_backing.log` beside a
+ * `live.log` reference), their names.
+ * @param {Array<{name: string, contentType: string, storageType: string}>} artifacts
+ * @returns {{first: {name: string, storageType: string} | null, stored: string[]}}
+ */
+export function logCandidates(artifacts) {
+  const name = logOf(artifacts);
+  const first = artifacts.find((a) => a.name === name) || null;
+  const stored = artifacts.filter((a) => LOG_TYPES.test(a.contentType) && STORED_HERE.has(a.storageType)
+    && a.name.startsWith("public/logs/") && a.name !== name).map((a) => a.name);
+  return { first: first && { name: first.name, storageType: first.storageType }, stored };
+}
+

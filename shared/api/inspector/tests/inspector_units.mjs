@@ -12,7 +12,7 @@ import { commandLines, quote } from "../app/payload.js";
 import { names, rerunPlan } from "../app/reruns.js";
 import { byName, countsText, filterPushes, pushesOf, pushIndexPath, worstState }
   from "../app/pushes.js";
-import { explain, ERROR_LINES, errorKind, logOf, storedLogOf } from "../app/why.js";
+import { explain, Explainer, ERROR_LINES, errorKind, logCandidates, logOf, queueArtifactOf } from "../app/why.js";
 import { CORPUS } from "./log_corpus.mjs";
 
 const T = "fXT_wy4DQQK7ILZI-NzfJw";
@@ -192,13 +192,31 @@ test("a payload's command reads as shell lines: one argv, or generic-worker's li
   assert.equal(quote("a=b,c/d:e"), "a=b,c/d:e");
 });
 
-test("the page reads a log by itself only when it is stored here, never a reference to another site", () => {
+test("the page reads a log by itself only when it is stored here, or a reference names this queue's artifact", () => {
   const log = (storageType, name = "public/logs/live.log") => ({ name, contentType: "text/plain", storageType });
-  for (const stored of ["s3", "object", "azure"]) assert.equal(storedLogOf([log(stored)]), "public/logs/live.log");
-  for (const elsewhere of ["reference", "link", "error"]) assert.equal(storedLogOf([log(elsewhere)]), null);
-  // A reference log is still the one "View log" opens, by the viewer's own click.
-  assert.equal(logOf([log("reference"), log("s3", "public/build/out.txt")]), "public/logs/live.log");
-  assert.equal(storedLogOf([log("reference"), log("s3", "public/build/out.txt")]), null);
+  for (const stored of ["s3", "object", "azure", "reference"]) {
+    assert.deepEqual(logCandidates([log(stored)]), { first: { name: "public/logs/live.log", storageType: stored }, stored: [] });
+  }
+  // Firefox CI's layout: live.log a reference, live_backing.log stored (gzip-encoded), mozharness's logs beside.
+  const firefox = [log("s3", "public/logs/log_error.log"), log("reference"), log("s3", "public/logs/live_backing.log"),
+    { name: "public/logs/localconfig.json", contentType: "application/json", storageType: "s3" },
+    log("s3", "public/build/out.txt")];
+  assert.equal(logOf(firefox), "public/logs/live.log"); // what View log opens, as Taskcluster's UI does
+  assert.deepEqual(logCandidates(firefox).stored, ["public/logs/log_error.log", "public/logs/live_backing.log"]);
+  assert.equal(logOf(firefox.filter((a) => a.name !== "public/logs/live.log")), "public/logs/live_backing.log");
+  // A reference is followed only to this queue's own getArtifact address: never another host, port or path.
+  const root = "https://tc.example.com";
+  const here = `${root}/api/queue/v1/task/abcdefghijklmnopqrstuv/runs/2/artifacts/public%2Flogs%2Flive_backing.log`;
+  assert.deepEqual(queueArtifactOf(here, root),
+    { taskId: "abcdefghijklmnopqrstuv", runId: 2, name: "public/logs/live_backing.log" });
+  assert.deepEqual(queueArtifactOf(here.replace("%2F", "/").replace("%2F", "/"), root)?.name,
+    "public/logs/live_backing.log");
+  for (const elsewhere of [here.replace("tc.example.com", "tc.example.com.evil.net"), here.replace("https:", "http:"),
+    here.replace(".com/", ".com:8443/"), here.replace("/api/queue/", "/api/other/"), `${here}?x=1`,
+    "https://worker.example.com:60023/log/abc", "not a url", `${root}/api/queue/v1/task/short/runs/0/artifacts/x`]) {
+    assert.equal(queueArtifactOf(elsewhere, root), null, elsewhere);
+  }
+  assert.equal(queueArtifactOf(here, `${root}/`)?.runId, 2);
 });
 
 test("why it failed picks the line a CI engineer would, in real-shaped logs of tens of thousands of lines", () => {
@@ -212,6 +230,34 @@ test("why it failed picks the line a CI engineer would, in real-shaped logs of t
   assert.equal(errorKind("checking whether the C compiler supports -Wno-error=foo... yes"), null);
   assert.equal(errorKind("10:41:07    ERROR - Return code: 1"), "marked");
   assert.equal(errorKind("src/main.c:12:3: error: expected ';'"), "marked");
+  // Words, not pieces of flags or names; a harness's green lines never count.
+  for (const quiet of ["python3 -m sphinx --fatal-warnings -b html", "gcc -Werror -Wno-error=foo x.c", "error_log=/x",
+    "run with errors=0", "TEST-PASS | test_a.js | no exception thrown", "TEST-OK | test_b.js | took 12ms",
+    "ran 12 tests without errors"]) {
+    assert.equal(errorKind(quiet), null, quiet);
+  }
+  assert.equal(errorKind("[taskcluster:error] Aborting task - max run time exceeded!"), "marked");
+  assert.equal(errorKind("the build failed."), "wordy");
+});
+
+test("a log read a piece at a time is explained as the whole, and holds only what it found", () => {
+  let seed = 7;
+  const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
+  for (const { kind, lines } of CORPUS) {
+    const text = `${lines.join("\r\n")}\r\n`;
+    const explainer = new Explainer();
+    for (let at = 0; at < text.length;) {
+      const piece = 1 + Math.floor(random() * 5000);
+      explainer.feed(text.slice(at, at + piece));
+      at += piece;
+      assert.ok(explainer.rest.length < 5000 + 400, kind); // a piece and the line it cuts, never the log
+    }
+    assert.deepEqual(explainer.end(), explain(text), kind);
+  }
+  // From the middle of a log: no line numbers; a traceback cut off at the end still says where it began.
+  const tail = new Explainer(false);
+  tail.feed("x\nTraceback (most recent call last):\n  File \"a.py\", line 1\n");
+  assert.deepEqual(tail.end().errors, [{ n: null, line: "Traceback (most recent call last):" }]);
 });
 
 test("a push's row: its worst state, its counts in words, the filter, a revision found", () => {

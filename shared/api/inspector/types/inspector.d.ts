@@ -158,9 +158,11 @@ interface GroupInfo {
   sealed?: string | null;
 }
 
-/** Why a failed run failed (whyread.js): its log, the worker's exit code, and its first error lines (their line
- * numbers null when only the log's end was read). */
+/** Why a failed run failed (whyread.js): the log read (a reference's target: another run's artifact, maybe), the
+ * worker's exit code, and its first error lines (their line numbers null when only the log's end was read). */
 interface RunExplanation {
+  taskId: string;
+  runId: number;
   name: string;
   exitCode: string | null;
   errors: Array<{ n: number | null; line: string }>;
