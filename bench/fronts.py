@@ -83,6 +83,7 @@ def start_front(kind: str, upstream: int, stops: list[Any]) -> tuple[int, int]:
     """A front on a port of its own before the host's `upstream`: its port and pid."""
     port = free_port()
     folder = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
+    folder.chmod(0o777)  # nginx's workers (nobody, when started as root) keep large request bodies there
     stops.append(lambda: shutil.rmtree(folder, ignore_errors=True))
     if kind == "haproxy":
         config = folder / "haproxy.cfg"
