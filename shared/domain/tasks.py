@@ -236,6 +236,9 @@ class Task:
     rerun_when_ready: bool = False
     # Events the change being made announces: (exchange, runId, extra payload fields); not stored.
     emitted: list[tuple[str, int | None, dict[str, Any]]] = field(default_factory=list)
+    # The characters of its row as read (0: not read from a row); not stored. Listings weigh a task by it to bound
+    # their pages in bytes (shared/operations/paging.py) without serializing it twice.
+    stored_bytes: int = field(default=0, compare=False)
 
     def emit(self, exchange: str, run_id: int | None = None, **extra: Any) -> None:
         """Announce `exchange` with the change being made (built from the state once the change is complete)."""
@@ -330,6 +333,7 @@ class Task:
             dependents=decode_dependents(data.get("dependents")) if data.get("dependentsHere") else [],
             waiting=None if data.get("waiting") is None else list(json.loads(data["waiting"])),
             rerun_when_ready=bool(data.get("rerunWhenReady", False)),
+            stored_bytes=sum(len(value) for value in data.values() if isinstance(value, str | bytes)),
         )
 
 

@@ -16,6 +16,7 @@ from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, gr
 from shared.domain.pushes import push_of
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle
+from shared.operations.paging import PAGE_BYTES, bounded_page, task_weight
 from shared.operations.scheduling import deadline_passed
 from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
@@ -41,8 +42,9 @@ PUSHES_KNOWN = 2 * RECENT_LISTED  # decision tasks' descriptions remembered per 
 
 
 class TaskGroups:
-    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle) -> None:
+    def __init__(self, tasks: TaskRepository, lifecycle: Lifecycle, page_bytes: int = PAGE_BYTES) -> None:
         self.tasks, self.lifecycle = tasks, lifecycle
+        self.page_bytes = page_bytes  # what a page of members weighs at most (shared/operations/paging.py)
         self.stores = tasks.stores
         self._recent: tuple[float, list[dict[str, Any]]] | None = None  # the last listing, and until when it holds
         self._listing: asyncio.Future[list[dict[str, Any]]] | None = None  # the listing being made, if one is
@@ -119,10 +121,20 @@ class TaskGroups:
     ) -> tuple[TaskGroup, list[Task], str | None]:
         """A page of the group's tasks (a member whose task is gone, expired, is left out)."""
         group = await self.get(task_group_id)
-        ids, token = await self.stores.groups.members(
-            task_group_id, limit=min(limit, MAX_PAGE), continuation=continuation
+
+        async def member_ids(count: int, token: str | None) -> tuple[list[str], str | None]:
+            return await self.stores.groups.members(task_group_id, limit=count, continuation=token)
+
+        tasks, token = await bounded_page(
+            member_ids,
+            self.tasks.load_many,
+            str,
+            task_weight,
+            limit=min(limit, MAX_PAGE),
+            continuation=continuation,
+            budget=self.page_bytes,
         )
-        return group, await self.tasks.load_many(ids), token
+        return group, tasks, token
 
     async def seal(self, task_group_id: str) -> TaskGroup:
         await self.stores.ready()

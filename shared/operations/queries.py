@@ -11,8 +11,10 @@ from typing import NamedTuple
 from shared import errors
 from shared.domain.events import Event
 from shared.domain.tasks import TASK_ID, TASKS_TABLE, Task
+from shared.operations.paging import PAGE_BYTES, bounded_page, task_weight
 from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import Stream
+from shared.storage.base import Entity
 
 MAX_PAGE = 1000
 MAX_TASK_IDS = 1000  # taskIds one `tasks` / `statuses` request may ask for (each a storage read)
@@ -36,7 +38,8 @@ class QueuedRun:
 
 
 class Queries:
-    def __init__(self, tasks: TaskRepository) -> None:
+    def __init__(self, tasks: TaskRepository, page_bytes: int = PAGE_BYTES) -> None:
+        self.page_bytes = page_bytes  # what a page of definitions weighs at most (shared/operations/paging.py)
         self.tasks = tasks
         self.stores = tasks.stores
 
@@ -62,14 +65,26 @@ class Queries:
     async def dependents(self, task_id: str, *, limit: int, continuation: str | None) -> tuple[list[Task], str | None]:
         """listDependentTasks: a page of the tasks that depend on `task_id` (404 when it does not exist)."""
         task = await self.task(task_id)
-        dependents, token = await self.stores.deps.dependents(
-            task_id,
+
+        async def dependent_ids(count: int, token: str | None) -> tuple[list[str], str | None]:
+            dependents, token = await self.stores.deps.dependents(
+                task_id,
+                limit=count,
+                continuation=token,
+                here=task.dependents_here,
+                legacy=task.has_dependents is not False,
+            )
+            return [d.task_id for d in dependents], token
+
+        return await bounded_page(
+            dependent_ids,
+            self.tasks.load_many,
+            str,
+            task_weight,
             limit=min(limit, MAX_PAGE),
             continuation=continuation,
-            here=task.dependents_here,
-            legacy=task.has_dependents is not False,
+            budget=self.page_bytes,
         )
-        return await self.tasks.load_many(d.task_id for d in dependents), token
 
     async def task_events(
         self, task_id: str, *, limit: int, continuation: str | None
@@ -86,17 +101,29 @@ class Queries:
         """listPendingTasks (`pending`) / listClaimedTasks (`running`): the index's rows, each checked against its
         task (a row a crash left stale is left out)."""
         await self.stores.ready()
-        rows, token = await self.stores.queue_runs.runs(
-            task_queue_id, state, limit=min(limit, MAX_PAGE), continuation=continuation
+
+        async def rows_of(count: int, token: str | None) -> tuple[list[Entity], str | None]:
+            return await self.stores.queue_runs.runs(task_queue_id, state, limit=count, continuation=token)
+
+        async def runs_of(rows: list[Entity]) -> list[QueuedRun]:
+            tasks = {t.task_id: t for t in await self.tasks.load_many(r.row_key for r in rows)}
+            out: list[QueuedRun] = []
+            for row in rows:
+                task, run_id = tasks.get(row.row_key), int(row.data["runId"])
+                if task is None or task.last_run_id != run_id or task.runs[run_id].state != state:
+                    continue  # stale (also: pending again or resolved, and the row not rewritten yet)
+                out.append(QueuedRun(task, run_id))
+            return out
+
+        return await bounded_page(
+            rows_of,
+            runs_of,
+            lambda row: row.row_key,
+            lambda run: task_weight(run.task),
+            limit=min(limit, MAX_PAGE),
+            continuation=continuation,
+            budget=self.page_bytes,
         )
-        tasks = {t.task_id: t for t in await self.tasks.load_many(r.row_key for r in rows)}
-        out: list[QueuedRun] = []
-        for row in rows:
-            task, run_id = tasks.get(row.row_key), int(row.data["runId"])
-            if task is None or task.last_run_id != run_id or task.runs[run_id].state != state:
-                continue  # stale (also: pending again or resolved, and the row not rewritten yet)
-            out.append(QueuedRun(task, run_id))
-        return out, token
 
     async def task_queue_counts(self, task_queue_id: str) -> QueueCounts:
         """The task queue's pending and claimed runs, counted in the index (shared/domain/queue_runs.py), which every

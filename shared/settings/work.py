@@ -69,6 +69,13 @@ class WorkSettings(BaseModel):
     hint_retry_delay: int = Field(
         default=1, ge=1, description="Seconds before a hint for a run not yet written is offered again."
     )
+    list_page_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=64 * 1024,
+        description="What a listing page of task definitions (listTaskGroup, listDependentTasks, listPendingTasks, "
+        "listClaimedTasks) weighs at most, but for its last batch of 32 tasks: a heavier page ends early with a "
+        "continuationToken (shared/operations/paging.py).",
+    )
     purge_cache_seconds: float = Field(
         default=10,
         ge=0,

@@ -291,6 +291,7 @@ def tight_host(host_factory):
         http_min_body_rate=1000,
         claim_work_wait=5,
         claim_work_poll_interval=0.5,
+        list_page_bytes=64 * 1024 * 1024,  # a page of big_group whole: more than the kernels hold
     )
 
 
@@ -614,3 +615,24 @@ def test_an_answer_nobody_reads_is_dropped_and_its_memory_with_it(tight_host):
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_a_listing_page_of_heavy_definitions_stops_at_its_bytes(host, queue):
+    """Round four: a 1,000-task page of heavy definitions was built whole (400 MB for one anonymous request). A
+    page ends once what it holds weighs QUEUE_LIST_PAGE_BYTES (8 MiB), but for its last batch, and its
+    continuation goes on from there: every task comes once, through the official client's paging."""
+    group = big_group(host, tasks=30, payload_bytes=380_000)
+    path = f"/api/queue/v1/task-group/{group}/list?limit=1000"
+    first = httpx.get(f"{host.root_url}{path}", timeout=60)
+    page = first.json()
+    assert len(first.content) < 8 * 1024 * 1024 + 32 * 420_000 and len(page["tasks"]) < 30
+    assert page["continuationToken"].startswith("cut:")
+    seen: list[str] = []
+    queue.listTaskGroup(
+        group, paginationHandler=lambda answer: seen.extend(t["status"]["taskId"] for t in answer["tasks"])
+    )
+    assert len(seen) == 30 and len(set(seen)) == 30
+    # A token this queue did not give is refused, as any other.
+    forged = page["continuationToken"][:-4] + "AAAA"
+    answer = httpx.get(f"{host.root_url}{path}&continuationToken={forged}", timeout=60)
+    assert answer.status_code == 400 and answer.json()["code"] == "InvalidRequestArguments"

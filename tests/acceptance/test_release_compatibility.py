@@ -429,3 +429,38 @@ def test_anonymous_callers_keep_their_scopes_through_a_rollout(hosts):
     )
     assert "queue:list-provisioners" not in httpx.get(f"{current.root_url}/api/auth/v1/scopes/current").text
     assert httpx.get(f"{release.root_url}/api/queue/v1/provisioners").status_code == 200  # the release's setting
+
+
+def test_listing_tokens_across_a_rollout(hosts):
+    """A page that fits answers the store's token, which both codes read; a page this code cut in bytes answers a
+    `cut:` token, which this code goes on from and the release refuses with 400 (its client starts again)."""
+    current = hosts("current", list_page_bytes=64 * 1024)
+    release = hosts("release")
+    root = {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
+    queue = taskcluster.Queue({"rootUrl": current.root_url, "credentials": root, "maxRetries": 0})
+    group = slugid()
+    ids = sorted(slugid() for _ in range(20))
+    for task_id in ids:
+        queue.createTask(task_id, task_definition(taskGroupId=group, payload={"blob": "x" * 10_000}))
+
+    def listed(host: HostProcess, **params: Any) -> dict[str, Any]:
+        answer = httpx.get(f"{host.root_url}/api/queue/v1/task-group/{group}/list", params=params, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def taken(page: dict[str, Any]) -> list[str]:
+        return [t["status"]["taskId"] for t in page["tasks"]]
+
+    for lister, other in ((release, current), (current, release)):
+        first = listed(lister, limit=2)
+        assert not first["continuationToken"].startswith("cut:")
+        following = taken(listed(other, limit=10, continuationToken=first["continuationToken"]))
+        assert taken(first) == ids[:2] and following and following == ids[2 : 2 + len(following)]
+    cut = listed(current)
+    assert cut["continuationToken"].startswith("cut:") and taken(cut) == ids[:16]
+    refused = httpx.get(
+        f"{release.root_url}/api/queue/v1/task-group/{group}/list",
+        params={"continuationToken": cut["continuationToken"]},
+    )
+    assert refused.status_code == 400 and refused.json()["code"] == "InvalidRequestArguments"
+    assert taken(cut) + taken(listed(current, continuationToken=cut["continuationToken"])) == ids

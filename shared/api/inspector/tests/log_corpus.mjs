@@ -133,10 +133,10 @@ export const CORPUS = [
       `${STAMP}  File "/builds/worker/checkouts/gecko/tools/moztreedocs/__init__.py", line 52, in load_config`,
       `${STAMP}    with open(path) as fh:`,
       `${STAMP}         ^^^^^^^^^^`,
-      `${STAMP}FileNotFoundError: [Errno 2] No such file or directory: 'docs/config.yml'`,
+      `${STAMP}FileNotFoundError: [Errno 2] No such file or directory: 'sources/config.yml'`,
       "[taskcluster 2026-11-28T11:02:44.101Z] Exit Code: 1",
     ],
-    picks: "FileNotFoundError: [Errno 2] No such file or directory: 'docs/config.yml'",
+    picks: "FileNotFoundError: [Errno 2] No such file or directory: 'sources/config.yml'",
   },
   {
     kind: "a mozharness crash",
