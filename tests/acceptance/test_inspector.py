@@ -165,6 +165,35 @@ def test_a_running_tasks_live_log_grows_on_the_page(host, page, tmp_path):
     wait_js(page, "document.querySelector('#log-status').textContent.includes('the whole log')", timeout=WAIT_MS)
 
 
+def test_a_sign_in_lasts_across_tabs_until_it_ends_or_is_signed_out_everywhere(host, page):
+    """Issue #85: a sign-in lasted one tab, so a Ctrl+clicked failure opened anonymous, Rerun disabled. It is the
+    browser's now (localStorage), for a working day: a new tab opens signed in, signing out in one tab signs out
+    the others, and an expired sign-in is forgotten."""
+    queue = host.client()
+    task_id = submit(queue, task_queue_id(), {"command": "true"})
+    page.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    sign_in(page)
+    page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
+    assert "until" in page.inner_text("#signed-in-until")
+    other = page.context.new_page()  # as a Ctrl+click opens it
+    other.goto(f"{host.root_url}/inspector/#/tasks/{task_id}")
+    other.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
+    other.wait_for_selector("#cancel-task:not([disabled])", timeout=WAIT_MS)
+    page.click("#sign-out")
+    other.wait_for_selector("#sign-in", timeout=WAIT_MS)  # heard from the other tab, without a reload
+    other.wait_for_selector("#cancel-task[disabled]", timeout=WAIT_MS)
+    sign_in(other)
+    page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
+    other.evaluate(
+        "() => { const kept = JSON.parse(localStorage.getItem('tc-inspector-credentials'));"
+        " kept.expires = Date.now() - 1000; localStorage.setItem('tc-inspector-credentials', JSON.stringify(kept)); }"
+    )
+    other.reload()
+    other.wait_for_selector("#sign-in", timeout=WAIT_MS)
+    assert other.evaluate("localStorage.getItem('tc-inspector-credentials')") is None
+    other.close()
+
+
 def test_sign_in_with_wrong_credentials_shows_a_clear_error_and_right_ones_enable_the_buttons(host, page):
     queue = host.client()
     task_id = submit(queue, task_queue_id(), {"command": "true"})

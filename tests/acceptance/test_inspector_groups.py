@@ -262,3 +262,26 @@ def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
     for test in tests:
         queue.reportCompleted(test, "1")
     wait_for(lambda: state(summary) == "pending", timeout=30)
+
+
+def test_a_task_that_passed_on_rerun_is_marked_not_hidden(host, page):
+    """Issue #85: a rerun that passed hid the failure (the row read COMPLETED, 2 runs, and the group's counts lost it).
+    Such a row says it passed on rerun, the group's sentence counts them, and that count filters the list to them."""
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    flaky = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-flaky"))
+    queue.reportFailed(flaky, "0")
+    queue.rerunTask(flaky)
+    wait_for(lambda: queue.claimWork(tq, {"tasks": 1, "workerGroup": "wg", "workerId": "w1"})["tasks"], timeout=15)
+    queue.reportCompleted(flaky, "1")
+    steady = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-steady"))
+    queue.reportCompleted(steady, "0")
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    mark = page.locator(f"tr[data-task-id='{flaky}'] .passed-on-rerun")
+    mark.wait_for(timeout=WAIT_MS)
+    assert "passed on rerun (1 failed run before)" in mark.inner_text()
+    assert page.locator(f"tr[data-task-id='{steady}'] .passed-on-rerun").count() == 0
+    assert "1 passed only on rerun" in page.inner_text("#passed-on-rerun")
+    page.click("#passed-on-rerun")
+    page.wait_for_selector(f"tr[data-task-id='{steady}']", state="detached", timeout=WAIT_MS)
+    assert page.locator("tbody tr").count() == 1

@@ -1,10 +1,12 @@
 // The API as the inspector calls it: the queue (and the auth service's currentScopes) under the rootUrl this page
-// is served from, signed with the credentials of the sign-in (kept in this tab's sessionStorage only).
+// is served from, signed with the credentials of the sign-in (kept in this browser's localStorage for SESSION_MS,
+// shared by its tabs, until signed out).
 import * as hawk from "./hawk.js";
 
 // The page is <rootUrl>/inspector/: the rootUrl is its parent.
 export const rootUrl = new URL("../", window.location.href).href.replace(/\/$/, "");
 const STORAGE_KEY = "tc-inspector-credentials";
+export const SESSION_MS = 12 * 3600 * 1000; // how long a sign-in lasts in this browser: a working day
 
 export class ApiError extends Error {
   /**
@@ -23,14 +25,47 @@ export class ApiError extends Error {
   }
 }
 
-/** @returns {Credentials | null} */
+/**
+ * The credentials of the sign-in, while it lasts (every tab of this browser shares it); null when signed out,
+ * expired (and then forgotten) or unreadable.
+ * @returns {Credentials | null}
+ */
 export function credentials() {
-  const stored = sessionStorage.getItem(STORAGE_KEY);
-  return stored ? JSON.parse(stored) : null;
+  const stored = localStorage.getItem(STORAGE_KEY);
+  if (!stored) return null;
+  try {
+    const { creds, expires } = JSON.parse(stored);
+    if (typeof expires === "number" && expires > Date.now() && creds?.clientId && creds?.accessToken) return creds;
+  } catch {
+    // written by something else: forgotten below
+  }
+  localStorage.removeItem(STORAGE_KEY);
+  return null;
 }
 
+/** When the sign-in ends (ms since the epoch), or null. */
+export function signedInUntil() {
+  try {
+    const expires = JSON.parse(localStorage.getItem(STORAGE_KEY) || "null")?.expires;
+    return typeof expires === "number" && credentials() ? expires : null;
+  } catch {
+    return null;
+  }
+}
+
+// Signing out ends the sign-in in every tab (they hear it as a `storage` event).
 export function signOut() {
-  sessionStorage.removeItem(STORAGE_KEY);
+  localStorage.removeItem(STORAGE_KEY);
+}
+
+/**
+ * Calls `changed` when another tab of this browser signs in or out.
+ * @param {() => void} changed
+ */
+export function onSignInElsewhere(changed) {
+  window.addEventListener("storage", (event) => {
+    if (event.key === STORAGE_KEY || event.key === null) changed();
+  });
 }
 
 /** @type {string[] | null} */
@@ -161,7 +196,7 @@ export async function signIn(clientId, accessToken, certificate) {
   const creds = { clientId, accessToken };
   if (certificate) creds.certificate = certificate;
   const answer = await request("GET", "auth", "/scopes/current", { creds });
-  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(creds));
+  localStorage.setItem(STORAGE_KEY, JSON.stringify({ creds, expires: Date.now() + SESSION_MS }));
   held = answer.scopes;
   heldFor = JSON.stringify(creds);
   return answer.scopes;

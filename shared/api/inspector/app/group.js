@@ -9,7 +9,7 @@ import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
 import { badge, duration, h, message, notASlugid, replace, RESOLVED, setTitle, STATES, when } from "./dom.js";
 import { GroupGraph } from "./graph.js";
-import { GroupModel, lastRun } from "./groupmodel.js";
+import { GroupModel, lastRun, PASSED_ON_RERUN, passedOnRerun } from "./groupmodel.js";
 import { poll } from "./live.js";
 import { names, rerunPlan } from "./reruns.js";
 import { explainRun } from "./whyread.js";
@@ -128,7 +128,7 @@ export function groupView(target, groupId, query) {
    */
   function readQuery(q) {
     const state = q.get("state") || "";
-    filter = STATES.includes(state) ? state : "";
+    filter = STATES.includes(state) || state === PASSED_ON_RERUN ? state : "";
     page = Math.max(1, Number(q.get("page")) || 1);
     search = q.get("q") || "";
     if (searchBox.value !== search) searchBox.value = search;
@@ -165,6 +165,11 @@ export function groupView(target, groupId, query) {
         state.push(whyLine(s.taskId, run.runId, found));
         stateKey += JSON.stringify([found.exitCode, found.errors[0]]);
       }
+    } else if (passedOnRerun(entry)) {
+      const failed = s.runs.filter((r) => r.state === "failed").length;
+      state.push(" ", h("span", { class: "passed-on-rerun", title: "intermittent, or fixed between its runs" },
+        `passed on rerun (${failed} failed run${failed > 1 ? "s" : ""} before)`));
+      stateKey += `p${failed}`;
     } else if (s.state === "unscheduled") {
       const why = model.why(entry);
       const first = why.failed[0] || why.waiting[0];
@@ -338,16 +343,20 @@ export function groupView(target, groupId, query) {
     for (const id of toRerun) c[model.tasks.get(id)?.status.state ?? ""] -= 1; // waiting to rerun: not counted as failed
     const rerunNote = toRerun.length ? `, ${toRerun.length} to rerun once what they depend on completes` : "";
     const failures = c.failed + c.exception;
+    const rerunPassed = model.passedOnRerun().length;
+    const passedNote = rerunPassed ? [" ", h("a", { href: link(PASSED_ON_RERUN, 1), id: "passed-on-rerun" },
+      `${rerunPassed} passed only on rerun`), "."] : "";
     let text;
     if (s.kind === "empty") text = "No task in this group yet.";
     else if (s.kind === "finished") {
       text = [failures ? "Finished with failures" : "Finished", s.at ? [" ", when(s.at)] : "", `: ${c.completed} completed`,
-        c.failed ? `, ${c.failed} failed` : "", c.exception ? `, ${c.exception} exception` : "", rerunNote, "."];
+        c.failed ? `, ${c.failed} failed` : "", c.exception ? `, ${c.exception} exception` : "", rerunNote, ".",
+        passedNote];
     } else if (s.kind === "running") {
       text = [`Running: ${c.running} running, ${c.pending} pending`, c.unscheduled ? `, ${c.unscheduled} unscheduled` : "",
         `; ${s.total - (s.unresolved ?? 0)} of ${s.total} resolved`, failures ? ` (${failures} failed)` : "", rerunNote,
         s.oldestPending ? `; the oldest pending task has waited ${duration(s.oldestPending)}` : "",
-        "."];
+        ".", passedNote];
     } else if (s.kind === "stuck") {
       text = [`Stuck: ${s.blocked} task${(s.blocked ?? 0) > 1 ? "s" : ""} can never run, blocked by failed tasks; the queue `
         + "resolves them as exception (deadline-exceeded) at their deadline, ", when(s.deadline), " at the earliest. ",

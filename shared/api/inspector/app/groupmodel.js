@@ -9,6 +9,18 @@ export const RESOLVED_STATES = new Set(["completed", "failed", "exception"]);
 export const ORDER = ["failed", "exception", "running", "pending", "unscheduled", "completed"];
 const RANK = Object.fromEntries(ORDER.map((s, i) => [s, i]));
 
+export const PASSED_ON_RERUN = "passed-on-rerun"; // the filter of the tasks that failed, then completed
+
+/**
+ * Whether a task completed after a run of it failed (a run resolved `failed`; an exception, such as a worker
+ * shut down or a claim that expired, is the queue's own retry, not the task failing).
+ * @param {GroupEntry} entry
+ */
+export function passedOnRerun(entry) {
+  const runs = entry.status.runs;
+  return entry.status.state === "completed" && runs.slice(0, -1).some((run) => run.state === "failed");
+}
+
 export class GroupModel {
   constructor() {
     /** @type {Map<string, GroupEntry>} */
@@ -60,12 +72,18 @@ export class GroupModel {
     return counts;
   }
 
-  // The tasks shown for a state filter and a name search: failures first, then running, pending, unscheduled and
-  // completed; by name within a state.
+  // The completed tasks a run of which failed before: intermittent, or fixed by what changed between the runs.
+  passedOnRerun() {
+    return [...this.tasks.values()].filter(passedOnRerun);
+  }
+
+  // The tasks shown for a state filter (a state, or PASSED_ON_RERUN) and a name search: failures first, then
+  // running, pending, unscheduled and completed; by name within a state.
   sorted(filter = "", search = "") {
     const needle = search.trim().toLowerCase();
+    const kept = filter === PASSED_ON_RERUN ? passedOnRerun : (/** @type {GroupEntry} */ t) => t.status.state === filter;
     return [...this.tasks.values()]
-      .filter((t) => (!filter || t.status.state === filter)
+      .filter((t) => (!filter || kept(t))
         && (!needle || (t.task.metadata.name || "").toLowerCase().includes(needle) || t.status.taskId === search.trim()))
       .sort((a, b) => RANK[a.status.state] - RANK[b.status.state]
         || byName(a.task.metadata.name || "", b.task.metadata.name || "")

@@ -137,12 +137,17 @@ export function showNotice(kind, text) {
 }
 
 // The account box: a sign-in form (clientId and accessToken, checked against the auth service's currentScopes)
-// or who is signed in, with sign-out. Credentials stay in this tab (sessionStorage).
+// or who is signed in, until when, with sign-out. The sign-in is this browser's, shared by its tabs, for
+// api.SESSION_MS (a Ctrl+clicked failure opens signed in); signing out ends it in every tab.
 function renderAccount() {
   const box = byId("account");
   const creds = api.credentials();
   if (creds) {
-    replace(box, h("span", { class: "who" }, "Signed in as ", h("strong", { id: "signed-in-as" }, creds.clientId)),
+    const until = api.signedInUntil();
+    replace(box, h("span", { class: "who" }, "Signed in as ", h("strong", { id: "signed-in-as" }, creds.clientId),
+      until ? h("span", { class: "quiet", id: "signed-in-until", title: new Date(until).toISOString() },
+        ` until ${new Date(until).toLocaleString([], { weekday: "short", hour: "2-digit", minute: "2-digit" })}`)
+        : null),
       " ", h("button", { type: "button", id: "sign-out", onclick: () => {
         api.signOut();
         api.forgetScopes();
@@ -197,6 +202,16 @@ window.addEventListener("hashchange", () => {
   showNotice();
   route();
 });
+function accountChanged() {
+  api.forgetScopes();
+  renderAccount();
+  route(true);
+}
+api.onSignInElsewhere(accountChanged);
+// A sign-in that ends while the page is open: the page says so within a minute, and calls anonymously.
+setInterval(() => {
+  if (document.getElementById("signed-in-as") && !api.credentials()) accountChanged();
+}, 60000);
 renderAccount();
 renderAbout();
 route();

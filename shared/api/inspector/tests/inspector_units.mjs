@@ -5,7 +5,7 @@ import test from "node:test";
 
 import { parseLine, PLAIN } from "../app/ansi.js";
 import { understand, routeOf } from "../app/addresses.js";
-import { GroupModel } from "../app/groupmodel.js";
+import { GroupModel, PASSED_ON_RERUN, passedOnRerun } from "../app/groupmodel.js";
 import { layers } from "../app/graph.js";
 import { LogModel, MAX_MATCHES } from "../app/logmodel.js";
 import { commandLines, quote } from "../app/payload.js";
@@ -304,3 +304,19 @@ test("Rerun failed's plan: a dependency rerun in the batch is unmet, for all-res
   assert.deepEqual(rerunPlan([summary], known, new Map([["test-1", ["build"]]])).later, [summary]);
   assert.equal(names([...tests, summary]), "summary, test-1, test-2");
 });
+
+test("a task that completed after a failed run is marked, and filtered, as passed on rerun", () => {
+  const entry = (id, state, runs) => ({ task: { metadata: { name: id }, dependencies: [] },
+    status: { taskId: id, state, runs: runs.map((r, runId) => ({ runId, state: r })) } });
+  const flaky = entry("flaky", "completed", ["failed", "completed"]);
+  const retried = entry("retried", "completed", ["exception", "completed"]); // the queue's own retry
+  const green = entry("green", "completed", ["completed"]);
+  const red = entry("red", "failed", ["failed", "failed"]);
+  assert.deepEqual([flaky, retried, green, red].map(passedOnRerun), [true, false, false, false]);
+  const model = new GroupModel();
+  model.put([flaky, retried, green, red]);
+  assert.deepEqual(model.passedOnRerun().map((e) => e.status.taskId), ["flaky"]);
+  assert.deepEqual(model.sorted(PASSED_ON_RERUN).map((e) => e.status.taskId), ["flaky"]);
+  assert.equal(model.counts().completed, 3); // still completed: the mark is beside its state, not instead
+});
+
