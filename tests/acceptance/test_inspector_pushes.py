@@ -153,3 +153,21 @@ def test_a_retrigger_runs_a_copy_of_the_task_beside_it(host, page):
     assert definition["created"] > original["created"] and definition["payload"] == original["payload"]
     assert queue.status(copy)["status"]["state"] == "pending"  # its build completed: it runs now
     assert queue.status(flaky)["status"]["state"] == "failed"
+
+
+def test_the_group_page_names_its_push(host, page):
+    """Issue #85: the group page did not say which push it is. It names the project and revision its decision task
+    built (read as listRecentTaskGroups reads them: a Treeherder route here, an Index route elsewhere), the owner, the
+    decision task, and the push in Treeherder."""
+    queue = host.client()
+    rev = revision()
+    group = push(queue, "autoland", rev)
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    page.wait_for_selector("#group-push", timeout=WAIT_MS)
+    said = page.inner_text("#group-push")
+    assert "autoland" in said and rev[:12] in said and "dev@example.com" in said and "Decision Task" in said, said
+    assert page.get_attribute("#push-treeherder", "href") == f"{TREEHERDER}/jobs?repo=autoland&revision={rev}"
+    indexed = push(queue, "mozilla-central", rev, routes=[f"index.gecko.v2.mozilla-central.revision.{rev}.taskgraph.x"])
+    page.goto(f"{host.root_url}/inspector/#/groups/{indexed}")
+    page.wait_for_selector("#group-push", timeout=WAIT_MS)
+    assert "mozilla-central" in page.inner_text("#group-push")

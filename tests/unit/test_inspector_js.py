@@ -4,12 +4,14 @@ the log model, addresses, the group model) by node's own test runner; the browse
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 
 import pytest
 
+from shared.domain.pushes import push_of
 from tests.conftest import PROJECT
 
 TOOLS = PROJECT / "shared" / "api" / "inspector"  # the inspector's room: its app, tests and tools
@@ -43,3 +45,38 @@ def test_eslint_finds_nothing():
 def test_the_javascript_type_checks():
     done = npm("typecheck")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_group_page_reads_a_push_as_the_queue_does():
+    """The group page names its push from its decision task in JavaScript (pushes.js `pushOf`); the start page's
+    pushes come from the queue's reading (shared/domain/pushes.py `push_of`): the two agree on every form."""
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    cases = [
+        {"routes": [f"tc-treeherder.v2.autoland.{rev}.42"]},
+        {"routes": [f"tc-treeherder-staging.try.{rev[:12]}"]},
+        {"routes": ["index.x", f"index.gecko.v2.mozilla-central.revision.{rev}.taskgraph.decision"]},
+        {"payload": {"env": {"GECKO_HEAD_REV": rev, "GECKO_HEAD_REPOSITORY": "https://hg.mozilla.org/try/"}}},
+        {"payload": {"env": {"X_HEAD_REV": "not-hex"}}},
+        {"metadata": {"source": f"https://github.com/o/repo/blob/{rev}/.taskcluster.yml"}},
+        {"metadata": {"source": f"https://hg.mozilla.org/integration/autoland/raw-file/{rev}/.taskcluster.yml"}},
+        {"metadata": {"source": "https://example.com/"}},
+        {},
+    ]
+    definitions = [
+        {"routes": [], "payload": {}, **case, "metadata": {"name": "d", "source": "", **case.get("metadata", {})}}
+        for case in cases
+    ]
+    script = (
+        "import('./app/pushes.js').then(({pushOf}) => console.log(JSON.stringify("
+        f"{json.dumps(definitions)}.map(pushOf))))"
+    )
+    done = subprocess.run(["node", "-e", script], cwd=TOOLS, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    expected = []
+    for definition in definitions:
+        push = push_of("x", definition)
+        expected.append({"project": push["project"], "revision": push["revision"]} if "revision" in push else None)
+    for got, want in zip(json.loads(done.stdout), expected, strict=True):
+        if want is not None and "project" not in want:
+            want = {"project": "", "revision": want["revision"]}
+        assert got == want

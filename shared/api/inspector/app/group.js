@@ -7,10 +7,12 @@
 // (tasks that joined, reruns). Rows are updated in place, cell by cell, so focus, selection and scroll stay.
 import { SLUGID } from "./addresses.js";
 import * as api from "./api.js";
+import { deploymentConfig } from "./config.js";
 import { badge, duration, h, message, notASlugid, replace, RESOLVED, setTitle, STATES, when } from "./dom.js";
 import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun, PASSED_ON_RERUN, passedOnRerun } from "./groupmodel.js";
 import { poll } from "./live.js";
+import { pushOf } from "./pushes.js";
 import { names, rerunPlan } from "./reruns.js";
 import { explainRun } from "./whyread.js";
 
@@ -53,6 +55,11 @@ export function groupView(target, groupId, query) {
   let page = 1;
   let search = "";
   const header = h("div", { class: "group-info" });
+  /** @type {string | undefined} */
+  let treeherderUrl; // the deployment's Treeherder (config.json), for the push's link
+  deploymentConfig().then((c) => {
+    treeherderUrl = c.treeherder;
+  });
   const summary = h("p", { id: "group-summary", class: "summary", role: "status" }, "Loading…");
   const hints = h("ul", { id: "group-hints", class: "hints" });
   const problem = h("div");
@@ -270,13 +277,30 @@ export function groupView(target, groupId, query) {
     return row.tr;
   }
 
+  // The push the group is (its decision task: the task the group is named after, as taskgraph makes it): the
+  // project and revision it built, its owner, and the push in Treeherder when the deployment names it.
+  function pushFacts() {
+    const decision = model.tasks.get(groupId);
+    if (!decision) return null;
+    const push = pushOf(decision.task);
+    const treeherder = treeherderUrl && push && push.project ? h("a", { id: "push-treeherder",
+      href: `${treeherderUrl}/jobs?repo=${encodeURIComponent(push.project)}&revision=${push.revision}` }, "Treeherder")
+      : null;
+    return [h("dt", {}, "push"), h("dd", { id: "group-push" },
+      push ? [push.project ? `${push.project} ` : "", h("code", { title: push.revision }, push.revision.slice(0, 12)), " "]
+        : "",
+      "by ", decision.task.metadata.owner || "–", " · decision task ",
+      h("a", { href: `#/tasks/${groupId}` }, decision.task.metadata.name || groupId),
+      treeherder ? [" · ", treeherder] : null)];
+  }
+
   // Everything shown, from the model: counts, bar, summary, hints and this page's rows (moved, added, removed, and
   // changed in place: each row compares its own cells).
   function render() {
     const c = model.counts();
     const total = model.tasks.size;
     if (model.info) {
-      replace(header, h("dl", { class: "facts" },
+      replace(header, h("dl", { class: "facts" }, pushFacts(),
         h("dt", {}, "schedulerId"), h("dd", {}, model.info.schedulerId),
         model.info.projectId ? [h("dt", {}, "projectId"), h("dd", {}, model.info.projectId)] : null,
         h("dt", {}, "sealed"), h("dd", {}, model.info.sealed ? when(model.info.sealed) : "no"),

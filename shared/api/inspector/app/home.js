@@ -114,7 +114,9 @@ export function homeView(target, showNotice, query = new URLSearchParams()) {
       found = (await api.get("/task-groups/recent", { limit: RECENT })).taskGroups;
     } catch (error) {
       replace(pushList, h("p", {}, api.statusOf(error) === 403
-        ? "The recent task groups are hidden: they take the scope queue:list-recent-task-groups. Sign in with credentials that hold it."
+        ? ["The recent pushes are hidden: they take the scope ", h("code", {}, "queue:list-recent-task-groups"),
+          api.credentials() ? ", which your credentials lack." : [". Sign in with credentials that hold it; a deployment "
+            + "that wants everyone to see them gives it to its ", h("code", {}, "anonymous"), " role."]]
         : `Recent task groups could not be listed: ${api.said(error)}`));
       return;
     }

@@ -116,3 +116,39 @@ export function treeherderOf(routes) {
   }
   return null;
 }
+
+const INDEX = /^index\..*\bv2\.([^.]+)\.revision\.([0-9a-f]{12,40})\./;
+const SOURCES = [
+  /^https?:\/\/github\.com\/[^/]+\/([^/]+)\/(?:raw|blob|tree|commit)\/([0-9a-f]{12,40})(?:\/|$)/,
+  /^https?:\/\/[^/]+\/(?:[^/]+\/)*?([^/]+)\/(?:raw-file|file|rev)\/([0-9a-f]{12,40})(?:\/|$)/,
+];
+
+/**
+ * The push a decision task built, read as the queue reads it for listRecentTaskGroups (shared/domain/pushes.py):
+ * its Treeherder route, an Index route with `.v2.<project>.revision.<rev>.`, its `<X>_HEAD_REV` and
+ * `<X>_HEAD_REPOSITORY` environment, or its metadata.source; null when none says.
+ * @param {TaskDefinition} task
+ * @returns {{project: string, revision: string} | null}
+ */
+export function pushOf(task) {
+  const routes = task.routes || [];
+  const routed = treeherderOf(routes);
+  if (routed) return routed;
+  for (const route of routes) {
+    const found = INDEX.exec(route);
+    if (found) return { project: found[1], revision: found[2] };
+  }
+  const env = /** @type {Record<string, unknown>} */ ((task.payload || {}).env || {});
+  for (const [key, value] of Object.entries(env)) {
+    if (key.endsWith("_HEAD_REV") && REVISION.test(String(value))) {
+      const repository = String(env[`${key.slice(0, -"_REV".length)}_REPOSITORY`] || "");
+      return { project: repository.replace(/\/+$/, "").split("/").pop() || "", revision: String(value) };
+    }
+  }
+  for (const pattern of SOURCES) {
+    const found = pattern.exec(task.metadata.source || "");
+    if (found) return { project: found[1], revision: found[2] };
+  }
+  return null;
+}
+
