@@ -145,7 +145,7 @@ function renderAccount() {
   if (creds) {
     const until = api.signedInUntil();
     replace(box, h("span", { class: "who" }, "Signed in as ", h("strong", { id: "signed-in-as" }, creds.clientId),
-      until ? h("span", { class: "quiet", id: "signed-in-until", title: new Date(until).toISOString() },
+      until ? h("span", { class: "signed-in-until", id: "signed-in-until", title: new Date(until).toISOString() },
         ` until ${new Date(until).toLocaleString([], { weekday: "short", hour: "2-digit", minute: "2-digit" })}`)
         : null),
       " ", h("button", { type: "button", id: "sign-out", onclick: () => {
