@@ -285,3 +285,31 @@ def test_a_task_that_passed_on_rerun_is_marked_not_hidden(host, page):
     page.click("#passed-on-rerun")
     page.wait_for_selector(f"tr[data-task-id='{steady}']", state="detached", timeout=WAIT_MS)
     assert page.locator("tbody tr").count() == 1
+
+
+def test_a_task_blocked_through_blocked_tasks_names_the_failure_to_rerun(host, page):
+    """Issue #85: a summary blocked through tests that a failed build blocks named a test as its blocker. The group
+    row and the task page name the build, the failure to rerun, and the task it comes through."""
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    build = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("build-linux"))
+    queue.reportFailed(build, "0")
+    test = slugid()
+    queue.createTask(test, task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[build], **named("test-1")))
+    summary = slugid()
+    queue.createTask(
+        summary,
+        task_definition(
+            taskQueueId=tq, taskGroupId=group, dependencies=[test], requires="all-resolved", **named("summary")
+        ),
+    )
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    row = page.locator(f"tr[data-task-id='{summary}'] .blocked")
+    row.wait_for(timeout=WAIT_MS)
+    assert row.inner_text() == "blocked by build-linux through test-1"
+    assert row.locator("a").first.get_attribute("href") == f"#/tasks/{build}"
+    page.goto(f"{host.root_url}/inspector/#/tasks/{summary}")
+    page.wait_for_selector("#root-blocker", timeout=WAIT_MS)
+    said = page.inner_text("#task-blocked")
+    assert "waits for test-1" in said and "build-linux (failed)" in said and "rerun what failed" in said, said
+    assert page.get_attribute("#root-blocker", "href") == f"#/tasks/{build}"

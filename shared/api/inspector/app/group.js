@@ -182,7 +182,14 @@ export function groupView(target, groupId, query) {
       const first = why.failed[0] || why.waiting[0];
       const more = why.failed.length + why.waiting.length - 1;
       const named = first ? h("a", { href: `#/tasks/${first.status.taskId}` }, first.task.metadata.name || first.status.taskId) : null;
-      if (why.failed.length) state.push(" ", h("span", { class: "blocked" }, "blocked by ", named));
+      const root = why.failed.length ? model.roots(entry)[0] : undefined;
+      if (root && root !== first) {
+        // Blocked through another blocked task: the failure to rerun is named, and the task it comes through.
+        state.push(" ", h("span", { class: "blocked" }, "blocked by ",
+          h("a", { href: `#/tasks/${root.status.taskId}` }, root.task.metadata.name || root.status.taskId),
+          h("span", { class: "reason" }, " through ", named)));
+        stateKey += `r${root.status.taskId}`;
+      } else if (why.failed.length) state.push(" ", h("span", { class: "blocked" }, "blocked by ", named));
       else if (first) state.push(" ", h("span", { class: "reason" }, "waits for ", named));
       else if (why.outside) state.push(" ", h("span", { class: "reason" }, `waits for ${why.outside} task${why.outside > 1 ? "s" : ""} outside this group`));
       if (first && more > 0) state.push(h("span", { class: "reason" }, ` and ${more} more`));

@@ -137,6 +137,31 @@ export class GroupModel {
     return result;
   }
 
+  // The failed tasks at the root of why a blocked task can never run: the failed or exception dependencies it
+  // needs completed, directly or through blocked unscheduled ones (a summary behind tests behind a failed build:
+  // the build); the tasks of the group only, each once, in the order found.
+  /**
+   * @param {GroupEntry} entry
+   * @returns {GroupEntry[]}
+   */
+  roots(entry) {
+    /** @type {Map<string, GroupEntry>} */
+    const found = new Map();
+    const seen = new Set([entry.status.taskId]);
+    const walk = (/** @type {GroupEntry} */ from) => {
+      const anyResolution = from.task.requires === "all-resolved";
+      for (const depId of from.task.dependencies || []) {
+        const dep = this.tasks.get(depId);
+        if (!dep || seen.has(depId)) continue;
+        seen.add(depId);
+        if (!anyResolution && (dep.status.state === "failed" || dep.status.state === "exception")) found.set(depId, dep);
+        else if (this.blocked(dep)) walk(dep);
+      }
+    };
+    walk(entry);
+    return [...found.values()];
+  }
+
   // The group in a sentence's worth of facts: {kind: empty | finished | running | waiting | stuck, …counts}.
   summary() {
     const counts = this.counts();

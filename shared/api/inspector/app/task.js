@@ -11,6 +11,9 @@ import { byName, treeherderOf } from "./pushes.js";
 import { copyButton, payloadView } from "./payload.js";
 
 const RESIGN = 10 * 60 * 1000;
+const ROOT_LEVELS = 6; // levels of dependencies walked to find what blocks an unscheduled task
+const ROOT_READS = 500; // tasks read at most for it
+const ROOTS_FOR = 30 * 1000; // how long that walk's answer is used before it is walked again
 
 
 /** @type {Array<[string, string, string, string, (state: string) => boolean]>} */
@@ -67,6 +70,8 @@ export function taskView(target, taskId) {
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
   /** @type {Map<number, string>} */
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
+  /** @type {{key: string, at: number, roots: Array<{id: string, name: string, state: string}>}} */
+  let rootsRead = { key: "", at: 0, roots: [] }; // what blocks this task through its unscheduled dependencies
   /** @type {Map<number, Artifact[]>} */
   const listings = new Map(); // runId -> its artifacts as last listed: where the page finds the log it reads (why)
   /** @type {string[] | null} */
@@ -372,13 +377,29 @@ export function taskView(target, taskId) {
    * @param {Record<string, string>} states
    * @param {Record<string, string>} names
    */
-  function renderBlocked(task, ids, states, names) {
+  async function renderBlocked(task, ids, states, names) {
     const name = (/** @type {string} */ id) => h("a", { href: `#/tasks/${id}` }, names[id] || id);
     const failed = ids.filter((id) => states[id] === "failed" || states[id] === "exception");
     if (state === "unscheduled" && failed.length && task.requires !== "all-resolved") {
       redraw(blocked, `b${failed.join()}`, message("error", ["Blocked: it runs only once ", name(failed[0]),
         failed.length > 1 ? ` and ${failed.length - 1} more` : "", ` (${states[failed[0]]}) `,
         failed.length > 1 ? "complete" : "completes", "; rerun what failed to unblock it."]));
+      return;
+    }
+    const through = ids.filter((id) => states[id] === "unscheduled");
+    const key = through.join();
+    if (state === "unscheduled" && through.length && (rootsRead.key !== key || Date.now() - rootsRead.at > ROOTS_FOR)) {
+      rootsRead = { key, at: Date.now(), roots: await rootFailures(through) };
+    }
+    const roots = state === "unscheduled" && through.length ? rootsRead.roots : [];
+    if (roots.length) {
+      // A summary behind tests behind a failed build: the build is what to rerun, not the tests it waits for.
+      const [root] = roots;
+      redraw(blocked, `t${roots.map((r) => r.id).join()}`, message("error", ["Blocked: it waits for ",
+        name(through[0]), through.length > 1 ? ` and ${through.length - 1} more` : "", ", which can run only once ",
+        h("a", { href: `#/tasks/${root.id}`, id: "root-blocker" }, root.name || root.id),
+        roots.length > 1 ? ` and ${roots.length - 1} more` : "", ` (${root.state}) `,
+        roots.length > 1 ? "complete" : "completes", "; rerun what failed to unblock it."]));
       return;
     }
     if (rerunWaits && rerunWaits.length && (state === "failed" || state === "exception")) {
@@ -388,6 +409,49 @@ export function taskView(target, taskId) {
       return;
     }
     redraw(blocked, "none");
+  }
+
+  // The failed tasks at the root of why this task waits, through its unscheduled dependencies: each level of
+  // dependencies read in two calls (definitions, statuses), at most ROOT_LEVELS levels and ROOT_READS tasks; a
+  // failed or exception task that a dependent needs completed is a root.
+  /**
+   * @param {string[]} unscheduled
+   * @returns {Promise<Array<{id: string, name: string, state: string}>>}
+   */
+  async function rootFailures(unscheduled) {
+    /** @type {Map<string, {id: string, name: string, state: string}>} */
+    const roots = new Map();
+    const seen = new Set([taskId, ...unscheduled]);
+    let level = unscheduled;
+    for (let depth = 0; depth < ROOT_LEVELS && level.length; depth++) {
+      const defs = (await api.post("/tasks", { taskIds: level })).tasks;
+      /** @type {Array<{requires: string | undefined, id: string}>} */
+      const edges = [];
+      for (const { task } of /** @type {Array<{taskId: string, task: TaskDefinition}>} */ (defs)) {
+        for (const dep of task.dependencies || []) {
+          if (!seen.has(dep) && seen.size < ROOT_READS) {
+            seen.add(dep);
+            edges.push({ requires: task.requires, id: dep });
+          }
+        }
+      }
+      if (!edges.length) break;
+      const ids = edges.map((e) => e.id);
+      const [named, statuses] = await Promise.all([api.post("/tasks", { taskIds: ids }),
+        api.post("/tasks/status", { taskIds: ids })]);
+      const nameOf = new Map(named.tasks.map((/** @type {{taskId: string, task: TaskDefinition}} */ t) =>
+        [t.taskId, t.task.metadata.name]));
+      const stateOf = new Map(statuses.statuses.map((/** @type {{taskId: string, status: TaskStatus}} */ t) =>
+        [t.taskId, t.status.state]));
+      level = [];
+      for (const { requires, id } of edges) {
+        const found = stateOf.get(id);
+        if ((found === "failed" || found === "exception") && requires !== "all-resolved") {
+          roots.set(id, { id, name: nameOf.get(id) || id, state: found });
+        } else if (found === "unscheduled") level.push(id);
+      }
+    }
+    return [...roots.values()];
   }
 
   // Whether this failed task waits to rerun (listTaskGroupFailures, this queue's extension): what it waits for. Read
@@ -432,7 +496,7 @@ export function taskView(target, taskId) {
         states[id] ? badge(states[id]) : badge("missing"), " ",
         h("a", { href: `#/tasks/${id}` }, names[id] || id))));
     }
-    renderBlocked(task, ids, states, names);
+    await renderBlocked(task, ids, states, names);
     const dependents = await api.all(`/task/${taskId}/dependents`, "tasks");
     const downstream = dependents.length === 0 ? h("p", { class: "quiet" }, "None.")
       : h("ul", { class: "plain", id: "dependents" }, dependents.map((t) => h("li", {}, badge(t.status.state), " ",

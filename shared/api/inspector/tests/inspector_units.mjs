@@ -320,3 +320,21 @@ test("a task that completed after a failed run is marked, and filtered, as passe
   assert.equal(model.counts().completed, 3); // still completed: the mark is beside its state, not instead
 });
 
+
+test("a task blocked through blocked tasks names the failure at the root, each once", () => {
+  const entry = (id, state, dependencies = [], requires = "all-completed") => ({
+    task: { metadata: { name: id }, dependencies, requires }, status: { taskId: id, state, runs: [] } });
+  const build = entry("build", "failed");
+  const lint = entry("lint", "completed");
+  const tests = [0, 1, 2].map((i) => entry(`test-${i}`, "unscheduled", ["build", "lint"]));
+  const summary = entry("summary", "unscheduled", tests.map((t) => t.status.taskId), "all-resolved");
+  const model = new GroupModel();
+  model.put([build, lint, ...tests, summary]);
+  assert.deepEqual(model.why(summary).failed.map((e) => e.status.taskId), ["test-0", "test-1", "test-2"]);
+  assert.deepEqual(model.roots(summary).map((e) => e.status.taskId), ["build"]);
+  assert.deepEqual(model.roots(tests[0]).map((e) => e.status.taskId), ["build"]);
+  // all-resolved: a failed dependency is resolved, it blocks nothing.
+  const after = entry("after", "unscheduled", ["build"], "all-resolved");
+  model.put([after]);
+  assert.deepEqual(model.roots(after), []);
+});
