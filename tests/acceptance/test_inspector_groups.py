@@ -313,3 +313,22 @@ def test_a_task_blocked_through_blocked_tasks_names_the_failure_to_rerun(host, p
     said = page.inner_text("#task-blocked")
     assert "waits for test-1" in said and "build-linux (failed)" in said and "rerun what failed" in said, said
     assert page.get_attribute("#root-blocker", "href") == f"#/tasks/{build}"
+
+
+def test_a_failure_says_how_its_retriggers_went(host, page):
+    """Issue #85: a retrigger sat apart from its original. A failed row says how the other tasks of its name in the
+    group went (retriggers: intermittent when they pass), a link that lists them together."""
+    queue = host.client()
+    group, tq = slugid(), task_queue_id()
+    original = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-linux/opt-1"))
+    queue.reportFailed(original, "0")
+    passed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-linux/opt-1"))
+    queue.reportCompleted(passed, "0")
+    failed = claimed_task(queue, taskQueueId=tq, taskGroupId=group, **named("test-linux/opt-1"))
+    queue.reportFailed(failed, "0")
+    page.goto(f"{host.root_url}/inspector/#/groups/{group}")
+    said = page.locator(f"tr[data-task-id='{original}'] .same-label")
+    said.wait_for(timeout=WAIT_MS)
+    assert said.inner_text() == "2 more with this name: 1 completed, 1 failed"
+    said.locator("a").click()
+    page.wait_for_function("document.querySelectorAll('tbody tr').length === 3", timeout=WAIT_MS)

@@ -172,6 +172,18 @@ export function groupView(target, groupId, query) {
         state.push(whyLine(s.taskId, run.runId, found));
         stateKey += JSON.stringify([found.exitCode, found.errors[0]]);
       }
+      const others = model.sameName(entry);
+      if (others.length) {
+        // Retriggers of the same label beside it: intermittent when they pass.
+        const tally = ["completed", "failed", "exception"].map((st) => [st, others.filter((o) => o.status.state === st)
+          .length]).filter(([, n]) => n).map(([st, n]) => `${n} ${st}`);
+        const unfinished = others.filter((o) => !RESOLVED.has(o.status.state)).length;
+        const said = [...tally, unfinished ? `${unfinished} unfinished` : ""].filter(Boolean).join(", ");
+        state.push(h("div", { class: "same-label" }, h("a", {
+          href: `#/groups/${groupId}?q=${encodeURIComponent(task.metadata.name || "")}` },
+        `${others.length} more with this name`), `: ${said}`));
+        stateKey += `n${said}`;
+      }
     } else if (passedOnRerun(entry)) {
       const failed = s.runs.filter((r) => r.state === "failed").length;
       state.push(" ", h("span", { class: "passed-on-rerun", title: "intermittent, or fixed between its runs" },

@@ -28,6 +28,8 @@ export class GroupModel {
     /** @type {GroupInfo | null} */
     this.info = null; // the group's own fields (schedulerId, sealed, expires, …)
     this.blockedMemo = null;
+    /** @type {Map<string, GroupEntry[]> | null} */
+    this.namesMemo = null; // name -> the tasks of that name, rebuilt when tasks join (put)
   }
 
   // Entries of listTaskGroup; answers the taskIds whose entry is new or changed.
@@ -42,6 +44,7 @@ export class GroupModel {
       this.tasks.set(entry.status.taskId, entry);
     }
     this.blockedMemo = null;
+    this.namesMemo = null;
     return changed;
   }
 
@@ -70,6 +73,24 @@ export class GroupModel {
     const counts = Object.fromEntries(ORDER.map((s) => [s, 0]));
     for (const t of this.tasks.values()) counts[t.status.state] += 1;
     return counts;
+  }
+
+  // The other tasks of the group with this one's name (its label): retriggers of it, or what it retriggered.
+  /**
+   * @param {GroupEntry} entry
+   * @returns {GroupEntry[]}
+   */
+  sameName(entry) {
+    const name = entry.task.metadata.name;
+    if (!name) return [];
+    if (this.namesMemo === null) {
+      this.namesMemo = new Map();
+      for (const t of this.tasks.values()) {
+        const key = t.task.metadata.name || "";
+        this.namesMemo.set(key, [...(this.namesMemo.get(key) || []), t]);
+      }
+    }
+    return (this.namesMemo.get(name) || []).filter((t) => t !== entry);
   }
 
   // The completed tasks a run of which failed before: intermittent, or fixed by what changed between the runs.

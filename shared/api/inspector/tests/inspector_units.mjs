@@ -338,3 +338,15 @@ test("a task blocked through blocked tasks names the failure at the root, each o
   model.put([after]);
   assert.deepEqual(model.roots(after), []);
 });
+
+test("tasks of the same name in a group are found beside each other (retriggers)", () => {
+  const entry = (id, name, state) => ({ task: { metadata: { name }, dependencies: [] },
+    status: { taskId: id, state, runs: [] } });
+  const model = new GroupModel();
+  const first = entry("a", "test-linux/opt-1", "failed");
+  model.put([first, entry("b", "test-linux/opt-1", "completed"), entry("c", "test-linux/opt-10", "failed")]);
+  assert.deepEqual(model.sameName(first).map((e) => e.status.taskId), ["b"]);
+  model.put([entry("d", "test-linux/opt-1", "running")]); // a retrigger joins: found at once
+  assert.deepEqual(model.sameName(first).map((e) => e.status.taskId), ["b", "d"]);
+  assert.deepEqual(model.sameName(entry("e", "", "failed")), []);
+});
