@@ -331,4 +331,4 @@ def test_a_failure_says_how_its_retriggers_went(host, page):
     said.wait_for(timeout=WAIT_MS)
     assert said.inner_text() == "2 more with this name: 1 completed, 1 failed"
     said.locator("a").click()
-    page.wait_for_function("document.querySelectorAll('tbody tr').length === 3", timeout=WAIT_MS)
+    wait_js(page, "document.querySelectorAll('tbody tr').length === 3")

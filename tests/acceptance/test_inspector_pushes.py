@@ -171,3 +171,21 @@ def test_the_group_page_names_its_push(host, page):
     page.goto(f"{host.root_url}/inspector/#/groups/{indexed}")
     page.wait_for_selector("#group-push", timeout=WAIT_MS)
     assert "mozilla-central" in page.inner_text("#group-push")
+
+
+def test_a_label_is_looked_for_in_the_group_being_read_first(host, page):
+    """Issue #85: a pasted label was looked for in the 5 newest pushes only (none, signed out). On a group's page, or
+    a task's of that group, the Open box finds a label of that group first, whatever pushes came since."""
+    queue = host.client()
+    group = push(queue, "autoland", revision())
+    label = f"test-windows11-64/opt-{secrets.token_hex(3)}"
+    labelled = slugid()
+    queue.createTask(labelled, task_definition(taskGroupId=group, **named(label)))
+    for _ in range(6):  # newer pushes: the group is no longer among the newest five
+        push(queue, "autoland", revision())
+    for start in (f"#/groups/{group}", f"#/tasks/{group}"):
+        page.goto(f"{host.root_url}/inspector/{start}")
+        page.wait_for_selector("#goto-id", timeout=WAIT_MS)
+        page.fill("#goto-id", label)
+        page.press("#goto-id", "Enter")
+        wait_js(page, f"location.hash === '#/tasks/{labelled}'")

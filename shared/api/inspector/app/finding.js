@@ -54,25 +54,43 @@ export async function findPush(revision, project = "") {
      pushIndex ? " or in the Index" : " (this deployment names no Index path for pushes)"}` };
 }
 
-// The newest task named `label` in the newest pushes (reading their task lists a page at a time), or null.
+// The task named `label` in the group the reader is in (`within`) first, then in the newest pushes (reading
+// their task lists a page at a time); null when none.
 /**
  * @param {string} label
+ * @param {string | null} [within]
  */
-async function taskLabelled(label) {
-  for (const push of (await recentPushes()).slice(0, LABEL_PUSHES)) {
-    let token;
-    do {
-      let page;
-      try {
-        page = await api.get(`/task-group/${push.taskGroupId}/list`, { limit: 1000, continuationToken: token });
-      } catch {
-        break;
-      }
-      const found = page.tasks.find((/** @type {GroupEntry} */ t) => t.task.metadata.name === label || (t.task.tags || {}).label === label);
-      if (found) return found.status.taskId;
-      token = page.continuationToken;
-    } while (token);
+async function taskLabelled(label, within = null) {
+  if (within) {
+    const here = await labelledIn(within, label);
+    if (here) return here;
   }
+  for (const push of (await recentPushes()).slice(0, LABEL_PUSHES)) {
+    if (push.taskGroupId === within) continue;
+    const found = await labelledIn(push.taskGroupId, label);
+    if (found) return found;
+  }
+  return null;
+}
+
+/**
+ * The task of the group labelled `label` (its name, or its `label` tag), read 1,000 a page; null when none.
+ * @param {string} groupId
+ * @param {string} label
+ */
+async function labelledIn(groupId, label) {
+  let token;
+  do {
+    let page;
+    try {
+      page = await api.get(`/task-group/${groupId}/list`, { limit: 1000, continuationToken: token });
+    } catch {
+      return null;
+    }
+    const found = page.tasks.find((/** @type {GroupEntry} */ t) => t.task.metadata.name === label || (t.task.tags || {}).label === label);
+    if (found) return found.status.taskId;
+    token = page.continuationToken;
+  } while (token);
   return null;
 }
 
@@ -80,8 +98,9 @@ async function taskLabelled(label) {
 // queue workers asked for work from, or that tasks were created for, first; then a task of that label.
 /**
  * @param {string} name
+ * @param {string | null} [within] the task group the reader is in, looked in first
  */
-export async function findQueueOrLabel(name) {
+export async function findQueueOrLabel(name, within = null) {
   let mayList; // whether the task queues may be asked for (else the queue's page says what that takes)
   try {
     await api.get(`/task-queues/${name}`);
@@ -89,7 +108,7 @@ export async function findQueueOrLabel(name) {
   } catch (error) {
     mayList = api.statusOf(error) !== 403; // 404: not one workers asked for work from
   }
-  const task = await taskLabelled(name);
+  const task = await taskLabelled(name, within);
   if (task) return { route: `/tasks/${task}` };
   try {
     const seen = await api.all("/task-queues-seen", "taskQueues");
@@ -103,9 +122,10 @@ export async function findQueueOrLabel(name) {
 
 /**
  * @param {string} label
+ * @param {string | null} [within] the task group the reader is in, looked in first
  */
-export async function findLabel(label) {
-  const task = await taskLabelled(label);
+export async function findLabel(label, within = null) {
+  const task = await taskLabelled(label, within);
   return task ? { route: `/tasks/${task}` }
     : { error: `"${label}" is neither a taskId, a taskGroupId, a task queue, an index path, a revision, a URL nor `
       + `the label of a task in the ${LABEL_PUSHES} newest pushes` };

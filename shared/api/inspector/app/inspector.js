@@ -68,6 +68,19 @@ function route(again = false) {
     h("a", { href: "#/" }, "Start again"));
 }
 
+// The task group the reader is in: the group page's, or the group of the task page's task; null elsewhere. A
+// label is looked for there first (a sheriff on a push pastes a label of that push).
+async function groupBeingRead() {
+  const at = /^#\/(groups|tasks)\/([A-Za-z0-9_-]{22})(?:[/?]|$)/.exec(window.location.hash);
+  if (!at) return null;
+  if (at[1] === "groups") return at[2];
+  try {
+    return (await api.get(`/task/${at[2]}`)).taskGroupId;
+  } catch {
+    return null;
+  }
+}
+
 // The Open box: a taskId or taskGroupId (the queue is asked which: a task first, as a decision task's id is also
 // its group's), a task queue, an index path, a revision, a task's label, or a URL of Taskcluster's UI, of this
 // inspector, of the API or of Treeherder (a job or a push).
@@ -86,8 +99,8 @@ async function open(input) {
   }
   const lookup = found.revision ? () => findPush(found.revision)
     : found.push ? () => findPush(found.push.revision, found.push.project)
-      : found.queueOrLabel ? () => findQueueOrLabel(found.queueOrLabel)
-        : found.label ? () => findLabel(found.label) : null;
+      : found.queueOrLabel ? async () => findQueueOrLabel(found.queueOrLabel, await groupBeingRead())
+        : found.label ? async () => findLabel(found.label, await groupBeingRead()) : null;
   if (lookup) {
     showNotice("info", `Looking for ${input.trim()}…`);
     const where = await lookup();
