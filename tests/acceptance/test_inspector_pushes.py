@@ -189,3 +189,26 @@ def test_a_label_is_looked_for_in_the_group_being_read_first(host, page):
         page.fill("#goto-id", label)
         page.press("#goto-id", "Enter")
         wait_js(page, f"location.hash === '#/tasks/{labelled}'")
+
+
+def test_a_failed_label_says_how_it_went_on_the_projects_previous_push(host, page):
+    """Issue #85: nothing said that the same label failed on the project's previous push (not this push's doing).
+    A failed row says how its label went on the previous push of its project, a link to that task."""
+    queue = host.client()
+    project, label = f"proj{secrets.token_hex(3)}", "test-linux64/opt-xpcshell-3"
+    older_rev = revision()
+    older = push(queue, project, older_rev)
+    before = claimed_task(queue, taskGroupId=older, **named(label))
+    queue.reportFailed(before, "0")
+    push(queue, f"other{secrets.token_hex(3)}", revision())  # another project's push between them
+    newer = push(queue, project, revision())
+    now = claimed_task(queue, taskGroupId=newer, **named(label))
+    queue.reportFailed(now, "0")
+    page.goto(f"{host.root_url}/inspector/#/")
+    sign_in(page)  # listing the recent pushes takes queue:list-recent-task-groups
+    page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
+    page.goto(f"{host.root_url}/inspector/#/groups/{newer}")
+    said = page.locator(f"tr[data-task-id='{now}'] .previous-push")
+    said.wait_for(timeout=WAIT_MS)
+    assert said.inner_text() == f"previous push ({older_rev[:12]}): failed"
+    assert said.locator("a").get_attribute("href") == f"#/tasks/{before}"

@@ -16,6 +16,20 @@ async function recentPushes() {
   }
 }
 
+// The push of `project` before the group `groupId` among the recent pushes (newest first), or null: when the
+// group is not among them, or the caller may not list them.
+/**
+ * @param {string} groupId
+ * @param {string} project
+ * @returns {Promise<Push | null>}
+ */
+export async function previousPush(groupId, project) {
+  const recent = await recentPushes();
+  const at = recent.findIndex((p) => p.taskGroupId === groupId);
+  if (at < 0) return null;
+  return recent.slice(at + 1).find((p) => p.project === project) || null;
+}
+
 // The group of the decision task indexed for the push, through the deployment's template; null if none.
 /**
  * @param {string | undefined} template

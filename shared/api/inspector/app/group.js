@@ -14,6 +14,7 @@ import { GroupModel, lastRun, PASSED_ON_RERUN, passedOnRerun } from "./groupmode
 import { poll } from "./live.js";
 import { pushOf } from "./pushes.js";
 import { names, rerunPlan } from "./reruns.js";
+import { previousPush } from "./finding.js";
 import { explainRun } from "./whyread.js";
 
 // Failed runs on the page shown whose logs are read for their exit code and first error line (the first ones, in
@@ -171,6 +172,14 @@ export function groupView(target, groupId, query) {
       if (found) {
         state.push(whyLine(s.taskId, run.runId, found));
         stateKey += JSON.stringify([found.exitCode, found.errors[0]]);
+      }
+      const before = previous?.states.get(task.metadata.name || "");
+      if (previous && before) {
+        // The same label on the project's previous push: failing there too says "not this push's doing".
+        state.push(h("div", { class: "same-label previous-push" }, "previous push (",
+          h("code", {}, (previous.push.revision || previous.push.taskGroupId).slice(0, 12)), "): ",
+          h("a", { href: `#/tasks/${before.taskId}` }, before.state)));
+        stateKey += `v${before.state}`;
       }
       const others = model.sameName(entry);
       if (others.length) {
@@ -553,6 +562,35 @@ export function groupView(target, groupId, query) {
     }));
   }
 
+  /** @type {{push: Push, states: Map<string, {taskId: string, state: string}>} | null} */
+  let previous = null; // the project's previous push, its tasks' states by name (readPrevious)
+  let previousRead = false;
+
+  // The project's previous push (among the recent pushes: it takes queue:list-recent-task-groups), its tasks'
+  // states by name, read once, when this group has failures: a failed label says how it went there.
+  async function readPrevious() {
+    const c = model.counts();
+    if (previousRead || (!c.failed && !c.exception)) return;
+    const decision = model.tasks.get(groupId);
+    const project = decision ? pushOf(decision.task)?.project : undefined;
+    if (!project) return;
+    previousRead = true;
+    try {
+      const push = await previousPush(groupId, project);
+      if (!push) return;
+      /** @type {Map<string, {taskId: string, state: string}>} */
+      const states = new Map();
+      await api.all(`/task-group/${push.taskGroupId}/list`, "tasks", { onPage: (p) => {
+        for (const t of /** @type {GroupEntry[]} */ (p.tasks)) {
+          if (t.task.metadata.name) states.set(t.task.metadata.name, { taskId: t.status.taskId, state: t.status.state });
+        }
+      } });
+      previous = { push, states };
+    } catch {
+      previous = null; // not read: the rows say nothing of it
+    }
+  }
+
   // The failed tasks that wait to rerun (listTaskGroupFailures, this queue's extension): read with each whole
   // listing (every FULL_EVERY, and right after an action) while the group has failed or exception tasks, not at each
   // refresh (a cancelled 10,000-task group has 10 pages of them); an older queue without it shows none waiting.
@@ -640,6 +678,11 @@ export function groupView(target, groupId, query) {
     replace(problem);
     await checkQueues().catch(() => {});
     render();
+    if (!previousRead) {
+      readPrevious().then(() => { // in the background: the rows are drawn again once it is read
+        if (previous) render();
+      });
+    }
     const live = model.unresolvedIds().length > 0;
     replace(status, live ? h("span", { class: "live-dot", "aria-hidden": "true" }) : null,
       `Updated ${new Date().toLocaleTimeString()}: ${reads}.`);
