@@ -53,6 +53,8 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2000, help="tasks in the group (0: no group benchmark)")
     parser.add_argument("--log-lines", type=int, default=0, help="lines of a finished log to open (0: none)")
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--gecko", action="store_true", help="definitions shaped as a Firefox push's test tasks")
+    parser.add_argument("--window", type=float, default=REFRESH_WINDOW, help="seconds of refreshes observed")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     args = parser.parse_args()
     processes: list[Any] = []
@@ -140,6 +142,56 @@ def log_bench(browser: Any, root_url: str, creds: dict[str, str], lines: int) ->
     page.close()
 
 
+def gecko_shaped(n: int) -> dict[str, Any]:
+    """What a Firefox push's test task carries beside its name (about 3.5 kB of JSON, as taskgraph writes them):
+    docker-worker's payload with run-task's command and environment, artifacts and caches, Treeherder and Index
+    routes, scopes, extra.treeherder and tags."""
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    env = {f"MOZ_VAR_{k}": f"value-{k}-{'x' * 40}" for k in range(20)}
+    env.update(GECKO_HEAD_REV=rev, GECKO_HEAD_REPOSITORY="https://hg.mozilla.org/integration/autoland")
+    return {
+        "payload": {
+            "image": {"type": "task-image", "taskId": "Bx1hYQ1RTbOVBnLQwxp4Qg", "path": "public/image.tar.zst"},
+            "command": [
+                "/builds/worker/bin/run-task",
+                "--",
+                "/builds/worker/bin/test-linux.sh",
+                "--mochitest-suite=browser-chrome",
+                f"--this-chunk={n % 16 + 1}",
+                "--total-chunks=16",
+            ],
+            "env": env,
+            "maxRunTime": 7200,
+            "artifacts": {
+                f"public/{k}": {"type": "directory", "path": f"/builds/worker/artifacts/{k}"}
+                for k in ("logs", "test", "test_info")
+            },
+            "cache": {"gecko-level-3-checkouts-v3": "/builds/worker/checkouts"},
+        },
+        "routes": [
+            f"tc-treeherder.v2.autoland.{rev}.176543",
+            f"index.gecko.v2.autoland.revision.{rev}.test.linux64-mochitest-browser-chrome-{n % 16 + 1}",
+        ],
+        "scopes": [f"secrets:get:project/releng/gecko/build/level-3/{k}" for k in ("a", "b", "c")]
+        + ["docker-worker:cache:gecko-level-3-checkouts-v3", "queue:route:index.gecko.v2.autoland.*"],
+        "extra": {
+            "treeherder": {
+                "symbol": f"bc{n % 16 + 1}",
+                "groupSymbol": "M",
+                "tier": 1,
+                "machine": {"platform": "linux1804-64-qr"},
+                "collection": {"opt": True},
+            }
+        },
+        "tags": {
+            "kind": "mochitest",
+            "label": f"test-linux1804-64-qr/opt-mochitest-browser-chrome-{n % 16 + 1}",
+            "os": "linux",
+            "worker-implementation": "docker-worker",
+        },
+    }
+
+
 def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argparse.Namespace) -> None:
     """A group of `args.tasks` pending tasks: first paint, each kind of refresh, a click on the next page."""
     queue = taskcluster.Queue({"rootUrl": root_url, "credentials": creds})
@@ -151,6 +203,8 @@ def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argpar
         for n in range(per_thread):
             body = definition(tq)
             body.update(taskGroupId=group, metadata={**body["metadata"], "name": f"task {i}-{n:05}"})
+            if args.gecko:
+                body.update(gecko_shaped(i * per_thread + n))
             client.createTask(timeutil.slugid(), body)
 
     seconds = run_threads(args.threads, creator)
@@ -172,7 +226,7 @@ def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argpar
     # group, or the unresolved tasks' statuses), and each kind is reported apart.
     window_start = time.perf_counter()
     before, marks = page.inner_text("#group-updated"), [(window_start, "")]
-    while time.perf_counter() - window_start < REFRESH_WINDOW:
+    while time.perf_counter() - window_start < args.window:
         now_text = page.inner_text("#group-updated")
         if now_text != before:
             before = now_text
@@ -184,7 +238,7 @@ def group_bench(browser: Any, root_url: str, creds: dict[str, str], args: argpar
         kinds.setdefault(kind, []).append((len(inside), sum(inside)))
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(marks[1:])]
     every = sum(gaps) / len(gaps) if gaps else 0.0
-    print(f"refreshes: {len(marks) - 1} in {REFRESH_WINDOW:.0f} s (every {every:.1f} s)", flush=True)
+    print(f"refreshes: {len(marks) - 1} in {args.window:.0f} s (every {every:.1f} s)", flush=True)
     for kind, seen in kinds.items():
         calls = sum(c for c, _ in seen) / len(seen)
         size = sum(b for _, b in seen) / len(seen)

@@ -42,6 +42,18 @@ def definition_and_status(task: Task) -> dict[str, Any]:
     return {"task": definition(task), "status": task.status()}
 
 
+BRIEF_FIELDS = ("dependencies", "requires", "schedulerId", "projectId", "taskGroupId", "created", "deadline")
+
+
+def brief_and_status(task: Task) -> dict[str, Any]:
+    """An item of list-task-group-brief-response: what a page listing a group shows of a definition."""
+    stored: dict[str, Any] = dict(task.definition)
+    metadata = stored.get("metadata") or {}
+    brief = {key: stored[key] for key in BRIEF_FIELDS if key in stored}
+    brief["metadata"] = {"name": metadata.get("name", ""), "owner": metadata.get("owner", "")}
+    return {"task": brief, "status": task.status()}
+
+
 def claim(claimed: Claim, credentials: dict[str, str], *, include_task: bool) -> dict[str, Any]:
     """An item of claim-work-response (with the task), or task-reclaim-response (without)."""
     run = claimed.run

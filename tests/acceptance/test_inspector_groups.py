@@ -61,7 +61,8 @@ def test_a_group_says_what_failed_and_why_and_its_rows_keep_focus_and_selection(
     order = page.evaluate("[...document.querySelectorAll('#group-tasks tbody tr')].map(r => r.dataset.taskId)")
     assert order == [failed, idle, sign, upload, done]  # failures first, then pending, unscheduled, completed
     assert "blocked by test-3" in page.inner_text(f"tr[data-task-id='{sign}']")
-    assert "blocked by sign" in page.inner_text(f"tr[data-task-id='{upload}']")
+    # Blocked through sign: the failure to rerun is named, and the task it comes through (issue #85).
+    assert "blocked by test-3 through sign" in page.inner_text(f"tr[data-task-id='{upload}']")
     assert page.get_attribute(f"tr[data-task-id='{sign}'] .blocked a", "href") == f"#/tasks/{failed}"
     assert "pending for" in page.inner_text(f"tr[data-task-id='{idle}']")
     page.wait_for_selector(f"#group-hints li[data-queue='{idle_queue}']", timeout=WAIT_MS)
@@ -93,7 +94,8 @@ def test_a_group_says_what_failed_and_why_and_its_rows_keep_focus_and_selection(
     wait_js(page, "document.querySelectorAll('#group-tasks tbody tr').length === 1")
     assert page.get_attribute("#group-tasks tbody tr", "data-task-id") == upload
     assert "q=UPL" in page.evaluate("location.hash")
-    assert [r for r in requests.seen[count:] if r[1].startswith(f"/task-group/{group}/list")] == []
+    listings = (f"/task-group/{group}/list", f"/task-group/{group}/brief")
+    assert [r for r in requests.seen[count:] if r[1].startswith(listings)] == []
 
     # The dependency graph: three layers (test-3, build, lint; sign; upload), a task named on hover, opened by a click.
     page.click("#graph-details > summary")

@@ -36,6 +36,48 @@ def test_get_and_list_task_group(queue):
     expect_error(404, "ResourceNotFound", queue.listTaskGroup, slugid())
 
 
+def test_the_brief_listing_is_the_listing_cut_down_to_what_a_page_shows(queue):
+    """listTaskGroupBrief (this queue's extension): the same tasks, statuses and paging as listTaskGroup, each
+    definition cut to its name, owner, dependencies, requires, scheduler, project, group, created and deadline."""
+    group = slugid()
+    first = in_group(queue, group, 1, payload={"env": {"BIG": "x" * 3000}}, routes=["index.a.b"])[0]
+    ids = [first, *in_group(queue, group, 4, dependencies=[first], payload={"env": {"BIG": "x" * 3000}})]
+    root = queue.options["rootUrl"]
+    seen, token, brief_bytes = [], None, 0
+    while True:
+        answer = httpx.get(
+            f"{root}/api/queue/v1/task-group/{group}/brief",
+            params={"limit": 2, **({"continuationToken": token} if token else {})},
+        )
+        assert answer.status_code == 200, answer.text
+        brief_bytes += len(answer.content)
+        page = answer.json()
+        assert len(page["tasks"]) <= 2 and page["schedulerId"] == queue.getTaskGroup(group)["schedulerId"]
+        for item in page["tasks"]:
+            whole = queue.task(item["status"]["taskId"])
+            assert item["status"] == queue.status(item["status"]["taskId"])["status"]
+            assert item["task"]["metadata"] == {"name": whole["metadata"]["name"], "owner": whole["metadata"]["owner"]}
+            assert set(item["task"]) == {
+                "metadata",
+                "dependencies",
+                "requires",
+                "schedulerId",
+                "projectId",
+                "taskGroupId",
+                "created",
+                "deadline",
+            }
+            assert all(item["task"][k] == whole[k] for k in item["task"] if k != "metadata")
+        seen += [t["status"]["taskId"] for t in page["tasks"]]
+        token = page.get("continuationToken")
+        if not token:
+            break
+    assert sorted(seen) == sorted(ids)
+    whole_bytes = len(httpx.get(f"{root}/api/queue/v1/task-group/{group}/list").content)
+    assert brief_bytes * 3 < whole_bytes
+    assert httpx.get(f"{root}/api/queue/v1/task-group/{slugid()}/brief").status_code == 404
+
+
 def test_list_task_group_pages(queue):
     group = slugid()
     ids = in_group(queue, group, 5)

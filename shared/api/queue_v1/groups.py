@@ -33,6 +33,25 @@ async def list_task_group(call: QueueCall) -> dict[str, Any]:
 
 @api.route(
     "GET",
+    "/task-group/<taskGroupId>/brief",
+    name="listTaskGroupBrief",
+    title="List Task Group, Brief",
+    scopes="queue:list-task-group:<taskGroupId>",
+    output="list-task-group-brief-response",
+    stability="experimental",
+    query=PAGING,
+)
+async def list_task_group_brief(call: QueueCall) -> dict[str, Any]:
+    """Not in Taskcluster: listTaskGroup's pages with each definition cut down to what a page listing a group shows
+    (its name and owner, dependencies, requires, scheduler, project, created, deadline), its status whole: the
+    inspector's group page reads a Firefox push in a third of the bytes. Paged as listTaskGroup, same tokens."""
+    await call.authorize()
+    group, tasks, token = await call.context.groups.members(call.params["taskGroupId"], **paging(call))
+    return answers.page("tasks", [answers.brief_and_status(t) for t in tasks], token, **answers.group(group))
+
+
+@api.route(
+    "GET",
     "/task-group/<taskGroupId>",
     name="getTaskGroup",
     title="Get Task Group",

@@ -56,6 +56,10 @@ export function groupView(target, groupId, query) {
   let page = 1;
   let search = "";
   const header = h("div", { class: "group-info" });
+  /** @type {Promise<TaskDefinition | undefined> | null} */
+  let decisionTask = null; // the decision task's whole definition, read once (pushFacts)
+  /** @type {{project: string, revision: string} | null} */
+  let decisionPush = null; // the push it built
   /** @type {string | undefined} */
   let treeherderUrl; // the deployment's Treeherder (config.json), for the push's link
   deploymentConfig().then((c) => {
@@ -310,7 +314,14 @@ export function groupView(target, groupId, query) {
   function pushFacts() {
     const decision = model.tasks.get(groupId);
     if (!decision) return null;
-    const push = pushOf(decision.task);
+    if (decisionTask === null) {
+      decisionTask = api.get(`/task/${groupId}`).then((task) => { // the brief listing has no routes or payload
+        decisionPush = pushOf(task);
+        render();
+        return task;
+      }).catch(() => undefined);
+    }
+    const push = decisionPush;
     const treeherder = treeherderUrl && push && push.project ? h("a", { id: "push-treeherder",
       href: `${treeherderUrl}/jobs?repo=${encodeURIComponent(push.project)}&revision=${push.revision}` }, "Treeherder")
       : null;
@@ -570,17 +581,17 @@ export function groupView(target, groupId, query) {
   // states by name, read once, when this group has failures: a failed label says how it went there.
   async function readPrevious() {
     const c = model.counts();
-    if (previousRead || (!c.failed && !c.exception)) return;
-    const decision = model.tasks.get(groupId);
-    const project = decision ? pushOf(decision.task)?.project : undefined;
-    if (!project) return;
+    if (previousRead || (!c.failed && !c.exception) || decisionTask === null) return;
     previousRead = true;
+    const task = await decisionTask;
+    const project = task ? pushOf(task)?.project : undefined;
+    if (!project) return;
     try {
       const push = await previousPush(groupId, project);
       if (!push) return;
       /** @type {Map<string, {taskId: string, state: string}>} */
       const states = new Map();
-      await api.all(`/task-group/${push.taskGroupId}/list`, "tasks", { onPage: (p) => {
+      await api.all(`/task-group/${push.taskGroupId}/brief`, "tasks", { onPage: (p) => {
         for (const t of /** @type {GroupEntry[]} */ (p.tasks)) {
           if (t.task.metadata.name) states.set(t.task.metadata.name, { taskId: t.status.taskId, state: t.status.state });
         }
@@ -621,7 +632,8 @@ export function groupView(target, groupId, query) {
       /** @type {GroupInfo | null} */
       let info = null;
       const first = model.tasks.size === 0;
-      await api.all(`/task-group/${groupId}/list`, "tasks", {
+      // listTaskGroupBrief (this queue's extension): the definitions cut down to what this page shows.
+      await api.all(`/task-group/${groupId}/brief`, "tasks", {
         onPage: (p) => {
           entries.push(...p.tasks);
           info = info || p;
