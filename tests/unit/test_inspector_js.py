@@ -80,3 +80,12 @@ def test_the_group_page_reads_a_push_as_the_queue_does():
         if want is not None and "project" not in want:
             want = {"project": "", "revision": want["revision"]}
         assert got == want
+
+
+def test_the_vendored_json_e_is_the_librarys_own_build():
+    """app/json-e.js is json-e's dist/index.js unchanged (below its 4-line header), the version package.json pins:
+    the page has no build step, so the library's build is served as it is published."""
+    vendored = (TOOLS / "app" / "json-e.js").read_text().split("\n", 4)[4]
+    published = (TOOLS / "node_modules" / "json-e" / "dist" / "index.js").read_text()
+    pinned = json.loads((TOOLS / "package.json").read_text())["devDependencies"]["json-e"]
+    assert vendored == published and f"json-e {pinned}" in (TOOLS / "app" / "json-e.js").read_text()[:200]

@@ -1,6 +1,7 @@
 // The task view: definition, status, every run with its artifacts, dependencies both ways, and the schedule /
 // rerun / cancel buttons, enabled when the signed-in credentials hold the scopes the queue will ask for.
 import * as api from "./api.js";
+import { actionsFor, defaultInput, readActions, triggerAction } from "./actions.js";
 import { LOG_TYPES, logOf, READ_AT_MOST, REASONS } from "./why.js";
 import { explainLog, logToRead, TAIL } from "./whyread.js";
 import { SLUGID } from "./addresses.js";
@@ -70,6 +71,8 @@ export function taskView(target, taskId) {
   const runArticles = new Map(); // runId -> {article, facts, artifacts}
   /** @type {Map<number, string>} */
   const logs = new Map(); // runId -> the name of its log (public/logs/ first), once its artifacts were listed
+  /** @type {Promise<any> | null} */
+  let inTree = null; // the decision task's actions.json, read once (null until asked)
   /** @type {{key: string, at: number, roots: Array<{id: string, name: string, state: string}>}} */
   let rootsRead = { key: "", at: 0, roots: [] }; // what blocks this task through its unscheduled dependencies
   /** @type {Map<number, Artifact[]>} */
@@ -120,11 +123,47 @@ export function taskView(target, taskId) {
       return h("button", { type: "button", id: `${verb}-task`, disabled: !allowed,
         title: allowed ? `${label} this task` : refusedWhy(verb), onclick: () => act(task, label, method) }, label);
     });
-    const copies = api.satisfied(held, api.createScopes(task));
-    buttons.push(h("button", { type: "button", id: "retrigger-task", disabled: !copies,
-      title: copies ? "Run a new copy of this task beside it (for an intermittent failure)" : refusedWhy("retrigger"),
-      onclick: () => retrigger(task) }, "Retrigger"));
-    redraw(actions, `${state}|${held.join(" ")}`, buttons);
+    if (inTree === null) inTree = readActions(task.taskGroupId);
+    const file = await inTree;
+    const offered = actionsFor(file, task.tags || {});
+    for (const action of offered) {
+      // The decision task's own actions (Firefox CI's Retrigger, Backfill, ...), triggered through its hooks.
+      const scope = `hooks:trigger-hook:${action.hookGroupId}/${action.hookId}`;
+      const allowed = api.satisfied(held, scope);
+      const input = defaultInput(action);
+      buttons.push(h("button", { type: "button", class: "in-tree-action", dataset: { action: action.name },
+        disabled: !allowed || input === null,
+        title: input === null ? `${action.title} needs input this page does not ask for: use Taskcluster's UI`
+          : allowed ? action.description || action.title
+            : api.credentials() ? `Your credentials lack ${scope}` : `Sign in with credentials that hold ${scope}`,
+        onclick: () => runInTree(task, file, action) }, action.title));
+    }
+    if (!offered.some((a) => a.name === "retrigger")) {
+      const copies = api.satisfied(held, api.createScopes(task));
+      buttons.push(h("button", { type: "button", id: "retrigger-task", disabled: !copies,
+        title: copies ? "Run a new copy of this task beside it (for an intermittent failure)" : refusedWhy("retrigger"),
+        onclick: () => retrigger(task) }, "Retrigger"));
+    }
+    redraw(actions, `${state}|${held.join(" ")}|${offered.map((a) => a.name).join()}`, buttons);
+  }
+
+  // An in-tree action: asked first, then its hook triggered; the action task it created is linked.
+  /**
+   * @param {TaskDefinition} task
+   * @param {any} file
+   * @param {any} action
+   */
+  async function runInTree(task, file, action) {
+    if (!window.confirm(`${action.title} "${task.metadata.name || taskId}"? ${action.description || ""}`.trim())) return;
+    replace(feedback, message("info", `${action.title}…`));
+    try {
+      const created = await triggerAction(file, action, task.taskGroupId, taskId);
+      replace(feedback, message("ok", [`${action.title}: `, created
+        ? ["the action task ", h("a", { href: `#/tasks/${created}`, id: "action-task" }, created), " runs it."]
+        : "the hook was triggered."]));
+    } catch (error) {
+      replace(feedback, message("error", `${action.title} refused: ${api.said(error)}`));
+    }
   }
 
   // A retrigger: a new task with this one's definition, in its group, its dates moved to now (as Taskcluster's
