@@ -56,6 +56,9 @@ export function groupView(target, groupId, query) {
   let page = 1;
   let search = "";
   const header = h("div", { class: "group-info" });
+  /** @type {{push: Push, states: Map<string, {taskId: string, state: string}>} | null} */
+  let previous = null; // the project's previous push, its tasks' states by name (readPrevious)
+  let previousRead = false;
   /** @type {Promise<TaskDefinition | undefined> | null} */
   let decisionTask = null; // the decision task's whole definition, read once (pushFacts)
   /** @type {{project: string, revision: string} | null} */
@@ -573,9 +576,6 @@ export function groupView(target, groupId, query) {
     }));
   }
 
-  /** @type {{push: Push, states: Map<string, {taskId: string, state: string}>} | null} */
-  let previous = null; // the project's previous push, its tasks' states by name (readPrevious)
-  let previousRead = false;
 
   // The project's previous push (among the recent pushes: it takes queue:list-recent-task-groups), its tasks'
   // states by name, read once, when this group has failures: a failed label says how it went there.

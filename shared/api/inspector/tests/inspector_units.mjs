@@ -306,12 +306,12 @@ test("Rerun failed's plan: a dependency rerun in the batch is unmet, for all-res
 });
 
 test("a task that completed after a failed run is marked, and filtered, as passed on rerun", () => {
-  const entry = (id, state, runs) => ({ task: { metadata: { name: id }, dependencies: [] },
+  const make = (id, state, runs) => ({ task: { metadata: { name: id }, dependencies: [] },
     status: { taskId: id, state, runs: runs.map((r, runId) => ({ runId, state: r })) } });
-  const flaky = entry("flaky", "completed", ["failed", "completed"]);
-  const retried = entry("retried", "completed", ["exception", "completed"]); // the queue's own retry
-  const green = entry("green", "completed", ["completed"]);
-  const red = entry("red", "failed", ["failed", "failed"]);
+  const flaky = make("flaky", "completed", ["failed", "completed"]);
+  const retried = make("retried", "completed", ["exception", "completed"]); // the queue's own retry
+  const green = make("green", "completed", ["completed"]);
+  const red = make("red", "failed", ["failed", "failed"]);
   assert.deepEqual([flaky, retried, green, red].map(passedOnRerun), [true, false, false, false]);
   const model = new GroupModel();
   model.put([flaky, retried, green, red]);
@@ -322,31 +322,31 @@ test("a task that completed after a failed run is marked, and filtered, as passe
 
 
 test("a task blocked through blocked tasks names the failure at the root, each once", () => {
-  const entry = (id, state, dependencies = [], requires = "all-completed") => ({
+  const make = (id, state, dependencies = [], requires = "all-completed") => ({
     task: { metadata: { name: id }, dependencies, requires }, status: { taskId: id, state, runs: [] } });
-  const build = entry("build", "failed");
-  const lint = entry("lint", "completed");
-  const tests = [0, 1, 2].map((i) => entry(`test-${i}`, "unscheduled", ["build", "lint"]));
-  const summary = entry("summary", "unscheduled", tests.map((t) => t.status.taskId), "all-resolved");
+  const build = make("build", "failed");
+  const lint = make("lint", "completed");
+  const tests = [0, 1, 2].map((i) => make(`test-${i}`, "unscheduled", ["build", "lint"]));
+  const summary = make("summary", "unscheduled", tests.map((t) => t.status.taskId), "all-resolved");
   const model = new GroupModel();
   model.put([build, lint, ...tests, summary]);
   assert.deepEqual(model.why(summary).failed.map((e) => e.status.taskId), ["test-0", "test-1", "test-2"]);
   assert.deepEqual(model.roots(summary).map((e) => e.status.taskId), ["build"]);
   assert.deepEqual(model.roots(tests[0]).map((e) => e.status.taskId), ["build"]);
   // all-resolved: a failed dependency is resolved, it blocks nothing.
-  const after = entry("after", "unscheduled", ["build"], "all-resolved");
+  const after = make("after", "unscheduled", ["build"], "all-resolved");
   model.put([after]);
   assert.deepEqual(model.roots(after), []);
 });
 
 test("tasks of the same name in a group are found beside each other (retriggers)", () => {
-  const entry = (id, name, state) => ({ task: { metadata: { name }, dependencies: [] },
+  const make = (id, name, state) => ({ task: { metadata: { name }, dependencies: [] },
     status: { taskId: id, state, runs: [] } });
   const model = new GroupModel();
-  const first = entry("a", "test-linux/opt-1", "failed");
-  model.put([first, entry("b", "test-linux/opt-1", "completed"), entry("c", "test-linux/opt-10", "failed")]);
+  const first = make("a", "test-linux/opt-1", "failed");
+  model.put([first, make("b", "test-linux/opt-1", "completed"), make("c", "test-linux/opt-10", "failed")]);
   assert.deepEqual(model.sameName(first).map((e) => e.status.taskId), ["b"]);
-  model.put([entry("d", "test-linux/opt-1", "running")]); // a retrigger joins: found at once
+  model.put([make("d", "test-linux/opt-1", "running")]); // a retrigger joins: found at once
   assert.deepEqual(model.sameName(first).map((e) => e.status.taskId), ["b", "d"]);
-  assert.deepEqual(model.sameName(entry("e", "", "failed")), []);
+  assert.deepEqual(model.sameName(make("e", "", "failed")), []);
 });
