@@ -16,7 +16,7 @@ from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, gr
 from shared.domain.pushes import push_of
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle
-from shared.operations.paging import PAGE_BYTES, bounded_page, task_weight
+from shared.operations.paging import PAGE_BYTES, tasks_page
 from shared.operations.scheduling import deadline_passed
 from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
@@ -125,11 +125,9 @@ class TaskGroups:
         async def member_ids(count: int, token: str | None) -> tuple[list[str], str | None]:
             return await self.stores.groups.members(task_group_id, limit=count, continuation=token)
 
-        tasks, token = await bounded_page(
+        tasks, token = await tasks_page(
             member_ids,
             self.tasks.load_many,
-            str,
-            task_weight,
             limit=min(limit, MAX_PAGE),
             continuation=continuation,
             budget=self.page_bytes,

@@ -117,3 +117,17 @@ def _start(keys: list[Key], cut: Cut, key_of: Callable[[Key], str]) -> int:
 def task_weight(task: Task) -> int:
     """What a task adds to a listing's answer, about: its stored row's characters."""
     return task.stored_bytes
+
+
+async def tasks_page(
+    list_ids: ListKeys[str],
+    load_many: Callable[[list[str]], Awaitable[Sequence[Task]]],
+    *,
+    limit: int,
+    continuation: str | None,
+    budget: int,
+) -> tuple[list[Task], str | None]:
+    """A bounded page of the tasks a listing of taskIds names (listTaskGroup, listDependentTasks)."""
+    return await bounded_page(
+        list_ids, load_many, str, task_weight, limit=limit, continuation=continuation, budget=budget
+    )

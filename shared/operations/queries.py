@@ -11,7 +11,7 @@ from typing import NamedTuple
 from shared import errors
 from shared.domain.events import Event
 from shared.domain.tasks import TASK_ID, TASKS_TABLE, Task
-from shared.operations.paging import PAGE_BYTES, bounded_page, task_weight
+from shared.operations.paging import PAGE_BYTES, bounded_page, task_weight, tasks_page
 from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import Stream
 from shared.storage.base import Entity
@@ -76,11 +76,9 @@ class Queries:
             )
             return [d.task_id for d in dependents], token
 
-        return await bounded_page(
+        return await tasks_page(
             dependent_ids,
             self.tasks.load_many,
-            str,
-            task_weight,
             limit=min(limit, MAX_PAGE),
             continuation=continuation,
             budget=self.page_bytes,
