@@ -315,6 +315,15 @@ def test_a_task_blocked_through_blocked_tasks_names_the_failure_to_rerun(host, p
     said = page.inner_text("#task-blocked")
     assert "waits for test-1" in said and "build-linux (failed)" in said and "rerun what failed" in said, said
     assert page.get_attribute("#root-blocker", "href") == f"#/tasks/{build}"
+    # Schedule, which would run it without what it waits for, asks first and says why.
+    sign_in(page)
+    page.wait_for_selector("#schedule-task:not([disabled])", timeout=WAIT_MS)
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("#schedule-task")
+    wait_for(lambda: asked, timeout=10)
+    assert "build-linux" in asked[0] and "Schedule it anyway" in asked[0]
+    assert queue.status(summary)["status"]["state"] == "unscheduled"
 
 
 def test_a_failure_says_how_its_retriggers_went(host, page):

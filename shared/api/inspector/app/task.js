@@ -97,6 +97,10 @@ export function taskView(target, taskId) {
     // Cancelling resolves the task and its run as exception for good: asked first.
     if (method === "cancel" && !window.confirm(`Cancel task "${task.metadata.name || taskId}"? Its run ends as `
       + "exception (canceled) and its dependents will not run unless it is rerun.")) return;
+    // Scheduling a blocked task runs it without what it waits for (a summary without its tests): asked first.
+    const blocker = blocked.dataset.key && blocked.dataset.key !== "none" ? blocked.textContent : "";
+    if (method === "schedule" && blocker && !window.confirm(`${blocker}\n\nSchedule it anyway? It runs now, without `
+      + "what it depends on.")) return;
     replace(feedback, message("info", `${label}…`));
     try {
       const answer = await api.post(`/task/${taskId}/${method}`);
