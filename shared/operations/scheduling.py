@@ -134,6 +134,7 @@ class Scheduling:
         if index_deadline:
             await asyncio.gather(
                 self.stores.deadlines.add(task.task_id, task.deadline, task.expires),
+                self.stores.groups.reactivate(task.definition["taskGroupId"], task.task_id, task.expires, now),
                 self._succeeds_again(task) if task.state in UNSUCCESSFUL_STATES else nothing(),
             )
         task.runs.append(Run("pending", "rerun", now))

@@ -159,6 +159,43 @@ def test_group_resolves_when_its_last_task_resolves(queue, queue_host):
     assert event["payload"]["taskGroupId"] == group and "sealed" not in event["payload"]
 
 
+def test_a_rerun_makes_its_resolved_group_unresolved_until_it_resolves_again(queue, queue_host):
+    """Issue #85 ("state words go stale after reruns"): a task rerun in a resolved group was not unresolved again,
+    so the push read "finished" while it ran. Its group is unresolved until the rerun resolves, and is then resolved
+    again, as Taskcluster announces a group resolved again after a rerun (or a task added)."""
+    group = slugid()
+    a, b = in_group(queue, group, 2)
+    for task_id in (a, b):
+        queue.claimTask(task_id, "0", WORKER)
+    url = f"{queue_host.root_url}/api/queue/v1/task-group/{group}/events"
+
+    def resolved_events():
+        return [e for e in httpx.get(url).json()["events"] if e["exchange"].endswith("/task-group-resolved")]
+
+    from taskcluster.client import createApiClient
+
+    reference = httpx.get(f"{queue_host.root_url}/references/queue/v1/api.json").json()
+    served = createApiClient("Served", {"reference": reference})(queue.options)
+
+    def push():
+        [found] = [
+            g for g in served.listRecentTaskGroups(query={"limit": 100})["taskGroups"] if g["taskGroupId"] == group
+        ]
+        return found
+
+    queue.reportCompleted(a, "0")
+    queue.reportFailed(b, "0")
+    wait_for(lambda: len(resolved_events()) == 1)
+    wait_for(lambda: not push()["unresolved"], timeout=15)
+    queue.rerunTask(b)
+    wait_for(lambda: push()["unresolved"] and push()["counts"]["unresolved"] == 1, timeout=15)  # b runs again
+    assert len(resolved_events()) == 1
+    queue.claimTask(b, "1", WORKER)
+    queue.reportCompleted(b, "1")
+    wait_for(lambda: len(resolved_events()) == 2)
+    wait_for(lambda: not push()["unresolved"], timeout=15)
+
+
 def test_change_task_priority_requeues_pending_work(queue):
     tq = task_queue_id()
     first, second = slugid(), slugid()

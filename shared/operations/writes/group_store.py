@@ -184,6 +184,16 @@ class TaskGroupStore:
                 raise TaskGroupSealed(taskGroupId=task_group_id)
         return group
 
+    async def reactivate(self, task_group_id: str, task_id: str, expires: dt.datetime, since: dt.datetime) -> None:
+        """A resolved member given a new run (a rerun) is unresolved again: its active row, written before the run
+        is (a rerun that fails to be written leaves a row the reconciler finds resolved), so that its group reads
+        unresolved until the run resolves and the group is resolved again (as Taskcluster announces a group
+        resolved again after a rerun)."""
+        await self.tables.upsert(
+            GROUPS_TABLE,
+            Entity(task_group_id, ACTIVE + task_id, {"expires": timeutil.iso(expires), "since": timeutil.iso(since)}),
+        )
+
     async def join(
         self,
         task_group_id: str,
