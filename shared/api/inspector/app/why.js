@@ -192,7 +192,7 @@ export const REASONS = {
 export const LOG_TYPES = /^text\//;
 // Artifacts whose data is in the deployment's own storage. A `reference` (or a `link` to one) points anywhere: a
 // page that read it by itself would make every viewer's browser send a request there (internal addresses too).
-const STORED_HERE = new Set(["s3", "object", "azure"]);
+export const STORED_HERE = new Set(["s3", "object", "azure"]);
 
 /**
  * The run's log among its artifacts: a text artifact (not an error artifact): Taskcluster's workers'

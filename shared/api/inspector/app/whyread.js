@@ -5,12 +5,11 @@
 // known; a gzip-encoded one (Firefox CI's live_backing.log) is read whole, decoded by the browser, when what is
 // sent is at most READ_AT_MOST (its range would be of compressed bytes).
 import * as api from "./api.js";
-import { Explainer, logCandidates, queueArtifactOf, READ_AT_MOST } from "./why.js";
+import { Explainer, logCandidates, queueArtifactOf, READ_AT_MOST, STORED_HERE } from "./why.js";
 
 export const TAIL = 2 * 1024 * 1024; // bytes of a longer log's end read to explain it
 export const DECODED_AT_MOST = 8 * READ_AT_MOST; // a gzip-encoded log's text read at most (logs compress ~10:1)
 const HOPS = 3; // references followed at most
-const STORED_HERE = new Set(["s3", "object", "azure"]);
 
 /** @typedef {{taskId: string, runId: number, name: string}} LogAt */
 /** @typedef {{exitCode: string | null, errors: Array<{n: number | null, line: string}>, tooLong: boolean,
