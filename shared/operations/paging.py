@@ -84,10 +84,11 @@ async def bounded_page(
     """A page of at most `limit` items that weighs at most `budget` but for its last batch (at least one batch:
     an item heavier than the budget still makes progress), and its continuation."""
     cut = read_cut(continuation)
-    store_token = cut.store_token if cut else continuation
-    skip = cut.skip if cut else 0
-    keys, next_token = await list_keys(min(limit + skip, MAX_SKIP), store_token)
-    start = _start(keys, cut, key_of) if cut else 0
+    if cut is None:
+        keys, next_token = await list_keys(min(limit, MAX_SKIP), continuation)
+        store_token, start = continuation, 0
+    else:
+        keys, next_token, store_token, start = await _resume(list_keys, limit, cut, key_of)
     keys = keys[start:]
     items: list[Item] = []
     used, heaviest, at = 0, 1, 0
@@ -105,13 +106,28 @@ async def bounded_page(
     return items, next_token
 
 
-def _start(keys: list[Key], cut: Cut, key_of: Callable[[Key], str]) -> int:
-    """Where a cut page resumes among the store page's keys read again: at its next key, or (gone meanwhile)
-    after as many keys as it passed."""
-    for at, key in enumerate(keys):
-        if key_of(key) == cut.next_key:
-            return at
-    return min(cut.skip, len(keys))
+MOST_REREADS = 8  # store pages a cut page reads to find where it resumes, before answering an empty page
+
+
+async def _resume(
+    list_keys: ListKeys[Key], limit: int, cut: Cut, key_of: Callable[[Key], str]
+) -> tuple[list[Key], str | None, str | None, int]:
+    """The store page a cut page resumes in, its next token, its own token and where among its keys: at the cut's
+    next key, or (gone meanwhile) after as many keys as the cut passed. A store page read again may come back
+    shorter than before (Azure answers fewer rows than asked with a continuation), so keys the cut passed that
+    are not in it are passed over on the pages after it; after MOST_REREADS pages, an empty page whose
+    continuation says what is left to pass over."""
+    token, skip = cut.store_token, cut.skip
+    for _ in range(MOST_REREADS):
+        keys, next_token = await list_keys(min(limit + skip, MAX_SKIP), token)
+        for at, key in enumerate(keys):
+            if key_of(key) == cut.next_key:
+                return keys, next_token, token, at
+        if len(keys) >= skip or next_token is None:
+            return keys, next_token, token, min(skip, len(keys))
+        skip -= len(keys)
+        token = next_token
+    return [], cut_token(Cut(token, skip, cut.next_key)), token, 0
 
 
 def task_weight(task: Task) -> int:

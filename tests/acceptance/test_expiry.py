@@ -43,17 +43,24 @@ def test_expired_claim_is_retried(fast):
     assert len(status_of(fast, task_id)["runs"]) == 2
 
 
-def test_reclaimed_run_does_not_expire(fast):
+@pytest.fixture(scope="module")
+def slower(host_factory):
+    """2-second claims: reclaims 0.4 s apart keep a run while a round trip under a loaded CI takes up to 1.6 s
+    (with 1-second claims, one reclaim came 0.6 s late and was rightly refused)."""
+    return host_factory(claim_timeout=2, deadline_delay=0).client()
+
+
+def test_reclaimed_run_does_not_expire(slower):
     task_id = slugid()
-    fast.createTask(task_id, task_definition())
-    fast.claimTask(task_id, "0", WORKER)
-    for _ in range(5):
+    slower.createTask(task_id, task_definition())
+    slower.claimTask(task_id, "0", WORKER)
+    for _ in range(7):  # 2.8 s of reclaims: the first claim's check, and later ones, come due while it runs
         time.sleep(0.4)
-        fast.reclaimTask(task_id, "0")
-    assert status_of(fast, task_id)["state"] == "running"
-    assert fast.reportCompleted(task_id, "0")["status"]["state"] == "completed"
-    time.sleep(1.5)  # the claim checks of every reclaim come due now: all stale
-    status = status_of(fast, task_id)
+        slower.reclaimTask(task_id, "0")
+    assert status_of(slower, task_id)["state"] == "running"
+    assert slower.reportCompleted(task_id, "0")["status"]["state"] == "completed"
+    time.sleep(2.5)  # the claim checks of every reclaim come due now: all stale
+    status = status_of(slower, task_id)
     assert status["state"] == "completed" and len(status["runs"]) == 1
 
 
