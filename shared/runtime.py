@@ -143,6 +143,7 @@ def get_queue() -> Queue:
     (`check_serving`) make every request answer that error."""
     settings = check_serving(get_settings())
     faults.arm(settings.faults)
+    timeutil.set_offset(settings.clock_offset)
     tables, queues = data_stores(settings)
     queue = build_queue(settings, tables, queues, AzureBlobs(settings.artifact_connection, retry_policy(settings)))
     queue.stores.events.publisher = get_publisher()  # a change's writer publishes its own events

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 
 from zxcvbn import zxcvbn
@@ -78,11 +79,26 @@ def serving_problems(settings: Settings, environ: Mapping[str, str] | None = Non
         problems.append(
             "QUEUE_ROOT_URL is required when storage is reached by identity (a deployment): the API answers name it"
         )
+    if settings.clock_offset and not local_storage(settings):
+        problems.append("QUEUE_CLOCK_OFFSET is for tests only (local storage): a deployment keeps the machine's clock")
     try:
         settings.storage_connections(environ)
     except ValueError as exc:
         problems.append(str(exc))
     return problems
+
+
+def local_storage(settings: Settings) -> bool:
+    """Whether the data account is this machine's (memory, or an Azurite whose every endpoint is on the loopback),
+    not a deployment's."""
+    text = settings.storage_connection.connection_string or ""
+    parts = dict(item.split("=", 1) for item in text.split(";") if "=" in item)
+    if text == "memory" or parts.get("UseDevelopmentStorage", "").lower() == "true":
+        return True
+    endpoints = [value for key, value in parts.items() if key.endswith("Endpoint")]
+    return bool(endpoints) and all(
+        urllib.parse.urlsplit(value).hostname in ("127.0.0.1", "localhost") for value in endpoints
+    )
 
 
 def guessable(secret: str) -> bool:

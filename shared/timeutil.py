@@ -8,10 +8,19 @@ import math
 import uuid
 
 UTC = dt.UTC
+_offset = dt.timedelta(0)
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(UTC)
+    """This process's clock: the machine's, plus the offset tests and the fault campaign set (`set_offset`)."""
+    return dt.datetime.now(UTC) + _offset
+
+
+def set_offset(seconds: float) -> None:
+    """Run this process's clock `seconds` ahead of the machine's (behind when negative): QUEUE_CLOCK_OFFSET, so
+    that claims, deadlines, leases and parked checks are judged by clocks that disagree (bench.soak --skew)."""
+    global _offset
+    _offset = dt.timedelta(seconds=seconds)
 
 
 def to_ms(value: dt.datetime) -> dt.datetime:

@@ -122,6 +122,14 @@ class ServingSettings(BaseModel):
         default="",
         description="Tests only: fault-injection points at which the process exits as if killed (`shared/faults.py`).",
     )
+    clock_offset: float = Field(
+        default=0,
+        ge=-3600,
+        le=3600,
+        description="Tests and the fault campaign only: seconds this process's clock runs ahead of the machine's "
+        "(behind when negative), so that claims, deadlines and leases are judged by clocks that disagree "
+        "(bench.soak --skew). Refused when storage is reached by identity (a deployment).",
+    )
     validate_responses: bool = Field(
         default=False, description="Validate every response body against its schema (on in tests; costs CPU)."
     )

@@ -217,3 +217,14 @@ def test_tasks_sharing_a_deadline_are_resolved_by_its_bucket(fast, fast_host):
 
     # Each task entered the expiry index as its deadline was checked (createTask wrote no entry of its own).
     assert asyncio.run(entered()) == set(tasks)
+
+
+def test_a_hosts_clock_offset_is_the_clock_it_judges_and_writes_by(host_factory):
+    """QUEUE_CLOCK_OFFSET (tests and the fault campaign: bench.soak --skew): the claim it writes runs from its
+    clock, 30 s ahead of this machine's."""
+    ahead = host_factory(claim_timeout=60, clock_offset=30).client()
+    task_id = slugid()
+    ahead.createTask(task_id, task_definition())
+    before = timeutil.now()
+    taken_until = timeutil.parse(ahead.claimTask(task_id, "0", WORKER)["takenUntil"])
+    assert dt.timedelta(seconds=89) < taken_until - before < dt.timedelta(seconds=92)

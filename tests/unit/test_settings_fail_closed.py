@@ -141,3 +141,16 @@ def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatc
     monkeypatch.setenv("QUEUE_TOKEN_SECRET", "t" * 30)
     monkeypatch.setattr(monitoring, "get_settings", lambda: load_settings(**GOOD))
     assert asyncio.run(monitoring.heartbeat(None)) == {}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "storage",
+    [
+        "DefaultEndpointsProtocol=https;AccountName=prod;AccountKey=eA==;EndpointSuffix=core.windows.net",
+        "DefaultEndpointsProtocol=https;AccountName=p;AccountKey=eA==;TableEndpoint=https://p.example/?x=//127.0.0.1:",
+    ],
+)
+def test_a_clock_offset_is_refused_on_a_deployments_storage(storage):
+    settings = load_settings(**{**GOOD, "storage": storage, "clock_offset": 1.5})
+    assert any(p.startswith("QUEUE_CLOCK_OFFSET is for tests only") for p in serving_problems(settings, {}))
+    assert serving_problems(load_settings(**{**GOOD, "clock_offset": -1.5}), {}) == []  # Azurite's
