@@ -20,6 +20,10 @@ answered 503 ServerBusy, as Azure answers it. Run in-process (`async with FaultP
     python -m local_host.fault_proxy --storage "<...>" --rate 0 --factor 100    # Azure's targets / 100
 
 which prints the connection string to use instead (a line `CONNECTION <string>`) and serves until SIGTERM.
+
+An outage, as a zone incident brings one (`outage`, or signals to the process): SIGUSR1 refuses every connection
+(the listeners closed, open connections reset), SIGUSR2 answers every request `503 ServerBusy` (the storage front
+end up, the service not), SIGHUP ends the outage.
 """
 
 from __future__ import annotations
@@ -172,6 +176,8 @@ class FaultProxy:
         self.ports: dict[str, int] = {}
         self._servers: list[asyncio.Server] = []
         self._session: aiohttp.ClientSession | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        self.state = "well"  # or an outage: "refused", "busy"
 
     def inject(self, kind: str, op: str, times: int = 1) -> None:
         """The next `times` requests of operation `op` get fault `kind`."""
@@ -195,11 +201,34 @@ class FaultProxy:
             skip_auto_headers=("User-Agent", "Content-Type", "Accept-Encoding"),
             timeout=aiohttp.ClientTimeout(total=60),
         )
+        await self._listen()
+        return self
+
+    async def _listen(self) -> None:
         for service in SERVICES:
-            server = await asyncio.start_server(functools.partial(self._serve, service), "127.0.0.1", 0, limit=MAX_HEAD)
+            server = await asyncio.start_server(
+                functools.partial(self._serve, service),
+                "127.0.0.1",
+                self.ports.get(service, 0),
+                limit=MAX_HEAD,
+                reuse_address=True,
+            )
             self.ports[service] = server.sockets[0].getsockname()[1]
             self._servers.append(server)
-        return self
+
+    async def outage(self, state: str) -> None:
+        """Refuse every connection ("refused"), answer every request 503 ("busy"), or serve again ("well")."""
+        if state not in ("refused", "busy", "well"):
+            raise ValueError(f"unknown state {state}")
+        if state == "refused" and self._servers:
+            for server in self._servers:
+                server.close()
+            self._servers.clear()
+            for writer in list(self._open):
+                _reset(writer)
+        elif state != "refused" and not self._servers:
+            await self._listen()
+        self.state = state
 
     async def stop(self) -> None:
         for server in self._servers:
@@ -217,6 +246,7 @@ class FaultProxy:
         await self.stop()
 
     async def _serve(self, service: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
         try:
             while True:
                 request = await read_request(reader)
@@ -227,6 +257,7 @@ class FaultProxy:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            self._open.discard(writer)
             if not writer.is_closing():
                 writer.close()
 
@@ -240,6 +271,8 @@ class FaultProxy:
             if self.limits is not None
             else None
         )
+        if self.state == "busy":  # an outage: every caller, the workers' SAS requests too
+            over = "outage"
         if over is not None:  # every caller counts against the account's targets, SAS requests of workers too
             message = "Operations per second is over the account limit." if over == "account" else "The server is busy."
             body, content_type = error_body(service, "ServerBusy", message)
@@ -324,6 +357,15 @@ async def _main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopped.set)
+    changes: set[asyncio.Task[None]] = set()
+
+    def change(state: str) -> None:
+        task = loop.create_task(_announce(proxy, state))
+        changes.add(task)
+        task.add_done_callback(changes.discard)
+
+    for signum, state in ((signal.SIGUSR1, "refused"), (signal.SIGUSR2, "busy"), (signal.SIGHUP, "well")):
+        loop.add_signal_handler(signum, change, state)
     await stopped.wait()
     injected = ", ".join(f"{kind} {op}: {n}" for (kind, op), n in sorted(proxy.injected.items()))
     print(
@@ -348,6 +390,11 @@ async def _main(args: argparse.Namespace) -> None:
             flush=True,
         )
     await proxy.stop()
+
+
+async def _announce(proxy: FaultProxy, state: str) -> None:
+    await proxy.outage(state)
+    print(f"storage {state}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -213,6 +213,40 @@ def test_storage_that_stays_busy_fails_within_the_budget(azurite, adapter):
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+def test_an_outage_refused_then_busy_fails_calls_within_budget_and_its_end_serves_again(azurite, adapter):
+    """The fault campaign's storage outage (bench.soak --storage-outage): connections refused, then every answer
+    503, then storage back on the same endpoints; an adapter's pooled connections recover by themselves."""
+
+    async def go() -> None:
+        Tables, Queues = ADAPTERS[adapter]
+        async with FaultProxy(azurite.connection_string) as proxy:
+            policy = RetryPolicy(budget=1.0, backoff=0.05, max_backoff=0.2, timeout=2, connect_timeout=1)
+            tables, queues = (
+                Tables(proxy.connection_string, policy=policy),
+                Queues(proxy.connection_string, policy=policy),
+            )
+            name = fresh()
+            try:
+                await tables.ensure_tables([name])
+                await tables.insert(name, Entity("p", "r", {"n": 1}))  # a connection in the pool
+                for state, seen in (("refused", "connect"), ("busy", "503 ServerBusy")):
+                    await proxy.outage(state)
+                    with pytest.raises(StorageUnavailable) as raised:
+                        await tables.get(name, "p", "r")
+                    assert seen in raised.value.message.lower() if state == "refused" else seen in raised.value.message
+                    with pytest.raises(StorageUnavailable):
+                        await queues.approximate_count("whatever")
+                await proxy.outage("well")
+                assert (await tables.get(name, "p", "r")).data == {"n": 1}
+                assert await queues.approximate_count("whatever") == 0
+            finally:
+                await tables.close()
+                await queues.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
 def test_requests_carry_a_client_request_id_and_user_agent(azurite, adapter):
     async def go() -> None:
         Tables, Queues = ADAPTERS[adapter]
