@@ -314,6 +314,27 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return asyncio.run(run_audit_command(queue.stores, queue.reconciler if args.reconcile else None))
 
 
+def cmd_return_checks(args: argparse.Namespace) -> int:
+    """Put the checks waiting in the triggered queues back in the parking queues, visible when due: the last step
+    of a rollback to 0.2.0, which reads only those (docs/deploy.md#releases-upgrades-and-rollbacks)."""
+    if not _running_storage():
+        return 2
+    logs.configure("WARNING")
+    from shared.runtime import build_queue, data_stores
+
+    settings = load_settings()
+    queue = build_queue(settings, *data_stores(settings, "sdk"))
+
+    async def go() -> int:
+        try:
+            return await queue.stores.check_queues.return_due()
+        finally:
+            await queue.close()
+
+    print(f"returned {asyncio.run(go())} checks to the parking queues (claim-expiry, task-deadlines)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m local_host", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -342,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("audit", help="check the invariants over every task (exit 1 on a violation)")
     check.add_argument("--reconcile", action="store_true", help="run one reconciler pass first")
     check.set_defaults(func=cmd_audit)
+    back = sub.add_parser(
+        "return-checks",
+        help="after a rollback to 0.2.0: move the checks of claim-expiry-due and task-deadlines-due back to the "
+        "queues it reads",
+    )
+    back.set_defaults(func=cmd_return_checks)
     args = parser.parse_args(argv)
     load_local_settings(Path(args.settings))
     try:

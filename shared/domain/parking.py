@@ -19,8 +19,12 @@ What a running deployment stored stays readable both ways. Upgrading, the checks
 delay sit in the parking queue and are moved when they show, at most a timer period late. Rolling back, 0.2.0
 triggers the parking queue itself: a parked check that it receives before it is due it puts back until then
 (its handlers' `_put_back_if_early`); the checks already moved (at most `lead` seconds' worth) are in a queue it
-does not read, and its reconciler resolves what they were for (a claim past its `takenUntil`, a task past its
-deadline). tests/acceptance/test_release_compatibility.py holds the first; the second rests on 0.2.0's put-back.
+does not read. Its reconciler resolves a claim past its `takenUntil` and a task past its deadline, but not what
+a resolved run's claim check stands in for (its resolution's events and dependents, when its process was stopped
+before it finished them: the fault campaign's rollout found such events unpublished). So a rollback to 0.2.0 ends
+with `return_due` (`python -m local_host return-checks`), which puts every check of the triggered queues back in
+the parking queues, visible when it is due (docs/deploy.md#releases-upgrades-and-rollbacks).
+tests/acceptance/test_release_compatibility.py holds the first; the second rests on 0.2.0's put-back.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import asyncio
 import datetime as dt
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +126,44 @@ class CheckQueues:
             return False
         await self.put(base, key, body, max(due, now + ONE_SECOND), now=now)
         return True
+
+    async def return_due(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> int:
+        """Put every check of the triggered queues back in its parking queue, visible when it is due, until they are
+        empty; how many. A message can be received only once it shows, and what waits there shows within `lead`
+        seconds (it is due by then), so this ends within about `lead` seconds (bounded by twice that)."""
+        returned = 0
+        give_up = time.monotonic() + 2 * self.lead + timing.MOVE_VISIBILITY
+        while True:
+            returned += await self.return_shown()
+            left = sum([await self.queues.approximate_count(q) for q in self.triggered_queues()])
+            if not left or time.monotonic() > give_up:
+                return returned
+            await sleep(1.0)
+
+    async def return_shown(self) -> int:
+        """One pass of `return_due` over what shows now."""
+        returned = 0
+        for due_queue in self.triggered_queues():
+            base, shard = split_shard(due_queue)
+            target = shard_name(PARKED_KIND[base], shard)
+            while True:
+                batch = await self.queues.receive(due_queue, MOVE_BATCH, int(timing.MOVE_VISIBILITY))
+                for message in batch:
+                    try:
+                        body = message.json()
+                    except ValueError:
+                        body = None
+                    now = self.clock()
+                    delay = timeutil.ceil_seconds(due_of(body, now) - now)
+                    await self.queues.put(target, message.content, visible_in=delay)
+                    await self.queues.delete(due_queue, message)
+                returned += len(batch)
+                if len(batch) < MOVE_BATCH:
+                    break
+        return returned
+
+    def triggered_queues(self) -> list[str]:
+        return [queue for base in PARKED_KIND for queue in self.shards.check_queues(base)]
 
     def parking_queues(self) -> list[str]:
         return [queue for base in DUE_QUEUE for queue in self.shards.check_queues(base)]

@@ -155,3 +155,29 @@ async def test_claim_checks_go_where_the_settings_say_every_process_looks():
         await service.lifecycle.resolve(task_id, 0, "completed", "completed")
         await service.stores.background.settled()
         assert queues.contents(queue) == []  # the spent check deleted where it was
+
+
+async def test_a_rollback_returns_the_triggered_checks_to_the_parking_queues_visible_when_due(
+    queues: MemoryQueues, checks: CheckQueues, clock: Clock
+):
+    """What 0.2.0, which reads only the parking queues, needs after a rollback (`python -m local_host
+    return-checks`): every check of the triggered queues back there, shown when it is due, not before."""
+    soon, now_due = claim_check(clock, 1.5), claim_check(clock, 0)
+    resolved = ResolvedCheck(slugid(), 0, slugid(), None, clock())
+    bucket = DeadlineBucket(bucket_of(clock() + dt.timedelta(seconds=1)))
+    for check in (soon, now_due):
+        await checks.put(CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil)
+    await queues.put(CLAIM_DUE_QUEUE, resolved.encode())
+    await checks.put(DEADLINE_QUEUE, bucket.bucket, bucket.encode(), due_of({"bucket": bucket.bucket}, clock()))
+    assert len(queues.contents(CLAIM_DUE_QUEUE)) == 3 and len(queues.contents(DEADLINE_DUE_QUEUE)) == 1
+
+    async def later(seconds: float) -> None:  # a second of the tests' clock
+        clock.advance(seconds)
+
+    assert await checks.return_shown() == 2  # what shows now: visible in the parking queue at once
+    shown = sorted(m.content for m in await visible(queues, CLAIM_QUEUE))
+    assert shown == sorted([now_due.encode(), resolved.encode()])
+    assert await checks.return_due(later) == 2  # the rest as it shows, when it is due
+    assert queues.contents(CLAIM_DUE_QUEUE) == [] and queues.contents(DEADLINE_DUE_QUEUE) == []
+    assert soon.encode() in [m.content for m in await visible(queues, CLAIM_QUEUE)]
+    assert [m.content for m in await visible(queues, DEADLINE_QUEUE)] == [bucket.encode()]
