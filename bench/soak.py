@@ -9,6 +9,8 @@
                                                           # Azure's targets / 100, nothing killed
     .venv/bin/python -m bench.soak --accounts 3 --check-shards 3 --pending-shards 3   # sharded: an Azurite per
                                                           # storage account (and a proxy each with --factor)
+    .venv/bin/python -m bench.soak --events --faults 0.05 --rollout --storage-outage 60 --broker-outage 300 \
+        --skew 2 --hold 0.1 --claim-timeout 10        # the fault campaign (bench/campaign.py), every scenario at once
 
 Not part of the test run. It prints a progress line every 10 s and, at the end, one line of counts:
 tasks, runs, retries, repairs (by kind, from the hosts' logs), lost (tasks that did not complete: must be 0)
@@ -27,6 +29,16 @@ its throughput and the 5xx answers clients saw (backpressure must stay in the st
 stopped, how many requests each scope refused. Hosts run with short timings (claims of `--claim-timeout` seconds, the
 reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s),
 claim checks parked until 3 s before they are due (QUEUE_PARK_LEAD: claim timeout - 3) and moved every second.
+
+The fault campaign's scenarios (bench/campaign.py; issue 86), each a flag, combinable: `--rollout` starts the hosts
+on the latest release (RELEASES.md, unpacked from this repository's history), replaces them one at a time by this
+code while tasks flow and then back; `--storage-outage S` makes every storage call of every host fail for S seconds
+(refused, then 503) from `--outage-at`; `--broker-outage S` cuts the hosts from RabbitMQ for S seconds from then;
+`--skew S` sets the hosts' clocks from S seconds behind to S ahead (QUEUE_CLOCK_OFFSET); `--hold P` has a share P
+of claims held past their first takenUntil and reclaimed `--reclaim-lead` seconds before each. The run then also
+fails on a claim refused although reclaimed in time (no outage in its way), a 5xx answer outside the outage
+windows (Azurite restarts count as outages), or an event missing at a listener bound to every exchange; and
+reports duplicated events and how soon after each outage the queue answered again.
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +71,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
+from bench.campaign import BrokerOutage, Holds, Rollout, StorageOutage, Windows, event_tally  # noqa: E402
 from local_host import azurite, scaler  # noqa: E402
 from shared import timeutil  # noqa: E402
 
@@ -74,9 +88,18 @@ class Host:
     """One `python -m local_host serve` process on a fixed port, restartable."""
 
     def __init__(
-        self, index: int, storage: str, log_dir: Path, claim_timeout: float, grace: float, extra_env: dict[str, str]
+        self,
+        index: int,
+        storage: str,
+        log_dir: Path,
+        claim_timeout: float,
+        grace: float,
+        extra_env: dict[str, str],
+        projects: dict[str, Path],
     ) -> None:
         self.index, self.port = index, azurite.free_port()
+        self.projects = projects  # "current" (this code) and, with --rollout, "release"
+        self.code = "release" if "release" in projects else "current"
         self.root_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"host-{index}.log"
         self.env = {
@@ -102,12 +125,13 @@ class Host:
         }
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
+        self.changing = threading.Lock()  # a kill and a rollout's replacement, one at a time
 
     def start(self) -> None:
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "serve"],
-                cwd=PROJECT,
+                cwd=self.projects[self.code],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -135,6 +159,19 @@ class Host:
                 self.process.kill()
                 self.process.wait(5)
 
+    def replace(self, code: str) -> None:
+        """Stop gracefully and start again running `code` ("current" or "release"), on the same port."""
+        with self.changing:
+            self.stop()
+            self.code = code
+            self.start()
+
+    def kill_and_restart(self, pause: float) -> None:
+        with self.changing:
+            self.kill()
+            time.sleep(pause)
+            self.start()
+
     def repairs(self) -> collections.Counter[str]:
         found: collections.Counter[str] = collections.Counter()
         for line in self.log_path.read_text(errors="replace").splitlines():
@@ -158,7 +195,7 @@ class Soak:
         storages = []
         for store in self.stores:
             storage = store.connection_string
-            if args.faults or args.factor:
+            if args.faults or args.factor or args.storage_outage:
                 # On Azurite's ports, which a restart keeps: the proxy outlives every restart.
                 proxy = subprocess.Popen(
                     [
@@ -191,20 +228,63 @@ class Soak:
             **{f"QUEUE_STORAGE_{i}": storages[i] for i in range(1, args.accounts)},
         }
         self.namespace = f"soak-{secrets.token_hex(4)}"
+        self.windows = Windows()
+        self.broker_proxy: Any = None
+        self.listener: Any = None
+        if args.events:
+            from shared.domain.events import EXCHANGES
+            from tests.amqp import Listener, TcpProxy
+
+            self.broker_proxy = TcpProxy() if args.broker_outage else None
+            # Bound before any host publishes, straight to the broker (an outage cuts the hosts only).
+            self.listener = Listener(self.namespace, [(exchange, "#") for exchange in EXCHANGES])
         self.events = (
             {
                 "QUEUE_EVENT_BUS": "amqp",
                 "QUEUE_PULSE_NAMESPACE": self.namespace,
-                "QUEUE_EVENT_LEASE": "3",
+                # Leases outlast twice the clocks' disagreement (a lease judged by a clock ahead ends early).
+                "QUEUE_EVENT_LEASE": str(max(3, math.ceil(4 * args.skew))),
                 "QUEUE_EVENT_RETRY_MAX_DELAY": "2",
+                **({"QUEUE_AMQP_URL": self.broker_proxy.url} if self.broker_proxy else {}),
             }
             if args.events
             else {}
         )
-        self.hosts = [
-            Host(i, storages[0], data_dir, args.claim_timeout, args.grace, {**self.events, **self.sharding})
+        projects = {"current": PROJECT}
+        self.release = ""
+        if args.rollout:
+            from tests.releases import unpack_release
+
+            self.release, projects["release"] = unpack_release(data_dir)
+        # Spread from -skew to +skew (the extremes included), so that the two clocks farthest apart judge.
+        self.offsets = [
+            round(args.skew * (2 * i / (args.hosts - 1) - 1), 3) if args.skew and args.hosts > 1 else args.skew
             for i in range(args.hosts)
         ]
+        self.hosts = [
+            Host(
+                i,
+                storages[0],
+                data_dir,
+                args.claim_timeout,
+                args.grace,
+                {
+                    **self.events,
+                    **self.sharding,
+                    **({"QUEUE_CLOCK_OFFSET": str(self.offsets[i])} if args.skew else {}),
+                },
+                projects,
+            )
+            for i in range(args.hosts)
+        ]
+        self.rollout = (
+            Rollout(self.hosts, self.release, args.rollout_every, self.wait_ready, self.return_checks)
+            if args.rollout
+            else None
+        )
+        self.holds = Holds(args.skew, args.reclaim_lead or max(args.claim_timeout / 2, args.skew + 2), self.windows)
+        self.holding = ThreadPoolExecutor(max_workers=32, thread_name_prefix="hold")
+        self.completed_runs: dict[str, int] = {}
         self.tq = f"soak/w{secrets.token_hex(6)}"
         self.lock = threading.Lock()
         self.votes = scaler.InstanceSeconds()  # what Azure's scaler would ask for over the run (watch_votes)
@@ -215,6 +295,8 @@ class Soak:
         self.stop_chaos = threading.Event()
         self.task_ids: list[str] = []
         self.created = 0
+        self.began = time.monotonic()
+        self.began_wall = time.time()
 
     # --- plumbing ----------------------------------------------------------------------------------------------
 
@@ -224,21 +306,35 @@ class Soak:
             {"rootUrl": self.rng.choice(live).root_url, "credentials": credentials or CREDENTIALS, "maxRetries": 0}
         )
 
-    def call(self, make: Callable[[taskcluster.Queue], Any], give_up: float = 300) -> Any:
-        """Call a random live host until one answers (a host may die mid-call; the calls used are idempotent)."""
+    def call(
+        self,
+        make: Callable[[taskcluster.Queue], Any],
+        give_up: float = 300,
+        refused: Callable[[float], None] | None = None,
+    ) -> Any:
+        """Call a random live host until one answers (a host may die mid-call; the calls used are idempotent). With
+        `refused`, a 409 is handed the attempt's start (wall clock) and the answer is None."""
         deadline = time.monotonic() + give_up
         while True:
+            attempt_at = time.time()
             try:
-                return make(self.client())
+                answer = make(self.client())
             except TaskclusterRestFailure as failure:
+                if failure.status_code == 409 and refused is not None:
+                    refused(attempt_at)
+                    return None
                 if failure.status_code and 400 <= failure.status_code < 500:
                     raise
                 if failure.status_code and failure.status_code >= 500:
                     with self.lock:
                         self.server_errors += 1  # an answer of a live host: not a kill's dropped connection
+                    self.windows.server_error()
                 self._retry(deadline)
             except Exception:
                 self._retry(deadline)
+            else:
+                self.windows.succeeded(attempt_at)
+                return answer
 
     def _retry(self, deadline: float) -> None:
         with self.lock:
@@ -344,14 +440,50 @@ class Soak:
                     with self.lock:
                         self.abandoned += 1
                     continue  # a worker that died with its claim
-                try:
-                    self.call(lambda q, k=key: q.reportCompleted(*k), give_up=120)
-                except TaskclusterRestFailure:
-                    with self.lock:
-                        self.late_reports += 1  # resolved meanwhile (its claim expired): it is retried
+                taken_until = timeutil.parse(claim["takenUntil"]).timestamp()
+                if rng.random() < self.args.hold:
+                    hold_for = rng.uniform(0.5, 2.0) * self.args.claim_timeout
+                    self.holding.submit(self.hold, key, taken_until, time.time() + hold_for)
                     continue
+                self.report_completed(key, taken_until)
+
+    def report_completed(self, key: tuple[str, int], taken_until: float) -> None:
+        """reportCompleted; a 409 is a late report (the claim expired and the task is retried) unless the attempt
+        was in time (Holds.refused)."""
+        answer = self.call(
+            lambda q: q.reportCompleted(*key),
+            give_up=120,
+            refused=lambda at: self.holds.refused(f"report {key[0]}/{key[1]}", at, taken_until),
+        )
+        with self.lock:
+            if answer is None:
+                self.late_reports += 1  # resolved meanwhile (its claim expired): it is retried
+                return
+            self.completed.add(key[0])
+            self.completed_runs[key[0]] = key[1]
+
+    def hold(self, key: tuple[str, int], taken_until: float, hold_until: float) -> None:
+        """A worker that runs its task past its claim: it reclaims `lead` seconds before each takenUntil (its clock
+        true), then reports completed."""
+        with self.holds.lock:
+            self.holds.held += 1
+        while taken_until - self.holds.lead < hold_until:
+            if self.stop_work.wait(max(0.0, taken_until - self.holds.lead - time.time())):
+                return
+            answer = self.call(
+                lambda q: q.reclaimTask(key[0], str(key[1])),
+                give_up=120,
+                refused=functools.partial(self.holds.refused, f"reclaim {key[0]}/{key[1]}", taken_until=taken_until),
+            )
+            if answer is None:
                 with self.lock:
-                    self.completed.add(key[0])
+                    self.late_reports += 1
+                return
+            with self.holds.lock:
+                self.holds.reclaims += 1
+            taken_until = timeutil.parse(answer["takenUntil"]).timestamp()
+        if not self.stop_work.wait(max(0.0, hold_until - time.time())):
+            self.report_completed(key, taken_until)
 
     def chaos(self) -> None:
         """Kills and restarts (0 seconds between them: none of that kind)."""
@@ -361,17 +493,16 @@ class Soak:
         while not self.stop_chaos.wait(0.2):
             now = time.monotonic()
             if now >= next_kill:
-                host = self.rng.choice(self.hosts)
-                host.kill()
-                time.sleep(self.rng.uniform(0.5, 3))
-                host.start()
+                self.rng.choice(self.hosts).kill_and_restart(self.rng.uniform(0.5, 3))
                 next_kill = now + self.rng.uniform(0.5, 1.5) * self.args.kill_every
             if now >= next_azurite:
                 which = self.rng.randrange(len(self.stores))
                 store = self.stores[which]
+                window = self.windows.begin("azurite restart")
                 store.stop()  # SIGINT: Azurite saves its data and exits
                 time.sleep(self.rng.uniform(1, 3))
                 self.stores[which] = azurite.start(self.azurite_dir(which), ports=store.ports, key=store.key)
+                self.windows.end(window)
                 with self.lock:
                     self.azurite_restarts += 1
                 next_azurite = now + self.rng.uniform(0.5, 1.5) * self.args.azurite_every
@@ -388,7 +519,8 @@ class Soak:
             )
 
     def run(self) -> int:
-        started = time.monotonic()
+        started = self.began = time.monotonic()
+        self.began_wall = time.time()
         for host in self.hosts:
             host.start()
         for host in self.hosts:
@@ -411,6 +543,7 @@ class Soak:
         votes_thread = threading.Thread(target=self.watch_votes, args=(reporter_stop,), daemon=True)
         votes_thread.start()
         chaos.start()
+        scenarios = self.scenarios(started)
         for thread in workers:
             thread.start()
         try:
@@ -418,12 +551,14 @@ class Soak:
             give_up = time.monotonic() + self.args.timeout
             while time.monotonic() < give_up:
                 with self.lock:
-                    if len(self.completed) >= len(self.task_ids):
+                    if len(self.completed) >= len(self.task_ids) and not any(t.is_alive() for t in scenarios):
                         break
                 time.sleep(1)
         finally:
             self.stop_chaos.set()
             chaos.join()
+            for thread in scenarios:
+                thread.join()
             for host in self.hosts:
                 if not host.alive:
                     host.start()
@@ -434,6 +569,46 @@ class Soak:
                 thread.join()
             reporter_stop.set()
         return self.report(time.monotonic() - started)
+
+    def return_checks(self) -> str:
+        """`python -m local_host return-checks` on the data account, as an operator ends a rollback to 0.2.0."""
+        env = {**self.hosts[0].env, **self.direct_environ(), "QUEUE_STORAGE": self.stores[0].connection_string}
+        done = subprocess.run(
+            [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "return-checks"],
+            cwd=PROJECT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return (done.stdout.strip() or done.stderr.strip()[-300:]) + ("" if done.returncode == 0 else " (failed)")
+
+    def scenarios(self, started: float) -> list[threading.Thread]:
+        """The campaign's threads, started: the outages from `--outage-at` (together when both), the rollout."""
+        outages: list[Callable[[threading.Event], None]] = []
+        if self.args.storage_outage:
+            outages.append(StorageOutage(self.proxies, self.args.storage_outage, self.windows).run)
+        if self.broker_proxy is not None:
+            received = functools.partial(lambda listener: len(listener.messages()), self.listener)
+            outages.append(BrokerOutage(self.broker_proxy, self.args.broker_outage, self.windows, received).run)
+
+        def outage() -> None:
+            if self.stop_chaos.wait(max(0.0, started + self.args.outage_at - time.monotonic())):
+                return
+            running = [threading.Thread(target=run, args=(self.stop_chaos,), daemon=True) for run in outages]
+            for thread in running:
+                thread.start()
+            for thread in running:
+                thread.join()
+
+        threads = [threading.Thread(target=outage, daemon=True)] if outages else []
+        if self.rollout is not None:
+            threads.append(
+                threading.Thread(target=self.rollout.run, args=(self.stop_chaos, self.began_wall), daemon=True)
+            )
+        for thread in threads:
+            thread.start()
+        return threads
 
     def watch_votes(self, stop: threading.Event) -> None:
         """Every second, what Azure's target scaler would vote for each queue trigger (local_host/scaler.py),
@@ -489,7 +664,8 @@ class Soak:
         from shared.runtime import build_queue, data_stores
 
         async def run_audit() -> Any:
-            bus = {"event_bus": "amqp", "pulse_namespace": self.namespace, "event_lease": 3} if self.events else {}
+            lease = float(self.events.get("QUEUE_EVENT_LEASE", 3))
+            bus = {"event_bus": "amqp", "pulse_namespace": self.namespace, "event_lease": lease} if self.events else {}
             os.environ.update(self.direct_environ())
             settings = self.direct_settings(**bus)
             service = build_queue(settings, *data_stores(settings, "sdk"))
@@ -499,7 +675,7 @@ class Soak:
                 await service.close()
 
         result = asyncio.run(run_audit())
-        give_up = time.monotonic() + 30
+        give_up = time.monotonic() + (120 if self.args.broker_outage else 30)  # a broker outage's backlog too
         while (
             self.events
             and result.violations
@@ -529,7 +705,40 @@ class Soak:
             flush=True,
         )
         print(f"scale votes (the queue triggers on Flex, local_host/scaler.py): {self.votes.report(seconds)}")
-        return 1 if lost or doubled or result.violations else 0
+        failed = self.report_campaign()
+        return 1 if lost or doubled or result.violations or failed else 0
+
+    def report_campaign(self) -> bool:
+        """The campaign's lines (bench/campaign.py); whether what it judges failed."""
+        outside = self.windows.outside()
+        print(f"outages: {self.windows.report(self.began_wall)}; clients' 5xx outside them {outside}", flush=True)
+        if self.args.skew:
+            print(f"clocks: host offsets {self.offsets} s (QUEUE_CLOCK_OFFSET; release hosts keep theirs at 0)")
+        if self.rollout is not None:
+            print(f"rollout: release {self.release} -> this code -> release: {self.rollout.report()}")
+        if self.args.hold:
+            print(f"holds: {self.holds.report()}", flush=True)
+            for what in self.holds.lost_in_time[:10]:
+                print(f"  refused although in time: {what}")
+        missing: list[str] = []
+        if self.listener is not None:
+            give_up = time.monotonic() + 30
+            while True:  # the last events may still be on their way to the listener
+                with self.lock:
+                    runs = dict(self.completed_runs)
+                received, duplicated, missing = event_tally(self.listener.messages(), runs)
+                if not missing or time.monotonic() > give_up:
+                    break
+                time.sleep(1)
+            print(f"events at the listener: {received} received, {duplicated} duplicated, {len(missing)} missing")
+            for what in missing[:10]:
+                task_id = what.split(" ")[1].split("/")[0]
+                got = [
+                    f"{m.exchange} {m.message_id}"
+                    for m in self.listener.messages(lambda m, t=task_id: m.payload.get("status", {}).get("taskId") == t)
+                ]
+                print(f"  missing: {what}; received of that task: {', '.join(got) or 'none'}")
+        return bool(outside or self.holds.lost_in_time or missing)
 
     def azurite_dir(self, account: int) -> Path:
         return self.data_dir / ("azurite" if account == 0 else f"azurite-{account}")
@@ -550,8 +759,14 @@ class Soak:
             print(f"  {name}: {per_task:.1f} per task against {rate:g}/s -> {ceiling:.1f} tasks/s", flush=True)
 
     def close(self) -> None:
+        self.stop_work.set()
+        self.holding.shutdown(wait=False, cancel_futures=True)
         for host in self.hosts:
             host.stop()
+        if self.listener is not None:
+            self.listener.close()
+        if self.broker_proxy is not None:
+            self.broker_proxy.close()
         models = []
         for proxy in self.proxies:  # in account order
             proxy.send_signal(signal.SIGTERM)  # it prints what it injected and refused (to stderr)
@@ -616,8 +831,36 @@ def main() -> int:
         action="store_true",
         help="the hosts publish to the local RabbitMQ, and the audit checks every event was dispatched",
     )
+    campaign = parser.add_argument_group("the fault campaign (bench/campaign.py)")
+    campaign.add_argument(
+        "--rollout",
+        action="store_true",
+        help="hosts start on the latest release, are replaced one at a time by this code, then back",
+    )
+    campaign.add_argument("--rollout-every", type=float, default=8, help="seconds between two replacements")
+    campaign.add_argument(
+        "--storage-outage", type=float, default=0, help="seconds every storage call fails (refused, then 503)"
+    )
+    campaign.add_argument(
+        "--broker-outage", type=float, default=0, help="seconds the hosts cannot reach RabbitMQ (with --events)"
+    )
+    campaign.add_argument("--outage-at", type=float, default=20, help="seconds into the run the outages start")
+    campaign.add_argument("--skew", type=float, default=0, help="each host's clock up to this many seconds off")
+    campaign.add_argument("--hold", type=float, default=0, help="share of claims held past a claim and reclaimed")
+    campaign.add_argument(
+        "--reclaim-lead",
+        type=float,
+        default=0,
+        help="seconds before takenUntil a holder reclaims (default: half a claim, and at least skew + 2)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data folder (Azurite's data, host logs)")
     args = parser.parse_args()
+    if args.broker_outage and not args.events:
+        parser.error("--broker-outage needs --events")
+    if args.rollout and args.accounts > 1:
+        parser.error("--rollout runs the release, which knows one storage account")
+    if args.reclaim_lead and args.reclaim_lead <= args.skew + 1:
+        parser.error("--reclaim-lead must exceed --skew + 1 s (the margin a reclaim in time needs)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     data_dir = Path(tempfile.mkdtemp(prefix="queue-soak-"))
     soak = Soak(args, data_dir)

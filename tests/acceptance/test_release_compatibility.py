@@ -21,8 +21,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import tarfile
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +51,7 @@ from tests.conftest import (
     task_queue_id,
     wait_for,
 )
+from tests.releases import ReleaseNotInHistory, unpack_release
 
 CLAIM_TIMEOUT = 15  # outlasts the switch from one code to the other; the abandoned claim expires after it
 NAMESPACE = f"test-compat-{uuid.uuid4().hex[:8]}"
@@ -81,14 +80,6 @@ QUICK_RECONCILER = {"reconcile_schedule": "*/1 * * * * *", "reconcile_grace": 2}
 WORKER = {"workerGroup": "compat", "workerId": "w1"}
 
 
-def latest_release() -> tuple[str, str]:
-    """The newest release in RELEASES.md that is not this code's own version: its version and commit."""
-    rows = re.findall(r"^\| ([0-9][^ |]*) \| ([0-9a-f]{40}) \|", (PROJECT / "RELEASES.md").read_text(), re.M)
-    earlier = [(version, commit) for version, commit in rows if version != __version__]
-    assert earlier, "RELEASES.md names no release before this code"
-    return earlier[-1]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _drop_exchanges() -> Iterator[None]:
     yield
@@ -98,16 +89,10 @@ def _drop_exchanges() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def release_code(tmp_path_factory) -> Path:
-    version, commit = latest_release()
-    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=PROJECT, capture_output=True)
-    if known.returncode != 0:
-        pytest.skip(f"release {version} ({commit}) is not in this clone's history (a shallow clone?)")
-    folder = tmp_path_factory.mktemp(f"release-{version}")
-    archive = folder / "code.tar"
-    subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), commit], cwd=PROJECT, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder / "code", filter="data")
-    return folder / "code"
+    try:
+        return unpack_release(tmp_path_factory.mktemp("release"))[1]
+    except ReleaseNotInHistory as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture
