@@ -256,6 +256,8 @@ class FaultProxy:
                     return  # reset
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except aiohttp.ClientError:  # storage itself unreachable (Azurite restarting): the caller sees a reset
+            _reset(writer)
         finally:
             self._open.discard(writer)
             if not writer.is_closing():
