@@ -9,6 +9,7 @@ import os
 import shutil
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -39,6 +40,28 @@ def wait_js(page: Any, expression: str, timeout: int = WAIT_MS) -> None:
     """Wait until `expression` is true on the page (Playwright's wait_for_function evaluates its predicate with
     `eval`, which the inspector's Content-Security-Policy refuses, rightly)."""
     wait_for(lambda: page.evaluate(expression), timeout=timeout / 1000, interval=0.2)
+
+
+def answer_dialog(page: Any, click: Callable[[], Any], accept: bool) -> str:
+    """Click (`click()`), answer the confirm it opens and return what it asked; a click that opens none fails here,
+    saying so (a handler that is never called left a test polling until a timeout that named nothing). Answered by
+    a handler: a click does not return while its dialog is open."""
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(str(dialog.message))
+        if accept:
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.once("dialog", answer)
+    click()
+    give_up = time.monotonic() + WAIT_MS / 1000
+    while not asked:
+        assert time.monotonic() < give_up, "the click opened no dialog"
+        page.wait_for_timeout(100)  # a Playwright call: the page's events reach the handler during it
+    return asked[0]
 
 
 def sign_in(page: Any, client_id: str = ROOT_CLIENT_ID, token: str = ROOT_ACCESS_TOKEN) -> None:

@@ -17,7 +17,7 @@ import pytest
 import taskcluster
 
 from shared import __version__
-from tests.acceptance.browsing import WAIT_MS, needs_browser, shot, sign_in, wait_js
+from tests.acceptance.browsing import WAIT_MS, answer_dialog, needs_browser, shot, sign_in, wait_js
 from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.acceptance.test_worker import WorkerProcess, submit
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
@@ -210,13 +210,9 @@ def test_sign_in_with_wrong_credentials_shows_a_clear_error_and_right_ones_enabl
     page.wait_for_selector("#signed-in-as", timeout=WAIT_MS)
     assert page.inner_text("#signed-in-as") == ROOT_CLIENT_ID
     page.wait_for_selector("#cancel-task:not([disabled])", timeout=WAIT_MS)
-    asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
-    page.click("#cancel-task")  # asked first: dismissed, nothing changes
-    wait_for(lambda: asked, timeout=10)
-    assert "Cancel task" in asked[0] and queue.status(task_id)["status"]["state"] == "pending"
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click("#cancel-task")
+    asked = answer_dialog(page, lambda: page.click("#cancel-task"), accept=False)  # dismissed: nothing changes
+    assert "Cancel task" in asked and queue.status(task_id)["status"]["state"] == "pending"
+    answer_dialog(page, lambda: page.click("#cancel-task"), accept=True)
     page.wait_for_selector("#action-feedback .message-ok", timeout=WAIT_MS)
     assert queue.status(task_id)["status"]["state"] == "exception"
     page.wait_for_selector("#rerun-task:not([disabled])", timeout=WAIT_MS)

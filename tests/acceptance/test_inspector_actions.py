@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from local_host.azurite import free_port
-from tests.acceptance.browsing import WAIT_MS, claimed_task, in_days, needs_browser, sign_in
+from tests.acceptance.browsing import WAIT_MS, answer_dialog, claimed_task, in_days, needs_browser, sign_in
 from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import slugid, task_definition, task_queue_id, wait_for
 
@@ -138,8 +138,7 @@ def test_a_tasks_in_tree_actions_are_offered_and_triggered_through_its_hooks(hos
     assert offered == ["retrigger", "backfill"]  # by order; not the build-only one, not the group's
     assert page.is_disabled("button.in-tree-action[data-action='backfill']")  # its input has no default
     assert page.locator("#retrigger-task").count() == 0  # the in-tree Retrigger replaces the page's own
-    page.once("dialog", lambda dialog: dialog.accept())
-    button.click()
+    answer_dialog(page, button.click, accept=True)
     page.wait_for_selector("#action-task", timeout=WAIT_MS)
     assert page.inner_text("#action-task") == CREATED
     [trigger] = hooks.triggered

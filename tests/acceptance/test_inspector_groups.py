@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
-from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, sign_in, wait_js
+from tests.acceptance.browsing import WAIT_MS, answer_dialog, claimed_task, needs_browser, shot, sign_in, wait_js
 from tests.conftest import slugid, task_definition, task_queue_id, wait_for
 
 pytestmark = needs_browser
@@ -170,8 +171,7 @@ def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host,
     page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
     assert page.inner_text("#rerun-failed") == "Rerun failed (1)"
     assert page.is_disabled("#cancel-group")  # the queue cancels only a sealed group
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click("#rerun-failed")
+    answer_dialog(page, lambda: page.click("#rerun-failed"), accept=True)
     page.wait_for_selector(
         "#group-feedback .message-ok:has-text('Rerun now: flaky test. Once what they depend on has completed: none.')",
         timeout=WAIT_MS,
@@ -180,13 +180,9 @@ def test_group_actions_seal_rerun_the_failed_tasks_and_cancel_asking_first(host,
     page.click("#seal-group")
     page.wait_for_selector("#group-feedback .message-ok:has-text('Sealed')", timeout=WAIT_MS)
     page.wait_for_selector("#cancel-group:not([disabled])", timeout=WAIT_MS)
-    asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
-    page.click("#cancel-group")
-    wait_for(lambda: asked, timeout=10)
-    assert "Cancel the 2 unresolved tasks" in asked[0] and queue.status(waiting)["status"]["state"] == "pending"
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click("#cancel-group")
+    asked = answer_dialog(page, lambda: page.click("#cancel-group"), accept=False)
+    assert "Cancel the 2 unresolved tasks" in asked and queue.status(waiting)["status"]["state"] == "pending"
+    answer_dialog(page, lambda: page.click("#cancel-group"), accept=True)
     page.wait_for_selector("#group-feedback .message-ok:has-text('Cancelled 2')", timeout=WAIT_MS)
     assert queue.status(waiting)["status"]["state"] == "exception"
     page.wait_for_selector("#count-exception[data-count='2']", timeout=WAIT_MS)
@@ -221,13 +217,11 @@ def test_rerun_failed_runs_nothing_ahead_of_what_it_depends_on(host, page):
     sign_in(page)
     page.wait_for_selector("#rerun-failed:not([disabled])", timeout=WAIT_MS)
     assert page.inner_text("#rerun-failed") == "Rerun failed (6)"
-    asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-    page.click("#rerun-failed")
+    asked = answer_dialog(page, lambda: page.click("#rerun-failed"), accept=True)
     said = "Rerun now: build-linux, lint. Once what they depend on has completed: summary, test-0, test-1, test-2."
     page.wait_for_selector(f"#group-feedback .message-ok:has-text('{said}')", timeout=WAIT_MS)
-    assert "Now: build-linux, lint." in asked[0]
-    assert "none runs before): summary, test-0, test-1, test-2." in asked[0], asked[0]  # the plan it carried out
+    assert "Now: build-linux, lint." in asked
+    assert "none runs before): summary, test-0, test-1, test-2." in asked, asked  # the plan it carried out
     # The waiting tasks say what they wait for and are not failures to rerun again.
     page.wait_for_selector(
         f"tr[data-task-id='{tests[0]}'] .rerun-waits:has-text('reruns after build-linux')", timeout=WAIT_MS
@@ -315,14 +309,30 @@ def test_a_task_blocked_through_blocked_tasks_names_the_failure_to_rerun(host, p
     said = page.inner_text("#task-blocked")
     assert "waits for test-1" in said and "build-linux (failed)" in said and "rerun what failed" in said, said
     assert page.get_attribute("#root-blocker", "href") == f"#/tasks/{build}"
-    # Schedule, which would run it without what it waits for, asks first and says why.
+    # Schedule, which would run it without what it waits for, asks first and says why: also when clicked before the
+    # page, shown anew by signing in, has read what the task waits for (stop 91's CI clicked in that moment).
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        if held and held[0] is None:
+            route.continue_()  # let through
+        else:
+            held.append(route)
+
+    page.route("**/api/queue/v1/tasks/status", hold)
     sign_in(page)
     page.wait_for_selector("#schedule-task:not([disabled])", timeout=WAIT_MS)
-    asked: list[str] = []
-    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
-    page.click("#schedule-task")
-    wait_for(lambda: asked, timeout=10)
-    assert "build-linux" in asked[0] and "Schedule it anyway" in asked[0]
+    assert page.evaluate("document.getElementById('task-blocked').dataset.key === undefined")
+    page.evaluate("document.getElementById('schedule-task').click()")  # returns at once; the page asks later
+
+    def let_the_reads_through() -> None:
+        waiting = list(held)
+        held[:] = [None]
+        for route in waiting:
+            route.continue_()
+
+    asked = answer_dialog(page, let_the_reads_through, accept=False)
+    assert "build-linux" in asked and "Schedule it anyway" in asked
     assert queue.status(summary)["status"]["state"] == "unscheduled"
 
 

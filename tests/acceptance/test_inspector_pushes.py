@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import taskcluster
 
-from tests.acceptance.browsing import WAIT_MS, claimed_task, needs_browser, shot, sign_in, wait_js
+from tests.acceptance.browsing import WAIT_MS, answer_dialog, claimed_task, needs_browser, shot, sign_in, wait_js
 from tests.acceptance.conftest import QUICK_CLAIMS
 from tests.conftest import HostProcess, slugid, task_definition, task_queue_id, wait_for
 
@@ -142,8 +142,7 @@ def test_a_retrigger_runs_a_copy_of_the_task_beside_it(host, page):
     page.wait_for_selector("#retrigger-task[disabled]", timeout=WAIT_MS)  # anonymous: createTask's scopes lacking
     sign_in(page)
     page.wait_for_selector("#retrigger-task:not([disabled])", timeout=WAIT_MS)
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.click("#retrigger-task")
+    answer_dialog(page, lambda: page.click("#retrigger-task"), accept=True)
     wait_js(page, f"location.hash.startsWith('#/tasks/') && location.hash !== '#/tasks/{flaky}'")
     copy = page.evaluate("location.hash").split("/")[2]
     definition = queue.task(copy)

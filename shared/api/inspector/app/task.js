@@ -15,6 +15,7 @@ const RESIGN = 10 * 60 * 1000;
 const ROOT_LEVELS = 6; // levels of dependencies walked to find what blocks an unscheduled task
 const ROOT_READS = 500; // tasks read at most for it
 const ROOTS_FOR = 30 * 1000; // how long that walk's answer is used before it is walked again
+const BLOCKERS_WITHIN = 10 * 1000; // how long Schedule waits for the first read of what the task waits for
 
 
 /** @type {Array<[string, string, string, string, (state: string) => boolean]>} */
@@ -86,7 +87,9 @@ export function taskView(target, taskId) {
   /** @type {ReturnType<typeof poll> | null} */
   let poller = null;
   /** @type {string | null} */
-  let reported = null; // the state an action's feedback names: the feedback goes once the task has moved on
+  let reported = null;
+  let markBlockersRead = () => {};
+  const blockersRead = new Promise((resolve) => { markBlockersRead = () => resolve(undefined); }); // the state an action's feedback names: the feedback goes once the task has moved on
 
   /**
    * @param {TaskDefinition} task
@@ -97,10 +100,18 @@ export function taskView(target, taskId) {
     // Cancelling resolves the task and its run as exception for good: asked first.
     if (method === "cancel" && !window.confirm(`Cancel task "${task.metadata.name || taskId}"? Its run ends as `
       + "exception (canceled) and its dependents will not run unless it is rerun.")) return;
-    // Scheduling a blocked task runs it without what it waits for (a summary without its tests): asked first.
-    const blocker = blocked.dataset.key && blocked.dataset.key !== "none" ? blocked.textContent : "";
-    if (method === "schedule" && blocker && !window.confirm(`${blocker}\n\nSchedule it anyway? It runs now, without `
-      + "what it depends on.")) return;
+    // Scheduling a blocked task runs it without what it waits for (a summary without its tests): asked first. The
+    // button is enabled before the first read of what the task waits for ends (signing in shows the page anew).
+    if (method === "schedule") {
+      const read = await Promise.race([blockersRead.then(() => true),
+        new Promise((resolve) => { setTimeout(() => resolve(false), BLOCKERS_WITHIN); })]);
+      const key = blocked.dataset.key;
+      const blocker = !read ? "What this task waits for could not be read." : key && key !== "none"
+        ? blocked.textContent : "";
+      if (blocker && !window.confirm(`${blocker}\n\nSchedule it anyway? It runs now, without what it depends on.`)) {
+        return;
+      }
+    }
     replace(feedback, message("info", `${label}…`));
     try {
       const answer = await api.post(`/task/${taskId}/${method}`);
@@ -540,6 +551,7 @@ export function taskView(target, taskId) {
         h("a", { href: `#/tasks/${id}` }, names[id] || id))));
     }
     await renderBlocked(task, ids, states, names);
+    markBlockersRead();
     const dependents = await api.all(`/task/${taskId}/dependents`, "tasks");
     const downstream = dependents.length === 0 ? h("p", { class: "quiet" }, "None.")
       : h("ul", { class: "plain", id: "dependents" }, dependents.map((t) => h("li", {}, badge(t.status.state), " ",
