@@ -113,3 +113,28 @@ def test_the_docs_map_names_every_doc():
     for doc in sorted((PROJECT / "docs").glob("*.md")):
         if doc.name != "README.md":
             assert f"]({doc.name}" in readme, f"docs/README.md does not name {doc.name}"
+
+
+def test_the_glossary_names_symbols_that_are_in_the_files_it_names():
+    """A glossary row's `where` names files and, in brackets, a symbol defined there: `release` once pointed at a
+    file that did not define it. Each (file, symbol) pair is checked, a symbol against the file named just before."""
+    wrong = []
+    for row in (PROJECT / "docs" / "glossary.md").read_text().splitlines():
+        if not row.startswith("| **"):
+            continue
+        where = row.rstrip(" |").rsplit("|", 1)[1]
+        for path, symbol in re.findall(r"`([\w/.]+\.py)` \(`(\w+)`\)", where):
+            text = (PROJECT / path).read_text()
+            if not re.search(rf"^\s*(?:async def|def|class) {symbol}\b|^{symbol}\b\s*[:=]", text, re.MULTILINE):
+                wrong.append(f"{path}: {symbol}")
+    assert not wrong, f"the glossary names symbols its files do not define: {wrong}"
+
+
+def test_the_docs_map_has_a_row_for_every_room():
+    """Every top-level folder and every package of shared/ is named in the map's rooms (docs/README.md)."""
+    readme = (PROJECT / "docs" / "README.md").read_text()
+    rooms = readme.split("## Rooms", 1)[1].split("##", 1)[0]
+    folders = {Path(f).parts[0] for f in tracked() if len(Path(f).parts) > 1}
+    packages = {f"shared/{Path(f).parts[1]}" for f in tracked() if f.startswith("shared/") and len(Path(f).parts) > 2}
+    missing = sorted(name for name in folders | packages if f"`{name}/" not in rooms)
+    assert not missing, f"docs/README.md's rooms do not name: {missing}"
