@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from functions.checks import bp as checks
 from functions.events import bp as events
 from functions.http_api import bp as http_api
+from functions.triggers import bp as checks
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 app.register_functions(http_api)

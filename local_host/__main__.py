@@ -29,8 +29,8 @@ from local_host.host import PROJECT, serve
 from shared import __version__, logs
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
-from shared.serving import check_serving
 from shared.settings import Settings, load_settings
+from shared.settings.fitness import check_serving
 
 
 def load_local_settings(path: Path) -> None:

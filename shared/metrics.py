@@ -1,4 +1,4 @@
-"""The queue's metrics, through OpenTelemetry: what an operator alerts on (docs/operations.md).
+"""The queue's metrics, through OpenTelemetry: what an operator alerts on (docs/observability.md).
 
 The instruments come from the global meter provider: Application Insights' when telemetry is configured
 (shared/telemetry.py), the console's when `OTEL_METRICS_EXPORTER=console`, an in-memory reader's in tests; with

@@ -46,8 +46,8 @@ from shared.operations.writes.staging import BlockStaging
 from shared.operations.writes.stores import Clock, Stores
 from shared.outbox.marks import MARKS_TABLE
 from shared.outbox.rows import Publisher
-from shared.serving import check_serving
 from shared.settings import Settings, get_settings
+from shared.settings.fitness import check_serving
 from shared.storage import queue_store, table_store
 from shared.storage.azure import AzureBlobs
 from shared.storage.base import BlobStore, QueueStore, TableStore

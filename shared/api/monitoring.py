@@ -13,8 +13,8 @@ from starlette.responses import Response
 from shared import errors
 from shared.api.framework import error_response, json_response
 from shared.api.routing import Api, Call
-from shared.serving import check_serving
 from shared.settings import get_settings
+from shared.settings.fitness import check_serving
 from shared.version import version_object
 
 STARTED = time.monotonic()

@@ -10,7 +10,7 @@ import time
 import azure.functions as func
 import pytest
 
-from functions import checks
+from functions import triggers
 from shared.api.framework import error_response
 from shared.domain.messages import CLAIM_QUEUE
 from shared.storage.base import Entity, Op
@@ -103,12 +103,12 @@ def test_what_a_row_holds_after_a_lost_answer_tells_whose_write_it_was():
 
 def test_a_trigger_puts_its_message_back_when_storage_stays_busy(monkeypatch):
     queue = memory_service()
-    monkeypatch.setattr(checks, "get_queue", lambda: queue)
+    monkeypatch.setattr(triggers, "get_queue", lambda: queue)
 
     async def busy() -> None:
         raise StorageUnavailable(operation="table.get", budget=20, last="503 ServerBusy")
 
     message = func.QueueMessage(id="m1", body=b'{"taskId": "x"}')
-    asyncio.run(checks.later_if_busy(CLAIM_QUEUE, message, busy))
+    asyncio.run(triggers.later_if_busy(CLAIM_QUEUE, message, busy))
     [put_back] = queue.stores.queues._queues[CLAIM_QUEUE]
     assert put_back.content == b'{"taskId": "x"}' and put_back.dequeue_count == 0

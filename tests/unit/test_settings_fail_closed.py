@@ -10,8 +10,8 @@ import pytest
 
 from shared import errors
 from shared.api import monitoring
-from shared.serving import check_serving, serving_problems, unresolved_settings
 from shared.settings import load_settings
+from shared.settings.fitness import check_serving, serving_problems, unresolved_settings
 
 REFERENCE = "@Microsoft.KeyVault(VaultName=kv-queue-abc123;SecretName=root-access-token)"
 GOOD = {

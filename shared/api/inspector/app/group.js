@@ -13,7 +13,7 @@ import { GroupGraph } from "./graph.js";
 import { GroupModel, lastRun, PASSED_ON_RERUN, passedOnRerun } from "./groupmodel.js";
 import { poll } from "./live.js";
 import { pushOf } from "./pushes.js";
-import { names, rerunPlan } from "./reruns.js";
+import { names, rerunPlan } from "./rerunplan.js";
 import { previousPush } from "./finding.js";
 import { explainRun } from "./whyread.js";
 

@@ -9,7 +9,7 @@ import { GroupModel, PASSED_ON_RERUN, passedOnRerun } from "../app/groupmodel.js
 import { layers } from "../app/graph.js";
 import { LogModel, MAX_MATCHES } from "../app/logmodel.js";
 import { commandLines, quote } from "../app/payload.js";
-import { names, rerunPlan } from "../app/reruns.js";
+import { names, rerunPlan } from "../app/rerunplan.js";
 import { byName, countsText, filterPushes, pushesOf, pushIndexPath, worstState }
   from "../app/pushes.js";
 import { explain, Explainer, ERROR_LINES, errorKind, logCandidates, logOf, queueArtifactOf } from "../app/why.js";
