@@ -71,11 +71,11 @@ test: setup $(TC_CLIENT_STAMP) $(GO_TOOLS_STAMP) $(INSPECTOR_TOOLS_STAMP)
 # The inner loop: the unit tier on the memory connector and the tests' clock; nothing but the virtualenv: no
 # Azurite, Go or npm. The habit checks are `make lint`.
 test-unit: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -p no:schemathesis -m "not habits" tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -p no:schemathesis tests/unit $(PYTEST_ARGS)
 
 # The same tier with branch coverage of shared/, which fails under its floor (pyproject.toml); CI runs it.
 coverage: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not habits" --cov --cov-report=term tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --cov --cov-report=term tests/unit $(PYTEST_ARGS)
 
 # The unit tier and the quick integration tests (Azurite, no browser, no Go tools), about 2 minutes.
 test-fast: setup $(INSPECTOR_TOOLS_STAMP)
@@ -89,7 +89,7 @@ lint: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py
 	npm --prefix shared/api/inspector run --silent lint
 	npm --prefix shared/api/inspector run --silent typecheck
-	$(PY) -m pytest -q -p no:cacheprovider -m habits tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider tests/habits
 
 typecheck: setup
 	$(PY) -m mypy shared functions local_host worker queue_admin tools function_app.py

@@ -36,10 +36,10 @@ from local_host import azurite, scaler
 from shared import timeutil
 from shared.domain.deadlines import DeadlineBucket
 from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards, bucket_of
-from shared.domain.parking import CheckQueues
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.rest import RestQueues, RestTables
+from shared.stores.parking import CheckQueues
 
 CONCURRENCY = 32
 TASK_QUEUE = "bench/votes"

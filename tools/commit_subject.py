@@ -1,7 +1,7 @@
 """A commit message's subject (its first line) is 72 characters at most: the why goes in the body.
 
 `python tools/commit_subject.py <message file>` (pre-commit's commit-msg hook) exits non-zero, saying why, when the
-subject is longer; `--range A..B` checks every commit of a range (tests/unit/test_habits.py runs it on history).
+subject is longer; `--range A..B` checks every commit of a range (tests/habits/test_habits.py runs it on history).
 """
 
 from __future__ import annotations

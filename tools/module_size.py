@@ -1,7 +1,7 @@
 """No module of the service over 500 lines of logic: a module a reader can hold, split by role when it grows
 (issues #63, #75).
 
-`python tools/module_size.py` (a pre-commit hook, and tests/unit/test_habits.py) exits non-zero naming each
+`python tools/module_size.py` (a pre-commit hook, and tests/habits/test_habits.py) exits non-zero naming each
 module over the limit, with its top-level parts, so that it is split by what they do, not cut at a line count.
 Declarations are not counted: a module-level constant or table (a dict of exchanges, a tuple of scopes) and a
 class that only declares fields (settings, a dataclass record, a TypedDict) are read as a list, not held in mind

@@ -1,5 +1,5 @@
 // The function app: Flex Consumption plan, Python, the user-assigned identity for everything, and the app
-// settings the code reads (docs/deploy.md lists each; tests/unit/test_deploy.py checks the two agree).
+// settings the code reads (docs/deploy.md lists each; tests/habits/test_deploy.py checks the two agree).
 param name string
 param location string
 param tags object
@@ -77,7 +77,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   resource settings 'config' = {
     name: 'appsettings'
     properties: union({
-      // app settings: begin (tests/unit/test_deploy.py reads the names between these two lines)
+      // app settings: begin (tests/habits/test_deploy.py reads the names between these two lines)
       // The Functions runtime's own storage, by identity.
       AzureWebJobsStorage__accountName: runtimeStorageName
       AzureWebJobsStorage__credential: 'managedidentity'

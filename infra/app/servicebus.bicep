@@ -7,7 +7,7 @@ param tags object
 param sku string
 param pulseNamespace string
 
-// shared/domain/events.py: TASK_EXCHANGES and GROUP_EXCHANGES (tests/unit/test_deploy.py keeps the two lists equal).
+// shared/domain/events.py: TASK_EXCHANGES and GROUP_EXCHANGES (tests/habits/test_deploy.py keeps the two lists equal).
 var exchanges = [
   'task-defined'
   'task-pending'

@@ -85,7 +85,7 @@ class ServiceBusPublisher:
 
     async def prepare(self) -> None:
         """Nothing to declare: every topic exists from the deployment (infra/app/servicebus.bicep, whose list
-        tests/unit/test_deploy.py keeps equal to the exchanges)."""
+        tests/habits/test_deploy.py keeps equal to the exchanges)."""
 
     async def publish(self, event: Event) -> None:
         from azure.servicebus.exceptions import ServiceBusError

@@ -1,1 +1,2 @@
-"""Domain records and indexes: what the queue stores and how (tasks, groups, dependencies, messages, events)."""
+"""Domain records: rows, their keys and encodings, the queues' messages, Taskcluster's events, and pure decisions
+about them (no store call: shared/stores/ reads and writes them)."""

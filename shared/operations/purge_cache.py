@@ -11,8 +11,9 @@ import logging
 import time
 
 from shared.bounded import Bounded
-from shared.domain.purges import MAX_POOL_REQUESTS, PURGE_REQUESTS_TABLE, PurgeRequest, PurgeRequests
+from shared.domain.purges import MAX_POOL_REQUESTS, PURGE_REQUESTS_TABLE, PurgeRequest
 from shared.operations.writes.stores import Stores
+from shared.stores.purges import PurgeRequests
 
 log = logging.getLogger("queue.purge-cache")
 

@@ -13,13 +13,8 @@ from shared import metrics, timeutil
 from shared.api import inspector
 from shared.bounded import ENTRY_OVERHEAD, Bounded, text_weight
 from shared.connections import StorageConnection
-from shared.domain import deadlines as deadlines_mod
-from shared.domain import workers as workers_mod
-from shared.domain.deadlines import DeadlineIndex
-from shared.domain.expiry import ExpiryIndex
 from shared.domain.groups import TaskGroup
 from shared.domain.messages import Shards
-from shared.domain.parking import CheckQueues
 from shared.domain.tasks import KnownTasks
 from shared.operations.writes import group_store as groups_mod
 from shared.operations.writes import stores as stores_mod
@@ -29,6 +24,11 @@ from shared.outbox import memory as memory_mod
 from shared.storage.azure import common
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.stores import deadlines as deadlines_mod
+from shared.stores import workers as workers_mod
+from shared.stores.deadlines import DeadlineIndex
+from shared.stores.expiry import ExpiryIndex
+from shared.stores.parking import CheckQueues
 from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition

@@ -8,14 +8,14 @@ import json
 import pytest
 
 from shared import timeutil
-from shared.domain import deadlines
-from shared.domain.deadlines import DEADLINES_TABLE, DeadlineBucket, bucket_of
+from shared.domain.deadlines import DEADLINES_TABLE, DeadlineBucket
 from shared.domain.expiry import TASK_EXPIRY_TABLE
-from shared.domain.messages import DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, DeadlineCheck
+from shared.domain.messages import DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, DeadlineCheck, bucket_of
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
 from shared.storage.base import Entity, Page, decode_continuation, encode_continuation
 from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.stores import deadlines
 from tests.clock import Clock
 from tests.services import memory_service
 from tests.unit.test_reconciler import create, memory_queues

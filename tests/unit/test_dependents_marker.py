@@ -10,20 +10,13 @@ from typing import Any
 import pytest
 
 from shared import errors
-from shared.domain.dependencies import (
-    DEPENDENCIES_TABLE,
-    EDGE,
-    LISTED,
-    MARK,
-    REQUIREMENTS_TABLE,
-    edge_here,
-    listed_with,
-)
+from shared.domain.dependencies import DEPENDENCIES_TABLE, EDGE, LISTED, REQUIREMENTS_TABLE, edge_here, listed_with
 from shared.domain.messages import ResolvedCheck
 from shared.domain.tasks import NOT_LISTED, TASKS_TABLE, decode_dependents, encode_dependents, task_row
 from shared.runtime import Queue
 from shared.storage.base import Entity
 from shared.storage.memory import MemoryQueues, MemoryTables
+from shared.stores.dependencies import MARK
 from tests.answers import list_dependents, resolution_messages
 from tests.conftest import slugid
 from tests.services import memory_service

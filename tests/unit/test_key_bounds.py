@@ -17,8 +17,8 @@ from shared.auth.audit import AuditLog
 from shared.auth.clients import ClientStore
 from shared.auth.roles import RoleStore
 from shared.domain.index import IndexedTask
-from shared.domain.purges import PurgeRequests
 from shared.storage.memory import MemoryTables, StoredKeyRefused
+from shared.stores.purges import PurgeRequests
 
 
 # What a key escapes (three characters each), a character of two UTF-16 units, and plain ones.

@@ -20,10 +20,11 @@ from shared.domain.messages import (
     Shards,
     bucket_of,
 )
-from shared.domain.parking import CheckQueues, due_of
+from shared.domain.parking import due_of
 from shared.runtime import Queue
 from shared.storage.base import QueueMessage
 from shared.storage.memory import MemoryQueues
+from shared.stores.parking import CheckQueues
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service

@@ -9,9 +9,9 @@ import collections
 import datetime as dt
 
 from bench.opcount import Counting
-from shared.domain.purges import REQUEST_LIFETIME
 from shared.operations import purge_cache as purge_mod
 from shared.storage.memory import MemoryTables
+from shared.stores.purges import REQUEST_LIFETIME
 from tests.clock import Clock, Ticks
 from tests.services import memory_service
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from shared.domain import recent_groups
-from shared.domain.recent_groups import RECENT_GROUPS_TABLE, RecentGroups
+from shared.domain.recent_groups import RECENT_GROUPS_TABLE
 from shared.runtime import Queue
 from shared.storage.memory import MemoryTables
+from shared.stores import recent_groups
+from shared.stores.recent_groups import RecentGroups
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 from tests.unit.test_service import _defaults

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 from shared.api import answers
-from shared.domain import workers as workers_module
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.workers import WORKER_INFO_TABLE
 from shared.storage.memory import MemoryTables
+from shared.stores import workers as workers_module
 from tests.answers import claim_work
 from tests.conftest import slugid, task_definition, task_queue_id
 from tests.unit.test_service import _defaults

@@ -12,7 +12,7 @@ from typing import Any
 from shared import errors, timeutil
 from shared.api import answers
 from shared.api.queue_v1.common import PAGING, QueueCall, api, paging
-from shared.domain.workers import WorkerInfo
+from shared.stores.workers import WorkerInfo
 
 WORKER_QUERY = {**PAGING, "quarantined": "^(true|false)$"}
 WORKER = "/provisioners/<provisionerId>/worker-types/<workerType>/workers/<workerGroup>/<workerId>"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from shared import timeutil, timing
 from shared.domain.events import Event
-from shared.domain.group_outcomes import COUNTED, UNSUCCESSFUL, GroupOutcomes
+from shared.domain.group_outcomes import COUNTED, UNSUCCESSFUL
 from shared.domain.groups import (
     ACTIVE,
     GROUP_STREAMS,
@@ -39,11 +39,12 @@ from shared.domain.groups import (
     extended,
     group_row,
 )
-from shared.domain.recent_groups import RecentGroups
 from shared.outbox.log import EventLog
 from shared.outbox.rows import Stream, cursor_entity, event_ops
 from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore, all_at_once, delete_all
 from shared.storage.grouped import GroupCommit, GroupedUpserts
+from shared.stores.group_outcomes import GroupOutcomes
+from shared.stores.recent_groups import RecentGroups
 
 # After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
 _END = {MEMBER: "m;", ACTIVE: "a;"}

@@ -17,18 +17,17 @@ from typing import Any
 from shared import credentials, timeutil
 from shared.bounded import Bounded
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE
-from shared.domain.deadlines import DEADLINES_TABLE, DeadlineIndex
-from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE, DependencyStore
-from shared.domain.expiry import TASK_EXPIRY_TABLE, ExpiryIndex
+from shared.domain.deadlines import DEADLINES_TABLE
+from shared.domain.dependencies import DEPENDENCIES_TABLE, REQUIREMENTS_TABLE
+from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.index import INDEX_TABLE
 from shared.domain.messages import FIXED_QUEUES, Shards, pending_queues
 from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE
-from shared.domain.parking import CheckQueues
 from shared.domain.purges import PURGE_REQUESTS_TABLE
-from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE, TaskQueueRuns
+from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.recent_groups import RECENT_GROUPS_TABLE
 from shared.domain.tasks import TASKS_TABLE
-from shared.domain.workers import WORKER_INFO_TABLE, WorkerInfo
+from shared.domain.workers import WORKER_INFO_TABLE
 from shared.operations.writes.group_store import TaskGroupStore
 from shared.operations.writes.receiving import PendingWakeups, SharedReceives
 from shared.outbox.inflight import Background
@@ -37,6 +36,12 @@ from shared.outbox.marks import MARKS_TABLE
 from shared.outbox.rows import DISPATCH_QUEUE
 from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore, all_at_once
+from shared.stores.deadlines import DeadlineIndex
+from shared.stores.dependencies import DependencyStore
+from shared.stores.expiry import ExpiryIndex
+from shared.stores.parking import CheckQueues
+from shared.stores.queue_runs import TaskQueueRuns
+from shared.stores.workers import WorkerInfo
 
 FILLED_REMEMBERED = 10_000  # pending queues whose last hint put here is remembered
 TABLES = (

@@ -1,5 +1,5 @@
 // Unit tests of the inspector's logic that needs no page (node's own test runner; run by
-// tests/unit/test_inspector_js.py): ANSI parsing, the log model's lines, sections and search, and addresses.
+// tests/habits/test_inspector_js.py): ANSI parsing, the log model's lines, sections and search, and addresses.
 import assert from "node:assert/strict";
 import test from "node:test";
 

@@ -28,6 +28,7 @@ def test_every_layer_contract_is_kept():
     assert "0 broken" in checked.stdout
     for contract in (
         "shared's layers",
+        "records call no store",
         "no circles",
         "shared knows no entry point",
         "the reference worker is a client of the API",
@@ -46,3 +47,13 @@ def test_an_import_upward_breaks_the_contracts(tmp_path):
     checked = lint_imports(cwd=copy)
     assert checked.returncode != 0
     assert "shared.storage is not allowed to import shared.operations" in checked.stdout
+
+
+def test_records_call_no_store():
+    """shared/domain/ holds records: no module there awaits or takes a store (issue #88); stores are shared/stores/."""
+    calling = [
+        path.name
+        for path in sorted((PROJECT / "shared" / "domain").glob("*.py"))
+        if any(word in path.read_text() for word in ("await ", "TableStore", "QueueStore", "BlobStore"))
+    ]
+    assert calling == [], f"these records call a store: move the store to shared/stores/: {calling}"

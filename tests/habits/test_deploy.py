@@ -205,7 +205,7 @@ def test_the_deployment_package_holds_everything_the_app_imports():
     assert "function_app.py" in ours and any(f.startswith("shared/") for f in ours)
     left_out = [f for f in ours if ignored(f)]
     assert not left_out, f".funcignore leaves out modules the app imports: {left_out}"
-    assert ignored("tests/unit/test_deploy.py") and ignored("local_host/host.py") and ignored(".venv/x")
+    assert ignored("tests/habits/test_deploy.py") and ignored("local_host/host.py") and ignored(".venv/x")
 
 
 def test_requirements_hold_what_the_deployed_code_imports():
