@@ -5,6 +5,7 @@ commit."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ PY = sys.executable
 TYPED = ["shared", "functions", "local_host", "worker", "queue_admin", "tools", "function_app.py"]
 # Subjects were paragraphs before this commit (issue #63); every commit after it keeps to the limit.
 SUBJECTS_KEPT_SINCE = "44d000b6"
+MODULE_PATH = re.compile(r"\b(?:shared|local_host|functions|worker|queue_admin|tools)/[\w/]+\.(?:py|js)\b")
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:
@@ -102,3 +104,18 @@ def test_browser_tests_answer_dialogs_through_one_helper():
         if '"dialog"' in line and ("page.once(" in line or "page.on(" in line)
     ]
     assert handlers == [], "answer dialogs with tests.acceptance.browsing.answer_dialog"
+
+
+def test_unit_tests_are_named_after_the_module_they_test():
+    """A unit file is named after the module it tests (tests/unit/test_<stem>.py, issue #88); one that tests
+    several names them in its docstring, as paths."""
+    code = subprocess.run(
+        ["git", "ls-files", *TYPED, "worker"], cwd=PROJECT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    stems = {Path(f).stem for f in code if f.endswith((".py", ".js"))}
+    stems |= {Path(f).parent.name for f in code if f.endswith("__init__.py")}
+    files = sorted((PROJECT / "tests" / "unit").glob("test_*.py"))
+    named = [f for f in files if f.stem.removeprefix("test_") in stems]
+    unnamed = [f.name for f in files if f not in named and not MODULE_PATH.search(f.read_text().split('"""')[1])]
+    assert unnamed == [], "name these after the module they test, or name their modules in their docstring"
+    assert len(named) >= 0.9 * len(files), f"{len(named)} of {len(files)} unit files named after a module"

@@ -27,7 +27,7 @@ from tests.amqp import Listener, broker_reachable, delete_exchanges
 from tests.conftest import azurite_of_its_own, slugid, task_definition
 from tests.services import azurite_service
 from tests.unit.test_events import drain
-from tests.unit.test_guarded_resolution import dies_after_answering
+from tests.unit.test_resolution import dies_after_answering
 from tests.unit.test_service import _defaults
 
 pytestmark = pytest.mark.skipif(
@@ -111,7 +111,7 @@ def test_the_writer_publishes_before_any_dispatch_request_is_handled(azurite, li
         queue.stores.events.publisher = publisher
         try:
             # Each change after the previous one's publishing ended (while it runs, a change of the same task
-            # leaves its events to that publishing, or to its dispatch request: tests/unit/test_writer_publishes.py).
+            # leaves its events to that publishing, or to its dispatch request: tests/unit/test_writers.py).
             before = await queue.stores.queues.approximate_count(DISPATCH_QUEUE)
             task_id = await create(queue)
             await queue.stores.settled()

@@ -1,6 +1,7 @@
-"""SAS without account keys: user delegation keys renewed before they end (and before a SAS would outlive them),
-asked once by callers that need one together; polling URLs signed with them when no key is configured, and with
-the key when one is (Azurite's queue service issues no delegation key: tests/acceptance/test_identity.py)."""
+"""SAS without account keys (shared/storage/azure/common.py, shared/storage/azure/queues.py): user delegation keys
+renewed before they end (and before a SAS would outlive them), asked once by callers that need one together; polling
+URLs signed with them when no key is configured, and with the key when one is (Azurite's queue service issues no
+delegation key: tests/acceptance/test_identity.py)."""
 
 from __future__ import annotations
 

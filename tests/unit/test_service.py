@@ -1,4 +1,5 @@
-"""Domain rules on the in-memory connector: fast, and independent of Azurite."""
+"""Domain rules through the queue as shared/runtime.py wires it, on the in-memory connector: fast, and independent of
+Azurite."""
 
 from __future__ import annotations
 

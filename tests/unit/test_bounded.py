@@ -1,5 +1,5 @@
 """Every cache, memo and per-key table of a process is bounded in entries and bytes (shared/bounded.py), proven
-here with many distinct keys through the code that fills it (the auth caches: tests/unit/test_auth_caches.py).
+here with many distinct keys through the code that fills it (the auth caches: tests/unit/test_clients.py).
 docs/security.md lists each bound."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_answered_creation import Gated
-from tests.unit.test_guarded_resolution import process
+from tests.unit.test_creation import Gated
+from tests.unit.test_resolution import process
 from tests.unit.test_service import _defaults
 
 

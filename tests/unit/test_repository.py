@@ -1,5 +1,5 @@
 """The unit of work is one loop for every change; a change that resolves a run hands it the resolution's steps
-(shared/operations/resolution_write.py). One that does not is refused before anything is written: without those
+(shared/operations/resolution/steps.py). One that does not is refused before anything is written: without those
 steps nothing would follow the resolution (no resolution message, no dependents released)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A change's writer publishes its own events right after its write, with the stream's lease written in the
 change's own transaction; the dispatch request it put before the write stays the fallback, shown only after the
 lease would have run out, and deleted by the writer once it is not needed (a creation puts none: its answer waits
-for its publishing, tests/unit/test_answered_creation.py). What it published the process's publication mark
+for its publishing, tests/unit/test_creation.py). What it published the process's publication mark
 certifies (shared/outbox/marks.py): no cursor write per change."""
 
 from __future__ import annotations
