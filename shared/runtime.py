@@ -36,8 +36,8 @@ from shared.operations.polling import Polling
 from shared.operations.purge_cache import PurgeCaches
 from shared.operations.queries import Queries
 from shared.operations.reruns import Reruns
-from shared.operations.resolution import Resolution
-from shared.operations.resolution_write import ResolutionWrite
+from shared.operations.resolution.follow_up import FollowUp
+from shared.operations.resolution.steps import ResolutionSteps
 from shared.operations.s3_uploads import S3Uploads
 from shared.operations.scheduling import Scheduling
 from shared.operations.work_claimer import WorkClaimer
@@ -67,7 +67,7 @@ class Queue:
     claims: Claims
     work: WorkClaimer
     checks: Checks
-    resolution: Resolution
+    resolution: FollowUp
     groups: TaskGroups
     queries: Queries
     artifacts: Artifacts
@@ -100,8 +100,8 @@ def build_queue(
     tasks = TaskRepository(stores)
     scheduling = Scheduling(tasks)
     index = TaskIndex(stores)
-    resolution = Resolution(tasks, scheduling, index)
-    resolving = ResolutionWrite(tasks, resolution)  # what follows a resolution is done by the process that wrote it
+    resolution = FollowUp(tasks, scheduling, index)
+    resolving = ResolutionSteps(tasks, resolution)  # what follows a resolution is done by the process that wrote it
     lifecycle = Lifecycle(tasks, scheduling, resolving)
     claims = Claims(tasks)
     work = WorkClaimer(claims)

@@ -22,7 +22,7 @@ INDEX_TIDY_LINGER = 0.2
 # not measured on its own.
 FOLLOW_WAIT = 0.5
 
-# --- Messages that may arrive before the write they announce (claims.py, resolution.py) ---
+# --- Messages that may arrive before the write they announce (claims.py, follow_up.py) ---
 
 # A message written just before the write it announces usually finds that write done within milliseconds:
 # re-check after these pauses (0.37 s in all) before putting the message back for QUEUE_HINT_RETRY_DELAY seconds.

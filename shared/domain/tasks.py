@@ -14,7 +14,7 @@ from typing import Any, Literal, TypedDict, cast, get_args
 
 from shared import timeutil
 from shared.bounded import Bounded, text_weight
-from shared.storage.base import Entity, pack_json, unpack_json
+from shared.storage.base import Entity, QueueMessage, pack_json, unpack_json
 
 TASK_ID = re.compile(r"[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]")  # a slugid
 TASKS_TABLE = "Tasks"
@@ -239,6 +239,12 @@ class Task:
     # The characters of its row as read (0: not read from a row); not stored. Listings weigh a task by it to bound
     # their pages in bytes (shared/operations/paging.py) without serializing it twice.
     stored_bytes: int = field(default=0, compare=False)
+
+    def held_check(self, kind: str, now: dt.datetime) -> QueueMessage | None:
+        """The check message this row keeps for `kind` (`checks[kind]`: its id and pop receipt), to update or delete
+        in its queue; None when it keeps none."""
+        held = self.checks.get(kind)
+        return None if held is None else QueueMessage(held[0], held[1], b"", 0, now)
 
     def emit(self, exchange: str, run_id: int | None = None, **extra: Any) -> None:
         """Announce `exchange` with the change being made (built from the state once the change is complete)."""

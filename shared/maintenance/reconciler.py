@@ -44,7 +44,7 @@ from shared.domain.parking import PARKED_KIND
 from shared.domain.tasks import RESOLVED_STATES, TASKS_TABLE, Task, accepted_states
 from shared.logs import fields
 from shared.operations.checks import Checks
-from shared.operations.resolution import Resolution
+from shared.operations.resolution.follow_up import FollowUp
 from shared.operations.scheduling import Scheduling
 from shared.operations.writes.repository import TaskRepository
 from shared.outbox.rows import DISPATCH_QUEUE, Stream, decode_requests, encode_requests
@@ -102,7 +102,7 @@ class Report:
 
 
 class Reconciler:
-    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, checks: Checks, resolution: Resolution) -> None:
+    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, checks: Checks, resolution: FollowUp) -> None:
         self.tasks, self.scheduling, self.checks, self.resolution = tasks, scheduling, checks, resolution
         self.stores = tasks.stores
         self.settings = self.stores.settings

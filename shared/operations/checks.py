@@ -14,7 +14,7 @@ from shared.domain.messages import CLAIM_QUEUE, DEADLINE_QUEUE, ClaimCheck, Dead
 from shared.domain.tasks import Run, Task
 from shared.logs import fields
 from shared.operations.lifecycle import add_retry
-from shared.operations.resolution_write import ResolutionWrite
+from shared.operations.resolution.steps import ResolutionSteps
 from shared.operations.scheduling import deadline_passed
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
 
@@ -25,7 +25,7 @@ DeadlineCheckOutcome = Literal["exceeded", "stale", "early", "already-resolved",
 
 
 class Checks:
-    def __init__(self, tasks: TaskRepository, resolving: ResolutionWrite) -> None:
+    def __init__(self, tasks: TaskRepository, resolving: ResolutionSteps) -> None:
         self.tasks, self.resolving = tasks, resolving
         self.stores = tasks.stores
 

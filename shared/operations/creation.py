@@ -37,7 +37,7 @@ from shared.domain.tasks import (
     definition_size,
 )
 from shared.gather import all_of, nothing
-from shared.operations.resolution import leave_group
+from shared.operations.resolution.follow_up import leave_group
 from shared.operations.scheduling import Scheduling
 from shared.operations.writes.edges import DependencyEdges
 from shared.operations.writes.group_store import GroupRows

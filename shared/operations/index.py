@@ -8,7 +8,7 @@ that arrive while an insert of that namespace is in flight (one transaction; gro
 shared/storage/grouped.py): a push's tasks completing together share them.
 
 Indexing happens exactly once in effect: the completion's resolution message stands until the resolution,
-indexing included, is done (shared/operations/resolution_write.py, `resolve_here`); a process that dies before leaves
+indexing included, is done (shared/operations/resolution/steps.py, `resolve_here`); a process that dies before leaves
 the message to its handler, which indexes again. Every write is idempotent (the same entry written twice is the
 same entry) and conditional on the ETag read, so a retry, or two tasks racing for one path, leave the entry the
 rank rule chooses (shared/domain/index.py).

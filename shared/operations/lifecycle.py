@@ -1,7 +1,7 @@
 """A task's life after createTask, as its callers ask: scheduleTask, rerunTask, cancelTask, the resolution by its
 worker (reportCompleted/Failed/Exception) and its retries, and priorities. Each is one `TaskRepository.modify`:
 decided on the task as read and written conditionally on its ETag, so a repeated or racing request changes nothing
-twice; those that resolve a run hand it the resolution's steps (shared/operations/resolution_write.py). What a
+twice; those that resolve a run hand it the resolution's steps (shared/operations/resolution/steps.py). What a
 dependency's resolution does for its dependents is shared/operations/scheduling.py.
 """
 
@@ -22,7 +22,7 @@ from shared.domain.tasks import (
     Task,
 )
 from shared.logs import fields
-from shared.operations.resolution_write import ResolutionWrite
+from shared.operations.resolution.steps import ResolutionSteps
 from shared.operations.scheduling import Scheduling, deadline_passed
 from shared.operations.writes.guards import Guards
 from shared.operations.writes.repository import UNCHANGED, TaskRepository, Unchanged
@@ -58,7 +58,7 @@ async def add_retry(task: Task, reason_created: ReasonCreated | None, guards: Gu
 
 
 class Lifecycle:
-    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, resolving: ResolutionWrite) -> None:
+    def __init__(self, tasks: TaskRepository, scheduling: Scheduling, resolving: ResolutionSteps) -> None:
         self.tasks, self.scheduling, self.resolving = tasks, scheduling, resolving
         self.stores = tasks.stores
 

@@ -1,7 +1,7 @@
 """Scheduling: a task given its first run (a dependency's resolution unblocked it, or scheduleTask), a rerun
 that waited for its dependencies, what a waiting task still waits for, and a pending run hinted again (the
 reconciler's repair). None of these resolves a run: each is one `TaskRepository.modify` without the resolution's
-steps, which is what lets the dependency resolution (shared/operations/resolution.py) use them.
+steps, which is what lets the dependency resolution (shared/operations/resolution/follow_up.py) use them.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ POINTER = re.compile(
     r"(?<![\w/.-])((?:shared|local_host|functions|tests|bench|tools|infra|docs|\.ci)/[\w/.-]*\w"
     r"\.(?:py|js|mjs|md|bicep|yml|yaml|json|css|html|toml|sh))(?!\w)"
 )
-# A bare module name in the server's own comments (`(claims.py, resolution.py)`): some file of that name exists.
+# A bare module name in the server's own comments (`(claims.py, follow_up.py)`): some file of that name exists.
 BARE = re.compile(r"(?<![\w/.-])([a-z_][a-z0-9_]*\.(?:py|js))(?!\w)")
 GENERATED = {"shared/build.json"}  # written when the app is packaged (shared/version.py)
 OUTSIDE = {"signaturevalidator.js"}  # Taskcluster's own files, named where this code follows them

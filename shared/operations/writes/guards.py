@@ -61,20 +61,16 @@ class Guards:
         with the pop receipt its put returned), one queue call instead of a put and, after the write, the check's
         delete. The claim queue's handler tells the two kinds apart. A check received meanwhile can no longer be
         updated: then a message of its own, as for a run that was not running. The message stays hidden for
-        `grace` seconds: the writing process resolves the task itself after its answer (ResolutionWrite), and the
+        `grace` seconds: the writing process resolves the task itself after its answer (ResolutionSteps), and the
         message's handler runs only if it did not."""
         run_id = task.last_run_id
         queues = self.messages.stores.queues
         if run_id not in self._resolved:
             check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, self.now)
-            claim = task.checks.get("claim")
+            claim = task.held_check("claim", self.now)
             claim_queue = self.messages.claim_queue(task.task_id)
             converted = (
-                None
-                if claim is None
-                else await queues.release(
-                    claim_queue, QueueMessage(claim[0], claim[1], b"", 0, self.now), self.grace, content=check.encode()
-                )
+                None if claim is None else await queues.release(claim_queue, claim, self.grace, content=check.encode())
             )
             if converted is not None:
                 self._converted.add(run_id)

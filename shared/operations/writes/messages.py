@@ -95,7 +95,7 @@ class TaskMessages:
         process die before publishing it. Whatever comes of the run, a later change of the task's stream dispatches
         its events in order from the cursor, this one first: the run's resolution (guarded by the same check, or a
         request), the check's expiry of the claim (a request), a reclaim's check after it; a check that comes due
-        on a resolved run asks for the dispatch itself (Resolution.follow_up_run). A bus that refuses it gets a
+        on a resolved run asks for the dispatch itself (FollowUp.follow_up_run). A bus that refuses it gets a
         request of its own (shared/outbox/writers.py). The check expires the claim: it is never deleted here."""
         self._kept_in_for(task, self.claim_queue(task.task_id), claim[0], claim[1], now)
 

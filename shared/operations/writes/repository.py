@@ -12,7 +12,7 @@ Rules every change follows:
   harmless stale message, never a task that nothing will move. Readers of a message re-check state, so stale and
   duplicated messages do nothing.
 - `modify` is the same loop for every change: read, decide, the steps before the write, the write, the steps
-  after it. A change that resolves a run hands it the resolution's steps (shared/operations/resolution_write.py:
+  after it. A change that resolves a run hands it the resolution's steps (shared/operations/resolution/steps.py:
   its live logs sealed, its resolution message or claim check, what follows it); any other change has none.
 """
 
@@ -105,7 +105,7 @@ class WriteSteps(Protocol):
 
 
 class ResolutionWithoutItsSteps(RuntimeError):
-    """A change that resolves a run was written without the resolution's steps (ResolutionWrite): nothing would
+    """A change that resolves a run was written without the resolution's steps (ResolutionSteps): nothing would
     follow the resolution. A programming error, raised before anything is written."""
 
 
@@ -169,7 +169,7 @@ class TaskRepository:
         conditional on the ETag read, unless a fresh read shows it `satisfies` the dependent already (resolved
         as required: the dependent need not wait) or flagged by another. The row as it now stands; None when
         it is gone. A resolution written before the flag fails the flag's condition; one written after it sees
-        the flag and looks for the dependents (shared/operations/resolution.py); a row written before the flag
+        the flag and looks for the dependents (shared/operations/resolution/follow_up.py); a row written before the flag
         existed (None) gets it too, so that a dependent needs no marker row. The notes of one task that
         come together (a build's tests, created at once, each its first dependent as far as it read) share
         the first one's write: its outcome, a row flagged or found resolved after their edges were written, is

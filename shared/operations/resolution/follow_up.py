@@ -1,7 +1,7 @@
-"""Dependency resolution: after a task resolves, it leaves its group's active set (the group resolves when none
-is left) and its dependents are unblocked, a page at a time, by the queue-triggered `task-resolved` handler.
-Every step is idempotent, so a duplicated or re-delivered message changes nothing.
-"""
+"""What follows a run's resolution: the task leaves its group's active set (the group resolves when none is left),
+its dependents are released a page at a time, and a completed task's Index entry is written. Every step is
+idempotent, so a duplicated or re-delivered message changes nothing. The protocol: this package's docstring
+(shared/operations/resolution/__init__.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def resolved_run(task: Task, run_id: int) -> bool:
     return run_id < len(task.runs) and task.runs[run_id].resolved_state
 
 
-class Resolution:
+class FollowUp:
     def __init__(self, tasks: TaskRepository, scheduling: Scheduling, index: TaskIndex) -> None:
         self.tasks, self.scheduling, self.index = tasks, scheduling, index
         self.stores = tasks.stores

@@ -1,37 +1,21 @@
-"""The steps around the write of a change that resolves a run (reportCompleted/Failed/Exception, cancelTask, a
-claim's or a deadline's expiry), which those changes hand to `TaskRepository.modify`.
-
-Before the write: the run's live logs sealed (shared/operations/writes/livelogs.py); when the task resolves, its
-resolution message put (or its claim check turned into it: Guards.resolved), and a task alone in the group named
-after it resolves that group in its own transaction. After the write: its spent checks and index row tidied, and
-what follows the resolution (its dependents, its group, its Index entry: shared/operations/resolution.py) done here,
-while a message stands in should this process die first:
-
-- Unguarded, the resolution message, hidden for `QUEUE_RESOLUTION_GRACE` seconds, is the fallback: this process
-  resolves the dependents and group after its answer and deletes it (`resolve_here`).
-- Guarded (this process publishes its own events and follows its resolutions up), the running run's claim check,
-  put before the claim, stands in, so nothing is put before the write (one storage round trip, not two). It stays
-  until the events are published and what follows is done (dependents released and Index written before the
-  answer, group left after it: `_follow_here`); should the process die before it answers, the worker's retry of
-  its report follows the resolution up (`follow_up_repeat`), and should it die after, the check comes due at
-  `takenUntil`, and its handler finds the run resolved and follows the resolution up (shared/operations/checks.py).
-"""
+"""The resolution's steps around the write (`before`, and what it plans for after it), which a change that resolves
+a run hands to `TaskRepository.modify`; and the follow-up of a worker's repeated report. The protocol: this
+package's docstring (shared/operations/resolution/__init__.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable
-from typing import Protocol
 
 from shared import timing
 from shared.domain.groups import group_changed
 from shared.domain.index import indexed
 from shared.domain.messages import ResolvedCheck
-from shared.domain.tasks import TASKS_TABLE, Run, Task, newest_run
+from shared.domain.tasks import TASKS_TABLE, Task, newest_run
 from shared.gather import all_of
 from shared.logs import fields
+from shared.operations.resolution.follow_up import FollowUp
 from shared.operations.writes.group_store import GroupRows
 from shared.operations.writes.guards import Guards
 from shared.operations.writes.livelogs import seal_live
@@ -43,23 +27,10 @@ from shared.storage.base import QueueMessage
 log = logging.getLogger("queue")
 
 
-class Resolver(Protocol):
-    """What follows a task's resolution: its dependents, its group, its Index entry (Resolution, in
-    shared/operations/resolution.py)."""
-
-    def resolve_dependencies(
-        self, check: ResolvedCheck, *, with_group: bool = True, stands_in: Fallback | None = None
-    ) -> Awaitable[object]: ...
-
-    def resolve_group_member(self, check: ResolvedCheck, run: Run | None = None) -> Awaitable[None]: ...
-
-    def follow_up_run(self, task: Task, run_id: int) -> Awaitable[None]: ...
-
-
-class ResolutionWrite:
+class ResolutionSteps:
     """The resolution's steps (`before`, and what it plans after the write), and its follow-up of a repeat."""
 
-    def __init__(self, tasks: TaskRepository, resolver: Resolver) -> None:
+    def __init__(self, tasks: TaskRepository, resolver: FollowUp) -> None:
         self.tasks, self.resolver = tasks, resolver
         self.stores, self.messages = tasks.stores, tasks.messages
 
@@ -74,7 +45,7 @@ class ResolutionWrite:
         await seal_live(self.stores, task)  # a run it resolves: its live logs' blobs as they are now
         if not before.resolving(task):  # a run resolved and retried: the task goes on
             return Planned.plain(guards)
-        claim = task.checks.get("claim") if before.running and self.guarded() else None
+        claim = task.held_check("claim", guards.now) if before.running and self.guarded() else None
         group = self._sole_group_resolution(task, guards)
         announced = await self._announce(task, guards, claim, group)
         spent: dict[str, list[str]] = {
@@ -116,7 +87,7 @@ class ResolutionWrite:
         )
 
     async def _announce(
-        self, task: Task, guards: Guards, claim: list[str] | None, group: GroupRows | None
+        self, task: Task, guards: Guards, claim: QueueMessage | None, group: GroupRows | None
     ) -> int | None:
         """What goes before a resolution's write; the sequence number announced, for the write. Guarded (a claim
         check): the check, put before the claim, stands in for what follows (the module docstring), so nothing is
@@ -138,7 +109,7 @@ class ResolutionWrite:
         self,
         task: Task,
         guards: Guards,
-        claim: list[str] | None,
+        claim: QueueMessage | None,
         group: GroupRows | None,
         spent: dict[str, list[str]],
         written: bool,
@@ -151,7 +122,7 @@ class ResolutionWrite:
             return
         self.stores.afterwards(self._tidy_resolved(task.task_queue_id, task.task_id, spent))
         if claim is not None:
-            claim = spent.pop("claim", claim)  # the check stands in: not deleted with the others
+            spent.pop("claim", None)  # the check stands in: not deleted with the others
             if group is not None:
                 self._guarded_by_sole(task, guards, claim, group)
             else:
@@ -160,17 +131,15 @@ class ResolutionWrite:
         if claim is None and message is not None and guards.grace:
             self.stores.afterwards(self.resolve_here(*message))
 
-    def _guarded_by_sole(self, task: Task, guards: Guards, claim: list[str], group: GroupRows) -> None:
+    def _guarded_by_sole(self, task: Task, guards: Guards, claim: QueueMessage, group: GroupRows) -> None:
         """A guarded sole resolution (its group's resolution in its own transaction, nothing depends on it) is
         written: its claim check, as it is, stands in for this process until its events are published."""
         streams = [(Stream(TASKS_TABLE, task.task_id), task.event_seq)]
         if group.announce is not None:
             streams.append((group.stream, group.announce))
-        self.stores.events.guarded_by(
-            self.messages.claim_queue(task.task_id), QueueMessage(claim[0], claim[1], b"", 0, guards.now), streams
-        )
+        self.stores.events.guarded_by(self.messages.claim_queue(task.task_id), claim, streams)
 
-    async def _follow_here(self, task: Task, guards: Guards, claim: list[str]) -> None:
+    async def _follow_here(self, task: Task, guards: Guards, claim: QueueMessage) -> None:
         """A guarded resolution that leaves more to follow (dependents, an Index entry, a group with other members)
         is written: its dependents are released and its Index entry written here before the answer, its group left
         after it, and its claim check, as it is, stands in for all of that and its events until they are done (the
@@ -183,7 +152,7 @@ class ResolutionWrite:
         check = ResolvedCheck(task.task_id, run_id, task.definition["taskGroupId"], None, guards.now)
         fallback = self.stores.events.guarded_by(
             self.messages.claim_queue(task.task_id),
-            QueueMessage(claim[0], claim[1], b"", 0, guards.now),
+            claim,
             [(Stream(TASKS_TABLE, task.task_id), task.event_seq)],
             also=1,
         )  # and once followed up
