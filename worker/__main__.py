@@ -44,6 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-tasks", type=int, default=None, help="stop after this many runs")
     parser.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit 0 once no task has run and no work was found for this long (a scaled job's execution; "
+        "default: never)",
+    )
+    parser.add_argument(
         "--cancel-check",
         type=float,
         default=5.0,
@@ -82,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         mode="claim-work" if args.claim_work else "poll",
         work_dir=args.work_dir,
         max_tasks=args.max_tasks,
+        idle_exit=args.idle_exit,
         cancel_check=max(0.0, args.cancel_check),
     )
     return main_loop(options)

@@ -60,6 +60,7 @@ class Options:
     max_poll_interval: float = 5.0
     max_tasks: int | None = None  # stop after this many runs (tests, one-shot workers)
     cancel_check: float = 5.0  # seconds between looks at a running task's status (0: learn it at reclaim only)
+    idle_exit: float | None = None  # stop once nothing ran and no work was found for this long (a job's execution)
 
 
 class Output:
@@ -351,7 +352,9 @@ class Worker:
             return self.options.capacity - len(self.running)
 
     def run(self) -> int:
-        """Claim and run tasks until stopped (or `max_tasks` runs have ended); 0 on a clean stop."""
+        """Claim and run tasks until stopped, `max_tasks` runs have ended, or (`idle_exit`) nothing ran and no work
+        was found for that long; 0 on a clean stop. As a job's execution (one per unit of pending work, started by a
+        scale rule), a worker with `idle_exit` ends when the work it was started for is done."""
         self.options.work_dir.mkdir(parents=True, exist_ok=True)
         o = self.options
         self.out(
@@ -359,9 +362,12 @@ class Worker:
             f"finding work by {'signed-URL polling' if o.mode == 'poll' else 'claimWork'}"
         )
         idle = 0.5
+        idle_since = time.monotonic()
         while not self.stopping.is_set():
             if o.max_tasks is not None and self.started_runs >= o.max_tasks:
                 break
+            if self._free() < o.capacity:
+                idle_since = time.monotonic()  # a task runs: not idle
             free = self._free()
             if o.max_tasks is not None:
                 free = min(free, o.max_tasks - self.started_runs)
@@ -375,7 +381,9 @@ class Worker:
                 self.out(f"finding work failed: {exc}; retrying in {idle:.1f} s")
                 claims = []
             if not claims:
-                self.stopping.wait(idle)
+                if self._idle_for(idle_since):
+                    break
+                self.stopping.wait(self._idle_wait(idle, idle_since))
                 idle = min(idle * 2, o.max_poll_interval)
                 continue
             idle = 0.5
@@ -388,6 +396,22 @@ class Worker:
         self.http.close()
         self.out("stopped")
         return 0
+
+    def _idle_for(self, idle_since: float) -> bool:
+        """Whether the worker has been idle (no task running, no work found) for `idle_exit`: then it says so."""
+        o = self.options
+        if o.idle_exit is None or self._free() < o.capacity or time.monotonic() - idle_since < o.idle_exit:
+            return False
+        self.out(f"idle for {o.idle_exit:g} s: exiting ({self.started_runs} runs taken)")
+        return True
+
+    def _idle_wait(self, idle: float, idle_since: float) -> float:
+        """How long to wait before looking for work again: the poll's back-off, cut short where an idle exit falls
+        due sooner, so that an execution ends on time."""
+        exit_in = self.options.idle_exit
+        if exit_in is None:
+            return idle
+        return max(0.0, min(idle, idle_since + exit_in - time.monotonic()))
 
     def _start(self, claim: dict[str, Any]) -> None:
         run = TaskRun(self, claim)

@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import taskcluster
@@ -50,7 +51,7 @@ def host(host_factory):
 
 
 class GenericWorker:
-    def __init__(self, host, base: Path, *, object_artifacts: bool) -> None:
+    def __init__(self, host, base: Path, *, object_artifacts: bool, **config_overrides: Any) -> None:
         self.task_queue = task_queue_id()
         provisioner, worker_type = self.task_queue.split("/")
         base.mkdir(parents=True, exist_ok=True)
@@ -83,6 +84,7 @@ class GenericWorker:
             "requiredDiskSpaceMegabytes": 10,
             "idleTimeoutSecs": 0,
             "sentryProject": "",
+            **config_overrides,
         }
         (base / "config.json").write_text(json.dumps(config))
         self.log = base / "generic-worker.log"
@@ -295,3 +297,22 @@ def test_generic_worker_uploads_a_large_s3_artifact_with_the_hosts_memory_flat(h
     assert_memory_flat(host, before, BIG_MIB)
     log = download(host, task_id, "public/logs/live_backing.log").decode()
     assert streamed_sha256(host, task_id, "public/big.bin") in log  # what sha256sum printed in the task
+
+
+def test_generic_worker_as_a_scaled_jobs_execution_takes_its_task_and_exits(host, tmp_path):
+    """Issue #87: generic-worker in a job execution's role (docs/worker.md): with `numberOfTasksToRun: 1` it exits 0
+    once its task is resolved; with nothing to take (a stale hint's execution) `idleTimeoutSecs` ends it, exit 68
+    (its IDLE_TIMEOUT)."""
+    queue = host.client()
+    one = GenericWorker(host, tmp_path / "one", object_artifacts=False, numberOfTasksToRun=1, idleTimeoutSecs=60)
+    try:
+        task_id = submit(queue, one, "echo one task")
+        assert resolved(queue, task_id, one)["state"] == "completed"
+        assert one.process.wait(60) == 0, one.output()[-3000:]
+    finally:
+        one.stop()
+    idle = GenericWorker(host, tmp_path / "idle", object_artifacts=False, numberOfTasksToRun=1, idleTimeoutSecs=2)
+    try:
+        assert idle.process.wait(90) == 68, idle.output()[-3000:]
+    finally:
+        idle.stop()

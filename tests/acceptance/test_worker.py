@@ -279,3 +279,27 @@ def test_claim_work_mode(host, tmp_path):
         process.stop()
     assert "via claimWork" in artifact_text(host, task_id, "public/logs/live.log")
     assert "finding work by claimWork" in process.output()
+
+
+def test_an_idle_worker_exits_once_the_work_it_found_is_done(host, tmp_path):
+    """Issue #87: as a scaled job's execution, the reference worker takes the work there is and exits 0 once no
+    task has run and no work was found for --idle-exit seconds; with nothing to do it exits after that long."""
+    queue = host.client()
+    tq = task_queue_id()
+    tasks = [submit(queue, tq, {"command": f"echo job {n}"}) for n in range(3)]
+    process = WorkerProcess(host, tq, tmp_path, "--idle-exit", "2")
+    try:
+        assert process.process.wait(60) == 0, process.output()
+    finally:
+        process.stop()
+    assert [queue.status(t)["status"]["state"] for t in tasks] == ["completed"] * 3  # done before it left
+    assert "idle for 2 s: exiting (3 runs taken)" in process.output()
+    idle_tq = task_queue_id()
+    started = time.monotonic()
+    idle = WorkerProcess(host, idle_tq, tmp_path, "--idle-exit", "1")
+    try:
+        assert idle.process.wait(30) == 0, idle.output()
+    finally:
+        idle.stop()
+    assert time.monotonic() - started < 15, idle.output()  # the interpreter's start, one poll, a second idle
+    assert "idle for 1 s: exiting (0 runs taken)" in idle.output()
