@@ -59,7 +59,7 @@ $(GO_TOOLS_STAMP): tests/taskcluster-go/go.mod tests/taskcluster-go/go.sum
 	else echo "go not found: generic-worker and the taskcluster CLI are not built, their tests are skipped"; fi
 
 run: setup
-	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER))
+	$(PY) -m local_host run $(if $(WORKER),--worker $(WORKER)) $(if $(SCALE),--scale $(SCALE))
 
 # Tests run in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own): each has its Azurite and hosts. Two
 # halve the suite's time on a 2-core machine (docs/performance.md#the-test-suite); tests of a module stay together.

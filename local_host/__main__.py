@@ -14,21 +14,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import itertools
 import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from local_host import azurite
 from local_host.front_end import FrontEndLimits
 from local_host.host import PROJECT, serve
+from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
 from shared import __version__, logs
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
+from shared.runtime import data_stores
 from shared.settings import Settings, load_settings
 from shared.settings.fitness import check_serving
 
@@ -156,23 +160,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         # So `python -m local_host clients ...` finds the running storage.
         runtime.write_text(json.dumps({"QUEUE_STORAGE": embedded.connection_string, "pid": os.getpid()}))
         runtime.chmod(0o600)
-    worker = None
+    worker: subprocess.Popen[bytes] | None = None
+    jobs: JobsBeside | None = None
     try:
         _binding_defaults()
         settings = check_serving(load_settings())
         logs.configure(settings.log_level)
         announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token, generated)
-        if args.worker:
-            worker = _start_worker(
-                args.worker,
-                args.worker_capacity,
-                settings.public_root_url,
-                settings.root_client_id,
-                settings.root_access_token,
-                data_dir,
-            )
-        # Ctrl-C stops the worker first, while the queue still takes its reports (its runs end worker-shutdown).
-        before_stop = None if worker is None else functools.partial(asyncio.to_thread, _stop_worker, worker)
+        start = functools.partial(
+            _start_worker,
+            args.worker,
+            root_url=settings.public_root_url,
+            client_id=settings.root_client_id,
+            token=settings.root_access_token,
+            data_dir=data_dir,
+        )
+        if args.worker and args.scale == "jobs":
+            jobs = _start_jobs(args, settings, start)
+        elif args.worker:
+            worker = start(args.worker_capacity)
+        # Ctrl-C stops the workers first, while the queue still takes their reports (their runs end worker-shutdown).
+        before_stop = (
+            functools.partial(asyncio.to_thread, jobs.stop)
+            if jobs is not None
+            else None
+            if worker is None
+            else functools.partial(asyncio.to_thread, _stop_worker, worker)
+        )
         asyncio.run(
             serve(
                 args.app,
@@ -187,6 +201,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if worker is not None:
             _stop_worker(worker)
+        if jobs is not None:
+            jobs.stop()
         if embedded is not None:
             runtime.unlink(missing_ok=True)
             embedded.stop()
@@ -211,8 +227,37 @@ def front_end_limits(settings: Settings) -> FrontEndLimits:
     return FrontEndLimits(settings.http_request_body_limit, settings.http_answer_within)
 
 
+def _start_jobs(
+    args: argparse.Namespace, settings: Settings, start: Callable[..., subprocess.Popen[bytes]]
+) -> JobsBeside:
+    """The worker pool as a scaled job (local_host/jobs.py): executions of the reference worker started for the
+    task queue's pending work, each exiting when idle."""
+    rule = JobRule(args.worker, args.max_executions, args.polling_interval, idle_exit=args.idle_exit)
+    _, queues = data_stores(settings)
+    executions = itertools.count(1)
+
+    def execution() -> subprocess.Popen[bytes]:
+        return start(1, "--idle-exit", f"{rule.idle_exit:g}", worker_id=f"job-{next(executions)}", quiet=True)
+
+    count = functools.partial(pending_messages, queues, rule.task_queue_id, settings.pending_shards)
+    print(
+        f"worker pool {rule.task_queue_id} as a job: up to {rule.max_executions} executions, the pending queues "
+        f"read every {rule.polling_interval:g} s, each execution exits after {rule.idle_exit:g} s idle",
+        flush=True,
+    )
+    return JobsBeside(JobScaler(rule, count, execution, say=lambda line: print(line, flush=True)), queues)
+
+
 def _start_worker(
-    task_queue_id: str, capacity: int, root_url: str, client_id: str, token: str, data_dir: Path
+    task_queue_id: str,
+    capacity: int,
+    *extra: str,
+    root_url: str,
+    client_id: str,
+    token: str,
+    data_dir: Path,
+    worker_id: str | None = None,
+    quiet: bool = False,
 ) -> subprocess.Popen[bytes]:
     """The reference worker beside the queue (its own session, so Ctrl-C reaches the host only; stopped by PID)."""
     env = {
@@ -234,12 +279,15 @@ def _start_worker(
             "local",
             "--work-dir",
             str(data_dir / "worker"),
+            *(["--worker-id", worker_id] if worker_id else []),
+            *extra,
         ],
         cwd=PROJECT,
         env=env,
         start_new_session=True,
     )
-    print(f"reference worker (pid {process.pid}) taking tasks of {task_queue_id}", flush=True)
+    if not quiet:
+        print(f"reference worker (pid {process.pid}) taking tasks of {task_queue_id}", flush=True)
     return process
 
 
@@ -351,6 +399,18 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--in-memory", action="store_true", help="keep Azurite's data in memory only")
     run.add_argument("--worker", metavar="TASK_QUEUE_ID", help="also run the reference worker on this task queue")
     run.add_argument("--worker-capacity", type=int, default=2, help="tasks the worker runs at once (default 2)")
+    run.add_argument(
+        "--scale",
+        choices=("process", "jobs"),
+        default="process",
+        help="`jobs`: run the worker pool as a scaled job would (local_host/jobs.py): no worker while nothing is "
+        "pending, executions started for the pending work, each exiting when idle (default: one worker process)",
+    )
+    run.add_argument("--max-executions", type=int, default=4, help="with --scale jobs: executions at once (4)")
+    run.add_argument(
+        "--polling-interval", type=float, default=30.0, help="with --scale jobs: seconds between readings (30, KEDA's)"
+    )
+    run.add_argument("--idle-exit", type=float, default=30.0, help="with --scale jobs: an execution's idle time (30)")
     run.set_defaults(func=cmd_run)
     srv = sub.add_parser("serve", help="run the host against $QUEUE_STORAGE")
     srv.add_argument("--no-http", action="store_true", help="run the triggers only")
