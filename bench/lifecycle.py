@@ -754,10 +754,12 @@ def start_embedded(
     *,
     in_memory: bool = False,
     proxy: DelayProxy | None = None,
+    connection: list[str] | None = None,
 ) -> tuple[str, dict[str, str], Callable[[], dict[str, int]]]:
     """Azurite (data in memory, or on disk in a temporary folder deleted afterwards) and a local host (its
     storage through `proxy` when given); the rootUrl, the root credentials, and a function that reads the host's
-    storage calls so far (by operation)."""
+    storage calls so far (by operation). `connection`: the host's storage connection string is appended to it (for
+    a bench that reads the queues itself)."""
     import shutil
     import subprocess
     import tempfile
@@ -772,6 +774,8 @@ def start_embedded(
     if proxy is not None:
         storage = proxy.start(storage)
         processes.append(proxy.stop)
+    if connection is not None:
+        connection.append(storage)
     env = {
         **os.environ,
         "QUEUE_STORAGE": storage,
