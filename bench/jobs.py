@@ -13,7 +13,6 @@ and how many tasks each took; and the worker-seconds the pool ran against the se
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import os
 import random
@@ -28,7 +27,7 @@ from typing import Any
 import taskcluster
 
 from bench.lifecycle import percentile, start_embedded, stop_all
-from local_host.jobs import JobRule, JobScaler, pending_messages
+from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
 from shared.connections import StorageConnection
 from shared.storage import queue_store
 
@@ -51,10 +50,7 @@ class Measured:
         self.scaler = JobScaler(
             rule, lambda: pending_messages(self.queues, rule.task_queue_id), self._start, say=lambda _: None
         )
-        self.loop = asyncio.new_event_loop()
-        self.stop_event = asyncio.Event()
-        self.thread = threading.Thread(target=lambda: self.loop.run_until_complete(self.scaler.run(self.stop_event)))
-        self.thread.start()
+        self.beside = JobsBeside(self.scaler, self.queues)
 
     def _start(self) -> subprocess.Popen[bytes]:
         n = len(self.lifetimes)
@@ -82,9 +78,7 @@ class Measured:
         return sum(1 for lifetime in self.lifetimes if len(lifetime) == 1)
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.stop_event.set)
-        self.thread.join(120)
-        self.loop.run_until_complete(self.queues.close())
+        self.beside.stop()
 
 
 def burst(queue: Any, pool: Measured, tasks: int) -> dict[str, Any]:

@@ -4,18 +4,16 @@ Nothing runs while nothing is pending; the work pending starts the workers that 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from local_host.jobs import JobRule, JobScaler, pending_messages
+from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
 from tests.acceptance.test_worker import submit
 from tests.conftest import (
     PROJECT,
@@ -38,7 +36,7 @@ def host(host_factory):
 
 
 class Pool:
-    """The model run in a thread of its own, as `make run WORKER=<pool> SCALE=jobs` runs it beside the host."""
+    """The model run as `make run WORKER=<pool> SCALE=jobs` runs it beside the host (JobsBeside)."""
 
     def __init__(self, host, tq: str, work: Path) -> None:
         self.host, self.tq, self.work = host, tq, work
@@ -49,10 +47,7 @@ class Pool:
         self.scaler = JobScaler(
             self.rule, lambda: pending_messages(self.queues, tq, shards), self._start, say=lambda _: None
         )
-        self.loop = asyncio.new_event_loop()
-        self.stop_event = asyncio.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.beside = JobsBeside(self.scaler, self.queues)
 
     def _start(self) -> subprocess.Popen[bytes]:
         n = len(self.logs)
@@ -70,9 +65,6 @@ class Pool:
         with open(log, "wb") as out:
             return subprocess.Popen(command, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
-    def _run(self) -> None:
-        self.loop.run_until_complete(self.scaler.run(self.stop_event))
-
     def running(self) -> int:
         return sum(1 for p in list(self.scaler.running) if p.poll() is None)
 
@@ -80,11 +72,7 @@ class Pool:
         return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}" for log in self.logs)
 
     def stop(self) -> None:
-        if self.thread.is_alive():
-            self.loop.call_soon_threadsafe(self.stop_event.set)
-            self.thread.join(90)
-        self.loop.run_until_complete(self.queues.close())
-        self.loop.close()
+        self.beside.stop()
 
 
 @pytest.fixture
