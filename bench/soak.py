@@ -27,7 +27,8 @@ whoever was killed while holding a stream. With `--factor F` the proxy is also t
 account (local_host/limits.py: Azure's targets divided by F, 503 ServerBusy beyond them): the run then reports
 its throughput and the 5xx answers clients saw (backpressure must stay in the storage layer), and the proxy, when
 stopped, how many requests each scope refused. Hosts run with short timings (claims of `--claim-timeout` seconds, the
-reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s),
+reconciler every 2 s judging states older than `--grace` (5) s, messages of a dead host visible again after 5 s;
+the audit waits after the last completion until what a lost race left is due a pass: grace + 2 x skew + 6 s),
 claim checks parked until 3 s before they are due (QUEUE_PARK_LEAD: claim timeout - 3) and moved every second.
 
 The fault campaign's scenarios (bench/campaign.py; issue 86), each a flag, combinable: `--rollout` starts the hosts
@@ -78,6 +79,7 @@ from shared import timeutil  # noqa: E402
 TOKEN = secrets.token_urlsafe(33)
 TOKEN_SECRET = secrets.token_urlsafe(33)
 CREDENTIALS = {"clientId": "root", "accessToken": TOKEN}
+RECONCILE_EVERY = 2  # seconds between the hosts' reconciler passes
 
 
 def create_task(queue: taskcluster.Queue, task_id: str, body: dict[str, Any]) -> Any:
@@ -113,7 +115,7 @@ class Host:
             "QUEUE_CLAIM_WORK_WAIT": "2",
             "QUEUE_CLAIM_WORK_POLL_INTERVAL": "0.2",
             "QUEUE_PENDING_HINT_VISIBILITY": "5",
-            "QUEUE_RECONCILE_SCHEDULE": "*/2 * * * * *",
+            "QUEUE_RECONCILE_SCHEDULE": f"*/{RECONCILE_EVERY} * * * * *",
             "QUEUE_RECONCILE_GRACE": str(grace),
             "QUEUE_LOCAL_HOST_MESSAGE_LEASE": "5",
             "QUEUE_EXPIRY_SCHEDULE": "0 0 0 1 1 *",
@@ -657,7 +659,13 @@ class Soak:
                 if len(self.completed) >= len(self.task_ids):
                     break
             time.sleep(1)
-        time.sleep(8)  # a reconciler pass or two after the last completion
+        time.sleep(self.settle_seconds())
+
+    def settle_seconds(self) -> float:
+        """How long after the last completion the reconciler may still be due to repair what a lost race left (an
+        index row written before a write that lost): the row ages past the grace on the clock of the host that
+        judges it, which may be 2 x skew behind the host that wrote it; then the next pass comes, and runs."""
+        return float(self.args.grace + 2 * self.args.skew + 2 * RECONCILE_EVERY + 2)
 
     def report(self, seconds: float) -> int:
         from shared.maintenance.invariants import audit
