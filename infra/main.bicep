@@ -1,7 +1,8 @@
 // The Taskcluster-compatible queue on Azure: `azd up` deploys it into a resource group of its own.
 // Flex Consumption function app (Python) with a user-assigned managed identity; a data storage account apart
 // from the one the Functions runtime uses; a Service Bus namespace with a topic per exchange; Application
-// Insights on Log Analytics; Key Vault for the three secrets. See docs/deploy.md.
+// Insights on Log Analytics; Key Vault for the three secrets; worker pools as Container Apps jobs when
+// infra/worker-pools.json lists any. See docs/deploy.md.
 targetScope = 'subscription'
 
 @minLength(1)
@@ -216,6 +217,27 @@ module queue 'app/queue-app.bicep' = {
   }
   // The app's first start reads Key Vault and storage with the identity: give it its roles first.
   dependsOn: [access]
+}
+
+// Worker pools as event-driven Container Apps jobs (docs/worker-pools.md): the entries `tc-queue-admin pools entry`
+// prints, kept in infra/worker-pools.json with the rest of the deployment; none by default, and then no environment.
+var workerPools = loadJsonContent('worker-pools.json')
+
+module pools 'app/worker-pools.bicep' = if (!empty(workerPools)) {
+  name: 'worker-pools'
+  scope: rg
+  params: {
+    name: '${abbrs.containerAppsEnvironment}${token}'
+    location: location
+    tags: tags
+    logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
+    pools: workerPools
+    dataAccountNames: concat([storage.outputs.dataName], storage.outputs.dataShardNames)
+    keyVaultName: vault.outputs.name
+    rootUrl: queue.outputs.rootUrl
+    identityPrefix: '${abbrs.managedIdentity}pool-'
+    jobPrefix: abbrs.containerAppsJob
+  }
 }
 
 output AZURE_LOCATION string = location

@@ -406,7 +406,12 @@ def main(argv: list[str] | None = None) -> int:
         help="`jobs`: run the worker pool as a scaled job would (local_host/jobs.py): no worker while nothing is "
         "pending, executions started for the pending work, each exiting when idle (default: one worker process)",
     )
-    run.add_argument("--max-executions", type=int, default=4, help="with --scale jobs: executions at once (4)")
+    run.add_argument(
+        "--max-executions",
+        type=int,
+        default=4,
+        help="with --scale jobs: executions at once (4 here; infra/'s default is 10)",
+    )
     run.add_argument(
         "--polling-interval", type=float, default=30.0, help="with --scale jobs: seconds between readings (30, KEDA's)"
     )
@@ -430,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     back.set_defaults(func=cmd_return_checks)
     args = parser.parse_args(argv)
+    if args.command == "run" and (args.max_executions < 1 or args.polling_interval <= 0 or args.idle_exit <= 0):
+        parser.error("--max-executions must be at least 1, --polling-interval and --idle-exit more than 0")
     load_local_settings(Path(args.settings))
     try:
         return int(args.func(args))

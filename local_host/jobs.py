@@ -5,15 +5,16 @@ On Azure, KEDA's azure-queue scale rule reads the pool's pending queues every `p
 and, with the default scaling strategy of a job, starts min(ceil(messages / queueLength), maxExecutions) minus the
 executions still running; each execution takes the work there is and exits when it has been idle (the reference
 worker's `--idle-exit`, generic-worker's `numberOfTasksToRun`/`idleTimeoutSecs`: docs/worker.md). Here the same
-signal is read from Azurite (the approximate message count of the task queue's pending queues, every priority and
-shard) on the same rule, and the executions are worker processes started beside the queue. A pending hint that no
-claim will consume (a task cancelled or claimed by another execution first) counts until a worker reads it: what a
-stale hint costs is one execution that finds nothing and exits after its idle time.
+signal is read from Azurite (the approximate message count of each of the task queue's pending queues, every
+priority and shard, the largest followed) on the same rule, and the executions are worker processes started beside
+the queue. A pending hint that no claim will consume (a task cancelled or claimed by another execution first) counts
+until a worker reads it: what a stale hint costs is one execution that finds nothing and exits after its idle time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import math
 import subprocess
@@ -47,10 +48,13 @@ def executions_to_start(pending: int, running: int, rule: JobRule) -> int:
 
 
 async def pending_messages(queues: QueueStore, task_queue_id: str, shards: int = 1) -> int:
-    """The signal: the approximate message count of the task queue's pending queues (a queue never put to counts
-    0)."""
+    """The signal: a rule per pending queue of the task queue (every priority and shard, as `tc-queue-admin pools
+    entry` declares them), each reading its queue's approximate message count (a queue never put to counts 0), and
+    of several rules a job follows the one that asks most (KEDA's multipleScalersCalculation, `max` by default and
+    not settable on Container Apps). Work spread over priorities starts fewer executions at once than tasks; each
+    execution takes from every priority until it is idle, so the work is still all taken."""
     counts = await asyncio.gather(*(queues.approximate_count(q) for q in pending_queues(task_queue_id, shards)))
-    return sum(counts)
+    return max(counts)
 
 
 @dataclass
@@ -65,13 +69,13 @@ class JobScaler:
     readings: int = 0
     started: int = 0
     peak: int = 0
-    exit_codes: list[int] = field(default_factory=list)
+    exit_codes: collections.Counter[int] = field(default_factory=collections.Counter)  # executions per exit code
 
     def reap(self) -> None:
         """Forget the executions that ended, keeping their exit codes."""
         for process in [p for p in self.running if p.poll() is not None]:
             self.running.remove(process)
-            self.exit_codes.append(process.returncode)
+            self.exit_codes[process.returncode] += 1
 
     async def tick(self) -> int:
         """One reading of the rule: the executions started."""

@@ -7,8 +7,10 @@ temporary credentials).
     tc-queue-admin clients create project/ci --scope assume:project:ci --expires "1 year"
     tc-queue-admin roles create project:ci --scope "queue:create-task:*:ci/*" --description "CI tasks"
     tc-queue-admin scopes expand assume:project:ci
+    tc-queue-admin pools create builders --task-queue proj/builder --worker-group azure --image REGISTRY/worker:TAG
 
-Access tokens are printed once, when a client is created or reset.
+Access tokens are printed once, when a client is created or reset. `pools` (queue_admin/pools.py): a worker pool
+run as an event-driven Container Apps job, its entry of infra's workerPools parameter and its client.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 import taskcluster
 from taskcluster.exceptions import TaskclusterFailure, TaskclusterRestFailure
+
+from queue_admin.pools import PoolError, add_commands, client_id, pool_entry, pool_scopes, secret_name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     actions = scopes.add_subparsers(dest="action", required=True)
     actions.add_parser("expand", help="what these scopes expand to").add_argument("scopes", nargs="+")
     actions.add_parser("current", help="the scopes your credentials hold")
+    add_commands(kinds)
     return parser
 
 
@@ -139,14 +144,45 @@ def _show(answer: Any, args: argparse.Namespace) -> None:
         print("The access token is shown this once; `clients reset` gives a new one.")
 
 
+def _pool(auth: taskcluster.Auth | None, args: argparse.Namespace) -> int:
+    """`pools entry` (no call) and `pools create`: the entry on stdout; the token once, or in --token-file."""
+    try:
+        entry = pool_entry(args)
+    except PoolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if auth is not None:
+        body = {
+            "scopes": pool_scopes(args.task_queue, args.worker_group, args.scopes),
+            "expires": _expires(args.expires),
+            "description": f"Workers of the pool {args.name} ({args.task_queue}), a Container Apps job",
+        }
+        token = auth.createClient(client_id(args.name), body)["accessToken"]
+        secret = f"az keyvault secret set --vault-name $AZURE_KEY_VAULT_NAME --name {secret_name(args.name)}"
+        if args.token_file:
+            args.token_file.touch(mode=0o600, exist_ok=False)
+            args.token_file.write_text(token)
+            where = f"{client_id(args.name)}: its access token is in {args.token_file}"
+            print(f"{where}; {secret} --file {args.token_file}", file=sys.stderr)
+        else:
+            print(f"{client_id(args.name)}: its access token, shown this once: {token}", file=sys.stderr)
+            print(f"Put it in the Key Vault before the entry: {secret} --value <token>", file=sys.stderr)
+    print(json.dumps(entry, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.kind == "pools" and args.action == "entry":
+        return _pool(None, args)
     options = taskcluster.optionsFromEnvironment()
     if not options.get("rootUrl"):
         print("error: set TASKCLUSTER_ROOT_URL (and TASKCLUSTER_CLIENT_ID / TASKCLUSTER_ACCESS_TOKEN)", file=sys.stderr)
         return 2
     auth = taskcluster.Auth({**options, "maxRetries": 2})
     try:
+        if args.kind == "pools":
+            return _pool(auth, args)
         _show(_call(auth, args), args)
     except TaskclusterRestFailure as exc:
         print(f"error: {exc.status_code} {str(exc).split(chr(10) + chr(10) + '---')[0]}", file=sys.stderr)

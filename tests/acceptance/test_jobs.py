@@ -4,9 +4,12 @@ Nothing runs while nothing is pending; the work pending starts the workers that 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 
 from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
+from tests.acceptance.test_auth_api import admin
 from tests.acceptance.test_worker import submit
 from tests.conftest import (
     PROJECT,
@@ -38,8 +42,8 @@ def host(host_factory):
 class Pool:
     """The model run as `make run WORKER=<pool> SCALE=jobs` runs it beside the host (JobsBeside)."""
 
-    def __init__(self, host, tq: str, work: Path) -> None:
-        self.host, self.tq, self.work = host, tq, work
+    def __init__(self, host, tq: str, work: Path, credentials: tuple[str, str] = (ROOT_CLIENT_ID, ROOT_ACCESS_TOKEN)):
+        self.host, self.tq, self.work, self.credentials = host, tq, work, credentials
         self.rule = JobRule(tq, max_executions=MOST, polling_interval=0.3, idle_exit=IDLE)
         _, self.queues = stores_of(host.env)
         shards = shards_of(host.env).pending
@@ -56,11 +60,12 @@ class Pool:
         env = {
             **os.environ,
             "TASKCLUSTER_ROOT_URL": self.host.root_url,
-            "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
-            "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
+            "TASKCLUSTER_CLIENT_ID": self.credentials[0],
+            "TASKCLUSTER_ACCESS_TOKEN": self.credentials[1],
             "PYTHONUNBUFFERED": "1",
         }
-        command = [sys.executable, "-m", "worker", "--task-queue", self.tq, "--worker-group", "jobs"]
+        # As infra/app/worker-pool.bicep runs it (its --worker-id: the execution's host name there).
+        command = [sys.executable, "-m", "worker", "--task-queue", self.tq, "--worker-group", "jobs", "--claim-work"]
         command += ["--worker-id", f"job-{n}", "--work-dir", str(self.work / f"tasks-{n}"), "--idle-exit", str(IDLE)]
         with open(log, "wb") as out:
             return subprocess.Popen(command, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -82,11 +87,26 @@ def pool(host, tmp_path) -> Iterator[Pool]:
     made.stop()
 
 
+@pytest.fixture
+def pool_as_its_client(host, tmp_path) -> Iterator[Pool]:
+    """A pool whose executions run as the client `tc-queue-admin pools create` made for it, as on Azure."""
+    tq, name = task_queue_id(), f"p{uuid.uuid4().hex[:12]}"
+    made = admin(host, "pools", "create", name, "--task-queue", tq, "--worker-group", "jobs", "--image", "local")
+    assert made.returncode == 0, made.stderr
+    entry = json.loads(made.stdout)
+    token = re.search(r"shown this once: (\S+)", made.stderr)
+    assert token and entry["clientId"] == f"worker-pool/{name}", made.stderr
+    running = Pool(host, tq, tmp_path, credentials=(entry["clientId"], token[1]))
+    yield running
+    running.stop()
+
+
 def states(queue, tasks: list[str]) -> list[tuple[str, int]]:
     return [((s := queue.status(t)["status"])["state"], len(s["runs"])) for t in tasks]
 
 
-def test_fifty_tasks_start_the_workers_that_take_them_and_none_is_left_running(host, pool):
+def test_fifty_tasks_start_the_workers_that_take_them_and_none_is_left_running(host, pool_as_its_client):
+    pool = pool_as_its_client
     queue = host.client()
     wait_for(lambda: pool.scaler.readings >= 3, timeout=10)
     assert pool.scaler.started == 0 and pool.running() == 0  # nothing pending: no worker
@@ -96,7 +116,7 @@ def test_fifty_tasks_start_the_workers_that_take_them_and_none_is_left_running(h
     wait_for(lambda: pool.running() == 0, timeout=30)  # each left once idle
     assert pool.scaler.started >= 1 and pool.scaler.peak <= MOST
     pool.scaler.reap()
-    assert pool.scaler.exit_codes == [0] * pool.scaler.started, pool.output()
+    assert pool.scaler.exit_codes == {0: pool.scaler.started}, pool.output()
     taken = sum(int(line.split("(")[1].split()[0]) for line in pool.output().splitlines() if "idle for" in line)
     assert taken == 50, pool.output()
 

@@ -65,17 +65,21 @@ async def test_the_scaler_starts_what_is_pending_keeps_count_and_forgets_what_en
     assert await scaler.tick() == 0  # three run: none more
     made[0].returncode = 0  # one took its task and left
     pending[0] = 0
-    assert await scaler.tick() == 0 and scaler.exit_codes == [0] and len(scaler.running) == 2
+    assert await scaler.tick() == 0 and scaler.exit_codes == {0: 1} and len(scaler.running) == 2
     scaler.stop_all()
-    assert scaler.running == [] and sorted(scaler.exit_codes) == [-15, -15, 0]
+    assert scaler.running == [] and scaler.exit_codes == {-15: 2, 0: 1}
 
 
-async def test_the_signal_counts_every_priority_and_shard_of_the_task_queue() -> None:
+async def test_the_signal_reads_every_priority_and_shard_and_follows_the_fullest_as_keda_does() -> None:
     queues = MemoryQueues()
-    for priority, shard in (("highest", 0), ("lowest", 1), ("medium", 1)):
+    for priority, shard in (("highest", 0), ("lowest", 1), ("medium", 1), ("medium", 1)):
         await queues.put(pending_queue("p/t", priority, shard), b"{}")
-    await queues.put(pending_queue("p/other", "medium", 0), b"{}")
-    assert await pending_messages(queues, "p/t", shards=2) == 3
+    for _ in range(5):
+        await queues.put(pending_queue("p/other", "medium", 0), b"{}")
+    assert await pending_messages(queues, "p/t", shards=2) == 2  # medium's shard 1; the others' rules ask less
+    await queues.put(pending_queue("p/t", "lowest", 1), b"{}")
+    await queues.put(pending_queue("p/t", "lowest", 1), b"{}")
+    assert await pending_messages(queues, "p/t", shards=2) == 3  # a rule of the lowest priority's shard 1 too
     assert await pending_messages(queues, "p/none") == 0  # never put to
 
 
