@@ -19,6 +19,10 @@ TC_CLIENT_STAMP := .tools/.taskcluster-client-$(TC_CLIENT_VERSION)
 # (tests/taskcluster-go/go.mod names the release, go.sum pins the hashes). Without Go their tests are skipped.
 # The inspector's JavaScript checks (ESLint, tsc --checkJs, node's test runner): shared/api/inspector/package-lock.json.
 INSPECTOR_TOOLS_STAMP := shared/api/inspector/node_modules/.installed
+# checkov: Bicep's security checks (tests/habits/test_deploy.py runs it), in an environment of its own, as its many
+# pins are not the project's.
+CHECKOV_VERSION := 3.3.30
+CHECKOV := .tools/checkov-$(CHECKOV_VERSION)/bin/checkov
 GO_TOOLS := .tools/go/bin
 GO_TOOLS_STAMP := $(GO_TOOLS)/.built
 TC_GO := github.com/taskcluster/taskcluster/v97
@@ -51,6 +55,10 @@ $(INSPECTOR_TOOLS_STAMP): shared/api/inspector/package.json shared/api/inspector
 	npm ci --prefix shared/api/inspector --no-audit --no-fund --loglevel=error
 	@touch $@
 
+$(CHECKOV):
+	$(PYTHON) -m venv .tools/checkov-$(CHECKOV_VERSION)
+	.tools/checkov-$(CHECKOV_VERSION)/bin/pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION)
+
 $(GO_TOOLS_STAMP): tests/taskcluster-go/go.mod tests/taskcluster-go/go.sum
 	@if command -v go >/dev/null; then \
 		mkdir -p $(GO_TOOLS) && cd tests/taskcluster-go && export GONOSUMDB=github.com/taskcluster GOFLAGS=-mod=readonly \
@@ -82,7 +90,7 @@ test-fast: setup $(INSPECTOR_TOOLS_STAMP)
 	$(PY) -m pytest -q -n auto -m "not slow" tests/unit tests/integration $(PYTEST_ARGS)
 
 # The habits: lint, format, layers, types, the inspector's ESLint and tsc, and the checks of docs and deploy files.
-lint: setup $(INSPECTOR_TOOLS_STAMP)
+lint: setup $(INSPECTOR_TOOLS_STAMP) $(CHECKOV)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports

@@ -19,8 +19,6 @@ var roles = {
 }
 // Made with the pool's client by `tc-queue-admin pools create` and set in the vault before the pool is deployed.
 var secretName = 'worker-pool-${pool.name}'
-// The data accounts that hold the pool's pending queues, each once (union leaves out repeats).
-var accounts = union(map(pool.rules, rule => dataAccountNames[rule.account]), [])
 
 resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
   name: identityName
@@ -47,13 +45,15 @@ resource tokenAccess 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   }
 }
 
-// The scale rules read the queues' approximate message counts: a reader's role, never one that writes or deletes.
-resource data 'Microsoft.Storage/storageAccounts@2023-05-01' existing = [for account in accounts: {
-  name: account
+// The scale rules read the pool's pending queues' approximate message counts: a reader's role on each of those
+// queues alone (declared here, so that they exist to be a scope; the queue makes the same ones when first used),
+// not on the accounts: a task that reached the identity could read no other pool's work.
+resource pending 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = [for rule in pool.rules: {
+  name: '${dataAccountNames[rule.account]}/default/${rule.queueName}'
 }]
-resource queueRead 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (account, i) in accounts: {
-  name: guid(data[i].id, identity.id, roles.storageQueueDataReader)
-  scope: data[i]
+resource queueRead 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (rule, i) in pool.rules: {
+  name: guid(pending[i].id, identity.id, roles.storageQueueDataReader)
+  scope: pending[i]
   properties: {
     principalId: identity.properties.principalId
     principalType: 'ServicePrincipal'
@@ -84,7 +84,7 @@ resource job 'Microsoft.App/jobs@2025-01-01' = {
           identity: identity.id
         }
       ]
-      registries: empty(pool.?registry ?? '') ? [] : [{ server: pool.registry, identity: identity.id }]
+      registries: contains(pool, 'registry') ? [{ server: pool.registry, identity: identity.id }] : []
       eventTriggerConfig: {
         parallelism: 1
         replicaCompletionCount: 1

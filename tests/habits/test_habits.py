@@ -21,7 +21,7 @@ PY = sys.executable
 TYPED = ["shared", "functions", "local_host", "worker", "queue_admin", "tools", "function_app.py"]
 # Subjects were paragraphs before this commit (issue #63); every commit after it keeps to the limit.
 SUBJECTS_KEPT_SINCE = "44d000b6"
-MODULE_PATH = re.compile(r"\b(?:shared|local_host|functions|worker|queue_admin|tools)/[\w/]+\.(?:py|js)\b")
+MODULE_PATH = re.compile(r"\b(?:shared|local_host|functions|worker|queue_admin|tools|bench)/[\w/]+\.(?:py|js)\b")
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

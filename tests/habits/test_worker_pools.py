@@ -94,13 +94,18 @@ def test_the_token_comes_from_key_vault_through_the_identity_and_nothing_else_is
     assert "var secretName = 'worker-pool-${pool.name}'" in text
 
 
-def test_the_pools_identity_holds_a_reader_role_on_the_queues_and_its_own_secret_only():
+def test_the_pools_identity_reads_its_own_queues_and_secret_and_nothing_else():
     text = POOL_BICEP.read_text()
     assignments = re.findall(
         r"resource (\w+) 'Microsoft\.Authorization/roleAssignments@[^']+' = [^\n]*\n(.*?)\n}", text, re.S
     )
     scopes = {name: re.search(r"scope: (\S+)", body)[1] for name, body in assignments}  # type: ignore[index]
-    assert scopes == {"tokenAccess": "token", "queueRead": "data[i]"}, scopes
+    assert scopes == {"tokenAccess": "token", "queueRead": "pending[i]"}, scopes  # a secret, each queue: no account
+    assert "resource pending 'Microsoft.Storage/storageAccounts/queueServices/queues@" in text
+    assert (
+        "[for rule in pool.rules:" in text
+        and "name: '${dataAccountNames[rule.account]}/default/${rule.queueName}'" in text
+    )
     used = set(re.findall(r"roles\.(\w+)\)", text))
     declared = dict(re.findall(r"^\s+(\w+): '([0-9a-f-]{36})'$", text, re.M))
     assert used == set(declared) and {ROLES[declared[role]] for role in used} == set(ROLES.values())

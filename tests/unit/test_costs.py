@@ -1,6 +1,6 @@
-"""bench.costs' simulation (the worker cost model of docs/worker-pools.md): whatever the day, each policy runs every
-task once, never more workers than its limit, and a pool that starts from zero makes the first task wait at least
-a worker's start."""
+"""The simulation of bench/costs.py (the worker cost model of docs/worker-pools.md): whatever the day, each policy
+runs every task once, never more workers than its limit, and a pool that starts from zero makes the first task wait
+at least a worker's start."""
 
 from __future__ import annotations
 
