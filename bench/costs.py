@@ -114,7 +114,8 @@ class Pool:
                 push(now + task.runs, "ready", worker)
             else:
                 idle_since[worker] = now
-                push(now + self.idle_timeout, "idle", worker)
+                if self.idle_timeout < math.inf:
+                    push(now + self.idle_timeout, "idle", worker)
 
         for task in tasks:
             push(task.ready, "release")
@@ -144,7 +145,7 @@ class Pool:
                     push(now + self.ask_every, "ask")  # type: ignore[operator]
             elif kind == "ready":
                 take(now, worker)
-            elif worker in idle_since and now - idle_since[worker] >= self.idle_timeout:
+            elif worker in idle_since and now - idle_since[worker] >= self.idle_timeout - 1e-6:  # float sums
                 outcome.idle += now - idle_since.pop(worker)
                 outcome.billed += now - workers.pop(worker)
         return outcome
