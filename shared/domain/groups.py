@@ -14,7 +14,8 @@ PartitionKey = taskGroupId, and RowKey
 - `group-event:<seq>:<taskGroupId>`, `group-events:<taskGroupId>`: the group's events and their dispatch cursor
   (shared/outbox/log.py; tagged apart from its task's `event:` rows)
 
-How the rows are written and read, and what this process remembers of them: shared/operations/writes/group_store.py.
+How the rows are written, and what this process remembers of them: shared/operations/writes/group_store.py;
+read: group_members.py; a resolved member leaving: group_leaving.py.
 """
 
 from __future__ import annotations

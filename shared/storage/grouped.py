@@ -77,6 +77,10 @@ class GroupCommit(Generic[Key, Item]):
             group.hurry.set()
         await asyncio.shield(done)
 
+    def pending(self) -> int:
+        """Keys with items waiting to be written (nothing is kept for a key once its items are)."""
+        return len(self._groups)
+
     async def flush(self, key: Key) -> None:
         """Returns once the items of `key` added so far are written (or failed): lingering ones go now."""
         group = self._groups.get(key)

@@ -16,6 +16,7 @@ from shared.connections import StorageConnection
 from shared.domain.groups import TaskGroup
 from shared.domain.messages import Shards
 from shared.domain.tasks import KnownTasks
+from shared.operations.writes import group_leaving
 from shared.operations.writes import group_store as groups_mod
 from shared.operations.writes import stores as stores_mod
 from shared.operations.writes.stores import EmptyPendingQueues
@@ -117,7 +118,7 @@ async def test_group_rows_remembered_are_bounded(monkeypatch):
         definition = task_definition()
         await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))  # each its group
     assert len(service.stores.groups._cache) <= 100
-    assert len(service.stores.groups._seen) <= groups_mod.SEEN_GROUPS
+    assert len(service.stores.groups.seen.groups) <= group_leaving.SEEN_GROUPS
     assert isinstance(next(iter(service.stores.groups._cache.values()))[1], TaskGroup)
 
 

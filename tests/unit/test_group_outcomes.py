@@ -83,11 +83,11 @@ async def test_a_rerun_takes_a_task_off_the_failures_and_a_waiting_one_says_what
 
 
 async def test_counts_are_bounded_and_said_to_be_a_floor(service: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared.operations.writes import group_store
+    from shared.operations.writes import group_members
     from shared.stores import group_outcomes
 
     monkeypatch.setattr(group_outcomes, "COUNTED", 2)
-    monkeypatch.setattr(group_store, "COUNTED", 2)
+    monkeypatch.setattr(group_members, "COUNTED", 2)
     group = await decision(service)
     for _ in range(3):
         await create(service, group)

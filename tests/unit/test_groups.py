@@ -67,7 +67,7 @@ async def test_a_probe_that_finds_a_member_resolved_forgets_it() -> None:
     first, second = await joined(groups, group, 2)
     await tables.delete(GROUPS_TABLE, group, ACTIVE + second)  # resolved by another process
     assert await groups.resolve_member(group, first) is True
-    assert second not in groups._seen[group]
+    assert second not in groups.seen.groups[group]
 
 
 @pytest.mark.parametrize("size", [2, 5])
@@ -78,7 +78,7 @@ async def test_the_last_members_resolving_together_resolve_the_group(size: int) 
     tasks = await joined(store(tables), group, size)
     processes = [store(tables) for _ in tasks]
     for process in processes:  # each saw every member join
-        process._saw_active(group, list(tasks))
+        process.seen.saw(group, list(tasks))
     answers = await asyncio.gather(*(p.resolve_member(group, t) for p, t in zip(processes, tasks, strict=True)))
     assert any(answers)
 
@@ -185,4 +185,4 @@ async def test_leaving_many_groups_at_once_leaves_nothing_behind() -> None:
     members = {slugid(): await joined(groups, g, 2) for g in [slugid() for _ in range(500)] for _ in [0]}
     answers = await asyncio.gather(*(groups.resolve_member(g, t) for g, ts in members.items() for t in ts))
     assert answers.count(True) == 500
-    assert not groups._leaves._groups
+    assert groups.leaving.pending() == 0

@@ -1,18 +1,11 @@
-"""How a task group's rows are written and read (their layout: shared/domain/groups.py).
+"""How a task group's rows are written (their layout: shared/domain/groups.py); its members' rows are read in
+group_members.py, and a resolved member leaves the active set in group_leaving.py.
 
 A group's three kinds of rows live in one partition, so joining a group is one transaction, and "is anything
-unresolved?" is a range query that reads at most a few rows. Before that query, a resolution tries point reads of
-active rows this process saw lately (members it added or the query returned): in a large group one is almost
-always still there, and on Azurite, whose queries scan and sort the whole table, that query was the costliest call
-of a graph's run (docs/performance.md). Both answer the same question after the task's own row is deleted, so two
-last members resolving together still see each other's deletes, as before. The members that resolve in one process
-within LEAVE_LINGER seconds leave together: one transaction of deletes and one look for all of them, usually in
-that transaction: a merge of no property into the active row of a member this process saw unresolved, which fails
-the transaction if that row is gone (`_leave_proving`).
-
-A group's only member needs neither: its active row's delete and the group's resolution are one transaction,
-conditional on the group row's ETag (`resolve_sole`). A second task's join clears `sole` in the join's own
-transaction, conditional likewise, so one of two racing writes fails and its writer decides again.
+unresolved?" is a range query that reads at most a few rows. A group's only member needs neither: its active row's
+delete and the group's resolution are one transaction, conditional on the group row's ETag (`resolve_sole`). A
+second task's join clears `sole` in the join's own transaction, conditional likewise, so one of two racing writes
+fails and its writer decides again.
 """
 
 from __future__ import annotations
@@ -20,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from shared import timeutil, timing
 from shared.domain.events import Event
-from shared.domain.group_outcomes import COUNTED, UNSUCCESSFUL
 from shared.domain.groups import (
     ACTIVE,
     GROUP_STREAMS,
@@ -39,17 +31,15 @@ from shared.domain.groups import (
     extended,
     group_row,
 )
+from shared.operations.writes.group_leaving import GroupLeaving, MembersSeen
+from shared.operations.writes.group_members import GroupMembers, active_delete
 from shared.outbox.log import EventLog
 from shared.outbox.rows import Stream, cursor_entity, event_ops
-from shared.storage.base import BATCH_LIMIT, Entity, Op, TableStore, all_at_once, delete_all
-from shared.storage.grouped import GroupCommit, GroupedUpserts
+from shared.storage.base import Entity, Op, TableStore, all_at_once
+from shared.storage.grouped import GroupedUpserts
 from shared.stores.group_outcomes import GroupOutcomes
 from shared.stores.recent_groups import RecentGroups
 
-# After "m:"/"a:" comes the taskId; ";" sorts right after ":", so [prefix, prefix with ";") spans the rows.
-_END = {MEMBER: "m;", ACTIVE: "a;"}
-SEEN_GROUPS, SEEN_PER_GROUP = 256, 64  # active members remembered per process, for the probes below
-PROBES = 3  # point reads tried before the range query
 KNOWN_GROUPS = 10_000  # group rows remembered per process
 
 
@@ -95,42 +85,31 @@ def _change_ops(
     return changed, [Op("replace", changed.to_entity()), *event_ops(stream, group.event_seq + 1, events), *more]
 
 
-@dataclass
-class _Leave:
-    """A resolved member leaving its group's active set; `emptied`: it is the one that found none left."""
-
-    task_id: str
-    emptied: bool = False
-
-
-def _active_delete(task_group_id: str, task_id: str) -> Op:
-    """The delete of a member's active row (fails its transaction when the row is gone)."""
-    return Op("delete", Entity(task_group_id, ACTIVE + task_id, {}))
-
-
 class TaskGroupStore:
     def __init__(self, tables: TableStore, events: EventLog) -> None:
         self.tables, self.events = tables, events
         self.recent = RecentGroups(tables)  # the groups of more than one task, newest first (the start page's)
         self.outcomes = GroupOutcomes(tables)  # its members that failed or ended in an exception
+        self.seen = MembersSeen()  # members this process saw unresolved lately: the leaving's probes
+        self.rows = GroupMembers(tables)
+        self.leaving = GroupLeaving(tables, self.seen, self.rows)
+        # Their calls, as the group store's: callers ask the group store about a group.
+        self.is_active, self.resolve_member, self.forget_member = (
+            self.rows.is_active,
+            self.leaving.resolve_member,
+            self.rows.forget_member,
+        )
+        self.active_since, self.unresolved, self.count_unresolved = (
+            self.rows.active_since,
+            self.rows.unresolved,
+            self.rows.count_unresolved,
+        )
+        self.members, self.all_members = self.rows.members, self.rows.all_members
         self._rows = GroupedUpserts(tables)
-        self._leaves: GroupCommit[str, _Leave] = GroupCommit(self._leave_together, len)
         self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
         # Group rows this process read or wrote lately, with when it stops trusting them for check_joinable; an
         # update starts from one whatever its age (its write is conditional on the row's ETag).
         self._cache: OrderedDict[str, tuple[float, TaskGroup]] = OrderedDict()
-        # Per group, members this process saw unresolved lately (newest last): candidates for `_probe_active`.
-        self._seen: OrderedDict[str, deque[str]] = OrderedDict()
-
-    def _saw_active(self, task_group_id: str, task_ids: list[str]) -> None:
-        seen = self._seen.get(task_group_id)
-        if seen is None:
-            seen = self._seen[task_group_id] = deque(maxlen=SEEN_PER_GROUP)
-            while len(self._seen) > SEEN_GROUPS:
-                self._seen.popitem(last=False)
-        else:
-            self._seen.move_to_end(task_group_id)
-        seen.extend(t for t in task_ids if t not in seen)
 
     def _remember(self, group: TaskGroup) -> None:
         self._cache[group.task_group_id] = (time.monotonic() + timing.GROUP_CACHE_SECONDS, group)
@@ -245,7 +224,7 @@ class TaskGroupStore:
     def _joined(self, task_group_id: str, task_id: str, written: TaskGroup | None, etag: str | None) -> None:
         if written is not None:  # what this process wrote is the group now: the next join reads nothing
             self._remember(replace(written, etag=etag))
-        self._saw_active(task_group_id, [task_id])
+        self.seen.saw(task_group_id, [task_id])
 
     def new_sole(self, task_id: str, scheduler_id: str, expires: dt.datetime, since: dt.datetime) -> GroupRows:
         """A new group whose id is `task_id`'s, that task its only member: the rows to write in the task's own
@@ -272,14 +251,14 @@ class TaskGroupStore:
         if group is None or group.sole != task_id or group.etag is None:
             return None
         events = announce(group)
-        changed, ops = _change_ops(group, group, events, [_active_delete(task_id, task_id)])
+        changed, ops = _change_ops(group, group, events, [active_delete(task_id, task_id)])
 
         def done(etags: Sequence[str | None] | None) -> None:
             if etags is None:
                 self._cache.pop(task_id, None)  # the group row may be what failed: read it next time
                 return
             self._remember(replace(changed, etag=etags[0]))
-            self._unsee(task_id, task_id)
+            self.seen.forget(task_id, {task_id})
 
         return GroupRows(Stream(GROUP_STREAMS, task_id), ops, changed.event_seq if events else None, done)
 
@@ -337,156 +316,17 @@ class TaskGroupStore:
         group = await self._latest(task_group_id)
         if group is None or group.sole != task_id:
             return False
-        if await self._write(group, group, announce(group), [_active_delete(task_group_id, task_id)]) is None:
+        if await self._write(group, group, announce(group), [active_delete(task_group_id, task_id)]) is None:
             return False
-        self._unsee(task_group_id, task_id)
+        self.seen.forget(task_group_id, {task_id})
         return True
-
-    def _unsee(self, task_group_id: str, task_id: str) -> None:
-        """A member resolved here: not a candidate for `_probe_active` any more."""
-        seen = self._seen.get(task_group_id)
-        if seen is not None and task_id in seen:
-            seen.remove(task_id)
-
-    async def is_active(self, task_group_id: str, task_id: str) -> bool:
-        """Whether the task is still in its group's active set (its resolution has not left it)."""
-        return await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + task_id) is not None
-
-    async def resolve_member(self, task_group_id: str, task_id: str) -> bool:
-        """Take a resolved task out of the active set; True when the group has no unresolved task left (for one
-        of the members that leave together). The members of a group resolving here within LEAVE_LINGER seconds
-        leave together: their deletes in one transaction, then one look at what is left, for all of them."""
-        leave = _Leave(task_id)
-        await self._leaves.add(task_group_id, leave, linger=timing.LEAVE_LINGER)
-        return leave.emptied
-
-    async def _leave_together(self, task_group_id: str, leaves: list[_Leave]) -> None:
-        """The deletes of the members' active rows (one transaction), then whether any is left: after every
-        delete, so that two last members leaving in two processes see each other's. Usually one call: the
-        deletes with a proof that a member this process saw unresolved still is (`_leave_proving`)."""
-        leaving = {leave.task_id for leave in leaves}
-        if await self._leave_proving(task_group_id, leaving):
-            return
-        await all_at_once(self._rows.delete(GROUPS_TABLE, task_group_id, ACTIVE + task_id) for task_id in leaving)
-        if await self._probe_active(task_group_id, leaving):
-            return
-        active = await self._first(task_group_id, ACTIVE, PROBES)
-        self._saw_active(task_group_id, active)
-        leaves[0].emptied = not active  # one announcement is enough
-
-    def _forget_seen(self, task_group_id: str, resolved: set[str]) -> deque[str] | None:
-        """The members this process saw unresolved in the group, `resolved` taken out."""
-        seen = self._seen.get(task_group_id)
-        if seen is not None:
-            for task_id in resolved:
-                if task_id in seen:
-                    seen.remove(task_id)
-        return seen
-
-    async def _leave_proving(self, task_group_id: str, leaving: set[str]) -> bool:
-        """The active rows' deletes in one transaction with a merge of no property into the active row of the
-        newest member this process saw unresolved (any ETag, so it fails only if that row is gone): applied, the
-        group still had an unresolved member once they were deleted, as a point read after them would show, and
-        none of them was its last. False (nothing done) when no such member is known, or the transaction failed
-        (that member resolved meanwhile, or a row of `leaving` is deleted already): the deletes one by one, then
-        the look, as before."""
-        seen = self._forget_seen(task_group_id, leaving)
-        if not seen or len(leaving) >= BATCH_LIMIT:
-            return False
-        witness = seen[-1]
-        ops = [
-            *(_active_delete(task_group_id, task_id) for task_id in sorted(leaving)),
-            Op("merge", Entity(task_group_id, ACTIVE + witness, {})),
-        ]
-        return await self.tables.transact(GROUPS_TABLE, ops)
-
-    async def _probe_active(self, task_group_id: str, resolved: set[str]) -> bool:
-        """Whether one of the members this process saw unresolved still is (a point read each, newest first);
-        the ones found resolved are forgotten. False when none is known or none of PROBES is."""
-        seen = self._forget_seen(task_group_id, resolved)
-        for _ in range(PROBES):
-            if not seen:
-                return False
-            candidate = seen[-1]
-            if await self.tables.get(GROUPS_TABLE, task_group_id, ACTIVE + candidate) is not None:
-                return True
-            if candidate in seen:  # another resolution may have dropped it meanwhile
-                seen.remove(candidate)
-        return False
-
-    async def active_since(
-        self, cutoff: dt.datetime, *, limit: int, continuation: str | None
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        """A page of (taskGroupId, taskId) of unresolved tasks whose active row is older than `cutoff`, across
-        every group (a scan of the table on the server's side: the reconciler's, a few times an hour)."""
-        page = await self.tables.query(
-            GROUPS_TABLE,
-            "RowKey ge @lo and RowKey lt @hi and since lt @cutoff",
-            {"lo": ACTIVE, "hi": _END[ACTIVE], "cutoff": timeutil.iso(cutoff)},
-            limit=limit,
-            continuation=continuation,
-        )
-        return [(e.partition_key, e.row_key[len(ACTIVE) :]) for e in page.entities], page.continuation
-
-    async def unresolved(self, task_group_id: str) -> bool:
-        """Whether any task of the group is unresolved (its active set is not empty)."""
-        return bool(await self._first(task_group_id, ACTIVE, 1))
-
-    async def count_unresolved(self, task_group_id: str) -> tuple[int, bool]:
-        """How many tasks of the group are unresolved, counted up to COUNTED (one page), and whether there are more."""
-        page = await self.tables.query(
-            GROUPS_TABLE,
-            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-            {"pk": task_group_id, "lo": ACTIVE, "hi": _END[ACTIVE]},
-            limit=COUNTED,
-        )
-        return len(page.entities), page.continuation is not None
-
-    async def _first(self, task_group_id: str, prefix: str, limit: int) -> list[str]:
-        """The first `limit` taskIds of the group's member (`m:`) or active (`a:`) rows."""
-        page = await self.tables.query(
-            GROUPS_TABLE,
-            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-            {"pk": task_group_id, "lo": prefix, "hi": _END[prefix]},
-            limit=limit,
-        )
-        return [e.row_key[len(prefix) :] for e in page.entities]
-
-    async def members(
-        self, task_group_id: str, *, limit: int, continuation: str | None
-    ) -> tuple[list[str], str | None]:
-        """A page of member taskIds, in taskId order."""
-        page = await self.tables.query(
-            GROUPS_TABLE,
-            "PartitionKey eq @pk and RowKey ge @lo and RowKey lt @hi",
-            {"pk": task_group_id, "lo": MEMBER, "hi": _END[MEMBER]},
-            limit=limit,
-            continuation=continuation,
-        )
-        return [e.row_key[len(MEMBER) :] for e in page.entities], page.continuation
-
-    async def all_members(self, task_group_id: str) -> list[str]:
-        ids: list[str] = []
-        token: str | None = None
-        while True:
-            page, token = await self.members(task_group_id, limit=1000, continuation=token)
-            ids.extend(page)
-            if token is None:
-                return ids
-
-    async def forget_member(self, task_group_id: str, task_id: str) -> None:
-        await delete_all(
-            self.tables,
-            GROUPS_TABLE,
-            [(task_group_id, p + task_id) for p in (MEMBER, ACTIVE, UNSUCCESSFUL)],
-        )
 
     async def delete_if_empty(self, task_group_id: str, cutoff: dt.datetime) -> dt.datetime | None:
         """Delete an expired group that has no members left. A group left empty before it expires (it outlives its
         tasks: `extended`) is not deleted: when to look again is answered (its `expires`), else None (deleted,
         gone, or a member left, whose own expiry will look again)."""
         group = await self.get(task_group_id)
-        if group is None or await self._first(task_group_id, MEMBER, 1):
+        if group is None or await self.rows.first(task_group_id, MEMBER, 1):
             return None
         if group.expires > cutoff:
             return group.expires
