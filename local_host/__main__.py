@@ -14,102 +14,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import itertools
 import json
 import os
-import secrets
-import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from local_host import azurite
+from local_host.beside import start_jobs, start_worker, stop_worker
+from local_host.data_dir import (
+    AZURITE_KEY,
+    check_data_format,
+    data_dir_path,
+    ensure_secrets,
+    load_local_settings,
+    running_storage,
+)
 from local_host.front_end import FrontEndLimits
 from local_host.host import PROJECT, serve
-from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
-from shared import __version__, logs
+from local_host.jobs import JobsBeside
+from shared import logs
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
 from shared.runtime import data_stores
 from shared.settings import Settings, load_settings
 from shared.settings.fitness import check_serving
-
-
-def load_local_settings(path: Path) -> None:
-    """Put `Values` of local.settings.json into the environment; variables already set win."""
-    if not path.exists():
-        return
-    values = json.loads(path.read_text()).get("Values", {})
-    for name, value in values.items():
-        os.environ.setdefault(name, str(value))
-
-
-AZURITE_KEY = "AZURITE_ACCOUNT_KEY"  # in secrets.json: the embedded Azurite's account key
-
-
-def _secrets(data_dir: Path, *, azurite_key: bool = False) -> bool:
-    """Make sure the root access token and the client-token secret are set; generate them once (kept in the
-    data dir, readable by its owner only) when the environment does not set them, and with `azurite_key` the
-    embedded Azurite's account key too. True if the root access token was generated now."""
-    stored = data_dir / "secrets.json"
-    kept = json.loads(stored.read_text()) if stored.exists() else {}
-    generated = False
-    for variable in ("QUEUE_ROOT_ACCESS_TOKEN", "QUEUE_TOKEN_SECRET"):
-        if os.environ.get(variable):
-            continue
-        if variable not in kept:
-            kept[variable] = secrets.token_urlsafe(33)
-            generated = generated or variable == "QUEUE_ROOT_ACCESS_TOKEN"
-        os.environ[variable] = kept[variable]
-    if azurite_key and AZURITE_KEY not in kept:
-        kept[AZURITE_KEY] = azurite.generate_key()
-    if kept:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        data_dir.chmod(0o700)
-        stored.write_text(json.dumps(kept))
-        stored.chmod(0o600)
-    return generated
-
-
-def _data_dir() -> Path:
-    data_dir = Path(os.environ.get("QUEUE_DATA_DIR") or PROJECT / ".data")
-    return data_dir if data_dir.is_absolute() else PROJECT / data_dir
-
-
-# The form of what a `make run` data dir holds (Azurite's files, as this release's patched Azurite writes them, and
-# the secrets): raised when a release writes a form the previous one cannot read, so that the previous one refuses
-# the data dir with one line rather than crash on it (docs/deploy.md#releases-upgrades-and-rollbacks).
-DATA_FORMAT = 1
-FORMAT_FILE = "format.json"
-
-
-class DataDirTooNew(SettingsError):
-    """The data dir {path} was written by tc-azure-queue {written_by} in data format {found}; this release
-    ({version}) reads format {known} and older. Run that release (or a newer one) on it, or give this one another
-    QUEUE_DATA_DIR"""
-
-
-def _check_data_format(data_dir: Path) -> None:
-    """Refuse a data dir written in a newer form than this release reads; record this release's form in it."""
-    marker = data_dir / FORMAT_FILE
-    try:
-        found = json.loads(marker.read_text())
-    except FileNotFoundError:
-        found = {}  # a new data dir, or one from before the marker (format 1)
-    except ValueError:
-        found = {"dataFormat": DATA_FORMAT + 1, "writtenBy": "an unknown release (unreadable format.json)"}
-    if int(found.get("dataFormat", 1)) > DATA_FORMAT:
-        raise DataDirTooNew(
-            path=str(data_dir),
-            written_by=found.get("writtenBy", "?"),
-            found=found.get("dataFormat"),
-            version=__version__,
-            known=DATA_FORMAT,
-        )
-    data_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"dataFormat": DATA_FORMAT, "writtenBy": __version__}) + "\n")
 
 
 def _banner(root_url: str, client_id: str, token: str, generated: bool) -> str:
@@ -139,10 +69,10 @@ def _binding_defaults() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    data_dir = _data_dir()
-    _check_data_format(data_dir)
+    data_dir = data_dir_path()
+    check_data_format(data_dir)
     own_storage = StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is None
-    generated = _secrets(data_dir, azurite_key=own_storage)
+    generated = ensure_secrets(data_dir, azurite_key=own_storage)
     embedded = None
     runtime = data_dir / "runtime.json"
     if own_storage:
@@ -168,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         logs.configure(settings.log_level)
         announce = _banner(settings.public_root_url, settings.root_client_id, settings.root_access_token, generated)
         start = functools.partial(
-            _start_worker,
+            start_worker,
             args.worker,
             root_url=settings.public_root_url,
             client_id=settings.root_client_id,
@@ -176,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             data_dir=data_dir,
         )
         if args.worker and args.scale == "jobs":
-            jobs = _start_jobs(args, settings, start)
+            jobs = start_jobs(args, settings, start)
         elif args.worker:
             worker = start(args.worker_capacity)
         # Ctrl-C stops the workers first, while the queue still takes their reports (their runs end worker-shutdown).
@@ -185,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if jobs is not None
             else None
             if worker is None
-            else functools.partial(asyncio.to_thread, _stop_worker, worker)
+            else functools.partial(asyncio.to_thread, stop_worker, worker)
         )
         asyncio.run(
             serve(
@@ -200,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     finally:
         if worker is not None:
-            _stop_worker(worker)
+            stop_worker(worker)
         if jobs is not None:
             jobs.stop()
         if embedded is not None:
@@ -227,84 +157,6 @@ def front_end_limits(settings: Settings) -> FrontEndLimits:
     return FrontEndLimits(settings.http_request_body_limit, settings.http_answer_within)
 
 
-def _start_jobs(
-    args: argparse.Namespace, settings: Settings, start: Callable[..., subprocess.Popen[bytes]]
-) -> JobsBeside:
-    """The worker pool as a scaled job (local_host/jobs.py): executions of the reference worker started for the
-    task queue's pending work, each exiting when idle."""
-    rule = JobRule(args.worker, args.max_executions, args.polling_interval, idle_exit=args.idle_exit)
-    _, queues = data_stores(settings)
-    executions = itertools.count(1)
-
-    def execution() -> subprocess.Popen[bytes]:
-        return start(1, "--idle-exit", f"{rule.idle_exit:g}", worker_id=f"job-{next(executions)}", quiet=True)
-
-    count = functools.partial(pending_messages, queues, rule.task_queue_id, settings.pending_shards)
-    print(
-        f"worker pool {rule.task_queue_id} as a job: up to {rule.max_executions} executions, the pending queues "
-        f"read every {rule.polling_interval:g} s, each execution exits after {rule.idle_exit:g} s idle",
-        flush=True,
-    )
-    return JobsBeside(JobScaler(rule, count, execution, say=lambda line: print(line, flush=True)), queues)
-
-
-def _start_worker(
-    task_queue_id: str,
-    capacity: int,
-    *extra: str,
-    root_url: str,
-    client_id: str,
-    token: str,
-    data_dir: Path,
-    worker_id: str | None = None,
-    quiet: bool = False,
-) -> subprocess.Popen[bytes]:
-    """The reference worker beside the queue (its own session, so Ctrl-C reaches the host only; stopped by PID)."""
-    env = {
-        **os.environ,
-        "TASKCLUSTER_ROOT_URL": root_url,
-        "TASKCLUSTER_CLIENT_ID": client_id,
-        "TASKCLUSTER_ACCESS_TOKEN": token,
-    }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "worker",
-            "--task-queue",
-            task_queue_id,
-            "--capacity",
-            str(capacity),
-            "--worker-group",
-            "local",
-            "--work-dir",
-            str(data_dir / "worker"),
-            *(["--worker-id", worker_id] if worker_id else []),
-            *extra,
-        ],
-        cwd=PROJECT,
-        env=env,
-        start_new_session=True,
-    )
-    if not quiet:
-        print(f"reference worker (pid {process.pid}) taking tasks of {task_queue_id}", flush=True)
-    return process
-
-
-def _stop_worker(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (it reports its running tasks worker-shutdown, then exits), SIGKILL after 60 s; once."""
-    if process.returncode is not None:
-        return
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-    print(f"reference worker (pid {process.pid}) stopped", flush=True)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     _binding_defaults()
     settings = check_serving(load_settings())
@@ -324,25 +176,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _running_storage() -> bool:
-    """Point at the queue's storage: $QUEUE_STORAGE, or the running `make run`'s (and its secrets)."""
-    data_dir = _data_dir()
-    runtime = data_dir / "runtime.json"
-    configured = StorageConnection.from_environ("QUEUE_STORAGE", os.environ) is not None
-    if not configured and runtime.exists():
-        os.environ["QUEUE_STORAGE"] = json.loads(runtime.read_text())["QUEUE_STORAGE"]
-        configured = True
-    if not configured:
-        print("error: set QUEUE_STORAGE, or start `make run` first", file=sys.stderr)
-        return False
-    if (data_dir / "secrets.json").exists():
-        _secrets(data_dir)  # the secrets `make run` generated, unless the environment sets them
-    return True
-
-
 def cmd_clients(args: argparse.Namespace) -> int:
     """Manage clients in the Clients table of the queue's storage (the running `make run`'s by default)."""
-    if not _running_storage():
+    if not running_storage():
         return 2
     from shared.auth.admin import run_clients_command
 
@@ -351,11 +187,11 @@ def cmd_clients(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Check the invariants over every task of the queue's storage (the running `make run`'s by default)."""
-    if not _running_storage():
+    if not running_storage():
         return 2
     logs.configure("WARNING")
     from shared.maintenance.invariants import run_audit_command
-    from shared.runtime import build_queue, data_stores
+    from shared.runtime import build_queue
 
     settings = load_settings()
     queue = build_queue(settings, *data_stores(settings, "sdk"))
@@ -365,10 +201,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_return_checks(args: argparse.Namespace) -> int:
     """Put the checks waiting in the triggered queues back in the parking queues, visible when due: the last step
     of a rollback to 0.2.0, which reads only those (docs/deploy.md#releases-upgrades-and-rollbacks)."""
-    if not _running_storage():
+    if not running_storage():
         return 2
     logs.configure("WARNING")
-    from shared.runtime import build_queue, data_stores
+    from shared.runtime import build_queue
 
     settings = load_settings()
     queue = build_queue(settings, *data_stores(settings, "sdk"))
