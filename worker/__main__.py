@@ -16,7 +16,8 @@ import socket
 import sys
 from pathlib import Path
 
-from worker.runner import Options, main_loop
+from worker.runner import main_loop
+from worker.task_run import Options
 
 
 def main(argv: list[str] | None = None) -> int:

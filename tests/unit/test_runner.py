@@ -14,7 +14,8 @@ PROJECT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""
     import os, signal, time
     from pathlib import Path
-    from worker.runner import Options, Worker, install_signal_handlers
+    from worker.runner import Worker, install_signal_handlers
+    from worker.task_run import Options
 
     worker = Worker(Options(root_url="http://127.0.0.1:9", credentials={}, task_queue_id="p/t",
                             worker_group="g", worker_id="w", work_dir=Path("unused")))
