@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared import timeutil
-from shared.storage.base import MAX_KEY_UNITS, Entity, TableStore, encode_key, key_units
+from shared.storage.base import Entity, TableStore
+from shared.storage.keys import MAX_KEY_UNITS, encode_key, key_units
 
 log = logging.getLogger("queue.auth")
 

@@ -24,17 +24,8 @@ from shared import errors, timeutil
 from shared.auth.roles import MAX_DESCRIPTION, stored_scopes
 from shared.bounded import Bounded, text_weight
 from shared.scopes import problems_of
-from shared.storage.base import (
-    MAX_KEY_UNITS,
-    Entity,
-    TableStore,
-    decode_key,
-    encode_key,
-    fitting_key,
-    key_units,
-    pack_json,
-    query_all,
-)
+from shared.storage.base import Entity, TableStore, pack_json, query_all
+from shared.storage.keys import MAX_KEY_UNITS, decode_key, encode_key, fitting_key, key_units
 
 CLIENTS_TABLE = "Clients"
 CLIENT_ROW = "client"

@@ -37,18 +37,8 @@ from shared.auth.expansion import (
 )
 from shared.bounded import Bounded
 from shared.scopes import ScopeSet, normalize, problems_of
-from shared.storage.base import (
-    MAX_KEY_UNITS,
-    Entity,
-    Op,
-    TableStore,
-    decode_key,
-    encode_key,
-    key_units,
-    pack_json,
-    query_all,
-    unpack_json,
-)
+from shared.storage.base import Entity, Op, TableStore, pack_json, query_all, unpack_json
+from shared.storage.keys import MAX_KEY_UNITS, decode_key, encode_key, key_units
 
 log = logging.getLogger("queue.auth")
 

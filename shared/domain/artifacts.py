@@ -17,7 +17,8 @@ from typing import Any, Literal
 from shared import errors, timeutil
 from shared.credentials import url_signature
 from shared.domain.tasks import Run
-from shared.storage.base import Entity, ServedAs, pack_json, unhashed_key, unpack_json
+from shared.storage.base import Entity, ServedAs, pack_json, unpack_json
+from shared.storage.keys import unhashed_key
 from shared.validation import ATTACHMENT
 
 ARTIFACT_ROW, ARTIFACT_ROW_END = "artifact:", "artifact;"  # ";" sorts right after ":"

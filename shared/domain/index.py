@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, encode_key, fitting_key, pack_json, unpack_json
+from shared.storage.base import Entity, pack_json, unpack_json
+from shared.storage.keys import encode_key, fitting_key
 
 INDEX_TABLE = "Index"
 ENTRY_PREFIX = "t:"

@@ -18,7 +18,8 @@ from typing import Literal
 
 from shared import timeutil
 from shared.credentials import url_signature
-from shared.storage.base import Entity, pack_json, unhashed_key, unpack_json
+from shared.storage.base import Entity, pack_json, unpack_json
+from shared.storage.keys import unhashed_key
 
 OBJECTS_TABLE = "Objects"
 OBJECT_EXPIRY_TABLE = "ObjectExpiry"

@@ -13,7 +13,8 @@ import datetime as dt
 from dataclasses import dataclass
 
 from shared import errors, timeutil
-from shared.storage.base import Entity, decode_key, encode_key, fitting_key
+from shared.storage.base import Entity
+from shared.storage.keys import decode_key, encode_key, fitting_key
 
 PURGE_REQUESTS_TABLE = "PurgeRequests"
 MAX_POOL_REQUESTS = 10_000  # rows of one pool read for its workers: 10,000 caches purged within a day

@@ -19,12 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import errors, timeutil
-from shared.storage.base import (
-    Entity,
-    encode_key,
-    pack_json,
-    unpack_json,
-)
+from shared.storage.base import Entity, pack_json, unpack_json
+from shared.storage.keys import encode_key
 
 WORKER_INFO_TABLE = "WorkerInfo"
 PROVISIONERS, TASK_QUEUES, WORKERS = "provisioners", "task-queues", "workers:"

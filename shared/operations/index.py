@@ -47,8 +47,9 @@ from shared.domain.index import (
 from shared.domain.tasks import Task
 from shared.logs import fields
 from shared.operations.writes.stores import Stores
-from shared.storage.base import Entity, Op, decode_key
+from shared.storage.base import Entity, Op
 from shared.storage.grouped import GroupCommit, distinct_rows
+from shared.storage.keys import decode_key
 
 log = logging.getLogger("queue.index")
 

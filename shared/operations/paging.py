@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from shared import strict_json
 from shared.domain.tasks import Task
-from shared.storage.base import InvalidContinuation
+from shared.storage.keys import InvalidContinuation
 
 PAGE_BYTES = 8 * 1024 * 1024  # what a page of definitions weighs at most, but for its last batch
 FIRST_BATCH = 16  # keys loaded before any size is known

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.storage.base import (
-    MAX_KEY_UNITS,
     BlobInfo,
     BlobProperties,
     BlocksMissing,
@@ -27,16 +26,14 @@ from shared.storage.base import (
     Received,
     ServedAs,
     announce_put,
-    decode_continuation,
-    encode_continuation,
-    key_units,
     transaction_is_empty,
 )
+from shared.storage.keys import MAX_KEY_UNITS, decode_continuation, encode_continuation, key_units
 
 
 class StoredKeyRefused(Exception):
     """A key longer than Azure stores (Azurite answers InvalidInput): the in-memory store refuses it as they do, so
-    that a unit test sees the storage error a name too long for its key would be (shared/storage/base.py)."""
+    that a unit test sees the storage error a name too long for its key would be (shared/storage/keys.py)."""
 
 
 def _refuse_long_keys(entity: Entity) -> None:

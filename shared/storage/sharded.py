@@ -30,18 +30,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared import strict_json
-from shared.storage.base import (
-    MAX_KEY_LENGTH,
-    Entity,
-    InvalidContinuation,
-    Op,
-    Page,
-    QueueMessage,
-    QueueStore,
-    Received,
-    TableStore,
-    all_at_once,
-)
+from shared.storage.base import Entity, Op, Page, QueueMessage, QueueStore, Received, TableStore, all_at_once
+from shared.storage.keys import MAX_KEY_LENGTH, InvalidContinuation
 
 _SHARD = re.compile(r"(?P<base>.+)-s(?P<shard>[0-9]{1,3})")
 _PARTITION = re.compile(r"\bPartitionKey eq @(?P<name>\w+)")

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 from shared import timeutil
 from shared.domain.purges import MAX_POOL_REQUESTS, PURGE_REQUESTS_TABLE, CacheNameTooLong, PurgeRequest
-from shared.storage.base import Entity, TableStore, each_entity, encode_key
+from shared.storage.base import Entity, TableStore, each_entity
+from shared.storage.keys import encode_key
 
 REQUEST_LIFETIME = dt.timedelta(days=1)  # Taskcluster's: a worker that has not asked for a day starts afresh
 

@@ -8,16 +8,9 @@ import datetime as dt
 from shared import timeutil
 from shared.domain.messages import Shards, unsalted
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
-from shared.storage.base import (
-    Entity,
-    TableStore,
-    chain_token,
-    decode_key,
-    each_entity,
-    encode_key,
-    read_chain_token,
-)
+from shared.storage.base import Entity, TableStore, each_entity
 from shared.storage.grouped import GroupedUpserts
+from shared.storage.keys import chain_token, decode_key, encode_key, read_chain_token
 
 
 class TaskQueueRuns:

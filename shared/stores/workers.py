@@ -28,13 +28,8 @@ from shared.domain.workers import (
 )
 from shared.logs import fields
 from shared.settings import Settings
-from shared.storage.base import (
-    Entity,
-    Page,
-    TableStore,
-    all_at_once,
-    encode_key,
-)
+from shared.storage.base import Entity, Page, TableStore, all_at_once
+from shared.storage.keys import encode_key
 
 log = logging.getLogger("queue.workers")
 

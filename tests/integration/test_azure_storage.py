@@ -10,7 +10,8 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from shared.storage.azure import AzureQueues, AzureTables
-from shared.storage.base import Entity, encode_key
+from shared.storage.base import Entity
+from shared.storage.keys import encode_key
 from shared.storage.rest import RestQueues, RestTables
 from tests.answers import create_artifact
 

@@ -20,7 +20,7 @@ from shared.auth.authenticator import Attempt, Authenticator
 from shared.auth.clients import ClientStore
 from shared.auth.roles import ROLE_ROW, ROLES_TABLE, SEEDED_ROW, RoleNotFound, RoleStore
 from shared.settings import DEFAULT_ANONYMOUS_SCOPES
-from shared.storage.base import encode_key
+from shared.storage.keys import encode_key
 from shared.storage.memory import MemoryTables
 
 ROOT_TOKEN = "r" * 30

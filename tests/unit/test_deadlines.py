@@ -13,7 +13,8 @@ from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.domain.messages import DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, DeadlineCheck, bucket_of
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
-from shared.storage.base import Entity, Page, decode_continuation, encode_continuation
+from shared.storage.base import Entity, Page
+from shared.storage.keys import decode_continuation, encode_continuation
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.stores import deadlines
 from tests.clock import Clock

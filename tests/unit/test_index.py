@@ -23,7 +23,7 @@ from shared.domain.index import (
 )
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import index as index_ops
-from shared.storage.base import encode_key
+from shared.storage.keys import encode_key
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import _defaults
 

@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shared.operations.paging import CUT, MOST_BATCH, bounded_page, read_cut
-from shared.storage.base import InvalidContinuation
+from shared.storage.keys import InvalidContinuation
 
 
 class Store:

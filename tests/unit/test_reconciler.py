@@ -24,7 +24,8 @@ from shared.maintenance.reconciler import Report
 from shared.operations.claims import ClaimRefusal
 from shared.outbox.rows import Stream
 from shared.runtime import Queue
-from shared.storage.base import Entity, encode_key
+from shared.storage.base import Entity
+from shared.storage.keys import encode_key
 from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock

@@ -160,7 +160,7 @@ async def test_errors_are_raised_as_taskcluster_errors(service):
 
 
 def test_keys_are_encoded_for_azure():
-    from shared.storage.base import decode_key, encode_key
+    from shared.storage.keys import decode_key, encode_key
 
     for value in ["task-client/abc/0/on/g/w", "a\\b#c?d%e", "plain", "ctl\x01"]:
         encoded = encode_key(value)

@@ -19,7 +19,8 @@ from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.domain.tasks import TASKS_TABLE, task_row
 from shared.outbox.rows import DISPATCH_QUEUE
 from shared.runtime import GLOBAL_TABLES, Queue
-from shared.storage.base import Entity, InvalidContinuation, Op, chain_token
+from shared.storage.base import Entity, Op
+from shared.storage.keys import InvalidContinuation, chain_token
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.storage.sharded import (
     ShardedQueues,

@@ -12,7 +12,8 @@ import pytest
 
 from bench.opcount import Counting
 from shared import errors, strict_json, timeutil, validation
-from shared.storage.base import Entity, InvalidContinuation, decode_continuation, encode_continuation
+from shared.storage.base import Entity
+from shared.storage.keys import InvalidContinuation, decode_continuation, encode_continuation
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.conftest import task_definition
 from tests.services import memory_service

@@ -13,15 +13,8 @@ from azure.data.tables.aio import TableClient, TableServiceClient
 
 from shared.connections import StorageConnection
 from shared.storage.azure.common import Clients, Refused, as_connection, retried, with_keywords
-from shared.storage.base import (
-    Entity,
-    Op,
-    Page,
-    all_at_once,
-    decode_continuation,
-    encode_continuation,
-    transaction_is_empty,
-)
+from shared.storage.base import Entity, Op, Page, all_at_once, transaction_is_empty
+from shared.storage.keys import decode_continuation, encode_continuation
 from shared.storage.lost_responses import transaction_applied, written_by_us
 from shared.storage.retry import RetryPolicy
 

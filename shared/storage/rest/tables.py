@@ -13,15 +13,8 @@ from typing import Any
 from multidict import CIMultiDict
 
 from shared.connections import StorageConnection
-from shared.storage.base import (
-    Entity,
-    Op,
-    Page,
-    all_at_once,
-    decode_continuation,
-    encode_continuation,
-    transaction_is_empty,
-)
+from shared.storage.base import Entity, Op, Page, all_at_once, transaction_is_empty
+from shared.storage.keys import decode_continuation, encode_continuation
 from shared.storage.lost_responses import transaction_applied, written_by_us
 from shared.storage.rest.http import CONDITION_FAILED, Account, Answer, Http, StorageError, http_date
 from shared.storage.retry import RetryPolicy
