@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared import errors, timeutil
-from shared.api.auth_v1.routes import api
+from shared.api.auth_v1.common import api
 from shared.api.routing import Call
 from shared.auth.authenticator import Authenticator, Caller
 from shared.auth.clients import Client

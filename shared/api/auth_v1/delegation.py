@@ -15,7 +15,7 @@ from typing import Any
 import jwt
 
 from shared import errors, timeutil
-from shared.api.auth_v1.routes import api
+from shared.api.auth_v1.common import api
 from shared.api.routing import Call
 from shared.settings import get_settings
 
