@@ -21,20 +21,18 @@ import asyncio
 import datetime as dt
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from shared import errors, timeutil
+from shared import errors
+from shared.domain.definitions import check_definition, normalize, refuse_dependencies
 from shared.domain.dependencies import IN_ROW, POINT_READ_LIMIT
 from shared.domain.groups import TaskGroup
 from shared.domain.tasks import (
-    DEFINITION_FIELDS,
-    MAX_DEFINITION_CHARS,
     TASKS_TABLE,
     Run,
     Task,
     TaskDefinition,
     accepted_states,
-    definition_size,
 )
 from shared.gather import all_of, nothing
 from shared.operations.resolution.follow_up import leave_group
@@ -45,8 +43,6 @@ from shared.operations.writes.repository import LOAD_CONCURRENCY, TaskRepository
 from shared.outbox.rows import Stream
 from shared.storage.base import all_at_once
 
-CREATED_DRIFT = dt.timedelta(minutes=15)
-DEFAULT_EXPIRES = dt.timedelta(days=365)
 DEPENDENCY_BATCH = 100  # dependencies read at once before the edges of a long list are written
 
 
@@ -217,7 +213,7 @@ class TaskCreation:
         )
         try:
             found = await self.edges.attach(task_id, dependencies, creation.require, task.expires)
-            _refuse_dependencies([d for d in dependencies if d != task_id], found, creation.definition)
+            refuse_dependencies([d for d in dependencies if d != task_id], found, creation.definition)
         except BaseException as failed:
             await asyncio.wait([guards])
             if isinstance(failed, errors.InputError):
@@ -348,7 +344,7 @@ class TaskCreation:
         wanted = [d for d in dict.fromkeys(definition["dependencies"]) if d != task_id]
         found = {d: t for d, t in (checked or {}).items() if t.state in accepted}
         found.update((t.task_id, t) for t in await self.tasks.load_many(d for d in wanted if d not in found))
-        _refuse_dependencies(wanted, found, definition)
+        refuse_dependencies(wanted, found, definition)
         # Each dependency this task still waits for learns that it has a dependent (its resolution then looks
         # for them): after the edges are written, and conditional on the row read (a resolution written
         # meanwhile fails it, and the dependency is read again).
@@ -378,71 +374,6 @@ class TaskCreation:
         for start in range(0, len(wanted), DEPENDENCY_BATCH):
             batch = wanted[start : start + DEPENDENCY_BATCH]
             tasks = {t.task_id: t for t in await self.tasks.load_many(batch)}
-            _refuse_dependencies(batch, tasks, definition)
+            refuse_dependencies(batch, tasks, definition)
             found.update(tasks)
         return found
-
-
-def normalize(task_id: str, body: dict[str, Any]) -> TaskDefinition:
-    """The stored definition: schema defaults already applied; ids completed, dates re-serialised."""
-    definition = dict(body)
-    tq, prov, wt = (definition.get(k) for k in ("taskQueueId", "provisionerId", "workerType"))
-    if tq is None:
-        if prov is None or wt is None:
-            raise errors.InputError("Either taskQueueId, or both provisionerId and workerType, must be given")
-        tq = f"{prov}/{wt}"
-    elif (prov is not None or wt is not None) and f"{prov}/{wt}" != tq:
-        raise errors.InputError(
-            "taskQueueId `{tq}` does not match provisionerId/workerType `{prov}/{wt}`", tq=tq, prov=prov, wt=wt
-        )
-    prov, wt = tq.split("/", 1)
-    definition.update(taskQueueId=tq, provisionerId=prov, workerType=wt)
-    definition.setdefault("taskGroupId", task_id)
-    for key in ("created", "deadline"):
-        definition[key] = timeutil.normalize(definition[key])
-    if "expires" in definition:
-        definition["expires"] = timeutil.normalize(definition["expires"])
-    else:  # a year after the deadline (the latest date there is, for a deadline the checks will refuse anyway)
-        deadline = timeutil.parse(definition["deadline"])
-        definition["expires"] = timeutil.iso(
-            deadline + min(DEFAULT_EXPIRES, dt.datetime.max.replace(tzinfo=dt.UTC) - deadline)
-        )
-    return cast(TaskDefinition, {key: definition[key] for key in DEFINITION_FIELDS})
-
-
-def check_definition(definition: TaskDefinition, now: dt.datetime, max_deadline_days: float) -> None:
-    created = timeutil.parse(definition["created"])
-    deadline = timeutil.parse(definition["deadline"])
-    expires = timeutil.parse(definition["expires"])
-    problems = []
-    if abs(created - now) > CREATED_DRIFT:
-        problems.append(
-            f"created ({definition['created']}) must be within 15 minutes of the current time ({timeutil.iso(now)})"
-        )
-    if created > deadline:
-        problems.append("created must not be after deadline")
-    if deadline < now:
-        problems.append(f"deadline ({definition['deadline']}) is in the past")
-    if deadline > now + dt.timedelta(days=max_deadline_days) + CREATED_DRIFT:
-        problems.append(f"deadline must be at most {max_deadline_days:g} days from now")
-    if expires < deadline:
-        problems.append("expires must not be before deadline")
-    doubled = [s for s in definition["scopes"] if s.endswith("**")]
-    if doubled:
-        problems.append(f"scopes must not end in `**`: {', '.join(doubled)}")
-    if problems:
-        raise errors.InputError("Invalid task definition:\n" + "\n".join(f"* {p}" for p in problems))
-    size = definition_size(definition)
-    if size > MAX_DEFINITION_CHARS:
-        raise errors.TaskTooLarge(size=size, limit=MAX_DEFINITION_CHARS)
-
-
-def _refuse_dependencies(wanted: list[str], found: dict[str, Task], definition: TaskDefinition) -> None:
-    """400 when a wanted dependency was not found, or expires before the task's deadline."""
-    missing = [d for d in wanted if d not in found]
-    if missing:
-        raise errors.InputError("Dependencies not found: {missing}", missing=", ".join(missing))
-    deadline = timeutil.parse(definition["deadline"])
-    expiring = [d for d in wanted if found[d].expires < deadline]
-    if expiring:
-        raise errors.InputError("Dependencies expire before this task's deadline: {ids}", ids=", ".join(expiring))

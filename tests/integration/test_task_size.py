@@ -10,10 +10,10 @@ import asyncio
 import pytest
 
 from shared import errors
+from shared.domain.definitions import normalize
 from shared.domain.dependencies import LISTED
 from shared.domain.tasks import MAX_DEFINITION_CHARS, TASKS_TABLE, definition_size, task_row
 from shared.operations.claims import Claim
-from shared.operations.creation import normalize
 from tests.conftest import slugid, task_definition, task_queue_id
 from tests.services import azurite_service
 from tests.unit.test_service import _defaults
