@@ -11,7 +11,7 @@ from shared import errors, timeutil
 from shared.domain import artifacts as A
 from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
 from shared.domain.tasks import TASKS_TABLE
-from shared.storage.memory import MemoryBlobs
+from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
 from tests.conftest import slugid, task_definition
 from tests.unit.test_service import _defaults

@@ -17,7 +17,7 @@ from shared.api.framework import ApiApp
 from shared.api.queue_v1 import api
 from shared.auth.authenticator import Authenticator
 from shared.auth.clients import ClientStore
-from shared.storage.memory import MemoryBlobs
+from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import create_artifact
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service

@@ -15,7 +15,7 @@ from shared.domain.objects import OBJECT_EXPIRY_TABLE, OBJECTS_TABLE, object_blo
 from shared.operations import object_uploads as OU
 from shared.operations import objects as O
 from shared.operations.writes import staging
-from shared.storage.memory import MemoryBlobs
+from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.conftest import slugid, task_definition
 from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task

@@ -21,7 +21,7 @@ from shared.domain.artifacts import blob_path
 from shared.operations import s3_uploads as U
 from shared.operations.writes import staging as S
 from shared.storage.base import BlobProperties, BlocksMissing
-from shared.storage.memory import MemoryBlobs
+from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 
