@@ -11,8 +11,8 @@ Costs. The roles are indexed (`RoleIndex`): the roles an `assume:` scope can mat
 and a lookup per distinct length of the `*`-roles' prefixes, not by trying every role. Every step is counted:
 an expansion gives at most MAX_EXPANDED_SCOPES scopes and takes at most MAX_EXPANSION_WORK steps
 (`ExpansionTooLarge` beyond), and the work is done in slices of SLICE_WORK steps between which the event loop
-runs other requests (the async drivers). A role write is checked beforehand (`check_steps`): no cycle, and no
-role whose expansion could exceed MAX_EXPANDED_SCOPES, counted along every path of the role graph for an
+runs other requests (the async drivers). A role write is checked beforehand (role_graph.py): no cycle, and no role
+whose expansion could exceed MAX_EXPANDED_SCOPES, counted along every path of the role graph for an
 `assume:` with a parameter without `*` (a parameterized scope counts the largest group of roles one parameter
 reaches together: `assume:project:<..>:*` one project's roles, not every project's). An input ending in `*` can
 reach more (`assume:project-admin:*`, all projects); its expansion is bounded when it is made.
@@ -124,9 +124,9 @@ class RoleIndex:
         ]
 
     def depends(self, role_id: str) -> list[Reach]:
-        """What each `assume:` scope of the role can reach, for `check_steps`: the roles it assumes whatever the
-        role's parameter is (`always`), and those it may assume depending on it (`some`, grouped by the parameter
-        that reaches them together: `max` of the groups counts)."""
+        """What each `assume:` scope of the role can reach, for `check_steps` (role_graph.py): the roles it assumes
+        whatever the role's parameter is (`always`), and those it may assume depending on it (`some`, grouped by the
+        parameter that reaches them together: `max` of the groups counts)."""
         out = []
         for scope in self.roles[role_id]:
             if PARAM not in scope:
@@ -214,7 +214,7 @@ class _Cover:
         return False, tried
 
 
-class _Work:
+class Work:
     """Counts steps; `spent(n)` tells when a slice is used up (time to yield)."""
 
     def __init__(self, what: str, limit: int) -> None:
@@ -247,7 +247,7 @@ def _describe(scopes: Sequence[str]) -> str:
 class _Expanding:
     """An expansion under way: the scopes held (and their `*`-cover), the roles still to look up, the work spent."""
 
-    counter: _Work
+    counter: Work
     limit: int
     held: set[str]
     cover: _Cover
@@ -289,7 +289,7 @@ def expansion_steps(
     start = normalize(scopes)
     if start == ("*",):
         return start
-    expanding = _Expanding(_Work(_describe(start), work), limit, set(start), _Cover())
+    expanding = _Expanding(Work(_describe(start), work), limit, set(start), _Cover())
     for scope in start:
         expanding.cover.add(scope)
     expanding.chars = sum(map(len, start))
@@ -311,64 +311,6 @@ def expansion_steps(
     held = expanding.held
     yield
     return (yield from normalize_steps(held))
-
-
-@dataclass(frozen=True)
-class RoleCheck:
-    """What `check_steps` found: a cycle of roles (ids, the first repeated at the end), or none; and for each role
-    an upper bound of the scopes `assume:<its id>` can expand to (capped at the limit plus one)."""
-
-    cycle: list[str] | None
-    bounds: dict[str, int]
-
-
-def check_steps(
-    index: RoleIndex, *, limit: int = MAX_EXPANDED_SCOPES, work: int = MAX_EXPANSION_WORK
-) -> Steps[RoleCheck]:
-    """Walk the role graph once (iteratively, depth first): find a cycle, or bound each role's expansion by the
-    scopes along every path from it (`bound(R) = |scopes(R)| + sum of bound(B) over each assume scope of R and
-    each role B it could assume`)."""
-    counter = _Work("the roles", work)
-    bounds: dict[str, int] = {}
-    reaches: dict[str, list[Reach]] = {}
-    on_path: dict[str, int] = {}  # role id -> its place on the current path
-    path: list[str] = []
-    # Each frame: a role on the path, the roles it depends on (one entry per assume scope and role it could
-    # assume), and the next of them to visit.
-    stack: list[tuple[str, list[str], int]] = []
-    for root in sorted(index.roles):
-        if root in bounds:
-            continue
-        entering: str | None = root
-        while entering is not None or stack:
-            if entering is not None:
-                reaches[entering] = index.depends(entering)
-                edges = list(dict.fromkeys(r for reach in reaches[entering] for r in reach.roles()))
-                on_path[entering] = len(path)
-                path.append(entering)
-                stack.append((entering, edges, 0))
-                if counter.spent(1 + len(index.roles[entering]) + len(edges)):
-                    yield
-                entering = None
-                continue
-            role_id, edges, at = stack[-1]
-            if at < len(edges):
-                stack[-1] = (role_id, edges, at + 1)
-                other = edges[at]
-                if other in on_path:
-                    return RoleCheck([*path[on_path[other] :], other], bounds)
-                if other not in bounds:
-                    entering = other
-                continue
-            stack.pop()
-            path.pop()
-            del on_path[role_id]
-            bound = len(index.roles[role_id])
-            for reach in reaches.pop(role_id):
-                bound += sum(bounds[o] for o in reach.always)
-                bound += max((sum(bounds[o] for o in group) for group in reach.some), default=0)
-            bounds[role_id] = min(limit + 1, bound)
-    return RoleCheck(None, bounds)
 
 
 def run(steps: Steps[T]) -> T:
@@ -393,9 +335,3 @@ async def run_async(steps: Steps[T]) -> T:
 def expand(scopes: Iterable[str], roles: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     """`scopes` with every scope the roles they assume give, transitively; normalized (at once, for tests)."""
     return run(expansion_steps(scopes, RoleIndex(roles)))
-
-
-def find_cycle(roles: Mapping[str, Sequence[str]]) -> list[str] | None:
-    """A cycle of roles assuming each other (role ids, the first repeated at the end), or None. A role depends on
-    every role its scopes would assume with `*` for its parameter (the widest case), as Taskcluster checks."""
-    return run(check_steps(RoleIndex(roles))).cycle

@@ -31,10 +31,10 @@ from shared.auth.expansion import (
     ExpansionTooLarge,
     RoleIndex,
     assumed,
-    check_steps,
     expansion_steps,
     run_async,
 )
+from shared.auth.role_graph import check_steps
 from shared.bounded import Bounded
 from shared.scopes import ScopeSet, normalize, problems_of
 from shared.storage.base import Entity, Op, TableStore, pack_json, query_all, unpack_json

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.auth.expansion import ExpansionTooLarge, expand, find_cycle
+from shared.auth.expansion import ExpansionTooLarge, expand
+from shared.auth.role_graph import find_cycle
 from shared.scopes import normalize
 
 

@@ -13,12 +13,11 @@ from shared.auth.expansion import (
     SLICE_WORK,
     ExpansionTooLarge,
     RoleIndex,
-    check_steps,
     expand,
     expansion_steps,
-    find_cycle,
     run,
 )
+from shared.auth.role_graph import check_steps, find_cycle
 from shared.scopes import ScopeSet, normalize, problems_of
 
 # Scopes over a small alphabet with `*` (and `!`, which sorts before `*`: the case a plain sort gets wrong).
