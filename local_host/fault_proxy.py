@@ -12,9 +12,9 @@ with an Authorization header: Shared Key or bearer; SAS requests of workers pass
 | `delay` | the answer, `delay` seconds late | yes |
 
 at a random `rate` per request, or exactly when a test asks (`inject`), per operation kind (`table.insert`,
-`queue.put`, ...: `operation()`). With `limits` (local_host/limits.py), it is also a scale model of one storage
-account: every request beyond the account's, a queue's or a table partition's target divided by a factor is
-answered 503 ServerBusy, as Azure answers it. Run in-process (`async with FaultProxy(...)`) or as a process:
+`queue.put`, ...: `operation()` in storage_wire.py). With `limits` (local_host/limits.py), it is also a scale model
+of one storage account: every request beyond the account's, a queue's or a table partition's target divided by a
+factor is answered 503 ServerBusy, as Azure answers it. Run in-process (`async with FaultProxy(...)`) or as a process:
 
     python -m local_host.fault_proxy --storage "<Azurite connection string>" --rate 0.05 [--kinds busy,timeout]
     python -m local_host.fault_proxy --storage "<...>" --rate 0 --factor 100    # Azure's targets / 100
@@ -31,16 +31,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import json
 import random
 import signal
-import socket
-import struct
 import sys
 import urllib.parse
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,55 +45,10 @@ import aiohttp
 from yarl import URL
 
 from local_host.limits import Limits
+from local_host.storage_wire import HOP_BY_HOP, MAX_HEAD, Request, error_body, operation, read_request, reset
 
 KINDS = ("busy", "timeout", "reset-before", "reset-after", "delay")
 SERVICES = ("queue", "table")
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-connection",
-    "content-length",
-    "host",
-}
-MAX_HEAD = 64 * 1024
-
-
-def operation(service: str, method: str, path: str, query: dict[str, str], headers: dict[str, str]) -> str:
-    """The kind of a storage request, as the adapters name theirs (shared/storage/retry.py's `operation`)."""
-    parts = [p for p in urllib.parse.unquote(path).split("/") if p][1:]  # after the account
-    if service == "table":
-        if not parts or parts[0] == "Tables":
-            return "table.create"
-        if parts[0] == "$batch":
-            return "table.batch"
-        entity = "(" in parts[0] and not parts[0].endswith("()")
-        if method == "GET":
-            return "table.get" if entity else "table.query"
-        if method == "POST":
-            return "table.insert"
-        if method == "PUT":
-            return "table.replace" if "if-match" in headers else "table.upsert"
-        return {"MERGE": "table.merge", "DELETE": "table.delete"}.get(method, f"table.{method.lower()}")
-    if len(parts) == 1:
-        return "queue.count" if query.get("comp") == "metadata" else "queue.create"
-    if len(parts) == 2:
-        return {"POST": "queue.put", "GET": "queue.receive", "DELETE": "queue.clear"}.get(method, "queue.other")
-    return {"DELETE": "queue.delete", "PUT": "queue.update"}.get(method, "queue.other")
-
-
-def error_body(service: str, code: str, message: str) -> tuple[bytes, str]:
-    """Azure's error body for `code`: OData JSON from the table service, XML from the others."""
-    detail = f"{message}\nRequestId:{uuid.uuid4()}\nTime:{dt.datetime.now(dt.UTC).isoformat()}"
-    if service == "table":
-        body = json.dumps({"odata.error": {"code": code, "message": {"lang": "en-US", "value": detail}}})
-        return body.encode(), "application/json;odata=minimalmetadata;streaming=true;charset=utf-8"
-    return (
-        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{detail}</Message></Error>'
-    ).encode(), "application/xml"
 
 
 @dataclass
@@ -119,47 +70,6 @@ class Faults:
         if self.rate and (self.operations is None or op in self.operations) and rng.random() < self.rate:
             return rng.choice(self.kinds)
         return None
-
-
-class Request:
-    def __init__(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.method, self.target, self.headers, self.body = method, target, headers, body
-        self.lower = {k.lower(): v for k, v in headers}
-        split = urllib.parse.urlsplit(target)
-        self.path = split.path
-        self.query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
-
-
-async def read_request(reader: asyncio.StreamReader) -> Request | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-        return None
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _ = lines[0].split(" ", 2)
-    headers = [(k.strip(), v.strip()) for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)]
-    lower = {k.lower(): v for k, v in headers}
-    if lower.get("transfer-encoding", "").lower() == "chunked":
-        body = b""
-        while True:
-            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                await reader.readline()
-                break
-            body += await reader.readexactly(size)
-            await reader.readline()
-    else:
-        body = await reader.readexactly(int(lower.get("content-length", "0") or 0))
-    return Request(method, target, headers, body)
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with a TCP reset (SO_LINGER 0), as a dropped connection looks to the client."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
 
 
 class FaultProxy:
@@ -225,7 +135,7 @@ class FaultProxy:
                 server.close()
             self._servers.clear()
             for writer in list(self._open):
-                _reset(writer)
+                reset(writer)
         elif state != "refused" and not self._servers:
             await self._listen()
         self.state = state
@@ -257,7 +167,7 @@ class FaultProxy:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except aiohttp.ClientError:  # storage itself unreachable (Azurite restarting): the caller sees a reset
-            _reset(writer)
+            reset(writer)
         finally:
             self._open.discard(writer)
             if not writer.is_closing():
@@ -286,7 +196,7 @@ class FaultProxy:
         if kind is not None:
             self.injected[(kind, op)] += 1
         if kind == "reset-before":
-            _reset(writer)
+            reset(writer)
             return False
         if kind == "busy":
             body, content_type = error_body(service, "ServerBusy", "The server is busy.")
@@ -298,7 +208,7 @@ class FaultProxy:
             await asyncio.sleep(self.faults.delay)
         status, reason, headers, body = await self._forward(service, request)
         if kind == "reset-after":
-            _reset(writer)
+            reset(writer)
             return False
         if kind == "timeout":
             body, content_type = error_body(
