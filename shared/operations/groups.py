@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import errors, timing
+from shared.domain.decision_tasks import push_of
 from shared.domain.events import Event, group_event
 from shared.domain.group_outcomes import Unsuccessful
 from shared.domain.groups import GROUP_STREAMS, TaskGroup, TaskGroupNotFound, group_changed
-from shared.domain.pushes import push_of
 from shared.domain.tasks import RESOLVED_STATES, Priority, Task
 from shared.operations.lifecycle import Lifecycle
 from shared.operations.paging import PAGE_BYTES, tasks_page

@@ -3,7 +3,7 @@
 Taskcluster's Go client (generic-worker's object artifacts, `taskcluster` CLI uploads) PUTs its body with
 `Transfer-Encoding: chunked` whatever the answered headers say: Go sends no length for the reader it is given. Blob
 Storage refuses a chunked Put Blob (411 on Azure, 400 on Azurite), so createUpload answers such a caller
-(shared/api/object_v1/routes.py says how it is told) the queue's own URL instead of a SAS: the body is staged in
+(the Object API's createUpload route says how it is told) the queue's own URL instead of a SAS: the body is staged in
 blocks (shared/operations/writes/staging.py) and committed as the object's blob; finishUpload then checks and seals
 it as for any upload. Other clients send a length and upload straight to Blob Storage.
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from shared.domain.pushes import push_of
+from shared.domain.decision_tasks import push_of
 from tests.conftest import PROJECT
 
 TOOLS = PROJECT / "shared" / "api" / "inspector"  # the inspector's room: its app, tests and tools
@@ -49,7 +49,7 @@ def test_the_javascript_type_checks():
 
 def test_the_group_page_reads_a_push_as_the_queue_does():
     """The group page names its push from its decision task in JavaScript (pushes.js `pushOf`); the start page's
-    pushes come from the queue's reading (shared/domain/pushes.py `push_of`): the two agree on every form."""
+    pushes come from the queue's reading (shared/domain/decision_tasks.py `push_of`): the two agree on every form."""
     rev = "0123456789abcdef0123456789abcdef01234567"
     cases = [
         {"routes": [f"tc-treeherder.v2.autoland.{rev}.42"]},

@@ -1,11 +1,12 @@
-"""A push as the start page lists it (shared/domain/group_outcomes.py, shared/domain/pushes.py): its decision task,
-the project and revision it built, and its counts read from the group's own rows; a rerun leaves the failures."""
+"""A push as the start page lists it (shared/domain/group_outcomes.py, shared/domain/decision_tasks.py): its
+decision task, the project and revision it built, and its counts read from the group's own rows; a rerun leaves the
+failures."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.domain.pushes import push_of
+from shared.domain.decision_tasks import push_of
 from shared.runtime import Queue
 from tests.conftest import slugid, task_definition
 from tests.unit.test_reruns import create, run, states

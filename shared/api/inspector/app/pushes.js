@@ -124,7 +124,7 @@ const SOURCES = [
 ];
 
 /**
- * The push a decision task built, read as the queue reads it for listRecentTaskGroups (shared/domain/pushes.py):
+ * The push a decision task built, read as the queue reads it for listRecentTaskGroups (shared/domain/decision_tasks.py):
  * its Treeherder route, an Index route with `.v2.<project>.revision.<rev>.`, its `<X>_HEAD_REV` and
  * `<X>_HEAD_REPOSITORY` environment, or its metadata.source; null when none says.
  * @param {TaskDefinition} task
