@@ -36,7 +36,7 @@ def delegation_key(start: dt.datetime, expiry: dt.datetime) -> UserDelegationKey
     return key
 
 
-def test_keys_are_renewed_a_day_before_they_end_and_asked_once_by_callers_together():
+async def test_keys_are_renewed_a_day_before_they_end_and_asked_once_by_callers_together():
     clock, asked = Clock(START), []
 
     async def fetch(start, expiry):
@@ -58,10 +58,10 @@ def test_keys_are_renewed_a_day_before_they_end_and_asked_once_by_callers_togeth
         await keys.key(clock.now)
         assert len(asked) == 3 and asked[-1][1] - asked[-1][0] <= dt.timedelta(days=7)
 
-    asyncio.run(scenario())
+    (await scenario())
 
 
-def test_a_failed_request_is_asked_again_by_the_next_caller():
+async def test_a_failed_request_is_asked_again_by_the_next_caller():
     calls = []
 
     async def fetch(start, expiry):
@@ -72,11 +72,11 @@ def test_a_failed_request_is_asked_again_by_the_next_caller():
 
     keys = DelegationKeys(fetch)
     with pytest.raises(RuntimeError):
-        asyncio.run(keys.key(dt.datetime.now(dt.UTC)))
-    assert asyncio.run(keys.key(dt.datetime.now(dt.UTC))).signed_oid == "7d3b5e6a-oid"
+        (await keys.key(dt.datetime.now(dt.UTC)))
+    assert (await keys.key(dt.datetime.now(dt.UTC))).signed_oid == "7d3b5e6a-oid"
 
 
-def test_polling_urls_without_an_account_key_are_user_delegation_sas(monkeypatch):
+async def test_polling_urls_without_an_account_key_are_user_delegation_sas(monkeypatch):
     signer = QueueSigner(IDENTITY)
     assert signer.by_identity
 
@@ -86,7 +86,7 @@ def test_polling_urls_without_an_account_key_are_user_delegation_sas(monkeypatch
     monkeypatch.setattr(signer, "_ask", ask)
     signer._keys = DelegationKeys(ask)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=30)
-    url = asyncio.run(signer.process_url("pending-abc-3", expires))
+    url = await signer.process_url("pending-abc-3", expires)
     base, query = url.split("?", 1)
     sas = dict(urllib.parse.parse_qsl(query))
     assert base == "https://acct.queue.core.windows.net/pending-abc-3"
@@ -94,18 +94,18 @@ def test_polling_urls_without_an_account_key_are_user_delegation_sas(monkeypatch
     assert sas["sks"] == "q" and sas["skv"] == "2026-02-06" and sas["sig"]
 
 
-def test_polling_urls_with_an_account_key_are_signed_with_it():
+async def test_polling_urls_with_an_account_key_are_signed_with_it():
     signer = QueueSigner(
         StorageConnection(
             queue_uri=IDENTITY.queue_uri, table_uri=IDENTITY.table_uri, client_id="x", account_key="a2V5LWtleS1rZXk="
         )
     )
     assert not signer.by_identity
-    sas = dict(urllib.parse.parse_qsl(asyncio.run(signer.process_url("q1", dt.datetime.now(dt.UTC))).split("?")[1]))
+    sas = dict(urllib.parse.parse_qsl((await signer.process_url("q1", dt.datetime.now(dt.UTC))).split("?")[1]))
     assert "skoid" not in sas and sas["sig"]
 
 
-def test_a_refused_delegation_key_is_a_clear_error(monkeypatch):
+async def test_a_refused_delegation_key_is_a_clear_error(monkeypatch):
     from azure.core.exceptions import HttpResponseError
 
     signer = QueueSigner(IDENTITY)
@@ -115,5 +115,5 @@ def test_a_refused_delegation_key_is_a_clear_error(monkeypatch):
 
     signer._keys = DelegationKeys(refused)
     with pytest.raises(SigningKeyMissing, match="user delegation key") as caught:
-        asyncio.run(signer.process_url("q1", dt.datetime.now(dt.UTC)))
+        (await signer.process_url("q1", dt.datetime.now(dt.UTC)))
     assert "QUEUE_STORAGE_ACCOUNT_KEY" in caught.value.message

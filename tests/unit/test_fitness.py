@@ -4,8 +4,6 @@ line naming it; the heartbeat answers that until it resolves."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from shared import errors
@@ -128,7 +126,7 @@ def test_secrets_that_only_hold_a_placeholder_word_serve(secret):
     assert serving_problems(load_settings(**{**GOOD, "root_access_token": secret}), {}) == []
 
 
-def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatch):
+async def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatch):
     from shared import settings as settings_module
 
     monkeypatch.setenv("QUEUE_TOKEN_SECRET", REFERENCE)
@@ -137,10 +135,10 @@ def test_the_heartbeat_reports_unhealthy_until_the_reference_resolves(monkeypatc
     )
     monkeypatch.setattr(monitoring, "get_settings", settings_module.get_settings)
     with pytest.raises(errors.SettingsError, match="QUEUE_TOKEN_SECRET holds an unresolved Key Vault reference"):
-        asyncio.run(monitoring.heartbeat(None))  # type: ignore[arg-type]
+        (await monitoring.heartbeat(None))  # type: ignore[arg-type]
     monkeypatch.setenv("QUEUE_TOKEN_SECRET", "t" * 30)
     monkeypatch.setattr(monitoring, "get_settings", lambda: load_settings(**GOOD))
-    assert asyncio.run(monitoring.heartbeat(None)) == {}  # type: ignore[arg-type]
+    assert (await monitoring.heartbeat(None)) == {}  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

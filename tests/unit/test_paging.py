@@ -94,13 +94,11 @@ def test_pages_hold_every_key_once_within_their_bounds(sizes, limit, budget, sho
     assert seen == [k for k in keys if k not in gone]
 
 
-def test_a_cut_token_names_the_store_page_and_how_far_it_went():
+async def test_a_cut_token_names_the_store_page_and_how_far_it_went():
     weights = {f"k{i:02d}": 100 for i in range(40)}
     store = Store(sorted(weights), [])
-    items, token = asyncio.run(
-        bounded_page(
-            store.list_keys, listing(weights, []), str, weights.__getitem__, limit=40, continuation=None, budget=250
-        )
+    items, token = await bounded_page(
+        store.list_keys, listing(weights, []), str, weights.__getitem__, limit=40, continuation=None, budget=250
     )
     assert token is not None and token.startswith(CUT)
     cut = read_cut(token)
@@ -109,32 +107,28 @@ def test_a_cut_token_names_the_store_page_and_how_far_it_went():
     )
 
 
-def test_a_cut_page_whose_store_page_reads_again_in_ones_passes_over_what_it_served():
+async def test_a_cut_page_whose_store_page_reads_again_in_ones_passes_over_what_it_served():
     weights = {f"k{i:02d}": 100 for i in range(40)}
     pages = {"whole": Store(sorted(weights), []), "ones": Store(sorted(weights), [1000])}
-    first, token = asyncio.run(
-        bounded_page(
-            pages["whole"].list_keys,
+    first, token = await bounded_page(
+        pages["whole"].list_keys,
+        listing(weights, []),
+        str,
+        weights.__getitem__,
+        limit=40,
+        continuation=None,
+        budget=2000,
+    )
+    seen, empty = list(first), 0
+    while token is not None:  # now the store answers one key a page: the cut's 20 keys take more than 8 reads
+        items, token = await bounded_page(
+            pages["ones"].list_keys,
             listing(weights, []),
             str,
             weights.__getitem__,
             limit=40,
-            continuation=None,
+            continuation=token,
             budget=2000,
-        )
-    )
-    seen, empty = list(first), 0
-    while token is not None:  # now the store answers one key a page: the cut's 20 keys take more than 8 reads
-        items, token = asyncio.run(
-            bounded_page(
-                pages["ones"].list_keys,
-                listing(weights, []),
-                str,
-                weights.__getitem__,
-                limit=40,
-                continuation=token,
-                budget=2000,
-            )
         )
         empty += not items
         seen += items

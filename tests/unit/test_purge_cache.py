@@ -4,7 +4,6 @@ seen here at once, and expired requests leave the table."""
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import datetime as dt
 
@@ -22,7 +21,7 @@ def counted_queue(monkeypatch, ticks: Ticks, clock: Clock, counts: collections.C
     return memory_service(tables=Counting(MemoryTables(), "table", counts), clock=clock, purge_cache_seconds=10)
 
 
-def test_workers_asking_before_every_task_cost_one_read_per_cache_period(monkeypatch):
+async def test_workers_asking_before_every_task_cost_one_read_per_cache_period(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
     queue = counted_queue(monkeypatch, ticks, clock, counts)
 
@@ -37,10 +36,10 @@ def test_workers_asking_before_every_task_cost_one_read_per_cache_period(monkeyp
         await queue.purge_cache.of_pool("prov/wt", None)
         assert counts["table.query"] == 2
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_a_purge_here_is_seen_here_at_once_and_since_filters(monkeypatch):
+async def test_a_purge_here_is_seen_here_at_once_and_since_filters(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
     queue = counted_queue(monkeypatch, ticks, clock, counts)
 
@@ -54,10 +53,10 @@ def test_a_purge_here_is_seen_here_at_once_and_since_filters(monkeypatch):
         again = await queue.purge_cache.of_pool("prov/wt", first + dt.timedelta(seconds=1))
         assert [r.before for r in again] == [first + dt.timedelta(seconds=5)]
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_the_per_pool_copies_are_bounded(monkeypatch):
+async def test_the_per_pool_copies_are_bounded(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
     monkeypatch.setattr(purge_mod, "KNOWN_POOLS", 50)
     queue = counted_queue(monkeypatch, ticks, clock, counts)
@@ -69,10 +68,10 @@ def test_the_per_pool_copies_are_bounded(monkeypatch):
         assert len(copies) <= 50 and copies.bytes <= purge_mod.KNOWN_POOLS_BYTES
         assert "prov/pool-499" in copies and "prov/pool-0" not in copies
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_expired_requests_are_not_answered_and_are_deleted(monkeypatch):
+async def test_expired_requests_are_not_answered_and_are_deleted(monkeypatch):
     ticks, clock, counts = Ticks(), Clock(), collections.Counter[str]()
     queue = counted_queue(monkeypatch, ticks, clock, counts)
 
@@ -86,4 +85,4 @@ def test_expired_requests_are_not_answered_and_are_deleted(monkeypatch):
         listed, _ = await queue.purge_cache.page(limit=10, continuation=None)
         assert [r.cache_name for r in listed] == ["new"]
 
-    asyncio.run(go())
+    (await go())

@@ -51,7 +51,7 @@ async def _fill(queues: MemoryQueues, count: int) -> None:
         await queues.put("q", str(i).encode())
 
 
-def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one():
+async def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one():
     async def go():
         queues = SlowQueues()
         await _fill(queues, 20)
@@ -72,10 +72,10 @@ def test_callers_waiting_together_share_a_receive_and_each_message_goes_to_one()
         later = [await first, *await others]
         assert queues.receives == [32, 1, 6] and [len(answer) for answer in later] == [1, 2, 2, 2]
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_answer():
+async def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_answer():
     async def go():
         queues = SlowQueues()
         shared = SharedReceives(queues)
@@ -90,20 +90,20 @@ def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_answer(
         assert [list(answer) for answer in answers] == [[]] * 4
         assert len({answer.sent_at for answer in answers}) == 1  # when that receive was sent, for each caller
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_a_receive_asks_for_at_most_32_messages():
+async def test_a_receive_asks_for_at_most_32_messages():
     async def go():
         queues = SlowQueues()
         shared = SharedReceives(queues)
         await asyncio.gather(*(shared.receive("q", 10, 30) for _ in range(8)))
         assert max(queues.receives) <= 32 and len(queues.receives) < 8
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_a_failed_receive_fails_every_caller_that_shared_it():
+async def test_a_failed_receive_fails_every_caller_that_shared_it():
     async def go():
         queues = SlowQueues()
         queues.failing = True
@@ -114,10 +114,10 @@ def test_a_failed_receive_fails_every_caller_that_shared_it():
         await _fill(queues, 1)
         assert len(await shared.receive("q", 1, 30)) == 1
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
+async def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
     async def go():
         queues = SlowQueues()
         await _fill(queues, 2)
@@ -132,10 +132,10 @@ def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
         # Whatever the cancelled caller's receive took is visible again: the second message is still there.
         assert len(await shared.receive("q", 1, 30)) == 1
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
+async def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
     async def go():
         service = memory_service(claim_work_wait=60, claim_work_poll_interval=30, pending_empty_ttl=0)
         tq = task_queue_id()
@@ -147,10 +147,10 @@ def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run():
         claims = await asyncio.wait_for(waiting, 5)  # woken by the write, not by the poll
         assert [c.task.task_id for c in claims] == [task_id]
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_index_rows_deleted_together_go_in_one_transaction_and_a_missing_one_does_not_fail_it():
+async def test_index_rows_deleted_together_go_in_one_transaction_and_a_missing_one_does_not_fail_it():
     async def go():
         tables = MemoryTables()
         await tables.ensure_tables(["Index"])
@@ -176,18 +176,18 @@ def test_index_rows_deleted_together_go_in_one_transaction_and_a_missing_one_doe
         assert rows == ["r2", "r3", "r4", "r9"]
         assert transactions and max(transactions) > 1
 
-    asyncio.run(go())
+    (await go())
 
 
 @pytest.mark.parametrize("wanted", [0, 1, 32, 40])
-def test_each_caller_gets_at_most_what_it_asked_for(wanted):
+async def test_each_caller_gets_at_most_what_it_asked_for(wanted):
     async def go():
         queues = SlowQueues()
         await _fill(queues, 50)
         got = await SharedReceives(queues).receive("q", wanted, 30)
         assert len(got) == max(1, min(wanted, 32))
 
-    asyncio.run(go())
+    (await go())
 
 
 def test_an_empty_receive_sent_before_a_hint_was_put_here_does_not_skip_the_queue():
@@ -237,7 +237,7 @@ def _at_once(spans: list[tuple[str, float, float]]) -> bool:
     return all(start < first_end for _, start, _ in spans)  # every receive began before one ended
 
 
-def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_the_next():
+async def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_the_next():
     """The seven priority queues, never received here or found empty before, are received at once (one round
     trip), not one after another; fails if they are received in turn."""
 
@@ -259,10 +259,10 @@ def test_claim_work_receives_the_queues_that_are_probably_empty_together_with_th
         assert len(await worker.work.claim_work(tq, "g", "w", 1)) == 1
         assert [queue for queue, _, _ in queues.spans] == [pending_queue(tq, "lowest")]
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_go_back():
+async def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_go_back():
     async def go():
         queues, tables = TimedQueues(), MemoryTables()
         worker, other = _pollers(queues, tables)
@@ -278,4 +278,4 @@ def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_g
         [claim] = await worker.work.claim_work(tq, "g", "w", 1)
         assert claim.task.task_id == low  # not hidden for the hint visibility: claimed at the next call
 
-    asyncio.run(go())
+    (await go())

@@ -4,7 +4,6 @@ proxy: tests/integration/test_storage_faults.py.)"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import azure.functions as func
@@ -43,33 +42,33 @@ def attempts(*outcomes):
     return attempt, seen
 
 
-def test_busy_then_success_is_retried_with_one_request_id():
+async def test_busy_then_success_is_retried_with_one_request_id():
     attempt, seen = attempts(503, 503, 200)
-    done = asyncio.run(with_retries(FAST, "table.get", attempt, judge))
+    done = await with_retries(FAST, "table.get", attempt, judge)
     assert done.value == 200 and not done.ambiguous
     assert len(seen) == 3 and len(set(seen)) == 1
 
 
-def test_a_lost_answer_makes_the_call_ambiguous():
+async def test_a_lost_answer_makes_the_call_ambiguous():
     attempt, _ = attempts(ConnectionResetError("reset"), 412)
-    done = asyncio.run(with_retries(FAST, "table.replace", attempt, judge))
+    done = await with_retries(FAST, "table.replace", attempt, judge)
     assert done.value == 412 and done.ambiguous
 
 
-def test_answers_and_bugs_are_not_retried():
+async def test_answers_and_bugs_are_not_retried():
     attempt, seen = attempts(404)
-    assert asyncio.run(with_retries(FAST, "table.get", attempt, judge)).value == 404 and len(seen) == 1
+    assert (await with_retries(FAST, "table.get", attempt, judge)).value == 404 and len(seen) == 1
     attempt, seen = attempts(ValueError("bug"), 200)
     with pytest.raises(ValueError):
-        asyncio.run(with_retries(FAST, "table.get", attempt, judge))
+        (await with_retries(FAST, "table.get", attempt, judge))
     assert len(seen) == 1
 
 
-def test_storage_busy_beyond_the_budget_is_a_503_with_retry_after():
+async def test_storage_busy_beyond_the_budget_is_a_503_with_retry_after():
     attempt, seen = attempts(*([503] * 1000))
     started = time.monotonic()
     with pytest.raises(StorageUnavailable) as raised:
-        asyncio.run(with_retries(FAST, "queue.put", attempt, judge))
+        (await with_retries(FAST, "queue.put", attempt, judge))
     assert time.monotonic() - started <= FAST.budget + 0.05 and len(seen) > 3
     response = error_response(raised.value, method="createTask", params={}, payload=None)
     assert response.status_code == 503 and response.headers["retry-after"] == "1"
@@ -84,7 +83,7 @@ def test_backoff_grows_to_its_cap_with_jitter_and_honours_retry_after():
     assert policy.delay(1, retry_after=3) == 3
 
 
-def test_what_a_row_holds_after_a_lost_answer_tells_whose_write_it_was():
+async def test_what_a_row_holds_after_a_lost_answer_tells_whose_write_it_was():
     async def go():
         tables = MemoryTables()
         await tables.ensure_tables(["T"])
@@ -98,10 +97,10 @@ def test_what_a_row_holds_after_a_lost_answer_tells_whose_write_it_was():
         assert await transaction_applied(tables.get, "T", [Op("insert", Entity("p", "theirs", {"n": 9}))]) is None
         assert holds({"a": 1}, {"a": 1, "b": 2}, merge=True) and not holds({"a": 1}, {"a": 1, "b": 2})
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_a_trigger_puts_its_message_back_when_storage_stays_busy(monkeypatch):
+async def test_a_trigger_puts_its_message_back_when_storage_stays_busy(monkeypatch):
     queue = memory_service()
     monkeypatch.setattr(triggers, "get_queue", lambda: queue)
 
@@ -109,6 +108,6 @@ def test_a_trigger_puts_its_message_back_when_storage_stays_busy(monkeypatch):
         raise StorageUnavailable(operation="table.get", budget=20, last="503 ServerBusy")
 
     message = func.QueueMessage(id="m1", body=b'{"taskId": "x"}')
-    asyncio.run(triggers.later_if_busy(CLAIM_QUEUE, message, busy))
+    (await triggers.later_if_busy(CLAIM_QUEUE, message, busy))
     [put_back] = queue.stores.queues._queues[CLAIM_QUEUE]
     assert put_back.content == b'{"taskId": "x"}' and put_back.dequeue_count == 0

@@ -29,7 +29,7 @@ async def call(seconds: float = 0.01) -> None:
     roundtrips.record(started, time.monotonic())
 
 
-def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
+async def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
     async def go():
         async def write(key: str, items: list[int]) -> None:
             await call(0.02)
@@ -51,7 +51,7 @@ def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
         assert roundtrips.sequential(one) == 1
         assert roundtrips.sequential(two) == 2  # behind the first's write, then its own
 
-    asyncio.run(go())
+    (await go())
 
 
 class SlowTables(MemoryTables):
@@ -75,7 +75,7 @@ class RecordedQueues(SlowQueues):
             roundtrips.record(started, time.monotonic())
 
 
-def test_callers_sharing_a_receive_each_count_it():
+async def test_callers_sharing_a_receive_each_count_it():
     async def go():
         shared = SharedReceives(RecordedQueues())
 
@@ -86,10 +86,10 @@ def test_callers_sharing_a_receive_each_count_it():
 
         assert await asyncio.gather(caller(), caller()) == [1, 1]
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_work_started_for_after_the_answer_is_not_counted():
+async def test_work_started_for_after_the_answer_is_not_counted():
     async def go():
         background = Background()
         with roundtrips.traced() as spans:
@@ -98,10 +98,10 @@ def test_work_started_for_after_the_answer_is_not_counted():
             await background.settled()
         assert len(spans) == 1
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
+async def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
     """A request whose rows go to two partitions, each with a write in flight when the row comes, the second row
     coming once the first partition's write had ended: its two waits are in parallel branches of its work, not one
     after another; they, its own two writes (at once) and one more call are 3 round trips, not the 4 that counting
@@ -134,10 +134,10 @@ def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
         await asyncio.gather(*earlier)
         assert roundtrips.sequential(spans) == 3
 
-    asyncio.run(go())
+    (await go())
 
 
-def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips():
+async def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips():
     """The edge writer of a dependency runs as long as edges come; each transaction is counted for the
     createTasks that waited for it, not for the one whose edge started the writer."""
 
@@ -160,4 +160,4 @@ def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips
         assert len(first) == 1  # its own transaction only
         assert roundtrips.sequential(second) == roundtrips.sequential(third) == 2  # behind it, then theirs (one)
 
-    asyncio.run(go())
+    (await go())

@@ -178,16 +178,16 @@ class FakeClient:
         pass
 
 
-def test_publisher_sends_to_the_exchanges_topic_and_reports_failures():
+async def test_publisher_sends_to_the_exchanges_topic_and_reports_failures():
     client = FakeClient()
     publisher = ServiceBusPublisher(client, namespace="taskcluster-queue")
-    asyncio.run(publisher.publish(EVENT))
-    asyncio.run(publisher.publish(EVENT))
+    (await publisher.publish(EVENT))
+    (await publisher.publish(EVENT))
     [(topic, sender)] = client.senders.items()
     assert topic == "taskcluster-queue.v1.task-completed" and len(sender.sent) == 2
     failing = FakeClient(fail=True)
     with pytest.raises(PublishError):
-        asyncio.run(ServiceBusPublisher(failing, namespace="ns").publish(EVENT))
+        (await ServiceBusPublisher(failing, namespace="ns").publish(EVENT))
     assert failing.senders["ns.v1.task-completed"].closed  # a failed sender is dropped and made again
 
 
@@ -220,7 +220,7 @@ class GatedClient(FakeClient):
         return sender
 
 
-def test_publishes_take_turns():
+async def test_publishes_take_turns():
     async def scenario() -> None:
         gate = asyncio.Event()
         client = GatedClient(gate)
@@ -232,10 +232,10 @@ def test_publishes_take_turns():
         await asyncio.gather(*sends)
         assert publisher.turns.most == 8 and len(client.made[0].sent) == 50
 
-    asyncio.run(scenario())
+    (await scenario())
 
 
-def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender():
+async def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender():
     async def scenario() -> None:
         gate = asyncio.Event()
         gate.set()
@@ -251,10 +251,10 @@ def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender():
         await publisher.publish(EVENT)
         assert len(client.made[0].sent) == 6
 
-    asyncio.run(scenario())
+    (await scenario())
 
 
-def test_a_stale_failure_leaves_the_new_sender_be():
+async def test_a_stale_failure_leaves_the_new_sender_be():
     async def scenario() -> None:
         gate = asyncio.Event()
         gate.set()
@@ -272,7 +272,7 @@ def test_a_stale_failure_leaves_the_new_sender_be():
         await publisher.publish(EVENT)
         assert len(client.made) == 2 and len(client.made[1].sent) == 2
 
-    asyncio.run(scenario())
+    (await scenario())
 
 
 # --- the rules ---------------------------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def check_back_off(inner, queue="q", scale=1.0):
     assert processed == 1
 
 
-def test_a_put_by_this_process_wakes_the_queues_trigger(monkeypatch):
+async def test_a_put_by_this_process_wakes_the_queues_trigger(monkeypatch):
     """A trigger idle in its back-off polls at once when a message is put on its queue in this process
     (PUT_LISTENERS, as the local host registers it), instead of when its wait ends (here at least 0.8 s later)."""
     from local_host import triggers
@@ -121,7 +121,7 @@ def test_a_put_by_this_process_wakes_the_queues_trigger(monkeypatch):
             await task
         return put_at, handled
 
-    put_at, handled = asyncio.run(go())
+    put_at, handled = await go()
     assert len(handled) == 1 and handled[0] - put_at < 0.3
 
 
@@ -151,7 +151,7 @@ def test_tune_gc_freezes_what_the_app_made_and_raises_the_young_threshold():
         gc.set_threshold(*before)
 
 
-def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(monkeypatch):
+async def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(monkeypatch):
     from local_host import triggers
 
     monkeypatch.setattr(triggers, "RECEIVE_VISIBILITY", 0.6)  # renewed every 0.3 s
@@ -168,7 +168,7 @@ def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(m
         await asyncio.sleep(0.7)
         assert await store.approximate_count("q") == 0  # deleted with the last receipt, not left to come back
 
-    asyncio.run(go())
+    (await go())
 
 
 async def test_the_host_serves_once_the_timers_that_run_at_startup_ran_or_their_bound_passed(monkeypatch):
