@@ -9,6 +9,7 @@ import pytest
 from shared.storage.base import Entity
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.memory import MemoryTables
+from tests.turns import others_run
 
 
 class SlowTables(MemoryTables):
@@ -42,7 +43,7 @@ def tables():
 async def test_rows_that_arrive_while_one_is_written_go_together(tables):
     grouped = GroupedUpserts(tables)
     first = asyncio.create_task(grouped.upsert("Index", Entity("q", "r0", {"n": 0})))
-    await asyncio.sleep(0)  # the first is on its way alone
+    await others_run()  # the first is on its way alone
     await asyncio.gather(first, *(grouped.upsert("Index", Entity("q", f"r{i}", {"n": i})) for i in range(1, 21)))
     assert tables.calls == [("upsert", ["r0"]), ("transact", [f"r{i}" for i in range(1, 21)])]
     assert [(await tables.get("Index", "q", f"r{i}")).data["n"] for i in range(21)] == list(range(21))
@@ -66,7 +67,7 @@ async def test_a_failed_batch_fails_its_callers_and_the_next_batch_is_written(ta
     grouped = GroupedUpserts(tables)
     tables.failing = {"bad"}
     first = asyncio.create_task(grouped.upsert("Index", Entity("q", "r0", {})))
-    await asyncio.sleep(0)
+    await others_run()
     doomed = [asyncio.create_task(grouped.upsert("Index", Entity("q", k, {}))) for k in ("r1", "bad")]
     await first
     results = await asyncio.gather(*doomed, return_exceptions=True)
@@ -82,7 +83,7 @@ async def test_a_lingering_delete_goes_with_the_next_row_of_its_partition(tables
     tables.calls.clear()
     loop = asyncio.get_running_loop()
     tidy = asyncio.create_task(grouped.delete("Index", "q", "done", linger=5))
-    await asyncio.sleep(0.01)
+    await others_run()
     assert tables.calls == []  # not written alone: it waits for company
     started = loop.time()
     await grouped.upsert("Index", Entity("q", "new", {}))  # a request's row: written at once, the delete along
@@ -107,7 +108,7 @@ async def test_a_flush_writes_the_lingering_rows_now(tables):
     await tables.upsert("Index", Entity("q", "done", {}))
     loop = asyncio.get_running_loop()
     tidy = asyncio.create_task(grouped.delete("Index", "q", "done", linger=5))
-    await asyncio.sleep(0.01)
+    await others_run()
     started = loop.time()
     await grouped.flush("Index", "q")  # a count must see the delete
     assert loop.time() - started < 1

@@ -17,6 +17,7 @@ from shared.outbox.inflight import InFlight
 from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.runtime import Queue
 from tests.conftest import slugid
+from tests.turns import others_run
 from tests.unit.test_events import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
 
 pytestmark = pytest.mark.service(**EVENT_SETTINGS)
@@ -64,8 +65,8 @@ async def test_writes_nest_and_readers_wait_for_the_outermost() -> None:
     with in_flight.writing("T", "k"):
         with in_flight.writing("T", "k"):
             waiting = asyncio.create_task(reader())
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.01)
+            await others_run()
+        await others_run()
         order.append("written")
     await waiting
     assert order == ["written", "read"] and not in_flight.busy("T", "k")
@@ -79,7 +80,7 @@ async def test_a_dispatch_request_read_before_its_write_waits_for_it_and_reads_n
     await storage.held.wait()  # announced (the request is on the queue), not written
     [request] = await dispatch_requests(service)
     dispatching = asyncio.create_task(service.stores.events.dispatch(request, publisher))
-    await asyncio.sleep(0.05)
+    await others_run()
     assert not dispatching.done() and publisher.published == []
     storage.gate.set()
     await creating
@@ -126,7 +127,7 @@ async def test_a_resolution_message_read_before_its_write_waits_for_it(service: 
     await storage.held.wait()  # the claim check is the resolution message now; the resolution is not written
     [message] = await service.stores.queues.receive(CLAIM_QUEUE, 1, 30)
     handling = asyncio.create_task(service.resolution.resolve_dependencies(ResolvedCheck.decode(message.json())))
-    await asyncio.sleep(0.05)
+    await others_run()
     assert not handling.done()
     storage.gate.set()
     await resolving

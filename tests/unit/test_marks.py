@@ -3,12 +3,12 @@ whose outcome is unknown."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from shared.outbox.inflight import Background
 from shared.outbox.marks import MARK_ROW, MARKS_TABLE, PublicationMarks
 from shared.storage.memory import MemoryTables
+from tests.turns import others_run
 
 
 class Writes(MemoryTables):
@@ -67,7 +67,7 @@ async def test_the_mark_is_written_at_most_once_per_interval() -> None:
     mine, tables, background = marks(interval=0.2)
     await tables.ensure_tables([MARKS_TABLE])
     mine.finished(mine.take())
-    await asyncio.sleep(0.01)  # the first write, at once
+    await others_run()  # the first write, at once
     for _ in range(49):
         mine.finished(mine.take())
     await background.settled()

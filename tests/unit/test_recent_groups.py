@@ -12,6 +12,7 @@ from shared.stores import recent_groups
 from shared.stores.recent_groups import RecentGroups
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
+from tests.turns import others_run
 from tests.unit.test_service import _defaults
 
 
@@ -111,7 +112,7 @@ async def test_callers_that_find_the_listing_stale_together_share_one(monkeypatc
 
     monkeypatch.setattr(service.stores.groups.recent, "recent", slow)
     callers = [asyncio.ensure_future(service.groups.recent(20)) for _ in range(50)]
-    await asyncio.sleep(0.01)
+    await others_run()
     callers[0].cancel()  # one leaves
     gate.set()
     answers = await asyncio.gather(*callers[1:])

@@ -23,6 +23,7 @@ from shared.operations.writes import staging as S
 from shared.storage.base import BlobProperties, BlocksMissing
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
+from tests.turns import others_run
 from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 
 MiB = 1024 * 1024
@@ -208,9 +209,9 @@ async def test_uploads_at_once_are_bounded_by_the_slots_and_the_others_wait_unre
 
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
     first = asyncio.create_task(staging.stage("a", "a", pieces(b"first"), limit, {}, holder="a", deadline=later))
-    await asyncio.sleep(0.01)
+    await others_run()
     second = asyncio.create_task(staging.stage("b", "b", second_body(), limit, {}, holder="b", deadline=later))
-    await asyncio.sleep(0.05)
+    await others_run()
     assert read_by_second == []  # waiting for the slot, its body unread
     gate.set()
     assert (await first).size == 5 and (await second).size == 6 and read_by_second == [True]
@@ -237,12 +238,12 @@ async def test_one_worker_takes_at_most_its_share_and_waits_in_a_bounded_line():
         )
 
     hog = [stage("worker:g/hog", n) for n in range(8)]
-    await asyncio.sleep(0.05)
+    await others_run()
     assert sorted(read) == ["worker:g/hog-0", "worker:g/hog-1"]  # its share; four wait unread, two refused
     refused = [t for t in hog if t.done()]
     assert len(refused) == 2 and all(isinstance(t.exception(), S.UploadsBusy) for t in refused)
     other = stage("worker:g/other", 0)
-    await asyncio.sleep(0.05)
+    await others_run()
     assert "worker:g/other-0" in read  # another worker is not kept waiting behind it
     gate.set()
     waited = [t for t in hog if t not in refused]
@@ -257,7 +258,7 @@ async def test_an_upload_waits_for_a_slot_at_most_its_bound():
     staging.wait_seconds = 0.2
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
     first = asyncio.create_task(staging.stage("a", "a", pieces(b"a"), S.Limit(9, "t"), {}, holder="x", deadline=later))
-    await asyncio.sleep(0.05)
+    await others_run()
     with pytest.raises(S.UploadsBusy, match="no upload slot came free in time"):
         await staging.stage("b", "b", pieces(b"b"), S.Limit(9, "t"), {}, holder="y", deadline=later)
     gate.set()
@@ -330,7 +331,7 @@ async def test_an_upload_that_ends_after_its_run_resolved_is_refused_and_stores_
         yield b" after the report"
 
     upload = asyncio.create_task(service.s3_uploads.receive(request, late()))
-    await asyncio.sleep(0.01)
+    await others_run()
     await service.lifecycle.resolve(task_id, 0, "completed", "completed")
     resolved.set()
     with pytest.raises(A.RunNotAcceptingArtifacts):

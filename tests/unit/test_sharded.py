@@ -3,7 +3,6 @@ hot partitions salted; and a graph run through a sharded service, its messages h
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import datetime as dt
 import time
@@ -35,6 +34,7 @@ from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
+from tests.turns import others_run
 
 
 def sharded_tables(accounts: int) -> tuple[ShardedTables, list[MemoryTables]]:
@@ -215,7 +215,7 @@ async def test_a_graph_runs_through_a_sharded_service() -> None:
             completed.add(task_id)
         await handle_resolutions(service)
         if not claims:
-            await asyncio.sleep(0.05)
+            await others_run()
     assert completed == set(everything)
     for task_id in everything:
         assert (await service.queries.task(task_id)).status()["state"] == "completed"

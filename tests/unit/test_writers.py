@@ -24,6 +24,7 @@ from shared.storage.base import TableStore
 from shared.storage.memory import MemoryQueues
 from tests.clock import Clock
 from tests.conftest import slugid
+from tests.turns import others_run
 from tests.unit.test_events import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
 
 
@@ -131,9 +132,9 @@ async def test_until_the_mark_is_written_another_process_waits_for_the_lease(
     events.marks.interval = 0.3  # the second hold's mark waits for the first's write plus this
     first, second = slugid(), slugid()
     await service.creation.create_task(first, task_definition())
-    await asyncio.sleep(0.05)  # the first mark's write
+    await others_run()  # the first mark's write
     await service.creation.create_task(second, task_definition())
-    await asyncio.sleep(0.05)  # published, not yet certified in storage
+    await others_run()  # published, not yet certified in storage
     assert len(publisher.published) == 4
     other = another_process(service)
     cursor = await other.cursor(Stream(TASKS_TABLE, second))
