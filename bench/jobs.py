@@ -27,7 +27,7 @@ from typing import Any
 import taskcluster
 
 from bench.lifecycle import percentile, start_embedded, stop_all
-from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
+from local_host.jobs import JobRule, JobsBeside, JobScaler, fullest_pending_queue
 from shared.connections import StorageConnection
 from shared.storage import queue_store
 
@@ -48,7 +48,7 @@ class Measured:
         self.rule, self.root_url, self.credentials, self.work = rule, root_url, credentials, work
         self.lifetimes: list[list[float]] = []  # each execution's start and end (monotonic seconds)
         self.scaler = JobScaler(
-            rule, lambda: pending_messages(self.queues, rule.task_queue_id), self._start, say=lambda _: None
+            rule, lambda: fullest_pending_queue(self.queues, rule.task_queue_id), self._start, say=lambda _: None
         )
         self.beside = JobsBeside(self.scaler, self.queues)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from local_host.host import PROJECT
-from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
+from local_host.jobs import JobRule, JobsBeside, JobScaler, fullest_pending_queue
 from shared.runtime import data_stores
 from shared.settings import Settings
 
@@ -32,7 +32,7 @@ def start_jobs(
     def execution() -> subprocess.Popen[bytes]:
         return start(1, "--idle-exit", f"{rule.idle_exit:g}", worker_id=f"job-{next(executions)}", quiet=True)
 
-    count = functools.partial(pending_messages, queues, rule.task_queue_id, settings.pending_shards)
+    count = functools.partial(fullest_pending_queue, queues, rule.task_queue_id, settings.pending_shards)
     print(
         f"worker pool {rule.task_queue_id} as a job: up to {rule.max_executions} executions, the pending queues "
         f"read every {rule.polling_interval:g} s, each execution exits after {rule.idle_exit:g} s idle",

@@ -47,7 +47,7 @@ def executions_to_start(pending: int, running: int, rule: JobRule) -> int:
     return max(0, wanted - running)
 
 
-async def pending_messages(queues: QueueStore, task_queue_id: str, shards: int = 1) -> int:
+async def fullest_pending_queue(queues: QueueStore, task_queue_id: str, shards: int = 1) -> int:
     """The signal: a rule per pending queue of the task queue (every priority and shard, as `tc-queue-admin pools
     entry` declares them), each reading its queue's approximate message count (a queue never put to counts 0), and
     of several rules a job follows the one that asks most (KEDA's multipleScalersCalculation, `max` by default and

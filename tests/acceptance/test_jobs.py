@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from local_host.jobs import JobRule, JobsBeside, JobScaler, pending_messages
+from local_host.jobs import JobRule, JobsBeside, JobScaler, fullest_pending_queue
 from tests.acceptance.test_auth_api import admin
 from tests.acceptance.test_worker import submit
 from tests.conftest import (
@@ -49,7 +49,7 @@ class Pool:
         shards = shards_of(host.env).pending
         self.logs: list[Path] = []
         self.scaler = JobScaler(
-            self.rule, lambda: pending_messages(self.queues, tq, shards), self._start, say=lambda _: None
+            self.rule, lambda: fullest_pending_queue(self.queues, tq, shards), self._start, say=lambda _: None
         )
         self.beside = JobsBeside(self.scaler, self.queues)
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from local_host.jobs import JobRule, JobScaler, executions_to_start, pending_messages
+from local_host.jobs import JobRule, JobScaler, executions_to_start, fullest_pending_queue
 from shared.domain.messages import pending_queue
 from shared.storage.memory import MemoryQueues
 
@@ -76,11 +76,11 @@ async def test_the_signal_reads_every_priority_and_shard_and_follows_the_fullest
         await queues.put(pending_queue("p/t", priority, shard), b"{}")
     for _ in range(5):
         await queues.put(pending_queue("p/other", "medium", 0), b"{}")
-    assert await pending_messages(queues, "p/t", shards=2) == 2  # medium's shard 1; the others' rules ask less
+    assert await fullest_pending_queue(queues, "p/t", shards=2) == 2  # medium's shard 1; the others' rules ask less
     await queues.put(pending_queue("p/t", "lowest", 1), b"{}")
     await queues.put(pending_queue("p/t", "lowest", 1), b"{}")
-    assert await pending_messages(queues, "p/t", shards=2) == 3  # a rule of the lowest priority's shard 1 too
-    assert await pending_messages(queues, "p/none") == 0  # never put to
+    assert await fullest_pending_queue(queues, "p/t", shards=2) == 3  # a rule of the lowest priority's shard 1 too
+    assert await fullest_pending_queue(queues, "p/none") == 0  # never put to
 
 
 async def test_the_model_runs_until_stopped_and_stops_its_executions() -> None:

@@ -94,17 +94,14 @@ class TaskGroupStore:
         self.rows = GroupMembers(tables)
         self.leaving = GroupLeaving(tables, self.seen, self.rows)
         # Their calls, as the group store's: callers ask the group store about a group.
-        self.is_active, self.resolve_member, self.forget_member = (
-            self.rows.is_active,
-            self.leaving.resolve_member,
-            self.rows.forget_member,
-        )
-        self.active_since, self.unresolved, self.count_unresolved = (
-            self.rows.active_since,
-            self.rows.unresolved,
-            self.rows.count_unresolved,
-        )
-        self.members, self.all_members = self.rows.members, self.rows.all_members
+        self.resolve_member = self.leaving.resolve_member
+        self.is_active = self.rows.is_active
+        self.forget_member = self.rows.forget_member
+        self.active_since = self.rows.active_since
+        self.unresolved = self.rows.unresolved
+        self.count_unresolved = self.rows.count_unresolved
+        self.members = self.rows.members
+        self.all_members = self.rows.all_members
         self._rows = GroupedUpserts(tables)
         self._refreshing: dict[str, asyncio.Future[TaskGroup | None]] = {}  # background reads (`get`), by group
         # Group rows this process read or wrote lately, with when it stops trusting them for check_joinable; an
