@@ -96,6 +96,12 @@ param claimTimeout int = 1200
 @description('Purge protection on the Key Vault (irreversible): its secrets cannot be purged before the 7 days of soft delete end. False for throwaway environments that are deleted and made again under the same name.')
 param keyVaultPurgeProtection bool = true
 
+@description('Deploy on a private network (docs/deploy.md, "A private deployment"): storage, Key Vault and (on Premium) Service Bus reached only through private endpoints; the app and the worker pools in the network. Workers elsewhere need a route and DNS into it.')
+param privateNetwork bool = false
+
+@description('The private network\'s address space, a.b.c.0/22 or wider: the /24s a.b.c, a.b.c+1 and a.b.c+2 are its subnets (the app, the private endpoints, the worker pools).')
+param networkAddressPrefix string = '10.40.0.0/16'
+
 var abbrs = loadJsonContent('abbreviations.json')
 var token = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
@@ -117,6 +123,17 @@ module identity 'app/identity.bicep' = {
   }
 }
 
+module network 'app/network.bicep' = if (privateNetwork) {
+  name: 'network'
+  scope: rg
+  params: {
+    name: '${abbrs.virtualNetwork}queue-${token}'
+    location: location
+    tags: tags
+    addressPrefix: networkAddressPrefix
+  }
+}
+
 module storage 'app/storage.bicep' = {
   name: 'storage'
   scope: rg
@@ -128,6 +145,8 @@ module storage 'app/storage.bicep' = {
     deploymentContainerName: 'app-package-${take(token, 7)}'
     dataSku: dataStorageSku
     dataShards: storageShards
+    endpointsSubnetId: privateNetwork ? network.outputs.endpointsSubnetId : ''
+    zoneIds: privateNetwork ? network.outputs.zoneIds : {}
   }
 }
 
@@ -140,6 +159,8 @@ module serviceBus 'app/servicebus.bicep' = {
     tags: tags
     sku: serviceBusSku
     pulseNamespace: pulseNamespace
+    endpointsSubnetId: privateNetwork ? network.outputs.endpointsSubnetId : ''
+    zoneId: privateNetwork ? network.outputs.zoneIds.namespace : ''
   }
 }
 
@@ -166,6 +187,8 @@ module vault 'app/keyvault.bicep' = {
     tokenSecret: tokenSecret
     purgeProtection: keyVaultPurgeProtection
     logAnalyticsWorkspaceId: monitoring.outputs.logAnalyticsWorkspaceId
+    endpointsSubnetId: privateNetwork ? network.outputs.endpointsSubnetId : ''
+    zoneId: privateNetwork ? network.outputs.zoneIds.vault : ''
   }
 }
 
@@ -214,6 +237,7 @@ module queue 'app/queue-app.bicep' = {
     pythonVersion: pythonVersion
     traceSamplingRatio: traceSamplingRatio
     claimTimeout: claimTimeout
+    appSubnetId: privateNetwork ? network.outputs.appSubnetId : ''
   }
   // The app's first start reads Key Vault and storage with the identity: give it its roles first.
   dependsOn: [access]
@@ -237,6 +261,7 @@ module pools 'app/worker-pools.bicep' = if (!empty(workerPools)) {
     rootUrl: queue.outputs.rootUrl
     identityPrefix: '${abbrs.managedIdentity}pool-'
     jobPrefix: abbrs.containerAppsJob
+    workersSubnetId: privateNetwork ? network.outputs.workersSubnetId : ''
   }
 }
 

@@ -11,10 +11,16 @@ param tokenSecret string
 param purgeProtection bool = true
 @description('The Log Analytics workspace that receives the vault\'s audit log (who read or changed which secret).')
 param logAnalyticsWorkspaceId string
+@description('The private network\'s endpoints subnet (main.bicep\'s privateNetwork); empty: the vault is public.')
+param endpointsSubnetId string = ''
+@description('The vault\'s private DNS zone (network.bicep\'s zoneIds.vault), with endpointsSubnetId.')
+param zoneId string = ''
+
+var isPrivate = !empty(endpointsSubnetId)
 
 resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
-  // checkov:skip=CKV_AZURE_109: the app reads its Key Vault references over the vault's public endpoint (no VNet in this template); access is RBAC to the app's identity and the deployer only, every read audited
-  // checkov:skip=CKV_AZURE_189: as CKV_AZURE_109: public network access is how the app's references reach the vault here
+  // checkov:skip=CKV_AZURE_109: public unless privateNetwork (a conditional checkov cannot read): the app then reads its Key Vault references over the public endpoint; access is RBAC to the app's identity and the deployer only, every read audited
+  // checkov:skip=CKV_AZURE_189: as CKV_AZURE_109: public network access unless privateNetwork
   // checkov:skip=CKV_AZURE_110: purge protection is the purgeProtection parameter, on by default (a conditional checkov cannot read)
   // checkov:skip=CKV_AZURE_42: soft delete is on (7 days) and purge protection on by default, as CKV_AZURE_110
   name: name
@@ -28,6 +34,23 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
     softDeleteRetentionInDays: 7
     // Once true it cannot be turned off: null (not false) leaves it off.
     enablePurgeProtection: purgeProtection ? true : null
+    // Private: reached only through its private endpoint (the app's references through its network integration);
+    // the secrets below are written by the deployment through Azure Resource Manager, not the vault's endpoint.
+    publicNetworkAccess: isPrivate ? 'Disabled' : 'Enabled'
+    networkAcls: { defaultAction: isPrivate ? 'Deny' : 'Allow', bypass: 'AzureServices' }
+  }
+}
+
+module endpoint 'private-endpoint.bicep' = if (isPrivate) {
+  name: 'pe-${name}-vault'
+  params: {
+    name: 'pe-${name}-vault'
+    location: location
+    tags: tags
+    subnetId: endpointsSubnetId
+    targetId: vault.id
+    groupId: 'vault'
+    zoneId: zoneId
   }
 }
 

@@ -27,6 +27,8 @@ param httpConcurrency int
 param pythonVersion string
 param traceSamplingRatio string
 param claimTimeout int
+@description('The private network\'s app subnet (main.bicep\'s privateNetwork): the app\'s outbound traffic goes through it; empty: none.')
+param appSubnetId string = ''
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   // checkov:skip=CKV_AZURE_225: Flex Consumption spreads over zones only in the regions that offer it, as a plan property that fails elsewhere; docs/deploy.md leaves it to the region
@@ -57,6 +59,9 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
     serverFarmId: plan.id
     httpsOnly: true
     keyVaultReferenceIdentity: identityId // Key Vault references resolve as the user-assigned identity
+    // Private: the app reaches storage, the vault and the namespace through the network's private endpoints; its
+    // HTTP front end stays public (workers, clients and browsers call it from anywhere, each request Hawk-signed).
+    virtualNetworkSubnetId: empty(appSubnetId) ? null : appSubnetId
     siteConfig: {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'

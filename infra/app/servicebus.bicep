@@ -6,6 +6,13 @@ param location string
 param tags object
 param sku string
 param pulseNamespace string
+@description('The private network\'s endpoints subnet (main.bicep\'s privateNetwork); empty: the namespace is public.')
+param endpointsSubnetId string = ''
+@description('The namespace\'s private DNS zone (network.bicep\'s zoneIds.namespace), with endpointsSubnetId.')
+param zoneId string = ''
+
+// Service Bus takes private endpoints on Premium only: a Standard namespace stays public (identities only, no keys).
+var isPrivate = !empty(endpointsSubnetId) && sku == 'Premium'
 
 // shared/domain/events.py: TASK_EXCHANGES and GROUP_EXCHANGES (tests/habits/test_deploy.py keeps the two lists equal).
 var exchanges = [
@@ -30,6 +37,20 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
   properties: {
     minimumTlsVersion: '1.2'
     disableLocalAuth: true // identities only: no SAS keys to leak
+    publicNetworkAccess: isPrivate ? 'Disabled' : 'Enabled'
+  }
+}
+
+module endpoint 'private-endpoint.bicep' = if (isPrivate) {
+  name: 'pe-${name}-namespace'
+  params: {
+    name: 'pe-${name}-namespace'
+    location: location
+    tags: tags
+    subnetId: endpointsSubnetId
+    targetId: namespace.id
+    groupId: 'namespace'
+    zoneId: zoneId
   }
 }
 

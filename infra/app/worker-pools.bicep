@@ -14,6 +14,8 @@ param keyVaultName string
 param rootUrl string
 param identityPrefix string
 param jobPrefix string
+@description('The private network\'s workers subnet (main.bicep\'s privateNetwork): the executions run in the network and reach the private accounts; empty: none.')
+param workersSubnetId string = ''
 
 resource environment 'Microsoft.App/managedEnvironments@2025-01-01' = {
   name: name
@@ -24,6 +26,8 @@ resource environment 'Microsoft.App/managedEnvironments@2025-01-01' = {
     // the workspace's shared key here.
     appLogsConfiguration: { destination: 'azure-monitor' }
     workloadProfiles: [{ name: 'Consumption', workloadProfileType: 'Consumption' }]
+    // Jobs have no ingress: `internal` only keeps the environment from having a public address.
+    vnetConfiguration: empty(workersSubnetId) ? null : { infrastructureSubnetId: workersSubnetId, internal: true }
   }
 }
 
