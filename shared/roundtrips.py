@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 
-Span = tuple[float, float]  # when one storage call the work waited for started and ended (time.monotonic)
+Span = tuple[float, float]  # when one storage call the work waited for started and ended (on `now`)
 
 _SPANS: contextvars.ContextVar[list[Span] | None] = contextvars.ContextVar("storage_spans", default=None)
 # How many API requests waited through how many round trips, by method: the local host's SIGUSR1 dump prints it
 # (bench.lifecycle reads it); the same figures go to the `queue.api.storage_round_trips` histogram.
 TALLY: defaultdict[str, Counter[int]] = defaultdict(Counter)
+
+
+def now() -> float:
+    """The clock spans and arrivals are read on: time.monotonic (a test may put its event loop's fake one here)."""
+    return time.monotonic()
 
 
 def current() -> list[Span] | None:

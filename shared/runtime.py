@@ -7,7 +7,8 @@ maintenance that depends on those, built from the settings once per process (`ge
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from shared import faults, timeutil
@@ -95,8 +96,11 @@ def build_queue(
     queues: QueueStore,
     blobs: BlobStore | None = None,
     clock: Clock = timeutil.now,
+    ticks: Callable[[], float] = time.monotonic,
 ) -> Queue:
-    stores = Stores.create(settings, tables, queues, blobs, clock)
+    """The service on these stores; `clock` its wall clock, `ticks` the monotonic one its skips of empty pending
+    queues are timed on (tests give their own)."""
+    stores = Stores.create(settings, tables, queues, blobs, clock, ticks)
     tasks = TaskRepository(stores)
     scheduling = Scheduling(tasks)
     index = TaskIndex(stores)

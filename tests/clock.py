@@ -21,12 +21,15 @@ class Clock:
 
 
 class Ticks:
-    """A monotonic clock in seconds (what `time.monotonic` answers), from 0."""
+    """A monotonic clock in seconds (what `time.monotonic` answers), from 0. With `step`, each reading moves it on
+    by that much, as a real one moves between two readings: two events read in turn are never at the same time."""
 
-    def __init__(self) -> None:
+    def __init__(self, step: float = 0.0) -> None:
         self.now = 0.0
+        self.step = step
 
     def __call__(self) -> float:
+        self.now += self.step
         return self.now
 
     def advance(self, seconds: float) -> None:

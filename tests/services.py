@@ -23,6 +23,7 @@ def memory_service(
     queues: QueueStore | None = None,
     blobs: BlobStore | None = None,
     clock: Callable[[], dt.datetime] | None = None,
+    ticks: Callable[[], float] | None = None,
     **settings: Any,
 ) -> Queue:
     """A service on the memory connector with the unit tier's settings: short claims (parked), no deadline delay, no
@@ -46,6 +47,7 @@ def memory_service(
         queues or MemoryQueues(),
         blobs,
         **({"clock": clock} if clock is not None else {}),
+        **({"ticks": ticks} if ticks is not None else {}),
     )
 
 

@@ -213,7 +213,7 @@ class Received(list[QueueMessage]):
     for the work by other means (claimWork reads the task queue's index)."""
 
     lost: bool = False
-    sent_at: float | None = None  # when the receive that answered was sent (time.monotonic), if known
+    sent_at: float | None = None  # when the receive that answered was sent (its receiver's ticks), if known
 
     def __init__(
         self, messages: Iterable[QueueMessage] = (), *, lost: bool = False, sent_at: float | None = None

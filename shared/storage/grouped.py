@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -38,7 +37,7 @@ Key = TypeVar("Key", bound=Hashable)
 class _Caller(Generic[Item]):
     item: Item
     done: asyncio.Future[None]
-    arrived: float  # time.monotonic()
+    arrived: float  # roundtrips.now()
     spans: list[roundtrips.Span] | None  # the caller's traced round trips, which the writes it waits for join
 
 
@@ -69,7 +68,7 @@ class GroupCommit(Generic[Key, Item]):
             group = self._groups[key] = _Group(loop)
         done: asyncio.Future[None] = loop.create_future()
         done.add_done_callback(_retrieved)  # a caller that gave up leaves no "exception never retrieved"
-        group.waiting.append(_Caller(item, done, time.monotonic(), roundtrips.current()))
+        group.waiting.append(_Caller(item, done, roundtrips.now(), roundtrips.current()))
         if group.writer is None:
             # A task of its own, so that a caller that gives up (its request cancelled) strands no other.
             group.writer = loop.create_task(self._write(key, group, linger))

@@ -153,12 +153,12 @@ async def with_retries(
         result: T | None = None
         failure: BaseException | None = None
         ATTEMPTS[operation] += 1
-        sent = time.monotonic()
+        sent = roundtrips.now()
         try:
             result = await attempt(request_id)
         except Exception as exc:  # transport errors (judged below), or a bug (not retried)
             failure = exc
-        roundtrips.record(sent, time.monotonic())
+        roundtrips.record(sent, roundtrips.now())
         verdict = judge(result, failure)
         if not verdict.retry:
             if failure is not None:

@@ -5,9 +5,11 @@ commit."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,57 @@ def test_unit_tests_are_named_after_the_module_they_test():
     unnamed = [f.name for f in files if f not in named and not MODULE_PATH.search(f.read_text().split('"""')[1])]
     assert unnamed == [], "name these after the module they test, or name their modules in their docstring"
     assert len(named) >= 0.9 * len(files), f"{len(named)} of {len(files)} unit files named after a module"
+
+
+# Functions a test defines and awaits at once, whose statements are the test's own (`(await go())`).
+TEST_WRAPPERS = {"go", "scenario"}
+
+
+def _test_statements(node: ast.AST) -> Iterator[ast.AST]:
+    """What a test's body runs itself: its statements and those of its wrappers, not the fakes it defines."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and child.name not in TEST_WRAPPERS:
+            continue
+        if isinstance(child, ast.Lambda | ast.ClassDef):
+            continue
+        yield child
+        yield from _test_statements(child)
+
+
+def _waits(node: ast.AST) -> bool:
+    """A sleep of more than no time."""
+    if not isinstance(node, ast.Call) or ast.unparse(node.func) not in ("asyncio.sleep", "time.sleep"):
+        return False
+    return not (node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0)
+
+
+def test_no_unit_test_waits_on_the_wall_clock():
+    """A unit test waits for other tasks with tests.turns.others_run or an event, and lets time pass on a clock of
+    its own: the service's (tests.clock), or the event loop's fake one (`@pytest.mark.looptime`), where a sleep takes
+    no real time. A sleep in a test's own statements otherwise makes what it asserts depend on the machine's speed
+    (issue #88). A fake's own latency (a sleep in a function the test defines) stays."""
+    found = []
+    for path in sorted((PROJECT / "tests" / "unit").glob("test_*.py")):
+        for test in ast.parse(path.read_text()).body:
+            if not isinstance(test, ast.FunctionDef | ast.AsyncFunctionDef) or not test.name.startswith("test_"):
+                continue
+            if any("looptime" in ast.unparse(d) for d in test.decorator_list):
+                continue
+            found += [
+                f"{path.name}:{call.lineno} {ast.unparse(call)}" for call in _test_statements(test) if _waits(call)
+            ]
+    assert found == [], "wait with others_run, an event or a test clock"
+
+
+def test_no_async_test_starts_an_event_loop_of_its_own():
+    """Under pytest-asyncio's auto mode an `async def` test runs in the test's loop; an `asyncio.run` inside one
+    would fail, and in a sync test that only wraps async code it hides the loop from fixtures (issue #88)."""
+    found = [
+        f"{path.relative_to(PROJECT)}:{node.lineno}"
+        for path in sorted((PROJECT / "tests").rglob("test_*.py"))
+        for test in ast.parse(path.read_text()).body
+        if isinstance(test, ast.AsyncFunctionDef)
+        for node in ast.walk(test)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "asyncio.run"
+    ]
+    assert found == []

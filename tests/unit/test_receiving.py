@@ -14,8 +14,10 @@ from shared.operations.writes.stores import EmptyPendingQueues
 from shared.storage.base import Entity, Received
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.memory import MemoryQueues, MemoryTables
+from tests.clock import Ticks
 from tests.conftest import slugid, task_definition, task_queue_id
 from tests.services import memory_service
+from tests.turns import others_run
 from tests.unit.test_service import _defaults
 
 
@@ -67,7 +69,7 @@ async def test_callers_waiting_together_share_a_receive_and_each_message_goes_to
         first = asyncio.ensure_future(shared.receive("q", 1, 30))
         await queues.held.wait()
         others = asyncio.gather(*(shared.receive("q", 2, 30) for _ in range(3)))
-        await asyncio.sleep(0.02)  # they are waiting
+        await others_run()  # they are waiting
         queues.gate.set()
         later = [await first, *await others]
         assert queues.receives == [32, 1, 6] and [len(answer) for answer in later] == [1, 2, 2, 2]
@@ -83,7 +85,7 @@ async def test_callers_that_come_while_a_receive_finds_the_queue_empty_get_its_a
         first = asyncio.ensure_future(shared.receive("q", 1, 30))
         await queues.held.wait()
         others = asyncio.gather(*(shared.receive("q", 2, 30) for _ in range(3)))
-        await asyncio.sleep(0.02)  # they are waiting
+        await others_run()  # they are waiting
         queues.gate.set()
         answers = [await first, *await others]
         assert queues.receives == [1]  # one receive: it found nothing, so the others are told the same
@@ -127,7 +129,7 @@ async def test_the_share_of_a_caller_that_gave_up_goes_back_to_the_queue():
         await asyncio.sleep(0)
         gone.cancel()
         assert len(await first) == 1
-        await asyncio.sleep(0.05)
+        await others_run()  # a share taken for the cancelled caller goes back
         assert queues.released <= 1
         # Whatever the cancelled caller's receive took is visible again: the second message is still there.
         assert len(await shared.receive("q", 1, 30)) == 1
@@ -140,7 +142,7 @@ async def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run
         service = memory_service(claim_work_wait=60, claim_work_poll_interval=30, pending_empty_ttl=0)
         tq = task_queue_id()
         waiting = asyncio.ensure_future(service.work.claim_work(tq, "g", "w", 1))
-        await asyncio.sleep(0.1)  # it found nothing and waits (its next poll is 30 s away)
+        await others_run()  # it found nothing and waits (its next poll is 30 s away)
         definition = task_definition(taskQueueId=tq)
         task_id = slugid()
         await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
@@ -222,12 +224,12 @@ async def _create(service, task_queue, priority):
     return task_id
 
 
-def _pollers(queues: TimedQueues, tables: MemoryTables):
+def _pollers(queues: TimedQueues, tables: MemoryTables, ticks: Ticks):
     """Two processes on the same storage: `worker` claims, `other` creates (so that `worker` does not know of the
-    hints it puts), both finding a queue empty skipped for 50 ms only."""
+    hints it puts), both finding a queue empty skipped for 50 ms of `ticks` only."""
 
     def process():
-        return memory_service(tables=tables, queues=queues, pending_empty_ttl=0.05)
+        return memory_service(tables=tables, queues=queues, ticks=ticks, pending_empty_ttl=0.05)
 
     return process(), process()
 
@@ -242,12 +244,12 @@ async def test_claim_work_receives_the_queues_that_are_probably_empty_together_w
     trip), not one after another; fails if they are received in turn."""
 
     async def go():
-        queues, tables = TimedQueues(), MemoryTables()
-        worker, other = _pollers(queues, tables)
+        queues, tables, ticks = TimedQueues(), MemoryTables(), Ticks(step=1e-6)
+        worker, other = _pollers(queues, tables, ticks)
         tq = task_queue_id()
         assert await worker.work.claim_work(tq, "g", "w", 1) == []  # finds all seven empty
         assert len(queues.spans) == 7 and _at_once(queues.spans)
-        await asyncio.sleep(0.06)  # they are no longer skipped
+        ticks.advance(0.05)  # they are no longer skipped
         task_id = await _create(other, tq, "lowest")
         queues.spans.clear()
         [claim] = await worker.work.claim_work(tq, "g", "w", 1)
@@ -264,11 +266,11 @@ async def test_claim_work_receives_the_queues_that_are_probably_empty_together_w
 
 async def test_hints_of_a_higher_priority_found_together_go_first_and_the_lower_ones_go_back():
     async def go():
-        queues, tables = TimedQueues(), MemoryTables()
-        worker, other = _pollers(queues, tables)
+        queues, tables, ticks = TimedQueues(), MemoryTables(), Ticks(step=1e-6)
+        worker, other = _pollers(queues, tables, ticks)
         tq = task_queue_id()
         assert await worker.work.claim_work(tq, "g", "w", 1) == []
-        await asyncio.sleep(0.06)
+        ticks.advance(0.05)  # they are no longer skipped
         low = await _create(other, tq, "lowest")
         high = await _create(other, tq, "high")
         [claim] = await worker.work.claim_work(tq, "g", "w", 1)

@@ -1,10 +1,15 @@
 """Counting a request's storage round trips one after another (shared/roundtrips.py), with the shared work it
-waits for: a group commit's write, a shared receive; work after the answer does not count."""
+waits for: a group commit's write, a shared receive; work after the answer does not count.
+
+On the event loop's fake clock (looptime): a storage call's sleep moves it on without the wall clock, and the
+spans are read on it (`roundtrips.now`), so which call ended before another began is the scenario's, not the
+machine's."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+
+import pytest
 
 from shared import roundtrips, timeutil
 from shared.operations.writes.receiving import SharedReceives
@@ -13,6 +18,11 @@ from shared.storage.base import Op
 from shared.storage.grouped import GroupCommit
 from shared.storage.memory import MemoryTables
 from tests.unit.test_receiving import SlowQueues
+
+
+@pytest.fixture(autouse=True)
+def spans_on_the_loops_clock(monkeypatch):
+    monkeypatch.setattr(roundtrips, "now", lambda: asyncio.get_running_loop().time())
 
 
 def test_the_longest_chain_of_calls_one_after_another():
@@ -24,11 +34,12 @@ def test_the_longest_chain_of_calls_one_after_another():
 
 async def call(seconds: float = 0.01) -> None:
     """A storage call, as the retry loop records it."""
-    started = time.monotonic()
+    started = roundtrips.now()
     await asyncio.sleep(seconds)
-    roundtrips.record(started, time.monotonic())
+    roundtrips.record(started, roundtrips.now())
 
 
+@pytest.mark.looptime
 async def test_a_caller_waiting_behind_a_write_in_flight_counts_it_and_its_own():
     async def go():
         async def write(key: str, items: list[int]) -> None:
@@ -58,23 +69,24 @@ class SlowTables(MemoryTables):
     """Each transaction takes 200 ms and is recorded, as the retry loop records a storage call."""
 
     async def commit(self, table: str, ops: list[Op]) -> list[str | None] | None:
-        started = time.monotonic()
+        started = roundtrips.now()
         await asyncio.sleep(0.2)
         try:
             return await super().commit(table, ops)
         finally:
-            roundtrips.record(started, time.monotonic())
+            roundtrips.record(started, roundtrips.now())
 
 
 class RecordedQueues(SlowQueues):
     async def receive(self, queue, max_messages, visibility_timeout):
-        started = time.monotonic()
+        started = roundtrips.now()
         try:
             return await super().receive(queue, max_messages, visibility_timeout)
         finally:
-            roundtrips.record(started, time.monotonic())
+            roundtrips.record(started, roundtrips.now())
 
 
+@pytest.mark.looptime
 async def test_callers_sharing_a_receive_each_count_it():
     async def go():
         shared = SharedReceives(RecordedQueues())
@@ -89,6 +101,7 @@ async def test_callers_sharing_a_receive_each_count_it():
     (await go())
 
 
+@pytest.mark.looptime
 async def test_work_started_for_after_the_answer_is_not_counted():
     async def go():
         background = Background()
@@ -101,6 +114,7 @@ async def test_work_started_for_after_the_answer_is_not_counted():
     (await go())
 
 
+@pytest.mark.looptime
 async def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
     """A request whose rows go to two partitions, each with a write in flight when the row comes, the second row
     coming once the first partition's write had ended: its two waits are in parallel branches of its work, not one
@@ -111,12 +125,12 @@ async def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
         gates = {"a": asyncio.Event(), "b": asyncio.Event()}
 
         async def write(key: str, items: list[int]) -> None:
-            started = time.monotonic()
+            started = roundtrips.now()
             if items == [0]:
                 await gates[key].wait()  # the earlier write, in flight until its gate opens
             else:
                 await asyncio.sleep(0.02)
-            roundtrips.record(started, time.monotonic())
+            roundtrips.record(started, roundtrips.now())
 
         commit: GroupCommit[str, int] = GroupCommit(write, len)
         earlier = [asyncio.ensure_future(commit.add(key, 0)) for key in ("a", "b")]
@@ -137,6 +151,7 @@ async def test_waits_behind_two_writes_in_flight_in_parallel_count_once():
     (await go())
 
 
+@pytest.mark.looptime
 async def test_edges_written_for_later_requests_are_not_the_first_requests_round_trips():
     """The edge writer of a dependency runs as long as edges come; each transaction is counted for the
     createTasks that waited for it, not for the one whose edge started the writer."""

@@ -16,6 +16,7 @@ from shared.operations.claims import Claim, ClaimRefusal
 from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work, resolution_messages
+from tests.clock import Ticks
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
 
@@ -223,8 +224,8 @@ async def test_retried_create_task_finishes_what_a_crash_after_its_write_left(se
 
 
 async def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
-    tables, queues = MemoryTables(), MemoryQueues()
-    service = memory_service(tables=tables, queues=queues, clock=clock, pending_empty_ttl=0.3)
+    tables, queues, ticks = MemoryTables(), MemoryQueues(), Ticks(step=1e-6)
+    service = memory_service(tables=tables, queues=queues, clock=clock, ticks=ticks, pending_empty_ttl=0.3)
     other = memory_service(tables=tables, queues=queues, clock=clock, pending_empty_ttl=0.3)  # another process
     definition = task_definition()
     tq = definition["taskQueueId"]
@@ -239,7 +240,7 @@ async def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_
     late_id = slugid()
     await other.creation.create_task(late_id, dict(definition, **_defaults(definition)))
     assert await claim_work(service, tq, "g", "w", 1) == []
-    await asyncio.sleep(0.35)
+    ticks.advance(0.3)
     [late] = await claim_work(service, tq, "g", "w", 1)
     assert late["status"]["taskId"] == late_id
 
@@ -276,8 +277,8 @@ class LosingReceives(MemoryQueues):
 
 
 async def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
-    queues = LosingReceives()  # on the wall clock: the claims see no time pass while the hint hides
-    service = memory_service(queues=queues, clock=clock, pending_hint_visibility=1)
+    queues, ticks = LosingReceives(clock), Ticks(step=1e-6)  # the hint hides on the queue's clock, the skip on ticks
+    service = memory_service(queues=queues, clock=clock, ticks=ticks, pending_hint_visibility=1)
     older, definition = await create(service, priority="lowest")
     tq = definition["taskQueueId"]
     clock.advance(1)
@@ -289,7 +290,8 @@ async def test_claim_work_after_a_lost_receive_claims_from_the_index(clock):
     # `newer`'s hint is still hidden, and `older`'s is stale now: the index is looked at again while it hides.
     [second] = await claim_work(service, tq, "g", "w", 1)
     assert second["status"]["taskId"] == newer
-    await asyncio.sleep(1.1)  # the hidden hint comes back
+    clock.advance(1.1)  # the hidden hint comes back
+    ticks.advance(1.1)
     assert await claim_work(service, tq, "g", "w2", 2) == []  # its run is claimed: dropped, nothing doubled
     assert await service.stores.queues.approximate_count(pending_queue(tq, "high")) == 0
 

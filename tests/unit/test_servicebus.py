@@ -15,6 +15,7 @@ from shared.bus.bindings import ALWAYS, NEVER, binding_matches, routes_property,
 from shared.bus.servicebus import ServiceBusPublisher, application_properties, subscription_rules, to_message
 from shared.domain.events import TASK_KEY_WORDS, Event
 from shared.outbox.rows import PublishError
+from tests.turns import others_run
 
 # --- a small evaluator of the SQL filter subset -----------------------------------------------------------------
 
@@ -226,7 +227,7 @@ async def test_publishes_take_turns():
         client = GatedClient(gate)
         publisher = ServiceBusPublisher(client, namespace="ns", in_flight=8)
         sends = [asyncio.ensure_future(publisher.publish(EVENT)) for _ in range(50)]
-        await asyncio.sleep(0.05)
+        await others_run()
         assert publisher.turns.in_flight == 8  # the other 42 wait their turn, not on Service Bus
         gate.set()
         await asyncio.gather(*sends)
@@ -235,6 +236,7 @@ async def test_publishes_take_turns():
     (await scenario())
 
 
+@pytest.mark.looptime
 async def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender():
     async def scenario() -> None:
         gate = asyncio.Event()
@@ -242,7 +244,7 @@ async def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender
         client = GatedClient(gate, stalled=frozenset({1}))  # the first send never ends; the others go through
         publisher = ServiceBusPublisher(client, namespace="ns", timeout=0.3)
         first = asyncio.ensure_future(publisher.publish(EVENT))
-        await asyncio.sleep(0.01)  # sent (and stalled)
+        await others_run()  # sent (and stalled)
         for _ in range(5):
             await publisher.publish(EVENT)
         with pytest.raises(PublishError):
@@ -254,6 +256,7 @@ async def test_a_send_that_times_out_while_others_are_confirmed_keeps_its_sender
     (await scenario())
 
 
+@pytest.mark.looptime
 async def test_a_stale_failure_leaves_the_new_sender_be():
     async def scenario() -> None:
         gate = asyncio.Event()
@@ -261,7 +264,7 @@ async def test_a_stale_failure_leaves_the_new_sender_be():
         client = GatedClient(gate, stalled=frozenset({1, 2}))  # two sends of the first sender hang: nothing confirmed
         publisher = ServiceBusPublisher(client, namespace="ns", timeout=0.3)
         first = asyncio.ensure_future(publisher.publish(EVENT))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # on the loop's fake clock: the second send starts 0.1 s after the first
         second = asyncio.ensure_future(publisher.publish(EVENT))
         with pytest.raises(PublishError):
             await first  # nothing confirmed since it started: its sender is closed, a new one made next time

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import datetime as dt
 
 import pytest
 
 from local_host.triggers import QueueOptions, QueueTriggerRunner, parse_timespan
+from shared import timeutil
 from shared.errors import SettingsError
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues
@@ -91,37 +92,37 @@ def check_back_off(inner, queue="q", scale=1.0):
     assert processed == 1
 
 
+@pytest.mark.looptime
 async def test_a_put_by_this_process_wakes_the_queues_trigger(monkeypatch):
     """A trigger idle in its back-off polls at once when a message is put on its queue in this process
-    (PUT_LISTENERS, as the local host registers it), instead of when its wait ends (here at least 0.8 s later)."""
+    (PUT_LISTENERS, as the local host registers it), instead of when its wait ends (here at least 0.8 s later).
+    On the loop's fake clock (looptime): the waits below move it on without the wall clock."""
     from local_host import triggers
     from shared.storage.base import PUT_LISTENERS
 
     monkeypatch.setattr(triggers, "MIN_POLLING_INTERVAL", 1.0)  # its first idle wait: 0.8-1 s
+    loop = asyncio.get_running_loop()
+    store = MemoryQueues()
+    handled: list[float] = []
 
-    async def go():
-        store = MemoryQueues()
-        handled: list[float] = []
-        runner = QueueTriggerRunner(
-            "f", "q", lambda msg: handled.append(time.monotonic()), "msg", store, QueueOptions(max_polling_interval=30)
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(runner.run(stop))
-        await asyncio.sleep(0.2)  # idle: the next poll is at least 0.6 s away
-        listener = lambda queue: runner.wake() if queue == "q" else None  # noqa: E731
-        PUT_LISTENERS.append(listener)
-        try:
-            put_at = time.monotonic()
-            await store.put("q", b"{}")
-            await store.put("other", b"{}")  # another queue's put wakes nothing here
-            await asyncio.sleep(0.3)
-        finally:
-            PUT_LISTENERS.remove(listener)
-            stop.set()
-            await task
-        return put_at, handled
+    async def handle(msg: object) -> None:
+        handled.append(loop.time())
 
-    put_at, handled = await go()
+    runner = QueueTriggerRunner("f", "q", handle, "msg", store, QueueOptions(max_polling_interval=30))
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    await asyncio.sleep(0.2)  # idle: the next poll is at least 0.6 s away
+    listener = lambda queue: runner.wake() if queue == "q" else None  # noqa: E731
+    PUT_LISTENERS.append(listener)
+    try:
+        put_at = loop.time()
+        await store.put("q", b"{}")
+        await store.put("other", b"{}")  # another queue's put wakes nothing here
+        await asyncio.sleep(0.3)
+    finally:
+        PUT_LISTENERS.remove(listener)
+        stop.set()
+        await task
     assert len(handled) == 1 and handled[0] - put_at < 0.3
 
 
@@ -151,26 +152,28 @@ def test_tune_gc_freezes_what_the_app_made_and_raises_the_young_threshold():
         gc.set_threshold(*before)
 
 
+@pytest.mark.looptime
 async def test_a_lease_keeps_a_running_message_hidden_and_ends_with_its_last_receipt(monkeypatch):
+    """On the loop's fake clock (looptime), which the queue's visibility follows too: the waits below move both on
+    without the wall clock."""
     from local_host import triggers
 
     monkeypatch.setattr(triggers, "RECEIVE_VISIBILITY", 0.6)  # renewed every 0.3 s
-
-    async def go():
-        store = MemoryQueues()
-        await store.put("q", b"{}")
-        [message] = await store.receive("q", 1, triggers.RECEIVE_VISIBILITY)
-        async with triggers.Lease(store, "q", message) as lease:
-            await asyncio.sleep(0.9)  # longer than the lease: without renewals the message would be back
-            assert await store.receive("q", 1, 1) == []
-        assert lease.message.pop_receipt != message.pop_receipt  # renewed
-        await store.delete("q", lease.message)
-        await asyncio.sleep(0.7)
-        assert await store.approximate_count("q") == 0  # deleted with the last receipt, not left to come back
-
-    (await go())
+    loop = asyncio.get_running_loop()
+    start = timeutil.now()
+    store = MemoryQueues(clock=lambda: start + dt.timedelta(seconds=loop.time()))
+    await store.put("q", b"{}")
+    [message] = await store.receive("q", 1, triggers.RECEIVE_VISIBILITY)
+    async with triggers.Lease(store, "q", message) as lease:
+        await asyncio.sleep(0.9)  # longer than the lease: without renewals the message would be back
+        assert await store.receive("q", 1, 1) == []
+    assert lease.message.pop_receipt != message.pop_receipt  # renewed
+    await store.delete("q", lease.message)
+    await asyncio.sleep(0.7)
+    assert await store.approximate_count("q") == 0  # deleted with the last receipt, not left to come back
 
 
+@pytest.mark.looptime
 async def test_the_host_serves_once_the_timers_that_run_at_startup_ran_or_their_bound_passed(monkeypatch):
     """What a timer with run_on_startup does (the exchanges' declaration) is done before the host answers; one that
     takes longer than STARTUP_SECONDS does not hold the host back."""
@@ -196,9 +199,10 @@ async def test_the_host_serves_once_the_timers_that_run_at_startup_ran_or_their_
     assert fired == ["quick"]  # the startup run is over; the other timer has not fired
     slow_runner = TimerTriggerRunner("slow", "0 0 0 1 1 *", slow, "timer", True)
     tasks.append(asyncio.create_task(slow_runner.run(stop)))
-    began = time.monotonic()
+    loop = asyncio.get_running_loop()
+    began = loop.time()  # the loop's fake clock (looptime): the slow timer's 30 s and the bound take no real time
     await host_mod._started([slow_runner])
-    assert 0.25 < time.monotonic() - began < 5
+    assert loop.time() - began == pytest.approx(0.3)
     stop.set()
     for task in tasks:
         task.cancel()

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from shared import roundtrips
@@ -29,7 +29,7 @@ MAX_RECEIVE = 32  # Azure's most messages per receive
 class _Waiter:
     wanted: int
     answer: asyncio.Future[Received]
-    arrived: float = field(default_factory=time.monotonic)
+    arrived: float = field(default_factory=lambda: roundtrips.now())
     spans: list[roundtrips.Span] | None = field(default_factory=roundtrips.current)  # its traced round trips
 
 
@@ -41,8 +41,9 @@ class _Queue:
 
 
 class SharedReceives:
-    def __init__(self, queues: QueueStore) -> None:
+    def __init__(self, queues: QueueStore, ticks: Callable[[], float] = time.monotonic) -> None:
         self.queues = queues
+        self.ticks = ticks  # when a receive was sent (Received.sent_at), on EmptyPendingQueues' clock
         self._by_queue: dict[str, _Queue] = {}
         self._giving_back: set[asyncio.Task[None]] = set()
 
@@ -77,7 +78,7 @@ class SharedReceives:
             while state.waiting:
                 batch = _next_batch(state)
                 total = sum(waiter.wanted for waiter in batch)
-                sent_at = time.monotonic()
+                sent_at = self.ticks()
                 try:
                     # This task began in one caller's context: the receive is told to each caller that waits for it.
                     with roundtrips.traced() as spans:

@@ -69,8 +69,9 @@ class EmptyPendingQueues:
     a queue found empty is skipped for `pending_empty_ttl`; a hint put by this process clears that at once, one
     put by another process waits at most that long."""
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, ticks: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
+        self.ticks = ticks  # seconds, only ever growing (time.monotonic; a test's own clock)
         self.wakeups = PendingWakeups()  # claimWork calls waiting for a run this process makes pending
         # Each map at most FILLED_REMEMBERED pending queues (the least recently touched are forgotten, which costs
         # at most a receive that could have been skipped).
@@ -85,12 +86,12 @@ class EmptyPendingQueues:
     def lost(self, queue: str, hidden_for: float) -> None:
         """A receive from `queue` lost its answer: the hints it took are hidden for `hidden_for` s, and claimWork
         looks for their runs in the task queue's index meanwhile."""
-        self._hidden.put(queue, time.monotonic() + hidden_for)
+        self._hidden.put(queue, self.ticks() + hidden_for)
         self._until.pop(queue)
 
     def hides(self, queue: str) -> bool:
         until = self._hidden.peek(queue)
-        if until is not None and until <= time.monotonic():
+        if until is not None and until <= self.ticks():
             self._hidden.pop(queue)
             return False
         return until is not None
@@ -101,7 +102,7 @@ class EmptyPendingQueues:
             self._hidden.pop(queue)
 
     def skipped(self, queue: str) -> bool:
-        return (self._until.peek(queue) or 0.0) > time.monotonic()
+        return (self._until.peek(queue) or 0.0) > self.ticks()
 
     def may_hold_hints(self, queue: str) -> bool:
         """Whether the last receive of `queue` here got hints, or this process put one on it since. claimWork
@@ -117,7 +118,7 @@ class EmptyPendingQueues:
     def received(self, queue: str, count: int, sent_at: float | None = None) -> None:
         """A receive sent at `sent_at` (monotonic; now if not known) got `count` messages. Found empty, the queue
         is skipped for the TTL, unless this process put a hint on it since that receive was sent."""
-        now = time.monotonic()
+        now = self.ticks()
         filled = self._filled.peek(queue)
         filled_at = -1.0 if filled is None else filled
         self._hints_seen(queue, count > 0 or filled_at >= (now if sent_at is None else sent_at))
@@ -130,7 +131,7 @@ class EmptyPendingQueues:
         """This process put a hint on `queue`: it is not empty any more, as far as this process knows."""
         self._until.pop(queue)
         self._hints_seen(queue, True)
-        self._filled.put(queue, time.monotonic())  # to the end: the oldest is dropped first
+        self._filled.put(queue, self.ticks())  # to the end: the oldest is dropped first
 
 
 @dataclass
@@ -166,6 +167,7 @@ class Stores:
         queues: QueueStore,
         blobs: BlobStore | None = None,
         clock: Clock = timeutil.now,
+        ticks: Callable[[], float] = time.monotonic,
     ) -> Stores:
         background = Background()
         shards = Shards(settings.check_shards, settings.pending_shards)
@@ -199,8 +201,8 @@ class Stores:
             DeadlineIndex(tables, check_queues, shards, settings.deadline_delay, expiry, clock),
             WorkerInfo(tables, settings, clock),
             TaskQueueRuns(tables, shards),
-            EmptyPendingQueues(settings.pending_empty_ttl),
-            SharedReceives(queues),
+            EmptyPendingQueues(settings.pending_empty_ttl, ticks),
+            SharedReceives(queues, ticks),
             background,
             shards,
             check_queues,
