@@ -367,6 +367,27 @@ def task_definition(**overrides: Any) -> dict[str, Any]:
     return {k: v for k, v in definition.items() if v is not None}
 
 
+def schema_defaults(definition: dict[str, Any]) -> dict[str, Any]:
+    """What the schema fills in before the service sees a body, for the fields `definition` leaves out (a
+    definition given straight to the operations, not through the API)."""
+    return {
+        k: v
+        for k, v in {
+            "schedulerId": "-",
+            "projectId": "none",
+            "dependencies": [],
+            "requires": "all-completed",
+            "routes": [],
+            "priority": "lowest",
+            "retries": 5,
+            "scopes": [],
+            "tags": {},
+            "extra": {},
+        }.items()
+        if k not in definition
+    }
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 15, interval: float = 0.1) -> Any:
     """Poll until `predicate()` is truthy; return its value or fail after `timeout` seconds."""
     give_up = time.monotonic() + timeout

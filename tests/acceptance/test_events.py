@@ -495,8 +495,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     from shared.settings import load_settings
     from shared.storage.base import QueueStore
     from shared.storage.sharded import split_shard
-    from tests.conftest import sharding_settings, stores_of
-    from tests.unit.test_service import _defaults
+    from tests.conftest import schema_defaults, sharding_settings, stores_of
 
     class CountingQueues:
         """The host's queue store (sharded as it is), counting the puts to the dispatch queue (its shards)."""
@@ -527,7 +526,7 @@ def test_a_burst_of_changes_shares_dispatch_messages_and_every_event_arrives(
     async def create_all() -> None:
         try:
             definition = task_definition(taskQueueId=tq)
-            body = dict(definition, **_defaults(definition))
+            body = dict(definition, **schema_defaults(definition))
             await asyncio.gather(*(service.creation.create_task(task_id, body) for task_id in task_ids))
         finally:
             await service.close()

@@ -275,8 +275,7 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs, AzureQueues
     from tests.clock import Clock
-    from tests.conftest import slugid, task_definition
-    from tests.unit.test_service import _defaults
+    from tests.conftest import schema_defaults, slugid, task_definition
 
     azurite = azurite_mod.start(tmp_path / "azurite", in_memory=True)
     cs = azurite.connection_string
@@ -291,7 +290,7 @@ def test_task_expiry_deletes_its_artifacts_blobs_and_rows(tmp_path):
             for days in (1, 30):
                 task_id, definition = slugid(), task_definition()
                 definition["expires"] = timeutil.iso(clock() + dt.timedelta(days=days))
-                await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
                 await service.claims.claim(task_id, 0, "g", "w")
                 created = await create_artifact(
                     service,
@@ -333,8 +332,7 @@ def test_the_pending_census_and_role_store_on_azurite(azurite):
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs
     from tests.clock import Clock
-    from tests.conftest import slugid, task_definition
-    from tests.unit.test_service import _defaults
+    from tests.conftest import schema_defaults, slugid, task_definition
 
     cs = azurite.connection_string
     settings = load_settings(storage=cs, root_access_token="x" * 30, claim_work_wait=0)
@@ -346,7 +344,7 @@ def test_the_pending_census_and_role_store_on_azurite(azurite):
             for tq, count in zip(queues, (3, 1), strict=True):
                 for _ in range(count):
                     task_id, definition = slugid(), task_definition(taskQueueId=tq)
-                    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             census = await service.stores.queue_runs.pending_census()
             assert [census[tq][0] for tq in queues] == [3, 1] and all(census[tq][1] for tq in queues)
             roles = RoleStore(service.stores.tables, cache_seconds=0)
@@ -379,8 +377,7 @@ def test_tasks_whose_deadline_buckets_were_never_checked_expire_on_azurite(tmp_p
     from shared.settings import load_settings
     from shared.storage.azure import AzureBlobs
     from tests.clock import Clock
-    from tests.conftest import slugid, task_definition
-    from tests.unit.test_service import _defaults
+    from tests.conftest import schema_defaults, slugid, task_definition
 
     Tables, Queues = IMPLEMENTATIONS[implementation]
     azurite = azurite_mod.start(tmp_path / "azurite", in_memory=True)
@@ -407,7 +404,7 @@ def test_tasks_whose_deadline_buckets_were_never_checked_expire_on_azurite(tmp_p
                 deadline=timeutil.iso(deadline),
                 expires=timeutil.iso(deadline + (dt.timedelta(hours=1) if i % 2 else dt.timedelta(days=30))),
             )
-            await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             (expiring if i % 2 else kept).add(task_id)
         assert await rows(service) == expiring | kept
         clock.advance(2 * 86400)

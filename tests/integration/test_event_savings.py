@@ -24,11 +24,10 @@ from shared.outbox.rows import DISPATCH_QUEUE, Stream, cursor_row_key, decode_re
 from shared.runtime import Queue
 from shared.storage.rest import RestQueues, RestTables
 from tests.amqp import Listener, broker_reachable, delete_exchanges
-from tests.conftest import azurite_of_its_own, slugid, task_definition
+from tests.conftest import azurite_of_its_own, schema_defaults, slugid, task_definition
 from tests.services import azurite_service
 from tests.unit.test_events import drain
 from tests.unit.test_resolution import dies_after_answering
-from tests.unit.test_service import _defaults
 
 pytestmark = pytest.mark.skipif(
     not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),
@@ -96,7 +95,7 @@ def service(connection: str, queues: RestQueues | None = None, **overrides: Any)
 async def create(queue: Queue, **overrides: object) -> str:
     task_id = slugid()
     definition = task_definition(**overrides)
-    await queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await queue.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 
@@ -155,7 +154,7 @@ def test_a_request_read_before_its_write_waits_for_it_and_reads_nothing(azurite,
             task_id = slugid()
             definition = task_definition()
             creating = asyncio.create_task(
-                queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                queue.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             )
             await tables.held.wait()  # its dispatch request is on the queue; the task is not written
             requests = [
@@ -190,7 +189,7 @@ def test_a_hint_received_before_its_tasks_write_waits_for_it_and_claims_without_
             task_id = slugid()
             definition = task_definition()
             creating = asyncio.create_task(
-                queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                queue.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             )
             await tables.held.wait()  # its hint is on the queue; the task is not written
             hints = pending_queue(definition["taskQueueId"], definition.get("priority", "lowest"))

@@ -16,9 +16,8 @@ from shared.bus import create_publisher
 from shared.domain.events import EXCHANGES
 from shared.runtime import Queue
 from tests.amqp import broker_reachable, delete_exchanges
-from tests.conftest import slugid, task_definition, task_queue_id
+from tests.conftest import schema_defaults, slugid, task_definition, task_queue_id
 from tests.services import azurite_service
-from tests.unit.test_service import _defaults
 
 # The counts are read off the calls' start and end times (shared/roundtrips.py): on a loaded machine, calls issued
 # at once can start after one another ended and count as sequential (CI saw 5 for 4 and 4 for 3, once each in three
@@ -67,12 +66,12 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             tq = task_queue_id()
             warm_up = slugid()  # the first task of a process and task queue creates queues on the way
             definition = task_definition(taskQueueId=tq)
-            await queue.creation.create_task(warm_up, dict(definition, **_defaults(definition)))
+            await queue.creation.create_task(warm_up, dict(definition, **schema_defaults(definition)))
             await queue.work.claim_work(tq, "g", "w", 1)
             await queue.stores.settled()
             task_id = slugid()
             _, creating = await counted(
-                lambda: queue.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                lambda: queue.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             )
             assert creating == 2  # the guards at once (hint, index and deadline rows, dispatch request); the task
             claims, claiming = await counted(lambda: queue.work.claim_work(tq, "g", "w", 1))
@@ -87,9 +86,9 @@ def test_create_claim_and_report_round_trips(azurite, bus: bool):
             # A task something depends on: its dependents are released before the answer (the worker's retry of
             # its report stands in should the process die first), its claim check left as it is.
             root, dependent = slugid(), slugid()
-            await queue.creation.create_task(root, dict(definition, **_defaults(definition)))
+            await queue.creation.create_task(root, dict(definition, **schema_defaults(definition)))
             child = task_definition(taskQueueId=tq, dependencies=[root])
-            await queue.creation.create_task(dependent, dict(child, **_defaults(child)))
+            await queue.creation.create_task(dependent, dict(child, **schema_defaults(child)))
             [claim] = await queue.work.claim_work(tq, "g", "w", 1)
             assert claim.task.task_id == root
             await queue.stores.settled()  # as above: the task runs
@@ -121,12 +120,14 @@ def test_create_task_with_dependencies_round_trips(azurite, monkeypatch):
             tq = task_queue_id()
             group = slugid()
             decision = task_definition(taskQueueId=tq, taskGroupId=group)
-            await queue.creation.create_task(group, dict(decision, **_defaults(decision)))
+            await queue.creation.create_task(group, dict(decision, **schema_defaults(decision)))
 
             async def create(dependencies: list[str]) -> tuple[str, int]:
                 task_id = slugid()
                 body = task_definition(taskQueueId=tq, taskGroupId=group, dependencies=dependencies)
-                task, trips = await counted(lambda: queue.creation.create_task(task_id, dict(body, **_defaults(body))))
+                task, trips = await counted(
+                    lambda: queue.creation.create_task(task_id, dict(body, **schema_defaults(body)))
+                )
                 return task.task_id, trips
 
             builds = [(await create([group]))[0] for _ in range(100)]
@@ -171,7 +172,7 @@ def test_a_first_claim_work_receives_the_seven_priority_queues_in_one_round_trip
             tq = task_queue_id()
             definition = task_definition(taskQueueId=tq, priority="low")  # the sixth of seven queues
             task_id = slugid()
-            await other.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+            await other.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             claims, claiming = await counted(lambda: queue.work.claim_work(tq, "g", "w", 1))
             assert [c.task.task_id for c in claims] == [task_id]
             assert claiming == 4  # the receives; the task's row; the claim check and index row; the claim

@@ -14,9 +14,8 @@ from local_host import scaler
 from local_host.triggers import QueueOptions
 from shared.domain.messages import CLAIM_DUE_QUEUE, CLAIM_QUEUE, DEADLINE_DUE_QUEUE, DEADLINE_QUEUE, ClaimCheck, Shards
 from shared.outbox.rows import DISPATCH_QUEUE
-from tests.conftest import azurite_of_its_own, slugid, task_definition, task_queue_id
+from tests.conftest import azurite_of_its_own, schema_defaults, slugid, task_definition, task_queue_id
 from tests.services import azurite_service
-from tests.unit.test_service import _defaults
 
 RUNNING = 60
 
@@ -62,7 +61,7 @@ def test_parked_checks_do_not_count_in_the_vote_when_one_is_due(own_azurite):
             for i in range(RUNNING):
                 deadline = start + dt.timedelta(hours=23, seconds=i)  # a bucket each
                 definition = task_definition(taskQueueId=tq, deadline=deadline.isoformat().replace("+00:00", "Z"))
-                await queue.creation.create_task(slugid(), dict(definition, **_defaults(definition)))
+                await queue.creation.create_task(slugid(), dict(definition, **schema_defaults(definition)))
             claimed = 0
             while claimed < RUNNING:
                 claimed += len(await queue.work.claim_work(tq, "wg", "w", 32))

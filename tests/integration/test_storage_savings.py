@@ -18,9 +18,8 @@ from shared.runtime import Queue
 from shared.storage.base import PUT_LISTENERS, Entity
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.rest import RestQueues, RestTables
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import azurite_service
-from tests.unit.test_service import _defaults
 
 
 class CountingTables(RestTables):
@@ -51,7 +50,7 @@ def services(connection: str) -> tuple[Queue, Queue, CountingTables]:
 async def create(service: Queue) -> str:
     task_id = slugid()
     definition = task_definition()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 
@@ -86,7 +85,7 @@ def test_remembered_rows_save_reads_and_never_decide_alone(azurite):
 async def create_in(service: Queue, group: str, task_id: str | None = None, scheduler: str = "-") -> str:
     task_id = task_id or slugid()
     definition = task_definition(taskGroupId=group, schedulerId=scheduler)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 
@@ -143,7 +142,7 @@ def test_claim_work_calls_waiting_together_share_their_receives(azurite):
             tq = definition["taskQueueId"]
             ids = [slugid() for _ in range(8)]
             for task_id in ids:
-                await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+                await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
             queues.receives.clear()
             claims = await asyncio.gather(*(service.work.claim_work(tq, "g", f"w{i}", 1) for i in range(8)))
             assert sorted(c.task.task_id for found in claims for c in found) == sorted(ids)  # each claimed once
@@ -317,7 +316,7 @@ def test_the_resolving_process_unblocks_dependents_and_deletes_the_hidden_resolu
             root = await create(queue)
             definition = task_definition(dependencies=[root])
             dependent = slugid()
-            await queue.creation.create_task(dependent, dict(definition, **_defaults(definition)))
+            await queue.creation.create_task(dependent, dict(definition, **schema_defaults(definition)))
             assert isinstance(await queue.claims.claim(root, 0, "g", "w"), Claim)
             await queue.lifecycle.resolve(root, 0, "completed", "completed")
             await queue.stores.settled()
@@ -343,7 +342,7 @@ def test_a_dependent_flags_its_dependency_row_and_a_stale_resolution_decides_aga
             assert one.tasks.known.get(root).dependents_here is False
             definition = task_definition(dependencies=[root])
             dependent = slugid()
-            await other.creation.create_task(dependent, dict(definition, **_defaults(definition)))
+            await other.creation.create_task(dependent, dict(definition, **schema_defaults(definition)))
             assert (await other.tasks.get(root)).dependents_here is True
             await one.lifecycle.resolve(root, 0, "completed", "completed")
             await one.stores.settled()
@@ -397,7 +396,7 @@ def test_dependents_listed_on_their_dependencys_row_are_released_without_a_query
             for requires in ("all-completed", "all-resolved", "all-completed"):
                 definition = task_definition(dependencies=[root], requires=requires)
                 dependents.append(slugid())
-                await other.creation.create_task(dependents[-1], dict(definition, **_defaults(definition)))
+                await other.creation.create_task(dependents[-1], dict(definition, **schema_defaults(definition)))
             assert isinstance(await one.claims.claim(root, 0, "g", "w"), Claim)
             tables.queries.clear()
             await one.lifecycle.resolve(root, 0, "completed", "completed")
@@ -426,7 +425,7 @@ def test_members_of_a_group_resolving_together_leave_its_active_set_in_one_trans
             for _ in range(31):
                 definition = task_definition(taskGroupId=group)
                 members.append(slugid())
-                await one.creation.create_task(members[-1], dict(definition, **_defaults(definition)))
+                await one.creation.create_task(members[-1], dict(definition, **schema_defaults(definition)))
                 assert isinstance(await one.claims.claim(members[-1], 0, "g", "w"), Claim)
             await one.stores.settled()
             tables.transactions.clear()

@@ -14,9 +14,8 @@ from shared.domain.definitions import normalize
 from shared.domain.dependencies import LISTED
 from shared.domain.tasks import MAX_DEFINITION_CHARS, TASKS_TABLE, definition_size, task_row
 from shared.operations.claims import Claim
-from tests.conftest import slugid, task_definition, task_queue_id
+from tests.conftest import schema_defaults, slugid, task_definition, task_queue_id
 from tests.services import azurite_service
-from tests.unit.test_service import _defaults
 
 DEPENDENCIES = 100  # a definition's most (createTask refuses more)
 
@@ -24,7 +23,7 @@ DEPENDENCIES = 100  # a definition's most (createTask refuses more)
 def sized(task_id: str, definition: dict, size: int) -> dict:
     """`definition` with its defaults, its payload padded with ASCII so that its JSON as createTask counts it
     (normalized: the group, expires) is `size` characters."""
-    full = dict(definition, **_defaults(definition), payload={"pad": ""})
+    full = dict(definition, **schema_defaults(definition), payload={"pad": ""})
     full["payload"]["pad"] = "x" * (size - definition_size(normalize(task_id, full)))
     assert definition_size(normalize(task_id, full)) == size
     return full
@@ -38,7 +37,7 @@ def test_the_largest_task_goes_through_its_life_and_one_character_more_is_refuse
             deps = [slugid() for _ in range(DEPENDENCIES)]
             for dep in deps:
                 definition = task_definition(taskQueueId=deps_queue)
-                await queue.creation.create_task(dep, dict(definition, **_defaults(definition)))
+                await queue.creation.create_task(dep, dict(definition, **schema_defaults(definition)))
             definition = task_definition(taskQueueId=tq, dependencies=deps, retries=1)
 
             refused = slugid()
@@ -56,7 +55,7 @@ def test_the_largest_task_goes_through_its_life_and_one_character_more_is_refuse
                             d,
                             dict(
                                 child := task_definition(taskQueueId=task_queue_id(), dependencies=[big]),
-                                **_defaults(child),
+                                **schema_defaults(child),
                             ),
                         )
                         for d in dependents[start : start + 25]

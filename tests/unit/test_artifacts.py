@@ -13,8 +13,7 @@ from shared.domain.artifacts import ARTIFACT_EXPIRY_TABLE, blob_path, row_key
 from shared.domain.tasks import TASKS_TABLE
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
-from tests.conftest import slugid, task_definition
-from tests.unit.test_service import _defaults
+from tests.conftest import schema_defaults, slugid, task_definition
 
 CONTAINER = "artifacts"
 
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.service(**ARTIFACT_SETTINGS)  # short artifact and expi
 async def running_task(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     await service.claims.claim(task_id, 0, "g", "w")
     return task_id
 
@@ -166,7 +165,7 @@ async def test_runs_accept_artifacts_while_running_and_shortly_after_an_exceptio
         await create_artifact(service, done, 1, "x", reference(clock))
     pending = slugid()
     definition = task_definition()
-    await service.creation.create_task(pending, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(pending, dict(definition, **schema_defaults(definition)))
     with pytest.raises(A.RunNeverClaimed):
         await create_artifact(service, pending, 0, "x", reference(clock))
 

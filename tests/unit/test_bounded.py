@@ -32,11 +32,10 @@ from shared.stores.expiry import ExpiryIndex
 from shared.stores.parking import CheckQueues
 from tests.answers import claim_work
 from tests.clock import Clock
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
 from tests.unit.test_creation import Gated
 from tests.unit.test_resolution import process
-from tests.unit.test_service import _defaults
 
 
 def test_bounded_keeps_the_most_recent_within_entries_and_bytes():
@@ -105,7 +104,7 @@ async def test_event_rows_and_cursors_remembered_are_bounded(monkeypatch):
     service = memory_service()
     for _ in range(400):
         definition = task_definition(routes=[f"route.{i}." + "r" * 200 for i in range(20)])
-        await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))
+        await service.creation.create_task(slugid(), dict(definition, **schema_defaults(definition)))
     log = service.stores.events
     assert len(log.memory.events) <= 100 and log.memory.events.bytes <= 400_000
     assert len(log.memory.cursors) <= 100
@@ -116,7 +115,7 @@ async def test_group_rows_remembered_are_bounded(monkeypatch):
     service = memory_service()
     for _ in range(500):
         definition = task_definition()
-        await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))  # each its group
+        await service.creation.create_task(slugid(), dict(definition, **schema_defaults(definition)))  # each its group
     assert len(service.stores.groups._cache) <= 100
     assert len(service.stores.groups.seen.groups) <= group_leaving.SEEN_GROUPS
     assert isinstance(next(iter(service.stores.groups._cache.values()))[1], TaskGroup)
@@ -186,7 +185,7 @@ async def test_fallbacks_awaiting_their_events_publishing_are_bounded(monkeypatc
     service = process(Clock(), MemoryTables(), MemoryQueues(), publisher)
     for _ in range(400):
         definition = task_definition()
-        await service.creation.create_task(slugid(), dict(definition, **_defaults(definition)))
+        await service.creation.create_task(slugid(), dict(definition, **schema_defaults(definition)))
     assert len(service.stores.events.fallbacks) == 100
     publisher.gate.set()
     await service.stores.settled()

@@ -99,9 +99,9 @@ async def test_a_self_dependency_waits_for_schedule_task(service: Queue) -> None
     tq = definition["taskQueueId"]
     d = slugid()
     body = task_definition(taskQueueId=tq, dependencies=[a, d])
-    from tests.unit.test_service import _defaults
+    from tests.conftest import schema_defaults
 
-    await service.creation.create_task(d, dict(body, **_defaults(body)))
+    await service.creation.create_task(d, dict(body, **schema_defaults(body)))
     await complete(service, tq, a)
     task = await service.tasks.load(d)
     assert task.waiting == [d] and task.state == "unscheduled"
@@ -134,10 +134,10 @@ async def test_a_refused_task_leaves_its_group_and_the_group_still_resolves(serv
     tq = definition["taskQueueId"]
     refused = slugid()
     body = task_definition(taskQueueId=tq, taskGroupId=group, dependencies=[a, slugid()])
-    from tests.unit.test_service import _defaults
+    from tests.conftest import schema_defaults
 
     with pytest.raises(errors.InputError):
-        await service.creation.create_task(refused, dict(body, **_defaults(body)))
+        await service.creation.create_task(refused, dict(body, **schema_defaults(body)))
     assert await service.stores.groups.all_members(group) == [a]
     assert not await service.stores.groups.is_active(group, refused)
     assert await service.stores.deps.dependents(a, limit=10, continuation=None, here=True) == ([], None)

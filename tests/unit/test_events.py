@@ -30,9 +30,8 @@ from shared.runtime import Queue
 from shared.validation import errors_of
 from tests.answers import group_events, resolution_messages, task_events
 from tests.clock import Clock
-from tests.conftest import slugid
+from tests.conftest import schema_defaults, slugid
 from tests.conftest import task_definition as bare_definition
-from tests.unit.test_service import _defaults
 
 
 class RecordingPublisher:
@@ -53,7 +52,7 @@ class RecordingPublisher:
 def task_definition(**overrides: object) -> dict:
     """A definition as the service gets it: with the schema's defaults filled in."""
     definition = bare_definition(**overrides)
-    return dict(definition, **_defaults(definition))
+    return dict(definition, **schema_defaults(definition))
 
 
 # Resolutions left to their messages, run by hand; the queues on the tests' clock (a delay is moved past).

@@ -8,9 +8,8 @@ import pytest
 
 from shared.domain.decision_tasks import push_of
 from shared.runtime import Queue
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.unit.test_reruns import create, run, states
-from tests.unit.test_service import _defaults
 
 REVISION = "4f1c2a9d8e7b6c5a4f1c2a9d8e7b6c5a4f1c2a9d"
 
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.service(resolution_grace=5)
 async def decision(service: Queue, **fields: object) -> str:
     task_id = slugid()
     definition = task_definition(taskGroupId=task_id, **fields)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 

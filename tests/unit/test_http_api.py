@@ -19,9 +19,8 @@ from shared.auth.authenticator import Authenticator
 from shared.auth.clients import ClientStore
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import create_artifact
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_service import _defaults
 
 ROOT_TOKEN = "r" * 30
 HOST = "queue.example.net"  # the deployment's public host, as the client addressed it
@@ -83,7 +82,7 @@ async def test_artifact_names_with_encoded_slashes_authenticate_behind_the_host_
     clients = ClientStore(service.stores.tables, token_secret=None, root_client_id="root", root_access_token=ROOT_TOKEN)
     app = ApiApp([api], lambda: service, lambda: Authenticator(clients, []), validate_responses=True)
     task_id, definition = slugid(), task_definition()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     await service.claims.claim(task_id, 0, "g", "w")
     name = "private/with space/a%b"
     reference = {"storageType": "reference", "expires": definition["deadline"], "contentType": "text/plain"}

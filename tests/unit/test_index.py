@@ -24,8 +24,7 @@ from shared.domain.index import (
 from shared.domain.messages import CLAIM_QUEUE, RESOLVED_QUEUE, ResolvedCheck
 from shared.operations import index as index_ops
 from shared.storage.keys import encode_key
-from tests.conftest import slugid, task_definition
-from tests.unit.test_service import _defaults
+from tests.conftest import schema_defaults, slugid, task_definition
 
 pytestmark = pytest.mark.service(expiry_delay=0)
 
@@ -351,7 +350,7 @@ async def test_remembered_entries_stay_bounded(service, clock, monkeypatch):
 async def _create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    await service.creation.create_task(task_id, {**definition, **_defaults(definition)})
+    await service.creation.create_task(task_id, {**definition, **schema_defaults(definition)})
     return task_id
 
 

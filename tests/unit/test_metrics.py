@@ -18,9 +18,8 @@ from shared.domain.messages import CLAIM_QUEUE
 from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work
 from tests.clock import Clock
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_service import _defaults
 
 READER = InMemoryMetricReader()
 otel.set_meter_provider(MeterProvider(metric_readers=[READER]))  # the instruments' proxies bind to it
@@ -52,7 +51,7 @@ async def test_claims_resolutions_expiries_repairs_and_the_pending_census(clock:
     ids = []
     for _ in range(3):
         task_id, definition = slugid(), task_definition(taskQueueId=tq)
-        await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+        await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
         ids.append(task_id)
     claimed = await claim_work(service, tq, "g", "w", 2)
     assert total("queue.claims", taskQueueId=tq) == 2
@@ -102,7 +101,7 @@ async def test_event_dispatch_lag_is_recorded_per_exchange(clock: Clock) -> None
     service = memory_service(clock=clock, event_bus="amqp")
     before = total("queue.events.dispatch_lag", exchange="task-defined")
     task_id, definition = slugid(), task_definition()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     publisher = RecordingPublisher()
     assert "published" in await drain(service, publisher)
     assert total("queue.events.dispatch_lag", exchange="task-defined") == before + 1  # a histogram's count

@@ -17,9 +17,8 @@ from shared.operations import objects as O
 from shared.operations.writes import staging
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
-from tests.unit.test_service import _defaults
 
 
 @pytest.fixture
@@ -263,7 +262,7 @@ async def test_counts_are_the_index_rows_not_the_hints(service):
     ids = [slugid() for _ in range(3)]
     for task_id in ids:
         definition = task_definition(taskQueueId=tq)
-        await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+        await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     assert await service.queries.task_queue_counts(tq) == (3, 0)
     await service.lifecycle.cancel_task(ids[0])  # its hint stays in the pending queue; the count drops at once
     await service.claims.claim(ids[1], 0, "g", "w")

@@ -26,9 +26,8 @@ from shared.storage.base import QueueMessage
 from shared.storage.memory import MemoryQueues
 from shared.stores.parking import CheckQueues
 from tests.clock import Clock
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_service import _defaults
 
 LEAD = 2
 
@@ -45,7 +44,7 @@ def claim_check(clock: Clock, in_seconds: float) -> ClaimCheck:
 async def create_task(service: Queue) -> str:
     task_id = slugid()
     definition = task_definition()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 

@@ -15,10 +15,9 @@ from shared.storage.base import Entity, Received
 from shared.storage.grouped import GroupedUpserts
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Ticks
-from tests.conftest import slugid, task_definition, task_queue_id
+from tests.conftest import schema_defaults, slugid, task_definition, task_queue_id
 from tests.services import memory_service
 from tests.turns import others_run
-from tests.unit.test_service import _defaults
 
 
 class SlowQueues(MemoryQueues):
@@ -145,7 +144,7 @@ async def test_a_waiting_claim_work_wakes_when_this_process_writes_a_pending_run
         await others_run()  # it found nothing and waits (its next poll is 30 s away)
         definition = task_definition(taskQueueId=tq)
         task_id = slugid()
-        await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+        await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
         claims = await asyncio.wait_for(waiting, 5)  # woken by the write, not by the poll
         assert [c.task.task_id for c in claims] == [task_id]
 
@@ -220,7 +219,7 @@ class TimedQueues(SlowQueues):
 async def _create(service, task_queue, priority):
     definition = task_definition(taskQueueId=task_queue, priority=priority)
     task_id = slugid()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 

@@ -10,10 +10,9 @@ from shared.runtime import Queue
 from shared.storage.memory import MemoryTables
 from shared.stores import recent_groups
 from shared.stores.recent_groups import RecentGroups
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
 from tests.turns import others_run
-from tests.unit.test_service import _defaults
 
 
 class CountingTables(MemoryTables):
@@ -29,7 +28,7 @@ class CountingTables(MemoryTables):
 async def create(service: Queue, group: str, task_id: str | None = None) -> str:
     task_id = task_id or slugid()
     definition = task_definition(taskGroupId=group)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 

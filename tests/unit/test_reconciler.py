@@ -29,9 +29,8 @@ from shared.storage.keys import encode_key
 from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_service import _defaults
 
 GRACE = 60
 
@@ -47,7 +46,7 @@ def memory_queues(service: Queue) -> MemoryQueues:
 async def create(service: Queue, **overrides: object) -> tuple[str, dict]:
     task_id = slugid()
     definition = task_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id, definition
 
 

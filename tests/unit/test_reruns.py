@@ -9,8 +9,7 @@ from shared.domain.tasks import Task
 from shared.operations import creation as creation_mod
 from shared.operations import reruns as reruns_mod
 from shared.runtime import Queue
-from tests.conftest import slugid, task_definition
-from tests.unit.test_service import _defaults
+from tests.conftest import schema_defaults, slugid, task_definition
 
 # Resolutions followed up here, after the answer (as in production): settled before each look.
 pytestmark = pytest.mark.service(resolution_grace=5)
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.service(resolution_grace=5)
 async def create(service: Queue, group: str, *dependencies: str) -> str:
     task_id = slugid()
     definition = task_definition(taskGroupId=group, dependencies=list(dependencies))
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 
@@ -153,7 +152,7 @@ async def test_an_all_resolved_summary_waits_for_a_dependency_that_waits_for_its
     test = await create(service, group, build)
     summary_id = slugid()
     definition = task_definition(taskGroupId=group, dependencies=[test], requires="all-resolved")
-    await service.creation.create_task(summary_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(summary_id, dict(definition, **schema_defaults(definition)))
     await run(service, build, "failed")
     for task_id in (summary_id, test):  # the group cancelled
         await service.lifecycle.cancel_task(task_id)

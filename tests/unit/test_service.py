@@ -17,35 +17,15 @@ from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Ticks
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
 
 
 async def create(service, **overrides):
     task_id = slugid()
     definition = task_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id, definition
-
-
-def _defaults(definition):
-    # What the schema fills in before the service sees a body.
-    return {
-        k: v
-        for k, v in {
-            "schedulerId": "-",
-            "projectId": "none",
-            "dependencies": [],
-            "requires": "all-completed",
-            "routes": [],
-            "priority": "lowest",
-            "retries": 5,
-            "scopes": [],
-            "tags": {},
-            "extra": {},
-        }.items()
-        if k not in definition
-    }
 
 
 async def _received(service, queue):
@@ -214,13 +194,14 @@ async def test_retried_create_task_finishes_what_a_crash_after_its_write_left(se
     tq = definition["taskQueueId"]
     task_id = slugid()
     body = task_definition(taskQueueId=tq, dependencies=[root])
-    await service.creation.create_task(task_id, dict(body, **_defaults(body)))
+    await service.creation.create_task(task_id, dict(body, **schema_defaults(body)))
     await claim_work(service, tq, "g", "w", 1)
     await service.lifecycle.resolve(root, 0, "completed", "completed")
     for name, message in await resolution_messages(service):
         await service.stores.queues.delete(name, message)  # lost
     assert (await service.queries.task(task_id)).status()["state"] == "unscheduled"
-    assert (await service.creation.create_task(task_id, dict(body, **_defaults(body)))).status()["state"] == "pending"
+    again = await service.creation.create_task(task_id, dict(body, **schema_defaults(body)))
+    assert again.status()["state"] == "pending"
 
 
 async def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_or_the_ttl_passes(clock):
@@ -232,13 +213,13 @@ async def test_claim_work_skips_a_pending_queue_found_empty_until_a_hint_is_put_
     assert await claim_work(service, tq, "g", "w", 1) == []  # every queue found empty
     # A task created by this process is seen at once (its hint clears the skip)...
     task_id = slugid()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     [claim] = await claim_work(service, tq, "g", "w", 1)
     assert claim["status"]["taskId"] == task_id
     # ...one created by another process once the skip has lapsed, and not before.
     assert await claim_work(service, tq, "g", "w", 1) == []
     late_id = slugid()
-    await other.creation.create_task(late_id, dict(definition, **_defaults(definition)))
+    await other.creation.create_task(late_id, dict(definition, **schema_defaults(definition)))
     assert await claim_work(service, tq, "g", "w", 1) == []
     ticks.advance(0.3)
     [late] = await claim_work(service, tq, "g", "w", 1)

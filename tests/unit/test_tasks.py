@@ -12,9 +12,8 @@ from shared.domain.tasks import TASKS_TABLE
 from shared.operations.claims import Claim, ClaimRefusal
 from shared.runtime import Queue
 from shared.storage.memory import MemoryTables
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_service import _defaults
 
 
 class CountingTables(MemoryTables):
@@ -47,7 +46,7 @@ def other(one, tables):
 async def create(service: Queue) -> str:
     task_id = slugid()
     definition = task_definition()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 

@@ -8,9 +8,8 @@ import asyncio
 
 from shared.operations.writes.receiving import ClaimWaiters
 from tests.answers import claim_work
-from tests.conftest import slugid, task_definition
+from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_service import _defaults
 
 
 def test_one_more_waiter_releases_the_one_that_waited_longest():
@@ -46,7 +45,7 @@ async def test_an_idle_fleet_past_the_bound_is_answered_at_once_and_work_still_g
     waiting = [poll for poll in polls if not poll.done()]
     # A task made pending now goes to one of the two still waiting, at once.
     task_id = slugid()
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     finished, _ = await asyncio.wait(waiting, timeout=10, return_when=asyncio.FIRST_COMPLETED)
     claimed = [claim for poll in finished for claim in poll.result()]
     assert [claim["status"]["taskId"] for claim in claimed] == [task_id]

@@ -12,8 +12,7 @@ from shared.domain.workers import WORKER_INFO_TABLE
 from shared.storage.memory import MemoryTables
 from shared.stores import workers as workers_module
 from tests.answers import claim_work
-from tests.conftest import slugid, task_definition, task_queue_id
-from tests.unit.test_service import _defaults
+from tests.conftest import schema_defaults, slugid, task_definition, task_queue_id
 
 
 class CountingTables(MemoryTables):
@@ -67,7 +66,7 @@ def tables() -> CountingTables:
 async def create(service, tq):
     task_id = slugid()
     definition = task_definition(taskQueueId=tq)
-    await service.creation.create_task(task_id, dict(definition, **_defaults(definition)))
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
     return task_id
 
 
