@@ -116,8 +116,13 @@ for _name, _base, _make in (
 @bp.function_name("move_due_checks")
 @bp.timer_trigger(arg_name="timer", schedule="%QUEUE_PARK_SCHEDULE%")
 async def move_due_checks(timer: func.TimerRequest) -> None:
-    """Parked claim checks and deadlines that fall due within QUEUE_PARK_LEAD go to their triggers' queues."""
-    moved = await get_queue().stores.check_queues.move_due()
+    """Parked claim checks and deadlines that fall due within QUEUE_PARK_LEAD go to their triggers' queues; so do the
+    dispatch requests parked while the bus refused (a few, to probe it, while it still does)."""
+    stores = get_queue().stores
+    await stores.ready()  # the tables and queues exist (once per process)
+    if stores.events.dispatching:
+        await stores.events.parked.move(refusing=await stores.events.bus.refusing())
+    moved = await stores.check_queues.move_due()
     if moved.moved or moved.waiting:
         log.info(
             "parked checks: %d moved to their triggers' queues, %d put back to wait",

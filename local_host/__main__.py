@@ -34,7 +34,7 @@ from local_host.data_dir import (
 from local_host.front_end import FrontEndLimits
 from local_host.host import PROJECT, serve
 from local_host.jobs import JobsBeside
-from shared import logs
+from shared import logs, timing
 from shared.connections import StorageConnection
 from shared.errors import SettingsError
 from shared.runtime import data_stores
@@ -199,8 +199,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_return_checks(args: argparse.Namespace) -> int:
-    """Put the checks waiting in the triggered queues back in the parking queues, visible when due: the last step
-    of a rollback to 0.2.0, which reads only those (docs/deploy.md#releases-upgrades-and-rollbacks)."""
+    """Put the checks waiting in the triggered queues back in the parking queues, visible when due, and the dispatch
+    requests parked while the bus refused back in `event-dispatch`: the last step of a rollback to 0.2.0, which reads
+    only those (docs/deploy.md#releases-upgrades-and-rollbacks)."""
     if not running_storage():
         return 2
     logs.configure("WARNING")
@@ -209,13 +210,17 @@ def cmd_return_checks(args: argparse.Namespace) -> int:
     settings = load_settings()
     queue = build_queue(settings, *data_stores(settings, "sdk"))
 
-    async def go() -> int:
+    async def go() -> tuple[int, int]:
         try:
-            return await queue.stores.check_queues.return_due()
+            checks = await queue.stores.check_queues.return_due()
+            within = settings.event_retry_max_delay + timing.MOVE_VISIBILITY
+            return checks, await queue.stores.events.parked.return_all(within)
         finally:
             await queue.close()
 
-    print(f"returned {asyncio.run(go())} checks to the parking queues (claim-expiry, task-deadlines)")
+    checks, requests = asyncio.run(go())
+    print(f"returned {checks} checks to the parking queues (claim-expiry, task-deadlines)")
+    print(f"returned {requests} parked dispatch requests to event-dispatch")
     return 0
 
 

@@ -301,8 +301,8 @@ class Reconciler:
     async def _events(self, task: Task, report: Report) -> None:
         """With a bus: events recorded but not dispatched, with no dispatcher at work, are announced again."""
         events = self.stores.events
-        if not events.dispatching or task.event_seq == 0:
-            return
+        if not events.dispatching or task.event_seq == 0 or await events.bus.refusing():
+            return  # while the bus refuses, the parked requests carry the streams (shared/outbox/outage.py)
         stream = Stream(TASKS_TABLE, task.task_id)
         cursor = await events.cursor(stream)
         if cursor.dispatched < task.event_seq and not cursor.leased(self.stores.now()):

@@ -178,7 +178,9 @@ class Dispatcher:
         earlier = await asyncio.gather(*(self._event_row(stream, s) for s in range(dispatched + 1, request.seq)))
         failure = await self.publish_rows(stream, dispatched, lease, [*earlier, last], publisher)
         if failure is None:
+            await self.parts.bus.accepted(after_parking=request.attempt > 0)
             return "published"
+        await self.parts.bus.refused()
         delay = await self.parts.fallbacks.retry_later(request)
         log.warning(
             "event bus refused an event (%s); retrying in %d s",

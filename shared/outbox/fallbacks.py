@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from shared.logs import fields
 from shared.outbox.inflight import Background
+from shared.outbox.outage import PARK_AFTER
 from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, Stream, encode_requests
 from shared.storage.base import QueueMessage, QueueStore
 from shared.storage.grouped import GroupCommit
@@ -43,11 +44,12 @@ class Fallbacks:
         queues: QueueStore,
         *,
         dispatch_queue: Callable[[str], str],
+        parked_queue: Callable[[str], str],
         delay: Callable[[], int],
         max_backoff: int,
         background: Background,
     ) -> None:
-        self.queues, self.dispatch_queue, self.delay = queues, dispatch_queue, delay
+        self.queues, self.dispatch_queue, self.parked_queue, self.delay = queues, dispatch_queue, parked_queue, delay
         self.max_backoff, self.background = max_backoff, background
         self._announced: GroupCommit[tuple[str, bool], DispatchRequest] = GroupCommit(
             self._put, lambda waiting: min(len(waiting), DISPATCH_BATCH)
@@ -129,9 +131,9 @@ class Fallbacks:
 
     async def retry_later(self, request: DispatchRequest) -> int:
         """Put the request back as a new message after a delay that doubles with each attempt (up to
-        `max_backoff`), so a dispatch that keeps failing waits instead of ending in the poison queue."""
+        `max_backoff`), so a dispatch that keeps failing waits instead of ending in the poison queue; after
+        PARK_AFTER retries, parked where no trigger counts it (outage.py)."""
         delay = int(min(self.max_backoff, 2 ** min(request.attempt, 30)))
-        await self.queues.put(
-            self.dispatch_queue(request.key), replace(request, attempt=request.attempt + 1).encode(), visible_in=delay
-        )
+        queue = (self.parked_queue if request.attempt >= PARK_AFTER else self.dispatch_queue)(request.key)
+        await self.queues.put(queue, replace(request, attempt=request.attempt + 1).encode(), visible_in=delay)
         return delay

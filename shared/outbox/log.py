@@ -15,7 +15,8 @@ and moves the cursor. Usually the change's writer got there first: its transacti
 it published right after the write, so the message finds nothing left to do; its process's publication mark
 (shared/outbox/marks.py), not a cursor move, then says so. Hence:
 - at least once: a crash after the write leaves the message, which is delivered again; a broker that is down
-  makes the dispatcher put the message back with a growing delay (never to the poison queue);
+  makes the dispatcher put the message back with a growing delay (never to the poison queue), from the fourth
+  time on parked where no trigger counts it (outage.py);
 - in order per stream: one dispatcher at a time per stream (the lease), in sequence order;
 - duplicates: a crash between publishing and moving the cursor publishes those events again, in order.
 A message that arrives before its change is written waits a moment and is put back; one whose change never
@@ -27,7 +28,8 @@ dispatch (`ensure_dispatched`); a bus that refuses them, or is slow, gets a requ
 
 The roles, a module each: the rows (rows.py), what this process remembers of them (memory.py), the stream locks
 (locks.py), the fallback messages (fallbacks.py), the dispatcher (dispatcher.py), the writer's own publishing
-(writers.py) and its publication marks (marks.py), the writes in flight here (inflight.py).
+(writers.py) and its publication marks (marks.py), the writes in flight here (inflight.py), the requests parked
+while the bus refuses (outage.py).
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ from shared.outbox.inflight import Background, InFlight
 from shared.outbox.locks import StreamLocks
 from shared.outbox.marks import PublicationMarks
 from shared.outbox.memory import Remembered
+from shared.outbox.outage import BusMarks, ParkedDispatch
 from shared.outbox.parts import Parts
 from shared.outbox.rows import (
+    DISPATCH_PARKED_QUEUE,
     DISPATCH_QUEUE,
     Cursor,
     DispatchRequest,
@@ -77,6 +81,8 @@ class EventLog:
         background: Background | None = None,
         mark_interval: float = 0.2,
         dispatch_queue: Callable[[str], str] = lambda key: DISPATCH_QUEUE,
+        parked_queue: Callable[[str], str] = lambda key: DISPATCH_PARKED_QUEUE,
+        parked_queues: Callable[[], list[str]] = lambda: [DISPATCH_PARKED_QUEUE],
     ) -> None:
         self.tables, self.dispatching, self.clock, self.lease_seconds = tables, dispatching, clock, lease_seconds
         self.background = background or Background()
@@ -85,11 +91,14 @@ class EventLog:
         self.fallbacks = Fallbacks(
             queues,
             dispatch_queue=dispatch_queue,
+            parked_queue=parked_queue,
             delay=lambda: self.fallback_delay,
             max_backoff=max_backoff,
             background=self.background,
         )
         self.memory = Remembered()
+        self.bus = BusMarks(tables, clock)  # whether the bus refuses, as the processes saw it lately
+        self.parked = ParkedDispatch(queues, parked_queues)  # retries parked while it does
         parts = Parts(
             tables,
             queues,
@@ -101,6 +110,7 @@ class EventLog:
             self.in_flight,
             self.background,
             self.fallbacks,
+            self.bus,
         )
         self.dispatcher = Dispatcher(
             parts,

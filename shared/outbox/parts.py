@@ -12,6 +12,7 @@ from shared.outbox.inflight import Background, InFlight
 from shared.outbox.locks import StreamLocks
 from shared.outbox.marks import PublicationMarks
 from shared.outbox.memory import Remembered
+from shared.outbox.outage import BusMarks
 from shared.storage.base import QueueStore, TableStore
 
 
@@ -27,6 +28,7 @@ class Parts:
     in_flight: InFlight  # changes announced here and being written (their writers register)
     background: Background  # where the writer's publishing runs
     fallbacks: Fallbacks  # the messages that stand in for this process's publishing
+    bus: BusMarks  # what the processes saw of the bus lately (outage.py)
 
     def lease_until(self, now: dt.datetime) -> str:
         return timeutil.iso(now + dt.timedelta(seconds=self.lease_seconds))

@@ -19,6 +19,9 @@ from shared.outbox.marks import Hold
 from shared.storage.base import Entity, Op, pack_json, put_json, unpack_json
 
 DISPATCH_QUEUE = "event-dispatch"
+DISPATCH_PARKED_QUEUE = (
+    "event-dispatch-parked"  # retries while the bus refuses, where no trigger counts them (outage.py)
+)
 EVENT_ROW = "event:"
 CURSOR_ROW = "events:"
 # Row keys end with the stream's key (its PartitionKey) so that no two partitions share a RowKey: Azurite finds an

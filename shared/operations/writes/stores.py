@@ -33,7 +33,8 @@ from shared.operations.writes.receiving import PendingWakeups, SharedReceives
 from shared.outbox.inflight import Background
 from shared.outbox.log import EventLog
 from shared.outbox.marks import MARKS_TABLE
-from shared.outbox.rows import DISPATCH_QUEUE
+from shared.outbox.outage import BUS_TABLE
+from shared.outbox.rows import DISPATCH_PARKED_QUEUE, DISPATCH_QUEUE
 from shared.settings import Settings
 from shared.storage.base import BlobStore, QueueStore, TableStore, all_at_once
 from shared.stores.deadlines import DeadlineIndex
@@ -56,6 +57,7 @@ TABLES = (
     OBJECTS_TABLE,
     OBJECT_EXPIRY_TABLE,
     MARKS_TABLE,
+    BUS_TABLE,
     INDEX_TABLE,
     RECENT_GROUPS_TABLE,
     PURGE_REQUESTS_TABLE,
@@ -183,6 +185,8 @@ class Stores:
             background=background,
             mark_interval=settings.event_mark_interval,
             dispatch_queue=lambda key: shards.check_queue(DISPATCH_QUEUE, key),
+            parked_queue=lambda key: shards.check_queue(DISPATCH_PARKED_QUEUE, key),
+            parked_queues=lambda: shards.check_queues(DISPATCH_PARKED_QUEUE),
         )
         expiry = ExpiryIndex(tables, shards=shards)
         check_queues = CheckQueues(queues, shards, settings.park_lead, clock)
@@ -243,7 +247,11 @@ class Stores:
             [
                 self.tables.ensure_tables(list(TABLES)),
                 self.queues.ensure_queues(
-                    [name for base in (*FIXED_QUEUES, DISPATCH_QUEUE) for name in self.shards.check_queues(base)]
+                    [
+                        name
+                        for base in (*FIXED_QUEUES, DISPATCH_QUEUE, DISPATCH_PARKED_QUEUE)
+                        for name in self.shards.check_queues(base)
+                    ]
                 ),
                 *([self.blobs.ensure_container(self.settings.artifact_container)] if self.blobs is not None else []),
             ]
