@@ -178,9 +178,9 @@ class Dispatcher:
         earlier = await asyncio.gather(*(self._event_row(stream, s) for s in range(dispatched + 1, request.seq)))
         failure = await self.publish_rows(stream, dispatched, lease, [*earlier, last], publisher)
         if failure is None:
-            await self.parts.bus.accepted(after_parking=request.attempt > 0)
+            if request.attempt:  # a retry went through: the bus accepts again, parked requests may come back
+                await self.parts.bus.accepted(after_parking=True)
             return "published"
-        await self.parts.bus.refused()
         delay = await self.parts.fallbacks.retry_later(request)
         log.warning(
             "event bus refused an event (%s); retrying in %d s",
@@ -222,6 +222,10 @@ class Dispatcher:
                 self.marks.finished(held.hold)
             else:
                 await self._move_cursor(stream, done, lease, held)
+        if failure is not None:
+            await self.parts.bus.refused()
+        elif done > dispatched:  # the bus took what was sent (told only after a refusal this process saw)
+            await self.parts.bus.accepted()
         return failure
 
     async def _move_cursor(self, stream: Stream, done: int, lease: str, held: Held | None) -> None:

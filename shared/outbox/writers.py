@@ -224,7 +224,6 @@ class WriterPublishing:
         """Settle the fallback requests of what the writer published, once the cursor or the stored mark says so;
         what the bus refused is put back as requests of their own, retried after a growing delay."""
         stream, fallbacks = held.stream, self.parts.fallbacks
-        await (self.parts.bus.accepted() if failure is None else self.parts.bus.refused())
         cursor = self.memory.cursor(stream)
         if cursor is None or cursor.leased(self.parts.clock()):
             return  # not known here, or a later change holds it: its own publishing settles these too
