@@ -13,6 +13,7 @@ from shared.settings import load_settings
 from shared.storage.base import BlobStore, QueueStore, TableStore
 from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.storage.rest import RestQueues, RestTables
+from tests.conftest import schema_defaults, slugid, task_definition
 
 ROOT_ACCESS_TOKEN = "x" * 30
 
@@ -73,3 +74,11 @@ def azurite_service(
         queues or RestQueues(connection),
         **({"clock": clock} if clock is not None else {}),
     )
+
+
+async def create_task(service: Queue, **overrides: Any) -> str:
+    """A task created straight through the operations (as the API would, with the schema's defaults): its id."""
+    task_id = slugid()
+    definition = task_definition(**overrides)
+    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
+    return task_id

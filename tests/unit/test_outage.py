@@ -19,18 +19,11 @@ from shared.outbox.rows import DISPATCH_PARKED_QUEUE, DISPATCH_QUEUE, DispatchRe
 from shared.runtime import Queue
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
-from tests.conftest import schema_defaults, slugid, task_definition
-from tests.services import memory_service
+from tests.conftest import slugid
+from tests.services import create_task, memory_service
 from tests.unit.test_events import RecordingPublisher
 
 pytestmark = pytest.mark.service(event_bus="amqp", event_lease=5, reconcile_grace=60)
-
-
-async def create(service: Queue) -> str:
-    task_id = slugid()
-    definition = task_definition()
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    return task_id
 
 
 async def requests_in(service: Queue, queue: str) -> list[DispatchRequest]:
@@ -52,7 +45,7 @@ async def move(service: Queue) -> int:
 async def test_a_refused_dispatch_is_retried_in_the_triggered_queue_then_parked(service: Queue, clock: Clock) -> None:
     publisher = RecordingPublisher()
     publisher.fail = True
-    task_id = await create(service)
+    task_id = await create_task(service)
     [request] = await requests_in(service, DISPATCH_QUEUE)
     where = []
     for delay in (1, 2, 4, 8, 16, 32, 60, 60):
@@ -135,7 +128,7 @@ async def test_the_processes_share_what_they_saw_of_the_bus(clock: Clock) -> Non
 
 
 async def test_the_reconciler_announces_no_stream_while_the_bus_refuses(service: Queue, clock: Clock) -> None:
-    await create(service)
+    await create_task(service)
     await requests_in(service, DISPATCH_QUEUE)  # lost: the reconciler's to repair
     clock.advance(61)
     await service.stores.events.bus.refused()
@@ -171,7 +164,7 @@ async def _run(steps: list[tuple[bool, int, float]]) -> None:
 
     for accepts, tasks, seconds in steps:
         publisher.fail = not accepts
-        created += [await create(service) for _ in range(tasks)]
+        created += [await create_task(service) for _ in range(tasks)]
         await drain()
         clock.advance(seconds)
         refusing = await events.bus.refusing()

@@ -21,13 +21,12 @@ from shared.domain.messages import (
     bucket_of,
 )
 from shared.domain.parking import due_of
-from shared.runtime import Queue
 from shared.storage.base import QueueMessage
 from shared.storage.memory import MemoryQueues
 from shared.stores.parking import CheckQueues
 from tests.clock import Clock
-from tests.conftest import schema_defaults, slugid, task_definition
-from tests.services import memory_service
+from tests.conftest import slugid
+from tests.services import create_task, memory_service
 
 LEAD = 2
 
@@ -39,13 +38,6 @@ def checks(queues: MemoryQueues, clock: Clock) -> CheckQueues:
 
 def claim_check(clock: Clock, in_seconds: float) -> ClaimCheck:
     return ClaimCheck(slugid(), 0, timeutil.to_ms(clock() + dt.timedelta(seconds=in_seconds)))
-
-
-async def create_task(service: Queue) -> str:
-    task_id = slugid()
-    definition = task_definition()
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    return task_id
 
 
 async def visible(queues: MemoryQueues, name: str) -> list[QueueMessage]:

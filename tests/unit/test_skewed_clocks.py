@@ -21,8 +21,7 @@ from shared.domain.messages import CLAIM_DUE_QUEUE, ClaimCheck, ResolvedCheck
 from shared.runtime import Queue
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
-from tests.services import memory_service
-from tests.unit.test_parking import create_task
+from tests.services import create_task, memory_service
 
 SKEW = 2.0  # S: every host's clock within ±S of true time
 STEP = 0.25  # how often (true seconds) checks are moved and handled near takenUntil, and the worker looks
