@@ -10,6 +10,7 @@ an exception (`later_if_busy`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -18,6 +19,7 @@ import azure.functions as func
 from functions.shards import trigger_queues
 from shared.domain.messages import CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
 from shared.logs import fields
+from shared.operations.writes.stores import Stores
 from shared.runtime import get_audit_log, get_queue
 from shared.storage.retry import StorageUnavailable
 
@@ -120,9 +122,8 @@ async def move_due_checks(timer: func.TimerRequest) -> None:
     dispatch requests parked while the bus refused (a few, to probe it, while it still does)."""
     stores = get_queue().stores
     await stores.ready()  # the tables and queues exist (once per process)
-    if stores.events.dispatching:
-        await stores.events.parked.move(refusing=await stores.events.bus.refusing())
-    moved = await stores.check_queues.move_due()
+    # Side by side: a backlog of parked requests (up to MOVE_VISIBILITY / 2 of moving) never delays a claim check.
+    moved, _ = await asyncio.gather(stores.check_queues.move_due(), _unpark_dispatches(stores))
     if moved.moved or moved.waiting:
         log.info(
             "parked checks: %d moved to their triggers' queues, %d put back to wait",
@@ -130,6 +131,11 @@ async def move_due_checks(timer: func.TimerRequest) -> None:
             moved.waiting,
             extra=fields(event="checks-moved", moved=moved.moved, waiting=moved.waiting),
         )
+
+
+async def _unpark_dispatches(stores: Stores) -> None:
+    if stores.events.dispatching:
+        await stores.events.parked.move(refusing=await stores.events.bus.refusing())
 
 
 @bp.function_name("expire_tasks")

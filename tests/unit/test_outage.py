@@ -6,6 +6,7 @@ loses no request, whatever the bus does."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 
 import pytest
 from hypothesis import given, settings
@@ -196,3 +197,21 @@ async def test_a_rollback_brings_every_parked_request_back_to_the_triggered_queu
 
     assert await service.stores.events.parked.return_all(within=120, sleep=later) == 3
     assert sorted(r.key for r in await requests_in(service, DISPATCH_QUEUE)) == ["task0", "task1", "task2"]
+
+
+async def test_the_timer_moves_parked_checks_and_parked_requests_in_one_tick(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """move_due_checks, as the host runs it: a parked request comes back beside a claim check that falls due."""
+    import functions.triggers as trigger
+    from shared.domain.messages import CLAIM_DUE_QUEUE, CLAIM_QUEUE, ClaimCheck
+
+    monkeypatch.setattr(trigger, "get_queue", lambda: service)
+    request = DispatchRequest(TASKS_TABLE, slugid(), 1, timeutil.iso(clock.now), attempt=5)
+    await service.stores.queues.put(DISPATCH_PARKED_QUEUE, request.encode())
+    check = ClaimCheck(slugid(), 0, timeutil.to_ms(clock.now + dt.timedelta(seconds=2)))
+    await service.stores.check_queues.put(CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil, parked=True)
+    await trigger.move_due_checks(None)  # type: ignore[arg-type]
+    assert await requests_in(service, DISPATCH_QUEUE) == [request]
+    clock.advance(2.1)
+    assert [m.content for m in await service.stores.queues.receive(CLAIM_DUE_QUEUE, 32, 30)] == [check.encode()]
