@@ -181,6 +181,10 @@ async def test_a_graph_runs_through_a_sharded_service() -> None:
     service, tables, queues = sharded_service(clock=clock)
     tq = f"prov/wt-{slugid()[:8].lower()}"
     group = slugid()
+    # One deadline for every task (computed once, not as each is made: creating them may cross a second, and the
+    # check below counts the salted partitions of one deadline second).
+    created = timeutil.now().replace(microsecond=0)
+    times = {"created": timeutil.iso(created), "deadline": timeutil.iso(created + dt.timedelta(hours=1))}
     layers: list[list[str]] = []
     for width in (1, 6, 24):
         layer = [slugid() for _ in range(width)]
@@ -201,6 +205,7 @@ async def test_a_graph_runs_through_a_sharded_service() -> None:
                     scopes=[],
                     tags={},
                     extra={},
+                    **times,
                 ),
             )
         layers.append(layer)
