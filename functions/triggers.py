@@ -18,6 +18,7 @@ import azure.functions as func
 
 from functions.shards import trigger_queues
 from shared.domain.messages import CLAIM_DUE_QUEUE, DEADLINE_DUE_QUEUE, RESOLVED_QUEUE, ClaimCheck, ResolvedCheck
+from shared.domain.parking import Moved
 from shared.logs import fields
 from shared.operations.writes.stores import Stores
 from shared.runtime import get_audit_log, get_queue
@@ -123,14 +124,19 @@ async def move_due_checks(timer: func.TimerRequest) -> None:
     stores = get_queue().stores
     await stores.ready()  # the tables and queues exist (once per process)
     # Side by side: a backlog of parked requests (up to MOVE_VISIBILITY / 2 of moving) never delays a claim check.
-    moved, _ = await asyncio.gather(stores.check_queues.move_due(), _unpark_dispatches(stores))
-    if moved.moved or moved.waiting:
+    moved, unparked = await asyncio.gather(
+        stores.check_queues.move_due(), _unpark_dispatches(stores), return_exceptions=True
+    )
+    if isinstance(moved, Moved) and (moved.moved or moved.waiting):  # logged whatever the parked requests did
         log.info(
             "parked checks: %d moved to their triggers' queues, %d put back to wait",
             moved.moved,
             moved.waiting,
             extra=fields(event="checks-moved", moved=moved.moved, waiting=moved.waiting),
         )
+    for outcome in (moved, unparked):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def _unpark_dispatches(stores: Stores) -> None:

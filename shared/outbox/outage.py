@@ -9,9 +9,9 @@ So from its fourth retry (`PARK_AFTER`) a refused dispatch goes to `event-dispat
 watches, visible when due; the mover (the `move_due_checks` timer, QUEUE_PARK_SCHEDULE) brings what shows there to
 `event-dispatch`: all of it while the bus accepts, `PROBES` per parked queue and tick while it refuses (they find
 out when it accepts again). Whether it refuses is two rows every process shares (`BusMarks`, table `EventBus`): the
-last time a process saw the bus refuse, and the last time one saw it accept after a refusal; each process writes
-each at most once per `MARK_EVERY` seconds. The reconciler announces no undispatched stream while the bus refuses:
-the parked requests carry them.
+last time a process saw the bus refuse, and the last time one saw it accept after a refusal (one partition, read in
+one query); each process writes each at most once per `MARK_EVERY` seconds. The reconciler announces no undispatched
+stream while the bus refuses: the parked requests carry them.
 
 Nothing is lost by parking: a parked request is the same message, moved when it shows (a mover that dies between
 its put and its delete leaves the parked one to show again and be moved twice, which its dispatch takes as any
@@ -24,14 +24,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from shared import timeutil, timing
+from shared import timeutil
 from shared.logs import fields
 from shared.outbox.rows import DISPATCH_QUEUE
 from shared.storage.base import Entity, QueueMessage, QueueStore, TableStore
+from shared.storage.batches import RECEIVE_BATCH, batches, until_empty
 from shared.storage.sharded import shard_name, split_shard
 
 log = logging.getLogger("queue.events")
@@ -39,6 +39,7 @@ log = logging.getLogger("queue.events")
 BUS_TABLE = "EventBus"
 BUS_PARTITION = "bus"
 REFUSED_ROW, ACCEPTED_ROW = "refused", "accepted"
+MARK_ROWS = 2  # the partition's rows: one read of it takes both
 MARK_EVERY = 10.0  # seconds between two writes of one row by one process (on its clock)
 READ_EVERY = 5.0  # seconds a process keeps what it read of the rows
 # A refusal this old, with none since, no longer counts: every dispatch that the bus refuses writes one anew (at
@@ -47,7 +48,6 @@ READ_EVERY = 5.0  # seconds a process keeps what it read of the rows
 REFUSAL_LASTS = dt.timedelta(seconds=120)
 PARK_AFTER = 3  # retries of a refused dispatch from the triggered queue (after 1, 2, 4 s) before the next are parked
 PROBES = 8  # parked requests one tick brings back per parked queue while the bus refuses
-MOVE_BATCH = 32  # messages one receive takes (Azure's most)
 MOVES_PER_TICK = 300  # receives one tick makes of one parked queue at most (9,600 requests)
 
 
@@ -93,11 +93,9 @@ class BusMarks:
         now = self.clock()
         if self._read is not None and now - self._read[0] < dt.timedelta(seconds=READ_EVERY):
             return self._read[1]
-        rows = await asyncio.gather(
-            self.tables.get(BUS_TABLE, BUS_PARTITION, REFUSED_ROW),
-            self.tables.get(BUS_TABLE, BUS_PARTITION, ACCEPTED_ROW),
-        )
-        refused, accepted = (timeutil.parse(row.data["at"]) if row is not None else None for row in rows)
+        page = await self.tables.query(BUS_TABLE, "PartitionKey eq @pk", {"pk": BUS_PARTITION}, limit=MARK_ROWS)
+        marks = {row.row_key: timeutil.parse(row.data["at"]) for row in page.entities}
+        refused, accepted = marks.get(REFUSED_ROW), marks.get(ACCEPTED_ROW)
         refusing = refused is not None and refused > now - REFUSAL_LASTS and (accepted is None or refused > accepted)
         self._read = (now, refusing)
         return refusing
@@ -137,26 +135,27 @@ class ParkedDispatch:
         """Bring every parked request back as it shows, until none is left or `within` seconds have passed (one
         shows within QUEUE_EVENT_RETRY_MAX_DELAY): how many. The end of a rollback to a release that does not read
         the parked queue (`python -m local_host return-checks`)."""
-        returned, give_up = 0, time.monotonic() + within
-        while True:
-            returned += (await self.move(refusing=False)).moved
-            left = sum([await self.queues.approximate_count(q) for q in self.parked_queues()])
-            if not left or time.monotonic() > give_up:
-                return returned
-            await sleep(1.0)
+
+        async def one_pass() -> int:
+            return (await self.move(refusing=False)).moved
+
+        return await until_empty(one_pass, self.queues, self.parked_queues(), within, sleep)
 
     async def _move_from(self, parked: str, refusing: bool) -> MovedRequests:
-        target = shard_name(DISPATCH_QUEUE, split_shard(parked)[1])  # the same shard of `event-dispatch`
+        """What shows in one parked queue, to the same shard of `event-dispatch`: one receive of PROBES while the
+        bus refuses, else batches until none shows or MOVES_PER_TICK receives were made."""
+        target = shard_name(DISPATCH_QUEUE, split_shard(parked)[1])
         done = MovedRequests()
-        started = time.monotonic()
-        wanted = PROBES if refusing else MOVE_BATCH
-        while done.receives < MOVES_PER_TICK and time.monotonic() - started < timing.MOVE_VISIBILITY / 2:
-            batch = await self.queues.receive(parked, wanted, int(timing.MOVE_VISIBILITY))
+        receiving = batches(
+            self.queues,
+            parked,
+            max_receives=1 if refusing else MOVES_PER_TICK,
+            take=PROBES if refusing else RECEIVE_BATCH,
+        )
+        async for batch in receiving:
             done.receives += 1
             await asyncio.gather(*(self._move_one(parked, target, m) for m in batch))
             done.moved += len(batch)
-            if refusing or len(batch) < wanted:
-                break
         return done
 
     async def _move_one(self, parked: str, target: str, message: QueueMessage) -> None:

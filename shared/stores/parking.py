@@ -6,16 +6,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
-import time
 from collections.abc import Awaitable, Callable
 
 from shared import timeutil, timing
 from shared.domain.messages import Shards
 from shared.domain.parking import DUE_QUEUE, PARKED_KIND, Moved, due_of
 from shared.storage.base import QueueMessage, QueueStore
+from shared.storage.batches import batches, until_empty
 from shared.storage.sharded import shard_name, split_shard
-
-MOVE_BATCH = 32  # messages one receive takes (Azure's most)
 
 ONE_SECOND = dt.timedelta(seconds=1)  # the least a check put back for being early waits
 
@@ -76,14 +74,8 @@ class CheckQueues:
         """Put every check of the triggered queues back in its parking queue, visible when it is due, until they are
         empty; how many. A message can be received only once it shows, and what waits there shows within `lead`
         seconds (it is due by then), so this ends within about `lead` seconds (bounded by twice that)."""
-        returned = 0
-        give_up = time.monotonic() + 2 * self.lead + timing.MOVE_VISIBILITY
-        while True:
-            returned += await self.return_shown()
-            left = sum([await self.queues.approximate_count(q) for q in self.triggered_queues()])
-            if not left or time.monotonic() > give_up:
-                return returned
-            await sleep(1.0)
+        within = 2 * self.lead + timing.MOVE_VISIBILITY
+        return await until_empty(self.return_shown, self.queues, self.triggered_queues(), within, sleep)
 
     async def return_shown(self) -> int:
         """One pass of `return_due` over what shows now."""
@@ -91,8 +83,7 @@ class CheckQueues:
         for due_queue in self.triggered_queues():
             base, shard = split_shard(due_queue)
             target = shard_name(PARKED_KIND[base], shard)
-            while True:
-                batch = await self.queues.receive(due_queue, MOVE_BATCH, int(timing.MOVE_VISIBILITY))
+            async for batch in batches(self.queues, due_queue, max_receives=RECEIVES_PER_QUEUE):
                 for message in batch:
                     try:
                         body = message.json()
@@ -103,8 +94,6 @@ class CheckQueues:
                     await self.queues.put(target, message.content, visible_in=delay)
                     await self.queues.delete(due_queue, message)
                 returned += len(batch)
-                if len(batch) < MOVE_BATCH:
-                    break
         return returned
 
     def triggered_queues(self) -> list[str]:
@@ -126,15 +115,11 @@ class CheckQueues:
         base, shard = split_shard(parking)
         target = shard_name(DUE_QUEUE[base], shard)
         done = Moved()
-        started = time.monotonic()
-        while done.receives < RECEIVES_PER_QUEUE and time.monotonic() - started < timing.MOVE_VISIBILITY / 2:
-            batch = await self.queues.receive(parking, MOVE_BATCH, int(timing.MOVE_VISIBILITY))
+        async for batch in batches(self.queues, parking, max_receives=RECEIVES_PER_QUEUE):
             done.receives += 1
             results = await asyncio.gather(*(self._move_one(parking, target, message) for message in batch))
             done.moved += sum(results)
             done.waiting += len(results) - sum(results)
-            if len(batch) < MOVE_BATCH:
-                break
         return done
 
     async def _move_one(self, parking: str, target: str, message: QueueMessage) -> bool:

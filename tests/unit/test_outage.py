@@ -215,3 +215,37 @@ async def test_the_timer_moves_parked_checks_and_parked_requests_in_one_tick(
     assert await requests_in(service, DISPATCH_QUEUE) == [request]
     clock.advance(2.1)
     assert [m.content for m in await service.stores.queues.receive(CLAIM_DUE_QUEUE, 32, 30)] == [check.encode()]
+
+
+async def test_a_tick_makes_at_most_moves_per_tick_receives_of_a_parked_queue(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound of one tick's work on a backlog: MOVES_PER_TICK receives of a batch each; the next tick goes on."""
+    monkeypatch.setattr(outage, "MOVES_PER_TICK", 2)
+    for i in range(100):
+        request = DispatchRequest(TASKS_TABLE, f"task{i}", 1, timeutil.iso(clock.now), attempt=5)
+        await service.stores.queues.put(DISPATCH_PARKED_QUEUE, request.encode())
+    done = await service.stores.events.parked.move(refusing=False)
+    assert (done.receives, done.moved) == (2, 64)
+    assert (await service.stores.events.parked.move(refusing=False)).moved == 36
+
+
+async def test_the_timer_moves_the_checks_when_the_bus_marks_cannot_be_read(
+    service: Queue, clock: Clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failure of the parked requests' side is raised after the checks' side has ended and said what it moved."""
+    import functions.triggers as trigger
+    from shared.domain.messages import CLAIM_DUE_QUEUE, CLAIM_QUEUE, ClaimCheck
+
+    async def unreadable() -> bool:
+        raise ConnectionError("EventBus unreachable")
+
+    monkeypatch.setattr(trigger, "get_queue", lambda: service)
+    monkeypatch.setattr(service.stores.events.bus, "refusing", unreadable)
+    check = ClaimCheck(slugid(), 0, timeutil.to_ms(clock.now + dt.timedelta(seconds=2)))
+    await service.stores.check_queues.put(CLAIM_QUEUE, check.taskId, check.encode(), check.takenUntil, parked=True)
+    with caplog.at_level("INFO"), pytest.raises(ConnectionError):
+        await trigger.move_due_checks(None)  # type: ignore[arg-type]
+    assert any(getattr(r, "event", None) == "checks-moved" for r in caplog.records)
+    clock.advance(2.1)
+    assert [m.content for m in await service.stores.queues.receive(CLAIM_DUE_QUEUE, 32, 30)] == [check.encode()]
