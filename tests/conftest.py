@@ -27,6 +27,9 @@ from shared.runtime import data_stores
 from shared.settings import load_settings
 from shared.storage.base import QueueStore, TableStore
 
+# The tiers' shared helpers assert too: their failures explained as a test's are.
+pytest.register_assert_rewrite("tests.unit.helpers", "tests.acceptance.helpers")
+
 PROJECT = Path(__file__).resolve().parent.parent
 ROOT_CLIENT_ID = "root"
 ROOT_ACCESS_TOKEN = secrets.token_urlsafe(33)

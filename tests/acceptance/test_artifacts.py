@@ -18,10 +18,10 @@ from azure.storage.blob import BlobClient
 from local_host import azurite as azurite_mod
 from shared import timeutil
 from tests.acceptance.conftest import QUICK_CLAIMS
+from tests.acceptance.helpers import WORKER, anonymous, azure_request, claimed, in_days, put
 from tests.conftest import expect_error, queue_client, slugid, task_definition, wait_for
 from worker.artifact_upload import upload
 
-WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
 UPLOAD_TTL = 4
 EXCEPTION_WINDOW = 2
 
@@ -40,42 +40,6 @@ def host(host_factory):
 @pytest.fixture
 def queue(host):
     return host.client()
-
-
-def claimed(queue, **overrides):
-    """A running task, and a client holding the credentials its claim gave (as a worker has)."""
-    task_id = slugid()
-    definition = task_definition(**overrides)
-    queue.createTask(task_id, definition)
-    [claim] = queue.claimWork(definition["taskQueueId"], {"tasks": 1, **WORKER})["tasks"]
-    assert claim["status"]["taskId"] == task_id
-    worker = taskcluster.Queue(
-        {"rootUrl": queue.options["rootUrl"], "credentials": claim["credentials"], "maxRetries": 0}
-    )
-    return task_id, worker
-
-
-def in_days(days=1):
-    return timeutil.iso(timeutil.now() + dt.timedelta(days=days))
-
-
-def azure_request(data, content_type="text/plain; charset=utf-8", **extra):
-    return {
-        "storageType": "azure",
-        "expires": in_days(),
-        "contentType": content_type,
-        "contentLength": len(data),
-        **extra,
-    }
-
-
-def put(created, data):
-    """A single PUT to the putUrl with the headers the response names (what any HTTP client can do)."""
-    return httpx.put(created["putUrl"], content=data, headers=created["headers"])
-
-
-def anonymous(host):
-    return taskcluster.Queue({"rootUrl": host.root_url, "maxRetries": 0})
 
 
 def test_upload_through_put_url_and_download_through_the_redirect(host, queue):

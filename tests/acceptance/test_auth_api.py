@@ -9,6 +9,7 @@ import pytest
 import taskcluster
 from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
 
+from tests.acceptance.helpers import admin
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, expect_error, slugid, task_definition, wait_for
 
 
@@ -211,25 +212,6 @@ def test_the_auth_routes_need_their_scopes(host):
             call()
         assert refused.value.status_code == 403
     wait_for(lambda: "queue:get-task:*" in anonymous.currentScopes()["scopes"], timeout=5)
-
-
-def admin(host, *args, credentials=None):
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import PROJECT
-
-    creds = credentials or {"clientId": ROOT_CLIENT_ID, "accessToken": ROOT_ACCESS_TOKEN}
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TASKCLUSTER_")},
-        "TASKCLUSTER_ROOT_URL": host.root_url,
-        "TASKCLUSTER_CLIENT_ID": creds["clientId"],
-        "TASKCLUSTER_ACCESS_TOKEN": creds["accessToken"],
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "queue_admin", *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60
-    )
 
 
 def test_the_admin_command_administers_over_the_api_with_credentials(host):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.acceptance.conftest import QUICK_CLAIMS
-from tests.acceptance.test_artifacts import claimed, in_days
+from tests.acceptance.helpers import claimed, in_days
 
 LIMIT = 1024 * 1024
 

@@ -22,7 +22,7 @@ import taskcluster.upload
 from taskcluster.client import createApiClient
 from taskcluster.exceptions import TaskclusterArtifactError
 
-from tests.acceptance.test_artifacts import WORKER, claimed, in_days
+from tests.acceptance.helpers import WORKER, claimed, in_days
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, expect_error, slugid, task_definition, task_queue_id
 
 PROJECT = Path(__file__).resolve().parents[2]

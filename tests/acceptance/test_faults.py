@@ -4,11 +4,9 @@ Azurite of its own, and ends with the full invariant audit (shared/maintenance/i
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 import json
-import os
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -32,19 +30,14 @@ from shared.domain.messages import (
     poison_queue,
 )
 from shared.faults import EXIT_STATUS
-from shared.maintenance.invariants import audit
-from shared.runtime import build_queue
-from shared.settings import load_settings
 from shared.storage.sharded import queue_account, shard_name
-from tests.amqp import broker_reachable, delete_exchanges
+from tests.acceptance.helpers import BROKER, run_audit
+from tests.amqp import delete_exchanges
 from tests.conftest import (
-    ROOT_ACCESS_TOKEN,
     HostProcess,
     azurite_env,
-    sharding_settings,
     shards_of,
     slugid,
-    stores_of,
     task_definition,
     task_queue_id,
     wait_for,
@@ -68,9 +61,7 @@ FAST = {
 NAMESPACE = f"test-faults-{uuid.uuid4().hex[:8]}"
 # Where a broker runs (always in CI), the crash tests also publish, and the audit checks every event went out.
 BUS = (
-    {"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2}
-    if broker_reachable() or os.environ.get("QUEUE_TEST_REQUIRE_BROKER")
-    else {}
+    {"event_bus": "amqp", "pulse_namespace": NAMESPACE, "event_lease": 2, "event_retry_max_delay": 2} if BROKER else {}
 )
 
 
@@ -115,39 +106,6 @@ class Workers:
         wait_for(step, timeout=timeout, interval=0.2)
         doubled = [k for k, n in Counter(self.claims).items() if n > 1]
         assert doubled == [], f"runs claimed twice: {doubled}"
-
-
-def run_audit(azurite: azurite_mod.Azurite, settle: float = 20, *, published: bool = True) -> list[str]:
-    """The audit's violations once the queue has settled (resolutions and dispatches in flight are done), or
-    those still there after `settle` seconds. `published`: whether the hosts had this module's event bus (where
-    a broker runs); otherwise events are not expected to be dispatched."""
-    violations: list[str] = []
-
-    def clean() -> bool:
-        violations[:] = audit_once(azurite, published=published)
-        return not violations
-
-    with contextlib.suppress(AssertionError):
-        wait_for(clean, timeout=settle, interval=0.5)
-    return violations
-
-
-def audit_once(azurite: azurite_mod.Azurite, *, published: bool = True) -> list[str]:
-    async def go() -> list[str]:
-        env = azurite_env(azurite)
-        settings = load_settings(
-            storage=azurite.connection_string,
-            root_access_token=ROOT_ACCESS_TOKEN,
-            **sharding_settings(env),
-            **{k: v for k, v in BUS.items() if k == "event_bus" and published},
-        )
-        service = build_queue(settings, *stores_of(env, "sdk"))
-        try:
-            return [str(v) for v in (await audit(service.stores)).violations]
-        finally:
-            await service.close()
-
-    return asyncio.run(go())
 
 
 def queue_connection(azurite: azurite_mod.Azurite, queue: str) -> str:

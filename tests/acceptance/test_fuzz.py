@@ -23,16 +23,15 @@ import mohawk
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
 
 from local_host import azurite as azurite_mod
-from shared import timeutil, validation
+from shared import timeutil
 from shared.api.object_v1 import api as object_api
-from shared.api.openapi import inline
 from shared.api.queue_v1 import api
 from shared.api.routing import Route
-from tests.acceptance.test_faults import run_audit
+from tests.acceptance.helpers import run_audit
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_of_its_own, slugid, task_definition
+from tests.schema_strategies import schema_strategy
 
 EXAMPLES = int(os.environ.get("QUEUE_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
@@ -119,10 +118,6 @@ def fuzz_api(fuzz_host) -> Api:
         client.task_ids.append(task_id)
     client.request("POST", f"/claim-work/{TASK_QUEUE}", content=json.dumps({"tasks": 1, **WORKER}).encode())
     return client
-
-
-def schema_strategy(name: str) -> st.SearchStrategy[Any]:
-    return from_schema(inline(validation.schema(name), name))
 
 
 JSON_LEAVES = (

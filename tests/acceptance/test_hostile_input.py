@@ -17,7 +17,7 @@ from azure.data.tables import TableClient, UpdateMode
 
 from shared import timeutil
 from shared.storage.sharded import partition_account
-from tests.acceptance.test_artifacts import azure_request, claimed, in_days, put
+from tests.acceptance.helpers import azure_request, claimed, in_days, put
 from tests.conftest import ROOT_ACCESS_TOKEN, azurite_env, expect_error, slugid, task_definition
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}

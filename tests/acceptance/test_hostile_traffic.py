@@ -26,7 +26,7 @@ from taskcluster.exceptions import TaskclusterRestFailure
 
 from shared import timeutil
 from tests.acceptance.conftest import QUICK_CLAIMS
-from tests.acceptance.test_artifacts import claimed, in_days
+from tests.acceptance.helpers import claimed, in_days
 from tests.conftest import PROJECT, ROOT_ACCESS_TOKEN, base_env, expect_error, slugid, wait_for
 
 

@@ -32,7 +32,7 @@ from azure.storage.blob import BlobClient
 
 from local_host import azurite as azurite_mod
 from shared import timeutil
-from tests.acceptance.test_polling import poll_task_urls
+from tests.acceptance.helpers import poll_task_urls
 from tests.conftest import slugid, task_definition, wait_for
 from tests.stand_ins import JsonEndpoint
 

@@ -19,7 +19,7 @@ import taskcluster
 from shared import __version__
 from tests.acceptance.browsing import WAIT_MS, answer_dialog, needs_browser, shot, sign_in, wait_js
 from tests.acceptance.conftest import QUICK_CLAIMS
-from tests.acceptance.test_worker import WorkerProcess, submit
+from tests.acceptance.helpers import WorkerProcess, submit
 from tests.conftest import ROOT_ACCESS_TOKEN, ROOT_CLIENT_ID, slugid, task_definition, task_queue_id, wait_for
 
 PY = sys.executable

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from local_host.jobs import JobRule, JobsBeside, JobScaler, fullest_pending_queue
-from tests.acceptance.test_auth_api import admin
-from tests.acceptance.test_worker import submit
+from tests.acceptance.helpers import admin, submit
 from tests.conftest import (
     PROJECT,
     ROOT_ACCESS_TOKEN,

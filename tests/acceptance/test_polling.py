@@ -15,6 +15,7 @@ import pytest
 from shared.domain.messages import PendingHint, pending_queue
 from shared.storage.sharded import stable_hash
 from tests.acceptance.conftest import QUICK_CLAIMS
+from tests.acceptance.helpers import poll_task_urls
 from tests.conftest import SHARDS, STORAGE_FAULTS, expect_error, slugid, task_definition, task_queue_id
 
 WORKER = {"workerGroup": "wg-1", "workerId": "worker-1"}
@@ -34,18 +35,6 @@ def queue(host):
 
 # pollTaskUrls is not in the official client (Taskcluster removed it): call it through the client's own
 # machinery, which signs the request as for any other method.
-POLL_TASK_URLS = {
-    "args": ["taskQueueId"],
-    "method": "get",
-    "name": "pollTaskUrls",
-    "route": "/poll-task-url/<taskQueueId>",
-    "stability": "experimental",
-    "query": [],
-}
-
-
-def poll_task_urls(client, task_queue):
-    return client._makeApiCall(POLL_TASK_URLS, task_queue)
 
 
 def poll(urls, count=1):

@@ -35,8 +35,7 @@ import taskcluster
 from shared import __version__, timeutil
 from shared.domain.events import EXCHANGES
 from shared.domain.messages import CLAIM_DUE_QUEUE
-from tests.acceptance.test_faults import run_audit
-from tests.acceptance.test_run_command import start_run
+from tests.acceptance.helpers import run_audit, start_run
 from tests.amqp import broker_reachable, delete_exchanges
 from tests.conftest import (
     PROJECT,

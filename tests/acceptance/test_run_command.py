@@ -14,27 +14,8 @@ import httpx
 
 from local_host.azurite import free_port
 from shared import __version__
+from tests.acceptance.helpers import start_run
 from tests.conftest import PROJECT, queue_client, slugid, task_definition, wait_for
-
-
-def start_run(tmp_path, name, *extra, project=PROJECT):
-    """`python -m local_host run` of the code in `project` on the data dir `tmp_path/name`."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUE_")}
-    env.update(QUEUE_PORT=str(port), QUEUE_DATA_DIR=str(tmp_path / name), PYTHONUNBUFFERED="1")
-    log = tmp_path / f"{name}.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "local_host", "--settings", "/nonexistent", "run", *extra],
-            cwd=project,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    wait_for(lambda: "Press Ctrl-C to stop." in log.read_text() or process.poll() is not None, timeout=60)
-    text = log.read_text()
-    assert process.poll() is None, text
-    return process, port, log
 
 
 def alive(pid):

@@ -18,7 +18,7 @@ import taskcluster
 from azure.storage.blob import BlobServiceClient
 
 from shared.domain.artifacts import S3_BLOCK, blob_path, upload_signature
-from tests.acceptance.test_artifacts import anonymous, claimed, in_days
+from tests.acceptance.helpers import anonymous, claimed, in_days
 from tests.conftest import ROOT_ACCESS_TOKEN, expect_error, slugid
 
 LEASE = {"x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1", "x-ms-version": "2021-08-06"}

@@ -3,30 +3,21 @@ failure, timeout, cancel mid-run, SIGTERM, malformed payload), artifacts and log
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 import taskcluster
 
 from tests.acceptance.conftest import QUICK_CLAIMS
+from tests.acceptance.helpers import PY, WorkerProcess, submit
 from tests.conftest import (
-    PROJECT,
-    ROOT_ACCESS_TOKEN,
-    ROOT_CLIENT_ID,
     slugid,
-    stop_process,
     task_definition,
     task_queue_id,
     wait_for,
 )
-
-PY = sys.executable
 
 
 @pytest.fixture(scope="module")
@@ -34,49 +25,6 @@ def host(host_factory):
     # The worker reclaims with a third of its claim left: under injected storage faults (QUEUE_TEST_STORAGE_FAULTS),
     # or on a loaded machine (a CI run lost one so), a reclaim can take more than the 1 s a 3 s claim leaves it.
     return host_factory(claim_timeout=6, worker_info_interval=0, **QUICK_CLAIMS)
-
-
-class WorkerProcess:
-    def __init__(self, host, tq: str, tmp: Path, *extra: str) -> None:
-        env = {
-            **os.environ,
-            "TASKCLUSTER_ROOT_URL": host.root_url,
-            "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
-            "TASKCLUSTER_ACCESS_TOKEN": ROOT_ACCESS_TOKEN,
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.log_path = tmp / f"worker-{tq.split('/')[1]}.log"
-        self.work_dir = tmp / "tasks"
-        with open(self.log_path, "wb") as out:
-            self.process = subprocess.Popen(
-                [
-                    PY,
-                    "-m",
-                    "worker",
-                    "--task-queue",
-                    tq,
-                    "--worker-group",
-                    "wg",
-                    "--worker-id",
-                    "ref-1",
-                    "--capacity",
-                    "2",
-                    "--work-dir",
-                    str(self.work_dir),
-                    *extra,
-                ],
-                cwd=PROJECT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> int:
-        return stop_process(self.process, 30)
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +37,6 @@ def worker(host, tq, tmp_path_factory) -> Iterator[WorkerProcess]:
     process = WorkerProcess(host, tq, tmp_path_factory.mktemp("worker"))
     yield process
     process.stop()
-
-
-def submit(queue, tq: str, payload: dict, **overrides) -> str:
-    task_id = slugid()
-    queue.createTask(task_id, task_definition(taskQueueId=tq, payload=payload, **overrides))
-    return task_id
 
 
 def resolved(queue, task_id: str, timeout: float = 30) -> dict:

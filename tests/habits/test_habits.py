@@ -123,6 +123,23 @@ def test_unit_tests_are_named_after_the_module_they_test():
     assert len(named) >= 0.9 * len(files), f"{len(named)} of {len(files)} unit files named after a module"
 
 
+def test_no_test_module_imports_another():
+    """What tests share lives in a helpers module (tests/unit/helpers.py, tests/acceptance/helpers.py, or beside
+    conftest: tests/services.py, tests/answers.py): a test module that imports another runs that module's setup
+    (its `pytestmark`, its import-time probes) where it was not meant to, and ties two files that a reader takes
+    for independent (issue #88)."""
+    found = [
+        f"{path.relative_to(PROJECT)}:{node.lineno} {node.module}"
+        for path in sorted((PROJECT / "tests").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("tests.")
+        and node.module.rsplit(".", 1)[-1].startswith("test_")
+    ]
+    assert found == [], "move what they share to the tier's helpers module"
+
+
 # Functions a test defines and awaits at once, whose statements are the test's own (`(await go())`).
 TEST_WRAPPERS = {"go", "scenario"}
 

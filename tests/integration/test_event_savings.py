@@ -26,8 +26,7 @@ from shared.storage.rest import RestQueues, RestTables
 from tests.amqp import Listener, broker_reachable, delete_exchanges
 from tests.conftest import azurite_of_its_own, schema_defaults, slugid, task_definition
 from tests.services import azurite_service
-from tests.unit.test_events import drain
-from tests.unit.test_resolution import dies_after_answering
+from tests.unit.helpers import dies_after_answering, drain
 
 pytestmark = pytest.mark.skipif(
     not broker_reachable() and not os.environ.get("QUEUE_TEST_REQUIRE_BROKER"),

@@ -136,7 +136,7 @@ def test_several_host_processes_share_a_queue(sample):
 
 def test_polling_backs_off_on_azurite(azurite):
     from shared.storage.azure import AzureQueues
-    from tests.unit.test_triggers import check_back_off
+    from tests.unit.helpers import check_back_off
 
     check_back_off(AzureQueues(azurite.connection_string), queue=f"backoff-{uuid.uuid4().hex[:10]}")
 

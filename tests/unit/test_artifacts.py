@@ -14,8 +14,7 @@ from shared.domain.tasks import TASKS_TABLE
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact, list_artifacts, task_events
 from tests.conftest import schema_defaults, slugid, task_definition
-
-CONTAINER = "artifacts"
+from tests.unit.helpers import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 
 
 @pytest.fixture
@@ -23,20 +22,7 @@ def blobs():
     return MemoryBlobs()
 
 
-ARTIFACT_SETTINGS = {"claim_timeout": 600, "expiry_delay": 0, "artifact_exception_window": 60}
 pytestmark = pytest.mark.service(**ARTIFACT_SETTINGS)  # short artifact and expiry settings
-
-
-async def running_task(service, **overrides):
-    task_id = slugid()
-    definition = task_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    await service.claims.claim(task_id, 0, "g", "w")
-    return task_id
-
-
-def expires(clock, days=1):
-    return timeutil.iso(clock() + dt.timedelta(days=days))
 
 
 def azure(clock, size=5, **extra):

@@ -34,8 +34,7 @@ from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import schema_defaults, slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_creation import Gated
-from tests.unit.test_resolution import process
+from tests.unit.helpers import Gated, process
 
 
 def test_bounded_keeps_the_most_recent_within_entries_and_bytes():

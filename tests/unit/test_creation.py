@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 from shared import timing
 from shared.domain.messages import pending_queue
@@ -19,25 +18,21 @@ from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid
-from tests.unit.test_events import RecordingPublisher, claim, task_definition
-from tests.unit.test_resolution import Puts, another_process, bodies, dies_after_answering, process
+from tests.unit.helpers import (
+    Gated,
+    Puts,
+    RecordingPublisher,
+    another_process,
+    bodies,
+    claim,
+    dies_after_answering,
+    process,
+    task_definition,
+)
 
 
 def requests(queues: MemoryQueues) -> list[DispatchRequest]:
     return [r for body in queues.contents(DISPATCH_QUEUE) for r in decode_requests(json.loads(body))]
-
-
-class Gated(RecordingPublisher):
-    """A publisher whose publishing waits at a gate (a dying process's, or a busy broker's)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate, self.publishing = asyncio.Event(), asyncio.Event()
-
-    async def publish(self, event: Any) -> None:
-        self.publishing.set()
-        await self.gate.wait()
-        await super().publish(event)
 
 
 async def test_a_dependent_puts_no_dispatch_request_and_is_answered_once_its_event_is_published() -> None:

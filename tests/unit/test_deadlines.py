@@ -19,7 +19,7 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from shared.stores import deadlines
 from tests.clock import Clock
 from tests.services import memory_service
-from tests.unit.test_reconciler import create, memory_queues
+from tests.unit.helpers import create, memory_queues
 
 pytestmark = pytest.mark.service(deadline_delay=2)
 

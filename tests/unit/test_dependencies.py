@@ -20,7 +20,7 @@ from shared.stores.dependencies import MARK
 from tests.answers import list_dependents, resolution_messages
 from tests.conftest import slugid
 from tests.services import memory_service
-from tests.unit.test_reconciler import create
+from tests.unit.helpers import create
 
 
 class CountingTables(MemoryTables):

@@ -17,7 +17,7 @@ from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid, task_definition
 from tests.services import memory_service
-from tests.unit.test_reconciler import claim_all, create
+from tests.unit.helpers import claim_all, create
 
 pytestmark = pytest.mark.service(hint_grace=5)
 

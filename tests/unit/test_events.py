@@ -10,17 +10,13 @@ from dataclasses import replace
 import pytest
 
 from shared import timeutil
-from shared.domain.events import Event
 from shared.domain.messages import DeadlineCheck
 from shared.domain.tasks import TASKS_TABLE
-from shared.operations.claims import Claim
 from shared.outbox.fallbacks import DISPATCH_BATCH
 from shared.outbox.log import EventLog
 from shared.outbox.rows import (
     DISPATCH_QUEUE,
     DispatchRequest,
-    Publisher,
-    PublishError,
     Stream,
     cursor_row_key,
     decode_requests,
@@ -30,33 +26,9 @@ from shared.runtime import Queue
 from shared.validation import errors_of
 from tests.answers import group_events, resolution_messages, task_events
 from tests.clock import Clock
-from tests.conftest import schema_defaults, slugid
-from tests.conftest import task_definition as bare_definition
+from tests.conftest import slugid
+from tests.unit.helpers import EVENT_SETTINGS, RecordingPublisher, claim, drain, task_definition
 
-
-class RecordingPublisher:
-    def __init__(self) -> None:
-        self.published: list[Event] = []
-        self.fail = False
-
-    async def publish(self, event: Event) -> None:
-        if self.fail:
-            raise PublishError("bus down")
-        await asyncio.sleep(0)
-        self.published.append(event)
-
-    async def close(self) -> None:
-        pass
-
-
-def task_definition(**overrides: object) -> dict:
-    """A definition as the service gets it: with the schema's defaults filled in."""
-    definition = bare_definition(**overrides)
-    return dict(definition, **schema_defaults(definition))
-
-
-# Resolutions left to their messages, run by hand; the queues on the tests' clock (a delay is moved past).
-EVENT_SETTINGS = {"event_bus": "amqp", "event_lease": 5}
 pytestmark = pytest.mark.service(**EVENT_SETTINGS)
 
 
@@ -70,12 +42,6 @@ def assert_valid(events: list[dict]) -> None:
     for event in events:
         short = event["exchange"].rsplit("/", 1)[1]
         assert errors_of(EXCHANGES[short], event["payload"]) == [], event
-
-
-async def claim(service: Queue, task_id: str) -> Claim:
-    result = await service.claims.claim(task_id, 0, "wg", "w1")
-    assert isinstance(result, Claim)
-    return result
 
 
 async def test_lifecycle_records_each_exchange_with_taskclusters_routing_key(service: Queue) -> None:
@@ -202,16 +168,6 @@ async def test_no_bus_records_events_but_asks_no_dispatch(service: Queue) -> Non
     await service.creation.create_task(task_id, task_definition())
     assert len(await recorded(service, task_id)) == 2
     assert await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30) == []
-
-
-async def drain(service: Queue, publisher: Publisher) -> list[str]:
-    """Run the dispatcher over every visible dispatch request; the outcomes."""
-    outcomes = []
-    for message in await service.stores.queues.receive(DISPATCH_QUEUE, 32, 30):
-        for request in decode_requests(message.json()):
-            outcomes.append(await service.stores.events.dispatch(request, publisher))
-        await service.stores.queues.delete(DISPATCH_QUEUE, message)
-    return outcomes
 
 
 async def test_dispatch_publishes_each_event_once_in_order(service: Queue) -> None:

@@ -11,7 +11,7 @@ from shared import errors, timeutil
 from shared.domain.expiry import TASK_EXPIRY_TABLE
 from shared.operations.expiry import GROUP_KEY
 from tests.conftest import slugid
-from tests.unit.test_index import _create
+from tests.services import create_task
 
 pytestmark = pytest.mark.service(expiry_delay=0)
 
@@ -24,7 +24,7 @@ async def test_a_group_that_outlives_its_tasks_is_deleted_once_it_expires(servic
     group = slugid()
     created = clock.now
     expires = created + dt.timedelta(hours=2)
-    task_id = await _create(
+    task_id = await create_task(
         service,
         taskGroupId=group,
         created=timeutil.iso(created),
@@ -51,7 +51,7 @@ async def test_a_group_that_outlives_its_tasks_is_deleted_once_it_expires(servic
 async def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, clock):
     group = slugid()
     created = clock.now
-    first = await _create(
+    first = await create_task(
         service,
         taskGroupId=group,
         created=timeutil.iso(created),
@@ -61,7 +61,7 @@ async def test_a_group_entry_of_a_group_a_task_joined_since_is_dropped(service, 
     clock.now = created + dt.timedelta(hours=2, minutes=1)
     await service.expiry.expire_tasks()
     assert len(await _group_entries(service, group)) == 1 and first
-    later = await _create(
+    later = await create_task(
         service,
         taskGroupId=group,
         created=timeutil.iso(clock.now),

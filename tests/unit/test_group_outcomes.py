@@ -9,7 +9,7 @@ import pytest
 from shared.domain.decision_tasks import push_of
 from shared.runtime import Queue
 from tests.conftest import schema_defaults, slugid, task_definition
-from tests.unit.test_reruns import create, run, states
+from tests.unit.helpers import create_member, run, states
 
 REVISION = "4f1c2a9d8e7b6c5a4f1c2a9d8e7b6c5a4f1c2a9d"
 
@@ -41,9 +41,9 @@ async def test_a_push_is_listed_with_its_decision_task_and_counts(service: Queue
             "description": "",
         },
     )
-    build = await create(service, group)
-    test = await create(service, group, build)
-    lint = await create(service, group)
+    build = await create_member(service, group)
+    test = await create_member(service, group, build)
+    lint = await create_member(service, group)
     await run(service, group, "completed")
     await run(service, build, "failed")
     await run(service, lint, "completed")
@@ -65,8 +65,8 @@ async def test_a_push_is_listed_with_its_decision_task_and_counts(service: Queue
 
 async def test_a_rerun_takes_a_task_off_the_failures_and_a_waiting_one_says_what_for(service: Queue) -> None:
     group = await decision(service)
-    build = await create(service, group)
-    test = await create(service, group, build)
+    build = await create_member(service, group)
+    test = await create_member(service, group, build)
     await run(service, group, "completed")
     await run(service, build, "failed")
     await service.lifecycle.cancel_task(test)
@@ -90,7 +90,7 @@ async def test_counts_are_bounded_and_said_to_be_a_floor(service: Queue, monkeyp
     monkeypatch.setattr(group_members, "COUNTED", 2)
     group = await decision(service)
     for _ in range(3):
-        await create(service, group)
+        await create_member(service, group)
     [push] = await service.groups.recent(20)
     assert push["counts"]["unresolved"] == 2 and push["counts"]["atLeast"]
 
@@ -134,7 +134,7 @@ async def test_the_rows_stay_apart_from_the_members_and_expire_with_them(service
     one never sees them) and are deleted with the member at its expiry (a release before this one leaves them in
     the group's partition: a row per failure, only while it runs; changes/74.upgrade.md)."""
     group = await decision(service)
-    build = await create(service, group)
+    build = await create_member(service, group)
     await run(service, group, "completed")
     await run(service, build, "failed")
     assert list(await failures(service, group)) == [build]
@@ -151,6 +151,6 @@ async def test_decision_tasks_remembered_are_bounded(service: Queue, monkeypatch
     monkeypatch.setattr(groups_mod, "PUSHES_KNOWN", 3)
     pushes = [await decision(service) for _ in range(5)]
     for group in pushes:
-        await create(service, group)
+        await create_member(service, group)
         assert (await service.groups._push(group))["decisionTask"]["taskId"] == group
     assert list(service.groups._pushes) == pushes[-3:]  # the newest three, the oldest forgotten

@@ -19,7 +19,7 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.answers import resolution_messages
 from tests.conftest import slugid
 from tests.services import memory_service
-from tests.unit.test_events import claim, task_definition
+from tests.unit.helpers import claim, task_definition
 
 
 class CountingTables(MemoryTables):

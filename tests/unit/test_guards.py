@@ -14,7 +14,7 @@ from tests.answers import resolution_messages
 from tests.clock import Clock
 from tests.conftest import slugid
 from tests.services import memory_service
-from tests.unit.test_reconciler import GRACE, claim_all, create, memory_queues
+from tests.unit.helpers import GRACE, claim_all, create, memory_queues
 
 pytestmark = pytest.mark.service(reconcile_grace=GRACE)
 

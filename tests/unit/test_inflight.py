@@ -18,7 +18,7 @@ from shared.outbox.rows import DISPATCH_QUEUE, DispatchRequest, decode_requests
 from shared.runtime import Queue
 from tests.conftest import slugid
 from tests.turns import others_run
-from tests.unit.test_events import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
+from tests.unit.helpers import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
 
 pytestmark = pytest.mark.service(**EVENT_SETTINGS)
 

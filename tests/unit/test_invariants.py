@@ -7,7 +7,7 @@ from shared.domain.groups import ACTIVE, GROUPS_TABLE
 from shared.domain.queue_runs import TASK_QUEUE_RUNS_TABLE
 from shared.maintenance.invariants import audit
 from shared.runtime import Queue
-from tests.unit.test_reconciler import create
+from tests.unit.helpers import create
 
 
 async def found(service: Queue, *, settled: bool) -> list[tuple[str, str]]:

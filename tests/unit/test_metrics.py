@@ -96,7 +96,7 @@ async def test_api_requests_are_counted_by_method_and_status() -> None:
 
 
 async def test_event_dispatch_lag_is_recorded_per_exchange(clock: Clock) -> None:
-    from tests.unit.test_events import RecordingPublisher, drain
+    from tests.unit.helpers import RecordingPublisher, drain
 
     service = memory_service(clock=clock, event_bus="amqp")
     before = total("queue.events.dispatch_lag", exchange="task-defined")

@@ -18,7 +18,7 @@ from shared.operations.writes import staging
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.conftest import schema_defaults, slugid, task_definition
-from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
+from tests.unit.helpers import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid
 from tests.services import create_task, memory_service
-from tests.unit.test_events import RecordingPublisher
+from tests.unit.helpers import RecordingPublisher
 
 pytestmark = pytest.mark.service(event_bus="amqp", event_lease=5, reconcile_grace=60)
 

@@ -18,33 +18,7 @@ from tests.clock import Ticks
 from tests.conftest import schema_defaults, slugid, task_definition, task_queue_id
 from tests.services import memory_service
 from tests.turns import others_run
-
-
-class SlowQueues(MemoryQueues):
-    """Receives take a moment (as over a network) and are counted; `failing` makes them raise; `gate`, when
-    set, holds each receive in flight until it opens (so a test's callers surely come while one is)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.receives: list[int] = []  # how many messages each receive asked for
-        self.released = 0
-        self.failing = False
-        self.gate: asyncio.Event | None = None
-        self.held = asyncio.Event()  # a receive waits at the gate
-
-    async def receive(self, queue: str, max_messages: int, visibility_timeout: int) -> Received:
-        self.receives.append(max_messages)
-        await asyncio.sleep(0.01)
-        if self.gate is not None:
-            self.held.set()
-            await self.gate.wait()
-        if self.failing:
-            raise ConnectionError("storage unreachable")
-        return await super().receive(queue, max_messages, visibility_timeout)
-
-    async def release(self, queue, message, visible_in):
-        self.released += 1
-        return await super().release(queue, message, visible_in)
+from tests.unit.helpers import SlowQueues
 
 
 async def _fill(queues: MemoryQueues, count: int) -> None:

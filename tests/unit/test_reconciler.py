@@ -26,33 +26,13 @@ from shared.outbox.rows import Stream
 from shared.runtime import Queue
 from shared.storage.base import Entity
 from shared.storage.keys import encode_key
-from shared.storage.memory import MemoryQueues
 from tests.answers import claim_work, resolution_messages
 from tests.clock import Clock
-from tests.conftest import schema_defaults, slugid, task_definition
+from tests.conftest import slugid
 from tests.services import memory_service
-
-GRACE = 60
-
+from tests.unit.helpers import GRACE, claim_all, create, memory_queues
 
 pytestmark = pytest.mark.service(reconcile_grace=GRACE, rehint_after=600)
-
-
-def memory_queues(service: Queue) -> MemoryQueues:
-    assert isinstance(service.stores.queues, MemoryQueues)
-    return service.stores.queues
-
-
-async def create(service: Queue, **overrides: object) -> tuple[str, dict]:
-    task_id = slugid()
-    definition = task_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    return task_id, definition
-
-
-async def claim_all(service: Queue, tq: str) -> list[tuple[str, int]]:
-    claimed = await claim_work(service, tq, "g", "w", 32)
-    return [(c["status"]["taskId"], c["runId"]) for c in claimed]
 
 
 async def reconcile(service: Queue) -> Report:

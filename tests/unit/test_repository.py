@@ -10,7 +10,7 @@ from shared.domain.tasks import Run, Task
 from shared.operations.writes.repository import Before, ResolutionWithoutItsSteps, Unchanged
 from shared.runtime import Queue
 from tests.clock import Clock
-from tests.unit.test_reconciler import claim_all, create
+from tests.unit.helpers import claim_all, create
 
 
 async def test_a_resolution_without_its_steps_is_refused_and_writes_nothing(service: Queue, clock: Clock) -> None:

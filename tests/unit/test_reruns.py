@@ -10,39 +10,19 @@ from shared.operations import creation as creation_mod
 from shared.operations import reruns as reruns_mod
 from shared.runtime import Queue
 from tests.conftest import schema_defaults, slugid, task_definition
+from tests.unit.helpers import create_member, run, states
 
 # Resolutions followed up here, after the answer (as in production): settled before each look.
 pytestmark = pytest.mark.service(resolution_grace=5)
 
 
-async def create(service: Queue, group: str, *dependencies: str) -> str:
-    task_id = slugid()
-    definition = task_definition(taskGroupId=group, dependencies=list(dependencies))
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    return task_id
-
-
-async def run(service: Queue, task_id: str, outcome: str) -> None:
-    """Claim the task's pending run and resolve it `outcome` (completed or failed)."""
-    task = await service.tasks.load(task_id)
-    assert task.state == "pending", (task_id, task.state)
-    await service.claims.claim(task_id, task.last_run_id, "g", "w")
-    await service.lifecycle.resolve(task_id, task.last_run_id, outcome, outcome)
-    await service.stores.background.settled()
-
-
-async def states(service: Queue, *task_ids: str) -> list[str]:
-    await service.stores.background.settled()
-    return [(await service.tasks.load(t)).state for t in task_ids]
-
-
 async def failed_push(service: Queue) -> tuple[str, str, str, str]:
     """build (failed) <- test <- summary, and lint (failed, on nothing); the group cancelled."""
     group = slugid()
-    build = await create(service, group)
-    test = await create(service, group, build)
-    summary = await create(service, group, test)
-    lint = await create(service, group)
+    build = await create_member(service, group)
+    test = await create_member(service, group, build)
+    summary = await create_member(service, group, test)
+    lint = await create_member(service, group)
     await run(service, build, "failed")
     await run(service, lint, "failed")
     for task_id in (test, summary):
@@ -109,14 +89,14 @@ async def test_a_plain_rerun_clears_the_mark(service: Queue) -> None:
 
 async def test_a_task_that_waits_for_the_first_time_is_left_to_its_dependencies(service: Queue) -> None:
     group = slugid()
-    build = await create(service, group)
-    test = await create(service, group, build)
+    build = await create_member(service, group)
+    test = await create_member(service, group, build)
     task, outcome = await service.reruns.rerun_when_ready(test)
     assert outcome == "unchanged" and task.state == "unscheduled" and not task.rerun_when_ready
 
 
 async def test_the_mark_is_stored_and_a_row_without_it_reads_unmarked(service: Queue) -> None:
-    task = await service.tasks.load(await create(service, slugid()))
+    task = await service.tasks.load(await create_member(service, slugid()))
     assert "rerunWhenReady" not in task.to_entity().data  # unmarked: none written
     task.rerun_when_ready = True
     entity = task.to_entity()
@@ -130,8 +110,8 @@ async def test_a_task_with_requirement_rows_waits_the_same(service: Queue, monke
     resolution that satisfies its last one, as a first-time waiter is scheduled."""
     monkeypatch.setattr(creation_mod, "IN_ROW", 1)  # two dependencies are then "many"
     group = slugid()
-    build, lint = await create(service, group), await create(service, group)
-    test = await create(service, group, build, lint)
+    build, lint = await create_member(service, group), await create_member(service, group)
+    test = await create_member(service, group, build, lint)
     assert (await service.tasks.load(test)).waiting is None  # requirement rows
     await run(service, build, "failed")
     await run(service, lint, "completed")
@@ -148,8 +128,8 @@ async def test_an_all_resolved_summary_waits_for_a_dependency_that_waits_for_its
     as met although the test was waiting to run again, so it ran at once and reported the push green while the
     build failed again and the tests never ran (issue 74)."""
     group = slugid()
-    build = await create(service, group)
-    test = await create(service, group, build)
+    build = await create_member(service, group)
+    test = await create_member(service, group, build)
     summary_id = slugid()
     definition = task_definition(taskGroupId=group, dependencies=[test], requires="all-resolved")
     await service.creation.create_task(summary_id, dict(definition, **schema_defaults(definition)))

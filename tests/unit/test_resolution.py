@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -21,12 +20,17 @@ from shared.runtime import Queue
 from shared.storage.memory import MemoryQueues, MemoryTables
 from tests.clock import Clock
 from tests.conftest import slugid
-from tests.services import memory_service
-from tests.unit.test_events import RecordingPublisher, claim, task_definition
+from tests.unit.helpers import (
+    PROCESS_SETTINGS,
+    Puts,
+    RecordingPublisher,
+    another_process,
+    bodies,
+    claim,
+    dies_after_answering,
+    task_definition,
+)
 
-# A process that publishes its own events and resolves what follows a resolution itself, as the host does; its
-# publication marks at production's interval (a process that dies at once has not written one yet).
-PROCESS_SETTINGS = {"event_bus": "amqp", "event_lease": 5, "resolution_grace": 10, "event_mark_interval": 0.2}
 pytestmark = pytest.mark.service(**PROCESS_SETTINGS)
 
 
@@ -38,51 +42,6 @@ def publisher() -> RecordingPublisher:
 @pytest.fixture
 def storage(tables: MemoryTables, queues: MemoryQueues) -> tuple[MemoryTables, MemoryQueues]:
     return tables, queues
-
-
-def process(clock: Clock, tables: MemoryTables, queues: MemoryQueues, publisher: RecordingPublisher) -> Queue:
-    """Another such process over the given storage (the `service` fixture is the first)."""
-    queue = memory_service(tables=tables, queues=queues, clock=clock, **PROCESS_SETTINGS)
-    queue.stores.events.publisher = publisher
-    return queue
-
-
-def another_process(clock: Clock, storage: tuple[MemoryTables, MemoryQueues]) -> tuple[Queue, RecordingPublisher]:
-    """A second process on the same storage (the one the worker's next call reaches), and what it publishes."""
-    publisher = RecordingPublisher()
-    return process(clock, *storage, publisher), publisher
-
-
-class Puts:
-    """The queue calls that put or change a message, in order: (kind, queue)."""
-
-    def __init__(self, queues: MemoryQueues) -> None:
-        self.calls: list[tuple[str, str]] = []
-        put, release = queues.put, queues.release
-
-        async def counted_put(queue: str, content: bytes, **kwargs: Any) -> Any:
-            self.calls.append(("put", queue))
-            return await put(queue, content, **kwargs)
-
-        async def counted_release(queue: str, message: Any, visible_in: int, **kwargs: Any) -> Any:
-            self.calls.append(("release", queue))
-            return await release(queue, message, visible_in, **kwargs)
-
-        queues.put = counted_put  # type: ignore[method-assign]
-        queues.release = counted_release  # type: ignore[method-assign]
-
-
-def dies_after_answering(service: Queue) -> None:
-    """From now on nothing runs after an answer (publishing, tidying, resolving here): as if the process died."""
-
-    def dropped(work: Coroutine[Any, Any, None]) -> None:
-        work.close()
-
-    service.stores.background.start = dropped  # type: ignore[method-assign]
-
-
-def bodies(queues: MemoryQueues, queue: str) -> list[dict[str, Any]]:
-    return [json.loads(body) for body in queues.contents(queue)]
 
 
 async def test_a_sole_resolution_puts_nothing_before_its_write_and_its_check_goes_once_published(

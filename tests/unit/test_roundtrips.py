@@ -17,7 +17,7 @@ from shared.outbox.inflight import Background
 from shared.storage.base import Op
 from shared.storage.grouped import GroupCommit
 from shared.storage.memory import MemoryTables
-from tests.unit.test_receiving import SlowQueues
+from tests.unit.helpers import SlowQueues
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +159,7 @@ async def test_edges_written_for_later_requests_are_not_the_first_requests_round
     async def go():
         from shared.operations.writes.edges import DependencyEdges
         from tests.services import memory_service
-        from tests.unit.test_reconciler import create
+        from tests.unit.helpers import create
 
         service = memory_service(tables=SlowTables())
         edges = DependencyEdges(service.tasks)

@@ -24,7 +24,7 @@ from shared.storage.base import BlobProperties, BlocksMissing
 from shared.storage.memory_blobs import MemoryBlobs
 from tests.answers import artifact_url, create_artifact
 from tests.turns import others_run
-from tests.unit.test_artifacts import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
+from tests.unit.helpers import ARTIFACT_SETTINGS, CONTAINER, expires, running_task
 
 MiB = 1024 * 1024
 

@@ -12,6 +12,7 @@ from shared import timeutil
 from shared.errors import SettingsError
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues
+from tests.unit.helpers import check_back_off
 
 
 def test_bad_settings_name_the_variable(monkeypatch):
@@ -44,52 +45,8 @@ def test_timespans(text, seconds):
     assert parse_timespan(text) == seconds
 
 
-class CountingQueues:
-    """Counts receive calls of a real store."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, 0
-
-    async def receive(self, *args, **kwargs):
-        self.calls += 1
-        return await self.inner.receive(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 def test_polling_backs_off_when_idle_and_resets_on_messages():
     check_back_off(MemoryQueues(), scale=0.25)  # the memory queues answer at once: a quarter of the real waits
-
-
-def check_back_off(inner, queue="q", scale=1.0):
-    """`scale`: the trigger's shortest interval and every wait here, times this (the count of polls stays)."""
-    from local_host import triggers
-
-    async def go():
-        store = CountingQueues(inner)
-        options = QueueOptions(max_polling_interval=0.4 * scale)
-        runner = QueueTriggerRunner("f", queue, lambda msg: None, "msg", store, options)
-        stop = asyncio.Event()
-        task = asyncio.create_task(runner.run(stop))
-        await asyncio.sleep(2.0 * scale)
-        idle_polls = store.calls
-        await store.put(queue, b"{}")
-        await asyncio.sleep(0.6 * scale)
-        stop.set()
-        await task
-        await inner.close()
-        return idle_polls, runner.processed
-
-    shortest = triggers.MIN_POLLING_INTERVAL
-    triggers.MIN_POLLING_INTERVAL = shortest * scale
-    try:
-        idle_polls, processed = asyncio.run(go())
-    finally:
-        triggers.MIN_POLLING_INTERVAL = shortest
-    # Without back-off 2 s of 0.1 s polls would be 20; with it: 0.1, 0.2, 0.4, 0.4, ... about 7.
-    assert 3 <= idle_polls <= 10, idle_polls
-    assert processed == 1
 
 
 @pytest.mark.looptime

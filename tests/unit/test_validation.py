@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from shared import validation
 from shared.api.reference import auth_v1, object_v1, queue_v1
-from tests.acceptance.test_fuzz import schema_strategy
 from tests.conftest import task_definition
+from tests.schema_strategies import schema_strategy
 
 INPUTS = sorted(
     {route.input for api in (queue_v1.api, object_v1.api, auth_v1.api) for route in api.routes if route.input}

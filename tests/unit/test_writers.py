@@ -25,7 +25,7 @@ from shared.storage.memory import MemoryQueues
 from tests.clock import Clock
 from tests.conftest import slugid
 from tests.turns import others_run
-from tests.unit.test_events import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
+from tests.unit.helpers import EVENT_SETTINGS, RecordingPublisher, claim, task_definition
 
 
 @pytest.fixture
