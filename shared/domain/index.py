@@ -157,22 +157,18 @@ class IndexedTask:
             timeutil.parse(d["indexedAt"]),
         )
 
-    def displaces(self, other: IndexedTask, now: dt.datetime) -> bool:
-        """Whether this entry replaces `other` at the same path: a higher rank, or an equal rank recorded
-        later (a retried indexing of the same completion is equal, and harmless); an expired one always."""
-        if other.expires <= now:
+    def replaces(self, current: IndexedTask, now: dt.datetime) -> bool:
+        """Whether this entry is written over `current` at the same path: not when it is this same completion's
+        entry written before (a retried indexing); else an expired one always, a lower rank, or an equal rank
+        recorded no later than this one."""
+        mine = (self.task_id, self.rank, self.data, self.expires, self.indexed_at)
+        if mine == (current.task_id, current.rank, current.data, current.expires, current.indexed_at):
+            return False
+        if current.expires <= now:
             return True
-        if self.rank != other.rank:
-            return self.rank > other.rank
-        return self.indexed_at >= other.indexed_at
-
-    def same_as(self, other: IndexedTask) -> bool:
-        return (self.task_id, self.rank, self.data, self.expires) == (
-            other.task_id,
-            other.rank,
-            other.data,
-            other.expires,
-        )
+        if self.rank != current.rank:
+            return self.rank > current.rank
+        return self.indexed_at >= current.indexed_at
 
 
 def data_size(data: dict[str, Any]) -> int:

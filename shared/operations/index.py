@@ -186,8 +186,8 @@ class TaskIndex:
             await self._inserts.add(new.partition_key, item)
             if self._kept(entry, item.etag):
                 return entry
-        elif _replaces(entry, known[1], self.stores.now()):
-            stored = await tables.replace(INDEX_TABLE, entry.to_entity(known[0]))
+        elif entry.replaces(known[1], self.stores.now()):
+            stored = await tables.replace(INDEX_TABLE, new.with_etag(known[0]))
             if self._kept(entry, stored.etag if stored else None):  # unchanged since this process wrote it
                 return entry
         # Taken (another process), changed since, or not outranking what this process wrote: decided on the row.
@@ -199,9 +199,9 @@ class TaskIndex:
                     return entry
                 continue
             current = IndexedTask.from_entity(entry.path, found)
-            if not _replaces(entry, current, self.stores.now()):
+            if not entry.replaces(current, self.stores.now()):
                 return current  # it outranks this one, or is this one written before (a retried indexing)
-            stored = await tables.replace(INDEX_TABLE, entry.to_entity(found.etag))
+            stored = await tables.replace(INDEX_TABLE, new.with_etag(found.etag))
             if self._kept(entry, stored.etag if stored else None):
                 return entry
         raise errors.InternalServerError(f"index path {entry.path} keeps changing; try again")
@@ -330,12 +330,6 @@ class TaskIndex:
             if entry.expires < cutoff:
                 self._entries.pop(path)  # a remembered ETag would only fail its replace: read instead
         return deleted
-
-
-def _replaces(entry: IndexedTask, current: IndexedTask, now: dt.datetime) -> bool:
-    """Whether `entry` is written over `current` at its path: it displaces it, and is not that same completion's
-    entry written before."""
-    return entry.displaces(current, now) and not (entry.same_as(current) and entry.indexed_at == current.indexed_at)
 
 
 def _distinct_paths(waiting: list[_NewEntry]) -> int:

@@ -7,6 +7,8 @@ import asyncio
 import datetime as dt
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared import errors, timeutil
 from shared.domain.index import (
@@ -112,6 +114,31 @@ async def test_higher_rank_stays_and_equal_rank_later_wins(service, clock):
     assert (await index.find("proj.latest.build")).task_id == later.task_id
     higher = entry("proj.latest.build", rank=6, clock=clock, at=clock.now - dt.timedelta(days=1))
     assert (await index.insert(higher)).task_id == higher.task_id
+
+
+RANKED = st.lists(
+    st.tuples(st.integers(-3, 3), st.integers(0, 50)), min_size=1, max_size=8, unique=True
+)  # (rank, seconds after the first completion): one completion each
+
+
+@given(ranked=RANKED, order=st.randoms(use_true_random=False), retries=st.lists(st.integers(0, 7), max_size=8))
+def test_the_entry_that_stays_does_not_depend_on_the_order_of_indexing(ranked, order, retries):
+    """The rank rule (IndexedTask.replaces), applied as the store applies it, one write at a time over what stands:
+    whatever order a path's completions are indexed in, retried or not, the highest rank stays, the latest of
+    equal rank; a retry of what stands writes nothing."""
+    start = timeutil.to_ms(timeutil.now())
+    entries = [
+        IndexedTask("p.q", f"task{i}", rank, {}, start + dt.timedelta(days=1), start + dt.timedelta(seconds=at))
+        for i, (rank, at) in enumerate(ranked)
+    ]
+    writes = entries + [entries[i % len(entries)] for i in retries]
+    order.shuffle(writes)
+    standing = None
+    for written in writes:
+        if standing is None or written.replaces(standing, start):
+            standing = written
+        assert not standing.replaces(standing, start)
+    assert standing == max(entries, key=lambda e: (e.rank, e.indexed_at))
 
 
 async def test_racing_inserts_leave_the_highest_rank(service, clock):
