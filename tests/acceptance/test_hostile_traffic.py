@@ -312,7 +312,8 @@ def trickling(host, peer: str) -> socket.socket:
 
 
 def closed(sock: socket.socket, wait: float) -> bytes | None:
-    """What the server sent before closing the connection, or None if it is still open after `wait` s."""
+    """What the server sent before closing the connection (this end is closed too), or None if it is still open
+    after `wait` s (left open)."""
     sock.settimeout(wait)
     received = b""
     try:
@@ -320,6 +321,7 @@ def closed(sock: socket.socket, wait: float) -> bytes | None:
             received += chunk
     except TimeoutError:
         return None
+    sock.close()
     return received
 
 
@@ -583,8 +585,8 @@ def asking(host, path: str, peer: str) -> socket.socket:
 
 
 def received_until_cut(sock: socket.socket, wait: float) -> int | None:
-    """Bytes read until the server ended the connection (reset or end); None if it was still open after `wait`
-    seconds without a byte."""
+    """Bytes read until the server ended the connection (reset or end; this end is closed too); None if it was
+    still open after `wait` seconds without a byte."""
     sock.settimeout(wait)
     got = 0
     try:
@@ -594,6 +596,7 @@ def received_until_cut(sock: socket.socket, wait: float) -> int | None:
         return None
     except ConnectionResetError:
         pass
+    sock.close()
     return got
 
 
