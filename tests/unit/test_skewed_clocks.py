@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,6 +62,7 @@ async def state_of(host: Queue, task_id: str) -> str:
     return str((await host.queries.task(task_id)).status()["runs"][0]["state"])
 
 
+@pytest.mark.looptime  # the mover waits out a due check's fraction of a second: on the loop's fake clock
 @settings(max_examples=15, deadline=None)
 @given(
     offsets=st.lists(st.floats(-SKEW, SKEW), min_size=2, max_size=4),
