@@ -17,7 +17,7 @@ import collections
 import datetime as dt
 from typing import Any
 
-from shared import timeutil
+from shared import timeutil, validation
 from shared.runtime import Queue, build_queue
 from shared.settings import load_settings
 from shared.storage.memory import MemoryQueues, MemoryTables
@@ -43,26 +43,20 @@ class Counting:
 
 
 def definition(task_queue: str, group: str) -> dict[str, Any]:
+    """A task's definition as createTask hands it to the operations: its schema's defaults filled in."""
     now = timeutil.now()
-    return {
+    body = {
         "taskQueueId": task_queue,
         "taskGroupId": group,
-        "schedulerId": "-",
-        "projectId": "none",
         "created": timeutil.iso(now),
         "deadline": timeutil.iso(now + dt.timedelta(hours=1)),
         "expires": timeutil.iso(now + dt.timedelta(days=1)),
         "payload": {},
-        "dependencies": [],
-        "requires": "all-completed",
-        "routes": [],
-        "priority": "lowest",
-        "retries": 5,
-        "scopes": [],
-        "tags": {},
-        "extra": {},
         "metadata": {"name": "n", "description": "d", "owner": "o@example.com", "source": "https://example.com"},
     }
+    problems = validation.errors_of("create-task-request", body, fill_defaults=True)
+    assert not problems, problems
+    return body
 
 
 async def counted_service() -> tuple[Queue, Counting, Counting]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import os
 import secrets
@@ -21,7 +22,7 @@ import pytest
 import taskcluster
 
 from local_host import azurite as azurite_mod
-from shared import timeutil
+from shared import timeutil, validation
 from shared.domain.messages import Shards
 from shared.runtime import data_stores
 from shared.settings import load_settings
@@ -371,24 +372,12 @@ def task_definition(**overrides: Any) -> dict[str, Any]:
 
 
 def schema_defaults(definition: dict[str, Any]) -> dict[str, Any]:
-    """What the schema fills in before the service sees a body, for the fields `definition` leaves out (a
-    definition given straight to the operations, not through the API)."""
-    return {
-        k: v
-        for k, v in {
-            "schedulerId": "-",
-            "projectId": "none",
-            "dependencies": [],
-            "requires": "all-completed",
-            "routes": [],
-            "priority": "lowest",
-            "retries": 5,
-            "scopes": [],
-            "tags": {},
-            "extra": {},
-        }.items()
-        if k not in definition
-    }
+    """What createTask's schema fills in before the service sees a body, for the fields `definition` leaves out (a
+    definition given straight to the operations, not through the API): the API's own filling
+    (shared/validation.py), so that the two cannot differ."""
+    body = copy.deepcopy(definition)
+    validation.errors_of("create-task-request", body, fill_defaults=True)
+    return {k: v for k, v in body.items() if k not in definition}
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15, interval: float = 0.1) -> Any:

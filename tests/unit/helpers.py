@@ -27,9 +27,9 @@ from tests.answers import (
     claim_work,
 )
 from tests.clock import Clock
-from tests.conftest import schema_defaults, slugid
+from tests.conftest import schema_defaults
 from tests.conftest import task_definition as bare_definition
-from tests.services import memory_service
+from tests.services import create_task, memory_service
 
 
 class RecordingPublisher:
@@ -82,10 +82,9 @@ def memory_queues(service: Queue) -> MemoryQueues:
 
 
 async def create(service: Queue, **overrides: object) -> tuple[str, dict]:
-    task_id = slugid()
+    """A task created straight through the operations: its id, and its definition as given (without defaults)."""
     definition = bare_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    return task_id, definition
+    return await create_task(service, **definition), definition
 
 
 async def claim_all(service: Queue, tq: str) -> list[tuple[str, int]]:
@@ -100,9 +99,8 @@ ARTIFACT_SETTINGS = {"claim_timeout": 600, "expiry_delay": 0, "artifact_exceptio
 
 
 async def running_task(service, **overrides):
-    task_id = slugid()
-    definition = bare_definition(**overrides)
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
+    """A task created and its first run claimed: its id."""
+    task_id = await create_task(service, **overrides)
     await service.claims.claim(task_id, 0, "g", "w")
     return task_id
 
@@ -190,10 +188,7 @@ def bodies(queues: MemoryQueues, queue: str) -> list[dict[str, Any]]:
 
 async def create_member(service: Queue, group: str, *dependencies: str) -> str:
     """A task of `group` that depends on `dependencies`: its id."""
-    task_id = slugid()
-    definition = bare_definition(taskGroupId=group, dependencies=list(dependencies))
-    await service.creation.create_task(task_id, dict(definition, **schema_defaults(definition)))
-    return task_id
+    return await create_task(service, taskGroupId=group, dependencies=list(dependencies))
 
 
 async def run(service: Queue, task_id: str, outcome: str) -> None:
