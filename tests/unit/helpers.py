@@ -14,18 +14,11 @@ from local_host.triggers import QueueOptions, QueueTriggerRunner
 from shared import timeutil
 from shared.domain.events import Event
 from shared.operations.claims import Claim
-from shared.outbox.rows import (
-    DISPATCH_QUEUE,
-    Publisher,
-    PublishError,
-    decode_requests,
-)
+from shared.outbox.rows import DISPATCH_QUEUE, Publisher, PublishError, decode_requests
 from shared.runtime import Queue
 from shared.storage.base import Received
 from shared.storage.memory import MemoryQueues, MemoryTables
-from tests.answers import (
-    claim_work,
-)
+from tests.answers import claim_work
 from tests.clock import Clock
 from tests.conftest import schema_defaults
 from tests.conftest import task_definition as bare_definition
@@ -33,6 +26,8 @@ from tests.services import create_task, memory_service
 
 
 class RecordingPublisher:
+    """A bus that records what it is given, in order; `fail` makes it refuse."""
+
     def __init__(self) -> None:
         self.published: list[Event] = []
         self.fail = False
@@ -73,7 +68,7 @@ async def drain(service: Queue, publisher: Publisher) -> list[str]:
     return outcomes
 
 
-GRACE = 60
+GRACE = 60  # the reconciler's grace in its tests (seconds a change is left to finish before it is repaired)
 
 
 def memory_queues(service: Queue) -> MemoryQueues:
@@ -92,9 +87,10 @@ async def claim_all(service: Queue, tq: str) -> list[tuple[str, int]]:
     return [(c["status"]["taskId"], c["runId"]) for c in claimed]
 
 
-CONTAINER = "artifacts"
+CONTAINER = "artifacts"  # the blob container of the artifact tests' memory blobs
 
 
+# Short artifact and expiry settings.
 ARTIFACT_SETTINGS = {"claim_timeout": 600, "expiry_delay": 0, "artifact_exception_window": 60}
 
 
